@@ -1,0 +1,183 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// LeaseStore is what the handlers need of the lease table.
+type LeaseStore interface {
+	Create(ctx context.Context, ttl time.Duration, holder string) (*recipes.Lease, error)
+	Get(id string) (*recipes.Lease, error)
+	KeepAlive(id string) (*recipes.Lease, error)
+	Revoke(id string) error
+	List() []*recipes.Lease
+}
+
+// API holds what every handler needs.
+type API struct {
+	Leases     LeaseStore
+	Locks      LockService
+	Semaphores SemaphoreService
+	Limits     Limits
+}
+
+type leaseBody struct {
+	TTL    *Duration `json:"ttl"`
+	Holder string    `json:"holder"`
+}
+
+func (b leaseBody) ttl() time.Duration {
+	if b.TTL == nil {
+		return 0
+	}
+	return time.Duration(*b.TTL)
+}
+
+// validLeaseID checks the form of a lease id (a UUID) before any lookup.
+func validLeaseID(id string) error {
+	if len(id) != 36 {
+		return invalid("a lease id is a UUID such as 0b5c6f7e-1a2b-4c3d-8e9f-001122334455")
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return invalid("a lease id is a UUID such as 0b5c6f7e-1a2b-4c3d-8e9f-001122334455")
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return invalid("a lease id is a lower-case UUID such as 0b5c6f7e-1a2b-4c3d-8e9f-001122334455")
+			}
+		}
+	}
+	return nil
+}
+
+func (a *API) leaseParam(r *http.Request) (*recipes.Lease, error) {
+	id := chi.URLParam(r, "id")
+	if err := validLeaseID(id); err != nil {
+		return nil, err
+	}
+	return a.Leases.Get(id)
+}
+
+// CreateLease is POST /v1/leases.
+func (a *API) CreateLease() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body leaseBody
+		if err := decodeJSON(r, &body); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		l, err := a.Leases.Create(r.Context(), body.ttl(), body.Holder)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		info := l.Info()
+		w.Header().Set("Location", "/v1/leases/"+l.ID)
+		writeJSON(w, http.StatusCreated, info)
+	})
+}
+
+// KeepAlive is POST /v1/leases/{id}/keepalive.
+func (a *API) KeepAlive() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "id")
+		if err := validLeaseID(id); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		l, err := a.Leases.KeepAlive(id)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, l.Info())
+	})
+}
+
+// GetLease is GET /v1/leases/{id}: the lease and what it holds.
+func (a *API) GetLease() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l, err := a.leaseParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, l.Info())
+	})
+}
+
+// ListLeases is GET /v1/leases.
+func (a *API) ListLeases() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		out := []recipes.LeaseInfo{}
+		for _, l := range a.Leases.List() {
+			out = append(out, l.Info())
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"leases": out})
+	})
+}
+
+// RevokeLease is DELETE /v1/leases/{id}: all it held is released first.
+func (a *API) RevokeLease() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "id")
+		if err := validLeaseID(id); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if err := a.Leases.Revoke(id); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// leaseRef is the lease part of a body that acts for a lease: either an
+// existing lease, or the ttl and holder of one to create for the caller.
+type leaseRef struct {
+	Lease  string    `json:"lease"`
+	TTL    *Duration `json:"ttl"`
+	Holder string    `json:"holder"`
+}
+
+// resolve returns the lease a request acts for. implicit is true when it was
+// created for this request, in which case the caller revokes it if the
+// request fails.
+func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *recipes.Lease, implicit bool, err error) {
+	if ref.Lease != "" {
+		if ref.TTL != nil || ref.Holder != "" {
+			return nil, false, invalid("give either lease, or ttl and holder for a new lease, not both")
+		}
+		if err := validLeaseID(ref.Lease); err != nil {
+			return nil, false, err
+		}
+		l, err := a.Leases.Get(ref.Lease)
+		return l, false, err
+	}
+	if !mayCreate {
+		return nil, false, invalid("lease is required")
+	}
+	var ttl time.Duration
+	if ref.TTL != nil {
+		ttl = time.Duration(*ref.TTL)
+	}
+	l, err = a.Leases.Create(ctx, ttl, ref.Holder)
+	return l, err == nil, err
+}
+
+// dropImplicit revokes a lease made for a request that failed.
+func (a *API) dropImplicit(l *recipes.Lease, implicit bool) {
+	if implicit {
+		_ = a.Leases.Revoke(l.ID)
+	}
+}

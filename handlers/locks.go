@@ -1,0 +1,164 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// LockService is what the handlers need of the locks.
+type LockService interface {
+	Acquire(ctx context.Context, lease *recipes.Lease, name, mode string, wait time.Duration) (recipes.LockGrant, error)
+	Release(ctx context.Context, lease *recipes.Lease, name, mode string) error
+	State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.LockState, error)
+	List(ctx context.Context, prefix string) ([]recipes.LockSummary, error)
+	Fence(ctx context.Context, name string, token int64) (bool, error)
+}
+
+type acquireBody struct {
+	leaseRef
+	Mode string `json:"mode"`
+}
+
+// AcquireLock is POST /v1/locks/{name}/acquire?wait=.
+func (a *API) AcquireLock() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		wait, err := parseWait(r, a.Limits.MaxWait)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		var body acquireBody
+		if err := decodeJSON(r, &body); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if _, err := recipes.ValidMode(body.Mode); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		lease, implicit, err := a.resolve(r.Context(), body.leaseRef, true)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		grant, err := a.Locks.Acquire(r.Context(), lease, name, body.Mode, wait)
+		if err != nil {
+			a.dropImplicit(lease, implicit)
+			WriteError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, grant)
+	})
+}
+
+type releaseBody struct {
+	Lease string `json:"lease"`
+	Mode  string `json:"mode"`
+}
+
+// ReleaseLock is POST /v1/locks/{name}/release.
+func (a *API) ReleaseLock() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		var body releaseBody
+		if err := decodeJSON(r, &body); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		lease, _, err := a.resolve(r.Context(), leaseRef{Lease: body.Lease}, false)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if err := a.Locks.Release(r.Context(), lease, name, body.Mode); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// LockState is GET /v1/locks/{name}, a blocking read.
+func (a *API) LockState() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		index, wait, err := blockingParams(r, a.Limits.MaxWait)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		st, err := a.Locks.State(r.Context(), name, index, wait)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		writeIndexed(w, st.Index, st)
+	})
+}
+
+// ListLocks is GET /v1/locks?prefix=.
+func (a *API) ListLocks() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		prefix := r.URL.Query().Get("prefix")
+		if prefix != "" {
+			if err := recipes.ValidName(prefix); err != nil {
+				WriteError(w, r, invalid("prefix: %s", err.(*recipes.Error).Detail))
+				return
+			}
+		}
+		locks, err := a.Locks.List(r.Context(), prefix)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if locks == nil {
+			locks = []recipes.LockSummary{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"locks": locks})
+	})
+}
+
+// Fence is GET /v1/locks/{name}/fence?token=N.
+func (a *API) Fence() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		token, err := strconv.ParseInt(r.URL.Query().Get("token"), 10, 64)
+		if err != nil || token <= 0 {
+			WriteError(w, r, invalid("token must be a positive integer"))
+			return
+		}
+		ok, err := a.Locks.Fence(r.Context(), name, token)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if !ok {
+			WriteError(w, r, &recipes.Error{Code: recipes.CodeStaleToken,
+				Detail: "token " + strconv.FormatInt(token, 10) + " is not held on lock " + strconv.Quote(name),
+				Extra:  map[string]any{"token": token}})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"name": name, "token": token, "current": true})
+	})
+}

@@ -1,0 +1,117 @@
+// Package handlers turns HTTP requests into calls of the recipes and their
+// results into JSON or RFC 9457 problem documents. It never touches
+// ZooKeeper itself.
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// statusOf is the one place where error codes become HTTP statuses.
+var statusOf = map[recipes.Code]int{
+	recipes.CodeInvalid:       http.StatusBadRequest,
+	recipes.CodeLeaseNotFound: http.StatusNotFound,
+	recipes.CodeNotFound:      http.StatusNotFound,
+	recipes.CodeTimeout:       http.StatusConflict,
+	recipes.CodeNotHeld:       http.StatusConflict,
+	recipes.CodeNotLeader:     http.StatusConflict,
+	recipes.CodeNotClaimed:    http.StatusConflict,
+	recipes.CodeLimitMismatch: http.StatusConflict,
+	recipes.CodeCountMismatch: http.StatusConflict,
+	recipes.CodeStaleToken:    http.StatusConflict,
+	recipes.CodeWouldDeadlock: http.StatusConflict,
+	recipes.CodeLeaseExpired:  http.StatusGone,
+	recipes.CodeTooLarge:      http.StatusRequestEntityTooLarge,
+	recipes.CodeUnavailable:   http.StatusServiceUnavailable,
+	recipes.CodeInternal:      http.StatusInternalServerError,
+	codeMethod:                http.StatusMethodNotAllowed,
+	codeMediaType:             http.StatusUnsupportedMediaType,
+}
+
+const (
+	codeMethod    recipes.Code = "method_not_allowed"
+	codeMediaType recipes.Code = "unsupported_media_type"
+)
+
+var titles = map[recipes.Code]string{
+	recipes.CodeInvalid:       "Invalid request",
+	recipes.CodeLeaseNotFound: "Lease not found",
+	recipes.CodeNotFound:      "Not found",
+	recipes.CodeTimeout:       "Wait timed out",
+	recipes.CodeNotHeld:       "Not held",
+	recipes.CodeNotLeader:     "Not the leader",
+	recipes.CodeNotClaimed:    "Not claimed",
+	recipes.CodeLimitMismatch: "Semaphore limit mismatch",
+	recipes.CodeCountMismatch: "Barrier count mismatch",
+	recipes.CodeStaleToken:    "Stale fencing token",
+	recipes.CodeWouldDeadlock: "Would deadlock",
+	recipes.CodeLeaseExpired:  "Lease expired",
+	recipes.CodeTooLarge:      "Request too large",
+	recipes.CodeUnavailable:   "ZooKeeper unavailable",
+	recipes.CodeInternal:      "Internal error",
+	codeMethod:                "Method not allowed",
+	codeMediaType:             "Unsupported media type",
+}
+
+// WriteError writes err as application/problem+json. Internal errors are
+// logged with the request id, and the client sees only "internal error".
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *recipes.Error
+	if !errors.As(err, &e) {
+		e = &recipes.Error{Code: recipes.CodeInternal, Err: err}
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	detail := e.Detail
+	if e.Code == recipes.CodeInternal {
+		slog.ErrorContext(r.Context(), "internal error", "err", err, "request_id", w.Header().Get("X-Request-Id"),
+			"method", r.Method, "path", r.URL.Path)
+		detail = "internal error"
+	}
+	doc := map[string]any{}
+	for k, v := range e.Extra {
+		doc[k] = v
+	}
+	doc["type"] = "urn:zkgate:problem:" + string(e.Code)
+	doc["title"] = titles[e.Code]
+	doc["status"] = status
+	doc["detail"] = detail
+	doc["code"] = string(e.Code)
+	if id := w.Header().Get("X-Request-Id"); id != "" {
+		doc["instance"] = "urn:zkgate:request:" + id
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(doc)
+}
+
+// Problem writes a problem of the given code and detail.
+func Problem(w http.ResponseWriter, r *http.Request, code recipes.Code, detail string) {
+	WriteError(w, r, &recipes.Error{Code: code, Detail: detail})
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeIndexed writes a state with its X-Zkgate-Index.
+func writeIndexed(w http.ResponseWriter, index int64, v any) {
+	w.Header().Set("X-Zkgate-Index", strconv.FormatInt(index, 10))
+	writeJSON(w, http.StatusOK, v)
+}

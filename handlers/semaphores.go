@@ -1,0 +1,112 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// SemaphoreService is what the handlers need of the semaphores.
+type SemaphoreService interface {
+	Acquire(ctx context.Context, lease *recipes.Lease, name string, limit int, wait time.Duration) (recipes.SemaphoreGrant, error)
+	Release(ctx context.Context, lease *recipes.Lease, name string) error
+	State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.SemaphoreState, error)
+}
+
+type semAcquireBody struct {
+	leaseRef
+	Limit *int `json:"limit"`
+}
+
+// AcquireSemaphore is POST /v1/semaphores/{name}/acquire?wait=.
+func (a *API) AcquireSemaphore() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		wait, err := parseWait(r, a.Limits.MaxWait)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		var body semAcquireBody
+		if err := decodeJSON(r, &body); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if body.Limit == nil {
+			WriteError(w, r, invalid("limit is required"))
+			return
+		}
+		if *body.Limit < 1 || *body.Limit > recipes.MaxSemaphoreLimit {
+			WriteError(w, r, invalid("limit must be between 1 and %d", recipes.MaxSemaphoreLimit))
+			return
+		}
+		lease, implicit, err := a.resolve(r.Context(), body.leaseRef, true)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		grant, err := a.Semaphores.Acquire(r.Context(), lease, name, *body.Limit, wait)
+		if err != nil {
+			a.dropImplicit(lease, implicit)
+			WriteError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, grant)
+	})
+}
+
+// ReleaseSemaphore is POST /v1/semaphores/{name}/release.
+func (a *API) ReleaseSemaphore() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		var body struct {
+			Lease string `json:"lease"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		lease, _, err := a.resolve(r.Context(), leaseRef{Lease: body.Lease}, false)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if err := a.Semaphores.Release(r.Context(), lease, name); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// SemaphoreState is GET /v1/semaphores/{name}, a blocking read.
+func (a *API) SemaphoreState() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		index, wait, err := blockingParams(r, a.Limits.MaxWait)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		st, err := a.Semaphores.State(r.Context(), name, index, wait)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		writeIndexed(w, st.Index, st)
+	})
+}

@@ -1,0 +1,328 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Node is a child znode as the cache saw it.
+type Node struct {
+	Name string
+	Data []byte
+	Stat zk.Stat
+}
+
+// Snapshot is the state of one watched znode: whether it exists and its
+// children with their data. Index grows whenever the state changes: it is
+// taken from ZooKeeper zxids, so it also grows across gateways and restarts.
+type Snapshot struct {
+	Path     string
+	Exists   bool
+	Data     []byte
+	Stat     zk.Stat
+	Children []Node // sorted by name
+	Index    int64
+}
+
+// watchCache keeps one ZooKeeper watch per path, however many readers wait
+// on it, and fans changes out in memory. An entry lives while it is read and
+// for a while after (linger); then it stops re-arming its watch.
+type watchCache struct {
+	sess   *Session
+	log    *slog.Logger
+	linger time.Duration
+
+	mu      sync.Mutex
+	entries map[string]*cacheEntry
+	closed  bool
+	wg      sync.WaitGroup
+
+	watching atomic.Int64 // entries with an armed watch, for metrics and leak tests
+	subs     []func(path string)
+}
+
+type cacheEntry struct {
+	path string
+
+	// guarded by watchCache.mu
+	snap     *Snapshot
+	err      error
+	ready    chan struct{} // closed once the first load is done
+	changed  chan struct{} // closed and replaced at every new snapshot
+	refs     int
+	lastUsed time.Time
+	stop     chan struct{}
+}
+
+func newWatchCache(sess *Session, log *slog.Logger) *watchCache {
+	return &watchCache{sess: sess, log: log.With("component", "watch-cache"), linger: 30 * time.Second,
+		entries: map[string]*cacheEntry{}}
+}
+
+// OnChange registers fn to be told (without blocking) of each new snapshot.
+// It must be called before the cache is used.
+func (c *watchCache) OnChange(fn func(path string)) { c.subs = append(c.subs, fn) }
+
+// Read returns the snapshot of p. With index > 0 and the snapshot's index
+// equal to it, it first waits up to wait for a change (a blocking read).
+func (c *watchCache) Read(ctx context.Context, p string, index int64, wait time.Duration) (*Snapshot, error) {
+	e, err := c.acquire(p)
+	if err != nil {
+		return nil, err
+	}
+	defer c.releaseEntry(e)
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	c.mu.Lock()
+	snap, serr, changed := e.snap, e.err, e.changed
+	c.mu.Unlock()
+	if serr != nil {
+		return nil, serr
+	}
+	if index <= 0 || snap.Index != index || wait <= 0 {
+		return snap, nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-changed:
+	case <-timer.C:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e.snap, nil
+}
+
+// Peek returns the latest snapshot of p if the cache has one, without
+// starting a watch.
+func (c *watchCache) Peek(p string) *Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[p]; ok {
+		return e.snap
+	}
+	return nil
+}
+
+func (c *watchCache) acquire(p string) (*cacheEntry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errClosed
+	}
+	e, ok := c.entries[p]
+	if !ok {
+		e = &cacheEntry{path: p, ready: make(chan struct{}), changed: make(chan struct{}), stop: make(chan struct{})}
+		c.entries[p] = e
+		c.wg.Add(1)
+		go c.run(e)
+	}
+	e.refs++
+	return e, nil
+}
+
+func (c *watchCache) releaseEntry(e *cacheEntry) {
+	c.mu.Lock()
+	e.refs--
+	e.lastUsed = time.Now()
+	c.mu.Unlock()
+}
+
+// run keeps e's snapshot current until nobody has read it for c.linger.
+func (c *watchCache) run(e *cacheEntry) {
+	defer c.wg.Done()
+	c.watching.Add(1)
+	defer c.watching.Add(-1)
+	var prev *Snapshot
+	idle := time.NewTicker(c.linger/2 + time.Millisecond)
+	defer idle.Stop()
+	for {
+		snap, events, err := c.load(e.path, prev)
+		if err != nil && ambiguous(err) {
+			if c.waitLive(e) != nil {
+				return
+			}
+			continue
+		}
+		c.publish(e, snap, err)
+		if err == nil {
+			prev = snap
+		}
+		for waiting := true; waiting; {
+			select {
+			case <-events.a:
+				waiting = false
+			case <-events.b: // nil (blocks) unless the data watch is armed
+				waiting = false
+			case <-idle.C:
+				c.mu.Lock()
+				unused := e.refs == 0 && time.Since(e.lastUsed) >= c.linger
+				if unused {
+					// The armed ZooKeeper watch stays until it fires once more;
+					// go-zookeeper then drops it. Nothing re-arms it.
+					delete(c.entries, e.path)
+				}
+				c.mu.Unlock()
+				if unused {
+					return
+				}
+			case <-e.stop:
+				return
+			}
+		}
+	}
+}
+
+func (c *watchCache) waitLive(e *cacheEntry) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-e.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return c.sess.WaitLive(ctx)
+}
+
+func (c *watchCache) publish(e *cacheEntry, snap *Snapshot, err error) {
+	c.mu.Lock()
+	first := e.snap == nil && e.err == nil
+	same := err == nil && e.snap != nil && e.err == nil && e.snap.Index == snap.Index && len(e.snap.Children) == len(snap.Children)
+	if err == nil && e.snap != nil && snap.Index < e.snap.Index {
+		snap.Index = e.snap.Index // never let the index go back
+	}
+	if !same {
+		e.snap, e.err = snap, err
+		close(e.changed)
+		e.changed = make(chan struct{})
+	}
+	if first {
+		close(e.ready)
+	}
+	subs := c.subs
+	c.mu.Unlock()
+	if !same {
+		for _, fn := range subs {
+			fn(e.path)
+		}
+	}
+}
+
+// watchSet is the watches one load armed.
+type watchSet struct{ a, b <-chan zk.Event }
+
+// load reads p with its children and arms the watches that tell of the next
+// change. Data of children already in prev (same czxid) is reused: zkgate's
+// contender nodes never change their data.
+func (c *watchCache) load(p string, prev *Snapshot) (*Snapshot, watchSet, error) {
+	conn := c.sess.Conn()
+	children, stat, childCh, err := conn.ChildrenW(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		ok, _, existCh, err := conn.ExistsW(p)
+		if err != nil {
+			return nil, watchSet{}, err
+		}
+		if ok {
+			return c.load(p, prev) // created in between
+		}
+		snap := &Snapshot{Path: p}
+		// An absent node takes its index from its parent's pzxid, which grew
+		// when the node was deleted.
+		if _, pstat, err := conn.Exists(path.Dir(p)); err == nil && pstat != nil {
+			snap.Index = pstat.Pzxid
+		}
+		return snap, watchSet{a: existCh}, nil
+	}
+	if err != nil {
+		return nil, watchSet{}, err
+	}
+	data, dstat, dataCh, err := conn.GetW(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return c.load(p, prev)
+	}
+	if err != nil {
+		return nil, watchSet{}, err
+	}
+	snap := &Snapshot{Path: p, Exists: true, Data: data, Stat: *dstat}
+	snap.Index = max(stat.Pzxid, dstat.Mzxid)
+	known := map[string]Node{}
+	if prev != nil {
+		for _, n := range prev.Children {
+			known[n.Name] = n
+		}
+	}
+	snap.Children = make([]Node, len(children))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	var firstErr atomic.Value
+	for i, name := range children {
+		if n, ok := known[name]; ok {
+			snap.Children[i] = n
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int, name string) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			d, st, err := conn.Get(p + "/" + name)
+			if err != nil {
+				if !errors.Is(err, zk.ErrNoNode) {
+					firstErr.CompareAndSwap(nil, err)
+				}
+				return
+			}
+			snap.Children[i] = Node{Name: name, Data: d, Stat: *st}
+		}(i, name)
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return nil, watchSet{}, err
+	}
+	// Children deleted between the list and their read are left out; the
+	// children watch has fired for them and the next load is on its way.
+	kept := snap.Children[:0]
+	for _, n := range snap.Children {
+		if n.Name != "" {
+			kept = append(kept, n)
+			snap.Index = max(snap.Index, n.Stat.Mzxid)
+		}
+	}
+	snap.Children = kept
+	slices.SortFunc(snap.Children, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	return snap, watchSet{a: childCh, b: dataCh}, nil
+}
+
+// Watching is the number of paths with a live cache entry.
+func (c *watchCache) Watching() int64 { return c.watching.Load() }
+
+// Close stops every entry.
+func (c *watchCache) Close() {
+	c.mu.Lock()
+	c.closed = true
+	for _, e := range c.entries {
+		close(e.stop)
+	}
+	c.entries = map[string]*cacheEntry{}
+	c.mu.Unlock()
+	c.wg.Wait()
+}

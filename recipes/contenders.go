@@ -1,0 +1,124 @@
+package recipes
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// A contender is one sequential child of a lock, latch or semaphore parent,
+// made by zkgate, Curator, kazoo or go-zookeeper alike.
+type contender struct {
+	Name   string
+	Seq    int64
+	Reader bool   // a read-lock node; every other kind excludes everything
+	Mode   string // exclusive, read or write, from the marker
+	Lease  string // the lease id (UUID) of a `_c_<uuid>-` protected name, if any
+}
+
+// marker is the text before a node's sequence number, and what it means.
+type marker struct {
+	text   string
+	reader bool
+	mode   string
+}
+
+var (
+	// Curator's `__READ__`/`__WRIT__`, kazoo's `__rlock__`/`__lock__`, and
+	// the `lock-` of Curator's InterProcessMutex, go-zookeeper and zkgate.
+	lockMarkers = []marker{{"__READ__", true, ModeRead}, {"__WRIT__", false, ModeWrite},
+		{"__rlock__", true, ModeRead}, {"__lock__", false, ModeExclusive}, {"lock-", false, ModeExclusive}}
+	latchMarkers = []marker{{"latch-", false, ""}}
+	leaseMarkers = []marker{{"lease-", false, ""}}
+)
+
+// parseContender reads the sequence after the last marker of name. Names
+// that match no marker, or whose sequence is not a number, are not contenders.
+func parseContender(name string, markers []marker) (contender, bool) {
+	for _, m := range markers {
+		i := strings.LastIndex(name, m.text)
+		if i < 0 {
+			continue
+		}
+		digits := name[i+len(m.text):]
+		if len(digits) == 0 || len(digits) > 19 {
+			return contender{}, false
+		}
+		seq, err := strconv.ParseInt(digits, 10, 64)
+		if err != nil || seq < 0 {
+			return contender{}, false
+		}
+		return contender{Name: name, Seq: seq, Reader: m.reader, Mode: m.mode, Lease: protectedID(name)}, true
+	}
+	return contender{}, false
+}
+
+// protectedID returns the <uuid> of a Curator-style protected name
+// `_c_<uuid>-...`, or "".
+func protectedID(name string) string {
+	const p = "_c_"
+	if !strings.HasPrefix(name, p) || len(name) < len(p)+37 || name[len(p)+36] != '-' {
+		return ""
+	}
+	return name[len(p) : len(p)+36]
+}
+
+// sortContenders parses names and sorts the contenders by sequence, compared
+// as numbers (names differ in their prefixes, so sorting names is wrong).
+func sortContenders(names []string, markers []marker) []contender {
+	out := make([]contender, 0, len(names))
+	for _, n := range names {
+		if c, ok := parseContender(n, markers); ok {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Seq != out[j].Seq {
+			return out[i].Seq < out[j].Seq
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// lockBlocker returns the name of the node that cs[i] must wait for, or ""
+// when cs[i] holds the lock. A writer waits for the node just before it; a
+// reader for the nearest earlier writer that is not its own lease's (a lease
+// that holds the write lock may also read, as with Curator).
+func lockBlocker(cs []contender, i int) string {
+	self := cs[i]
+	if !self.Reader {
+		if i == 0 {
+			return ""
+		}
+		return cs[i-1].Name
+	}
+	for j := i - 1; j >= 0; j-- {
+		if !cs[j].Reader && (self.Lease == "" || cs[j].Lease != self.Lease) {
+			return cs[j].Name
+		}
+	}
+	return ""
+}
+
+// splitLock divides sorted contenders into holders and waiters.
+func splitLock(cs []contender) (holders, waiters []contender) {
+	for i := range cs {
+		if lockBlocker(cs, i) == "" {
+			holders = append(holders, cs[i])
+		} else {
+			waiters = append(waiters, cs[i])
+		}
+	}
+	return holders, waiters
+}
+
+// indexOf returns the index of name in cs, or -1.
+func indexOf(cs []contender, name string) int {
+	for i, c := range cs {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,566 @@
+package recipes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Why a lease ended, as told to clients in lease_expired problems.
+const (
+	EndExpired     = "expired"
+	EndRevoked     = "revoked"
+	EndSessionLost = "session_lost"
+	EndShutdown    = "gateway_shutdown"
+)
+
+// LeaseConfig bounds leases.
+type LeaseConfig struct {
+	DefaultTTL time.Duration // when the client gives none (15s)
+	MinTTL     time.Duration // 1s
+	MaxTTL     time.Duration // --max-ttl (1h)
+	GatewayID  string        // written into every node the gateway creates
+	// Remember is how long ended ids keep answering lease_expired (1h), and
+	// RememberMax how many of them at most (100,000).
+	Remember    time.Duration
+	RememberMax int
+}
+
+// LeaseInfo is what clients see of a lease.
+type LeaseInfo struct {
+	ID        string     `json:"id"`
+	TTL       Duration   `json:"ttl"`
+	Holder    string     `json:"holder"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	CreatedAt time.Time  `json:"created_at"`
+	Holds     []HoldInfo `json:"holds"`
+}
+
+// HoldInfo is one thing a lease holds or waits for.
+type HoldInfo struct {
+	Kind  string    `json:"kind"` // lock, semaphore, election, double-barrier, claim
+	Name  string    `json:"name"`
+	Mode  string    `json:"mode,omitempty"`
+	Token int64     `json:"token,omitempty"`
+	State string    `json:"state"` // held | waiting
+	Node  string    `json:"node,omitempty"`
+	Since time.Time `json:"since"`
+}
+
+// holding is what a recipe attaches to a lease: something to list, and
+// something to undo when the lease ends.
+type holding interface {
+	info() HoldInfo
+	// release removes what the hold made in ZooKeeper. It is called once the
+	// lease has ended, with the lease's waits already cancelled.
+	release(ctx context.Context) error
+}
+
+// Leases is the gateway's table of leases. TTLs are enforced here, in
+// memory; ZooKeeper only learns of a lease's birth and death.
+type Leases struct {
+	sess *Session
+	cfg  LeaseConfig
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	live  map[string]*Lease
+	ended map[string]endedLease
+	order []string // ended ids, oldest first, to bound the memory of them
+	wg    sync.WaitGroup
+
+	created, expired, revoked, lost atomic.Int64
+	stopListen                      func()
+}
+
+type endedLease struct {
+	reason string
+	at     time.Time
+}
+
+// Lease is one client's liveness. Its context is cancelled when it ends, so
+// every wait made on its behalf stops at once.
+type Lease struct {
+	ID        string
+	Holder    string
+	TTL       time.Duration
+	CreatedAt time.Time
+	epoch     uint64
+	table     *Leases
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when all it held is released
+
+	mu        sync.Mutex
+	expiresAt time.Time
+	timer     *time.Timer
+	holds     map[string]holding
+	ending    bool
+	reason    string
+}
+
+// NewLeases makes the lease table of a session.
+func NewLeases(sess *Session, cfg LeaseConfig, log *slog.Logger) *Leases {
+	if cfg.DefaultTTL <= 0 {
+		cfg.DefaultTTL = 15 * time.Second
+	}
+	if cfg.MinTTL <= 0 {
+		cfg.MinTTL = time.Second
+	}
+	if cfg.MaxTTL <= 0 {
+		cfg.MaxTTL = time.Hour
+	}
+	if cfg.Remember <= 0 {
+		cfg.Remember = time.Hour
+	}
+	if cfg.RememberMax <= 0 {
+		cfg.RememberMax = 100_000
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	t := &Leases{sess: sess, cfg: cfg, log: log.With("component", "leases"),
+		live: map[string]*Lease{}, ended: map[string]endedLease{}}
+	// A lost session takes every lease of its epoch with it. The listener must
+	// not block: the ending runs on its own goroutine, and every lookup checks
+	// the epoch anyway, so no reply can claim a lost lease in between.
+	t.stopListen = sess.OnChange(func(c StateChange) {
+		if c.State == StateLost {
+			t.endEpochBefore(c.Epoch + 1)
+		} else if c.State == StateLive {
+			t.endEpochBefore(c.Epoch)
+		}
+	})
+	return t
+}
+
+// Create makes a lease. ttl 0 means the default.
+func (t *Leases) Create(ctx context.Context, ttl time.Duration, holder string) (*Lease, error) {
+	if ttl == 0 {
+		ttl = t.cfg.DefaultTTL
+	}
+	if ttl < t.cfg.MinTTL || ttl > t.cfg.MaxTTL {
+		return nil, Errorf(CodeInvalid, "ttl must be between %s and %s", t.cfg.MinTTL, t.cfg.MaxTTL)
+	}
+	if len(holder) > 200 {
+		return nil, Errorf(CodeInvalid, "holder must be at most 200 bytes")
+	}
+	st, epoch, _ := t.sess.Status()
+	if st != StateLive {
+		return nil, unavailable()
+	}
+	id := newLeaseID()
+	now := time.Now().UTC()
+	lctx, cancel := context.WithCancel(context.Background())
+	l := &Lease{ID: id, Holder: holder, TTL: ttl, CreatedAt: now, epoch: epoch, table: t,
+		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
+
+	data, _ := json.Marshal(map[string]any{"holder": holder, "ttl": ttl.String(), "gateway": t.cfg.GatewayID})
+	path := t.sess.Root() + "/leases/" + id
+	if err := t.createEphemeral(ctx, path, data, epoch); err != nil {
+		cancel()
+		return nil, err
+	}
+	t.mu.Lock()
+	t.live[id] = l
+	t.mu.Unlock()
+	l.mu.Lock()
+	l.timer = time.AfterFunc(ttl, l.onTimer)
+	l.mu.Unlock()
+	t.created.Add(1)
+	return l, nil
+}
+
+// createEphemeral creates a plain ephemeral node, recovering from an
+// ambiguous reply by checking whether it is there and ours.
+func (t *Leases) createEphemeral(ctx context.Context, path string, data []byte, epoch uint64) error {
+	for {
+		if err := t.sess.check(epoch); err != nil {
+			return err
+		}
+		_, err := t.sess.Conn().Create(path, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, zk.ErrNodeExists) {
+			_, stat, gerr := t.sess.Conn().Get(path)
+			if gerr == nil && stat.EphemeralOwner == t.sessionID() {
+				return nil // our own create, whose reply was lost
+			}
+			return internal(err, "lease id collision")
+		}
+		if !ambiguous(err) {
+			return internal(err, "create lease record")
+		}
+		if werr := t.sess.WaitLive(ctx); werr != nil {
+			return unavailable()
+		}
+	}
+}
+
+func (t *Leases) sessionID() int64 {
+	_, _, id := t.sess.Status()
+	return id
+}
+
+// Get returns the live lease with id, or the error a client should see:
+// lease_expired for a recently ended one, lease_not_found otherwise.
+// A lease found past its expiry, or of a lost session, is ended first, so
+// the answer never says it still holds anything.
+func (t *Leases) Get(id string) (*Lease, error) {
+	t.mu.Lock()
+	l, ok := t.live[id]
+	var e endedLease
+	if !ok {
+		e, ok = t.ended[id]
+		t.mu.Unlock()
+		if ok {
+			return nil, leaseEnded(id, e.reason)
+		}
+		return nil, &Error{Code: CodeLeaseNotFound, Detail: "no lease " + quote(id)}
+	}
+	t.mu.Unlock()
+	if err := l.alive(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func leaseEnded(id, reason string) *Error {
+	return &Error{Code: CodeLeaseExpired, Detail: "lease " + quote(id) + " has ended: " + reason,
+		Extra: map[string]any{"reason": reason}}
+}
+
+// alive ends the lease if its time or session has run out, and reports
+// whether it may still be used.
+func (l *Lease) alive() error {
+	l.mu.Lock()
+	ending, reason := l.ending, l.reason
+	expired := !ending && time.Now().After(l.expiresAt)
+	l.mu.Unlock()
+	if ending {
+		<-l.done
+		return leaseEnded(l.ID, reason)
+	}
+	if expired {
+		l.end(EndExpired)
+		return leaseEnded(l.ID, EndExpired)
+	}
+	if err := l.table.sess.check(l.epoch); err != nil {
+		if errors.Is(err, errSessionLost) {
+			l.end(EndSessionLost)
+			return leaseEnded(l.ID, EndSessionLost)
+		}
+		return err
+	}
+	return nil
+}
+
+// KeepAlive extends the lease by its TTL, in memory only. While the session
+// is suspended the lease is extended all the same (a ZooKeeper blip must not
+// cost clients their locks) but the call answers unavailable: its holds can
+// not be vouched for until the session is back.
+func (t *Leases) KeepAlive(id string) (*Lease, error) {
+	t.mu.Lock()
+	l, ok := t.live[id]
+	t.mu.Unlock()
+	if !ok {
+		_, err := t.Get(id)
+		return nil, err
+	}
+	err := l.alive()
+	if err != nil && ErrorCode(err) != CodeUnavailable {
+		return nil, err
+	}
+	l.mu.Lock()
+	if !l.ending {
+		l.expiresAt = time.Now().Add(l.TTL)
+		l.timer.Reset(l.TTL)
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Revoke ends a lease and releases all it held before it returns.
+func (t *Leases) Revoke(id string) error {
+	l, err := t.Get(id)
+	if err != nil {
+		return err
+	}
+	l.end(EndRevoked)
+	return nil
+}
+
+// List returns the live leases, oldest first.
+func (t *Leases) List() []*Lease {
+	t.mu.Lock()
+	out := make([]*Lease, 0, len(t.live))
+	for _, l := range t.live {
+		out = append(out, l)
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Count is the number of live leases.
+func (t *Leases) Count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.live)
+}
+
+// LeaseStats are counters for metrics.
+type LeaseStats struct{ Created, Expired, Revoked, Lost int64 }
+
+// Stats returns the lease counters.
+func (t *Leases) Stats() LeaseStats {
+	return LeaseStats{t.created.Load(), t.expired.Load(), t.revoked.Load(), t.lost.Load()}
+}
+
+// Info is the client's view of the lease, with what it holds.
+func (l *Lease) Info() LeaseInfo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	info := LeaseInfo{ID: l.ID, TTL: Duration(l.TTL), Holder: l.Holder,
+		ExpiresAt: l.expiresAt.UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
+	for _, h := range l.holds {
+		info.Holds = append(info.Holds, h.info())
+	}
+	sort.Slice(info.Holds, func(i, j int) bool {
+		a, b := info.Holds[i], info.Holds[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Mode < b.Mode
+	})
+	return info
+}
+
+// Done is closed when the lease has ended and released all it held.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Context is cancelled when the lease starts ending.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+func (l *Lease) onTimer() {
+	l.mu.Lock()
+	due := !l.ending && !time.Now().Before(l.expiresAt)
+	if !due && !l.ending {
+		l.timer.Reset(time.Until(l.expiresAt))
+	}
+	l.mu.Unlock()
+	if due {
+		l.end(EndExpired)
+	}
+}
+
+// end releases everything the lease holds, deletes its record and moves it to
+// the ended ids. Concurrent callers all return once that is done.
+func (l *Lease) end(reason string) {
+	l.mu.Lock()
+	if l.ending {
+		l.mu.Unlock()
+		<-l.done
+		return
+	}
+	l.ending = true
+	l.reason = reason
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	holds := make([]holding, 0, len(l.holds))
+	for _, h := range l.holds {
+		holds = append(holds, h)
+	}
+	l.mu.Unlock()
+
+	t := l.table
+	t.wg.Add(1)
+	defer t.wg.Done()
+	l.cancel()
+	// Releases need no deadline of their own: deleteNode gives up as soon as
+	// the session is lost, and a suspended session is lost within one
+	// session timeout.
+	// On a lost session, or at shutdown (the session is closed next), every
+	// node goes with the session at once: deleting them one by one would only
+	// slow that down.
+	if reason != EndSessionLost && reason != EndShutdown {
+		ctx := context.Background()
+		for _, h := range holds {
+			if err := h.release(ctx); err != nil {
+				t.log.Error("release on lease end", "lease", l.ID, "hold", h.info().Name, "err", err)
+			}
+		}
+		if err := t.deleteNode(ctx, t.sess.Root()+"/leases/"+l.ID, l.epoch); err != nil {
+			t.log.Error("delete lease record", "lease", l.ID, "err", err)
+		}
+	}
+	switch reason {
+	case EndExpired:
+		t.expired.Add(1)
+	case EndRevoked:
+		t.revoked.Add(1)
+	case EndSessionLost:
+		t.lost.Add(1)
+	}
+	t.mu.Lock()
+	delete(t.live, l.ID)
+	t.rememberLocked(l.ID, reason)
+	t.mu.Unlock()
+	l.mu.Lock()
+	l.holds = map[string]holding{}
+	l.mu.Unlock()
+	close(l.done)
+}
+
+func (t *Leases) rememberLocked(id, reason string) {
+	now := time.Now()
+	t.ended[id] = endedLease{reason: reason, at: now}
+	t.order = append(t.order, id)
+	for len(t.order) > 0 {
+		oldest := t.order[0]
+		if len(t.order) <= t.cfg.RememberMax && now.Sub(t.ended[oldest].at) < t.cfg.Remember {
+			break
+		}
+		delete(t.ended, oldest)
+		t.order = t.order[1:]
+	}
+}
+
+// endEpochBefore ends, in the background, every lease made in an epoch
+// older than epoch.
+func (t *Leases) endEpochBefore(epoch uint64) {
+	t.mu.Lock()
+	var stale []*Lease
+	for _, l := range t.live {
+		if l.epoch < epoch {
+			stale = append(stale, l)
+		}
+	}
+	t.mu.Unlock()
+	if len(stale) == 0 {
+		return
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		for _, l := range stale {
+			l.end(EndSessionLost)
+		}
+	}()
+}
+
+// Close ends every lease and waits for all endings under way. It deletes
+// nothing: the session, closed next, takes every ephemeral node with it.
+func (t *Leases) Close() {
+	t.stopListen()
+	for _, l := range t.List() {
+		l.end(EndShutdown)
+	}
+	t.wg.Wait()
+}
+
+// attach records a hold under key, unless one is there already: then that
+// one is returned. It fails once the lease is ending.
+func (l *Lease) attach(key string, h holding) (holding, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ending {
+		return nil, leaseEnded(l.ID, l.reason)
+	}
+	if cur, ok := l.holds[key]; ok {
+		return cur, nil
+	}
+	l.holds[key] = h
+	return h, nil
+}
+
+// detach forgets the hold under key if it is still h.
+func (l *Lease) detach(key string, h holding) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.holds[key]; ok && cur == h {
+		delete(l.holds, key)
+	}
+}
+
+// holdsWithPrefix returns the holds whose key starts with prefix.
+func (l *Lease) holdsWithPrefix(prefix string) map[string]holding {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]holding{}
+	for k, h := range l.holds {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			out[k] = h
+		}
+	}
+	return out
+}
+
+// deleteNode deletes path for a lease of epoch, retrying across reconnects.
+// A lost session counts as success: its ephemeral nodes are gone with it.
+func (t *Leases) deleteNode(ctx context.Context, path string, epoch uint64) error {
+	for {
+		err := t.sess.Conn().Delete(path, -1)
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if !ambiguous(err) {
+			return err
+		}
+		if cerr := t.sess.check(epoch); cerr != nil && ErrorCode(cerr) != CodeUnavailable {
+			return nil
+		}
+		if werr := t.sess.WaitLive(ctx); werr != nil {
+			return werr
+		}
+	}
+}
+
+// newLeaseID returns a random UUID (version 4). It also names the lease's
+// znodes (`_c_<id>-lock-...`), which is what lets a retried create find them.
+func newLeaseID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// Duration marshals as a Go duration string.
+type Duration time.Duration
+
+// MarshalJSON writes "15s".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}

@@ -1,0 +1,556 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Lock modes.
+const (
+	ModeExclusive = "exclusive"
+	ModeRead      = "read"
+	ModeWrite     = "write"
+)
+
+// nodeMarker is the text before the sequence number of a lock node of each
+// mode, as Curator's InterProcessMutex and InterProcessReadWriteLock write it.
+var nodeMarker = map[string]string{ModeExclusive: "lock-", ModeRead: "__READ__", ModeWrite: "__WRIT__"}
+
+// Locks are exclusive and read/write locks under {root}/locks/{name}.
+type Locks struct{ svc *Service }
+
+// LockGrant is a held lock.
+type LockGrant struct {
+	Name       string    `json:"name"`
+	Mode       string    `json:"mode"`
+	Lease      string    `json:"lease"`
+	Token      int64     `json:"token"`
+	Node       string    `json:"node"`
+	AcquiredAt time.Time `json:"acquired_at"`
+}
+
+// Holder is one contender of a lock, semaphore or election as any client
+// sees it.
+type Holder struct {
+	Node    string    `json:"node"`
+	Seq     int64     `json:"seq"`
+	Token   int64     `json:"token"`
+	Mode    string    `json:"mode,omitempty"`
+	Lease   string    `json:"lease,omitempty"`
+	Holder  string    `json:"holder"`
+	Session string    `json:"session"`
+	Since   time.Time `json:"since"`
+	Foreign bool      `json:"foreign"`
+	Gateway string    `json:"gateway,omitempty"`
+	Value   string    `json:"value,omitempty"`
+	Limit   int       `json:"limit,omitempty"`
+}
+
+// LockState is who holds a lock and who waits, in queue order.
+type LockState struct {
+	Name    string   `json:"name"`
+	Holders []Holder `json:"holders"`
+	Waiters []Holder `json:"waiters"`
+	Index   int64    `json:"-"`
+}
+
+// LockSummary is one line of the lock list.
+type LockSummary struct {
+	Name    string `json:"name"`
+	Holders int    `json:"holders"`
+	Waiters int    `json:"waiters"`
+}
+
+func (k *Locks) parent(name string) string { return k.svc.sess.Root() + "/locks/" + name }
+
+// lockHold is a lease's node in one lock, held or waited for. Retries of the
+// same acquire by the same lease share it: one node, one grant.
+type lockHold struct {
+	k      *Locks
+	lease  *Lease
+	key    string
+	name   string
+	mode   string
+	parent string
+	since  time.Time
+
+	mu        sync.Mutex // held across the create, so retries never make two nodes
+	node      string
+	token     int64
+	granted   bool
+	grantedAt time.Time
+	waiters   int  // requests waiting on it now
+	gone      bool // released or abandoned: a new acquire makes a new hold
+}
+
+func (h *lockHold) info() HoldInfo {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	state, since := "waiting", h.since
+	if h.granted {
+		state, since = "held", h.grantedAt
+	}
+	return HoldInfo{Kind: "lock", Name: h.name, Mode: h.mode, Token: h.token, State: state, Node: h.node, Since: since}
+}
+
+func (h *lockHold) release(ctx context.Context) error {
+	h.mu.Lock()
+	h.gone = true
+	node, granted, at := h.node, h.granted, h.grantedAt
+	h.node = ""
+	h.mu.Unlock()
+	if granted {
+		h.k.svc.metrics.Released("lock", time.Since(at))
+	}
+	if node == "" {
+		return nil
+	}
+	return h.k.svc.Leases.deleteNode(ctx, node, h.lease.epoch)
+}
+
+func (h *lockHold) grant() LockGrant {
+	return LockGrant{Name: h.name, Mode: h.mode, Lease: h.lease.ID, Token: h.token, Node: h.node, AcquiredAt: h.grantedAt}
+}
+
+func lockKey(name, mode string) string { return "lock\x00" + name + "\x00" + mode }
+
+// ValidMode checks a lock mode; "" means exclusive.
+func ValidMode(mode string) (string, error) {
+	switch mode {
+	case "":
+		return ModeExclusive, nil
+	case ModeExclusive, ModeRead, ModeWrite:
+		return mode, nil
+	}
+	return "", Errorf(CodeInvalid, "mode must be exclusive, read or write")
+}
+
+// Acquire takes the lock name in mode for lease, waiting up to wait (0: try
+// once). A lease that already holds it gets the same grant again. When the
+// wait ends first, or ctx is cancelled, the waiter node is deleted before
+// Acquire returns, and the error is a timeout carrying the lock's state.
+func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wait time.Duration) (LockGrant, error) {
+	if err := ValidName(name); err != nil {
+		return LockGrant{}, err
+	}
+	mode, err := ValidMode(mode)
+	if err != nil {
+		return LockGrant{}, err
+	}
+	if err := lease.alive(); err != nil {
+		return LockGrant{}, err
+	}
+	// A lease may read what it writes, but a second writer-class node of its
+	// own, or a writer behind its own reader, would wait for itself forever.
+	for _, other := range lease.holdsWithPrefix(lockKey(name, "")) {
+		om := other.(*lockHold).mode
+		if om != mode && (mode != ModeRead || om == ModeRead) {
+			return LockGrant{}, &Error{Code: CodeWouldDeadlock,
+				Detail: fmt.Sprintf("lease already has lock %q in mode %s: release it before asking for mode %s", name, om, mode)}
+		}
+	}
+	key := lockKey(name, mode)
+	var h *lockHold
+	for h == nil {
+		fresh := &lockHold{k: k, lease: lease, key: key, name: name, mode: mode, parent: k.parent(name), since: time.Now().UTC()}
+		got, err := lease.attach(key, fresh)
+		if err != nil {
+			return LockGrant{}, err
+		}
+		cand := got.(*lockHold)
+		cand.mu.Lock()
+		switch {
+		case cand.gone:
+			lease.detach(key, cand) // a hold on its way out: make a new one
+		case cand.granted:
+			g := cand.grant()
+			cand.mu.Unlock()
+			return g, nil
+		default:
+			cand.waiters++
+			h = cand
+		}
+		cand.mu.Unlock()
+	}
+	k.svc.metrics.Waiting("lock", 1)
+	start := time.Now()
+	g, err := k.wait(ctx, h, wait)
+	k.svc.metrics.Waiting("lock", -1)
+	h.mu.Lock()
+	h.waiters--
+	abandon := !h.granted && h.waiters == 0 && !h.gone
+	if abandon {
+		h.gone = true
+	}
+	node := h.node
+	h.mu.Unlock()
+	if err != nil && ErrorCode(err) == CodeTimeout && ctx.Err() == nil {
+		// Read the queue before leaving it, to tell the caller where it stood.
+		k.addState(err.(*Error), name, path.Base(node))
+	}
+	if abandon {
+		lease.detach(key, h)
+		if node != "" {
+			if derr := k.svc.Leases.deleteNode(context.Background(), node, lease.epoch); derr != nil {
+				k.svc.log.Error("delete abandoned waiter node", "node", node, "err", derr)
+			}
+		}
+	}
+	if err == nil {
+		k.svc.metrics.Granted("lock", time.Since(start))
+		return g, nil
+	}
+	return LockGrant{}, err
+}
+
+// wait creates h's node if it has none and waits until it holds the lock.
+func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (LockGrant, error) {
+	sess := k.svc.sess
+	lease := h.lease
+	// A try-once (wait 0) still gets a few seconds to ride out a reconnect.
+	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	defer cancel()
+	stop := context.AfterFunc(lease.ctx, cancel)
+	defer stop()
+	for {
+		h.mu.Lock()
+		if h.gone {
+			h.mu.Unlock()
+			return LockGrant{}, Errorf(CodeNotHeld, "lock %q was released while this acquire waited", h.name)
+		}
+		if h.granted {
+			g := h.grant()
+			h.mu.Unlock()
+			return g, nil
+		}
+		if h.node == "" {
+			data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: k.svc.gatewayID}.bytes()
+			node, err := sess.createProtected(ctx, h.parent, lease.ID, nodeMarker[h.mode], data, lease.epoch)
+			if err != nil {
+				h.mu.Unlock()
+				return LockGrant{}, waitErr(ctx, lease, err)
+			}
+			h.node = node
+		}
+		node := h.node
+		h.mu.Unlock()
+
+		err := k.svc.waitTurn(ctx, lease, h.parent, node, lockMarkers, lockBlocker, wait <= 0)
+		if errors.Is(err, errNodeGone) {
+			// Our node is gone though our lease lives (deleted by hand, or the
+			// lease is ending): start over with a new one, unless released.
+			h.mu.Lock()
+			if h.node == node {
+				h.node = ""
+			}
+			h.mu.Unlock()
+			if err := lease.alive(); err != nil {
+				return LockGrant{}, err
+			}
+			continue
+		}
+		if err != nil {
+			if ErrorCode(err) == CodeTimeout && wait <= 0 {
+				return LockGrant{}, &Error{Code: CodeTimeout, Detail: fmt.Sprintf("lock %q is held", h.name)}
+			}
+			return LockGrant{}, err
+		}
+		stat, err := k.svc.ownNode(ctx, lease, node)
+		if errors.Is(err, errNodeGone) {
+			continue // the next turn finds out why
+		}
+		if err != nil {
+			return LockGrant{}, err
+		}
+		h.mu.Lock()
+		if h.gone {
+			h.mu.Unlock()
+			continue
+		}
+		h.granted, h.token, h.grantedAt = true, stat.Czxid, time.Now().UTC()
+		g := h.grant()
+		h.mu.Unlock()
+		return g, nil
+	}
+}
+
+var errNodeGone = errors.New("node gone")
+
+// waitTurn waits until blocker says node is not blocked among the
+// contenders of parent, watching only the node it waits for. tryOnce makes
+// it answer a timeout at once instead of waiting.
+func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node string, markers []marker,
+	blocker func([]contender, int) string, tryOnce bool) error {
+	for {
+		conn := s.sess.Conn()
+		children, _, err := conn.Children(parent)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			if err := s.retryable(ctx, lease, err); err != nil {
+				return err
+			}
+			continue
+		}
+		cs := sortContenders(children, markers)
+		i := indexOf(cs, path.Base(node))
+		if i < 0 {
+			return errNodeGone
+		}
+		b := blocker(cs, i)
+		if b == "" {
+			return nil
+		}
+		if tryOnce {
+			return &Error{Code: CodeTimeout, Detail: "not first in line"}
+		}
+		ok, _, events, err := conn.ExistsW(parent + "/" + b)
+		if err != nil {
+			if err := s.retryable(ctx, lease, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if !ok {
+			continue
+		}
+		select {
+		case <-events:
+		case <-ctx.Done():
+			return waitErr(ctx, lease, context.Cause(ctx))
+		}
+	}
+}
+
+// ownNode returns the stat of node once the session is live and the node is
+// the current session's own.
+func (s *Service) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Stat, error) {
+	for {
+		ok, stat, err := s.sess.Conn().Exists(node)
+		if err != nil {
+			if err := s.retryable(ctx, lease, err); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !ok {
+			return nil, errNodeGone
+		}
+		if err := s.sess.check(lease.epoch); err != nil {
+			return nil, err
+		}
+		if _, _, sid := s.sess.Status(); stat.EphemeralOwner != sid {
+			// A node of an older session is not ours: that session, and
+			// with it the lease, is gone.
+			lease.end(EndSessionLost)
+			return nil, leaseEnded(lease.ID, EndSessionLost)
+		}
+		return stat, nil
+	}
+}
+
+var errWaitElapsed = errors.New("wait elapsed")
+
+// waitErr turns the end of a wait into the error the client should see.
+func waitErr(ctx context.Context, lease *Lease, err error) error {
+	if lease.ctx.Err() != nil {
+		<-lease.done
+		return leaseEnded(lease.ID, lease.reason)
+	}
+	var e *Error
+	if errors.As(context.Cause(ctx), &e) {
+		return e // e.g. ErrShuttingDown
+	}
+	if errors.Is(context.Cause(ctx), errWaitElapsed) || errors.Is(err, errWaitElapsed) {
+		return &Error{Code: CodeTimeout, Detail: "the wait elapsed first"}
+	}
+	if ctx.Err() != nil {
+		return &Error{Code: CodeTimeout, Detail: "the request was cancelled", Err: ctx.Err()}
+	}
+	return err
+}
+
+// retryable waits out a connection problem; any other error ends the wait.
+func (s *Service) retryable(ctx context.Context, lease *Lease, err error) error {
+	if !ambiguous(err) {
+		return internal(err, "ZooKeeper request")
+	}
+	if werr := s.sess.WaitLive(ctx); werr != nil {
+		return waitErr(ctx, lease, werr)
+	}
+	return lease.alive()
+}
+
+// addState adds the lock's holders and the caller's former position to a
+// timeout, from a short fresh read.
+func (k *Locks) addState(e *Error, name, node string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := k.State(ctx, name, 0, 0)
+	if err != nil {
+		return
+	}
+	e.Extra = map[string]any{"holders": st.Holders, "waiters": len(st.Waiters)}
+	for i, w := range st.Waiters {
+		if w.Node == node {
+			e.Extra["position"] = i + 1 // 1: next in line
+		}
+	}
+}
+
+// Release gives up what lease holds (or waits for) of lock name: every mode,
+// or only mode when it is not "".
+func (k *Locks) Release(ctx context.Context, lease *Lease, name, mode string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	if mode != "" {
+		if _, err := ValidMode(mode); err != nil {
+			return err
+		}
+	}
+	if err := lease.alive(); err != nil {
+		return err
+	}
+	holds := lease.holdsWithPrefix(lockKey(name, mode))
+	if len(holds) == 0 {
+		return &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s holds no lock %q", lease.ID, name)}
+	}
+	for key, h := range holds {
+		lease.detach(key, h)
+		if err := h.release(ctx); err != nil {
+			return internal(err, "release lock")
+		}
+	}
+	return nil
+}
+
+// State returns the holders and waiters of a lock from the watch cache. With
+// index > 0 it is a blocking read (see watchCache.Read).
+func (k *Locks) State(ctx context.Context, name string, index int64, wait time.Duration) (LockState, error) {
+	if err := ValidName(name); err != nil {
+		return LockState{}, err
+	}
+	snap, err := k.svc.cache.Read(ctx, k.parent(name), index, wait)
+	if err != nil {
+		return LockState{}, k.svc.readErr(err)
+	}
+	return lockStateOf(name, snap), nil
+}
+
+func lockStateOf(name string, snap *Snapshot) LockState {
+	st := LockState{Name: name, Holders: []Holder{}, Waiters: []Holder{}, Index: snap.Index}
+	names := make([]string, len(snap.Children))
+	byName := map[string]Node{}
+	for i, n := range snap.Children {
+		names[i] = n.Name
+		byName[n.Name] = n
+	}
+	holders, waiters := splitLock(sortContenders(names, lockMarkers))
+	for _, c := range holders {
+		st.Holders = append(st.Holders, holderOf(c, byName[c.Name]))
+	}
+	for _, c := range waiters {
+		st.Waiters = append(st.Waiters, holderOf(c, byName[c.Name]))
+	}
+	return st
+}
+
+func holderOf(c contender, n Node) Holder {
+	h := Holder{Node: c.Name, Seq: c.Seq, Token: n.Stat.Czxid, Mode: c.Mode,
+		Session: fmt.Sprintf("0x%x", n.Stat.EphemeralOwner), Since: time.UnixMilli(n.Stat.Ctime).UTC()}
+	if d, ok := parseNodeData(n.Data); ok {
+		h.Lease, h.Holder, h.Gateway, h.Value, h.Limit = d.Lease, d.Holder, d.Gateway, d.Value, d.Limit
+	} else {
+		h.Foreign = true
+		h.Holder = printable(n.Data)
+	}
+	return h
+}
+
+// printable shows foreign node data as text, replacing what is not.
+func printable(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '.'
+		}
+		return r
+	}, s)
+}
+
+// List returns every lock whose name starts with prefix, with counts.
+func (k *Locks) List(ctx context.Context, prefix string) ([]LockSummary, error) {
+	base := k.svc.sess.Root() + "/locks"
+	names, err := k.svc.children(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	var picked []string
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			picked = append(picked, n)
+		}
+	}
+	sort.Strings(picked)
+	out := make([]LockSummary, len(picked))
+	err = k.svc.forEach(ctx, len(picked), func(i int) error {
+		kids, err := k.svc.children(ctx, base+"/"+picked[i])
+		if err != nil {
+			return err
+		}
+		h, w := splitLock(sortContenders(kids, lockMarkers))
+		out[i] = LockSummary{Name: picked[i], Holders: len(h), Waiters: len(w)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Locks whose parent vanished in between have no holders: leave them out.
+	kept := out[:0]
+	for _, s := range out {
+		if s.Holders+s.Waiters > 0 {
+			kept = append(kept, s)
+		}
+	}
+	return kept, nil
+}
+
+// Fence reports whether token is the token of a current holder of the lock,
+// after a sync with the ensemble's leader, so a released token is never
+// reported current.
+func (k *Locks) Fence(ctx context.Context, name string, token int64) (bool, error) {
+	if err := ValidName(name); err != nil {
+		return false, err
+	}
+	sess := k.svc.sess
+	if st, _, _ := sess.Status(); st != StateLive {
+		return false, unavailable()
+	}
+	parent := k.parent(name)
+	conn := sess.Conn()
+	if _, err := conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return false, k.svc.readErr(err)
+	}
+	kids, err := k.svc.children(ctx, parent)
+	if err != nil {
+		return false, err
+	}
+	holders, _ := splitLock(sortContenders(kids, lockMarkers))
+	for _, c := range holders {
+		ok, stat, err := conn.Exists(parent + "/" + c.Name)
+		if err != nil {
+			return false, k.svc.readErr(err)
+		}
+		if ok && stat.Czxid == token {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,187 @@
+package recipes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// tryOnceBound bounds the ZooKeeper work of a request that asked not to wait.
+const tryOnceBound = 5 * time.Second
+
+// Metrics receives what the recipes do; the server implements it with
+// Prometheus. Calls must not block.
+type Metrics interface {
+	Granted(kind string, waited time.Duration)
+	Released(kind string, held time.Duration)
+	Waiting(kind string, delta int)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) Granted(string, time.Duration)  {}
+func (nopMetrics) Released(string, time.Duration) {}
+func (nopMetrics) Waiting(string, int)            {}
+
+// Config configures the recipes.
+type Config struct {
+	GatewayID string
+	Leases    LeaseConfig
+	Metrics   Metrics
+	Logger    *slog.Logger
+}
+
+// Service bundles the recipes on one session.
+type Service struct {
+	sess      *Session
+	gatewayID string
+	metrics   Metrics
+	log       *slog.Logger
+	cache     *watchCache
+
+	Leases     *Leases
+	Locks      *Locks
+	Semaphores *Semaphores
+}
+
+// New makes the recipes of a session.
+func New(sess *Session, cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = nopMetrics{}
+	}
+	cfg.Leases.GatewayID = cfg.GatewayID
+	s := &Service{sess: sess, gatewayID: cfg.GatewayID, metrics: cfg.Metrics, log: cfg.Logger,
+		cache: newWatchCache(sess, cfg.Logger)}
+	s.Leases = NewLeases(sess, cfg.Leases, cfg.Logger)
+	s.Locks = &Locks{svc: s}
+	s.Semaphores = &Semaphores{svc: s}
+	return s
+}
+
+// Session is the service's ZooKeeper session.
+func (s *Service) Session() *Session { return s.sess }
+
+// WatchedPaths is the number of paths the watch cache keeps a watch on.
+func (s *Service) WatchedPaths() int64 { return s.cache.Watching() }
+
+// OnChange registers fn to be told, without blocking, of every change the
+// watch cache sees. Call it before serving.
+func (s *Service) OnChange(fn func(path string)) { s.cache.OnChange(fn) }
+
+// Close ends every lease, releasing what it holds, and stops the watches.
+func (s *Service) Close() {
+	s.Leases.Close()
+	s.cache.Close()
+}
+
+// readErr maps an error of a read to what a client should see.
+func (s *Service) readErr(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if ambiguous(err) {
+		return unavailable()
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Code: CodeTimeout, Detail: "the request was cancelled", Err: err}
+	}
+	return internal(err, "ZooKeeper read")
+}
+
+// children lists p, an absent p being empty.
+func (s *Service) children(ctx context.Context, p string) ([]string, error) {
+	for {
+		kids, _, err := s.sess.Conn().Children(p)
+		switch {
+		case err == nil:
+			return kids, nil
+		case errors.Is(err, zk.ErrNoNode):
+			return nil, nil
+		case ambiguous(err):
+			if werr := s.sess.WaitLive(ctx); werr != nil {
+				return nil, unavailable()
+			}
+		default:
+			return nil, s.readErr(err)
+		}
+	}
+}
+
+// forEach runs fn(0..n-1) with bounded parallelism (go-zookeeper pipelines
+// concurrent requests on its one connection) and returns the first error.
+func (s *Service) forEach(ctx context.Context, n int, fn func(i int) error) error {
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	sem := make(chan struct{}, 32)
+	for i := 0; i < n; i++ {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(i); err != nil {
+				once.Do(func() { first = err })
+			}
+		}(i)
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		return s.readErr(ctx.Err())
+	}
+	return first
+}
+
+// GatewayInfo is what a gateway publishes of itself under {root}/gateways.
+type GatewayInfo struct {
+	ID        string    `json:"id"`
+	Advertise string    `json:"advertise"`
+	Version   string    `json:"version"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Register publishes the gateway as an EPHEMERAL node, again on every new
+// session, so that other gateways and the dashboard know it.
+func (s *Service) Register(info GatewayInfo) {
+	info.ID = s.gatewayID
+	data, _ := json.Marshal(map[string]any{"advertise": info.Advertise, "version": info.Version, "started_at": info.StartedAt})
+	p := s.sess.Root() + "/gateways/" + s.gatewayID
+	publish := func(epoch uint64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Leases.createEphemeral(ctx, p, data, epoch); err != nil && ErrorCode(err) != CodeLeaseExpired {
+			s.log.Error("register gateway", "path", p, "err", err)
+		}
+	}
+	var mu sync.Mutex
+	var done uint64
+	s.sess.OnChange(func(c StateChange) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c.State == StateLive && c.Epoch != done {
+			done = c.Epoch
+			go publish(c.Epoch)
+		}
+	})
+	_, epoch, _ := s.sess.Status()
+	mu.Lock()
+	if done != epoch {
+		done = epoch
+		mu.Unlock()
+		publish(epoch)
+		return
+	}
+	mu.Unlock()
+}

@@ -1,0 +1,391 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// State is what the gateway may assume about its ZooKeeper session.
+type State int
+
+const (
+	// StateConnecting: no session yet (start-up, or a new one after a loss).
+	StateConnecting State = iota
+	// StateLive: connected with a session; grants can be made and asserted.
+	StateLive
+	// StateSuspended: disconnected; the session may still be alive on the
+	// servers, so every grant is uncertain until it reconnects or is lost.
+	StateSuspended
+	// StateLost: the session expired (or was given up after being suspended
+	// for a whole session timeout); every ephemeral node of it is gone.
+	StateLost
+	// StateClosed: Close was called.
+	StateClosed
+)
+
+func (s State) String() string {
+	switch s {
+	case StateConnecting:
+		return "connecting"
+	case StateLive:
+		return "live"
+	case StateSuspended:
+		return "suspended"
+	case StateLost:
+		return "lost"
+	case StateClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("state(%d)", int(s))
+}
+
+// StateChange is delivered to session listeners.
+type StateChange struct {
+	State     State
+	Epoch     uint64 // grows with every new ZooKeeper session id
+	SessionID int64
+}
+
+// SessionConfig says how to reach ZooKeeper.
+type SessionConfig struct {
+	Servers []string      // host:port of each ensemble member
+	Timeout time.Duration // requested session timeout
+	Root    string        // the gateway's root znode, created on start
+	Logger  *slog.Logger
+}
+
+// Session owns the gateway's one ZooKeeper session. Leases are bound to the
+// epoch of the session they were made in: when that session ends, they end.
+type Session struct {
+	cfg SessionConfig
+	log *slog.Logger
+
+	mu          sync.Mutex
+	conn        *zk.Conn
+	gen         uint64 // which *zk.Conn the callbacks come from; older ones are ignored
+	state       State
+	id          int64
+	epoch       uint64
+	lossTimer   *time.Timer
+	changed     chan struct{} // closed and replaced at every state change
+	listeners   map[int]func(StateChange)
+	nextListen  int
+	reconnects  atomic.Int64
+	sessionsNew atomic.Int64
+	losses      atomic.Int64
+}
+
+// Connect opens the session and waits, bounded by ctx, until it is live, then
+// makes sure the root and the per-primitive parents exist.
+func Connect(ctx context.Context, cfg SessionConfig) (*Session, error) {
+	if len(cfg.Servers) == 0 {
+		return nil, errors.New("no ZooKeeper servers given")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Session{
+		cfg:       cfg,
+		log:       cfg.Logger.With("component", "zk-session"),
+		changed:   make(chan struct{}),
+		listeners: map[int]func(StateChange){},
+	}
+	s.mu.Lock()
+	err := s.dialLocked()
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.WaitLive(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("no ZooKeeper session with %s: %w", strings.Join(cfg.Servers, ","), err)
+	}
+	if err := s.ensureRoot(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dialLocked starts a new *zk.Conn; its events are tagged with a generation so
+// that a replaced connection can no longer move the state.
+func (s *Session) dialLocked() error {
+	s.gen++
+	gen := s.gen
+	conn, _, err := zk.Connect(s.cfg.Servers, s.cfg.Timeout,
+		zk.WithLogger(zkLogger{s.log}),
+		zk.WithLogInfo(false),
+		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(gen, ev) }),
+	)
+	if err != nil {
+		return fmt.Errorf("connect to ZooKeeper: %w", err)
+	}
+	s.conn = conn
+	return nil
+}
+
+// onEvent runs on go-zookeeper's goroutine: it must not block.
+func (s *Session) onEvent(gen uint64, ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if gen != s.gen || s.state == StateClosed {
+		return
+	}
+	switch ev.State {
+	case zk.StateHasSession:
+		id := s.conn.SessionID()
+		if id != s.id {
+			if s.id != 0 && s.state != StateLost {
+				// A new id without an expiry event: the old session is gone all the same.
+				s.losses.Add(1)
+			}
+			s.id = id
+			s.epoch++
+			s.sessionsNew.Add(1)
+		} else if s.state == StateSuspended {
+			s.reconnects.Add(1)
+		}
+		s.stopLossTimerLocked()
+		s.setStateLocked(StateLive)
+	case zk.StateDisconnected, zk.StateConnecting:
+		if s.state == StateLive {
+			s.setStateLocked(StateSuspended)
+			s.startLossTimerLocked()
+		}
+	case zk.StateExpired:
+		s.stopLossTimerLocked()
+		if s.state != StateLost {
+			s.losses.Add(1)
+			s.setStateLocked(StateLost)
+		}
+	case zk.StateAuthFailed:
+		s.log.Error("ZooKeeper authentication failed")
+	}
+}
+
+// startLossTimerLocked gives up a session that stayed suspended for a whole
+// session timeout: by then the ensemble has expired it (or will as soon as it
+// hears of it), so its grants may already be someone else's. The connection is
+// replaced, so that the old session is never resumed behind the leases' back.
+func (s *Session) startLossTimerLocked() {
+	s.stopLossTimerLocked()
+	id := s.id
+	s.lossTimer = time.AfterFunc(s.cfg.Timeout, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.state != StateSuspended || s.id != id {
+			return
+		}
+		s.log.Warn("ZooKeeper session suspended for a whole session timeout: giving it up", "session", fmt.Sprintf("0x%x", id))
+		s.losses.Add(1)
+		s.setStateLocked(StateLost)
+		old := s.conn
+		go old.Close() // may wait for a dead server; never under our lock
+		if err := s.dialLocked(); err != nil {
+			s.log.Error("reconnect to ZooKeeper", "err", err)
+		}
+	})
+}
+
+func (s *Session) stopLossTimerLocked() {
+	if s.lossTimer != nil {
+		s.lossTimer.Stop()
+		s.lossTimer = nil
+	}
+}
+
+func (s *Session) setStateLocked(st State) {
+	if st == s.state {
+		return
+	}
+	s.log.Info("ZooKeeper session state", "from", s.state.String(), "to", st.String(), "session", fmt.Sprintf("0x%x", s.id))
+	s.state = st
+	close(s.changed)
+	s.changed = make(chan struct{})
+	change := StateChange{State: st, Epoch: s.epoch, SessionID: s.id}
+	for _, fn := range s.listeners {
+		fn(change)
+	}
+}
+
+// OnChange registers fn to be called, without blocking, at every state
+// change. It returns a function that removes it.
+func (s *Session) OnChange(fn func(StateChange)) (remove func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.nextListen
+	s.nextListen++
+	s.listeners[k] = fn
+	return func() {
+		s.mu.Lock()
+		delete(s.listeners, k)
+		s.mu.Unlock()
+	}
+}
+
+// Status returns the state, the epoch and the ZooKeeper session id.
+func (s *Session) Status() (State, uint64, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state, s.epoch, s.id
+}
+
+// Stats are counters for metrics.
+type Stats struct {
+	Reconnects  int64 // suspended sessions that came back
+	NewSessions int64
+	Losses      int64 // sessions expired or given up
+}
+
+// Stats returns the session counters.
+func (s *Session) Stats() Stats {
+	return Stats{Reconnects: s.reconnects.Load(), NewSessions: s.sessionsNew.Load(), Losses: s.losses.Load()}
+}
+
+// Conn is the current connection.
+func (s *Session) Conn() *zk.Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn
+}
+
+// Root is the gateway's root znode.
+func (s *Session) Root() string { return s.cfg.Root }
+
+// Changed returns a channel closed at the next state change.
+func (s *Session) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// WaitLive waits until the session is live, ctx ends or the session is closed.
+func (s *Session) WaitLive(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		st, ch := s.state, s.changed
+		s.mu.Unlock()
+		switch st {
+		case StateLive:
+			return nil
+		case StateClosed:
+			return errClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// check says whether grants of epoch may be made or asserted now.
+func (s *Session) check(epoch uint64) error {
+	st, cur, _ := s.Status()
+	switch {
+	case cur != epoch || st == StateLost:
+		return errSessionLost
+	case st == StateLive:
+		return nil
+	case st == StateClosed:
+		return errClosed
+	default:
+		return unavailable()
+	}
+}
+
+// Close ends the session; its ephemeral nodes go at once.
+func (s *Session) Close() {
+	s.mu.Lock()
+	if s.state == StateClosed {
+		s.mu.Unlock()
+		return
+	}
+	s.stopLossTimerLocked()
+	s.setStateLocked(StateClosed)
+	conn := s.conn
+	s.mu.Unlock()
+	conn.Close()
+}
+
+// ErrShuttingDown is the cause with which a shutting-down gateway cancels
+// the requests still waiting.
+var ErrShuttingDown = &Error{Code: CodeUnavailable, Detail: "the gateway is shutting down; retry on another"}
+
+var (
+	errClosed      = &Error{Code: CodeUnavailable, Detail: "the gateway is shutting down"}
+	errSessionLost = &Error{Code: CodeLeaseExpired, Detail: "the gateway's ZooKeeper session was lost"}
+)
+
+func unavailable() *Error {
+	return &Error{Code: CodeUnavailable, Detail: "the ZooKeeper session is suspended; retry shortly"}
+}
+
+// ambiguous reports errors after which a write may or may not have happened.
+func ambiguous(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrClosing) ||
+		errors.Is(err, zk.ErrSessionExpired)
+}
+
+// ensureRoot creates the root and the parents of every primitive as
+// persistent nodes: they are never removed, so an absent lock can still be
+// given an index from its parent's pzxid.
+func (s *Session) ensureRoot(ctx context.Context) error {
+	paths := []string{s.cfg.Root}
+	for _, p := range topLevel {
+		paths = append(paths, s.cfg.Root+"/"+p)
+	}
+	for _, p := range paths {
+		if err := s.createPersistent(ctx, p); err != nil {
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// topLevel are the parents under --root, one per kind of primitive.
+var topLevel = []string{"leases", "gateways", "locks", "semaphores", "elections", "barriers", "double-barriers", "queues"}
+
+// createPersistent makes path and any missing ancestor.
+func (s *Session) createPersistent(ctx context.Context, path string) error {
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	cur := ""
+	for _, part := range parts {
+		cur += "/" + part
+		for {
+			_, err := s.Conn().Create(cur, nil, 0, zk.WorldACL(zk.PermAll))
+			if err == nil || errors.Is(err, zk.ErrNodeExists) {
+				break
+			}
+			if !ambiguous(err) {
+				return err
+			}
+			if werr := s.WaitLive(ctx); werr != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// zkLogger sends go-zookeeper's log lines to slog.
+type zkLogger struct{ log *slog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,200 @@
+package server
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the gateway's configuration: flags, each with an environment twin.
+type Config struct {
+	Listen         string
+	ZK             []string // empty: run an embedded ZooKeeper
+	Root           string
+	DataDir        string
+	SessionTimeout time.Duration
+	MaxWait        time.Duration
+	MaxTTL         time.Duration
+	MaxItemBytes   int64
+	LogFormat      string
+	LogLevel       string
+	Advertise      string
+}
+
+// UsageError is a bad command line: the caller prints it and exits 2.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usagef(format string, args ...any) error { return &UsageError{Msg: fmt.Sprintf(format, args...)} }
+
+// ParseConfig reads flags from args (without the program and command name),
+// falling back to ZKGATE_* variables and then to the defaults.
+func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("zkgate serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	listen := fs.String("listen", env("ZKGATE_LISTEN", "127.0.0.1:8080"), "HTTP listen address (ZKGATE_LISTEN)")
+	zkFlag := fs.String("zk", env("ZKGATE_ZK", ""), "ZooKeeper ensemble host:port,host:port; empty runs an embedded ZooKeeper (ZKGATE_ZK)")
+	root := fs.String("root", env("ZKGATE_ROOT", "/zkgate"), "root znode (ZKGATE_ROOT)")
+	dataDir := fs.String("data-dir", env("ZKGATE_DATA_DIR", "./zkgate-data"), "data of the embedded ZooKeeper (ZKGATE_DATA_DIR)")
+	sessTimeout := fs.String("session-timeout", env("ZKGATE_SESSION_TIMEOUT", "10s"), "ZooKeeper session timeout (ZKGATE_SESSION_TIMEOUT)")
+	maxWait := fs.String("max-wait", env("ZKGATE_MAX_WAIT", "5m"), "cap on ?wait= (ZKGATE_MAX_WAIT)")
+	maxTTL := fs.String("max-ttl", env("ZKGATE_MAX_TTL", "1h"), "cap on lease TTLs (ZKGATE_MAX_TTL)")
+	maxItem := fs.String("max-item-bytes", env("ZKGATE_MAX_ITEM_BYTES", "512KiB"), "cap on queue item size (ZKGATE_MAX_ITEM_BYTES)")
+	logFormat := fs.String("log-format", env("ZKGATE_LOG_FORMAT", "text"), "text or json (ZKGATE_LOG_FORMAT)")
+	logLevel := fs.String("log-level", env("ZKGATE_LOG_LEVEL", "info"), "debug, info, warn or error (ZKGATE_LOG_LEVEL)")
+	advertise := fs.String("advertise", env("ZKGATE_ADVERTISE", ""), "host:port other gateways use to reach this one; default the listen address (ZKGATE_ADVERTISE)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return Config{}, &UsageError{Msg: "usage: zkgate serve [flags]"}
+		}
+		return Config{}, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	cfg := Config{Listen: *listen, Root: *root, DataDir: *dataDir, LogFormat: *logFormat, LogLevel: *logLevel, Advertise: *advertise}
+	var err error
+	if cfg.ZK, err = parseEnsemble(*zkFlag); err != nil {
+		return Config{}, err
+	}
+	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
+		return Config{}, usagef("--listen %q is not host:port", cfg.Listen)
+	}
+	if err := validRoot(cfg.Root); err != nil {
+		return Config{}, err
+	}
+	durations := []struct {
+		name     string
+		raw      string
+		dst      *time.Duration
+		min, max time.Duration
+	}{
+		{"--session-timeout", *sessTimeout, &cfg.SessionTimeout, time.Second, 10 * time.Minute},
+		{"--max-wait", *maxWait, &cfg.MaxWait, time.Second, 24 * time.Hour},
+		{"--max-ttl", *maxTTL, &cfg.MaxTTL, time.Second, 7 * 24 * time.Hour},
+	}
+	for _, d := range durations {
+		v, err := time.ParseDuration(d.raw)
+		if err != nil || v < d.min || v > d.max {
+			return Config{}, usagef("%s %q must be a duration from %s to %s", d.name, d.raw, d.min, d.max)
+		}
+		*d.dst = v
+	}
+	if cfg.MaxItemBytes, err = parseBytes(*maxItem); err != nil {
+		return Config{}, usagef("--max-item-bytes: %v", err)
+	}
+	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
+		return Config{}, usagef("--log-format must be text or json")
+	}
+	switch cfg.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return Config{}, usagef("--log-level must be debug, info, warn or error")
+	}
+	if len(cfg.ZK) == 0 {
+		if err := usableDir(cfg.DataDir); err != nil {
+			return Config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// parseEnsemble reads "host:port,host:port".
+func parseEnsemble(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		host, port, err := net.SplitHostPort(part)
+		if err != nil || host == "" {
+			return nil, usagef("--zk: %q is not host:port (expected e.g. zk1:2181,zk2:2181,zk3:2181)", part)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, usagef("--zk: %q has no valid port", part)
+		}
+		out = append(out, part)
+	}
+	return out, nil
+}
+
+// validRoot accepts an absolute znode path of plain segments.
+func validRoot(root string) error {
+	if !strings.HasPrefix(root, "/") || root == "/" || strings.HasSuffix(root, "/") {
+		return usagef("--root %q must be an absolute znode path such as /zkgate", root)
+	}
+	for _, seg := range strings.Split(root[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return usagef("--root %q has an empty, '.' or '..' segment", root)
+		}
+		for _, c := range seg {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+				return usagef("--root %q may only hold A-Z, a-z, 0-9, '.', '_', '-' and '/'", root)
+			}
+		}
+	}
+	if root == "/zookeeper" || strings.HasPrefix(root, "/zookeeper/") {
+		return usagef("--root may not be under /zookeeper, which ZooKeeper reserves")
+	}
+	return nil
+}
+
+// parseBytes reads 524288, 512KiB, 1MiB, 64KB...
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"KB", 1000}, {"MB", 1000 * 1000}, {"B", 1}}
+	mult := int64(1)
+	num := strings.TrimSpace(s)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%q is not a size such as 524288, 512KiB or 1MiB", s)
+	}
+	// ZooKeeper's jute.maxbuffer (1 MiB by default) bounds a znode's data.
+	if n*mult > 1<<20-1024 {
+		return 0, fmt.Errorf("%q is above ZooKeeper's 1 MiB node limit", s)
+	}
+	return n * mult, nil
+}
+
+// usableDir makes sure dir exists and is writable.
+func usableDir(dir string) error {
+	if dir == "" {
+		return usagef("--data-dir may not be empty")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return usagef("--data-dir %q is not usable: %v", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return usagef("--data-dir %q is not writable: %v", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
+	return nil
+}

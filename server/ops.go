@@ -1,0 +1,38 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/zkgate/zkgate/recipes"
+)
+
+func health() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	}
+}
+
+// ready answers 200 only while the ZooKeeper session is live.
+func ready(sess *recipes.Session) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st, _, id := sess.Status()
+		status := http.StatusOK
+		if st != recipes.StateLive {
+			status = http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", "1")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]any{"zookeeper": st.String(), "session": sessionHex(id)})
+	}
+}
+
+func openAPI(spec []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(spec)
+	}
+}

@@ -1,0 +1,183 @@
+// Package server assembles the gateway: configuration, routes, middleware,
+// metrics, and the lifecycle of the ZooKeeper session and the HTTP server.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/zkgate/zkgate"
+	"github.com/zkgate/zkgate/handlers"
+	"github.com/zkgate/zkgate/recipes"
+	"github.com/zkgate/zkgate/zkserver"
+)
+
+// Version is the gateway's version, set at build time with -ldflags.
+var Version = "dev"
+
+// Deps are what the HTTP side needs.
+type Deps struct {
+	Service *recipes.Service
+	API     *handlers.API
+	Metrics *Metrics
+	Log     *slog.Logger
+	OpenAPI []byte
+}
+
+// New returns the gateway's HTTP handler.
+func New(d Deps) http.Handler {
+	r := chi.NewRouter()
+	r.Use(requestID, observe(d.Log, d.Metrics), recoverPanics(d.Log))
+	routes(r, d)
+	return r
+}
+
+// NewLogger makes the gateway's logger.
+func NewLogger(w io.Writer, format, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// Run serves until ctx ends, then shuts down gracefully: it stops
+// accepting, ends the waits under way, closes the ZooKeeper session and stops
+// the embedded ZooKeeper. It prints "zkgate listening on http://ADDR" to
+// stdout once it serves.
+func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	log := NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	servers := cfg.ZK
+	if len(servers) == 0 {
+		zs, err := startEmbedded(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := zs.Stop(); err != nil {
+				log.Error("stop embedded ZooKeeper", "err", err)
+			}
+		}()
+		servers = []string{zs.Addr()}
+	}
+
+	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	sess, err := recipes.Connect(connectCtx, recipes.SessionConfig{Servers: servers, Timeout: cfg.SessionTimeout, Root: cfg.Root, Logger: log})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+
+	metrics := NewMetrics()
+	gatewayID := newGatewayID()
+	svc := recipes.New(sess, recipes.Config{
+		GatewayID: gatewayID, Metrics: metrics, Logger: log,
+		Leases: recipes.LeaseConfig{MaxTTL: cfg.MaxTTL},
+	})
+	defer svc.Close()
+	metrics.observeService(svc)
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	advertise := cfg.Advertise
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	svc.Register(recipes.GatewayInfo{Advertise: advertise, Version: Version, StartedAt: time.Now().UTC()})
+
+	api := &handlers.API{Leases: svc.Leases, Locks: svc.Locks, Semaphores: svc.Semaphores,
+		Limits: handlers.Limits{MaxWait: cfg.MaxWait, MaxItemBytes: cfg.MaxItemBytes}}
+	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI})
+
+	// Every request context derives from base, so that shutdown can end the
+	// long waits at once instead of waiting for them.
+	base, stopRequests := context.WithCancelCause(context.Background())
+	defer stopRequests(nil)
+	srv := &http.Server{
+		Handler:           handler,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "zkgate listening on http://%s (ZooKeeper %s, root %s)\n", ln.Addr(), joinServers(servers), cfg.Root)
+	log.Info("serving", "addr", ln.Addr().String(), "gateway", gatewayID, "zookeeper", joinServers(servers))
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("shutting down")
+	stopRequests(recipes.ErrShuttingDown)
+	shutCtx, cancelShut := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancelShut()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		log.Warn("HTTP shutdown", "err", err)
+		_ = srv.Close()
+	}
+	return nil
+}
+
+// startEmbedded runs a ZooKeeper child process on the data dir.
+func startEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (*zkserver.Server, error) {
+	opts := zkserver.Options{
+		DataDir:           filepath.Join(cfg.DataDir, "zookeeper"),
+		TickTime:          500 * time.Millisecond,
+		MinSessionTimeout: time.Second,
+		MaxSessionTimeout: 10 * time.Minute,
+	}
+	if err := zkserver.Check(opts); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	start := time.Now()
+	zs, err := zkserver.Start(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded ZooKeeper: %w", err)
+	}
+	log.Info("embedded ZooKeeper started", "addr", zs.Addr(), "data", opts.DataDir, "took", time.Since(start).Round(time.Millisecond))
+	return zs, nil
+}
+
+func joinServers(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += x
+	}
+	return out
+}
+
+func sessionHex(id int64) string { return fmt.Sprintf("0x%x", id) }
+
+func newGatewayID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "gw"
+	}
+	return fmt.Sprintf("%s-%s", host, hex.EncodeToString(b[:]))
+}
