@@ -1,0 +1,571 @@
+// Package gwtest is the test harness of zkgate: real ZooKeeper servers
+// (through zkserver), gateways started the way production starts them
+// (server.Run in-process, or the zkgate binary as a child process), HTTP
+// helpers, and leak checks for znodes and goroutines.
+package gwtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/server"
+	"github.com/zkgate/zkgate/zkserver"
+)
+
+// shared is the standalone ZooKeeper that the tests of one test binary
+// share; each test works under a root of its own.
+var shared struct {
+	once sync.Once
+	srv  *zkserver.Server
+	err  error
+	bin  struct {
+		once sync.Once
+		path string
+		dir  string
+		err  error
+	}
+}
+
+// Main runs the tests of a package and then stops what the harness started.
+// Use it as: func TestMain(m *testing.M) { gwtest.Main(m) }.
+func Main(m *testing.M) {
+	code := m.Run()
+	if shared.srv != nil {
+		_ = shared.srv.Stop()
+	}
+	if shared.bin.dir != "" {
+		os.RemoveAll(shared.bin.dir)
+	}
+	os.Exit(code)
+}
+
+// ZK returns the shared standalone ZooKeeper (tickTime 200ms), starting it on
+// first use. A missing ZooKeeper fails the test loudly with the install
+// command: it is never skipped.
+func ZK(t testing.TB) *zkserver.Server {
+	t.Helper()
+	shared.once.Do(func() {
+		if err := zkserver.Check(zkserver.Options{}); err != nil {
+			shared.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		shared.srv, shared.err = zkserver.Start(ctx, zkserver.Options{
+			MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute})
+	})
+	if shared.err != nil {
+		t.Fatalf("ZooKeeper is needed by this test and could not be started: %v", shared.err)
+	}
+	return shared.srv
+}
+
+// UniqueRoot returns a fresh root znode for one test.
+func UniqueRoot(t testing.TB) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, t.Name())
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	return "/t-" + name + "-" + hex.EncodeToString(b[:])
+}
+
+// GatewayOptions configure a test gateway; zero values get test defaults.
+type GatewayOptions struct {
+	ZK             []string      // default: the shared ZooKeeper
+	Root           string        // default: UniqueRoot
+	SessionTimeout time.Duration // default 2s
+	MaxWait        time.Duration // default 1m
+	MaxTTL         time.Duration // default 1h
+	Extra          []string      // more flags
+}
+
+func (o *GatewayOptions) defaults(t testing.TB) {
+	if len(o.ZK) == 0 {
+		o.ZK = []string{ZK(t).Addr()}
+	}
+	if o.Root == "" {
+		o.Root = UniqueRoot(t)
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 2 * time.Second
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = time.Minute
+	}
+	if o.MaxTTL == 0 {
+		o.MaxTTL = time.Hour
+	}
+}
+
+func (o GatewayOptions) args() []string {
+	args := []string{"--listen", "127.0.0.1:0", "--zk", strings.Join(o.ZK, ","), "--root", o.Root,
+		"--session-timeout", o.SessionTimeout.String(), "--max-wait", o.MaxWait.String(),
+		"--max-ttl", o.MaxTTL.String(), "--log-level", "warn"}
+	return append(args, o.Extra...)
+}
+
+// Gateway is a running test gateway.
+type Gateway struct {
+	URL  string
+	Root string
+	ZK   []string
+
+	stop func()
+	once sync.Once
+}
+
+// Stop shuts the gateway down gracefully and waits for it.
+func (g *Gateway) Stop() { g.once.Do(g.stop) }
+
+// StartGateway runs server.Run in-process, as `zkgate serve` does, and
+// waits until it answers /readyz. It stops at the end of the test.
+func StartGateway(t testing.TB, opts GatewayOptions) *Gateway {
+	t.Helper()
+	opts.defaults(t)
+	cfg, err := server.ParseConfig(opts.args(), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatalf("gateway config: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	stdout := &lineWatcher{prefix: "zkgate listening on http://", found: addr}
+	logs := &testLog{t: t}
+	done := make(chan error, 1)
+	go func() { done <- server.Run(ctx, cfg, stdout, logs) }()
+	var url string
+	select {
+	case a := <-addr:
+		url = "http://" + a
+	case err := <-done:
+		cancel()
+		t.Fatalf("gateway did not start: %v", err)
+	case <-time.After(60 * time.Second):
+		cancel()
+		t.Fatalf("gateway did not start within 60s")
+	}
+	g := &Gateway{URL: url, Root: opts.Root, ZK: opts.ZK}
+	g.stop = func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("gateway run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("gateway did not stop within 30s")
+		}
+		logs.stop()
+	}
+	t.Cleanup(g.Stop)
+	WaitReady(t, url, 30*time.Second)
+	return g
+}
+
+// WaitReady polls /readyz until it answers 200.
+func WaitReady(t testing.TB, url string, within time.Duration) {
+	t.Helper()
+	Eventually(t, within, func() error {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// Eventually polls fn until it returns nil or within elapses.
+func Eventually(t testing.TB, within time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	delay := 5 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s: %v", within, err)
+		}
+		time.Sleep(delay)
+		delay = min(delay*2, 200*time.Millisecond)
+	}
+}
+
+type lineWatcher struct {
+	mu     sync.Mutex
+	buf    []byte
+	prefix string
+	found  chan string
+	done   bool
+}
+
+func (w *lineWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return len(p), nil
+	}
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		if rest, ok := strings.CutPrefix(line, w.prefix); ok {
+			addr, _, _ := strings.Cut(rest, " ")
+			w.found <- addr
+			w.done = true
+			return len(p), nil
+		}
+	}
+}
+
+// testLog forwards the gateway's log lines to t.Log until the test ends.
+type testLog struct {
+	mu      sync.Mutex
+	t       testing.TB
+	stopped bool
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stopped {
+		l.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (l *testLog) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+}
+
+// Client returns a go-zookeeper connection with a live session, closed at
+// the end of the test.
+func Client(t testing.TB, servers []string, timeout time.Duration) *zk.Conn {
+	t.Helper()
+	live := make(chan struct{}, 1)
+	conn, _, err := zk.Connect(servers, timeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}),
+		zk.WithEventCallback(func(ev zk.Event) {
+			if ev.State == zk.StateHasSession {
+				select {
+				case live <- struct{}{}:
+				default:
+				}
+			}
+		}))
+	if err != nil {
+		t.Fatalf("zk connect: %v", err)
+	}
+	t.Cleanup(conn.Close)
+	select {
+	case <-live:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no ZooKeeper session with %v within 30s", servers)
+	}
+	return conn
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
+
+// skeleton are the persistent nodes a gateway makes under its root.
+var skeleton = map[string]bool{"leases": true, "gateways": true, "locks": true, "semaphores": true,
+	"elections": true, "barriers": true, "double-barriers": true, "queues": true}
+
+// Znodes lists every znode under root except the root's persistent
+// skeleton and the gateways' own registrations.
+func Znodes(conn *zk.Conn, root string) ([]string, error) {
+	var out []string
+	var walk func(p string) error
+	walk = func(p string) error {
+		kids, _, err := conn.Children(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			child := p + "/" + k
+			if p == root && k == "gateways" {
+				continue
+			}
+			inSkeleton := p == root && skeleton[k]
+			if !inSkeleton {
+				out = append(out, child)
+			}
+			if err := walk(child); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err := walk(root)
+	sort.Strings(out)
+	return out, err
+}
+
+// NoZnodesLeft waits until nothing but the skeleton is left under root:
+// leases, lock nodes, waiters, and the CONTAINER parents that ZooKeeper
+// removes once empty (tests run it with a 100ms container check).
+func NoZnodesLeft(t testing.TB, conn *zk.Conn, root string) {
+	t.Helper()
+	Eventually(t, 10*time.Second, func() error {
+		nodes, err := Znodes(conn, root)
+		if err != nil {
+			return err
+		}
+		if len(nodes) > 0 {
+			return fmt.Errorf("%d znodes left under %s: %v", len(nodes), root, head(nodes, 10))
+		}
+		return nil
+	})
+}
+
+func head(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// NoGoroutinesLeft records the goroutine count now and, at the end of the
+// test (after later cleanups, such as stopping gateways, have run), waits
+// until it is back to at most that.
+func NoGoroutinesLeft(t testing.TB) {
+	t.Helper()
+	ZK(t) // the shared server's own goroutines live as long as the test binary
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			n := runtime.NumGoroutine()
+			if n <= before {
+				return
+			}
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				buf = buf[:runtime.Stack(buf, true)]
+				t.Errorf("%d goroutines left over (before %d):\n%s", n-before, before, buf)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+			http.DefaultClient.CloseIdleConnections()
+		}
+	})
+}
+
+// Response is an HTTP answer read whole.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into a map.
+func (r Response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("body is not a JSON object (%v): %s", err, r.Body)
+	}
+	return m
+}
+
+// Do sends a request with a JSON (or raw []byte) body and reads the answer.
+func Do(t testing.TB, method, url string, body any) Response {
+	t.Helper()
+	resp, err := DoCtx(context.Background(), method, url, body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return resp
+}
+
+// DoCtx is Do without a test, for goroutines and cancellation.
+func DoCtx(ctx context.Context, method, url string, body any) (Response, error) {
+	var rd io.Reader
+	ct := ""
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+		ct = "application/octet-stream"
+	case string:
+		rd = strings.NewReader(b)
+		ct = "application/json"
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			return Response{}, err
+		}
+		rd = bytes.NewReader(data)
+		ct = "application/json"
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return Response{}, err
+	}
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Response{}, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, err
+}
+
+// Binary builds cmd/zkgate once per test binary and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	b := &shared.bin
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "zkgate-bin-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.dir = dir
+		b.path = filepath.Join(dir, "zkgate")
+		root, err := moduleRoot()
+		if err != nil {
+			b.err = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", b.path, "./cmd/zkgate")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatalf("build zkgate: %v", b.err)
+	}
+	return b.path
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// Proc is a gateway running as a child process.
+type Proc struct {
+	URL  string
+	Root string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartProcess runs the zkgate binary with opts and waits until it is ready.
+// It is killed at the end of the test if still running.
+func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
+	t.Helper()
+	opts.defaults(t)
+	cmd := exec.Command(Binary(t), append([]string{"serve"}, opts.args()...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testLog{t: t}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start zkgate: %v", err)
+	}
+	p := &Proc{Root: opts.Root, cmd: cmd, done: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on http://"); ok {
+				a, _, _ := strings.Cut(rest, " ")
+				addr <- a
+			}
+		}
+	}()
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		logs.stop()
+	})
+	select {
+	case a := <-addr:
+		p.URL = "http://" + a
+	case <-p.done:
+		t.Fatalf("zkgate exited before serving")
+	case <-time.After(60 * time.Second):
+		t.Fatalf("zkgate did not serve within 60s")
+	}
+	WaitReady(t, p.URL, 30*time.Second)
+	return p
+}
+
+// Kill sends SIGKILL: no graceful anything, as in a crash.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Signal sends sig and waits for the exit, bounded.
+func (p *Proc) Signal(t testing.TB, sig os.Signal, within time.Duration) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("zkgate did not exit within %s of %v", within, sig)
+	}
+}
+
+// Exited reports whether the process has exited, and its exit code.
+func (p *Proc) Exited() (bool, int) {
+	select {
+	case <-p.done:
+		return true, p.cmd.ProcessState.ExitCode()
+	default:
+		return false, 0
+	}
+}
