@@ -1,39 +1,352 @@
 package server_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
 )
 
-func newLease(t *testing.T, g *gwtest.Gateway, ttl, holder string) string {
+func newLease(t testing.TB, url, ttl, holder string) string {
 	t.Helper()
-	r := gwtest.Do(t, "POST", g.URL+"/v1/leases", map[string]any{"ttl": ttl, "holder": holder})
+	r := gwtest.Do(t, "POST", url+"/v1/leases", map[string]any{"ttl": ttl, "holder": holder})
 	if r.Status != http.StatusCreated {
 		t.Fatalf("create lease: %d %s", r.Status, r.Body)
 	}
 	return r.JSON(t)["id"].(string)
 }
 
+func acquire(t testing.TB, url, name, lease, wait string) gwtest.Response {
+	t.Helper()
+	return gwtest.Do(t, "POST", url+"/v1/locks/"+name+"/acquire?wait="+wait, map[string]any{"lease": lease})
+}
+
+func mustStatus(t testing.TB, r gwtest.Response, want int, what string) {
+	t.Helper()
+	if r.Status != want {
+		t.Fatalf("%s: status %d, want %d: %s", what, r.Status, want, r.Body)
+	}
+}
+
+func tokenOf(t testing.TB, r gwtest.Response) int64 {
+	t.Helper()
+	return int64(r.JSON(t)["token"].(float64))
+}
+
+func lockState(t testing.TB, url, name string) map[string]any {
+	t.Helper()
+	r := gwtest.Do(t, "GET", url+"/v1/locks/"+name, nil)
+	mustStatus(t, r, 200, "lock state")
+	return r.JSON(t)
+}
+
 func TestLockAcquireReleaseLeavesNothing(t *testing.T) {
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5e9)
-	lease := newLease(t, g, "30s", "a")
-	r := gwtest.Do(t, "POST", g.URL+"/v1/locks/db/acquire", map[string]any{"lease": lease})
-	if r.Status != 200 {
-		t.Fatalf("acquire: %d %s", r.Status, r.Body)
-	}
-	again := gwtest.Do(t, "POST", g.URL+"/v1/locks/db/acquire", map[string]any{"lease": lease})
+	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	lease := newLease(t, g.URL, "30s", "a")
+	r := acquire(t, g.URL, "db", lease, "0s")
+	mustStatus(t, r, 200, "acquire")
+	again := acquire(t, g.URL, "db", lease, "0s")
 	if again.JSON(t)["token"] != r.JSON(t)["token"] || again.JSON(t)["node"] != r.JSON(t)["node"] {
 		t.Fatalf("a retried acquire must return the same grant: %s vs %s", r.Body, again.Body)
 	}
-	if r := gwtest.Do(t, "POST", g.URL+"/v1/locks/db/release", map[string]any{"lease": lease}); r.Status != 204 {
-		t.Fatalf("release: %d %s", r.Status, r.Body)
+	st := lockState(t, g.URL, "db")
+	if n := len(st["holders"].([]any)); n != 1 {
+		t.Fatalf("want 1 holder, got %d: %v", n, st)
 	}
-	if r := gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil); r.Status != 204 {
-		t.Fatalf("revoke: %d %s", r.Status, r.Body)
+	info := gwtest.Do(t, "GET", g.URL+"/v1/leases/"+lease, nil).JSON(t)
+	holds := info["holds"].([]any)
+	if len(holds) != 1 || holds[0].(map[string]any)["state"] != "held" {
+		t.Fatalf("lease should list one held lock: %v", info)
+	}
+	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/db/release", map[string]any{"lease": lease}), 204, "release")
+	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/db/release", map[string]any{"lease": lease}), 409, "second release")
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
+	r = gwtest.Do(t, "GET", g.URL+"/v1/leases/"+lease, nil)
+	mustStatus(t, r, 410, "revoked lease")
+	if r.JSON(t)["code"] != "lease_expired" {
+		t.Fatalf("want lease_expired: %s", r.Body)
 	}
 	gwtest.NoZnodesLeft(t, conn, g.Root)
+}
+
+// TestLockContention runs 32 HTTP contenders on one lock: holders never
+// overlap, and tokens strictly grow in grant order.
+func TestLockContention(t *testing.T) {
+	gwtest.NoGoroutinesLeft(t)
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	const contenders, rounds = 32, 4
+	var (
+		holding   atomic.Int32
+		overlaps  atomic.Int32
+		mu        sync.Mutex
+		tokens    []int64
+		wg        sync.WaitGroup
+		errs      = make(chan error, contenders)
+		leaseList = make([]string, contenders)
+	)
+	for i := range leaseList {
+		leaseList[i] = newLease(t, g.URL, "60s", fmt.Sprintf("c%d", i))
+	}
+	for i := 0; i < contenders; i++ {
+		wg.Add(1)
+		go func(lease string) {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				resp, err := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/locks/hot/acquire?wait=60s", map[string]any{"lease": lease})
+				if err != nil || resp.Status != 200 {
+					errs <- fmt.Errorf("acquire: %v %d %s", err, resp.Status, resp.Body)
+					return
+				}
+				if holding.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				var grant struct{ Token int64 }
+				if err := jsonUnmarshal(resp.Body, &grant); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				tokens = append(tokens, grant.Token)
+				mu.Unlock()
+				holding.Add(-1)
+				resp, err = gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/locks/hot/release", map[string]any{"lease": lease})
+				if err != nil || resp.Status != 204 {
+					errs <- fmt.Errorf("release: %v %d %s", err, resp.Status, resp.Body)
+					return
+				}
+			}
+		}(leaseList[i])
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d overlapping grants", n)
+	}
+	if len(tokens) != contenders*rounds {
+		t.Fatalf("%d grants, want %d", len(tokens), contenders*rounds)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("token %d (grant %d) is not above %d", tokens[i], i, tokens[i-1])
+		}
+	}
+	for _, l := range leaseList {
+		mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l, nil), 204, "revoke")
+	}
+	gwtest.NoZnodesLeft(t, conn, g.Root)
+}
+
+// TestLeaseExpiryHandsLockToNextWaiter: a holder that stops keeping its
+// lease alive loses the lock to the waiter, and hears lease_expired.
+func TestLeaseExpiryHandsLockToNextWaiter(t *testing.T) {
+	gwtest.NoGoroutinesLeft(t)
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	a := newLease(t, g.URL, "1s", "a")
+	b := newLease(t, g.URL, "30s", "b")
+	first := acquire(t, g.URL, "x", a, "0s")
+	mustStatus(t, first, 200, "acquire a")
+	start := time.Now()
+	second := acquire(t, g.URL, "x", b, "20s")
+	mustStatus(t, second, 200, "acquire b after a expires")
+	if waited := time.Since(start); waited > 15*time.Second {
+		t.Fatalf("b waited %s for a 1s lease", waited)
+	}
+	if tokenOf(t, second) <= tokenOf(t, first) {
+		t.Fatalf("later grant has a smaller token")
+	}
+	r := gwtest.Do(t, "POST", g.URL+"/v1/leases/"+a+"/keepalive", nil)
+	mustStatus(t, r, 410, "keepalive of an expired lease")
+	if r.JSON(t)["reason"] != "expired" {
+		t.Fatalf("want reason expired: %s", r.Body)
+	}
+	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/x/release", map[string]any{"lease": a}), 410, "release by an expired lease")
+	// The fence sees b's token as current and a's as stale.
+	mustStatus(t, gwtest.Do(t, "GET", g.URL+"/v1/locks/x/fence?token="+strconv.FormatInt(tokenOf(t, second), 10), nil), 200, "fence b")
+	mustStatus(t, gwtest.Do(t, "GET", g.URL+"/v1/locks/x/fence?token="+strconv.FormatInt(tokenOf(t, first), 10), nil), 409, "fence a")
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+b, nil), 204, "revoke b")
+	gwtest.NoZnodesLeft(t, conn, g.Root)
+}
+
+// TestTimeoutAndDisconnectLeaveNoWaiter: a wait that times out answers 409
+// with the holders and the caller's position, and a client that hangs up
+// while waiting leaves no node behind.
+func TestTimeoutAndDisconnectLeaveNoWaiter(t *testing.T) {
+	gwtest.NoGoroutinesLeft(t)
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	holder := newLease(t, g.URL, "30s", "holder")
+	mustStatus(t, acquire(t, g.URL, "q", holder, "0s"), 200, "holder")
+
+	r := gwtest.Do(t, "POST", g.URL+"/v1/locks/q/acquire?wait=300ms", map[string]any{"ttl": "30s", "holder": "impatient"})
+	mustStatus(t, r, 409, "timed-out acquire")
+	body := r.JSON(t)
+	if body["code"] != "timeout" || body["position"] != float64(1) {
+		t.Fatalf("want a timeout at position 1: %s", r.Body)
+	}
+	holders := body["holders"].([]any)
+	if len(holders) != 1 || holders[0].(map[string]any)["holder"] != "holder" {
+		t.Fatalf("timeout must name the holder: %s", r.Body)
+	}
+	try := gwtest.Do(t, "POST", g.URL+"/v1/locks/q/acquire", map[string]any{"ttl": "30s"})
+	mustStatus(t, try, 409, "try-once acquire")
+
+	// A client that goes away while waiting.
+	waiter := newLease(t, g.URL, "30s", "leaver")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = gwtest.DoCtx(ctx, "POST", g.URL+"/v1/locks/q/acquire?wait=50s", map[string]any{"lease": waiter})
+	}()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if n := len(lockState(t, g.URL, "q")["waiters"].([]any)); n != 1 {
+			return fmt.Errorf("%d waiters", n)
+		}
+		return nil
+	})
+	cancel()
+	<-done
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		kids, _, err := conn.Children(g.Root + "/locks/q")
+		if err != nil {
+			return err
+		}
+		if len(kids) != 1 {
+			return fmt.Errorf("children %v", kids)
+		}
+		return nil
+	})
+	info := gwtest.Do(t, "GET", g.URL+"/v1/leases/"+waiter, nil).JSON(t)
+	if len(info["holds"].([]any)) != 0 {
+		t.Fatalf("the leaver's lease still lists a hold: %v", info)
+	}
+	// Leases made implicitly for failed acquires were revoked.
+	leases := gwtest.Do(t, "GET", g.URL+"/v1/leases", nil).JSON(t)["leases"].([]any)
+	if len(leases) != 2 {
+		t.Fatalf("want the holder's and the leaver's leases only, got %d", len(leases))
+	}
+	for _, l := range []string{holder, waiter} {
+		mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l, nil), 204, "revoke")
+	}
+	gwtest.NoZnodesLeft(t, conn, g.Root)
+}
+
+func TestReadWriteLock(t *testing.T) {
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	r1, r2, w := newLease(t, g.URL, "30s", "r1"), newLease(t, g.URL, "30s", "r2"), newLease(t, g.URL, "30s", "w")
+	read := func(lease, wait string) gwtest.Response {
+		return gwtest.Do(t, "POST", g.URL+"/v1/locks/rw/acquire?wait="+wait, map[string]any{"lease": lease, "mode": "read"})
+	}
+	mustStatus(t, read(r1, "0s"), 200, "reader 1")
+	mustStatus(t, read(r2, "0s"), 200, "reader 2")
+	got := make(chan gwtest.Response, 1)
+	go func() {
+		resp, _ := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/locks/rw/acquire?wait=30s", map[string]any{"lease": w, "mode": "write"})
+		got <- resp
+	}()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		st := lockState(t, g.URL, "rw")
+		if len(st["holders"].([]any)) != 2 || len(st["waiters"].([]any)) != 1 {
+			return fmt.Errorf("state %v", st)
+		}
+		return nil
+	})
+	// A reader arriving behind a waiting writer waits too (no writer starvation).
+	late := newLease(t, g.URL, "30s", "late")
+	mustStatus(t, read(late, "0s"), 409, "reader behind a waiting writer")
+	// A lease that reads may not also ask to write: it would wait for itself.
+	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/rw/acquire", map[string]any{"lease": r1, "mode": "write"}), 409, "upgrade")
+	for _, l := range []string{r1, r2} {
+		mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/rw/release", map[string]any{"lease": l}), 204, "release reader")
+	}
+	mustStatus(t, <-got, 200, "writer after the readers")
+	// The writer may also read (reentrant read under its own write lock).
+	mustStatus(t, read(w, "0s"), 200, "writer reads")
+	for _, l := range []string{r1, r2, w, late} {
+		mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l, nil), 204, "revoke")
+	}
+	gwtest.NoZnodesLeft(t, conn, g.Root)
+}
+
+func TestSemaphore(t *testing.T) {
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	acq := func(lease, wait string, limit int) gwtest.Response {
+		return gwtest.Do(t, "POST", g.URL+"/v1/semaphores/pool/acquire?wait="+wait, map[string]any{"lease": lease, "limit": limit})
+	}
+	a, b, c := newLease(t, g.URL, "30s", "a"), newLease(t, g.URL, "30s", "b"), newLease(t, g.URL, "30s", "c")
+	mustStatus(t, acq(a, "0s", 2), 200, "a")
+	mustStatus(t, acq(b, "0s", 2), 200, "b")
+	mustStatus(t, acq(c, "200ms", 2), 409, "c while full")
+	mustStatus(t, acq(c, "0s", 3), 409, "c with another limit")
+	got := make(chan gwtest.Response, 1)
+	go func() {
+		resp, _ := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/semaphores/pool/acquire?wait=30s", map[string]any{"lease": c, "limit": 2})
+		got <- resp
+	}()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		r := gwtest.Do(t, "GET", g.URL+"/v1/semaphores/pool", nil).JSON(t)
+		if len(r["holders"].([]any)) != 2 || len(r["waiters"].([]any)) != 1 {
+			return fmt.Errorf("state %v", r)
+		}
+		return nil
+	})
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+a, nil), 204, "revoke a")
+	mustStatus(t, <-got, 200, "c after a")
+	for _, l := range []string{b, c} {
+		mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/semaphores/pool/release", map[string]any{"lease": l}), 204, "release")
+		mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l, nil), 204, "revoke")
+	}
+	gwtest.NoZnodesLeft(t, conn, g.Root)
+}
+
+// TestBlockingRead: a GET with the current index waits for the next change.
+func TestBlockingRead(t *testing.T) {
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	r := gwtest.Do(t, "GET", g.URL+"/v1/locks/br", nil)
+	mustStatus(t, r, 200, "state")
+	index := r.Header.Get("X-Zkgate-Index")
+	if index == "" {
+		t.Fatal("no X-Zkgate-Index")
+	}
+	// With the index unchanged, a short wait returns the same state.
+	same := gwtest.Do(t, "GET", g.URL+"/v1/locks/br?index="+index+"&wait=100ms", nil)
+	mustStatus(t, same, 200, "unchanged")
+	if same.Header.Get("X-Zkgate-Index") != index {
+		t.Fatalf("index moved without a change")
+	}
+	got := make(chan gwtest.Response, 1)
+	go func() {
+		resp, _ := gwtest.DoCtx(context.Background(), "GET", g.URL+"/v1/locks/br?index="+index+"&wait=30s", nil)
+		got <- resp
+	}()
+	lease := newLease(t, g.URL, "30s", "writer")
+	mustStatus(t, acquire(t, g.URL, "br", lease, "0s"), 200, "acquire")
+	changed := <-got
+	mustStatus(t, changed, 200, "blocking read")
+	after, _ := strconv.ParseInt(changed.Header.Get("X-Zkgate-Index"), 10, 64)
+	before, _ := strconv.ParseInt(index, 10, 64)
+	if after <= before {
+		t.Fatalf("index did not grow: %d -> %d", before, after)
+	}
+	if n := len(changed.JSON(t)["holders"].([]any)); n != 1 {
+		t.Fatalf("the change should show the holder: %s", changed.Body)
+	}
+	// An index that is not the current one answers at once.
+	mustStatus(t, gwtest.Do(t, "GET", g.URL+"/v1/locks/br?index=1&wait=30s", nil), 200, "stale index")
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
 }
