@@ -1,0 +1,37 @@
+# zkgate: ZooKeeper's coordination recipes over HTTP.
+GO ?= go
+TEST_FLAGS ?= -count=1 -timeout 20m
+LISTEN ?= 127.0.0.1:8080
+
+.PHONY: run test build generate lint bench deps
+
+## run: the gateway on an embedded ZooKeeper (installs ZooKeeper and Java if missing)
+run: deps
+	$(GO) run ./cmd/zkgate serve --listen $(LISTEN)
+
+## test: the whole suite, on real ZooKeeper servers
+test:
+	@scripts/deps.sh test
+	$(GO) vet ./...
+	$(GO) test $(TEST_FLAGS) ./...
+
+## build: bin/zkgate
+build:
+	$(GO) build -o bin/zkgate ./cmd/zkgate
+
+## generate: the templ components of the dashboard
+generate:
+	$(GO) tool templ generate
+
+## lint: gofmt, go vet, staticcheck
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+## bench: gateway against a direct go-zookeeper client, on one ZooKeeper
+bench: deps
+	$(GO) run ./cmd/zkgate-bench
+
+deps:
+	@scripts/deps.sh run

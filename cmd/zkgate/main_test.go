@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/server"
+	"github.com/zkgate/zkgate/zkserver"
+)
+
+func TestMain(m *testing.M) { gwtest.Main(m) }
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of run.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// javaProcessesUsing lists the PIDs of processes whose command line or
+// working files mention dir (the embedded ZooKeeper's config lives there).
+func javaProcessesUsing(dir string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(cmdline, []byte(dir)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestServeEmbedded runs `zkgate serve` through run() on its embedded
+// ZooKeeper: it answers /readyz 200, serves a lock, and a graceful shutdown
+// ends a waiting request and leaves no process behind.
+func TestServeEmbedded(t *testing.T) {
+	if err := zkserver.Check(zkserver.Options{}); err != nil {
+		t.Fatal(err) // loudly, with the install command: never a skip
+	}
+	dataDir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"zkgate", "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, func(string) string { return "" }, stdout, stderr)
+	}()
+	var url string
+	gwtest.Eventually(t, 60*time.Second, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("run ended early: %v\n%s", err, stderr.String())
+		default:
+		}
+		for _, line := range strings.Split(stdout.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "zkgate listening on http://"); ok {
+				addr, _, _ := strings.Cut(rest, " ")
+				url = "http://" + addr
+				return nil
+			}
+		}
+		return errors.New("not listening yet")
+	})
+	gwtest.WaitReady(t, url, 30*time.Second)
+	if pids := javaProcessesUsing(dataDir); len(pids) == 0 {
+		t.Fatalf("no embedded ZooKeeper process found using %s", dataDir)
+	}
+
+	holder := gwtest.Do(t, "POST", url+"/v1/locks/shutdown/acquire", map[string]any{"ttl": "1m", "holder": "h"})
+	if holder.Status != 200 {
+		t.Fatalf("acquire: %d %s", holder.Status, holder.Body)
+	}
+	waiting := make(chan gwtest.Response, 1)
+	go func() {
+		r, _ := gwtest.DoCtx(context.Background(), "POST", url+"/v1/locks/shutdown/acquire?wait=5m", map[string]any{"ttl": "1m"})
+		waiting <- r
+	}()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		r := gwtest.Do(t, "GET", url+"/v1/locks/shutdown", nil)
+		if !strings.Contains(string(r.Body), `"waiters":[{`) {
+			return fmt.Errorf("no waiter yet: %s", r.Body)
+		}
+		return nil
+	})
+
+	start := time.Now()
+	cancel() // as SIGTERM does through signal.NotifyContext
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("graceful shutdown took over 30s")
+	}
+	w := <-waiting
+	if w.Status != http.StatusServiceUnavailable {
+		t.Fatalf("a wait ended by shutdown should answer 503, got %d %s", w.Status, w.Body)
+	}
+	t.Logf("shutdown took %s", time.Since(start).Round(time.Millisecond))
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if pids := javaProcessesUsing(dataDir); len(pids) > 0 {
+			return fmt.Errorf("processes still running: %v", pids)
+		}
+		return nil
+	})
+	if _, err := http.Get(url + "/healthz"); err == nil {
+		t.Fatal("still serving after shutdown")
+	}
+}
+
+// TestBadCommandLine: bad input is one clear line and a usage error (exit 2).
+func TestBadCommandLine(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "flag provided but not defined"},
+		{[]string{"--zk", "zk1"}, "is not host:port"},
+		{[]string{"--zk", "zk1:notaport"}, "no valid port"},
+		{[]string{"--zk", "a:1,,b:2"}, "is not host:port"},
+		{[]string{"--data-dir", filepath.Join(file, "sub")}, "--data-dir"},
+		{[]string{"--root", "relative"}, "--root"},
+		{[]string{"--root", "/zookeeper/x"}, "reserves"},
+		{[]string{"--session-timeout", "soon"}, "--session-timeout"},
+		{[]string{"--max-wait", "-1s"}, "--max-wait"},
+		{[]string{"--max-item-bytes", "2MiB"}, "1 MiB"},
+		{[]string{"--log-format", "xml"}, "--log-format"},
+		{[]string{"--listen", "nope"}, "--listen"},
+		{[]string{"frobnicate"}, "unknown command"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), append([]string{"zkgate"}, c.args...), func(string) string { return "" }, &out, &errOut)
+			var usage *server.UsageError
+			if !errors.As(err, &usage) {
+				t.Fatalf("want a usage error, got %v", err)
+			}
+			if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q should be one line mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestEnvironmentTwins: every flag has a ZKGATE_* twin; flags win.
+func TestEnvironmentTwins(t *testing.T) {
+	env := map[string]string{
+		"ZKGATE_LISTEN": "127.0.0.1:9999", "ZKGATE_ZK": "a:1,b:2", "ZKGATE_ROOT": "/other",
+		"ZKGATE_SESSION_TIMEOUT": "3s", "ZKGATE_MAX_WAIT": "1m", "ZKGATE_MAX_TTL": "2h",
+		"ZKGATE_MAX_ITEM_BYTES": "1KiB", "ZKGATE_LOG_FORMAT": "json",
+	}
+	cfg, err := server.ParseConfig([]string{"--root", "/flag"}, func(k string) string { return env[k] }, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:9999" || len(cfg.ZK) != 2 || cfg.Root != "/flag" || cfg.SessionTimeout != 3*time.Second ||
+		cfg.MaxWait != time.Minute || cfg.MaxTTL != 2*time.Hour || cfg.MaxItemBytes != 1024 || cfg.LogFormat != "json" {
+		t.Fatalf("config %+v", cfg)
+	}
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what zkgate needs from Debian's packages, or says exactly what to
+# install when it cannot (not root, no apt-get).
+#   scripts/deps.sh run    ZooKeeper and Java: enough to run the gateway
+#   scripts/deps.sh test   plus Curator, kazoo and Chromium for the test suite
+set -euo pipefail
+what=${1:-run}
+pkgs=()
+have_java() { command -v java >/dev/null 2>&1; }
+have_zk() { [ -f /usr/share/java/zookeeper.jar ] || [ -n "${ZOOKEEPER_HOME:-}" ]; }
+have_java || pkgs+=(openjdk-17-jre-headless)
+have_zk || pkgs+=(zookeeper)
+if [ "$what" = test ]; then
+  command -v javac >/dev/null 2>&1 || pkgs+=(openjdk-17-jdk-headless)
+  [ -f /usr/share/java/curator-recipes.jar ] || pkgs+=(libcurator-recipes-java)
+  [ -d /usr/lib/python3/dist-packages/kazoo ] || pkgs+=(python3-kazoo)
+  [ -x /usr/bin/chromium ] || pkgs+=(chromium)
+fi
+[ ${#pkgs[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "zkgate needs: ${pkgs[*]}" >&2
+  echo "install them with: sudo apt-get update && sudo apt-get install -y ${pkgs[*]}" >&2
+  exit 1
+fi
+echo "installing ${pkgs[*]} ..." >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${pkgs[@]}" >/dev/null
