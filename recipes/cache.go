@@ -52,6 +52,7 @@ type watchCache struct {
 
 type cacheEntry struct {
 	path string
+	opts entryOpts
 
 	// guarded by watchCache.mu
 	snap     *Snapshot
@@ -61,6 +62,14 @@ type cacheEntry struct {
 	refs     int
 	lastUsed time.Time
 	stop     chan struct{}
+}
+
+// entryOpts say how an entry reads its children. The first reader of a path
+// decides; every reader of a given path is the same recipe, so they agree.
+type entryOpts struct {
+	// statsOnly reads children with exists, not get: queue items can be
+	// large and only their size and times are shown.
+	statsOnly bool
 }
 
 func newWatchCache(sess *Session, log *slog.Logger) *watchCache {
@@ -75,7 +84,11 @@ func (c *watchCache) OnChange(fn func(path string)) { c.subs = append(c.subs, fn
 // Read returns the snapshot of p. With index > 0 and the snapshot's index
 // equal to it, it first waits up to wait for a change (a blocking read).
 func (c *watchCache) Read(ctx context.Context, p string, index int64, wait time.Duration) (*Snapshot, error) {
-	e, err := c.acquire(p)
+	return c.read(ctx, p, entryOpts{}, index, wait)
+}
+
+func (c *watchCache) read(ctx context.Context, p string, opts entryOpts, index int64, wait time.Duration) (*Snapshot, error) {
+	e, err := c.acquire(p, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +134,31 @@ func (c *watchCache) Peek(p string) *Snapshot {
 	return nil
 }
 
-func (c *watchCache) acquire(p string) (*cacheEntry, error) {
+// view returns the current snapshot of p and a channel closed at its next
+// change; release must be called when the caller stops looking.
+func (c *watchCache) view(ctx context.Context, p string, opts entryOpts) (*Snapshot, <-chan struct{}, func(), error) {
+	e, err := c.acquire(p, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	release := func() { c.releaseEntry(e) }
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		release()
+		return nil, nil, nil, context.Cause(ctx)
+	}
+	c.mu.Lock()
+	snap, serr, changed := e.snap, e.err, e.changed
+	c.mu.Unlock()
+	if serr != nil {
+		release()
+		return nil, nil, nil, serr
+	}
+	return snap, changed, release, nil
+}
+
+func (c *watchCache) acquire(p string, opts entryOpts) (*cacheEntry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -129,7 +166,7 @@ func (c *watchCache) acquire(p string) (*cacheEntry, error) {
 	}
 	e, ok := c.entries[p]
 	if !ok {
-		e = &cacheEntry{path: p, ready: make(chan struct{}), changed: make(chan struct{}), stop: make(chan struct{})}
+		e = &cacheEntry{path: p, opts: opts, ready: make(chan struct{}), changed: make(chan struct{}), stop: make(chan struct{})}
 		c.entries[p] = e
 		c.wg.Add(1)
 		go c.run(e)
@@ -154,7 +191,7 @@ func (c *watchCache) run(e *cacheEntry) {
 	idle := time.NewTicker(c.linger/2 + time.Millisecond)
 	defer idle.Stop()
 	for {
-		snap, events, err := c.load(e.path, prev)
+		snap, events, err := c.load(e.path, e.opts, prev)
 		if err != nil && ambiguous(err) {
 			if c.waitLive(e) != nil {
 				return
@@ -233,7 +270,7 @@ type watchSet struct{ a, b <-chan zk.Event }
 // load reads p with its children and arms the watches that tell of the next
 // change. Data of children already in prev (same czxid) is reused: zkgate's
 // contender nodes never change their data.
-func (c *watchCache) load(p string, prev *Snapshot) (*Snapshot, watchSet, error) {
+func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, watchSet, error) {
 	conn := c.sess.Conn()
 	children, stat, childCh, err := conn.ChildrenW(p)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -242,7 +279,7 @@ func (c *watchCache) load(p string, prev *Snapshot) (*Snapshot, watchSet, error)
 			return nil, watchSet{}, err
 		}
 		if ok {
-			return c.load(p, prev) // created in between
+			return c.load(p, opts, prev) // created in between
 		}
 		snap := &Snapshot{Path: p}
 		// An absent node takes its index from its parent's pzxid, which grew
@@ -257,7 +294,7 @@ func (c *watchCache) load(p string, prev *Snapshot) (*Snapshot, watchSet, error)
 	}
 	data, dstat, dataCh, err := conn.GetW(p)
 	if errors.Is(err, zk.ErrNoNode) {
-		return c.load(p, prev)
+		return c.load(p, opts, prev)
 	}
 	if err != nil {
 		return nil, watchSet{}, err
@@ -265,7 +302,10 @@ func (c *watchCache) load(p string, prev *Snapshot) (*Snapshot, watchSet, error)
 	snap := &Snapshot{Path: p, Exists: true, Data: data, Stat: *dstat}
 	snap.Index = max(stat.Pzxid, dstat.Mzxid)
 	known := map[string]Node{}
-	if prev != nil {
+	// Children keep their data unless someone changed it; those who do (an
+	// election's proclaim) touch the parent too, so an unchanged parent
+	// means unchanged children.
+	if prev != nil && prev.Exists && prev.Stat.Mzxid == dstat.Mzxid {
 		for _, n := range prev.Children {
 			known[n.Name] = n
 		}
@@ -284,7 +324,18 @@ func (c *watchCache) load(p string, prev *Snapshot) (*Snapshot, watchSet, error)
 		go func(i int, name string) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			d, st, err := conn.Get(p + "/" + name)
+			var d []byte
+			var st *zk.Stat
+			var err error
+			if opts.statsOnly {
+				var ok bool
+				ok, st, err = conn.Exists(p + "/" + name)
+				if err == nil && !ok {
+					err = zk.ErrNoNode
+				}
+			} else {
+				d, st, err = conn.Get(p + "/" + name)
+			}
 			if err != nil {
 				if !errors.Is(err, zk.ErrNoNode) {
 					firstErr.CompareAndSwap(nil, err)

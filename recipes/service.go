@@ -44,9 +44,13 @@ type Service struct {
 	log       *slog.Logger
 	cache     *watchCache
 
-	Leases     *Leases
-	Locks      *Locks
-	Semaphores *Semaphores
+	Leases         *Leases
+	Locks          *Locks
+	Semaphores     *Semaphores
+	Elections      *Elections
+	Barriers       *Barriers
+	DoubleBarriers *DoubleBarriers
+	Queues         *Queues
 }
 
 // New makes the recipes of a session.
@@ -63,6 +67,10 @@ func New(sess *Session, cfg Config) *Service {
 	s.Leases = NewLeases(sess, cfg.Leases, cfg.Logger)
 	s.Locks = &Locks{svc: s}
 	s.Semaphores = &Semaphores{svc: s}
+	s.Elections = &Elections{svc: s}
+	s.Barriers = &Barriers{svc: s}
+	s.DoubleBarriers = &DoubleBarriers{svc: s}
+	s.Queues = &Queues{svc: s}
 	return s
 }
 

@@ -1,0 +1,482 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// DoubleBarriers follow Curator's DistributedDoubleBarrier: each member is
+// an EPHEMERAL child of {root}/double-barriers/{name}; the member that makes
+// the count creates the PERSISTENT `ready` child, which lets everyone in.
+// Leaving, the lowest member waits for the highest to go, the others delete
+// their node and wait for the lowest; the last one out removes `ready`.
+type DoubleBarriers struct{ svc *Service }
+
+const readyNode = "ready"
+
+// MaxBarrierCount bounds a double barrier's count.
+const MaxBarrierCount = 10_000
+
+// Member is one member of a double barrier.
+type Member struct {
+	Member  string    `json:"member"`
+	Lease   string    `json:"lease,omitempty"`
+	Holder  string    `json:"holder"`
+	Gateway string    `json:"gateway,omitempty"`
+	Count   int       `json:"count,omitempty"`
+	Since   time.Time `json:"since"`
+	Foreign bool      `json:"foreign"`
+}
+
+// DoubleBarrierState is the membership of a double barrier.
+type DoubleBarrierState struct {
+	Name    string   `json:"name"`
+	Count   int      `json:"count,omitempty"` // as the zkgate members give it
+	Ready   bool     `json:"ready"`
+	Members []Member `json:"members"`
+	Index   int64    `json:"-"`
+}
+
+func (d *DoubleBarriers) path(name string) string {
+	return d.svc.sess.Root() + "/double-barriers/" + name
+}
+
+type membership struct {
+	d      *DoubleBarriers
+	lease  *Lease
+	name   string
+	member string
+	count  int
+	node   string
+
+	mu      sync.Mutex
+	created bool // the node exists (as far as we know)
+	entered bool // saw the barrier ready
+	leaving bool // our node was deleted on the way out
+	since   time.Time
+	gone    bool
+}
+
+func (m *membership) info() HoldInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	state := "waiting"
+	if m.entered {
+		state = "held"
+	}
+	return HoldInfo{Kind: "double-barrier", Name: m.name, Mode: m.member, State: state, Node: m.node, Since: m.since}
+}
+
+func (m *membership) release(ctx context.Context) error {
+	m.mu.Lock()
+	m.gone = true
+	had := m.created
+	m.created = false
+	m.mu.Unlock()
+	if !had {
+		return nil
+	}
+	return m.d.svc.Leases.deleteNode(ctx, m.node, m.lease.epoch)
+}
+
+func memberKey(name, member string) string { return "double-barrier\x00" + name + "\x00" + member }
+
+// Enter makes member (bound to lease) a member of the barrier and waits up
+// to wait until count members are in. On timeout the membership is kept, and
+// entering again resumes the wait; if ctx is cancelled instead (the client
+// went away), a membership made by this call is removed.
+func (d *DoubleBarriers) Enter(ctx context.Context, lease *Lease, name, member string, count int, wait time.Duration) (DoubleBarrierState, error) {
+	if err := d.validate(name, member); err != nil {
+		return DoubleBarrierState{}, err
+	}
+	if count < 1 || count > MaxBarrierCount {
+		return DoubleBarrierState{}, Errorf(CodeInvalid, "count must be between 1 and %d", MaxBarrierCount)
+	}
+	if err := lease.alive(); err != nil {
+		return DoubleBarrierState{}, err
+	}
+	svc := d.svc
+	key := memberKey(name, member)
+	var m *membership
+	for m == nil {
+		got, err := lease.attach(key, &membership{d: d, lease: lease, name: name, member: member, count: count,
+			node: d.path(name) + "/" + member, since: time.Now().UTC()})
+		if err != nil {
+			return DoubleBarrierState{}, err
+		}
+		cand := got.(*membership)
+		cand.mu.Lock()
+		gone, leaving, cnt := cand.gone, cand.leaving, cand.count
+		cand.mu.Unlock()
+		switch {
+		case gone:
+			lease.detach(key, cand)
+			continue
+		case leaving:
+			return DoubleBarrierState{}, Errorf(CodeInvalid, "member %q is leaving barrier %q", member, name)
+		case cnt != count:
+			return DoubleBarrierState{}, &Error{Code: CodeCountMismatch,
+				Detail: fmt.Sprintf("member %q entered barrier %q with count %d", member, name, cnt), Extra: map[string]any{"count": cnt}}
+		}
+		m = cand
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	defer cancel()
+	stop := context.AfterFunc(lease.ctx, cancel)
+	defer stop()
+
+	if err := d.checkCount(ctx, name, member, count); err != nil {
+		if !m.isCreated() {
+			lease.detach(key, m)
+		}
+		return DoubleBarrierState{}, err
+	}
+	readyPath := d.path(name) + "/" + readyNode
+	// As Curator does: note whether the barrier was ready before we joined.
+	wasReady, err := d.exists(ctx, lease, readyPath)
+	if err != nil {
+		return DoubleBarrierState{}, err
+	}
+	createdNow, err := d.join(ctx, m)
+	if err != nil {
+		if !m.isCreated() {
+			lease.detach(key, m)
+		}
+		return DoubleBarrierState{}, err
+	}
+	svc.metrics.Waiting("double-barrier", 1)
+	err = d.waitReady(ctx, lease, name, count, readyPath, wasReady, wait <= 0)
+	svc.metrics.Waiting("double-barrier", -1)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errWaitElapsed) && createdNow && lease.ctx.Err() == nil {
+			lease.detach(key, m)
+			if derr := m.release(context.Background()); derr != nil {
+				svc.log.Error("remove abandoned member", "node", m.node, "err", derr)
+			}
+		}
+		if e, ok := err.(*Error); ok && e.Code == CodeTimeout {
+			if st, serr := d.State(context.Background(), name, 0, 0); serr == nil {
+				e.Extra = map[string]any{"members": st.Members, "count": count}
+			}
+		}
+		return DoubleBarrierState{}, err
+	}
+	m.mu.Lock()
+	m.entered = true
+	m.mu.Unlock()
+	return d.State(ctx, name, 0, 0)
+}
+
+func (m *membership) isCreated() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.created
+}
+
+func (d *DoubleBarriers) validate(name, member string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	if err := ValidName(member); err != nil {
+		return Errorf(CodeInvalid, "member: %s", err.(*Error).Detail)
+	}
+	if member == readyNode {
+		return Errorf(CodeInvalid, "member may not be %q: the barrier uses that node", readyNode)
+	}
+	return nil
+}
+
+// checkCount compares count with the one the other zkgate members entered with.
+func (d *DoubleBarriers) checkCount(ctx context.Context, name, member string, count int) error {
+	st, err := d.State(ctx, name, 0, 0)
+	if err != nil {
+		return err
+	}
+	for _, m := range st.Members {
+		if m.Member != member && m.Count != 0 && m.Count != count {
+			return &Error{Code: CodeCountMismatch,
+				Detail: fmt.Sprintf("barrier %q was entered with count %d, not %d", name, m.Count, count),
+				Extra:  map[string]any{"count": m.Count}}
+		}
+	}
+	return nil
+}
+
+func (d *DoubleBarriers) exists(ctx context.Context, lease *Lease, p string) (bool, error) {
+	for {
+		ok, _, err := d.svc.sess.Conn().Exists(p)
+		if err == nil {
+			return ok, nil
+		}
+		if err := d.svc.retryable(ctx, lease, err); err != nil {
+			return false, err
+		}
+	}
+}
+
+// join creates m's node unless it is there; createdNow says this call made it.
+func (d *DoubleBarriers) join(ctx context.Context, m *membership) (createdNow bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.created {
+		return false, nil
+	}
+	lease := m.lease
+	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: d.svc.gatewayID, Member: m.member, Count: m.count}.bytes()
+	for {
+		if err := d.svc.sess.check(lease.epoch); err != nil {
+			return false, err
+		}
+		_, err := d.svc.sess.Conn().Create(m.node, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		switch {
+		case err == nil:
+			m.created = true
+			return true, nil
+		case errors.Is(err, zk.ErrNoNode):
+			if err := d.svc.sess.ensureContainers(ctx, d.path(m.name), lease.epoch); err != nil {
+				return false, err
+			}
+		case errors.Is(err, zk.ErrNodeExists):
+			// Ours (a create whose reply was lost) or someone else's?
+			raw, stat, gerr := d.svc.sess.Conn().Get(m.node)
+			if gerr != nil {
+				continue
+			}
+			if nd, ok := parseNodeData(raw); ok && nd.Lease == lease.ID && stat.EphemeralOwner == d.svc.Leases.sessionID() {
+				m.created = true
+				return true, nil
+			}
+			return false, &Error{Code: CodeInvalid, Detail: fmt.Sprintf("member %q of barrier %q belongs to another lease", m.member, m.name)}
+		case ambiguous(err):
+			if werr := d.svc.sess.WaitLive(ctx); werr != nil {
+				return false, waitErr(ctx, lease, werr)
+			}
+		default:
+			return false, internal(err, "enter barrier")
+		}
+	}
+}
+
+// waitReady waits until the ready node exists, creating it when the members
+// make the count.
+func (d *DoubleBarriers) waitReady(ctx context.Context, lease *Lease, name string, count int, readyPath string, wasReady, tryOnce bool) error {
+	if wasReady {
+		return nil
+	}
+	conn := func() *zk.Conn { return d.svc.sess.Conn() }
+	for {
+		ok, _, events, err := conn().ExistsW(readyPath)
+		if err != nil {
+			if err := d.svc.retryable(ctx, lease, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if ok {
+			return nil
+		}
+		kids, err := d.svc.children(ctx, d.path(name))
+		if err != nil {
+			return err
+		}
+		members := 0
+		for _, k := range kids {
+			if k != readyNode {
+				members++
+			}
+		}
+		if members >= count {
+			_, err := conn().Create(readyPath, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll))
+			if err == nil || errors.Is(err, zk.ErrNodeExists) {
+				return nil
+			}
+			if err := d.svc.retryable(ctx, lease, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if tryOnce {
+			return &Error{Code: CodeTimeout, Detail: fmt.Sprintf("%d of %d members have entered", members, count)}
+		}
+		select {
+		case <-events:
+		case <-ctx.Done():
+			return waitErr(ctx, lease, context.Cause(ctx))
+		}
+	}
+}
+
+// Leave takes member out and waits up to wait until every member has left.
+func (d *DoubleBarriers) Leave(ctx context.Context, lease *Lease, name, member string, wait time.Duration) (DoubleBarrierState, error) {
+	if err := d.validate(name, member); err != nil {
+		return DoubleBarrierState{}, err
+	}
+	if err := lease.alive(); err != nil {
+		return DoubleBarrierState{}, err
+	}
+	key := memberKey(name, member)
+	h, ok := lease.holdsWithPrefix(key)[key]
+	if !ok {
+		return DoubleBarrierState{}, &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s has no member %q in barrier %q", lease.ID, member, name)}
+	}
+	m := h.(*membership)
+	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	defer cancel()
+	stop := context.AfterFunc(lease.ctx, cancel)
+	defer stop()
+	d.svc.metrics.Waiting("double-barrier", 1)
+	err := d.leave(ctx, m, wait <= 0)
+	d.svc.metrics.Waiting("double-barrier", -1)
+	if err != nil {
+		if e, ok := err.(*Error); ok && e.Code == CodeTimeout {
+			if st, serr := d.State(context.Background(), name, 0, 0); serr == nil {
+				e.Extra = map[string]any{"members": st.Members}
+			}
+		}
+		return DoubleBarrierState{}, err
+	}
+	lease.detach(key, m)
+	return d.State(ctx, name, 0, 0)
+}
+
+// leave is Curator's internalLeave.
+func (d *DoubleBarriers) leave(ctx context.Context, m *membership, tryOnce bool) error {
+	svc, lease := d.svc, m.lease
+	dir := d.path(m.name)
+	for {
+		kids, err := svc.children(ctx, dir)
+		if err != nil {
+			return err
+		}
+		var members []string
+		for _, k := range kids {
+			if k != readyNode {
+				members = append(members, k)
+			}
+		}
+		sort.Strings(members)
+		m.mu.Lock()
+		shouldExist := m.created
+		m.mu.Unlock()
+		if len(members) == 0 {
+			break
+		}
+		ours := -1
+		for i, k := range members {
+			if k == m.member {
+				ours = i
+			}
+		}
+		if ours < 0 && shouldExist {
+			return leaseEnded(lease.ID, "member node vanished")
+		}
+		if len(members) == 1 && ours == 0 {
+			if err := d.deleteOwn(ctx, m); err != nil {
+				return err
+			}
+			break
+		}
+		var watch string
+		if ours == 0 {
+			watch = members[len(members)-1] // lowest: wait for the highest to go
+		} else {
+			watch = members[0] // others: go now, then wait for the lowest
+			if err := d.deleteOwn(ctx, m); err != nil {
+				return err
+			}
+		}
+		if tryOnce {
+			return &Error{Code: CodeTimeout, Detail: fmt.Sprintf("%d members have not left", len(members))}
+		}
+		ok, _, events, err := svc.sess.Conn().ExistsW(dir + "/" + watch)
+		if err != nil {
+			if err := svc.retryable(ctx, lease, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if !ok {
+			continue
+		}
+		select {
+		case <-events:
+		case <-ctx.Done():
+			return waitErr(ctx, lease, context.Cause(ctx))
+		}
+	}
+	err := svc.sess.Conn().Delete(dir+"/"+readyNode, -1)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
+		svc.log.Warn("remove ready node", "barrier", m.name, "err", err)
+	}
+	return nil
+}
+
+func (d *DoubleBarriers) deleteOwn(ctx context.Context, m *membership) error {
+	m.mu.Lock()
+	had := m.created
+	m.created = false
+	m.leaving = true
+	m.mu.Unlock()
+	if !had {
+		return nil
+	}
+	return d.svc.Leases.deleteNode(ctx, m.node, m.lease.epoch)
+}
+
+// State lists the members and readiness; with index > 0 a blocking read.
+func (d *DoubleBarriers) State(ctx context.Context, name string, index int64, wait time.Duration) (DoubleBarrierState, error) {
+	if err := ValidName(name); err != nil {
+		return DoubleBarrierState{}, err
+	}
+	snap, err := d.svc.cache.Read(ctx, d.path(name), index, wait)
+	if err != nil {
+		return DoubleBarrierState{}, d.svc.readErr(err)
+	}
+	return doubleBarrierStateOf(name, snap), nil
+}
+
+func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
+	st := DoubleBarrierState{Name: name, Members: []Member{}, Index: snap.Index}
+	for _, n := range snap.Children {
+		if n.Name == readyNode {
+			st.Ready = true
+			continue
+		}
+		mem := Member{Member: n.Name, Since: time.UnixMilli(n.Stat.Ctime).UTC()}
+		if nd, ok := parseNodeData(n.Data); ok {
+			mem.Lease, mem.Holder, mem.Gateway, mem.Count = nd.Lease, nd.Holder, nd.Gateway, nd.Count
+			if nd.Count > 0 {
+				st.Count = nd.Count
+			}
+		} else {
+			mem.Foreign, mem.Holder = true, printable(n.Data)
+		}
+		st.Members = append(st.Members, mem)
+	}
+	return st
+}
+
+// List returns every double barrier with members.
+func (d *DoubleBarriers) List(ctx context.Context) ([]DoubleBarrierState, error) {
+	names, err := d.svc.children(ctx, d.svc.sess.Root()+"/double-barriers")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DoubleBarrierState, len(names))
+	err = d.svc.forEach(ctx, len(names), func(i int) error {
+		st, err := d.State(ctx, names[i], 0, 0)
+		out[i] = st
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortByName(out, func(s DoubleBarrierState) string { return s.Name })
+	return out, nil
+}

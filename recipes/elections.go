@@ -1,0 +1,348 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Elections follow Curator's LeaderLatch: every candidate is an
+// EPHEMERAL_SEQUENTIAL `latch-` node under {root}/elections/{name}, and the
+// lowest sequence leads. A candidate waits only for its predecessor.
+type Elections struct{ svc *Service }
+
+// MaxValueBytes bounds a candidate's value.
+const MaxValueBytes = 64 << 10
+
+// Campaign is the answer to a campaign: elected, or a candidate in line.
+type Campaign struct {
+	Name     string    `json:"name"`
+	Elected  bool      `json:"elected"`
+	Lease    string    `json:"lease"`
+	Node     string    `json:"node"`
+	Token    int64     `json:"token,omitempty"` // the latch node's czxid, when elected
+	Value    string    `json:"value"`
+	Since    time.Time `json:"since"`              // candidacy or leadership start
+	Position int       `json:"position,omitempty"` // 1: next in line, when not elected
+	Leader   *Holder   `json:"leader,omitempty"`   // the current leader, when not elected
+}
+
+// ElectionState is the leader (nil if none) and the candidates in line.
+type ElectionState struct {
+	Name       string   `json:"name"`
+	Leader     *Holder  `json:"leader"`
+	Candidates []Holder `json:"candidates"`
+	Index      int64    `json:"-"`
+}
+
+// ElectionSummary is one line of the election list.
+type ElectionSummary struct {
+	Name       string  `json:"name"`
+	Leader     *Holder `json:"leader"`
+	Candidates int     `json:"candidates"`
+}
+
+func (e *Elections) parent(name string) string { return e.svc.sess.Root() + "/elections/" + name }
+
+type candidacy struct {
+	e     *Elections
+	lease *Lease
+	key   string
+	name  string
+
+	mu        sync.Mutex
+	node      string
+	value     string
+	since     time.Time
+	elected   bool
+	token     int64
+	electedAt time.Time
+	gone      bool
+}
+
+func (c *candidacy) info() HoldInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	state, since := "waiting", c.since
+	if c.elected {
+		state, since = "held", c.electedAt
+	}
+	return HoldInfo{Kind: "election", Name: c.name, Token: c.token, State: state, Node: c.node, Since: since}
+}
+
+func (c *candidacy) release(ctx context.Context) error {
+	c.mu.Lock()
+	c.gone = true
+	node, elected, at := c.node, c.elected, c.electedAt
+	c.node = ""
+	c.mu.Unlock()
+	if elected {
+		c.e.svc.metrics.Released("election", time.Since(at))
+	}
+	if node == "" {
+		return nil
+	}
+	return c.e.svc.Leases.deleteNode(ctx, node, c.lease.epoch)
+}
+
+func (c *candidacy) data() []byte {
+	return nodeData{Lease: c.lease.ID, Holder: c.lease.Holder, Gateway: c.e.svc.gatewayID, Value: c.value}.bytes()
+}
+
+// Campaign makes lease a candidate of election name (or finds its existing
+// candidacy) and waits up to wait to be elected. When the wait ends first the
+// candidacy stays, and the answer says where it stands. A candidacy created
+// by this very call is withdrawn if ctx is cancelled (the client went away
+// and never heard of it).
+func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value string, wait time.Duration) (Campaign, error) {
+	if err := ValidName(name); err != nil {
+		return Campaign{}, err
+	}
+	if len(value) > MaxValueBytes {
+		return Campaign{}, Errorf(CodeInvalid, "value must be at most %d bytes", MaxValueBytes)
+	}
+	if err := lease.alive(); err != nil {
+		return Campaign{}, err
+	}
+	key := "election\x00" + name
+	var c *candidacy
+	for c == nil {
+		got, err := lease.attach(key, &candidacy{e: e, lease: lease, key: key, name: name, value: value, since: time.Now().UTC()})
+		if err != nil {
+			return Campaign{}, err
+		}
+		cand := got.(*candidacy)
+		cand.mu.Lock()
+		gone := cand.gone
+		cand.mu.Unlock()
+		if gone {
+			lease.detach(key, cand)
+			continue
+		}
+		c = cand
+	}
+	svc := e.svc
+	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	defer cancel()
+	stop := context.AfterFunc(lease.ctx, cancel)
+	defer stop()
+
+	c.mu.Lock()
+	created := false
+	if c.node == "" {
+		node, err := svc.sess.createProtected(ctx, e.parent(name), lease.ID, "latch-", c.data(), lease.epoch)
+		if err != nil {
+			c.mu.Unlock()
+			lease.detach(key, c)
+			return Campaign{}, waitErr(ctx, lease, err)
+		}
+		c.node, created = node, true
+	}
+	node := c.node
+	c.mu.Unlock()
+
+	svc.metrics.Waiting("election", 1)
+	start := time.Now()
+	err := svc.waitTurn(ctx, lease, e.parent(name), node, latchMarkers, predecessor, wait <= 0)
+	svc.metrics.Waiting("election", -1)
+	if err == nil {
+		stat, serr := svc.ownNode(ctx, lease, node)
+		if serr != nil {
+			return Campaign{}, serr
+		}
+		c.mu.Lock()
+		if !c.elected {
+			c.elected, c.token, c.electedAt = true, stat.Czxid, time.Now().UTC()
+			svc.metrics.Granted("election", time.Since(start))
+		}
+		out := Campaign{Name: name, Elected: true, Lease: lease.ID, Node: node, Token: c.token, Value: c.value, Since: c.electedAt}
+		c.mu.Unlock()
+		return out, nil
+	}
+	if errors.Is(err, errNodeGone) {
+		lease.detach(key, c)
+		if aerr := lease.alive(); aerr != nil {
+			return Campaign{}, aerr
+		}
+		return Campaign{}, Errorf(CodeNotHeld, "the candidacy in election %q was withdrawn while this campaign waited", name)
+	}
+	if ErrorCode(err) != CodeTimeout {
+		return Campaign{}, err
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(context.Cause(ctx), errWaitElapsed) {
+		// The client went away: withdraw a candidacy it never heard of.
+		if created {
+			lease.detach(key, c)
+			if derr := c.release(context.Background()); derr != nil {
+				svc.log.Error("withdraw candidacy", "node", node, "err", derr)
+			}
+		}
+		return Campaign{}, err
+	}
+	st, serr := e.State(context.Background(), name, 0, 0)
+	if serr != nil {
+		return Campaign{}, serr
+	}
+	c.mu.Lock()
+	out := Campaign{Name: name, Lease: lease.ID, Node: node, Value: c.value, Since: c.since, Leader: st.Leader}
+	c.mu.Unlock()
+	for i, cand := range st.Candidates {
+		if cand.Node == path.Base(node) {
+			out.Position = i // the leader is candidate 0
+		}
+	}
+	return out, nil
+}
+
+// predecessor is the node just before cs[i], or "" when cs[i] is first.
+func predecessor(cs []contender, i int) string {
+	if i == 0 {
+		return ""
+	}
+	return cs[i-1].Name
+}
+
+// Resign withdraws lease's candidacy (and leadership).
+func (e *Elections) Resign(ctx context.Context, lease *Lease, name string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	if err := lease.alive(); err != nil {
+		return err
+	}
+	key := "election\x00" + name
+	h, ok := lease.holdsWithPrefix(key)[key]
+	if !ok {
+		return &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s is no candidate in election %q", lease.ID, name)}
+	}
+	lease.detach(key, h)
+	if err := h.release(ctx); err != nil {
+		return internal(err, "resign")
+	}
+	return nil
+}
+
+// Proclaim sets the leader's value. Only the current leader may.
+func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value string) (Campaign, error) {
+	if err := ValidName(name); err != nil {
+		return Campaign{}, err
+	}
+	if len(value) > MaxValueBytes {
+		return Campaign{}, Errorf(CodeInvalid, "value must be at most %d bytes", MaxValueBytes)
+	}
+	if err := lease.alive(); err != nil {
+		return Campaign{}, err
+	}
+	key := "election\x00" + name
+	h, ok := lease.holdsWithPrefix(key)[key]
+	notLeader := &Error{Code: CodeNotLeader, Detail: fmt.Sprintf("lease %s does not lead election %q", lease.ID, name)}
+	if !ok {
+		return Campaign{}, notLeader
+	}
+	c := h.(*candidacy)
+	c.mu.Lock()
+	node := c.node
+	c.mu.Unlock()
+	if node == "" {
+		return Campaign{}, notLeader
+	}
+	// Leadership is a fact of ZooKeeper, not of memory: check it now.
+	kids, err := e.svc.children(ctx, e.parent(name))
+	if err != nil {
+		return Campaign{}, err
+	}
+	cs := sortContenders(kids, latchMarkers)
+	if len(cs) == 0 || cs[0].Name != path.Base(node) {
+		return Campaign{}, notLeader
+	}
+	if err := e.svc.sess.check(lease.epoch); err != nil {
+		return Campaign{}, err
+	}
+	c.mu.Lock()
+	c.value = value
+	data := c.data()
+	c.mu.Unlock()
+	// Touching the parent too tells every watch cache (which watches the
+	// parent, not each candidate) that a candidate's data changed.
+	_, err = e.svc.sess.Conn().Multi(
+		&zk.SetDataRequest{Path: node, Data: data, Version: -1},
+		&zk.SetDataRequest{Path: e.parent(name), Data: nil, Version: -1},
+	)
+	if err != nil {
+		if errors.Is(err, zk.ErrNoNode) {
+			return Campaign{}, notLeader
+		}
+		return Campaign{}, e.svc.readErr(err)
+	}
+	stat, err := e.svc.ownNode(ctx, lease, node)
+	if err != nil {
+		return Campaign{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.elected {
+		c.elected, c.token, c.electedAt = true, stat.Czxid, time.Now().UTC()
+	}
+	return Campaign{Name: name, Elected: true, Lease: lease.ID, Node: node, Token: c.token, Value: c.value, Since: c.electedAt}, nil
+}
+
+// State returns the leader and the candidates; with index > 0 it is a
+// blocking read, which also reports "no leader".
+func (e *Elections) State(ctx context.Context, name string, index int64, wait time.Duration) (ElectionState, error) {
+	if err := ValidName(name); err != nil {
+		return ElectionState{}, err
+	}
+	snap, err := e.svc.cache.Read(ctx, e.parent(name), index, wait)
+	if err != nil {
+		return ElectionState{}, e.svc.readErr(err)
+	}
+	return electionStateOf(name, snap), nil
+}
+
+func electionStateOf(name string, snap *Snapshot) ElectionState {
+	st := ElectionState{Name: name, Candidates: []Holder{}, Index: snap.Index}
+	for i, c := range contendersOf(snap, latchMarkers) {
+		h := holderOf(c, nodeNamed(snap, c.Name))
+		h.Mode = ""
+		st.Candidates = append(st.Candidates, h)
+		if i == 0 {
+			leader := h
+			st.Leader = &leader
+		}
+	}
+	return st
+}
+
+// List returns every election with its leader.
+func (e *Elections) List(ctx context.Context) ([]ElectionSummary, error) {
+	base := e.svc.sess.Root() + "/elections"
+	names, err := e.svc.children(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ElectionSummary, len(names))
+	err = e.svc.forEach(ctx, len(names), func(i int) error {
+		st, err := e.State(ctx, names[i], 0, 0)
+		if err != nil {
+			return err
+		}
+		out[i] = ElectionSummary{Name: names[i], Leader: st.Leader, Candidates: len(st.Candidates)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for _, s := range out {
+		if s.Candidates > 0 {
+			kept = append(kept, s)
+		}
+	}
+	sortByName(kept, func(s ElectionSummary) string { return s.Name })
+	return kept, nil
+}

@@ -1,0 +1,501 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Queues follow kazoo's LockingQueue: an item is the PERSISTENT_SEQUENTIAL
+// node {root}/queues/{name}/entries/entry-<ppp>-<seq10> holding the raw
+// bytes; a consumer claims it with the EPHEMERAL node .../taken/<entry>, and
+// consumes it by deleting both in one transaction.
+type Queues struct{ svc *Service }
+
+// Priorities: lower is served first.
+const (
+	MinPriority     = 0
+	MaxPriority     = 999
+	DefaultPriority = 100
+)
+
+// Item is a queue item's metadata.
+type Item struct {
+	ID        string    `json:"id"`
+	Priority  int       `json:"priority"`
+	Size      int       `json:"size"`
+	CreatedAt time.Time `json:"created_at"`
+	ClaimedBy *string   `json:"claimed_by,omitempty"` // the holder (or lease) of the claim
+	seq       int64
+}
+
+// QueueState is the length and head of a queue.
+type QueueState struct {
+	Name    string `json:"name"`
+	Length  int    `json:"length"`  // items, claimed or not
+	Claimed int    `json:"claimed"` // items claimed now
+	Head    []Item `json:"head"`
+	Index   int64  `json:"-"`
+}
+
+// Taken is an item taken or claimed from a queue.
+type Taken struct {
+	Item
+	Data []byte
+}
+
+func (q *Queues) base(name string) string    { return q.svc.sess.Root() + "/queues/" + name }
+func (q *Queues) entries(name string) string { return q.base(name) + "/entries" }
+func (q *Queues) taken(name string) string   { return q.base(name) + "/taken" }
+
+// ParseItemID reads entry-<ppp>-<seq>; it is the check of an item id that
+// came from a client.
+func ParseItemID(id string) (priority int, seq int64, err error) {
+	rest, ok := strings.CutPrefix(id, "entry-")
+	pp, ss, ok2 := strings.Cut(rest, "-")
+	if !ok || !ok2 || len(pp) != 3 || len(ss) < 10 || len(ss) > 19 {
+		return 0, 0, Errorf(CodeInvalid, "an item id looks like entry-100-0000000042")
+	}
+	p, perr := strconv.Atoi(pp)
+	s, serr := strconv.ParseInt(ss, 10, 64)
+	if perr != nil || serr != nil || p < MinPriority || s < 0 || strings.ContainsAny(pp+ss, "+-") {
+		return 0, 0, Errorf(CodeInvalid, "an item id looks like entry-100-0000000042")
+	}
+	return p, s, nil
+}
+
+// Produce appends data with a priority and returns the new item.
+func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority int) (Item, error) {
+	if err := ValidName(name); err != nil {
+		return Item{}, err
+	}
+	if priority < MinPriority || priority > MaxPriority {
+		return Item{}, Errorf(CodeInvalid, "priority must be between %d and %d", MinPriority, MaxPriority)
+	}
+	sess := q.svc.sess
+	prefix := q.entries(name) + fmt.Sprintf("/entry-%03d-", priority)
+	for {
+		if st, _, _ := sess.Status(); st != StateLive {
+			return Item{}, unavailable()
+		}
+		_, epoch, _ := sess.Status()
+		p, err := sess.Conn().Create(prefix, data, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		switch {
+		case err == nil:
+			_, seq, _ := ParseItemID(p[strings.LastIndexByte(p, '/')+1:])
+			return Item{ID: p[strings.LastIndexByte(p, '/')+1:], Priority: priority, Size: len(data), CreatedAt: time.Now().UTC(), seq: seq}, nil
+		case errors.Is(err, zk.ErrNoNode):
+			if err := q.ensure(ctx, name, epoch); err != nil {
+				return Item{}, err
+			}
+		case ambiguous(err):
+			// A sequential create whose reply is lost cannot be found again:
+			// say so rather than risk a duplicate.
+			return Item{}, &Error{Code: CodeUnavailable, Detail: "the connection to ZooKeeper dropped during the produce: the item may or may not have been added", Err: err}
+		default:
+			return Item{}, internal(err, "produce")
+		}
+	}
+}
+
+func (q *Queues) ensure(ctx context.Context, name string, epoch uint64) error {
+	if err := q.svc.sess.ensureContainers(ctx, q.entries(name), epoch); err != nil {
+		return err
+	}
+	return q.svc.sess.ensureContainers(ctx, q.taken(name), epoch)
+}
+
+// queueView is the queue as the watch cache sees it.
+type queueView struct {
+	items   []Item
+	claims  map[string]Node
+	index   int64
+	changed [2]<-chan struct{}
+	release func()
+}
+
+func (q *Queues) view(ctx context.Context, name string) (*queueView, error) {
+	es, ech, erel, err := q.svc.cache.view(ctx, q.entries(name), entryOpts{statsOnly: true})
+	if err != nil {
+		return nil, q.svc.readErr(err)
+	}
+	ts, tch, trel, err := q.svc.cache.view(ctx, q.taken(name), entryOpts{})
+	if err != nil {
+		erel()
+		return nil, q.svc.readErr(err)
+	}
+	v := &queueView{claims: map[string]Node{}, index: max(es.Index, ts.Index),
+		changed: [2]<-chan struct{}{ech, tch}, release: func() { erel(); trel() }}
+	for _, n := range ts.Children {
+		v.claims[n.Name] = n
+	}
+	for _, n := range es.Children {
+		p, seq, err := ParseItemID(n.Name)
+		if err != nil {
+			continue // not an item: leave it alone
+		}
+		it := Item{ID: n.Name, Priority: p, Size: int(n.Stat.DataLength), CreatedAt: time.UnixMilli(n.Stat.Ctime).UTC(), seq: seq}
+		if c, ok := v.claims[n.Name]; ok {
+			by := printable(c.Data)
+			if d, ok := parseNodeData(c.Data); ok {
+				by = d.Holder
+				if by == "" {
+					by = d.Lease
+				}
+			}
+			it.ClaimedBy = &by
+		}
+		v.items = append(v.items, it)
+	}
+	sort.Slice(v.items, func(i, j int) bool {
+		a, b := v.items[i], v.items[j]
+		if a.Priority != b.Priority {
+			return a.Priority < b.Priority
+		}
+		return a.seq < b.seq
+	})
+	return v, nil
+}
+
+// next waits up to the ctx deadline for an item that is not claimed, and
+// claims it with data in the taken node (ephemeral, of this session).
+func (q *Queues) next(ctx context.Context, lease *Lease, name string, claimData []byte, epoch uint64, tryOnce bool) (Taken, error) {
+	sess := q.svc.sess
+	for {
+		v, err := q.view(ctx, name)
+		if err != nil {
+			return Taken{}, waitErr(ctx, lease, err)
+		}
+		for _, it := range v.items {
+			if it.ClaimedBy != nil {
+				continue
+			}
+			if err := sess.check(epoch); err != nil {
+				v.release()
+				return Taken{}, err
+			}
+			conn := sess.Conn()
+			_, err := conn.Create(q.taken(name)+"/"+it.ID, claimData, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			if errors.Is(err, zk.ErrNodeExists) {
+				continue // another consumer was first
+			}
+			if errors.Is(err, zk.ErrNoNode) {
+				if err := q.ensure(ctx, name, epoch); err != nil {
+					v.release()
+					return Taken{}, err
+				}
+				continue
+			}
+			if err != nil {
+				v.release()
+				if ambiguous(err) {
+					// The claim may exist: it is ephemeral and ours, so
+					// dropping it (best effort) or the session's end frees it.
+					_ = conn.Delete(q.taken(name)+"/"+it.ID, -1)
+					return Taken{}, unavailable()
+				}
+				return Taken{}, internal(err, "claim item")
+			}
+			data, _, err := conn.Get(q.entries(name) + "/" + it.ID)
+			if err != nil {
+				// Consumed by someone who ignores claims, or gone: drop ours.
+				_ = conn.Delete(q.taken(name)+"/"+it.ID, -1)
+				if errors.Is(err, zk.ErrNoNode) {
+					continue
+				}
+				v.release()
+				return Taken{}, q.svc.readErr(err)
+			}
+			v.release()
+			it.Size = len(data)
+			return Taken{Item: it, Data: data}, nil
+		}
+		if tryOnce {
+			v.release()
+			return Taken{}, errEmpty
+		}
+		select {
+		case <-v.changed[0]:
+		case <-v.changed[1]:
+		case <-ctx.Done():
+			v.release()
+			if errors.Is(context.Cause(ctx), errWaitElapsed) {
+				return Taken{}, errEmpty
+			}
+			return Taken{}, waitErr(ctx, lease, context.Cause(ctx))
+		}
+		v.release()
+	}
+}
+
+// errEmpty: no item came within the wait.
+var errEmpty = &Error{Code: CodeNotFound, Detail: "the queue is empty"}
+
+// IsEmpty reports whether err says that no item came within the wait.
+func IsEmpty(err error) bool { return err == errEmpty }
+
+// Take removes the first item and returns it (at-most-once: it is gone
+// before the caller sees it), waiting up to wait for one.
+func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Taken, error) {
+	if err := ValidName(name); err != nil {
+		return Taken{}, err
+	}
+	st, epoch, _ := q.svc.sess.Status()
+	if st != StateLive {
+		return Taken{}, unavailable()
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	defer cancel()
+	data := nodeData{Holder: "take", Gateway: q.svc.gatewayID, Lease: "-"}.bytes()
+	for {
+		t, err := q.next(ctx, nil, name, data, epoch, wait <= 0)
+		if err != nil {
+			return Taken{}, err
+		}
+		_, err = q.svc.sess.Conn().Multi(
+			&zk.DeleteRequest{Path: q.entries(name) + "/" + t.ID, Version: -1},
+			&zk.DeleteRequest{Path: q.taken(name) + "/" + t.ID, Version: -1},
+		)
+		if err == nil {
+			return t, nil
+		}
+		_ = q.svc.sess.Conn().Delete(q.taken(name)+"/"+t.ID, -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // consumed by someone else meanwhile
+		}
+		return Taken{}, &Error{Code: CodeUnavailable, Detail: "the connection to ZooKeeper dropped while the item was being removed: it may or may not be gone", Err: err}
+	}
+}
+
+// claim is a lease's claim of one item.
+type claim struct {
+	q     *Queues
+	lease *Lease
+	name  string
+	item  Item
+	since time.Time
+
+	mu   sync.Mutex
+	gone bool
+}
+
+func (c *claim) info() HoldInfo {
+	return HoldInfo{Kind: "claim", Name: c.name, Mode: c.item.ID, State: "held", Node: c.q.taken(c.name) + "/" + c.item.ID, Since: c.since}
+}
+
+func (c *claim) release(ctx context.Context) error {
+	c.mu.Lock()
+	if c.gone {
+		c.mu.Unlock()
+		return nil
+	}
+	c.gone = true
+	c.mu.Unlock()
+	return c.q.svc.Leases.deleteNode(ctx, c.q.taken(c.name)+"/"+c.item.ID, c.lease.epoch)
+}
+
+func claimKey(name string) string { return "claim\x00" + name }
+
+// Claim hides the first item from other consumers until it is acked,
+// nacked, or the lease ends (then it is served again: at-least-once). A
+// lease has one claim per queue at a time: claiming again returns the same
+// item, so a retried claim never strands one.
+func (q *Queues) Claim(ctx context.Context, lease *Lease, name string, wait time.Duration) (Taken, error) {
+	if err := ValidName(name); err != nil {
+		return Taken{}, err
+	}
+	if err := lease.alive(); err != nil {
+		return Taken{}, err
+	}
+	key := claimKey(name)
+	if h, ok := lease.holdsWithPrefix(key)[key]; ok {
+		c := h.(*claim)
+		data, _, err := q.svc.sess.Conn().Get(q.entries(name) + "/" + c.item.ID)
+		if err == nil {
+			return Taken{Item: c.item, Data: data}, nil
+		}
+		if !errors.Is(err, zk.ErrNoNode) {
+			return Taken{}, q.svc.readErr(err)
+		}
+		lease.detach(key, c) // consumed behind our back: claim anew
+		_ = c.release(ctx)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	defer cancel()
+	stop := context.AfterFunc(lease.ctx, cancel)
+	defer stop()
+	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: q.svc.gatewayID}.bytes()
+	q.svc.metrics.Waiting("claim", 1)
+	t, err := q.next(ctx, lease, name, data, lease.epoch, wait <= 0)
+	q.svc.metrics.Waiting("claim", -1)
+	if err != nil {
+		return Taken{}, err
+	}
+	holder := lease.Holder
+	if holder == "" {
+		holder = lease.ID
+	}
+	t.ClaimedBy = &holder
+	c := &claim{q: q, lease: lease, name: name, item: t.Item, since: time.Now().UTC()}
+	if _, err := lease.attach(key, c); err != nil {
+		_ = q.svc.sess.Conn().Delete(q.taken(name)+"/"+t.ID, -1)
+		return Taken{}, err
+	}
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errWaitElapsed) {
+		// The client is gone and will never see this item: put it back.
+		lease.detach(key, c)
+		_ = c.release(context.Background())
+		return Taken{}, waitErr(ctx, lease, context.Cause(ctx))
+	}
+	return t, nil
+}
+
+func (q *Queues) claimOf(lease *Lease, name, id string) (*claim, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	if _, _, err := ParseItemID(id); err != nil {
+		return nil, err
+	}
+	if err := lease.alive(); err != nil {
+		return nil, err
+	}
+	key := claimKey(name)
+	h, ok := lease.holdsWithPrefix(key)[key]
+	if !ok || h.(*claim).item.ID != id {
+		return nil, &Error{Code: CodeNotClaimed, Detail: fmt.Sprintf("lease %s has no claim on item %s of queue %q", lease.ID, id, name)}
+	}
+	return h.(*claim), nil
+}
+
+// Ack consumes a claimed item: the item and the claim go in one transaction.
+func (q *Queues) Ack(ctx context.Context, lease *Lease, name, id string) error {
+	c, err := q.claimOf(lease, name, id)
+	if err != nil {
+		return err
+	}
+	if err := q.svc.sess.check(lease.epoch); err != nil {
+		return err
+	}
+	_, err = q.svc.sess.Conn().Multi(
+		&zk.DeleteRequest{Path: q.entries(name) + "/" + id, Version: -1},
+		&zk.DeleteRequest{Path: q.taken(name) + "/" + id, Version: -1},
+	)
+	switch {
+	case err == nil:
+	case errors.Is(err, zk.ErrNoNode):
+		// The item was consumed by a client that ignores claims; our claim
+		// goes with the release below.
+	case ambiguous(err):
+		return &Error{Code: CodeUnavailable, Detail: "the ack may not have been applied; retry it", Err: err}
+	default:
+		return internal(err, "ack")
+	}
+	lease.detach(claimKey(name), c)
+	c.mu.Lock()
+	c.gone = err == nil
+	c.mu.Unlock()
+	if err != nil {
+		_ = c.release(ctx)
+	}
+	return nil
+}
+
+// Nack drops the claim: the item is served again.
+func (q *Queues) Nack(ctx context.Context, lease *Lease, name, id string) error {
+	c, err := q.claimOf(lease, name, id)
+	if err != nil {
+		return err
+	}
+	lease.detach(claimKey(name), c)
+	if err := c.release(ctx); err != nil {
+		return internal(err, "nack")
+	}
+	return nil
+}
+
+// Peek returns an item's data without taking it.
+func (q *Queues) Peek(ctx context.Context, name, id string) (Taken, error) {
+	if err := ValidName(name); err != nil {
+		return Taken{}, err
+	}
+	p, seq, err := ParseItemID(id)
+	if err != nil {
+		return Taken{}, err
+	}
+	data, stat, err := q.svc.sess.Conn().Get(q.entries(name) + "/" + id)
+	if errors.Is(err, zk.ErrNoNode) {
+		return Taken{}, &Error{Code: CodeNotFound, Detail: fmt.Sprintf("queue %q has no item %s", name, id)}
+	}
+	if err != nil {
+		return Taken{}, q.svc.readErr(err)
+	}
+	return Taken{Item: Item{ID: id, Priority: p, Size: len(data), CreatedAt: time.UnixMilli(stat.Ctime).UTC(), seq: seq}, Data: data}, nil
+}
+
+// State returns the length, claims and first head items; with index > 0 it
+// is a blocking read.
+func (q *Queues) State(ctx context.Context, name string, head int, index int64, wait time.Duration) (QueueState, error) {
+	if err := ValidName(name); err != nil {
+		return QueueState{}, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		v, err := q.view(ctx, name)
+		if err != nil {
+			return QueueState{}, err
+		}
+		left := time.Until(deadline)
+		if index <= 0 || v.index != index || left <= 0 {
+			v.release()
+			st := QueueState{Name: name, Length: len(v.items), Head: []Item{}, Index: v.index}
+			for i, it := range v.items {
+				if it.ClaimedBy != nil {
+					st.Claimed++
+				}
+				if i < head {
+					st.Head = append(st.Head, it)
+				}
+			}
+			return st, nil
+		}
+		timer := time.NewTimer(left)
+		select {
+		case <-v.changed[0]:
+		case <-v.changed[1]:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			v.release()
+			return QueueState{}, q.svc.readErr(context.Cause(ctx))
+		}
+		timer.Stop()
+		v.release()
+	}
+}
+
+// List returns the queues with their lengths.
+func (q *Queues) List(ctx context.Context) ([]QueueState, error) {
+	names, err := q.svc.children(ctx, q.svc.sess.Root()+"/queues")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QueueState, len(names))
+	err = q.svc.forEach(ctx, len(names), func(i int) error {
+		st, err := q.State(ctx, names[i], 0, 0, 0)
+		out[i] = st
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortByName(out, func(s QueueState) string { return s.Name })
+	return out, nil
+}
