@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -85,8 +86,13 @@ func decodeBody(body []byte, v any) error {
 		var typeErr *json.UnmarshalTypeError
 		var syntaxErr *json.SyntaxError
 		switch {
+		case errors.As(err, &typeErr) && typeErr.Field == "":
+			return invalid("the body must be a JSON object")
 		case errors.As(err, &typeErr):
-			return invalid("field %q must be a %s", typeErr.Field, typeErr.Type.String())
+			// Field is a Go path ("leaseRef.lease" through an embedded
+			// struct): name the JSON field, never a Go type.
+			field := typeErr.Field[strings.LastIndexByte(typeErr.Field, '.')+1:]
+			return invalid("field %q must be %s", field, jsonKind(typeErr.Type))
 		case errors.As(err, &syntaxErr):
 			return invalid("the body is not valid JSON: %v", err)
 		case strings.HasPrefix(err.Error(), "json: unknown field"):
@@ -101,7 +107,89 @@ func decodeBody(body []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return invalid("the body must hold one JSON object")
 	}
+	return exactKeys(body, v)
+}
+
+// exactKeys rejects what encoding/json lets through: a key that matches a
+// field only case-insensitively ({"LEASE":...}) and a repeated key (the
+// last would win), on which other JSON parsers, and the spec, disagree.
+func exactKeys(body []byte, v any) error {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return nil
+	}
+	names := map[string]bool{}
+	jsonNames(t, names)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil // null: decoded as nothing
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			return invalid("the body is not valid JSON")
+		}
+		if !names[key] {
+			return invalid("unknown field %q", key)
+		}
+		if seen[key] {
+			return invalid("field %q is given twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return invalid("the body is not valid JSON")
+		}
+	}
 	return nil
+}
+
+// jsonNames adds the JSON names of struct type t's fields to names,
+// through embedded structs as encoding/json does.
+func jsonNames(t reflect.Type, names map[string]bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case tag == "-":
+		case f.Anonymous && tag == "" && ft.Kind() == reflect.Struct:
+			jsonNames(ft, names)
+		case !f.IsExported():
+		case tag != "":
+			names[tag] = true
+		default:
+			names[f.Name] = true
+		}
+	}
+}
+
+// jsonKind names the JSON type that a Go type reads.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "an object"
 }
 
 // Limits are the caps the handlers enforce.

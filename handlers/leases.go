@@ -20,10 +20,14 @@ type LeaseStore interface {
 
 // API holds what every handler needs.
 type API struct {
-	Leases     LeaseStore
-	Locks      LockService
-	Semaphores SemaphoreService
-	Limits     Limits
+	Leases         LeaseStore
+	Locks          LockService
+	Semaphores     SemaphoreService
+	Elections      ElectionService
+	Barriers       BarrierService
+	DoubleBarriers DoubleBarrierService
+	Queues         QueueService
+	Limits         Limits
 }
 
 type leaseBody struct {

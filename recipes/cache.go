@@ -67,9 +67,9 @@ type cacheEntry struct {
 // entryOpts say how an entry reads its children. The first reader of a path
 // decides; every reader of a given path is the same recipe, so they agree.
 type entryOpts struct {
-	// statsOnly reads children with exists, not get: queue items can be
-	// large and only their size and times are shown.
-	statsOnly bool
+	// namesOnly reads no child at all: queue items can be many and large,
+	// and the queues read what they need themselves.
+	namesOnly bool
 }
 
 func newWatchCache(sess *Session, log *slog.Logger) *watchCache {
@@ -88,6 +88,11 @@ func (c *watchCache) Read(ctx context.Context, p string, index int64, wait time.
 }
 
 func (c *watchCache) read(ctx context.Context, p string, opts entryOpts, index int64, wait time.Duration) (*Snapshot, error) {
+	if index <= 0 {
+		// A plain read is answered fresh from ZooKeeper, so that a client
+		// reads its own writes; only blocking reads wait on the cache.
+		return c.direct(p, opts)
+	}
 	e, err := c.acquire(p, opts)
 	if err != nil {
 		return nil, err
@@ -98,29 +103,29 @@ func (c *watchCache) read(ctx context.Context, p string, opts entryOpts, index i
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
-	c.mu.Lock()
-	snap, serr, changed := e.snap, e.err, e.changed
-	c.mu.Unlock()
-	if serr != nil {
-		return nil, serr
-	}
-	if index <= 0 || snap.Index != index || wait <= 0 {
-		return snap, nil
-	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	select {
-	case <-changed:
-	case <-timer.C:
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+	for {
+		c.mu.Lock()
+		snap, serr, changed := e.snap, e.err, e.changed
+		c.mu.Unlock()
+		if serr != nil {
+			return nil, serr
+		}
+		// Indexes are zxids, the same on every gateway: wait while the
+		// cache has nothing newer than what the client has seen (it may
+		// even be behind a fresh read the client made).
+		if snap.Index > index {
+			return snap, nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return snap, nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e.err != nil {
-		return nil, e.err
-	}
-	return e.snap, nil
 }
 
 // Peek returns the latest snapshot of p if the cache has one, without
@@ -310,13 +315,28 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, 
 			known[n.Name] = n
 		}
 	}
+	if err := fetchChildren(conn, snap, children, opts, known); err != nil {
+		return nil, watchSet{}, err
+	}
+	return snap, watchSet{a: childCh, b: dataCh}, nil
+}
+
+// fetchChildren reads the named children of snap (data, or only stats),
+// reusing known ones, and folds their zxids into the index.
+func fetchChildren(conn *zk.Conn, snap *Snapshot, children []string, opts entryOpts, known map[string]Node) error {
+	p := snap.Path
 	snap.Children = make([]Node, len(children))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
-	var firstErr atomic.Value
+	var errMu sync.Mutex
+	var firstErr error
 	for i, name := range children {
 		if n, ok := known[name]; ok {
 			snap.Children[i] = n
+			continue
+		}
+		if opts.namesOnly {
+			snap.Children[i] = Node{Name: name}
 			continue
 		}
 		wg.Add(1)
@@ -324,21 +344,14 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, 
 		go func(i int, name string) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			var d []byte
-			var st *zk.Stat
-			var err error
-			if opts.statsOnly {
-				var ok bool
-				ok, st, err = conn.Exists(p + "/" + name)
-				if err == nil && !ok {
-					err = zk.ErrNoNode
-				}
-			} else {
-				d, st, err = conn.Get(p + "/" + name)
-			}
+			d, st, err := conn.Get(p + "/" + name)
 			if err != nil {
 				if !errors.Is(err, zk.ErrNoNode) {
-					firstErr.CompareAndSwap(nil, err)
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
 				}
 				return
 			}
@@ -346,8 +359,8 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, 
 		}(i, name)
 	}
 	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
-		return nil, watchSet{}, err
+	if firstErr != nil {
+		return firstErr
 	}
 	// Children deleted between the list and their read are left out; the
 	// children watch has fired for them and the next load is on its way.
@@ -360,7 +373,28 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, 
 	}
 	snap.Children = kept
 	slices.SortFunc(snap.Children, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
-	return snap, watchSet{a: childCh, b: dataCh}, nil
+	return nil
+}
+
+// direct reads p and its children now, with no watch.
+func (c *watchCache) direct(p string, opts entryOpts) (*Snapshot, error) {
+	conn := c.sess.Conn()
+	children, stat, err := conn.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		snap := &Snapshot{Path: p}
+		if _, pstat, err := conn.Exists(path.Dir(p)); err == nil && pstat != nil {
+			snap.Index = pstat.Pzxid
+		}
+		return snap, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{Path: p, Exists: true, Stat: *stat, Index: max(stat.Pzxid, stat.Mzxid)}
+	if err := fetchChildren(conn, snap, children, opts, nil); err != nil {
+		return nil, err
+	}
+	return snap, nil
 }
 
 // Watching is the number of paths with a live cache entry.

@@ -126,7 +126,7 @@ func (d *DoubleBarriers) Enter(ctx context.Context, lease *Lease, name, member s
 		}
 		m = cand
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()
@@ -326,7 +326,7 @@ func (d *DoubleBarriers) Leave(ctx context.Context, lease *Lease, name, member s
 		return DoubleBarrierState{}, &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s has no member %q in barrier %q", lease.ID, member, name)}
 	}
 	m := h.(*membership)
-	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()

@@ -127,7 +127,7 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 		c = cand
 	}
 	svc := e.svc
-	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()

@@ -216,7 +216,7 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 	sess := k.svc.sess
 	lease := h.lease
 	// A try-once (wait 0) still gets a few seconds to ride out a reconnect.
-	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()

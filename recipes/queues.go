@@ -112,56 +112,94 @@ func (q *Queues) ensure(ctx context.Context, name string, epoch uint64) error {
 	return q.svc.sess.ensureContainers(ctx, q.taken(name), epoch)
 }
 
-// queueView is the queue as the watch cache sees it.
+// queueView is a queue's items and claims, read fresh, with the channels
+// of the watch cache that close at the next change of either.
 type queueView struct {
 	items   []Item
-	claims  map[string]Node
-	index   int64
 	changed [2]<-chan struct{}
 	release func()
 }
 
+// view subscribes to the cache first and then lists the queue directly, so
+// that no change after the listing goes unnoticed, and a client always sees
+// its own writes.
 func (q *Queues) view(ctx context.Context, name string) (*queueView, error) {
-	es, ech, erel, err := q.svc.cache.view(ctx, q.entries(name), entryOpts{statsOnly: true})
+	ech, tch, release, err := q.subscribe(ctx, name)
 	if err != nil {
+		return nil, err
+	}
+	items, _, err := q.list(name)
+	if err != nil {
+		release()
 		return nil, q.svc.readErr(err)
 	}
-	ts, tch, trel, err := q.svc.cache.view(ctx, q.taken(name), entryOpts{})
+	return &queueView{items: items, changed: [2]<-chan struct{}{ech, tch}, release: release}, nil
+}
+
+// subscribe keeps the queue's two directories watched and returns the
+// channels closed at their next change.
+func (q *Queues) subscribe(ctx context.Context, name string) (entries, taken <-chan struct{}, release func(), err error) {
+	_, ech, erel, err := q.svc.cache.view(ctx, q.entries(name), entryOpts{namesOnly: true})
+	if err != nil {
+		return nil, nil, nil, q.svc.readErr(err)
+	}
+	_, tch, trel, err := q.svc.cache.view(ctx, q.taken(name), entryOpts{namesOnly: true})
 	if err != nil {
 		erel()
-		return nil, q.svc.readErr(err)
+		return nil, nil, nil, q.svc.readErr(err)
 	}
-	v := &queueView{claims: map[string]Node{}, index: max(es.Index, ts.Index),
-		changed: [2]<-chan struct{}{ech, tch}, release: func() { erel(); trel() }}
-	for _, n := range ts.Children {
-		v.claims[n.Name] = n
+	return ech, tch, func() { erel(); trel() }, nil
+}
+
+// list reads the items (names only, in serving order) and which are
+// claimed, and the queue's index.
+func (q *Queues) list(name string) ([]Item, int64, error) {
+	conn := q.svc.sess.Conn()
+	var index int64
+	names, es, err := conn.Children(q.entries(name))
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, 0, err
 	}
-	for _, n := range es.Children {
-		p, seq, err := ParseItemID(n.Name)
+	if es != nil {
+		index = max(es.Pzxid, es.Mzxid)
+	}
+	claimed, ts, err := conn.Children(q.taken(name))
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, 0, err
+	}
+	if ts != nil {
+		index = max(index, ts.Pzxid, ts.Mzxid)
+	}
+	if index == 0 {
+		// An absent queue takes its index from the queues' parent.
+		if _, ps, err := conn.Exists(q.svc.sess.Root() + "/queues"); err == nil && ps != nil {
+			index = ps.Pzxid
+		}
+	}
+	isClaimed := map[string]bool{}
+	for _, c := range claimed {
+		isClaimed[c] = true
+	}
+	var items []Item
+	for _, n := range names {
+		p, seq, err := ParseItemID(n)
 		if err != nil {
 			continue // not an item: leave it alone
 		}
-		it := Item{ID: n.Name, Priority: p, Size: int(n.Stat.DataLength), CreatedAt: time.UnixMilli(n.Stat.Ctime).UTC(), seq: seq}
-		if c, ok := v.claims[n.Name]; ok {
-			by := printable(c.Data)
-			if d, ok := parseNodeData(c.Data); ok {
-				by = d.Holder
-				if by == "" {
-					by = d.Lease
-				}
-			}
-			it.ClaimedBy = &by
+		it := Item{ID: n, Priority: p, seq: seq}
+		if isClaimed[n] {
+			it.ClaimedBy = new(string)
 		}
-		v.items = append(v.items, it)
+		items = append(items, it)
 	}
-	sort.Slice(v.items, func(i, j int) bool {
-		a, b := v.items[i], v.items[j]
+	sort.Slice(items, func(i, j int) bool {
+		a, b := items[i], items[j]
 		if a.Priority != b.Priority {
 			return a.Priority < b.Priority
 		}
 		return a.seq < b.seq
 	})
-	return v, nil
+	return items, index, nil
 }
 
 // next waits up to the ctx deadline for an item that is not claimed, and
@@ -171,6 +209,9 @@ func (q *Queues) next(ctx context.Context, lease *Lease, name string, claimData 
 	for {
 		v, err := q.view(ctx, name)
 		if err != nil {
+			if errors.Is(context.Cause(ctx), errWaitElapsed) {
+				return Taken{}, errEmpty
+			}
 			return Taken{}, waitErr(ctx, lease, err)
 		}
 		for _, it := range v.items {
@@ -251,7 +292,7 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 	if st != StateLive {
 		return Taken{}, unavailable()
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	data := nodeData{Holder: "take", Gateway: q.svc.gatewayID, Lease: "-"}.bytes()
 	for {
@@ -327,7 +368,7 @@ func (q *Queues) Claim(ctx context.Context, lease *Lease, name string, wait time
 		lease.detach(key, c) // consumed behind our back: claim anew
 		_ = c.release(ctx)
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()
@@ -440,44 +481,90 @@ func (q *Queues) Peek(ctx context.Context, name, id string) (Taken, error) {
 	return Taken{Item: Item{ID: id, Priority: p, Size: len(data), CreatedAt: time.UnixMilli(stat.Ctime).UTC(), seq: seq}, Data: data}, nil
 }
 
-// State returns the length, claims and first head items; with index > 0 it
-// is a blocking read.
+// State returns the length, claims and first head items (with their size,
+// time and claimant); with index > 0 it is a blocking read.
 func (q *Queues) State(ctx context.Context, name string, head int, index int64, wait time.Duration) (QueueState, error) {
 	if err := ValidName(name); err != nil {
 		return QueueState{}, err
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		v, err := q.view(ctx, name)
-		if err != nil {
-			return QueueState{}, err
+	if index > 0 {
+		if err := q.waitChange(ctx, name, index, wait); err != nil {
+			return QueueState{}, q.svc.readErr(err)
 		}
-		left := time.Until(deadline)
-		if index <= 0 || v.index != index || left <= 0 {
-			v.release()
-			st := QueueState{Name: name, Length: len(v.items), Head: []Item{}, Index: v.index}
-			for i, it := range v.items {
-				if it.ClaimedBy != nil {
-					st.Claimed++
+	}
+	items, idx, err := q.list(name)
+	if err != nil {
+		return QueueState{}, q.svc.readErr(err)
+	}
+	st := QueueState{Name: name, Length: len(items), Head: []Item{}, Index: idx}
+	for _, it := range items {
+		if it.ClaimedBy != nil {
+			st.Claimed++
+		}
+	}
+	head = min(head, len(items))
+	st.Head = items[:head]
+	conn := q.svc.sess.Conn()
+	err = q.svc.forEach(ctx, head, func(i int) error {
+		it := &st.Head[i]
+		if ok, stat, err := conn.Exists(q.entries(name) + "/" + it.ID); err == nil && ok {
+			it.Size, it.CreatedAt = int(stat.DataLength), time.UnixMilli(stat.Ctime).UTC()
+		}
+		if it.ClaimedBy != nil {
+			if data, _, err := conn.Get(q.taken(name) + "/" + it.ID); err == nil {
+				by := printable(data)
+				if d, ok := parseNodeData(data); ok {
+					by = d.Holder
+					if by == "" {
+						by = d.Lease
+					}
 				}
-				if i < head {
-					st.Head = append(st.Head, it)
-				}
+				it.ClaimedBy = &by
 			}
-			return st, nil
 		}
-		timer := time.NewTimer(left)
+		return nil
+	})
+	if err != nil {
+		return QueueState{}, err
+	}
+	return st, nil
+}
+
+// waitChange waits up to wait until the queue's cached directories are newer
+// than index.
+func (q *Queues) waitChange(ctx context.Context, name string, index int64, wait time.Duration) error {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		es, ech, erel, err := q.svc.cache.view(ctx, q.entries(name), entryOpts{namesOnly: true})
+		if err != nil {
+			return err
+		}
+		ts, tch, trel, err := q.svc.cache.view(ctx, q.taken(name), entryOpts{namesOnly: true})
+		if err != nil {
+			erel()
+			return err
+		}
+		if max(es.Index, ts.Index) > index {
+			erel()
+			trel()
+			return nil
+		}
+		var err2 error
+		done := false
 		select {
-		case <-v.changed[0]:
-		case <-v.changed[1]:
+		case <-ech:
+		case <-tch:
 		case <-timer.C:
+			done = true
 		case <-ctx.Done():
-			timer.Stop()
-			v.release()
-			return QueueState{}, q.svc.readErr(context.Cause(ctx))
+			err2, done = context.Cause(ctx), true
 		}
-		timer.Stop()
-		v.release()
+		erel()
+		trel()
+		if done {
+			return err2
+		}
 	}
 }
 

@@ -163,7 +163,7 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 
 func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (SemaphoreGrant, error) {
 	svc, lease := m.svc, h.lease
-	ctx, cancel := context.WithTimeoutCause(ctx, max(wait, tryOnceBound), errWaitElapsed)
+	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()
@@ -354,37 +354,39 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 			st.Limit = d.Limit
 		}
 	}
-	holders := contendersOf(slots, leaseMarkers)
-	for i, c := range holders {
+	slotNodes := contendersOf(slots, leaseMarkers)
+	queued := contendersOf(queue, lockMarkers)
+	// Only the contender that holds the admission mutex (the first of the
+	// queue) makes a slot node while every slot is taken, so when there are
+	// more slot nodes than the limit, or the limit is unknown (only Curator
+	// holders) and someone is being admitted, the newest slot node is that
+	// contender's, still waiting. Curator gives its two nodes different
+	// UUIDs, so it is recognised by position, not by name.
+	free := len(slotNodes)
+	if st.Limit > 0 {
+		free = min(free, st.Limit)
+	} else if len(queued) > 0 && len(slotNodes) > 0 {
+		free = len(slotNodes) - 1
+	}
+	admitted := free < len(slotNodes)
+	for i, c := range slotNodes {
 		h := holderOf(c, nodeNamed(slots, c.Name))
 		h.Mode = ""
-		if st.Limit > 0 && i >= st.Limit {
+		if i >= free {
 			st.Waiters = append(st.Waiters, h) // admitted, waiting for a slot to free up
 			continue
 		}
 		st.Holders = append(st.Holders, h)
 	}
-	for _, c := range contendersOf(queue, lockMarkers) {
-		if holdsSlot(holders, c.Lease) {
-			continue // the admitted contender, already listed
+	for i, c := range queued {
+		if i == 0 && admitted {
+			continue // the admitted contender, already listed by its slot node
 		}
 		h := holderOf(c, nodeNamed(queue, c.Name))
 		h.Mode = ""
 		st.Waiters = append(st.Waiters, h)
 	}
 	return st, nil
-}
-
-func holdsSlot(slots []contender, lease string) bool {
-	if lease == "" {
-		return false
-	}
-	for _, s := range slots {
-		if s.Lease == lease {
-			return true
-		}
-	}
-	return false
 }
 
 func contendersOf(s *Snapshot, markers []marker) []contender {

@@ -14,6 +14,15 @@ import (
 // tryOnceBound bounds the ZooKeeper work of a request that asked not to wait.
 const tryOnceBound = 5 * time.Second
 
+// waitBound is how long a request may take: its wait, or for a try-once
+// (wait 0) a few seconds to ride out a reconnect.
+func waitBound(wait time.Duration) time.Duration {
+	if wait > 0 {
+		return wait
+	}
+	return tryOnceBound
+}
+
 // Metrics receives what the recipes do; the server implements it with
 // Prometheus. Calls must not block.
 type Metrics interface {

@@ -20,8 +20,9 @@ func routes(r chi.Router, d Deps) {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{}))
 	r.Get("/openapi.yaml", openAPI(d.OpenAPI))
 
-	r.Route("/v1", func(r chi.Router) {
-		r.Use(limitBody(jsonBodyLimit))
+	r.Route("/v1", func(v chi.Router) {
+		// JSON bodies are small; queue items have their own cap.
+		r := v.With(limitBody(jsonBodyLimit))
 
 		r.Method(http.MethodPost, "/leases", api.CreateLease())
 		r.Method(http.MethodGet, "/leases", api.ListLeases())
@@ -38,6 +39,32 @@ func routes(r chi.Router, d Deps) {
 		r.Method(http.MethodGet, "/semaphores/{name}", api.SemaphoreState())
 		r.Method(http.MethodPost, "/semaphores/{name}/acquire", api.AcquireSemaphore())
 		r.Method(http.MethodPost, "/semaphores/{name}/release", api.ReleaseSemaphore())
+
+		r.Method(http.MethodGet, "/elections", api.ListElections())
+		r.Method(http.MethodGet, "/elections/{name}", api.ElectionState())
+		r.Method(http.MethodPost, "/elections/{name}/campaign", api.Campaign())
+		r.Method(http.MethodPost, "/elections/{name}/resign", api.Resign())
+		r.Method(http.MethodPut, "/elections/{name}/value", api.Proclaim())
+
+		r.Method(http.MethodGet, "/barriers", api.ListBarriers())
+		r.Method(http.MethodGet, "/barriers/{name}", api.BarrierState())
+		r.Method(http.MethodPut, "/barriers/{name}", api.RaiseBarrier())
+		r.Method(http.MethodDelete, "/barriers/{name}", api.LowerBarrier())
+		r.Method(http.MethodPost, "/barriers/{name}/wait", api.WaitBarrier())
+
+		r.Method(http.MethodGet, "/double-barriers", api.ListDoubleBarriers())
+		r.Method(http.MethodGet, "/double-barriers/{name}", api.DoubleBarrierState())
+		r.Method(http.MethodPost, "/double-barriers/{name}/enter", api.EnterDoubleBarrier())
+		r.Method(http.MethodPost, "/double-barriers/{name}/leave", api.LeaveDoubleBarrier())
+
+		r.Method(http.MethodGet, "/queues", api.ListQueues())
+		r.Method(http.MethodGet, "/queues/{name}", api.QueueState())
+		v.With(limitBody(d.MaxItemBytes)).Method(http.MethodPost, "/queues/{name}/items", api.Produce())
+		r.Method(http.MethodGet, "/queues/{name}/items/{id}", api.Peek())
+		r.Method(http.MethodPost, "/queues/{name}/items/{id}/ack", api.Ack())
+		r.Method(http.MethodPost, "/queues/{name}/items/{id}/nack", api.Nack())
+		r.Method(http.MethodPost, "/queues/{name}/take", api.Take())
+		r.Method(http.MethodPost, "/queues/{name}/claim", api.Claim())
 	})
 
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

@@ -32,6 +32,8 @@ type Deps struct {
 	Metrics *Metrics
 	Log     *slog.Logger
 	OpenAPI []byte
+	// MaxItemBytes caps a queue item's body.
+	MaxItemBytes int64
 }
 
 // New returns the gateway's HTTP handler.
@@ -101,8 +103,9 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	svc.Register(recipes.GatewayInfo{Advertise: advertise, Version: Version, StartedAt: time.Now().UTC()})
 
 	api := &handlers.API{Leases: svc.Leases, Locks: svc.Locks, Semaphores: svc.Semaphores,
+		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
 		Limits: handlers.Limits{MaxWait: cfg.MaxWait, MaxItemBytes: cfg.MaxItemBytes}}
-	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI})
+	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes})
 
 	// Every request context derives from base, so that shutdown can end the
 	// long waits at once instead of waiting for them.

@@ -1,0 +1,228 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// BarrierService is what the handlers need of the barriers.
+type BarrierService interface {
+	Raise(ctx context.Context, name string) (bool, error)
+	Lower(ctx context.Context, name string) error
+	Wait(ctx context.Context, name string, wait time.Duration) (recipes.BarrierState, error)
+	State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.BarrierState, error)
+	List(ctx context.Context) ([]recipes.BarrierState, error)
+}
+
+// DoubleBarrierService is what the handlers need of the double barriers.
+type DoubleBarrierService interface {
+	Enter(ctx context.Context, lease *recipes.Lease, name, member string, count int, wait time.Duration) (recipes.DoubleBarrierState, error)
+	Leave(ctx context.Context, lease *recipes.Lease, name, member string, wait time.Duration) (recipes.DoubleBarrierState, error)
+	State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.DoubleBarrierState, error)
+	List(ctx context.Context) ([]recipes.DoubleBarrierState, error)
+}
+
+// RaiseBarrier is PUT /v1/barriers/{name}: 201 when raised now, 200 if it was up.
+func (a *API) RaiseBarrier() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		created, err := a.Barriers.Raise(r.Context(), name)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+		}
+		writeJSON(w, status, recipes.BarrierState{Name: name, Raised: true})
+	})
+}
+
+// LowerBarrier is DELETE /v1/barriers/{name}.
+func (a *API) LowerBarrier() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if err := a.Barriers.Lower(r.Context(), name); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// WaitBarrier is POST /v1/barriers/{name}/wait?wait=.
+func (a *API) WaitBarrier() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		wait, err := parseWait(r, a.Limits.MaxWait)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		st, err := a.Barriers.Wait(r.Context(), name, wait)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})
+}
+
+// BarrierState is GET /v1/barriers/{name}, a blocking read.
+func (a *API) BarrierState() http.Handler {
+	return a.blockingRead(func(ctx context.Context, name string, index int64, wait time.Duration) (any, int64, error) {
+		st, err := a.Barriers.State(ctx, name, index, wait)
+		return st, st.Index, err
+	})
+}
+
+// ListBarriers is GET /v1/barriers: the barriers that are up.
+func (a *API) ListBarriers() http.Handler {
+	return a.list("barriers", func(ctx context.Context) (any, error) {
+		l, err := a.Barriers.List(ctx)
+		if l == nil {
+			l = []recipes.BarrierState{}
+		}
+		return l, err
+	})
+}
+
+type enterBody struct {
+	leaseRef
+	Member string `json:"member"`
+	Count  *int   `json:"count"`
+}
+
+// EnterDoubleBarrier is POST /v1/double-barriers/{name}/enter?wait=.
+func (a *API) EnterDoubleBarrier() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		wait, err := parseWait(r, a.Limits.MaxWait)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		var body enterBody
+		if err := decodeJSON(r, &body); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if body.Member == "" || body.Count == nil {
+			WriteError(w, r, invalid("member and count are required"))
+			return
+		}
+		if *body.Count < 1 || *body.Count > recipes.MaxBarrierCount {
+			WriteError(w, r, invalid("count must be between 1 and %d", recipes.MaxBarrierCount))
+			return
+		}
+		lease, implicit, err := a.resolve(r.Context(), body.leaseRef, true)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		st, err := a.DoubleBarriers.Enter(r.Context(), lease, name, body.Member, *body.Count, wait)
+		if err != nil {
+			if recipes.ErrorCode(err) != recipes.CodeTimeout {
+				a.dropImplicit(lease, implicit)
+			}
+			WriteError(w, r, withLease(err, lease, implicit))
+			return
+		}
+		writeJSON(w, http.StatusOK, enterAnswer{DoubleBarrierState: st, Lease: lease.ID})
+	})
+}
+
+type enterAnswer struct {
+	recipes.DoubleBarrierState
+	Lease string `json:"lease"`
+}
+
+// withLease tells the client of a lease made for it, when a timeout keeps
+// what the lease holds (the membership) for a later call to resume.
+func withLease(err error, lease *recipes.Lease, implicit bool) error {
+	if e, ok := err.(*recipes.Error); ok && implicit && e.Code == recipes.CodeTimeout {
+		if e.Extra == nil {
+			e.Extra = map[string]any{}
+		}
+		e.Extra["lease"] = lease.ID
+	}
+	return err
+}
+
+// LeaveDoubleBarrier is POST /v1/double-barriers/{name}/leave?wait=.
+func (a *API) LeaveDoubleBarrier() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		wait, err := parseWait(r, a.Limits.MaxWait)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		var body struct {
+			Lease  string `json:"lease"`
+			Member string `json:"member"`
+		}
+		if err := decodeJSON(r, &body); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if body.Member == "" {
+			WriteError(w, r, invalid("member is required"))
+			return
+		}
+		lease, _, err := a.resolve(r.Context(), leaseRef{Lease: body.Lease}, false)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		st, err := a.DoubleBarriers.Leave(r.Context(), lease, name, body.Member, wait)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})
+}
+
+// DoubleBarrierState is GET /v1/double-barriers/{name}, a blocking read.
+func (a *API) DoubleBarrierState() http.Handler {
+	return a.blockingRead(func(ctx context.Context, name string, index int64, wait time.Duration) (any, int64, error) {
+		st, err := a.DoubleBarriers.State(ctx, name, index, wait)
+		return st, st.Index, err
+	})
+}
+
+// ListDoubleBarriers is GET /v1/double-barriers.
+func (a *API) ListDoubleBarriers() http.Handler {
+	return a.list("double_barriers", func(ctx context.Context) (any, error) {
+		l, err := a.DoubleBarriers.List(ctx)
+		if l == nil {
+			l = []recipes.DoubleBarrierState{}
+		}
+		return l, err
+	})
+}

@@ -1,0 +1,244 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// The fuzzers below run their seeds in every `go test`; to search further:
+//
+//	go test ./handlers -run='^$' -fuzz=FuzzDecodeBody -fuzztime=20s
+//
+// Crashers that the fuzzers find land in testdata/fuzz/<Fuzzer>/ and are
+// kept there as seeds.
+
+// specPattern returns the compiled pattern of a schema of openapi.yaml, so
+// that the parsers are fuzzed against the contract as well as for panics.
+func specPattern(tb testing.TB, schema string) *regexp.Regexp {
+	tb.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromFile("../openapi.yaml")
+	if err != nil {
+		tb.Fatalf("load openapi.yaml: %v", err)
+	}
+	ref := doc.Components.Schemas[schema]
+	if ref == nil || ref.Value == nil || ref.Value.Pattern == "" {
+		tb.Fatalf("openapi.yaml has no pattern for schema %s", schema)
+	}
+	re, err := regexp.Compile(ref.Value.Pattern)
+	if err != nil {
+		tb.Fatalf("schema %s: %v", schema, err)
+	}
+	return re
+}
+
+// mustBeInvalid fails unless err is a *recipes.Error of code invalid_request
+// whose detail names no Go type.
+func mustBeInvalid(t *testing.T, what string, err error) {
+	t.Helper()
+	var e *recipes.Error
+	if !errors.As(err, &e) || e.Code != recipes.CodeInvalid {
+		t.Fatalf("%s: error %v (%T) is not an invalid_request *recipes.Error", what, err, err)
+	}
+	if strings.Contains(e.Detail, "handlers.") || strings.Contains(e.Detail, "leaseRef.") {
+		t.Fatalf("%s: the detail %q names Go types", what, e.Detail)
+	}
+}
+
+func FuzzDecodeBody(f *testing.F) {
+	for _, s := range []string{
+		``, ` `, `null`, `{}`, `[]`, `"x"`, `0`, `true`,
+		`{"lease":"0b5c6f7e-1a2b-4c3d-8e9f-001122334455"}`,
+		`{"lease":"0b5c6f7e-1a2b-4c3d-8e9f-001122334455","mode":"write"}`,
+		`{"ttl":"30s","holder":"cron"}`,
+		`{"ttl":"1h0m0s","holder":"caf\u00e9","mode":"read"}`,
+		`{"limit":3,"lease":"x"}`,
+		`{"ttl":15}`, `{"ttl":null}`, `{"ttl":"-1s"}`, `{"ttl":"9999999999h"}`,
+		`{"lease":5}`, `{"mode":{}}`, `{"holder":[1,2]}`,
+		`{"LEASE":"x"}`, `{"Lease":"x"}`, `{"lease":"a","lease":"b"}`, `{"leaseRef":{}}`,
+		`{"color":"red"}`, `{"\u006cease":"x"}`, `{"le\u0000ase":"x"}`,
+		`{} {}`, `{}]`, `{}x`, `{"lease":"x"`, `{"lease":"x",}`, `{"a":1e400}`,
+		"\xff", "\xef\xbb\xbf{}", `lease=abc&mode=read`,
+		strings.Repeat("[", 20000), strings.Repeat(`{"a":`, 100),
+	} {
+		f.Add([]byte(s))
+	}
+	acquireNames := map[string]bool{"lease": true, "ttl": true, "holder": true, "mode": true}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var v acquireBody
+		err := decodeBody(body, &v)
+		if err != nil {
+			mustBeInvalid(t, "acquireBody", err)
+		} else {
+			if v.TTL != nil && *v.TTL < 0 {
+				t.Fatalf("accepted a negative ttl %v from %q", time.Duration(*v.TTL), body)
+			}
+			// What is accepted is empty, null, or one object of known keys.
+			var keys map[string]json.RawMessage
+			if trimmed := strings.TrimSpace(string(body)); trimmed != "" && trimmed != "null" {
+				if err := json.Unmarshal(body, &keys); err != nil {
+					t.Fatalf("accepted %q, which is not one JSON object: %v", body, err)
+				}
+			}
+			for k := range keys {
+				if !acquireNames[k] {
+					t.Fatalf("accepted the key %q in %q", k, body)
+				}
+			}
+		}
+		// The other body types: never a panic, only invalid_request.
+		for _, target := range []any{&semAcquireBody{}, &leaseBody{}, &releaseBody{}, &leaseRef{}} {
+			if err := decodeBody(body, target); err != nil {
+				mustBeInvalid(t, "decodeBody", err)
+			}
+		}
+	})
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{
+		"0", "0s", "-0", "+0", "15s", "500ms", "1.5s", ".5s", "1.s", "1h0m0s", "2m30s", "10us", "10µs", "10μs", "3ns",
+		"2562047h", "2562048h", "9223372036854775807ns", "9223372036854775808ns", "-1s", "", "5", "s", ".s", "1x",
+		"1 s", "1e3s", "+5s", "1d", "00", "0.0", "1s2", "\x00", "\xff", "μ", "9999999999999999999999h",
+	} {
+		f.Add(s)
+	}
+	durationRE := specPattern(f, "Duration")
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDuration(s)
+		std, stdErr := time.ParseDuration(s)
+		if err == nil {
+			if stdErr != nil || std != d || d < 0 {
+				t.Fatalf("ParseDuration(%q) = %v, but time.ParseDuration says %v, %v", s, d, std, stdErr)
+			}
+		} else if stdErr == nil && std >= 0 {
+			t.Fatalf("ParseDuration(%q) refused a non-negative duration %v: %v", s, std, err)
+		}
+		// In JSON bodies, as strings.
+		quoted, _ := json.Marshal(s)
+		var jd Duration
+		if jerr := jd.UnmarshalJSON(quoted); (jerr == nil) != (err == nil) || (jerr == nil && time.Duration(jd) != d) {
+			t.Fatalf("Duration.UnmarshalJSON(%s) = %v, %v; ParseDuration = %v, %v", quoted, time.Duration(jd), jerr, d, err)
+		}
+		// The spec's pattern: what the server takes without a sign matches
+		// it; what matches it is taken, unless it overflows (short strings
+		// cannot).
+		spec := durationRE.MatchString(s)
+		if err == nil && !strings.HasPrefix(s, "+") && !strings.HasPrefix(s, "-") && !spec {
+			t.Fatalf("the server takes duration %q, the spec's pattern does not", s)
+		}
+		if spec && err != nil && len(s) <= 6 {
+			t.Fatalf("the spec's pattern takes duration %q, the server does not: %v", s, err)
+		}
+	})
+}
+
+func FuzzValidName(f *testing.F) {
+	for _, s := range []string{
+		"a", "orders", "orders-db.v2_primary", "...", ".a", "a.", "..a", "-", "_", ".", "..", "", "a b", "a/b",
+		"../x", "a%2Fb", "caf\u00e9", "\u212a", "a\x00", "\xff", "zookeeper", strings.Repeat("n", 200), strings.Repeat("n", 201),
+		strings.Repeat(".", 3), strings.Repeat(".", 200),
+	} {
+		f.Add(s)
+	}
+	nameRE := specPattern(f, "Name")
+	f.Fuzz(func(t *testing.T, name string) {
+		err := recipes.ValidName(name)
+		if err != nil {
+			mustBeInvalid(t, "ValidName", err)
+		} else {
+			if len(name) < 1 || len(name) > 200 || name == "." || name == ".." {
+				t.Fatalf("accepted name %q", name)
+			}
+			for i := 0; i < len(name); i++ {
+				if c := name[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+					t.Fatalf("accepted name %q with byte %q", name, c)
+				}
+			}
+		}
+		if spec := nameRE.MatchString(name); spec != (err == nil) {
+			t.Fatalf("name %q: the spec's pattern says %v, ValidName says %v", name, spec, err)
+		}
+		got, perr := nameParam(withName(name))
+		if (perr == nil) != (err == nil) || (perr == nil && got != name) {
+			t.Fatalf("nameParam(%q) = %q, %v; ValidName = %v", name, got, perr, err)
+		}
+	})
+}
+
+func FuzzValidLeaseID(f *testing.F) {
+	for _, s := range []string{
+		"0b5c6f7e-1a2b-4c3d-8e9f-001122334455", "00000000-0000-4000-8000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff",
+		"0B5C6F7E-1A2B-4C3D-8E9F-001122334455", "0b5c6f7e1a2b4c3d8e9f001122334455", "0b5c6f7e-1a2b-4c3d-8e9f-00112233445",
+		"0b5c6f7e_1a2b-4c3d-8e9f-001122334455", "0b5c6f7e-1a2b-4c3d-8e9f-00112233445\u00e9", "", "nope",
+		"------------------------------------",
+	} {
+		f.Add(s)
+	}
+	leaseRE := specPattern(f, "LeaseId")
+	f.Fuzz(func(t *testing.T, id string) {
+		err := validLeaseID(id)
+		if err != nil {
+			mustBeInvalid(t, "validLeaseID", err)
+		}
+		if spec := leaseRE.MatchString(id); spec != (err == nil) {
+			t.Fatalf("lease id %q: the spec's pattern says %v, validLeaseID says %v", id, spec, err)
+		}
+	})
+}
+
+func FuzzQueryParams(f *testing.F) {
+	for _, s := range []string{
+		"", "wait=", "wait=0", "wait=5s", "wait=1m", "wait=61s", "wait=-1s", "wait=10", "wait=soon", "wait=1%6D",
+		"wait=1m&wait=2m", "index=0", "index=42", "index=-1", "index=%2B7", "index=+7", "index=9223372036854775807",
+		"index=9223372036854775808", "index=1.5", "index=7&wait=30s", "index=x&wait=x", "%zz", "wait=%", ";", "&&&=",
+		"wait=1m0.000000001s", "wait=\x00",
+	} {
+		f.Add(s)
+	}
+	const maxWait = time.Minute
+	f.Fuzz(func(t *testing.T, rawQuery string) {
+		r := requestWithQuery(rawQuery)
+		q := r.URL.Query()
+
+		wait, err := parseWait(r, maxWait)
+		if err != nil {
+			mustBeInvalid(t, "parseWait", err)
+		} else if raw := q.Get("wait"); raw == "" {
+			if wait != 0 {
+				t.Fatalf("no wait in %q gave %v", rawQuery, wait)
+			}
+		} else if d, perr := ParseDuration(raw); perr != nil || d != wait || wait < 0 || wait > maxWait {
+			t.Fatalf("wait %q in %q gave %v (ParseDuration: %v, %v)", raw, rawQuery, wait, d, perr)
+		}
+		if err != nil && q.Get("wait") != "" {
+			if d, perr := ParseDuration(q.Get("wait")); perr == nil && d <= maxWait {
+				t.Fatalf("wait %q refused: %v", q.Get("wait"), err)
+			}
+		}
+
+		index, ierr := parseIndex(r)
+		if ierr != nil {
+			mustBeInvalid(t, "parseIndex", ierr)
+		} else if raw := q.Get("index"); raw == "" {
+			if index != 0 {
+				t.Fatalf("no index in %q gave %d", rawQuery, index)
+			}
+		} else if n, perr := strconv.ParseInt(raw, 10, 64); perr != nil || n != index || index < 0 {
+			t.Fatalf("index %q in %q gave %d", raw, rawQuery, index)
+		}
+
+		bi, bw, berr := blockingParams(r, maxWait)
+		if (berr == nil) != (err == nil && ierr == nil) || (berr == nil && (bi != index || bw != wait)) {
+			t.Fatalf("blockingParams(%q) = %d, %v, %v; parseIndex %d, %v; parseWait %v, %v", rawQuery, bi, bw, berr, index, ierr, wait, err)
+		}
+	})
+}

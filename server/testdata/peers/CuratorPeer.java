@@ -1,0 +1,208 @@
+// CuratorPeer is a test peer for zkgate's interoperability tests
+// (server/interop_test.go): Apache Curator recipes driven by line commands.
+//
+// Usage: java -cp <curator-recipes.jar>:<dir> CuratorPeer <connect-string>
+//
+// It prints READY once its session is connected, then reads one command a
+// line from stdin. Every acquire runs on a thread of its own (Curator's
+// InterProcessMutex must be released by the thread that acquired it), so
+// commands keep being read while an acquire blocks. <id> names one acquire.
+//
+//   mutex <id> <path>            InterProcessMutex
+//   rw-read <id> <path>          InterProcessReadWriteLock.readLock()
+//   rw-write <id> <path>         InterProcessReadWriteLock.writeLock()
+//   semaphore <id> <path> <n>    InterProcessSemaphoreV2 with n leases
+//       answer at once:  WAITING <id>
+//       once it holds:   ACQUIRED <id> <node name>
+//       on failure:      ERROR <id> <message>
+//   release <id>                 RELEASED <id>  (after the node is deleted)
+//   status <id>                  STATUS <id> waiting|acquired|released|unknown
+//   exit                         BYE, then the session is closed
+//
+// Nothing compiled from this file is committed: the Go test compiles it.
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.retry.RetryNTimes;
+import org.apache.curator.utils.ZKPaths;
+
+public class CuratorPeer {
+    static final Object out = new Object();
+
+    static void say(String line) {
+        synchronized (out) {
+            System.out.println(line);
+            System.out.flush();
+        }
+    }
+
+    /** One acquire, held by its own thread until released. */
+    static final class Handle {
+        final String id;
+        final BlockingQueue<String> cmds = new LinkedBlockingQueue<>();
+        volatile String state = "waiting";
+
+        Handle(String id) {
+            this.id = id;
+        }
+    }
+
+    static final Map<String, Handle> handles = new ConcurrentHashMap<>();
+
+    interface Holding {
+        /** Blocks until held; returns the node name. */
+        String acquire() throws Exception;
+
+        void release() throws Exception;
+    }
+
+    static String lockNode(InterProcessMutex m) throws Exception {
+        // getLockPath is protected (and overridden by the read/write locks).
+        Method get = InterProcessMutex.class.getDeclaredMethod("getLockPath");
+        get.setAccessible(true);
+        return ZKPaths.getNodeFromPath((String) get.invoke(m));
+    }
+
+    static Holding mutex(InterProcessMutex m) {
+        return new Holding() {
+            public String acquire() throws Exception {
+                m.acquire();
+                return lockNode(m);
+            }
+
+            public void release() throws Exception {
+                m.release();
+            }
+        };
+    }
+
+    static Holding semaphore(CuratorFramework client, String path, int limit) {
+        InterProcessSemaphoreV2 sem = new InterProcessSemaphoreV2(client, path, limit);
+        return new Holding() {
+            Lease lease;
+
+            public String acquire() throws Exception {
+                lease = sem.acquire();
+                return lease.getNodeName();
+            }
+
+            public void release() throws Exception {
+                lease.close();
+            }
+        };
+    }
+
+    static void start(String id, Holding h) {
+        Handle hd = new Handle(id);
+        if (handles.putIfAbsent(id, hd) != null) {
+            say("ERROR " + id + " id in use");
+            return;
+        }
+        say("WAITING " + id);
+        Thread t = new Thread(() -> {
+            try {
+                String node = h.acquire();
+                hd.state = "acquired";
+                say("ACQUIRED " + id + " " + node);
+            } catch (Exception e) {
+                hd.state = "failed";
+                say("ERROR " + id + " acquire: " + e);
+                return;
+            }
+            try {
+                hd.cmds.take(); // the release
+                h.release();
+                hd.state = "released";
+                say("RELEASED " + id);
+            } catch (Exception e) {
+                say("ERROR " + id + " release: " + e);
+            }
+        }, "peer-" + id);
+        t.setDaemon(true);
+        t.start();
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length != 1) {
+            System.err.println("usage: CuratorPeer <connect-string>");
+            System.exit(2);
+        }
+        CuratorFramework client = CuratorFrameworkFactory.builder()
+                .connectString(args[0])
+                .sessionTimeoutMs(2000)
+                .connectionTimeoutMs(5000)
+                .retryPolicy(new RetryNTimes(3, 100))
+                .defaultData("curator-peer".getBytes(StandardCharsets.UTF_8))
+                .build();
+        client.start();
+        if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
+            say("ERROR - not connected within 30s");
+            System.exit(1);
+        }
+        say("READY");
+
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] f = line.trim().split("\\s+");
+            if (f.length == 0 || f[0].isEmpty()) {
+                continue;
+            }
+            try {
+                switch (f[0]) {
+                    case "mutex":
+                        start(f[1], mutex(new InterProcessMutex(client, f[2])));
+                        break;
+                    case "rw-read":
+                        start(f[1], mutex(new InterProcessReadWriteLock(client, f[2]).readLock()));
+                        break;
+                    case "rw-write":
+                        start(f[1], mutex(new InterProcessReadWriteLock(client, f[2]).writeLock()));
+                        break;
+                    case "semaphore":
+                        start(f[1], semaphore(client, f[2], Integer.parseInt(f[3])));
+                        break;
+                    case "release": {
+                        Handle h = handles.get(f[1]);
+                        if (h == null || !h.state.equals("acquired")) {
+                            say("ERROR " + f[1] + " not acquired");
+                        } else {
+                            h.cmds.add("release");
+                        }
+                        break;
+                    }
+                    case "status": {
+                        Handle h = handles.get(f[1]);
+                        say("STATUS " + f[1] + " " + (h == null ? "unknown" : h.state));
+                        break;
+                    }
+                    case "exit":
+                        client.close();
+                        say("BYE");
+                        System.exit(0);
+                        break;
+                    default:
+                        say("ERROR - unknown command: " + line);
+                }
+            } catch (ArrayIndexOutOfBoundsException | NumberFormatException e) {
+                say("ERROR - bad command: " + line);
+            }
+        }
+        client.close();
+        System.exit(0);
+    }
+}
