@@ -178,6 +178,11 @@ func (s *Service) Register(info GatewayInfo) {
 	publish := func(epoch uint64) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		// A node of our previous session may linger until the ensemble
+		// expires it: the id is ours, so take it over.
+		if _, stat, err := s.sess.Conn().Exists(p); err == nil && stat != nil && stat.EphemeralOwner != 0 && stat.EphemeralOwner != s.Leases.sessionID() {
+			_ = s.sess.Conn().Delete(p, -1)
+		}
 		if err := s.Leases.createEphemeral(ctx, p, data, epoch); err != nil && ErrorCode(err) != CodeLeaseExpired {
 			s.log.Error("register gateway", "path", p, "err", err)
 		}
