@@ -231,6 +231,7 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			h.mu.Unlock()
 			return g, nil
 		}
+		var stat <-chan statResult
 		if h.node == "" {
 			data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: k.svc.gatewayID}.bytes()
 			node, err := sess.createProtected(ctx, h.parent, lease.ID, nodeMarker[h.mode], data, lease.epoch)
@@ -239,6 +240,9 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 				return LockGrant{}, waitErr(ctx, lease, err)
 			}
 			h.node = node
+			// The token (czxid) of a fresh node is read alongside the list of
+			// contenders: one round trip, not two, on the uncontended path.
+			stat = k.svc.statAsync(node)
 		}
 		node := h.node
 		h.mu.Unlock()
@@ -263,7 +267,7 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			}
 			return LockGrant{}, err
 		}
-		stat, err := k.svc.ownNode(ctx, lease, node)
+		st, err := k.svc.ownNode(ctx, lease, node, stat)
 		if errors.Is(err, errNodeGone) {
 			continue // the next turn finds out why
 		}
@@ -275,11 +279,29 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			h.mu.Unlock()
 			continue
 		}
-		h.granted, h.token, h.grantedAt = true, stat.Czxid, time.Now().UTC()
+		h.granted, h.token, h.grantedAt = true, st.Czxid, time.Now().UTC()
 		g := h.grant()
 		h.mu.Unlock()
 		return g, nil
 	}
+}
+
+type statResult struct {
+	ok   bool
+	stat *zk.Stat
+	err  error
+}
+
+// statAsync reads node's stat in the background; go-zookeeper pipelines it
+// with the requests that follow on the same connection.
+func (s *Service) statAsync(node string) <-chan statResult {
+	ch := make(chan statResult, 1)
+	conn := s.sess.Conn()
+	go func() {
+		ok, st, err := conn.Exists(node)
+		ch <- statResult{ok, st, err}
+	}()
+	return ch
 }
 
 var errNodeGone = errors.New("node gone")
@@ -329,10 +351,19 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 }
 
 // ownNode returns the stat of node once the session is live and the node is
-// the current session's own.
-func (s *Service) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Stat, error) {
+// the current session's own. pre, if not nil, is a stat read already.
+func (s *Service) ownNode(ctx context.Context, lease *Lease, node string, pre <-chan statResult) (*zk.Stat, error) {
 	for {
-		ok, stat, err := s.sess.Conn().Exists(node)
+		var ok bool
+		var stat *zk.Stat
+		var err error
+		if pre != nil {
+			r := <-pre
+			ok, stat, err = r.ok, r.stat, r.err
+			pre = nil
+		} else {
+			ok, stat, err = s.sess.Conn().Exists(node)
+		}
 		if err != nil {
 			if err := s.retryable(ctx, lease, err); err != nil {
 				return nil, err

@@ -1,0 +1,156 @@
+package recipes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Dashboard is the read access the live dashboard has to the recipes: the
+// shared watch cache (so that however many browsers look, each path has one
+// ZooKeeper watch) and a plain read of any znode under the root.
+type Dashboard struct{ svc *Service }
+
+// Dashboard returns the dashboard's view of the service.
+func (s *Service) Dashboard() Dashboard { return Dashboard{svc: s} }
+
+// Root is the gateway's root znode.
+func (d Dashboard) Root() string { return d.svc.sess.Root() }
+
+// GatewayID is this gateway's id, as written into the nodes it creates.
+func (d Dashboard) GatewayID() string { return d.svc.gatewayID }
+
+// Subscribe has fn told, without blocking, of every change the watch cache
+// sees, until stop is called. Unlike Service.OnChange it may be called while
+// the cache is in use.
+func (d Dashboard) Subscribe(fn func(path string)) (stop func()) {
+	var off atomic.Bool
+	c := d.svc.cache
+	c.mu.Lock()
+	// publish copies the slice under c.mu before calling: appending here,
+	// under the same lock, never races with it.
+	c.subs = append(c.subs, func(p string) {
+		if !off.Load() {
+			fn(p)
+		}
+	})
+	c.mu.Unlock()
+	return func() { off.Store(true) }
+}
+
+// Hold keeps the cache entry of p, and so its ZooKeeper watch, alive until
+// release is called. It does not wait for the first load.
+func (d Dashboard) Hold(p string) (release func(), err error) {
+	c := d.svc.cache
+	e, err := c.acquire(p, d.optsFor(p))
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { c.releaseEntry(e) }) }, nil
+}
+
+// Read returns the cached snapshot of p, loading it first if the cache has
+// none.
+func (d Dashboard) Read(ctx context.Context, p string) (*Snapshot, error) {
+	snap, _, release, err := d.svc.cache.view(ctx, p, d.optsFor(p))
+	if err != nil {
+		return nil, d.svc.readErr(err)
+	}
+	release()
+	return snap, nil
+}
+
+// optsFor reads a path the way the recipe that owns it does: the first
+// reader of a path decides how its entry loads, so the dashboard must agree
+// with the recipes (a queue's directories are read as names only).
+func (d Dashboard) optsFor(p string) entryOpts {
+	rest, ok := strings.CutPrefix(p, d.Root()+"/queues/")
+	if ok && strings.Count(rest, "/") == 1 && (strings.HasSuffix(rest, "/entries") || strings.HasSuffix(rest, "/taken")) {
+		return entryOpts{namesOnly: true}
+	}
+	return entryOpts{}
+}
+
+// DashboardZnode is one znode as the znode browser shows it.
+type DashboardZnode struct {
+	Path     string
+	Data     []byte
+	Stat     zk.Stat
+	Children []string // sorted
+}
+
+// Znode reads p, which must be the root or under it, straight from
+// ZooKeeper (no watch: the browser is read on demand). A missing node is
+// not_found.
+func (d Dashboard) Znode(ctx context.Context, p string) (DashboardZnode, error) {
+	root := d.Root()
+	if p != root && !strings.HasPrefix(p, root+"/") || path.Clean(p) != p {
+		return DashboardZnode{}, Errorf(CodeInvalid, "only paths under %s can be browsed", root)
+	}
+	ctx, cancel := context.WithTimeout(ctx, tryOnceBound)
+	defer cancel()
+	for {
+		conn := d.svc.sess.Conn()
+		data, stat, err := conn.Get(p)
+		var kids []string
+		if err == nil {
+			kids, _, err = conn.Children(p)
+		}
+		switch {
+		case err == nil:
+			sort.Strings(kids)
+			return DashboardZnode{Path: p, Data: data, Stat: *stat, Children: kids}, nil
+		case errors.Is(err, zk.ErrNoNode):
+			return DashboardZnode{}, Errorf(CodeNotFound, "no znode %s", p)
+		case ambiguous(err):
+			if werr := d.svc.sess.WaitLive(ctx); werr != nil {
+				return DashboardZnode{}, unavailable()
+			}
+		default:
+			return DashboardZnode{}, d.svc.readErr(err)
+		}
+	}
+}
+
+// DashboardLease is a lease record of {root}/leases, of any gateway.
+type DashboardLease struct {
+	ID        string
+	Holder    string
+	TTL       string
+	Gateway   string
+	CreatedAt time.Time
+}
+
+// LeaseRecords reads the lease records in a snapshot of {root}/leases.
+func LeaseRecords(snap *Snapshot) []DashboardLease {
+	out := make([]DashboardLease, 0, len(snap.Children))
+	for _, n := range snap.Children {
+		var rec struct{ Holder, TTL, Gateway string }
+		_ = json.Unmarshal(n.Data, &rec) // a record that is not JSON shows as its id alone
+		out = append(out, DashboardLease{ID: n.Name, Holder: rec.Holder, TTL: rec.TTL, Gateway: rec.Gateway,
+			CreatedAt: time.UnixMilli(n.Stat.Ctime).UTC()})
+	}
+	return out
+}
+
+// GatewayRecords reads the gateways registered in a snapshot of
+// {root}/gateways.
+func GatewayRecords(snap *Snapshot) []GatewayInfo {
+	out := make([]GatewayInfo, 0, len(snap.Children))
+	for _, n := range snap.Children {
+		var g GatewayInfo
+		_ = json.Unmarshal(n.Data, &g)
+		g.ID = n.Name
+		out = append(out, g)
+	}
+	return out
+}
