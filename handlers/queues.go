@@ -22,6 +22,23 @@ type QueueService interface {
 	Peek(ctx context.Context, name, id string) (recipes.Taken, error)
 	State(ctx context.Context, name string, head int, index int64, wait time.Duration) (recipes.QueueState, error)
 	List(ctx context.Context) ([]recipes.QueueState, error)
+	Delete(ctx context.Context, name string) error
+}
+
+// DeleteQueue is DELETE /v1/queues/{name}: removes an empty queue.
+func (a *API) DeleteQueue() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := nameParam(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if err := a.Queues.Delete(r.Context(), name); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 }
 
 // MaxHead bounds ?head= of a queue's state.

@@ -105,11 +105,62 @@ func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority
 	}
 }
 
+// ensure makes the queue's directories. They are PERSISTENT, as kazoo makes
+// them, not CONTAINERs: a container that ZooKeeper removes when the queue
+// drains would restart the entries' sequence (item ids would repeat) and
+// break kazoo consumers, which make the paths once and never look again.
+// An empty queue is removed with Delete.
 func (q *Queues) ensure(ctx context.Context, name string, epoch uint64) error {
-	if err := q.svc.sess.ensureContainers(ctx, q.entries(name), epoch); err != nil {
+	if err := q.svc.sess.check(epoch); err != nil {
 		return err
 	}
-	return q.svc.sess.ensureContainers(ctx, q.taken(name), epoch)
+	for _, p := range []string{q.entries(name), q.taken(name)} {
+		if err := q.svc.sess.createPersistent(ctx, p); err != nil {
+			if ambiguous(err) {
+				return unavailable()
+			}
+			return internal(err, "create queue "+p)
+		}
+	}
+	return nil
+}
+
+// Delete removes an empty queue (its directories). A queue with items or
+// claims is not_empty.
+func (q *Queues) Delete(ctx context.Context, name string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	if st, _, _ := q.svc.sess.Status(); st != StateLive {
+		return unavailable()
+	}
+	conn := q.svc.sess.Conn()
+	ops := []any{}
+	for _, p := range []string{q.taken(name), q.entries(name), q.base(name)} {
+		ok, stat, err := conn.Exists(p)
+		if err != nil {
+			return q.svc.readErr(err)
+		}
+		if ok {
+			// The versions pin what was checked: an item produced meanwhile
+			// makes the whole delete fail instead of losing it.
+			ops = append(ops, &zk.DeleteRequest{Path: p, Version: stat.Version})
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	_, err := conn.Multi(ops...)
+	switch {
+	case err == nil, errors.Is(err, zk.ErrNoNode):
+		return nil
+	case errors.Is(err, zk.ErrNotEmpty), errors.Is(err, zk.ErrBadVersion):
+		return &Error{Code: CodeNotEmpty, Detail: fmt.Sprintf("queue %q still has items or claims", name)}
+	case ambiguous(err):
+		return unavailable()
+	default:
+		return internal(err, "delete queue")
+	}
 }
 
 // queueView is a queue's items and claims, read fresh, with the channels

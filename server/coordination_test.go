@@ -317,6 +317,12 @@ func TestQueueOrderTakeAndPeek(t *testing.T) {
 	if string(r.Body) != "late" {
 		t.Fatalf("took %q", r.Body)
 	}
+	// Queues are persistent (as kazoo's): an empty one is deleted by hand.
+	produce(t, g.URL, "jobs", []byte("left"), 100)
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/queues/jobs", nil), 409, "delete a queue with an item")
+	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/queues/jobs/take", nil), 200, "take the last item")
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/queues/jobs", nil), 204, "delete the empty queue")
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/queues/jobs", nil), 204, "delete it again")
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 
@@ -387,6 +393,7 @@ func TestQueueClaimsSurviveDyingConsumers(t *testing.T) {
 			t.Fatalf("item %d acked %d times", i, n)
 		}
 	}
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/queues/work", nil), 204, "delete the drained queue")
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 
@@ -434,5 +441,6 @@ func TestQueueNackAndDisconnect(t *testing.T) {
 	for _, l := range []string{lease, other} {
 		mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l, nil), 204, "revoke")
 	}
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/queues/nq", nil), 204, "delete the drained queue")
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }

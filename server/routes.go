@@ -19,6 +19,7 @@ func routes(r chi.Router, d Deps) {
 	r.Get("/readyz", ready(d.Service.Session()))
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{}))
 	r.Get("/openapi.yaml", openAPI(d.OpenAPI))
+	dashboardRoutes(r, d)
 
 	r.Route("/v1", func(v chi.Router) {
 		// JSON bodies are small; queue items have their own cap.
@@ -59,6 +60,7 @@ func routes(r chi.Router, d Deps) {
 
 		r.Method(http.MethodGet, "/queues", api.ListQueues())
 		r.Method(http.MethodGet, "/queues/{name}", api.QueueState())
+		r.Method(http.MethodDelete, "/queues/{name}", api.DeleteQueue())
 		v.With(limitBody(d.MaxItemBytes)).Method(http.MethodPost, "/queues/{name}/items", api.Produce())
 		r.Method(http.MethodGet, "/queues/{name}/items/{id}", api.Peek())
 		r.Method(http.MethodPost, "/queues/{name}/items/{id}/ack", api.Ack())

@@ -15,7 +15,14 @@
 //       answer at once:  WAITING <id>
 //       once it holds:   ACQUIRED <id> <node name>
 //       on failure:      ERROR <id> <message>
-//   release <id>                 RELEASED <id>  (after the node is deleted)
+//   latch <id> <path>            LeaderLatch(client, path, "curator-latch-<id>"):
+//                                start(), then await() on a thread of its own
+//       once its node exists:  WAITING <id> <node name>
+//       once it leads:         ACQUIRED <id> <node name>
+//   leader <id>                  LEADER <id> true|false <node name|->
+//                                (LeaderLatch.hasLeadership(), getOurPath())
+//   release <id>                 RELEASED <id>  (after the node is deleted;
+//                                for a latch: close(), also while it waits)
 //   status <id>                  STATUS <id> waiting|acquired|released|unknown
 //   exit                         BYE, then the session is closed
 //
@@ -33,6 +40,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
@@ -62,6 +70,7 @@ public class CuratorPeer {
     }
 
     static final Map<String, Handle> handles = new ConcurrentHashMap<>();
+    static final Map<String, LeaderLatch> latches = new ConcurrentHashMap<>();
 
     interface Holding {
         /** Blocks until held; returns the node name. */
@@ -136,6 +145,78 @@ public class CuratorPeer {
         t.start();
     }
 
+    /**
+     * Starts a LeaderLatch, waits (bounded) until its node exists, says
+     * WAITING with it, and awaits leadership on a thread of its own. A
+     * release closes the latch, whether it leads or still waits, and is
+     * answered once its node is gone.
+     */
+    static void startLatch(CuratorFramework client, String id, String path) {
+        Handle hd = new Handle(id);
+        if (handles.putIfAbsent(id, hd) != null) {
+            say("ERROR " + id + " id in use");
+            return;
+        }
+        LeaderLatch latch = new LeaderLatch(client, path, "curator-latch-" + id);
+        latches.put(id, latch);
+        String ourPath;
+        try {
+            latch.start();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while ((ourPath = latch.getOurPath()) == null) {
+                if (System.nanoTime() > deadline) {
+                    hd.state = "failed";
+                    say("ERROR " + id + " latch: no node within 10s");
+                    return;
+                }
+                Thread.sleep(5);
+            }
+        } catch (Exception e) {
+            hd.state = "failed";
+            say("ERROR " + id + " latch start: " + e);
+            return;
+        }
+        say("WAITING " + id + " " + ZKPaths.getNodeFromPath(ourPath));
+        Thread waiter = new Thread(() -> {
+            try {
+                latch.await();
+                if (latch.hasLeadership() && hd.state.equals("waiting")) {
+                    hd.state = "acquired";
+                    say("ACQUIRED " + id + " " + ZKPaths.getNodeFromPath(latch.getOurPath()));
+                }
+            } catch (java.io.EOFException | InterruptedException e) {
+                // closed before it led
+            } catch (Exception e) {
+                hd.state = "failed";
+                say("ERROR " + id + " await: " + e);
+            }
+        }, "latch-" + id);
+        waiter.setDaemon(true);
+        waiter.start();
+        Thread closer = new Thread(() -> {
+            try {
+                hd.cmds.take(); // the release
+                String node = latch.getOurPath();
+                latch.close();
+                // close() deletes the node in the background: wait for it.
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (node != null && client.checkExists().forPath(node) != null) {
+                    if (System.nanoTime() > deadline) {
+                        say("ERROR " + id + " release: " + node + " still there 10s after close()");
+                        return;
+                    }
+                    Thread.sleep(5);
+                }
+                hd.state = "released";
+                say("RELEASED " + id);
+            } catch (Exception e) {
+                say("ERROR " + id + " release: " + e);
+            }
+        }, "latch-close-" + id);
+        closer.setDaemon(true);
+        closer.start();
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length != 1) {
             System.err.println("usage: CuratorPeer <connect-string>");
@@ -176,9 +257,24 @@ public class CuratorPeer {
                     case "semaphore":
                         start(f[1], semaphore(client, f[2], Integer.parseInt(f[3])));
                         break;
+                    case "latch":
+                        startLatch(client, f[1], f[2]);
+                        break;
+                    case "leader": {
+                        LeaderLatch l = latches.get(f[1]);
+                        if (l == null) {
+                            say("ERROR " + f[1] + " no latch");
+                        } else {
+                            String p = l.getOurPath();
+                            say("LEADER " + f[1] + " " + l.hasLeadership() + " "
+                                    + (p == null ? "-" : ZKPaths.getNodeFromPath(p)));
+                        }
+                        break;
+                    }
                     case "release": {
                         Handle h = handles.get(f[1]);
-                        if (h == null || !h.state.equals("acquired")) {
+                        boolean latchWaiting = h != null && latches.containsKey(f[1]) && h.state.equals("waiting");
+                        if (h == null || !(h.state.equals("acquired") || latchWaiting)) {
                             say("ERROR " + f[1] + " not acquired");
                         } else {
                             h.cmds.add("release");

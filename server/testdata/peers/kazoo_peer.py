@@ -1,5 +1,6 @@
-"""A test peer for zkgate's interoperability tests (server/interop_test.go):
-kazoo's Lock recipe driven by line commands.
+"""A test peer for zkgate's interoperability tests (server/interop_test.go,
+server/interop_coord_test.go): kazoo's Lock and LockingQueue recipes driven
+by line commands.
 
 Usage: /usr/bin/python3 kazoo_peer.py <connect-string>
 
@@ -16,8 +17,29 @@ being read while an acquire blocks. <id> names one acquire.
   release <id>        RELEASED <id>  (after the node is deleted)
   status <id>         STATUS <id> waiting|acquired|released|unknown
   exit                BYE, then the session is closed
+
+Queues: <qid> names one LockingQueue(client, path). Each queue runs its
+commands in order on a thread of its own, so a blocking get does not stop
+the reading of commands. Values are hex on the wire ("-" is the empty
+value), so that any bytes go through byte-exact.
+
+  queue <qid> <path>                  QUEUE <qid>
+  put <qid> <priority> <hex>          PUT <qid> 1        (LockingQueue.put)
+  put-all <qid> <priority> <hex>...   PUT <qid> <n>      (LockingQueue.put_all)
+  get <qid> <timeout-seconds>         GOT <qid> <entry> <hex>, or EMPTY <qid>
+                                      when the timeout ends first
+                                      (LockingQueue.get: locks the entry with
+                                      an ephemeral taken/<entry>)
+  consume <qid>                       CONSUMED <qid> True|False
+  qrelease <qid>                      QRELEASED <qid> True|False
+                                      (LockingQueue.release: unlocks without
+                                      consuming)
+  holds <qid>                         HOLDS <qid> True|False
+  len <qid>                           LEN <qid> <n>
+  on failure:                         ERROR <qid> <message>
 """
 
+import binascii
 import logging
 import queue
 import sys
@@ -25,6 +47,7 @@ import threading
 
 from kazoo.client import KazooClient
 from kazoo.recipe.lock import Lock
+from kazoo.recipe.queue import LockingQueue
 
 _out = threading.Lock()
 
@@ -60,6 +83,59 @@ class Handle:
             say("ERROR %s release: %r" % (self.id, e))
 
 
+def unhex(s):
+    return b"" if s == "-" else binascii.unhexlify(s)
+
+
+def tohex(b):
+    return binascii.hexlify(b).decode() if b else "-"
+
+
+class QueueHandle:
+    """A LockingQueue whose commands run in order on a thread of its own."""
+
+    def __init__(self, qid, client, path):
+        self.id = qid
+        self.q = LockingQueue(client, path)
+        self.cmds = queue.Queue()
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while True:
+            f = self.cmds.get()
+            try:
+                self.do(f)
+            except Exception as e:  # noqa: BLE001 - report anything to the test
+                say("ERROR %s %s: %r" % (self.id, f[0], e))
+
+    def do(self, f):
+        cmd, q = f[0], self.q
+        if cmd == "put":
+            q.put(unhex(f[3]), priority=int(f[2]))
+            say("PUT %s 1" % self.id)
+        elif cmd == "put-all":
+            values = [unhex(v) for v in f[3:]]
+            q.put_all(values, priority=int(f[2]))
+            say("PUT %s %d" % (self.id, len(values)))
+        elif cmd == "get":
+            value = q.get(timeout=float(f[2]))
+            if value is None:
+                say("EMPTY %s" % self.id)
+            else:
+                say("GOT %s %s %s" % (self.id, q.processing_element[0], tohex(value)))
+        elif cmd == "consume":
+            say("CONSUMED %s %s" % (self.id, q.consume()))
+        elif cmd == "qrelease":
+            say("QRELEASED %s %s" % (self.id, q.release()))
+        elif cmd == "holds":
+            say("HOLDS %s %s" % (self.id, q.holds_lock()))
+        elif cmd == "len":
+            say("LEN %s %d" % (self.id, len(q)))
+
+
+QUEUE_COMMANDS = ("put", "put-all", "get", "consume", "qrelease", "holds", "len")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.stderr.write("usage: kazoo_peer.py <connect-string>\n")
@@ -70,6 +146,7 @@ def main():
     say("READY")
 
     handles = {}
+    queues = {}
     while True:
         line = sys.stdin.readline()
         if not line:
@@ -90,6 +167,19 @@ def main():
                 handles[hid] = h
                 say("WAITING %s" % hid)
                 threading.Thread(target=h.run, daemon=True).start()
+            elif cmd == "queue":
+                qid, path = f[1], f[2]
+                if qid in queues:
+                    say("ERROR %s id in use" % qid)
+                    continue
+                queues[qid] = QueueHandle(qid, client, path)
+                say("QUEUE %s" % qid)
+            elif cmd in QUEUE_COMMANDS:
+                qh = queues.get(f[1])
+                if qh is None:
+                    say("ERROR %s no queue" % f[1])
+                else:
+                    qh.cmds.put(f)
             elif cmd == "release":
                 h = handles.get(f[1])
                 if h is None or h.state != "acquired":
