@@ -65,12 +65,8 @@ func (a *API) LowerBarrier() http.Handler {
 // WaitBarrier is POST /v1/barriers/{name}/wait?wait=.
 func (a *API) WaitBarrier() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		wait, err := parseWait(r, a.Limits.MaxWait)
+		var wait time.Duration
+		name, err := a.parse(r, &wait, nil)
 		if err != nil {
 			WriteError(w, r, err)
 			return
@@ -112,18 +108,10 @@ type enterBody struct {
 // EnterDoubleBarrier is POST /v1/double-barriers/{name}/enter?wait=.
 func (a *API) EnterDoubleBarrier() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		wait, err := parseWait(r, a.Limits.MaxWait)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
+		var wait time.Duration
 		var body enterBody
-		if err := decodeJSON(r, &body); err != nil {
+		name, err := a.parse(r, &wait, &body)
+		if err != nil {
 			WriteError(w, r, err)
 			return
 		}
@@ -172,21 +160,13 @@ func withLease(err error, lease *recipes.Lease, implicit bool) error {
 // LeaveDoubleBarrier is POST /v1/double-barriers/{name}/leave?wait=.
 func (a *API) LeaveDoubleBarrier() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		wait, err := parseWait(r, a.Limits.MaxWait)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
+		var wait time.Duration
 		var body struct {
 			Lease  string `json:"lease"`
 			Member string `json:"member"`
 		}
-		if err := decodeJSON(r, &body); err != nil {
+		name, err := a.parse(r, &wait, &body)
+		if err != nil {
 			WriteError(w, r, err)
 			return
 		}

@@ -245,3 +245,23 @@ func blockingParams(r *http.Request, maxWait time.Duration) (int64, time.Duratio
 	wait, err := parseWait(r, maxWait)
 	return index, wait, err
 }
+
+// parse reads what most routes take: the {name}, then ?wait= when wait is
+// not nil, then the JSON body when body is not nil.
+func (a *API) parse(r *http.Request, wait *time.Duration, body any) (string, error) {
+	name, err := nameParam(r)
+	if err != nil {
+		return "", err
+	}
+	if wait != nil {
+		if *wait, err = parseWait(r, a.Limits.MaxWait); err != nil {
+			return "", err
+		}
+	}
+	if body != nil {
+		if err := decodeJSON(r, body); err != nil {
+			return "", err
+		}
+	}
+	return name, nil
+}

@@ -26,18 +26,10 @@ type campaignBody struct {
 // 202 when the wait ends first (the candidacy stays).
 func (a *API) Campaign() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		wait, err := parseWait(r, a.Limits.MaxWait)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
+		var wait time.Duration
 		var body campaignBody
-		if err := decodeJSON(r, &body); err != nil {
+		name, err := a.parse(r, &wait, &body)
+		if err != nil {
 			WriteError(w, r, err)
 			return
 		}
@@ -70,16 +62,12 @@ func (a *API) Resign() http.Handler {
 // Proclaim is PUT /v1/elections/{name}/value: only the leader may.
 func (a *API) Proclaim() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
 		var body struct {
 			Lease string  `json:"lease"`
 			Value *string `json:"value"`
 		}
-		if err := decodeJSON(r, &body); err != nil {
+		name, err := a.parse(r, nil, &body)
+		if err != nil {
 			WriteError(w, r, err)
 			return
 		}
@@ -123,15 +111,11 @@ func (a *API) ListElections() http.Handler {
 // leaseAction serves POST .../{name}/verb with a body of {"lease"}.
 func (a *API) leaseAction(fn func(ctx context.Context, lease *recipes.Lease, name string) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
 		var body struct {
 			Lease string `json:"lease"`
 		}
-		if err := decodeJSON(r, &body); err != nil {
+		name, err := a.parse(r, nil, &body)
+		if err != nil {
 			WriteError(w, r, err)
 			return
 		}

@@ -26,18 +26,10 @@ type acquireBody struct {
 // AcquireLock is POST /v1/locks/{name}/acquire?wait=.
 func (a *API) AcquireLock() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		wait, err := parseWait(r, a.Limits.MaxWait)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
+		var wait time.Duration
 		var body acquireBody
-		if err := decodeJSON(r, &body); err != nil {
+		name, err := a.parse(r, &wait, &body)
+		if err != nil {
 			WriteError(w, r, err)
 			return
 		}
@@ -68,13 +60,9 @@ type releaseBody struct {
 // ReleaseLock is POST /v1/locks/{name}/release.
 func (a *API) ReleaseLock() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
 		var body releaseBody
-		if err := decodeJSON(r, &body); err != nil {
+		name, err := a.parse(r, nil, &body)
+		if err != nil {
 			WriteError(w, r, err)
 			return
 		}

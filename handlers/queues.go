@@ -95,12 +95,8 @@ func writeItem(w http.ResponseWriter, t recipes.Taken) {
 // Take is POST /v1/queues/{name}/take?wait=: at-most-once.
 func (a *API) Take() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		wait, err := parseWait(r, a.Limits.MaxWait)
+		var wait time.Duration
+		name, err := a.parse(r, &wait, nil)
 		if err != nil {
 			WriteError(w, r, err)
 			return
@@ -121,18 +117,10 @@ func (a *API) Take() http.Handler {
 // Claim is POST /v1/queues/{name}/claim?wait=: at-least-once.
 func (a *API) Claim() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		wait, err := parseWait(r, a.Limits.MaxWait)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
+		var wait time.Duration
 		var body leaseRef
-		if err := decodeJSON(r, &body); err != nil {
+		name, err := a.parse(r, &wait, &body)
+		if err != nil {
 			WriteError(w, r, err)
 			return
 		}

@@ -23,18 +23,10 @@ type semAcquireBody struct {
 // AcquireSemaphore is POST /v1/semaphores/{name}/acquire?wait=.
 func (a *API) AcquireSemaphore() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		wait, err := parseWait(r, a.Limits.MaxWait)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
+		var wait time.Duration
 		var body semAcquireBody
-		if err := decodeJSON(r, &body); err != nil {
+		name, err := a.parse(r, &wait, &body)
+		if err != nil {
 			WriteError(w, r, err)
 			return
 		}
@@ -64,15 +56,11 @@ func (a *API) AcquireSemaphore() http.Handler {
 // ReleaseSemaphore is POST /v1/semaphores/{name}/release.
 func (a *API) ReleaseSemaphore() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
 		var body struct {
 			Lease string `json:"lease"`
 		}
-		if err := decodeJSON(r, &body); err != nil {
+		name, err := a.parse(r, nil, &body)
+		if err != nil {
 			WriteError(w, r, err)
 			return
 		}
