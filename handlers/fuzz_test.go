@@ -242,3 +242,34 @@ func FuzzQueryParams(f *testing.F) {
 		}
 	})
 }
+
+func FuzzItemID(f *testing.F) {
+	for _, s := range []string{
+		"entry-100-0000000042", "entry-000-0000000000", "entry-999-9223372036854775807", "entry-999-9223372036854775808",
+		"entry-100-000000004", "entry-100-00000000420000000000", "entry-10-0000000042", "entry-1000-0000000042",
+		"entry-+10-0000000042", "entry-100-+000000042", "entry-100--000000042", "entry-100-0000000042 ", "Entry-100-0000000042",
+		"entry-١٠٠-0000000042", "lock-0000000042", "", "entry-", "entry--",
+	} {
+		f.Add(s)
+	}
+	itemRE := specPattern(f, "ItemId")
+	f.Fuzz(func(t *testing.T, id string) {
+		priority, seq, err := recipes.ParseItemID(id)
+		spec := itemRE.MatchString(id)
+		if err != nil {
+			mustBeInvalid(t, "ParseItemID", err)
+			// The pattern cannot say "at most 2^63-1": only such a
+			// 19-digit sequence may match it and still be refused.
+			if spec && len(id) != len("entry-100-")+19 {
+				t.Fatalf("item id %q: the spec's pattern takes it, ParseItemID does not: %v", id, err)
+			}
+			return
+		}
+		if !spec {
+			t.Fatalf("item id %q: ParseItemID takes it (%d, %d), the spec's pattern does not", id, priority, seq)
+		}
+		if priority < 0 || priority > 999 || seq < 0 {
+			t.Fatalf("item id %q gave priority %d, sequence %d", id, priority, seq)
+		}
+	})
+}

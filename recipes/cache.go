@@ -128,6 +128,42 @@ func (c *watchCache) read(ctx context.Context, p string, opts entryOpts, index i
 	}
 }
 
+// waitNewer waits up to wait until the cached snapshot of either path has
+// an index above index: a blocking read of a state made of two directories.
+func (c *watchCache) waitNewer(ctx context.Context, paths [2]string, opts [2]entryOpts, index int64, wait time.Duration) error {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		a, ach, arel, err := c.view(ctx, paths[0], opts[0])
+		if err != nil {
+			return err
+		}
+		b, bch, brel, err := c.view(ctx, paths[1], opts[1])
+		if err != nil {
+			arel()
+			return err
+		}
+		var stop bool
+		if max(a.Index, b.Index) > index {
+			stop = true
+		} else {
+			select {
+			case <-ach:
+			case <-bch:
+			case <-timer.C:
+				stop = true
+			case <-ctx.Done():
+				err, stop = context.Cause(ctx), true
+			}
+		}
+		arel()
+		brel()
+		if stop {
+			return err
+		}
+	}
+}
+
 // Peek returns the latest snapshot of p if the cache has one, without
 // starting a watch.
 func (c *watchCache) Peek(p string) *Snapshot {

@@ -224,6 +224,10 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 		h.mu.Lock()
 		if h.gone {
 			h.mu.Unlock()
+			// Released by the client, or by the end of its lease?
+			if err := lease.alive(); err != nil {
+				return LockGrant{}, err
+			}
 			return LockGrant{}, Errorf(CodeNotHeld, "lock %q was released while this acquire waited", h.name)
 		}
 		if h.granted {
@@ -495,7 +499,7 @@ func lockStateOf(name string, snap *Snapshot) LockState {
 
 func holderOf(c contender, n Node) Holder {
 	h := Holder{Node: c.Name, Seq: c.Seq, Token: n.Stat.Czxid, Mode: c.Mode,
-		Session: fmt.Sprintf("0x%x", n.Stat.EphemeralOwner), Since: time.UnixMilli(n.Stat.Ctime).UTC()}
+		Session: fmt.Sprintf("0x%x", uint64(n.Stat.EphemeralOwner)), Since: time.UnixMilli(n.Stat.Ctime).UTC()}
 	if d, ok := parseNodeData(n.Data); ok {
 		h.Lease, h.Holder, h.Gateway, h.Value, h.Limit = d.Lease, d.Holder, d.Gateway, d.Value, d.Limit
 	} else {

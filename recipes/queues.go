@@ -554,7 +554,7 @@ func (q *Queues) State(ctx context.Context, name string, head int, index int64, 
 		}
 	}
 	head = min(head, len(items))
-	st.Head = items[:head]
+	st.Head = append(st.Head, items[:head]...)
 	conn := q.svc.sess.Conn()
 	err = q.svc.forEach(ctx, head, func(i int) error {
 		it := &st.Head[i]
@@ -584,39 +584,8 @@ func (q *Queues) State(ctx context.Context, name string, head int, index int64, 
 // waitChange waits up to wait until the queue's cached directories are newer
 // than index.
 func (q *Queues) waitChange(ctx context.Context, name string, index int64, wait time.Duration) error {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		es, ech, erel, err := q.svc.cache.view(ctx, q.entries(name), entryOpts{namesOnly: true})
-		if err != nil {
-			return err
-		}
-		ts, tch, trel, err := q.svc.cache.view(ctx, q.taken(name), entryOpts{namesOnly: true})
-		if err != nil {
-			erel()
-			return err
-		}
-		if max(es.Index, ts.Index) > index {
-			erel()
-			trel()
-			return nil
-		}
-		var err2 error
-		done := false
-		select {
-		case <-ech:
-		case <-tch:
-		case <-timer.C:
-			done = true
-		case <-ctx.Done():
-			err2, done = context.Cause(ctx), true
-		}
-		erel()
-		trel()
-		if done {
-			return err2
-		}
-	}
+	names := entryOpts{namesOnly: true}
+	return q.svc.cache.waitNewer(ctx, [2]string{q.entries(name), q.taken(name)}, [2]entryOpts{names, names}, index, wait)
 }
 
 // List returns the queues with their lengths.

@@ -173,6 +173,10 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 		h.mu.Lock()
 		if h.gone {
 			h.mu.Unlock()
+			// Released by the client, or by the end of its lease?
+			if err := lease.alive(); err != nil {
+				return SemaphoreGrant{}, err
+			}
 			return SemaphoreGrant{}, Errorf(CodeNotHeld, "semaphore %q was released while this acquire waited", h.name)
 		}
 		if h.granted {
@@ -340,11 +344,19 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 		return SemaphoreState{}, err
 	}
 	base := m.base(name)
-	slots, err := m.svc.cache.Read(ctx, base+"/leases", index, wait)
+	if index > 0 {
+		// Holders come from the slots, waiters also from the admission
+		// queue: a change of either is a change of the state.
+		err := m.svc.cache.waitNewer(ctx, [2]string{base + "/leases", base + "/locks"}, [2]entryOpts{}, index, wait)
+		if err != nil {
+			return SemaphoreState{}, m.svc.readErr(err)
+		}
+	}
+	slots, err := m.svc.cache.direct(base+"/leases", entryOpts{})
 	if err != nil {
 		return SemaphoreState{}, m.svc.readErr(err)
 	}
-	queue, err := m.svc.cache.Read(ctx, base+"/locks", 0, 0)
+	queue, err := m.svc.cache.direct(base+"/locks", entryOpts{})
 	if err != nil {
 		return SemaphoreState{}, m.svc.readErr(err)
 	}

@@ -190,7 +190,7 @@ func (s *Session) startLossTimerLocked() {
 		if s.state != StateSuspended || s.id != id {
 			return
 		}
-		s.log.Warn("ZooKeeper session suspended for a whole session timeout: giving it up", "session", fmt.Sprintf("0x%x", id))
+		s.log.Warn("ZooKeeper session suspended for a whole session timeout: giving it up", "session", fmt.Sprintf("0x%x", uint64(id)))
 		s.losses.Add(1)
 		s.setStateLocked(StateLost)
 		old := s.conn
@@ -212,7 +212,7 @@ func (s *Session) setStateLocked(st State) {
 	if st == s.state {
 		return
 	}
-	s.log.Info("ZooKeeper session state", "from", s.state.String(), "to", st.String(), "session", fmt.Sprintf("0x%x", s.id))
+	s.log.Info("ZooKeeper session state", "from", s.state.String(), "to", st.String(), "session", fmt.Sprintf("0x%x", uint64(s.id)))
 	s.state = st
 	close(s.changed)
 	s.changed = make(chan struct{})

@@ -345,7 +345,7 @@ func TestQueueClaimsSurviveDyingConsumers(t *testing.T) {
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
-			lease := newLease(t, g.URL, "30s", fmt.Sprintf("consumer-%d", c))
+			lease := newLease(t, g.URL, "10m", fmt.Sprintf("consumer-%d", c))
 			for n := 0; ; n++ {
 				r, err := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/queues/work/claim?wait=300ms", map[string]any{"lease": lease})
 				if err != nil {
@@ -369,7 +369,7 @@ func TestQueueClaimsSurviveDyingConsumers(t *testing.T) {
 					mu.Lock()
 					kills++
 					mu.Unlock()
-					lease = newLease(t, g.URL, "30s", fmt.Sprintf("consumer-%d-%d", c, n))
+					lease = newLease(t, g.URL, "10m", fmt.Sprintf("consumer-%d-%d", c, n))
 					continue
 				}
 				a, err := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/queues/work/items/"+id+"/ack", map[string]any{"lease": lease})
