@@ -72,6 +72,9 @@ func decodeJSON(r *http.Request, v any) error {
 		}
 		return invalid("could not read the body: %v", err)
 	}
+	// Keep the body: a request for a lease of another gateway is forwarded
+	// to it whole.
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	return decodeBody(body, v)
 }
 

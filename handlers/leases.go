@@ -16,6 +16,9 @@ type LeaseStore interface {
 	KeepAlive(id string) (*recipes.Lease, error)
 	Revoke(id string) error
 	List() []*recipes.Lease
+	// Locate returns the host:port of the gateway that owns a lease this
+	// one does not know, or "".
+	Locate(id string) string
 }
 
 // API holds what every handler needs.
@@ -68,7 +71,19 @@ func (a *API) leaseParam(r *http.Request) (*recipes.Lease, error) {
 	if err := validLeaseID(id); err != nil {
 		return nil, err
 	}
-	return a.Leases.Get(id)
+	return a.lookup(id)
+}
+
+// lookup finds a lease; one owned by another gateway is an error that
+// WriteError answers by forwarding the request to that gateway.
+func (a *API) lookup(id string) (*recipes.Lease, error) {
+	l, err := a.Leases.Get(id)
+	if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
+		if owner := a.Leases.Locate(id); owner != "" {
+			return nil, &elsewhere{owner: owner, err: err}
+		}
+	}
+	return l, err
 }
 
 // CreateLease is POST /v1/leases.
@@ -99,6 +114,9 @@ func (a *API) KeepAlive() http.Handler {
 			return
 		}
 		l, err := a.Leases.KeepAlive(id)
+		if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
+			_, err = a.lookup(id)
+		}
 		if err != nil {
 			WriteError(w, r, err)
 			return
@@ -138,7 +156,11 @@ func (a *API) RevokeLease() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
-		if err := a.Leases.Revoke(id); err != nil {
+		err := a.Leases.Revoke(id)
+		if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
+			_, err = a.lookup(id)
+		}
+		if err != nil {
 			WriteError(w, r, err)
 			return
 		}
@@ -165,7 +187,7 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 		if err := validLeaseID(ref.Lease); err != nil {
 			return nil, false, err
 		}
-		l, err := a.Leases.Get(ref.Lease)
+		l, err := a.lookup(ref.Lease)
 		return l, false, err
 	}
 	if !mayCreate {

@@ -64,6 +64,12 @@ var titles = map[recipes.Code]string{
 // WriteError writes err as application/problem+json. Internal errors are
 // logged with the request id, and the client sees only "internal error".
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	if ew, ok := asElsewhere(err); ok {
+		if forward(w, r, ew) {
+			return
+		}
+		err = ew.err
+	}
 	var e *recipes.Error
 	if !errors.As(err, &e) {
 		e = &recipes.Error{Code: recipes.CodeInternal, Err: err}

@@ -564,3 +564,31 @@ type Duration time.Duration
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
+
+// Locate finds the gateway that owns lease id, from the lease records every
+// gateway keeps in ZooKeeper: its advertised host:port, or "" when the lease
+// is not another live gateway's.
+func (t *Leases) Locate(id string) string {
+	conn := t.sess.Conn()
+	raw, _, err := conn.Get(t.sess.Root() + "/leases/" + id)
+	if err != nil {
+		return ""
+	}
+	var rec struct {
+		Gateway string `json:"gateway"`
+	}
+	if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || rec.Gateway == t.cfg.GatewayID || ValidName(rec.Gateway) != nil {
+		return ""
+	}
+	raw, _, err = conn.Get(t.sess.Root() + "/gateways/" + rec.Gateway)
+	if err != nil {
+		return ""
+	}
+	var gw struct {
+		Advertise string `json:"advertise"`
+	}
+	if json.Unmarshal(raw, &gw) != nil {
+		return ""
+	}
+	return gw.Advertise
+}
