@@ -34,6 +34,8 @@ type Deps struct {
 	OpenAPI []byte
 	// MaxItemBytes caps a queue item's body.
 	MaxItemBytes int64
+	// ZooKeeper is the connect list, whose servers the dashboard asks for their mode.
+	ZooKeeper []string
 }
 
 // New returns the gateway's HTTP handler.
@@ -105,7 +107,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	api := &handlers.API{Leases: svc.Leases, Locks: svc.Locks, Semaphores: svc.Semaphores,
 		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
 		Limits: handlers.Limits{MaxWait: cfg.MaxWait, MaxItemBytes: cfg.MaxItemBytes}}
-	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes})
+	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers})
 
 	// Every request context derives from base, so that shutdown can end the
 	// long waits at once instead of waiting for them.
@@ -173,7 +175,7 @@ func joinServers(s []string) string {
 	return out
 }
 
-func sessionHex(id int64) string { return fmt.Sprintf("0x%x", id) }
+func sessionHex(id int64) string { return fmt.Sprintf("0x%x", uint64(id)) }
 
 func newGatewayID() string {
 	var b [6]byte

@@ -1,0 +1,365 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/a-h/templ"
+	"github.com/coder/websocket"
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/zkgate/zkgate/handlers"
+	"github.com/zkgate/zkgate/recipes"
+	"github.com/zkgate/zkgate/static"
+	"github.com/zkgate/zkgate/views"
+)
+
+const (
+	// wsWriteTimeout bounds every write to a dashboard.
+	wsWriteTimeout = 10 * time.Second
+	// wsPingEvery keeps idle connections (and the proxies between) alive,
+	// and finds dead peers.
+	wsPingEvery = 20 * time.Second
+	// pageReadTimeout bounds the reads behind a page.
+	pageReadTimeout = 10 * time.Second
+)
+
+// dashboard serves the live dashboard: its pages, its static files and the
+// /ws stream of updates.
+type dashboard struct {
+	svc      *recipes.Service
+	source   *dashSource
+	log      *slog.Logger
+	servers  []string
+	ensemble *ensemble
+	rates    *rateSampler
+	hub      *hub
+	version  string // of the static files
+
+	clients  prometheus.Gauge
+	nclients atomic.Int64
+	dropped  prometheus.Counter
+}
+
+func newDashboard(d Deps) *dashboard {
+	dash := &dashboard{
+		svc:      d.Service,
+		source:   newDashSource(d.Service),
+		log:      d.Log,
+		servers:  d.ZooKeeper,
+		ensemble: &ensemble{servers: d.ZooKeeper},
+		rates:    newRateSampler(d.Metrics),
+		version:  static.Version(),
+		clients: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "zkgate_dashboard_clients", Help: "Dashboards connected to /ws.",
+		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "zkgate_dashboard_dropped_total", Help: "Dashboards dropped for falling behind (they reconnect and resync).",
+		}),
+	}
+	if dash.log == nil {
+		dash.log = slog.New(slog.DiscardHandler)
+	}
+	if d.Metrics != nil {
+		for _, c := range []prometheus.Collector{dash.clients, dash.dropped} {
+			if err := d.Metrics.Registry.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+				dash.log.Error("register dashboard metric", "err", err)
+			}
+		}
+	}
+	dash.hub = newHub(dash)
+	return dash
+}
+
+// dashboardRoutes adds the dashboard: GET / (overview), GET /ui/{page},
+// GET /ui/znodes, GET /ui/static/{file} and the WebSocket GET /ws.
+func dashboardRoutes(r chi.Router, d Deps) {
+	dash := newDashboard(d)
+	r.Get("/", dash.page("overview"))
+	r.Get("/ui/{page}", dash.pages())
+	r.Get("/ui/static/{file}", dash.static())
+	r.Get("/ws", dash.ws())
+}
+
+var pageTitles = map[string]string{
+	"overview": "Overview", "locks": "Locks", "semaphores": "Semaphores", "leases": "Leases",
+	"elections": "Elections", "barriers": "Barriers", "queues": "Queues", "znodes": "Znodes",
+}
+
+func (d *dashboard) pages() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := chi.URLParam(r, "page")
+		switch {
+		case name == "znodes":
+			d.znodes(w, r)
+		case name != "overview" && slices.Contains(livePages, name):
+			d.page(name)(w, r)
+		default:
+			handlers.Problem(w, r, recipes.CodeNotFound, "no dashboard page "+strconv.Quote(name))
+		}
+	}
+}
+
+// model builds what the views render from the state and the gateway.
+func (d *dashboard) model(ctx context.Context, st *dashState, clients int) *dashModel {
+	state, epoch, id := d.svc.Session().Status()
+	dash := d.source.dash
+	return buildModel(st, modelInputs{
+		zk: views.ZKStatus{State: state.String(), SessionID: sessionHex(id), Epoch: epoch, Connect: strings.Join(d.servers, ","),
+			Root: dash.Root(), Gateway: dash.GatewayID(), Version: Version},
+		servers:  d.ensemble.cached(),
+		rates:    d.rates.rates(),
+		local:    d.source.leases.List(),
+		watched:  d.svc.WatchedPaths(),
+		clients:  clients,
+		self:     dash.GatewayID(),
+		rootPath: dash.Root(),
+	})
+}
+
+func (d *dashboard) pageOf(name string, m *dashModel, live bool) views.Page {
+	return views.Page{Name: name, Title: pageTitles[name], AssetVersion: d.version, Now: time.Now(), Live: live, Header: m.header}
+}
+
+// page renders a live page whole: the same components the hub pushes.
+func (d *dashboard) page(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), pageReadTimeout)
+		defer cancel()
+		st := newDashState()
+		err := d.source.loadAll(ctx, st, nil)
+		if name == "overview" {
+			d.ensemble.get(ctx)
+		}
+		m := d.model(ctx, st, int(d.nclients.Load()))
+		p := d.pageOf(name, m, true)
+		if err != nil {
+			p.Notice = "Some of ZooKeeper could not be read (" + string(recipes.ErrorCode(err)) + "); the page updates once it can."
+		}
+		q := strings.TrimSpace(r.URL.Query().Get("q"))
+		var c templ.Component
+		switch name {
+		case "overview":
+			c = views.OverviewPage(p, m.overview())
+		case "locks":
+			c = views.LocksPage(p, matching(m.locks, q, func(l views.Lock) string { return l.Name }), q)
+		case "semaphores":
+			c = views.SemaphoresPage(p, matching(m.sems, q, func(s views.Semaphore) string { return s.Name }), q)
+		case "leases":
+			c = views.LeasesPage(p, matching(m.leases, q, func(l views.Lease) string { return l.Holder + " " + l.ID }), q)
+		case "elections":
+			c = views.ElectionsPage(p, matching(m.elections, q, func(e views.Election) string { return e.Name }), q)
+		case "barriers":
+			c = views.BarriersPage(p, matching(m.barriers, q, func(b recipes.BarrierState) string { return b.Name }),
+				matching(m.dbarriers, q, func(b recipes.DoubleBarrierState) string { return b.Name }), q)
+		case "queues":
+			c = views.QueuesPage(p, matching(m.queues, q, func(x recipes.QueueState) string { return x.Name }), q)
+		}
+		writePage(w, r, http.StatusOK, c)
+	}
+}
+
+// matching keeps the items whose text holds q, ignoring case, as the
+// page's filter box does in the browser.
+func matching[T any](items []T, q string, text func(T) string) []T {
+	if q == "" {
+		return items
+	}
+	q = strings.ToLower(q)
+	return slices.DeleteFunc(slices.Clone(items), func(it T) bool { return !strings.Contains(strings.ToLower(text(it)), q) })
+}
+
+// dashboardCSP allows nothing but the gateway's own files and its own
+// WebSocket: no inline script or style, no other origin.
+const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+func writePage(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
+	var buf bytes.Buffer
+	if err := c.Render(r.Context(), &buf); err != nil {
+		handlers.WriteError(w, r, &recipes.Error{Code: recipes.CodeInternal, Detail: "render page", Err: err})
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", dashboardCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (d *dashboard) static() http.HandlerFunc {
+	fsys := static.FS()
+	return func(w http.ResponseWriter, r *http.Request) {
+		file := chi.URLParam(r, "file")
+		if r.URL.Query().Get("v") == d.version {
+			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+		} else {
+			w.Header().Set("Cache-Control", "no-cache")
+		}
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("ETag", `"`+d.version+`"`)
+		http.ServeFileFS(w, r, fsys, path.Clean(file))
+	}
+}
+
+// ws is GET /ws?page=NAME: a snapshot of the page on connect, then its
+// updates as they happen. The stream is push-only; a client that falls
+// behind is dropped and reconnects for a new snapshot.
+func (d *dashboard) ws() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		page := r.URL.Query().Get("page")
+		if !slices.Contains(livePages, page) {
+			handlers.Problem(w, r, recipes.CodeInvalid, "page must be one of "+strings.Join(livePages, ", "))
+			return
+		}
+		// Same host only (the default of Accept): another site's page can
+		// not read the dashboard through a visitor's browser.
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{})
+		if err != nil {
+			return // Accept has answered (403 for a foreign Origin)
+		}
+		defer c.CloseNow()
+		ctx := c.CloseRead(r.Context())
+		sub, err := d.hub.subscribe(ctx, page)
+		if err != nil {
+			_ = c.Close(websocket.StatusTryAgainLater, "the gateway is shutting down")
+			return
+		}
+		defer d.hub.unsubscribe(sub)
+		ping := time.NewTicker(wsPingEvery)
+		defer ping.Stop()
+		for {
+			select {
+			case msg := <-sub.ch:
+				wctx, cancel := context.WithTimeout(sub.ctx, wsWriteTimeout)
+				err := c.Write(wctx, websocket.MessageText, msg)
+				cancel()
+				if err != nil {
+					return
+				}
+			case <-ping.C:
+				pctx, cancel := context.WithTimeout(sub.ctx, wsWriteTimeout)
+				err := c.Ping(pctx)
+				cancel()
+				if err != nil {
+					return
+				}
+			case <-sub.ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// The znode browser reads on demand, with no watch: it is not live.
+const (
+	znodeTextMax  = 256 << 10 // bytes of data shown as text or JSON
+	znodeHexMax   = 16 << 10  // bytes shown as a hex dump
+	znodePageSize = 200       // children per page
+)
+
+func (d *dashboard) znodes(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), pageReadTimeout)
+	defer cancel()
+	dash := d.source.dash
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		p = dash.Root()
+	}
+	z := views.Znode{Root: dash.Root(), PageSize: znodePageSize}
+	z.Path = p
+	node, err := dash.Znode(ctx, p)
+	status := http.StatusOK
+	if err != nil {
+		z.Err = "Cannot show " + p + ": " + errDetail(err)
+		status = problemStatus(err)
+	} else {
+		z.DashboardZnode = node
+		z.View, z.Views, z.Shown, z.Cut = showData(node.Data, r.URL.Query().Get("view"))
+		z.Pages = max((len(node.Children)+znodePageSize-1)/znodePageSize, 1)
+		z.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
+		z.Page = min(max(z.Page, 0), z.Pages-1)
+	}
+	// The header's counts, as on every page.
+	all := newDashState()
+	_ = d.source.loadAll(ctx, all, nil)
+	page := d.pageOf("znodes", d.model(ctx, all, int(d.nclients.Load())), false)
+	writePage(w, r, status, views.ZnodesPage(page, z))
+}
+
+func errDetail(err error) string {
+	var e *recipes.Error
+	if errors.As(err, &e) && e.Code != recipes.CodeInternal {
+		return e.Detail
+	}
+	return "internal error"
+}
+
+func problemStatus(err error) int {
+	switch recipes.ErrorCode(err) {
+	case recipes.CodeInvalid:
+		return http.StatusBadRequest
+	case recipes.CodeNotFound:
+		return http.StatusNotFound
+	case recipes.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// showData picks how to show a znode's data: pretty JSON if it is JSON,
+// text if it is text, else a hex dump; want picks another possible view.
+func showData(b []byte, want string) (view string, possible []string, shown string, cut int) {
+	textual := utf8.Valid(b) && !slices.ContainsFunc([]rune(string(b[:min(len(b), znodeTextMax)])), func(r rune) bool {
+		return r < 0x20 && r != '\n' && r != '\r' && r != '\t' || r == 0x7f
+	})
+	isJSON := len(b) <= znodeTextMax && json.Valid(b)
+	if isJSON {
+		possible = append(possible, "json")
+	}
+	if textual {
+		possible = append(possible, "text")
+	}
+	possible = append(possible, "hex")
+	view = possible[0]
+	if slices.Contains(possible, want) {
+		view = want
+	}
+	switch view {
+	case "json":
+		var out bytes.Buffer
+		if json.Indent(&out, b, "", "  ") == nil {
+			return view, possible, out.String(), 0
+		}
+		return view, possible, string(b), 0
+	case "text":
+		n := min(len(b), znodeTextMax)
+		for n > 0 && n < len(b) && !utf8.RuneStart(b[n]) {
+			n--
+		}
+		return view, possible, string(b[:n]), len(b) - n
+	}
+	n := min(len(b), znodeHexMax)
+	return view, possible, hex.Dump(b[:n]), len(b) - n
+}
+
+// setClients records how many dashboards are connected.
+func (d *dashboard) setClients(n int) {
+	d.nclients.Store(int64(n))
+	d.clients.Set(float64(n))
+}

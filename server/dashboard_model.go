@@ -1,0 +1,493 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zkgate/zkgate/recipes"
+	"github.com/zkgate/zkgate/views"
+)
+
+// The readers the dashboard consumes, each the State of one recipe, all
+// served from the shared watch cache.
+type (
+	lockReader interface {
+		State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.LockState, error)
+	}
+	semaphoreReader interface {
+		State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.SemaphoreState, error)
+	}
+	electionReader interface {
+		State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.ElectionState, error)
+	}
+	doubleBarrierReader interface {
+		State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.DoubleBarrierState, error)
+	}
+	queueReader interface {
+		State(ctx context.Context, name string, head int, index int64, wait time.Duration) (recipes.QueueState, error)
+	}
+	leaseLister interface{ List() []*recipes.Lease }
+)
+
+// queueHead is how many items of each queue the dashboard shows.
+const queueHead = 8
+
+// dashSource reads what the dashboard shows.
+type dashSource struct {
+	dash      recipes.Dashboard
+	locks     lockReader
+	sems      semaphoreReader
+	elections electionReader
+	dbarriers doubleBarrierReader
+	queues    queueReader
+	leases    leaseLister
+}
+
+func newDashSource(svc *recipes.Service) *dashSource {
+	return &dashSource{dash: svc.Dashboard(), locks: svc.Locks, sems: svc.Semaphores, elections: svc.Elections,
+		dbarriers: svc.DoubleBarriers, queues: svc.Queues, leases: svc.Leases}
+}
+
+// The kinds of primitive, each the name of a child of the root.
+const (
+	kindLocks     = "locks"
+	kindSems      = "semaphores"
+	kindElections = "elections"
+	kindBarriers  = "barriers"
+	kindDBarriers = "double-barriers"
+	kindQueues    = "queues"
+	kindLeases    = "leases"
+	kindGateways  = "gateways"
+)
+
+var allKinds = []string{kindLocks, kindSems, kindElections, kindBarriers, kindDBarriers, kindQueues, kindLeases, kindGateways}
+
+// itemPaths are the znodes behind one named primitive of a kind: the paths
+// the hub keeps watched while it shows it. Kinds whose top-level node says
+// all (barriers, leases, gateways) have none.
+func itemPaths(root, kind, name string) []string {
+	base := root + "/" + kind + "/" + name
+	switch kind {
+	case kindLocks, kindElections, kindDBarriers:
+		return []string{base}
+	case kindSems:
+		return []string{base + "/leases", base + "/locks"}
+	case kindQueues:
+		return []string{base + "/entries", base + "/taken"}
+	}
+	return nil
+}
+
+// splitPath tells which kind and which named primitive a watched path
+// belongs to; name is "" for the kind's own node.
+func splitPath(root, p string) (kind, name string, ok bool) {
+	rest, ok := strings.CutPrefix(p, root+"/")
+	if !ok {
+		return "", "", false
+	}
+	kind, rest, _ = strings.Cut(rest, "/")
+	name, _, _ = strings.Cut(rest, "/")
+	return kind, name, slices.Contains(allKinds, kind)
+}
+
+// dashState is what the dashboard knows of ZooKeeper, by kind and name.
+type dashState struct {
+	names     map[string][]string // kind -> names under it, sorted
+	locks     map[string]recipes.LockState
+	sems      map[string]recipes.SemaphoreState
+	elections map[string]recipes.ElectionState
+	dbarriers map[string]recipes.DoubleBarrierState
+	queues    map[string]recipes.QueueState
+	barriers  []recipes.BarrierState
+	leases    []recipes.DashboardLease
+	gateways  []recipes.GatewayInfo
+}
+
+func newDashState() *dashState {
+	return &dashState{names: map[string][]string{}, locks: map[string]recipes.LockState{},
+		sems: map[string]recipes.SemaphoreState{}, elections: map[string]recipes.ElectionState{},
+		dbarriers: map[string]recipes.DoubleBarrierState{}, queues: map[string]recipes.QueueState{}}
+}
+
+// watcher keeps paths watched for the hub; nil for a one-off page load.
+type watcher interface {
+	keep(kind string, names []string)
+}
+
+// loadKind reads the node of a kind and, for kinds with items, the items
+// that are new (all of them when fresh); items that are gone are dropped.
+func (s *dashSource) loadKind(ctx context.Context, st *dashState, kind string, w watcher, fresh bool) error {
+	root := s.dash.Root()
+	snap, err := s.dash.Read(ctx, root+"/"+kind)
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case kindBarriers:
+		st.barriers = make([]recipes.BarrierState, 0, len(snap.Children))
+		for _, n := range snap.Children {
+			since := time.UnixMilli(n.Stat.Ctime).UTC()
+			st.barriers = append(st.barriers, recipes.BarrierState{Name: n.Name, Raised: true, Since: &since})
+		}
+		return nil
+	case kindLeases:
+		st.leases = recipes.LeaseRecords(snap)
+		return nil
+	case kindGateways:
+		st.gateways = recipes.GatewayRecords(snap)
+		return nil
+	}
+	names := make([]string, 0, len(snap.Children))
+	for _, n := range snap.Children {
+		names = append(names, n.Name)
+	}
+	old := map[string]bool{}
+	for _, n := range st.names[kind] {
+		old[n] = true
+	}
+	st.names[kind] = names
+	if w != nil {
+		w.keep(kind, names)
+	}
+	var load []string
+	for _, n := range names {
+		if fresh || !old[n] {
+			load = append(load, n)
+		}
+		delete(old, n)
+	}
+	for n := range old {
+		st.drop(kind, n)
+	}
+	s.loadItems(ctx, st, kind, load)
+	return nil
+}
+
+// loadItems reads named items of a kind, a few at a time: each read is a
+// cache hit, or the first load of a new watch.
+func (s *dashSource) loadItems(ctx context.Context, st *dashState, kind string, names []string) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, name := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			item, ok := s.loadItem(ctx, kind, name)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				st.set(kind, name, item)
+			} else {
+				st.drop(kind, name)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// loadItem reads one named item; ok is false when it has nobody in it (a
+// container about to be removed) or cannot be read (a name zkgate does
+// not accept, made by another client).
+func (s *dashSource) loadItem(ctx context.Context, kind, name string) (any, bool) {
+	switch kind {
+	case kindLocks:
+		l, err := s.locks.State(ctx, name, 0, 0)
+		return l, err == nil && len(l.Holders)+len(l.Waiters) > 0
+	case kindSems:
+		m, err := s.sems.State(ctx, name, 0, 0)
+		return m, err == nil && len(m.Holders)+len(m.Waiters) > 0
+	case kindElections:
+		e, err := s.elections.State(ctx, name, 0, 0)
+		return e, err == nil && len(e.Candidates) > 0
+	case kindDBarriers:
+		d, err := s.dbarriers.State(ctx, name, 0, 0)
+		return d, err == nil && (len(d.Members) > 0 || d.Ready)
+	case kindQueues:
+		q, err := s.queues.State(ctx, name, queueHead, 0, 0)
+		return q, err == nil && q.Length > 0
+	}
+	return nil, false
+}
+
+func (st *dashState) set(kind, name string, item any) {
+	switch kind {
+	case kindLocks:
+		st.locks[name] = item.(recipes.LockState)
+	case kindSems:
+		st.sems[name] = item.(recipes.SemaphoreState)
+	case kindElections:
+		st.elections[name] = item.(recipes.ElectionState)
+	case kindDBarriers:
+		st.dbarriers[name] = item.(recipes.DoubleBarrierState)
+	case kindQueues:
+		st.queues[name] = item.(recipes.QueueState)
+	}
+}
+
+func (st *dashState) drop(kind, name string) {
+	switch kind {
+	case kindLocks:
+		delete(st.locks, name)
+	case kindSems:
+		delete(st.sems, name)
+	case kindElections:
+		delete(st.elections, name)
+	case kindDBarriers:
+		delete(st.dbarriers, name)
+	case kindQueues:
+		delete(st.queues, name)
+	}
+}
+
+// loadAll reads everything, each kind on its own.
+func (s *dashSource) loadAll(ctx context.Context, st *dashState, w watcher) error {
+	var wg sync.WaitGroup
+	parts := make([]*dashState, len(allKinds))
+	errs := make([]error, len(allKinds))
+	for i, kind := range allKinds {
+		parts[i] = newDashState()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.loadKind(ctx, parts[i], kind, w, true)
+		}()
+	}
+	wg.Wait()
+	var first error
+	for i, kind := range allKinds {
+		if errs[i] != nil {
+			first = cmp.Or(first, errs[i])
+			continue // keep what this kind showed before
+		}
+		st.merge(kind, parts[i])
+	}
+	return first
+}
+
+// merge takes kind's part of other, loaded on its own.
+func (st *dashState) merge(kind string, other *dashState) {
+	st.names[kind] = other.names[kind]
+	switch kind {
+	case kindLocks:
+		st.locks = other.locks
+	case kindSems:
+		st.sems = other.sems
+	case kindElections:
+		st.elections = other.elections
+	case kindDBarriers:
+		st.dbarriers = other.dbarriers
+	case kindQueues:
+		st.queues = other.queues
+	case kindBarriers:
+		st.barriers = other.barriers
+	case kindLeases:
+		st.leases = other.leases
+	case kindGateways:
+		st.gateways = other.gateways
+	}
+}
+
+// dashModel is what the views are rendered from: the state sorted and
+// joined with what only this gateway knows (its leases' expiry and grant
+// times), plus the header, the ensemble and the rates.
+type dashModel struct {
+	header    views.Header
+	servers   []views.Server
+	rates     views.Rates
+	locks     []views.Lock
+	sems      []views.Semaphore
+	elections []views.Election
+	barriers  []recipes.BarrierState
+	dbarriers []recipes.DoubleBarrierState
+	queues    []recipes.QueueState
+	leases    []views.Lease
+	gateways  []views.Gateway
+}
+
+// modelInputs are the parts of the model that do not come from the cache.
+type modelInputs struct {
+	zk       views.ZKStatus
+	servers  []views.Server
+	rates    views.Rates
+	local    []*recipes.Lease
+	watched  int64
+	clients  int
+	self     string
+	rootPath string
+}
+
+func buildModel(st *dashState, in modelInputs) *dashModel {
+	m := &dashModel{servers: in.servers, rates: in.rates, barriers: st.barriers}
+	root := in.rootPath
+
+	// What this gateway's leases hold, with their grant times.
+	local := map[string]recipes.LeaseInfo{}
+	granted := map[string]time.Time{} // full node path -> grant time
+	for _, l := range in.local {
+		info := l.Info()
+		local[info.ID] = info
+		for _, h := range info.Holds {
+			if h.State == "held" && h.Node != "" {
+				granted[h.Node] = h.Since
+			}
+		}
+	}
+	grantsUnder := func(parent string, hs ...[]recipes.Holder) map[string]time.Time {
+		out := map[string]time.Time{}
+		for _, list := range hs {
+			for _, h := range list {
+				if t, ok := granted[parent+"/"+h.Node]; ok {
+					out[h.Node] = t
+				}
+			}
+		}
+		return out
+	}
+
+	// Holds of every lease, as ZooKeeper shows them: for leases of other
+	// gateways this is all there is.
+	holds := map[string][]recipes.HoldInfo{}
+	c := &m.header.Counts
+	for _, name := range sortedKeys(st.locks) {
+		l := st.locks[name]
+		m.locks = append(m.locks, views.Lock{LockState: l, GrantedAt: grantsUnder(root+"/locks/"+name, l.Holders)})
+		c.LockHolders += len(l.Holders)
+		c.LockWaiters += len(l.Waiters)
+		addHolds(holds, "lock", name, l.Holders, "held")
+		addHolds(holds, "lock", name, l.Waiters, "waiting")
+	}
+	for _, name := range sortedKeys(st.sems) {
+		s := st.sems[name]
+		m.sems = append(m.sems, views.Semaphore{SemaphoreState: s, GrantedAt: grantsUnder(root+"/semaphores/"+name+"/leases", s.Holders)})
+		c.SemHolders += len(s.Holders)
+		c.SemWaiters += len(s.Waiters)
+		addHolds(holds, "semaphore", name, s.Holders, "held")
+		addHolds(holds, "semaphore", name, s.Waiters, "waiting")
+	}
+	for _, name := range sortedKeys(st.elections) {
+		e := st.elections[name]
+		m.elections = append(m.elections, views.Election{ElectionState: e, GrantedAt: grantsUnder(root+"/elections/"+name, e.Candidates)})
+		if e.Leader == nil {
+			c.Leaderless++
+		}
+		for i, h := range e.Candidates {
+			state := "waiting"
+			if i == 0 {
+				state = "held"
+			}
+			addHolds(holds, "election", name, []recipes.Holder{h}, state)
+		}
+	}
+	for _, name := range sortedKeys(st.dbarriers) {
+		d := st.dbarriers[name]
+		m.dbarriers = append(m.dbarriers, d)
+		for _, mem := range d.Members {
+			if mem.Lease != "" {
+				holds[mem.Lease] = append(holds[mem.Lease], recipes.HoldInfo{Kind: "double-barrier", Name: name, Mode: mem.Member, State: "held", Since: mem.Since})
+			}
+		}
+	}
+	for _, name := range sortedKeys(st.queues) {
+		q := st.queues[name]
+		m.queues = append(m.queues, q)
+		c.QueueItems += q.Length
+		c.QueueClaimed += q.Claimed
+	}
+
+	// Leases: every record in ZooKeeper, and this gateway's own even if
+	// its record is not in the cache yet.
+	seen := map[string]bool{}
+	for _, r := range st.leases {
+		seen[r.ID] = true
+		l := views.Lease{ID: r.ID, Holder: r.Holder, Gateway: r.Gateway, TTL: r.TTL, CreatedAt: r.CreatedAt, Holds: holds[r.ID]}
+		if info, ok := local[r.ID]; ok {
+			l.Local, l.ExpiresAt, l.Holds, l.CreatedAt = true, info.ExpiresAt, info.Holds, info.CreatedAt
+		}
+		m.leases = append(m.leases, l)
+	}
+	for id, info := range local {
+		if !seen[id] {
+			m.leases = append(m.leases, views.Lease{ID: id, Holder: info.Holder, Gateway: in.self, TTL: time.Duration(info.TTL).String(),
+				Local: true, CreatedAt: info.CreatedAt, ExpiresAt: info.ExpiresAt, Holds: info.Holds})
+		}
+	}
+	slices.SortFunc(m.leases, func(a, b views.Lease) int { return cmp.Compare(views.LeaseKey(a), views.LeaseKey(b)) })
+	for i := range m.leases {
+		slices.SortFunc(m.leases[i].Holds, func(a, b recipes.HoldInfo) int {
+			return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Mode, b.Mode))
+		})
+	}
+
+	for _, g := range st.gateways {
+		m.gateways = append(m.gateways, views.Gateway{GatewayInfo: g, Self: g.ID == in.self})
+	}
+
+	c.Locks, c.Semaphores, c.Elections = len(m.locks), len(m.sems), len(m.elections)
+	c.Barriers, c.DoubleBarriers, c.Queues = len(m.barriers), len(m.dbarriers), len(m.queues)
+	c.Leases, c.LocalLeases, c.Gateways = len(m.leases), len(local), len(m.gateways)
+	c.WatchedPaths, c.DashboardClients = in.watched, in.clients
+	m.header.ZK = in.zk
+	return m
+}
+
+func addHolds(holds map[string][]recipes.HoldInfo, kind, name string, hs []recipes.Holder, state string) {
+	for _, h := range hs {
+		if h.Lease == "" {
+			continue
+		}
+		holds[h.Lease] = append(holds[h.Lease], recipes.HoldInfo{Kind: kind, Name: name, Mode: h.Mode, Token: h.Token,
+			State: state, Node: h.Node, Since: h.Since})
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// overview picks what the overview shows: the busiest locks and
+// semaphores, and the leases that hold the most.
+func (m *dashModel) overview() views.Overview {
+	o := views.Overview{ZK: m.header.ZK, Servers: m.servers, Gateways: m.gateways, Counts: m.header.Counts, Rates: m.rates}
+	o.BusyLocks = slices.Clone(m.locks)
+	slices.SortStableFunc(o.BusyLocks, func(a, b views.Lock) int {
+		return cmp.Or(-cmp.Compare(len(a.Waiters), len(b.Waiters)), -cmp.Compare(len(a.Holders), len(b.Holders)))
+	})
+	o.BusyLocks = o.BusyLocks[:min(len(o.BusyLocks), 6)]
+	o.Semaphores = slices.Clone(m.sems)
+	slices.SortStableFunc(o.Semaphores, func(a, b views.Semaphore) int {
+		return -cmp.Compare(len(a.Holders)+len(a.Waiters), len(b.Holders)+len(b.Waiters))
+	})
+	o.Semaphores = o.Semaphores[:min(len(o.Semaphores), 4)]
+	o.Leases = slices.Clone(m.leases)
+	slices.SortStableFunc(o.Leases, func(a, b views.Lease) int { return -cmp.Compare(len(a.Holds), len(b.Holds)) })
+	o.Leases = o.Leases[:min(len(o.Leases), 8)]
+	return o
+}
+
+// grantsFP fingerprints the grant times this gateway knows: when they
+// change, holders show another time.
+func (m *dashModel) grantsFP() string {
+	var b strings.Builder
+	for _, l := range m.locks {
+		b.WriteString(grantsFP(l.GrantedAt))
+	}
+	for _, s := range m.sems {
+		b.WriteString(grantsFP(s.GrantedAt))
+	}
+	for _, e := range m.elections {
+		b.WriteString(grantsFP(e.GrantedAt))
+	}
+	return b.String()
+}

@@ -1,0 +1,227 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/zkgate/zkgate/views"
+	"github.com/zkgate/zkgate/zkserver"
+)
+
+// rateWindow is how many one-second samples the request rate keeps.
+const rateWindow = 60
+
+// rateSampler turns the gateway's own counters into rates: the hub samples
+// it once a second while a dashboard is open.
+type rateSampler struct {
+	m *Metrics
+
+	mu       sync.Mutex
+	last     time.Time
+	api      float64            // API requests counted at last
+	grants   map[string]float64 // grants by kind counted at last
+	history  []float64          // API requests per second
+	perKind  map[string]float64 // grants per second by kind, last sample
+	totalAll map[string]float64
+}
+
+func newRateSampler(m *Metrics) *rateSampler { return &rateSampler{m: m} }
+
+// sample reads the counters and records the rate since the last sample.
+func (r *rateSampler) sample(now time.Time) {
+	if r.m == nil {
+		return
+	}
+	api := 0.0
+	for _, s := range counterValues(r.m.requests) {
+		if strings.HasPrefix(s.labels["route"], "/v1/") {
+			api += s.value
+		}
+	}
+	grants := map[string]float64{}
+	for _, s := range counterValues(r.m.grants) {
+		grants[s.labels["kind"]] += s.value
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.last.IsZero() {
+		secs := now.Sub(r.last).Seconds()
+		if secs <= 0 {
+			return
+		}
+		r.history = append(r.history, (api-r.api)/secs)
+		if len(r.history) > rateWindow {
+			r.history = r.history[len(r.history)-rateWindow:]
+		}
+		r.perKind = map[string]float64{}
+		for k, v := range grants {
+			r.perKind[k] = (v - r.grants[k]) / secs
+		}
+	}
+	r.last, r.api, r.grants, r.totalAll = now, api, grants, grants
+}
+
+// reset forgets the history, when the hub stops sampling.
+func (r *rateSampler) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last, r.history, r.perKind = time.Time{}, nil, nil
+}
+
+// rates are the current rates: the API rate is averaged over 5 seconds.
+func (r *rateSampler) rates() views.Rates {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := views.Rates{History: slices.Clone(r.history)}
+	recent := r.history[max(len(r.history)-5, 0):]
+	for _, v := range recent {
+		out.API += v / float64(len(recent))
+	}
+	for _, k := range sortedKeys(r.totalAll) {
+		out.ByKind = append(out.ByKind, views.Rate{Name: k, PerSec: r.perKind[k], Total: r.totalAll[k]})
+		out.Grants += r.perKind[k]
+	}
+	return out
+}
+
+// series is one series of a counter vector.
+type series struct {
+	labels map[string]string
+	value  float64
+}
+
+// counterValues reads every series of a counter vector.
+func counterValues(c prometheus.Collector) []series {
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		c.Collect(ch)
+		close(ch)
+	}()
+	var out []series
+	for m := range ch {
+		var pb dto.Metric
+		if m.Write(&pb) != nil || pb.Counter == nil {
+			continue
+		}
+		s := series{labels: map[string]string{}, value: pb.Counter.GetValue()}
+		for _, l := range pb.Label {
+			s.labels[l.GetName()] = l.GetValue()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// ensemble asks each server of the connect string for its mode with the
+// `srvr` four-letter word, at most every few seconds.
+type ensemble struct {
+	servers []string
+
+	mu   sync.Mutex
+	at   time.Time
+	last []views.Server
+}
+
+const ensembleEvery = 5 * time.Second
+
+// cached returns the servers' state as last asked.
+func (e *ensemble) cached() []views.Server {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last == nil {
+		out := make([]views.Server, len(e.servers))
+		for i, s := range e.servers {
+			out[i] = views.Server{Addr: s}
+		}
+		return out
+	}
+	return e.last
+}
+
+// get returns the servers' state, asking them again (asked) if it is old.
+func (e *ensemble) get(ctx context.Context) (servers []views.Server, asked bool) {
+	e.mu.Lock()
+	if time.Since(e.at) < ensembleEvery && e.last != nil {
+		defer e.mu.Unlock()
+		return e.last, false
+	}
+	e.mu.Unlock()
+	out := make([]views.Server, len(e.servers))
+	var wg sync.WaitGroup
+	for i, addr := range e.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			reply, err := zkserver.FourLetterWord(qctx, addr, "srvr")
+			out[i] = parseSrvr(addr, reply, err)
+		}()
+	}
+	wg.Wait()
+	e.mu.Lock()
+	e.at, e.last = time.Now(), out
+	e.mu.Unlock()
+	return out, true
+}
+
+// parseSrvr reads the reply of `srvr`.
+func parseSrvr(addr, reply string, err error) views.Server {
+	s := views.Server{Addr: addr}
+	if err != nil {
+		s.Err = "no answer"
+		return s
+	}
+	sc := bufio.NewScanner(strings.NewReader(reply))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch k {
+		case "Zookeeper version":
+			s.Version, _, _ = strings.Cut(v, "-")
+		case "Latency min/avg/max":
+			s.Latency = roundLatency(v)
+		case "Connections":
+			s.Connections = v
+		case "Outstanding":
+			s.Outstanding = v
+		case "Zxid":
+			s.Zxid = v
+		case "Mode":
+			s.Mode = v
+		case "Node count":
+			s.NodeCount = v
+		}
+	}
+	if s.Mode == "" {
+		s.Err = "not serving"
+		if strings.Contains(reply, "whitelist") {
+			s.Err = "srvr is not whitelisted"
+		}
+	}
+	return s
+}
+
+// roundLatency shortens "0/1.7826/10" to "0/1.8/10".
+func roundLatency(v string) string {
+	parts := strings.Split(v, "/")
+	for i, p := range parts {
+		if f, err := strconv.ParseFloat(p, 64); err == nil {
+			parts[i] = strconv.FormatFloat(f, 'f', -1, 64)
+			if f != float64(int64(f)) {
+				parts[i] = strconv.FormatFloat(f, 'f', 1, 64)
+			}
+		}
+	}
+	return strings.Join(parts, "/")
+}

@@ -1,0 +1,179 @@
+// zkgate dashboard: keeps the page live over /ws. Plain JavaScript, no build
+// step, no dependencies. The server pushes HTML fragments rendered by the
+// same templ components as the page (already escaped); this script only
+// swaps them in by id, counts times in the browser and filters long lists.
+(function () {
+  'use strict';
+
+  var body = document.body;
+  var page = body.dataset.page;
+  var skew = body.dataset.now ? Number(body.dataset.now) - Date.now() : 0; // server clock minus ours
+  var userOpen = Object.create(null); // details id -> open, as the user left it
+  var AUTO_OPEN = 12; // lists this short show their trees open
+
+  function now() { return Date.now() + skew; }
+
+  function pad(n) { return n < 10 ? '0' + n : String(n); }
+
+  function duration(ms) {
+    var s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) return s + 's';
+    var m = Math.floor(s / 60);
+    if (m < 60) return m + 'm ' + pad(s % 60) + 's';
+    var h = Math.floor(m / 60);
+    if (h < 48) return h + 'h ' + pad(m % 60) + 'm';
+    return Math.floor(h / 24) + 'd ' + (h % 24) + 'h';
+  }
+
+  // tick rewrites every relative time; the server sends absolute ones.
+  function tick() {
+    var t = now();
+    document.querySelectorAll('[data-since]').forEach(function (el) {
+      el.textContent = (el.dataset.prefix || '') + duration(t - Number(el.dataset.since));
+    });
+    document.querySelectorAll('[data-until]').forEach(function (el) {
+      var left = Number(el.dataset.until) - t;
+      el.textContent = left > 0 ? (el.dataset.prefix || 'in ') + duration(left) : 'expired';
+      el.classList.toggle('soon', left < 5000);
+    });
+  }
+
+  // openState opens the trees of short lists, and keeps what the user chose.
+  function openState(root) {
+    var all = root.matches && root.matches('details[id]') ? [root] : [];
+    all = all.concat(Array.prototype.slice.call(root.querySelectorAll('details[id]')));
+    all.forEach(function (d) {
+      if (d.id in userOpen) {
+        d.open = userOpen[d.id];
+      } else if (d.parentElement && d.parentElement.children.length <= AUTO_OPEN) {
+        d.open = true;
+      }
+    });
+  }
+
+  document.addEventListener('click', function (e) {
+    var s = e.target.closest && e.target.closest('summary');
+    var d = s && s.parentElement;
+    if (d && d.tagName === 'DETAILS' && d.id) userOpen[d.id] = !d.open; // the click toggles it next
+  });
+
+  function parse(html) {
+    var t = document.createElement('template');
+    t.innerHTML = html;
+    return t.content.firstElementChild;
+  }
+
+  // apply swaps fragments in: replace by id, upsert into a sorted list, remove.
+  function apply(frags) {
+    frags.forEach(function (f) {
+      var old = document.getElementById(f.id);
+      if (f.op === 'remove') {
+        if (old) old.remove();
+        return;
+      }
+      var node = parse(f.html || '');
+      if (!node) return;
+      if (old) {
+        old.replaceWith(node);
+      } else if (f.op === 'upsert') {
+        var list = document.getElementById(f.parent);
+        if (!list) return;
+        var before = null;
+        for (var c = list.firstElementChild; c; c = c.nextElementSibling) {
+          if ((c.dataset.key || '') > f.key) { before = c; break; }
+        }
+        list.insertBefore(node, before);
+      } else {
+        return;
+      }
+      openState(node);
+    });
+  }
+
+  function filter() {
+    document.querySelectorAll('form[data-filter]').forEach(function (form) {
+      var input = form.querySelector('input');
+      var q = input.value.trim().toLowerCase();
+      var shown = 0, total = 0;
+      form.dataset.filter.split(' ').forEach(function (id) {
+        var list = document.getElementById(id);
+        if (!list) return;
+        for (var c = list.firstElementChild; c; c = c.nextElementSibling) {
+          var hit = !q || (c.dataset.text || c.dataset.key || '').toLowerCase().indexOf(q) >= 0;
+          c.hidden = !hit;
+          total++;
+          if (hit) shown++;
+        }
+      });
+      var out = form.querySelector('output');
+      if (out) out.textContent = q ? shown + ' of ' + total + ' shown' : '';
+    });
+  }
+
+  document.querySelectorAll('form[data-filter]').forEach(function (form) {
+    form.addEventListener('submit', function (e) { e.preventDefault(); });
+    form.querySelector('input').addEventListener('input', function (e) {
+      filter();
+      var u = new URL(location.href);
+      if (e.target.value) u.searchParams.set('q', e.target.value); else u.searchParams.delete('q');
+      history.replaceState(null, '', u);
+    });
+  });
+
+  // The live stream: a snapshot on connect, then updates; reconnect with
+  // backoff, and resync from a new snapshot, whenever it drops.
+  var live = document.getElementById('live');
+  var delay = 500;
+  var timer = null;
+  var ws = null;
+
+  function status(state, text) {
+    body.dataset.ws = state;
+    if (!live) return;
+    live.dataset.state = state;
+    live.textContent = text;
+  }
+
+  function connect() {
+    timer = null;
+    var proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    status('connecting', 'connecting…');
+    ws = new WebSocket(proto + '//' + location.host + '/ws?page=' + encodeURIComponent(page));
+    ws.onmessage = function (ev) {
+      var m;
+      try { m = JSON.parse(ev.data); } catch (err) { return; }
+      if (m.now) skew = m.now - Date.now();
+      apply(m.frags || []);
+      filter();
+      tick();
+      if (m.snapshot) {
+        delay = 500;
+        status('live', 'live');
+      }
+    };
+    ws.onclose = function () {
+      ws = null;
+      retry();
+    };
+  }
+
+  function retry() {
+    var wait = delay * (0.75 + Math.random() * 0.5);
+    delay = Math.min(delay * 2, 15000);
+    status('retrying', 'offline, retrying in ' + Math.ceil(wait / 1000) + 's');
+    timer = setTimeout(connect, wait);
+  }
+
+  document.addEventListener('visibilitychange', function () {
+    if (document.visibilityState === 'visible' && timer !== null) {
+      clearTimeout(timer);
+      connect();
+    }
+  });
+
+  openState(document);
+  filter();
+  tick();
+  setInterval(tick, 1000);
+  if (body.hasAttribute('data-live') && 'WebSocket' in window) connect();
+})();
