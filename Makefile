@@ -3,17 +3,23 @@ GO ?= go
 TEST_FLAGS ?= -count=1 -timeout 20m
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run test build generate lint bench deps
+.PHONY: run test check-generated build generate lint bench deps
 
 ## run: the gateway on an embedded ZooKeeper (installs ZooKeeper and Java if missing)
 run: deps
 	$(GO) run ./cmd/zkgate serve --listen $(LISTEN)
 
 ## test: the whole suite, on real ZooKeeper servers
-test:
+test: check-generated
 	@scripts/deps.sh test
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
+
+## check-generated: the committed templ output is what templ makes of the sources
+check-generated:
+	$(GO) tool templ generate >/dev/null 2>&1
+	@if [ -n "$$(git status --porcelain -- views)" ]; then \
+		echo "views/*_templ.go are stale: run 'make generate' and commit them"; git status --porcelain -- views; exit 1; fi
 
 ## build: bin/zkgate
 build:
