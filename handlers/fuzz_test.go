@@ -273,3 +273,52 @@ func FuzzItemID(f *testing.F) {
 		}
 	})
 }
+
+func FuzzPriority(f *testing.F) {
+	for _, s := range []string{"", "0", "100", "999", "1000", "-1", "+5", "05", "1e2", "0x10", " 5", "5 ", "9223372036854775808", "٣"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := parsePriority(s)
+		if err != nil {
+			mustBeInvalid(t, "parsePriority", err)
+			return
+		}
+		if p < recipes.MinPriority || p > recipes.MaxPriority {
+			t.Fatalf("%q gave priority %d", s, p)
+		}
+		if s != "" && strconv.Itoa(p) != strings.TrimLeft(s, "0") && !(p == 0 && strings.Trim(s, "0") == "") {
+			t.Fatalf("%q gave priority %d", s, p)
+		}
+	})
+}
+
+// FuzzEnterBody: member names and counts of a double barrier's enter body.
+func FuzzEnterBody(f *testing.F) {
+	for _, s := range []string{
+		`{"lease":"0b5c6f7e-1a2b-4c3d-8e9f-001122334455","member":"host-a","count":3}`,
+		`{"ttl":"15s","member":"ready","count":1}`, `{"member":"a/b","count":2}`, `{"member":"","count":0}`,
+		`{"member":"x","count":"3"}`, `{"member":1,"count":3}`, `{"member":"x","count":3.5}`, `{"member":"..","count":1e9}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var b enterBody
+		if err := decodeBody(body, &b); err != nil {
+			mustBeInvalid(t, "decodeBody", err)
+			return
+		}
+		if b.Member != "" {
+			if err := recipes.ValidName(b.Member); err == nil {
+				for i := 0; i < len(b.Member); i++ {
+					c := b.Member[i]
+					if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+						t.Fatalf("member %q accepted", b.Member)
+					}
+				}
+			} else {
+				mustBeInvalid(t, "ValidName", err)
+			}
+		}
+	})
+}

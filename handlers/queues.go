@@ -52,14 +52,10 @@ func (a *API) Produce() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
-		priority := recipes.DefaultPriority
-		if s := r.URL.Query().Get("priority"); s != "" {
-			p, err := strconv.Atoi(s)
-			if err != nil || p < recipes.MinPriority || p > recipes.MaxPriority {
-				WriteError(w, r, invalid("priority must be a whole number from %d to %d", recipes.MinPriority, recipes.MaxPriority))
-				return
-			}
-			priority = p
+		priority, err := parsePriority(r.URL.Query().Get("priority"))
+		if err != nil {
+			WriteError(w, r, err)
+			return
 		}
 		data, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -79,6 +75,18 @@ func (a *API) Produce() http.Handler {
 		w.Header().Set("Location", "/v1/queues/"+name+"/items/"+item.ID)
 		writeJSON(w, http.StatusCreated, item)
 	})
+}
+
+// parsePriority reads ?priority= (default 100): a whole number from 0 to 999.
+func parsePriority(s string) (int, error) {
+	if s == "" {
+		return recipes.DefaultPriority, nil
+	}
+	p, err := strconv.Atoi(s)
+	if err != nil || p < recipes.MinPriority || p > recipes.MaxPriority || s[0] == '+' || s[0] == '-' {
+		return 0, invalid("priority must be a whole number from %d to %d", recipes.MinPriority, recipes.MaxPriority)
+	}
+	return p, nil
 }
 
 // writeItem answers with the raw bytes of an item.
