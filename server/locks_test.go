@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/zkserver"
 )
 
 func newLease(t testing.TB, url, ttl, holder string) string {
@@ -356,4 +358,76 @@ func TestBlockingRead(t *testing.T) {
 	// An index that is not the current one answers at once.
 	mustStatus(t, gwtest.Do(t, "GET", g.URL+"/v1/locks/br?index=1&wait=30s", nil), 200, "stale index")
 	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
+}
+
+// TestBlockingReadsShareOneWatch: hundreds of clients blocked on one lock's
+// state cost the gateway one cache entry and ZooKeeper one watch, and all of
+// them are answered by one change.
+func TestBlockingReadsShareOneWatch(t *testing.T) {
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	r := gwtest.Do(t, "GET", g.URL+"/v1/locks/watched", nil)
+	index := r.Header.Get("X-Zkgate-Index")
+	const readers = 300
+	answers := make(chan gwtest.Response, readers)
+	for i := 0; i < readers; i++ {
+		go func() {
+			resp, err := gwtest.DoCtx(context.Background(), "GET", g.URL+"/v1/locks/watched?index="+index+"&wait=60s", nil)
+			if err != nil {
+				t.Error(err)
+			}
+			answers <- resp
+		}()
+	}
+	gwtest.Eventually(t, 30*time.Second, func() error {
+		m := string(gwtest.Do(t, "GET", g.URL+"/metrics", nil).Body)
+		if !strings.Contains(m, `zkgate_http_requests_total{code="200",method="GET",route="/metrics"}`) {
+			return fmt.Errorf("no metrics yet")
+		}
+		if !strings.Contains(m, "zkgate_watched_paths 1\n") {
+			return fmt.Errorf("watched paths: %s", grepLine(m, "zkgate_watched_paths "))
+		}
+		return nil
+	})
+	wchs, err := zkserver.FourLetterWord(context.Background(), gwtest.ZK(t).Addr(), "wchs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The gateway's own session holds this one watch (plus the parent
+	// data watch the cache arms beside it); earlier tests' sessions are closed.
+	if n := totalWatches(t, wchs); n > 4 {
+		t.Fatalf("%d ZooKeeper watches for %d blocked readers:\n%s", n, readers, wchs)
+	}
+	lease := newLease(t, g.URL, "30s", "w")
+	mustStatus(t, acquire(t, g.URL, "watched", lease, "0s"), 200, "acquire")
+	for i := 0; i < readers; i++ {
+		a := <-answers
+		mustStatus(t, a, 200, "blocked reader")
+		if a.Header.Get("X-Zkgate-Index") == index {
+			t.Fatalf("a reader was answered without a change")
+		}
+	}
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
+}
+
+func grepLine(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// totalWatches reads "Total watches:N" from the wchs four-letter word.
+func totalWatches(t *testing.T, wchs string) int {
+	t.Helper()
+	_, rest, ok := strings.Cut(wchs, "Total watches:")
+	if !ok {
+		t.Fatalf("wchs: %q", wchs)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+	if err != nil {
+		t.Fatalf("wchs: %q", wchs)
+	}
+	return n
 }
