@@ -1,16 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,4 +197,68 @@ func TestEnvironmentTwins(t *testing.T) {
 		cfg.MaxWait != time.Minute || cfg.MaxTTL != 2*time.Hour || cfg.MaxItemBytes != 1024 || cfg.LogFormat != "json" {
 		t.Fatalf("config %+v", cfg)
 	}
+}
+
+// TestBinarySignalsAndExitCodes: the built binary exits 2 on a bad command
+// line, and on SIGTERM shuts down with 0 leaving no ZooKeeper behind.
+func TestBinarySignalsAndExitCodes(t *testing.T) {
+	bin := gwtest.Binary(t)
+	bad := exec.Command(bin, "serve", "--zk", "nope")
+	out, err := bad.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+		t.Fatalf("bad flag: err %v, output %q; want exit 2 and one line", err, out)
+	}
+
+	dataDir := t.TempDir()
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	listening := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on http://"); ok {
+				addr, _, _ := strings.Cut(rest, " ")
+				listening <- addr
+			}
+		}
+	}()
+	var url string
+	select {
+	case addr := <-listening:
+		url = "http://" + addr
+	case <-time.After(60 * time.Second):
+		t.Fatal("the binary did not serve within 60s")
+	}
+	gwtest.WaitReady(t, url, 30*time.Second)
+	if len(javaProcessesUsing(dataDir)) == 0 {
+		t.Fatal("no embedded ZooKeeper found")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30s of SIGTERM")
+	}
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if pids := javaProcessesUsing(dataDir); len(pids) > 0 {
+			return fmt.Errorf("left running: %v", pids)
+		}
+		return nil
+	})
 }
