@@ -91,7 +91,7 @@ func (c *watchCache) read(ctx context.Context, p string, opts entryOpts, index i
 	if index <= 0 {
 		// A plain read is answered fresh from ZooKeeper, so that a client
 		// reads its own writes; only blocking reads wait on the cache.
-		return c.direct(p, opts)
+		return c.direct(ctx, p, opts)
 	}
 	e, err := c.acquire(p, opts)
 	if err != nil {
@@ -351,7 +351,7 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, 
 			known[n.Name] = n
 		}
 	}
-	if err := fetchChildren(conn, snap, children, opts, known); err != nil {
+	if err := fetchChildren(context.Background(), conn, snap, children, opts, known); err != nil {
 		return nil, watchSet{}, err
 	}
 	return snap, watchSet{a: childCh, b: dataCh}, nil
@@ -359,7 +359,7 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, 
 
 // fetchChildren reads the named children of snap (data, or only stats),
 // reusing known ones, and folds their zxids into the index.
-func fetchChildren(conn *zk.Conn, snap *Snapshot, children []string, opts entryOpts, known map[string]Node) error {
+func fetchChildren(ctx context.Context, conn *zk.Conn, snap *Snapshot, children []string, opts entryOpts, known map[string]Node) error {
 	p := snap.Path
 	snap.Children = make([]Node, len(children))
 	var wg sync.WaitGroup
@@ -367,13 +367,18 @@ func fetchChildren(conn *zk.Conn, snap *Snapshot, children []string, opts entryO
 	var errMu sync.Mutex
 	var firstErr error
 	for i, name := range children {
-		if n, ok := known[name]; ok {
+		// Only a sequential name is never reused, so only its node is
+		// surely the one seen before (a double barrier's member is not).
+		if n, ok := known[name]; ok && sequential(name) {
 			snap.Children[i] = n
 			continue
 		}
 		if opts.namesOnly {
 			snap.Children[i] = Node{Name: name}
 			continue
+		}
+		if ctx.Err() != nil {
+			break
 		}
 		wg.Add(1)
 		sem <- struct{}{}
@@ -398,6 +403,9 @@ func fetchChildren(conn *zk.Conn, snap *Snapshot, children []string, opts entryO
 	if firstErr != nil {
 		return firstErr
 	}
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
 	// Children deleted between the list and their read are left out; the
 	// children watch has fired for them and the next load is on its way.
 	kept := snap.Children[:0]
@@ -412,8 +420,25 @@ func fetchChildren(conn *zk.Conn, snap *Snapshot, children []string, opts entryO
 	return nil
 }
 
-// direct reads p and its children now, with no watch.
-func (c *watchCache) direct(p string, opts entryOpts) (*Snapshot, error) {
+// sequential reports whether name ends with the 10-digit counter that
+// ZooKeeper appends to a sequential node.
+func sequential(name string) bool {
+	if len(name) < 10 {
+		return false
+	}
+	for _, c := range name[len(name)-10:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// direct reads p and its children now, with no watch. The data of children
+// the cache already holds is reused (on the cache's own terms: the parent's
+// data is unchanged), so that a fresh read of a long line is one listing,
+// not one read per contender.
+func (c *watchCache) direct(ctx context.Context, p string, opts entryOpts) (*Snapshot, error) {
 	conn := c.sess.Conn()
 	children, stat, err := conn.Children(p)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -427,7 +452,14 @@ func (c *watchCache) direct(p string, opts entryOpts) (*Snapshot, error) {
 		return nil, err
 	}
 	snap := &Snapshot{Path: p, Exists: true, Stat: *stat, Index: max(stat.Pzxid, stat.Mzxid)}
-	if err := fetchChildren(conn, snap, children, opts, nil); err != nil {
+	var known map[string]Node
+	if prev := c.Peek(p); prev != nil && prev.Exists && prev.Stat.Mzxid == stat.Mzxid {
+		known = make(map[string]Node, len(prev.Children))
+		for _, n := range prev.Children {
+			known[n.Name] = n
+		}
+	}
+	if err := fetchChildren(ctx, conn, snap, children, opts, known); err != nil {
 		return nil, err
 	}
 	return snap, nil

@@ -148,10 +148,10 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 
 	svc.metrics.Waiting("election", 1)
 	start := time.Now()
-	err := svc.waitTurn(ctx, lease, e.parent(name), node, latchMarkers, predecessor, wait <= 0)
+	t, err := svc.waitTurn(ctx, lease, e.parent(name), node, latchMarkers, predecessor, wait <= 0)
 	svc.metrics.Waiting("election", -1)
 	if err == nil {
-		stat, serr := svc.ownNode(ctx, lease, node, nil)
+		stat, serr := svc.ownNode(ctx, lease, node)
 		if serr != nil {
 			return Campaign{}, serr
 		}
@@ -184,16 +184,16 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 		}
 		return Campaign{}, err
 	}
-	st, serr := e.State(context.Background(), name, 0, 0)
-	if serr != nil {
-		return Campaign{}, serr
-	}
 	c.mu.Lock()
-	out := Campaign{Name: name, Lease: lease.ID, Node: node, Value: c.value, Since: c.since, Leader: st.Leader}
+	out := Campaign{Name: name, Lease: lease.ID, Node: node, Value: c.value, Since: c.since, Position: t.index}
 	c.mu.Unlock()
-	for i, cand := range st.Candidates {
-		if cand.Node == path.Base(node) {
-			out.Position = i // the leader is candidate 0
+	// The leader as the wait last saw it; read alone, not the whole line.
+	if len(t.contenders) > 0 && t.index > 0 {
+		lead := t.contenders[0]
+		if data, stat, err := svc.sess.Conn().Get(e.parent(name) + "/" + lead.Name); err == nil {
+			h := holderOf(lead, Node{Name: lead.Name, Data: data, Stat: *stat})
+			h.Mode = ""
+			out.Leader = &h
 		}
 	}
 	return out, nil
@@ -279,7 +279,7 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 		}
 		return Campaign{}, e.svc.readErr(err)
 	}
-	stat, err := e.svc.ownNode(ctx, lease, node, nil)
+	stat, err := e.svc.ownNode(ctx, lease, node)
 	if err != nil {
 		return Campaign{}, err
 	}

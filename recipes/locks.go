@@ -89,6 +89,7 @@ type lockHold struct {
 	grantedAt time.Time
 	waiters   int  // requests waiting on it now
 	gone      bool // released or abandoned: a new acquire makes a new hold
+	last      turn // what the last wait saw of the line
 }
 
 func (h *lockHold) info() HoldInfo {
@@ -190,12 +191,8 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	if abandon {
 		h.gone = true
 	}
-	node := h.node
+	node, last := h.node, h.last
 	h.mu.Unlock()
-	if err != nil && ErrorCode(err) == CodeTimeout && ctx.Err() == nil {
-		// Read the queue before leaving it, to tell the caller where it stood.
-		k.addState(err.(*Error), name, path.Base(node))
-	}
 	if abandon {
 		lease.detach(key, h)
 		if node != "" {
@@ -207,6 +204,10 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	if err == nil {
 		k.svc.metrics.Granted("lock", time.Since(start))
 		return g, nil
+	}
+	if e, ok := err.(*Error); ok && e.Code == CodeTimeout && ctx.Err() == nil {
+		// Tell the caller where it stood, from the line its wait last saw.
+		e.Extra = k.svc.lineState(h.parent, last, lockBlocker)
 	}
 	return LockGrant{}, err
 }
@@ -235,7 +236,6 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			h.mu.Unlock()
 			return g, nil
 		}
-		var stat <-chan statResult
 		if h.node == "" {
 			data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: k.svc.gatewayID}.bytes()
 			node, err := sess.createProtected(ctx, h.parent, lease.ID, nodeMarker[h.mode], data, lease.epoch)
@@ -244,14 +244,14 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 				return LockGrant{}, waitErr(ctx, lease, err)
 			}
 			h.node = node
-			// The token (czxid) of a fresh node is read alongside the list of
-			// contenders: one round trip, not two, on the uncontended path.
-			stat = k.svc.statAsync(node)
 		}
 		node := h.node
 		h.mu.Unlock()
 
-		err := k.svc.waitTurn(ctx, lease, h.parent, node, lockMarkers, lockBlocker, wait <= 0)
+		t, err := k.svc.waitTurn(ctx, lease, h.parent, node, lockMarkers, lockBlocker, wait <= 0)
+		h.mu.Lock()
+		h.last = t
+		h.mu.Unlock()
 		if errors.Is(err, errNodeGone) {
 			// Our node is gone though our lease lives (deleted by hand, or the
 			// lease is ending): start over with a new one, unless released.
@@ -271,75 +271,80 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			}
 			return LockGrant{}, err
 		}
-		st, err := k.svc.ownNode(ctx, lease, node, stat)
-		if errors.Is(err, errNodeGone) {
-			continue // the next turn finds out why
-		}
-		if err != nil {
-			return LockGrant{}, err
+		token, ok := tokenFromList(t)
+		if ok {
+			// The node was made in this session (the lease's epoch is
+			// checked on every create), so it is ours; only the session's
+			// state is left to check.
+			if err := sess.check(lease.epoch); err != nil {
+				return LockGrant{}, err
+			}
+		} else {
+			st, err := k.svc.ownNode(ctx, lease, node)
+			if errors.Is(err, errNodeGone) {
+				continue // the next turn finds out why
+			}
+			if err != nil {
+				return LockGrant{}, err
+			}
+			token = st.Czxid
 		}
 		h.mu.Lock()
 		if h.gone {
 			h.mu.Unlock()
 			continue
 		}
-		h.granted, h.token, h.grantedAt = true, st.Czxid, time.Now().UTC()
+		h.granted, h.token, h.grantedAt = true, token, time.Now().UTC()
 		g := h.grant()
 		h.mu.Unlock()
 		return g, nil
 	}
 }
 
-type statResult struct {
-	ok   bool
-	stat *zk.Stat
-	err  error
-}
-
-// statAsync reads node's stat in the background; go-zookeeper pipelines it
-// with the requests that follow on the same connection.
-func (s *Service) statAsync(node string) <-chan statResult {
-	ch := make(chan statResult, 1)
-	conn := s.sess.Conn()
-	go func() {
-		ok, st, err := conn.Exists(node)
-		ch <- statResult{ok, st, err}
-	}()
-	return ch
-}
-
 var errNodeGone = errors.New("node gone")
+
+// turn is what a wait last saw of its line: the contenders in order, its
+// own place among them, and the parent's stat from the same listing.
+type turn struct {
+	contenders []contender
+	index      int
+	parent     *zk.Stat
+}
 
 // waitTurn waits until blocker says node is not blocked among the
 // contenders of parent, watching only the node it waits for. tryOnce makes
-// it answer a timeout at once instead of waiting.
+// it answer a timeout at once instead of waiting. It returns what it last
+// saw of the line, also with a timeout, so that the answer can say where
+// the caller stood without listing the line again.
 func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node string, markers []marker,
-	blocker func([]contender, int) string, tryOnce bool) error {
+	blocker func([]contender, int) string, tryOnce bool) (turn, error) {
+	var last turn
 	for {
 		conn := s.sess.Conn()
-		children, _, err := conn.Children(parent)
+		children, stat, err := conn.Children(parent)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			if err := s.retryable(ctx, lease, err); err != nil {
-				return err
+				return last, err
 			}
 			continue
 		}
 		cs := sortContenders(children, markers)
 		i := indexOf(cs, path.Base(node))
 		if i < 0 {
-			return errNodeGone
+			return last, errNodeGone
 		}
+		last = turn{contenders: cs, index: i, parent: stat}
 		b := blocker(cs, i)
 		if b == "" {
-			return nil
+			return last, nil
 		}
 		if tryOnce {
-			return &Error{Code: CodeTimeout, Detail: "not first in line"}
+			return last, &Error{Code: CodeTimeout, Detail: "not first in line"}
 		}
 		ok, _, events, err := conn.ExistsW(parent + "/" + b)
 		if err != nil {
 			if err := s.retryable(ctx, lease, err); err != nil {
-				return err
+				return last, err
 			}
 			continue
 		}
@@ -349,25 +354,31 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 		select {
 		case <-events:
 		case <-ctx.Done():
-			return waitErr(ctx, lease, context.Cause(ctx))
+			return last, waitErr(ctx, lease, context.Cause(ctx))
 		}
 	}
 }
 
+// tokenFromList returns the czxid of node when the listing that saw it first
+// in line proves it: a sequential child is numbered with its parent's
+// cversion, so a parent whose cversion is still seq+1 has changed no child
+// since ours was made, and its pzxid is our node's czxid. That saves the
+// uncontended path a round trip.
+func tokenFromList(t turn) (int64, bool) {
+	if t.parent == nil || t.index < 0 || t.index >= len(t.contenders) {
+		return 0, false
+	}
+	if int64(t.parent.Cversion) == t.contenders[t.index].Seq+1 {
+		return t.parent.Pzxid, true
+	}
+	return 0, false
+}
+
 // ownNode returns the stat of node once the session is live and the node is
-// the current session's own. pre, if not nil, is a stat read already.
-func (s *Service) ownNode(ctx context.Context, lease *Lease, node string, pre <-chan statResult) (*zk.Stat, error) {
+// the current session's own.
+func (s *Service) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Stat, error) {
 	for {
-		var ok bool
-		var stat *zk.Stat
-		var err error
-		if pre != nil {
-			r := <-pre
-			ok, stat, err = r.ok, r.stat, r.err
-			pre = nil
-		} else {
-			ok, stat, err = s.sess.Conn().Exists(node)
-		}
+		ok, stat, err := s.sess.Conn().Exists(node)
 		if err != nil {
 			if err := s.retryable(ctx, lease, err); err != nil {
 				return nil, err
@@ -422,21 +433,39 @@ func (s *Service) retryable(ctx context.Context, lease *Lease, err error) error 
 	return lease.alive()
 }
 
-// addState adds the lock's holders and the caller's former position to a
-// timeout, from a short fresh read.
-func (k *Locks) addState(e *Error, name, node string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	st, err := k.State(ctx, name, 0, 0)
-	if err != nil {
-		return
-	}
-	e.Extra = map[string]any{"holders": st.Holders, "waiters": len(st.Waiters)}
-	for i, w := range st.Waiters {
-		if w.Node == node {
-			e.Extra["position"] = i + 1 // 1: next in line
+// maxListedHolders bounds the holders a timeout names.
+const maxListedHolders = 100
+
+// lineState describes a line as a timeout tells it: the holders (read one
+// by one: they are few), how many wait, and the caller's former position
+// (1: next in line). It never lists the whole line again: with thousands of
+// waiters timing out, that would be thousands of reads each.
+func (s *Service) lineState(parent string, t turn, blocker func([]contender, int) string) map[string]any {
+	holders := []Holder{}
+	waiters, position := 0, 0
+	conn := s.sess.Conn()
+	for i, c := range t.contenders {
+		if blocker(t.contenders, i) != "" {
+			waiters++
+			if i == t.index {
+				position = waiters
+			}
+			continue
 		}
+		if len(holders) == maxListedHolders {
+			continue
+		}
+		data, stat, err := conn.Get(parent + "/" + c.Name)
+		if err != nil {
+			continue // released meanwhile
+		}
+		holders = append(holders, holderOf(c, Node{Name: c.Name, Data: data, Stat: *stat}))
 	}
+	extra := map[string]any{"holders": holders, "waiters": waiters}
+	if position > 0 {
+		extra["position"] = position
+	}
+	return extra
 }
 
 // Release gives up what lease holds (or waits for) of lock name: every mode,

@@ -151,9 +151,7 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 	if err != nil {
 		if e, ok := err.(*Error); ok && e.Code == CodeTimeout {
 			e.Detail = fmt.Sprintf("no slot of semaphore %q became free in time", name)
-			if st, serr := m.State(context.Background(), name, 0, 0); serr == nil {
-				e.Extra = map[string]any{"holders": st.Holders, "waiters": len(st.Waiters)}
-			}
+			e.Extra = m.timeoutState(name)
 		}
 		return SemaphoreGrant{}, err
 	}
@@ -197,7 +195,7 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 		h.mu.Unlock()
 
 		if mutexNode != "" {
-			err := svc.waitTurn(ctx, lease, base+"/locks", mutexNode, lockMarkers, lockBlocker, wait <= 0)
+			_, err := svc.waitTurn(ctx, lease, base+"/locks", mutexNode, lockMarkers, lockBlocker, wait <= 0)
 			if errors.Is(err, errNodeGone) {
 				h.mu.Lock()
 				if h.mutexNode == mutexNode {
@@ -302,7 +300,7 @@ func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, dir, slot strin
 			return nil, errNodeGone
 		}
 		if len(children) <= limit {
-			return svc.ownNode(ctx, lease, slot, nil)
+			return svc.ownNode(ctx, lease, slot)
 		}
 		if tryOnce {
 			return nil, &Error{Code: CodeTimeout, Detail: "every slot is taken"}
@@ -313,6 +311,32 @@ func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, dir, slot strin
 			return nil, waitErr(ctx, lease, context.Cause(ctx))
 		}
 	}
+}
+
+// timeoutState names the slot holders (as many as the slots, read one by
+// one) and counts the queue, without reading every waiter.
+func (m *Semaphores) timeoutState(name string) map[string]any {
+	base := m.base(name)
+	conn := m.svc.sess.Conn()
+	holders := []Holder{}
+	slots, _, err := conn.Children(base + "/leases")
+	if err != nil {
+		return nil
+	}
+	for _, c := range sortContenders(slots, leaseMarkers) {
+		if len(holders) == maxListedHolders {
+			break
+		}
+		data, stat, err := conn.Get(base + "/leases/" + c.Name)
+		if err != nil {
+			continue
+		}
+		h := holderOf(c, Node{Name: c.Name, Data: data, Stat: *stat})
+		h.Mode = ""
+		holders = append(holders, h)
+	}
+	queued, _, _ := conn.Children(base + "/locks")
+	return map[string]any{"holders": holders, "waiters": len(queued)}
 }
 
 // Release gives up lease's slot (or its place in the queue).
@@ -352,11 +376,11 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 			return SemaphoreState{}, m.svc.readErr(err)
 		}
 	}
-	slots, err := m.svc.cache.direct(base+"/leases", entryOpts{})
+	slots, err := m.svc.cache.direct(ctx, base+"/leases", entryOpts{})
 	if err != nil {
 		return SemaphoreState{}, m.svc.readErr(err)
 	}
-	queue, err := m.svc.cache.direct(base+"/locks", entryOpts{})
+	queue, err := m.svc.cache.direct(ctx, base+"/locks", entryOpts{})
 	if err != nil {
 		return SemaphoreState{}, m.svc.readErr(err)
 	}
