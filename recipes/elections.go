@@ -151,7 +151,7 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 	t, err := svc.waitTurn(ctx, lease, e.parent(name), node, latchMarkers, predecessor, wait <= 0)
 	svc.metrics.Waiting("election", -1)
 	if err == nil {
-		stat, serr := svc.ownNode(ctx, lease, node)
+		stat, serr := svc.ownNode(ctx, lease, node, nil)
 		if serr != nil {
 			return Campaign{}, serr
 		}
@@ -279,7 +279,7 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 		}
 		return Campaign{}, e.svc.readErr(err)
 	}
-	stat, err := e.svc.ownNode(ctx, lease, node)
+	stat, err := e.svc.ownNode(ctx, lease, node, nil)
 	if err != nil {
 		return Campaign{}, err
 	}

@@ -236,6 +236,7 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			h.mu.Unlock()
 			return g, nil
 		}
+		var pre <-chan statResult
 		if h.node == "" {
 			data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: k.svc.gatewayID}.bytes()
 			node, err := sess.createProtected(ctx, h.parent, lease.ID, nodeMarker[h.mode], data, lease.epoch)
@@ -244,6 +245,7 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 				return LockGrant{}, waitErr(ctx, lease, err)
 			}
 			h.node = node
+			pre = k.svc.statAsync(node)
 		}
 		node := h.node
 		h.mu.Unlock()
@@ -271,24 +273,14 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			}
 			return LockGrant{}, err
 		}
-		token, ok := tokenFromList(t)
-		if ok {
-			// The node was made in this session (the lease's epoch is
-			// checked on every create), so it is ours; only the session's
-			// state is left to check.
-			if err := sess.check(lease.epoch); err != nil {
-				return LockGrant{}, err
-			}
-		} else {
-			st, err := k.svc.ownNode(ctx, lease, node)
-			if errors.Is(err, errNodeGone) {
-				continue // the next turn finds out why
-			}
-			if err != nil {
-				return LockGrant{}, err
-			}
-			token = st.Czxid
+		st, err := k.svc.ownNode(ctx, lease, node, pre)
+		if errors.Is(err, errNodeGone) {
+			continue // the next turn finds out why
 		}
+		if err != nil {
+			return LockGrant{}, err
+		}
+		token := st.Czxid
 		h.mu.Lock()
 		if h.gone {
 			h.mu.Unlock()
@@ -359,26 +351,40 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 	}
 }
 
-// tokenFromList returns the czxid of node when the listing that saw it first
-// in line proves it: a sequential child is numbered with its parent's
-// cversion, so a parent whose cversion is still seq+1 has changed no child
-// since ours was made, and its pzxid is our node's czxid. That saves the
-// uncontended path a round trip.
-func tokenFromList(t turn) (int64, bool) {
-	if t.parent == nil || t.index < 0 || t.index >= len(t.contenders) {
-		return 0, false
-	}
-	if int64(t.parent.Cversion) == t.contenders[t.index].Seq+1 {
-		return t.parent.Pzxid, true
-	}
-	return 0, false
+type statResult struct {
+	ok   bool
+	stat *zk.Stat
+	err  error
+}
+
+// statAsync reads node's stat in the background; go-zookeeper pipelines it
+// with the listing that follows on the same connection, so the token of a
+// fresh node costs no round trip of its own on the uncontended path.
+// (ZooKeeper does not say, in the listing, whether its pzxid is ours: the
+// sequence counter is not the parent's cversion.)
+func (s *Service) statAsync(node string) <-chan statResult {
+	ch := make(chan statResult, 1)
+	conn := s.sess.Conn()
+	go func() {
+		ok, st, err := conn.Exists(node)
+		ch <- statResult{ok, st, err}
+	}()
+	return ch
 }
 
 // ownNode returns the stat of node once the session is live and the node is
-// the current session's own.
-func (s *Service) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Stat, error) {
+// the current session's own. pre, if not nil, is a stat read already.
+func (s *Service) ownNode(ctx context.Context, lease *Lease, node string, pre <-chan statResult) (*zk.Stat, error) {
 	for {
-		ok, stat, err := s.sess.Conn().Exists(node)
+		var ok bool
+		var stat *zk.Stat
+		var err error
+		if pre != nil {
+			r := <-pre
+			ok, stat, err, pre = r.ok, r.stat, r.err, nil
+		} else {
+			ok, stat, err = s.sess.Conn().Exists(node)
+		}
 		if err != nil {
 			if err := s.retryable(ctx, lease, err); err != nil {
 				return nil, err

@@ -300,7 +300,7 @@ func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, dir, slot strin
 			return nil, errNodeGone
 		}
 		if len(children) <= limit {
-			return svc.ownNode(ctx, lease, slot)
+			return svc.ownNode(ctx, lease, slot, nil)
 		}
 		if tryOnce {
 			return nil, &Error{Code: CodeTimeout, Detail: "every slot is taken"}
