@@ -112,13 +112,3 @@ func splitLock(cs []contender) (holders, waiters []contender) {
 	}
 	return holders, waiters
 }
-
-// indexOf returns the index of name in cs, or -1.
-func indexOf(cs []contender, name string) int {
-	for i, c := range cs {
-		if c.Name == name {
-			return i
-		}
-	}
-	return -1
-}

@@ -313,19 +313,19 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 	var last turn
 	for {
 		conn := s.sess.Conn()
-		children, stat, err := conn.Children(parent)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			if err := s.retryable(ctx, lease, err); err != nil {
+		f := s.lister.list(conn, parent)
+		if f.err != nil && !errors.Is(f.err, zk.ErrNoNode) {
+			if err := s.retryable(ctx, lease, f.err); err != nil {
 				return last, err
 			}
 			continue
 		}
-		cs := sortContenders(children, markers)
-		i := indexOf(cs, path.Base(node))
-		if i < 0 {
+		cs, index := f.contenders(markers)
+		i, ok := index[path.Base(node)]
+		if !ok {
 			return last, errNodeGone
 		}
-		last = turn{contenders: cs, index: i, parent: stat}
+		last = turn{contenders: cs, index: i, parent: f.stat}
 		b := blocker(cs, i)
 		if b == "" {
 			return last, nil
