@@ -81,20 +81,22 @@ func sortContenders(names []string, markers []marker) []contender {
 	return out
 }
 
+// lockBlocks says whether an earlier contender c keeps self waiting: a
+// writer waits for every earlier node; a reader for earlier writers that are
+// not its own lease's (a lease that holds the write lock may also read, as
+// with Curator).
+func lockBlocks(c, self contender) bool {
+	return !self.Reader || !c.Reader && (self.Lease == "" || c.Lease != self.Lease)
+}
+
+// anyBlocks: every earlier node keeps a candidate waiting (elections).
+func anyBlocks(c, self contender) bool { return true }
+
 // lockBlocker returns the name of the node that cs[i] must wait for, or ""
-// when cs[i] holds the lock. A writer waits for the node just before it; a
-// reader for the nearest earlier writer that is not its own lease's (a lease
-// that holds the write lock may also read, as with Curator).
+// when cs[i] holds the lock: the nearest earlier node that blocks it.
 func lockBlocker(cs []contender, i int) string {
-	self := cs[i]
-	if !self.Reader {
-		if i == 0 {
-			return ""
-		}
-		return cs[i-1].Name
-	}
 	for j := i - 1; j >= 0; j-- {
-		if !cs[j].Reader && (self.Lease == "" || cs[j].Lease != self.Lease) {
+		if lockBlocks(cs[j], cs[i]) {
 			return cs[j].Name
 		}
 	}

@@ -148,7 +148,7 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 
 	svc.metrics.Waiting("election", 1)
 	start := time.Now()
-	t, err := svc.waitTurn(ctx, lease, e.parent(name), node, latchMarkers, predecessor, wait <= 0)
+	t, err := svc.waitTurn(ctx, lease, e.parent(name), node, latchMarkers, anyBlocks, wait <= 0)
 	svc.metrics.Waiting("election", -1)
 	if err == nil {
 		stat, serr := svc.ownNode(ctx, lease, node, nil)
@@ -197,14 +197,6 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 		}
 	}
 	return out, nil
-}
-
-// predecessor is the node just before cs[i], or "" when cs[i] is first.
-func predecessor(cs []contender, i int) string {
-	if i == 0 {
-		return ""
-	}
-	return cs[i-1].Name
 }
 
 // Resign withdraws lease's candidacy (and leadership).

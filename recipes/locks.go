@@ -207,7 +207,7 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	}
 	if e, ok := err.(*Error); ok && e.Code == CodeTimeout && ctx.Err() == nil {
 		// Tell the caller where it stood, from the line its wait last saw.
-		e.Extra = k.svc.lineState(h.parent, last, lockBlocker)
+		e.Extra = k.svc.lineState(h.parent, last)
 	}
 	return LockGrant{}, err
 }
@@ -250,7 +250,7 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 		node := h.node
 		h.mu.Unlock()
 
-		t, err := k.svc.waitTurn(ctx, lease, h.parent, node, lockMarkers, lockBlocker, wait <= 0)
+		t, err := k.svc.waitTurn(ctx, lease, h.parent, node, lockMarkers, lockBlocks, wait <= 0)
 		h.mu.Lock()
 		h.last = t
 		h.mu.Unlock()
@@ -272,6 +272,9 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 				return LockGrant{}, &Error{Code: CodeTimeout, Detail: fmt.Sprintf("lock %q is held", h.name)}
 			}
 			return LockGrant{}, err
+		}
+		if t.waited {
+			pre = nil // read before the wait: the node may be gone since
 		}
 		st, err := k.svc.ownNode(ctx, lease, node, pre)
 		if errors.Is(err, errNodeGone) {
@@ -296,37 +299,54 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 var errNodeGone = errors.New("node gone")
 
 // turn is what a wait last saw of its line: the contenders in order, its
-// own place among them, and the parent's stat from the same listing.
+// own place among them, and whether it had to wait.
 type turn struct {
 	contenders []contender
 	index      int
-	parent     *zk.Stat
+	waited     bool
 }
 
-// waitTurn waits until blocker says node is not blocked among the
-// contenders of parent, watching only the node it waits for. tryOnce makes
-// it answer a timeout at once instead of waiting. It returns what it last
-// saw of the line, also with a timeout, so that the answer can say where
-// the caller stood without listing the line again.
+// waitTurn waits until no earlier contender of parent that blocks node (as
+// blocks says) is left, watching only the one it waits for. The line is
+// listed once: nodes before ours can only go (later ones get higher
+// sequence numbers), so when the watched one goes, the next one to wait for
+// is the nearest earlier one that still exists, found with exists calls,
+// not a new listing of the whole line. tryOnce makes it answer a timeout at
+// once instead of waiting. It returns what it saw of the line, also with a
+// timeout, so that the answer can say where the caller stood.
+//
+// A nil error says that nothing blocks node any more; whether node itself
+// still exists is for the caller to check.
 func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node string, markers []marker,
-	blocker func([]contender, int) string, tryOnce bool) (turn, error) {
+	blocks func(c, self contender) bool, tryOnce bool) (turn, error) {
 	var last turn
+	listed := false
+	gone := map[string]bool{}
 	for {
 		conn := s.sess.Conn()
-		f := s.lister.list(conn, parent)
-		if f.err != nil && !errors.Is(f.err, zk.ErrNoNode) {
-			if err := s.retryable(ctx, lease, f.err); err != nil {
-				return last, err
+		if !listed {
+			f := s.lister.list(conn, parent)
+			if f.err != nil && !errors.Is(f.err, zk.ErrNoNode) {
+				if err := s.retryable(ctx, lease, f.err); err != nil {
+					return last, err
+				}
+				continue
 			}
-			continue
+			cs, index := f.contenders(markers)
+			i, ok := index[path.Base(node)]
+			if !ok {
+				return last, errNodeGone
+			}
+			last.contenders, last.index, listed = cs, i, true
 		}
-		cs, index := f.contenders(markers)
-		i, ok := index[path.Base(node)]
-		if !ok {
-			return last, errNodeGone
+		b := ""
+		self := last.contenders[last.index]
+		for j := last.index - 1; j >= 0; j-- {
+			if c := last.contenders[j]; !gone[c.Name] && blocks(c, self) {
+				b = c.Name
+				break
+			}
 		}
-		last = turn{contenders: cs, index: i, parent: f.stat}
-		b := blocker(cs, i)
 		if b == "" {
 			return last, nil
 		}
@@ -341,10 +361,23 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 			continue
 		}
 		if !ok {
+			gone[b] = true
 			continue
 		}
+		last.waited = true
 		select {
-		case <-events:
+		case ev := <-events:
+			switch ev.Type {
+			case zk.EventNodeDeleted:
+				gone[b] = true
+			case zk.EventNotWatching:
+				// The session ended or the connection was replaced: make
+				// sure of the lease, then look at the line afresh.
+				if err := lease.alive(); err != nil {
+					return last, err
+				}
+				listed = false
+			}
 		case <-ctx.Done():
 			return last, waitErr(ctx, lease, context.Cause(ctx))
 		}
@@ -446,12 +479,12 @@ const maxListedHolders = 100
 // by one: they are few), how many wait, and the caller's former position
 // (1: next in line). It never lists the whole line again: with thousands of
 // waiters timing out, that would be thousands of reads each.
-func (s *Service) lineState(parent string, t turn, blocker func([]contender, int) string) map[string]any {
+func (s *Service) lineState(parent string, t turn) map[string]any {
 	holders := []Holder{}
 	waiters, position := 0, 0
 	conn := s.sess.Conn()
 	for i, c := range t.contenders {
-		if blocker(t.contenders, i) != "" {
+		if lockBlocker(t.contenders, i) != "" {
 			waiters++
 			if i == t.index {
 				position = waiters

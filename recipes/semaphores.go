@@ -195,7 +195,7 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 		h.mu.Unlock()
 
 		if mutexNode != "" {
-			_, err := svc.waitTurn(ctx, lease, base+"/locks", mutexNode, lockMarkers, lockBlocker, wait <= 0)
+			_, err := svc.waitTurn(ctx, lease, base+"/locks", mutexNode, lockMarkers, lockBlocks, wait <= 0)
 			if errors.Is(err, errNodeGone) {
 				h.mu.Lock()
 				if h.mutexNode == mutexNode {
