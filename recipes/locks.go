@@ -304,16 +304,21 @@ type turn struct {
 	contenders []contender
 	index      int
 	waited     bool
+	parentID   int64 // the parent's czxid: which incarnation of a container parent
 }
 
 // waitTurn waits until no earlier contender of parent that blocks node (as
-// blocks says) is left, watching only the one it waits for. The line is
-// listed once: nodes before ours can only go (later ones get higher
-// sequence numbers), so when the watched one goes, the next one to wait for
-// is the nearest earlier one that still exists, found with exists calls,
-// not a new listing of the whole line. tryOnce makes it answer a timeout at
-// once instead of waiting. It returns what it saw of the line, also with a
-// timeout, so that the answer can say where the caller stood.
+// blocks says) is left, watching only the one it waits for. tryOnce makes
+// it answer a timeout at once instead of waiting. It returns what it last
+// saw of the line, also with a timeout, so that the answer can say where
+// the caller stood without listing the line again.
+//
+// When the watched node goes, the line is listed again (coalesced with the
+// other waiters of this gateway), except when that node was the writer this
+// gateway last let through: then every node before it was gone already (a
+// writer only goes through alone) and none can come back (later nodes get
+// higher sequence numbers), so nothing before the caller is left. That is
+// the hand-over of a drain, which thus needs no listing of the whole line.
 //
 // A nil error says that nothing blocks node any more; whether node itself
 // still exists is for the caller to check.
@@ -321,7 +326,7 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 	blocks func(c, self contender) bool, tryOnce bool) (turn, error) {
 	var last turn
 	listed := false
-	gone := map[string]bool{}
+	floor := -1 // contenders at or below this index are known to be gone
 	for {
 		conn := s.sess.Conn()
 		if !listed {
@@ -337,17 +342,23 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 			if !ok {
 				return last, errNodeGone
 			}
-			last.contenders, last.index, listed = cs, i, true
+			last.contenders, last.index, listed, floor = cs, i, true, -1
+			if f.stat != nil {
+				last.parentID = f.stat.Czxid
+			}
 		}
-		b := ""
 		self := last.contenders[last.index]
-		for j := last.index - 1; j >= 0; j-- {
-			if c := last.contenders[j]; !gone[c.Name] && blocks(c, self) {
-				b = c.Name
+		b, bi := "", -1
+		for j := last.index - 1; j > floor; j-- {
+			if blocks(last.contenders[j], self) {
+				b, bi = last.contenders[j].Name, j
 				break
 			}
 		}
 		if b == "" {
+			if !self.Reader {
+				s.passed.note(parent, self.Name, last.parentID)
+			}
 			return last, nil
 		}
 		if tryOnce {
@@ -361,27 +372,58 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 			continue
 		}
 		if !ok {
-			gone[b] = true
+			listed = false
 			continue
 		}
 		last.waited = true
 		select {
 		case ev := <-events:
-			switch ev.Type {
-			case zk.EventNodeDeleted:
-				gone[b] = true
-			case zk.EventNotWatching:
-				// The session ended or the connection was replaced: make
-				// sure of the lease, then look at the line afresh.
+			switch {
+			case ev.Type == zk.EventNodeDeleted && s.passed.was(parent, b, last.parentID):
+				floor = bi
+			case ev.Type == zk.EventNotWatching:
+				// The session ended or the connection was replaced.
 				if err := lease.alive(); err != nil {
 					return last, err
 				}
+				listed = false
+			default:
 				listed = false
 			}
 		case <-ctx.Done():
 			return last, waitErr(ctx, lease, context.Cause(ctx))
 		}
 	}
+}
+
+// passedWriters remembers, for each parent, the writer-class node this
+// gateway last let through (see waitTurn), with the czxid of the parent it
+// was under: a CONTAINER parent removed and made again restarts its
+// sequence, and a name may come back.
+type passedWriters struct {
+	mu   sync.Mutex
+	last map[string]passedNode
+}
+
+type passedNode struct {
+	name     string
+	parentID int64
+}
+
+func (p *passedWriters) note(parent, name string, parentID int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last == nil || len(p.last) > 10_000 {
+		p.last = map[string]passedNode{} // only a shortcut is lost
+	}
+	p.last[parent] = passedNode{name, parentID}
+}
+
+func (p *passedWriters) was(parent, name string, parentID int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n, ok := p.last[parent]
+	return ok && parentID != 0 && n == passedNode{name, parentID}
 }
 
 type statResult struct {

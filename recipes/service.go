@@ -53,6 +53,7 @@ type Service struct {
 	log       *slog.Logger
 	cache     *watchCache
 	lister    *lister
+	passed    passedWriters
 
 	Leases         *Leases
 	Locks          *Locks
