@@ -333,12 +333,19 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, 
 	if err != nil {
 		return nil, watchSet{}, err
 	}
-	data, dstat, dataCh, err := conn.GetW(p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return c.load(p, opts, prev)
-	}
-	if err != nil {
-		return nil, watchSet{}, err
+	// The parent's own data is watched too (an election's proclaim touches
+	// it), except for name-only entries, whose parents' data never changes.
+	var data []byte
+	dstat := stat
+	var dataCh <-chan zk.Event
+	if !opts.namesOnly {
+		data, dstat, dataCh, err = conn.GetW(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return c.load(p, opts, prev)
+		}
+		if err != nil {
+			return nil, watchSet{}, err
+		}
 	}
 	snap := &Snapshot{Path: p, Exists: true, Data: data, Stat: *dstat}
 	snap.Index = max(stat.Pzxid, dstat.Mzxid)

@@ -486,7 +486,7 @@ var errWaitElapsed = errors.New("wait elapsed")
 
 // waitErr turns the end of a wait into the error the client should see.
 func waitErr(ctx context.Context, lease *Lease, err error) error {
-	if lease.ctx.Err() != nil {
+	if lease != nil && lease.ctx.Err() != nil {
 		<-lease.done
 		return leaseEnded(lease.ID, lease.reason)
 	}

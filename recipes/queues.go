@@ -142,8 +142,9 @@ func (q *Queues) Delete(ctx context.Context, name string) error {
 			return q.svc.readErr(err)
 		}
 		if ok {
-			// The versions pin what was checked: an item produced meanwhile
-			// makes the whole delete fail instead of losing it.
+			// ZooKeeper refuses to delete a directory with children, so an
+			// item produced or claimed meanwhile fails the whole transaction
+			// instead of being lost.
 			ops = append(ops, &zk.DeleteRequest{Path: p, Version: stat.Version})
 		}
 	}
@@ -171,13 +172,17 @@ type queueView struct {
 	release func()
 }
 
-// view subscribes to the cache first and then lists the queue directly, so
-// that no change after the listing goes unnoticed, and a client always sees
-// its own writes.
-func (q *Queues) view(ctx context.Context, name string) (*queueView, error) {
-	ech, tch, release, err := q.subscribe(ctx, name)
-	if err != nil {
-		return nil, err
+// view subscribes to the cache first (unless the caller will not wait) and
+// then lists the queue directly, so that no change after the listing goes
+// unnoticed, and a client always sees its own writes.
+func (q *Queues) view(ctx context.Context, name string, subscribe bool) (*queueView, error) {
+	var ech, tch <-chan struct{}
+	release := func() {}
+	if subscribe {
+		var err error
+		if ech, tch, release, err = q.subscribe(ctx, name); err != nil {
+			return nil, err
+		}
 	}
 	items, _, err := q.list(name)
 	if err != nil {
@@ -257,8 +262,9 @@ func (q *Queues) list(name string) ([]Item, int64, error) {
 // claims it with data in the taken node (ephemeral, of this session).
 func (q *Queues) next(ctx context.Context, lease *Lease, name string, claimData []byte, epoch uint64, tryOnce bool) (Taken, error) {
 	sess := q.svc.sess
+retry:
 	for {
-		v, err := q.view(ctx, name)
+		v, err := q.view(ctx, name, !tryOnce)
 		if err != nil {
 			if errors.Is(context.Cause(ctx), errWaitElapsed) {
 				return Taken{}, errEmpty
@@ -279,11 +285,16 @@ func (q *Queues) next(ctx context.Context, lease *Lease, name string, claimData 
 				continue // another consumer was first
 			}
 			if errors.Is(err, zk.ErrNoNode) {
-				if err := q.ensure(ctx, name, epoch); err != nil {
-					v.release()
-					return Taken{}, err
+				// No taken directory: made by a producer that does not make
+				// one, or the queue was just deleted. Make it only while the
+				// queue is there: a deleted queue must stay deleted.
+				v.release()
+				if ok, _, _ := conn.Exists(q.entries(name)); ok {
+					if err := sess.createPersistent(ctx, q.taken(name)); err == nil {
+						continue retry
+					}
 				}
-				continue
+				return Taken{}, errEmpty
 			}
 			if err != nil {
 				v.release()
@@ -350,6 +361,11 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 		t, err := q.next(ctx, nil, name, data, epoch, wait <= 0)
 		if err != nil {
 			return Taken{}, err
+		}
+		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errWaitElapsed) {
+			// The client is gone: removing the item now would lose it.
+			_ = q.svc.sess.Conn().Delete(q.taken(name)+"/"+t.ID, -1)
+			return Taken{}, waitErr(ctx, nil, context.Cause(ctx))
 		}
 		_, err = q.svc.sess.Conn().Multi(
 			&zk.DeleteRequest{Path: q.entries(name) + "/" + t.ID, Version: -1},

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -421,6 +422,20 @@ func TestQueueNackAndDisconnect(t *testing.T) {
 	gwtest.Eventually(t, 5*time.Second, func() error {
 		if !bytes.Contains(gwtest.Do(t, "GET", g.URL+"/metrics", nil).Body, []byte(`zkgate_waiters{kind="claim"} 0`)) {
 			return fmt.Errorf("claim still waiting")
+		}
+		return nil
+	})
+	// A waiting take whose client goes away is no server error either.
+	tctx, tcancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, _ = gwtest.DoCtx(tctx, "POST", g.URL+"/v1/queues/nq/take?wait=30s", nil)
+	tcancel()
+	gwtest.Eventually(t, 5*time.Second, func() error {
+		m := gwtest.Do(t, "GET", g.URL+"/metrics", nil).Body
+		if !bytes.Contains(m, []byte(`route="/v1/queues/{name}/take"`)) {
+			return fmt.Errorf("the take is not counted yet")
+		}
+		if bytes.Contains(m, []byte(`code="500"`)) {
+			return errors.New("a cancelled take was answered 500")
 		}
 		return nil
 	})

@@ -1,0 +1,224 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// exclusion checks mutual exclusion from the clients' side: a counter of
+// current holders that must never exceed 1, and fencing tokens that must
+// grow with every grant.
+type exclusion struct {
+	holders         atomic.Int64
+	maxHolders      atomic.Int64
+	violations      atomic.Int64
+	lastToken       atomic.Int64
+	tokenViolations atomic.Int64
+	entered         atomic.Int64
+}
+
+// enter is called as soon as a grant is received; token 0: none to check.
+func (x *exclusion) enter(token int64) {
+	n := x.holders.Add(1)
+	x.entered.Add(1)
+	for {
+		m := x.maxHolders.Load()
+		if n <= m || x.maxHolders.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if n > 1 {
+		x.violations.Add(1)
+	}
+	if token > 0 {
+		if prev := x.lastToken.Swap(token); token <= prev {
+			x.tokenViolations.Add(1)
+		}
+	}
+}
+
+// leave is called just before the release is sent.
+func (x *exclusion) leave() { x.holders.Add(-1) }
+
+// side is one client's contended run.
+type side struct {
+	grants   int64         // grants received before the deadline
+	total    int64         // all grants, the ones finishing after it too
+	timeouts int64         // acquires answered 409 timeout
+	elapsed  time.Duration // the measured windows
+	segments int
+	excl     *exclusion
+}
+
+func (s side) rate() float64 { return float64(s.grants) / s.elapsed.Seconds() }
+
+type contentionResult struct {
+	contenders int
+	gw, direct side
+}
+
+func (r contentionResult) ratio() float64 { return r.gw.rate() / r.direct.rate() }
+
+// contention runs cfg.contenders clients in a loop of acquire + release on
+// one lock, through the gateway (each its own lease; acquire?wait=) and with
+// zk.Lock (each its own connection), in ABBA halves.
+func (e *env) contention(ctx context.Context) (contentionResult, error) {
+	n := e.cfg.contenders
+	res := contentionResult{contenders: n,
+		gw: side{excl: &exclusion{}}, direct: side{excl: &exclusion{}}}
+	c := newClient(e.gw.url, 2*n, e.cfg.contentionWait+time.Minute)
+	defer c.close()
+	leases, err := c.createLeases(ctx, n, 8, 10*time.Minute, "bench-contender")
+	defer func() { _ = c.revokeLeases(context.Background(), leases, 8) }()
+	if err != nil {
+		return res, err
+	}
+	locks := make([]*zk.Lock, n)
+	for i := range locks {
+		conn, err := dialZK(ctx, e.zkAddr)
+		if err != nil {
+			return res, err
+		}
+		defer conn.Close()
+		locks[i] = zk.NewLock(conn, directRoot+"/bench-c", zk.WorldACL(zk.PermAll))
+	}
+
+	half := e.cfg.contentionDur / 2
+	warm := min(time.Second, half)
+	gwRun := func(d time.Duration, s *side) error {
+		return e.gatewayContention(ctx, c, leases, d, s)
+	}
+	directRun := func(d time.Duration, s *side) error {
+		return directContention(ctx, locks, d, s)
+	}
+	// Warm-up runs are checked for exclusion but not counted.
+	for _, step := range []struct {
+		run  func(time.Duration, *side) error
+		s    *side
+		d    time.Duration
+		name string
+	}{
+		{gwRun, &side{excl: res.gw.excl}, warm, "gateway warm-up"},
+		{directRun, &side{excl: res.direct.excl}, warm, "direct warm-up"},
+		{gwRun, &res.gw, half, "gateway"},
+		{directRun, &res.direct, half, "direct"},
+		{directRun, &res.direct, e.cfg.contentionDur - half, "direct"},
+		{gwRun, &res.gw, e.cfg.contentionDur - half, "gateway"},
+	} {
+		if err := step.run(step.d, step.s); err != nil {
+			return res, fmt.Errorf("%s: %w", step.name, err)
+		}
+	}
+	return res, nil
+}
+
+func (e *env) gatewayContention(ctx context.Context, c *client, leases []string, d time.Duration, s *side) error {
+	acquire := fmt.Sprintf("/v1/locks/bench-c/acquire?wait=%s", e.cfg.contentionWait)
+	const release = "/v1/locks/bench-c/release"
+	var grants, total, timeouts atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, len(leases))
+	start := time.Now()
+	deadline := start.Add(d)
+	for _, id := range leases {
+		body := leaseBody(id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				st, b, err := c.do(ctx, http.MethodPost, acquire, body)
+				if err == nil && st == http.StatusConflict {
+					timeouts.Add(1)
+					continue
+				}
+				if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+					errs <- err
+					return
+				}
+				at := time.Now()
+				g, err := parseGrant(b)
+				if err != nil {
+					errs <- err
+					return
+				}
+				s.excl.enter(g.Token)
+				s.excl.leave()
+				st, b, err = c.do(ctx, http.MethodPost, release, body)
+				if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
+					errs <- err
+					return
+				}
+				total.Add(1)
+				if at.Before(deadline) {
+					grants.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	s.grants += grants.Load()
+	s.total += total.Load()
+	s.timeouts += timeouts.Load()
+	s.elapsed += d
+	s.segments++
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return <-errs // nil when none
+}
+
+func directContention(ctx context.Context, locks []*zk.Lock, d time.Duration, s *side) error {
+	var grants, total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, len(locks))
+	start := time.Now()
+	deadline := start.Add(d)
+	for _, l := range locks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if err := l.Lock(); err != nil {
+					errs <- fmt.Errorf("zk.Lock: %w", err)
+					return
+				}
+				at := time.Now()
+				s.excl.enter(0)
+				s.excl.leave()
+				if err := l.Unlock(); err != nil {
+					errs <- fmt.Errorf("zk.Unlock: %w", err)
+					return
+				}
+				total.Add(1)
+				if at.Before(deadline) {
+					grants.Add(1)
+				}
+			}
+		}()
+	}
+	// zk.Lock takes no context: on an interrupt, closing the connections
+	// (done by the caller's defers) is what ends a blocked Lock. Wait for
+	// the goroutines here unless interrupted.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	close(errs)
+	s.grants += grants.Load()
+	s.total += total.Load()
+	s.elapsed += d
+	s.segments++
+	return <-errs
+}

@@ -1,0 +1,124 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type keepaliveResult struct {
+	workers       int
+	count         int64
+	elapsed       time.Duration
+	lat           summary
+	idlePackets   float64 // ZooKeeper packets received in an idle window
+	kaPackets     float64 // ... in a window of keepalives of the same length
+	zkPacketsSeen bool
+}
+
+func (r keepaliveResult) rate() float64 { return float64(r.count) / r.elapsed.Seconds() }
+
+// extraPackets is how many more packets ZooKeeper received while keepalives
+// ran than while nothing did.
+func (r keepaliveResult) extraPackets() float64 { return r.kaPackets - r.idlePackets }
+
+// keepalivesFree says whether the keepalives stayed off ZooKeeper: the extra
+// packets (pings drift in and out of a window) are under 1% of them.
+func (r keepaliveResult) keepalivesFree() bool {
+	return r.zkPacketsSeen && r.extraPackets() <= 0.01*float64(r.count)
+}
+
+// keepalives has cfg.kaWorkers goroutines each keep one lease alive in a
+// loop, after an idle window of the same length, comparing ZooKeeper's
+// packet count (mntr zk_packets_received) over both windows.
+func (e *env) keepalives(ctx context.Context) (keepaliveResult, error) {
+	res := keepaliveResult{workers: e.cfg.kaWorkers}
+	c := newClient(e.gw.url, 2*e.cfg.kaWorkers, time.Minute)
+	defer c.close()
+	leases, err := c.createLeases(ctx, e.cfg.kaWorkers, 8, time.Minute, "bench-keepalive")
+	defer func() { _ = c.revokeLeases(context.Background(), leases, 8) }()
+	if err != nil {
+		return res, err
+	}
+	// Warm the connections up, then let things settle.
+	if err := parallel(ctx, len(leases), len(leases), func(i int) error {
+		st, b, err := c.do(ctx, http.MethodPost, "/v1/leases/"+leases[i]+"/keepalive", nil)
+		return expect("keepalive", st, b, err, http.StatusOK)
+	}); err != nil {
+		return res, err
+	}
+	packets := func() (float64, error) {
+		m, err := mntr(ctx, e.zkAddr)
+		if err != nil {
+			return 0, err
+		}
+		v, ok := m["zk_packets_received"]
+		res.zkPacketsSeen = ok
+		return v, nil
+	}
+
+	p0, err := packets()
+	if err != nil {
+		return res, err
+	}
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(e.cfg.kaDur):
+	}
+	p1, err := packets()
+	if err != nil {
+		return res, err
+	}
+	res.idlePackets = p1 - p0
+
+	var count atomic.Int64
+	var wg sync.WaitGroup
+	lats := make([]dist, len(leases))
+	errs := make(chan error, len(leases))
+	p2, err := packets()
+	if err != nil {
+		return res, err
+	}
+	start := time.Now()
+	deadline := start.Add(e.cfg.kaDur)
+	for i, id := range leases {
+		path := "/v1/leases/" + id + "/keepalive"
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				st, b, err := c.do(ctx, http.MethodPost, path, nil)
+				if err := expect("keepalive", st, b, err, http.StatusOK); err != nil {
+					errs <- err
+					return
+				}
+				lats[i] = append(lats[i], time.Since(t0))
+				count.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	p3, err := packets()
+	if err != nil {
+		return res, err
+	}
+	res.kaPackets = p3 - p2
+	res.count = count.Load()
+	var all dist
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	res.lat = summarize(all)
+	close(errs)
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	return res, <-errs
+}

@@ -1,0 +1,212 @@
+//go:build linux
+
+// Command zkgate-bench measures zkgate's lock path against a direct
+// go-zookeeper client, on one real ZooKeeper, in one run:
+//
+//  1. uncontended acquire+release latency, gateway vs. zk.Lock (target: the
+//     gateway at most 1.25x the direct client);
+//  2. grants per second with 32 contenders on one lock, gateway vs. zk.Lock,
+//     checking mutual exclusion all along;
+//  3. the gateway's memory with 10,000 acquires waiting on one lock (target:
+//     under 20 KiB per waiter), then every waiter granted in turn;
+//     -waiter-wait is 5m by default: on a 2-core machine the gateway takes
+//     about a minute to park 10,000 waiters and another to grant them all,
+//     so 60s waits end before the queue is even complete (run with
+//     -phases waiters -waiter-wait 60s to see what the gateway does then;
+//     -max-gateway-rss kills it if its memory runs away);
+//  4. lease keepalives per second, and proof that they never reach ZooKeeper;
+//  5. queue produce + take throughput, gateway vs. the same recipe (kazoo's
+//     LockingQueue layout) on direct go-zookeeper connections: one producer
+//     then one consumer, and producers and consumers at once, checking that
+//     every item is taken exactly once;
+//  6. queue take wake-up: produce sent .. item taken by a consumer blocked
+//     on the empty queue, gateway take?wait= vs. a direct children watch.
+//
+// Usage, from the repository root:
+//
+//	go run ./cmd/zkgate-bench            # the full run (a few minutes)
+//	go run ./cmd/zkgate-bench -quick     # a short run
+//	go run ./cmd/zkgate-bench -h         # every flag
+//
+// It starts its own standalone ZooKeeper (zkserver, tickTime 2s, temp dir),
+// builds cmd/zkgate into a temp dir and runs it as a child process, so the
+// gateway's memory is its own. Everything it starts is removed when it ends,
+// also on Ctrl-C (a second Ctrl-C exits at once; the children then die with
+// it through PR_SET_PDEATHSIG). The report, in markdown, goes to stdout;
+// progress goes to stderr. -phases runs a subset, -gateway-bin measures a
+// given binary (for instance one built with net/http/pprof, to profile it
+// under this load). The exit code is 0 even when a performance target
+// is missed: it is 1 only on errors, a mutual-exclusion violation or a
+// queue item not taken exactly once, 130 on an interrupt.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	iterations int
+	warmup     int
+	block      int
+
+	contenders     int
+	contentionDur  time.Duration
+	contentionWait time.Duration
+
+	waiters    int
+	waiterWait time.Duration
+	ramp       int
+	maxRSSGiB  float64
+
+	kaWorkers int
+	kaDur     time.Duration
+
+	qItems     int
+	qProducers int
+	qConsumers int
+	qDur       time.Duration
+	qBacklog   int
+	qBytes     int
+	qWakeups   int
+
+	tickTime       time.Duration
+	containerCheck time.Duration
+	gatewayBin     string
+	logLevel       string
+	phases         map[string]bool
+	quick          bool
+}
+
+var allPhases = []string{"latency", "contention", "keepalive", "queue-throughput", "queue-wakeup", "waiters"}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("zkgate-bench", flag.ContinueOnError)
+	fs.IntVar(&c.iterations, "iterations", 2000, "uncontended acquire+release iterations, each for the gateway and for the direct client")
+	fs.IntVar(&c.warmup, "warmup", 200, "uncontended warm-up iterations, each")
+	fs.IntVar(&c.block, "block", 100, "uncontended iterations per block; blocks alternate gateway/direct in ABBA order")
+	fs.IntVar(&c.contenders, "contenders", 32, "contenders on one lock")
+	fs.DurationVar(&c.contentionDur, "contention-duration", 10*time.Second, "contended run time, each for the gateway and for the direct client (run as two halves, ABBA)")
+	fs.DurationVar(&c.contentionWait, "contention-wait", 30*time.Second, "?wait= of each contended acquire")
+	fs.IntVar(&c.waiters, "waiters", 10000, "concurrent acquires waiting on one lock in the memory test")
+	fs.DurationVar(&c.waiterWait, "waiter-wait", 5*time.Minute, "?wait= of each waiting acquire; it must cover the time the gateway takes to park them all and then grant them in turn (see the report)")
+	fs.IntVar(&c.ramp, "ramp", 128, "waiting acquires being connected and sent at once while they arrive")
+	fs.IntVar(&c.kaWorkers, "keepalive-workers", 32, "goroutines sending keepalives")
+	fs.DurationVar(&c.kaDur, "keepalive-duration", 5*time.Second, "keepalive run time (an idle window of the same length is measured first)")
+	fs.IntVar(&c.qItems, "queue-items", 2000, "sequential queue test: items per client, produced by one producer and then taken by one consumer, in two ABBA runs of half each")
+	fs.IntVar(&c.qProducers, "queue-producers", 4, "concurrent queue test: producers")
+	fs.IntVar(&c.qConsumers, "queue-consumers", 4, "concurrent queue test: consumers")
+	fs.DurationVar(&c.qDur, "queue-duration", 6*time.Second, "concurrent queue test: run time, each for the gateway and for the direct client (run as two halves, ABBA)")
+	fs.IntVar(&c.qBacklog, "queue-backlog", 32, "concurrent queue test: producers wait while this many items are produced and not yet taken")
+	fs.IntVar(&c.qBytes, "queue-bytes", 100, "size of each queue item")
+	fs.IntVar(&c.qWakeups, "queue-wakeups", 300, "queue wake-up test: produces to a waiting consumer, each for the gateway and for the direct client")
+	fs.DurationVar(&c.tickTime, "tick", 2*time.Second, "ZooKeeper tickTime")
+	fs.DurationVar(&c.containerCheck, "container-check", time.Minute, "ZooKeeper znode.container.checkIntervalMs (ZooKeeper's default is 1m)")
+	fs.Float64Var(&c.maxRSSGiB, "max-gateway-rss", 4, "kill the gateway if its VmRSS passes this many GiB (the machine is shared)")
+	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "use this zkgate binary instead of building ./cmd/zkgate")
+	fs.StringVar(&c.logLevel, "gateway-log-level", "info", "the gateway's --log-level (its log goes to a temp file)")
+	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, comma-separated, of "+strings.Join(allPhases, ","))
+	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 1,000 waiters, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups (explicit flags still win)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		quick := func(name string, apply func()) {
+			if !set[name] {
+				apply()
+			}
+		}
+		quick("iterations", func() { c.iterations = 300 })
+		quick("warmup", func() { c.warmup = 50 })
+		quick("block", func() { c.block = 50 })
+		quick("contention-duration", func() { c.contentionDur = 2 * time.Second })
+		quick("waiters", func() { c.waiters = 1000 })
+		quick("keepalive-duration", func() { c.kaDur = 2 * time.Second })
+		quick("queue-items", func() { c.qItems = 300 })
+		quick("queue-duration", func() { c.qDur = 2 * time.Second })
+		quick("queue-wakeups", func() { c.qWakeups = 50 })
+	}
+	c.phases = map[string]bool{}
+	for _, p := range strings.Split(*phases, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		ok := false
+		for _, a := range allPhases {
+			ok = ok || a == p
+		}
+		if !ok {
+			return c, fmt.Errorf("-phases: unknown phase %q (have %s)", p, strings.Join(allPhases, ","))
+		}
+		c.phases[p] = true
+	}
+	switch {
+	case c.iterations < 1, c.warmup < 0, c.block < 1, c.contenders < 1, c.waiters < 1, c.ramp < 1, c.kaWorkers < 1,
+		c.qProducers < 1, c.qConsumers < 1, c.qBacklog < 1, c.qWakeups < 1:
+		return c, errors.New("counts must be positive")
+	case c.qItems < 2:
+		return c, errors.New("-queue-items must be at least 2")
+	case c.qBytes < 32:
+		return c, errors.New("-queue-bytes must be at least 32 (the items carry a unique id)")
+	case c.contentionDur < 100*time.Millisecond, c.kaDur < 100*time.Millisecond, c.qDur < 200*time.Millisecond:
+		return c, errors.New("durations must be at least 100ms (-queue-duration 200ms)")
+	case c.contentionWait < time.Second || c.waiterWait < time.Second:
+		return c, errors.New("waits must be at least 1s")
+	}
+	return c, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "zkgate-bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills at once; the children die with us
+	}()
+	start := time.Now()
+	rep, err := run(ctx, cfg)
+	if rep != nil {
+		rep.total = time.Since(start)
+		rep.print(os.Stdout)
+	}
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(os.Stderr, "zkgate-bench: interrupted; everything it started has been stopped")
+		os.Exit(130)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "zkgate-bench: error:", err)
+		os.Exit(1)
+	case rep != nil && rep.violations() > 0:
+		fmt.Fprintf(os.Stderr, "zkgate-bench: %d mutual-exclusion violations\n", rep.violations())
+		os.Exit(1)
+	case rep != nil && rep.queueViolations() > 0:
+		fmt.Fprintf(os.Stderr, "zkgate-bench: %d queue items not taken exactly once, or out of FIFO order\n", rep.queueViolations())
+		os.Exit(1)
+	}
+}
+
+// progress reports what the bench is doing, on stderr.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

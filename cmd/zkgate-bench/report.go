@@ -1,0 +1,299 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// The targets.
+const (
+	targetLatencyRatio = 1.25
+	targetPerWaiter    = 20 * 1024
+)
+
+type report struct {
+	cfg          config
+	started      time.Time
+	total        time.Duration
+	machine      machine
+	nofile       uint64
+	gatewayBuild string
+	zk           struct {
+		addr, version, mode string
+		pid                 int
+	}
+	gw struct {
+		pid     int
+		args    string
+		build   string
+		nofile  uint64
+		peakRSS uint64
+		killed  string
+	}
+	latency    latencyResult
+	contention contentionResult
+	keepalive  keepaliveResult
+	waiters    waitersResult
+	queue      queueResult
+	wake       wakeResult
+}
+
+func (r *report) violations() int64 {
+	var v int64
+	for _, x := range []*exclusion{r.contention.gw.excl, r.contention.direct.excl, r.waiters.excl} {
+		if x != nil {
+			v += x.violations.Load() + x.tokenViolations.Load()
+		}
+	}
+	return v
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "**PASS**"
+	}
+	return "**MISS**"
+}
+
+func msf(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func kib(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
+
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func (r *report) print(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	c := r.cfg
+	m := r.machine
+	p("# zkgate-bench: the lock and queue paths through zkgate vs. go-zookeeper direct")
+	p("")
+	p("| | |")
+	p("|---|---|")
+	p("| run | %s, took %s |", r.started.UTC().Format(time.RFC3339), r.total.Round(time.Second))
+	p("| machine | %d CPUs (nproc), %s, %s RAM, %s, kernel %s |", m.nproc, m.cpu, mib(m.memory), m.goos, m.kernel)
+	p("| Go | %s |", m.goVer)
+	p("| ZooKeeper | %s, %s on %s (pid %d), tickTime %s, container check %s, forceSync=no (temp dir), JVM -Xmx256m SerialGC |",
+		r.zk.version, r.zk.mode, r.zk.addr, r.zk.pid, c.tickTime, c.containerCheck)
+	build := r.gatewayBuild
+	if r.gw.build != "" {
+		build += " at " + r.gw.build
+	}
+	p("| gateway | child process pid %d, %s: `zkgate %s` |", r.gw.pid, build, r.gw.args)
+	p("| direct client | go-zookeeper v1.0.4: locks `zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))`; queues the gateway's recipe (kazoo LockingQueue layout) by hand; session timeout %s |", zkTimeout)
+	p("| limits | open files: bench %d, gateway %d; ephemeral ports %s; somaxconn %s |", r.nofile, r.gw.nofile, m.portLo, m.somaxcn)
+	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); contenders %d for %s each (wait %s); waiters %d (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups |",
+		c.iterations, c.warmup, c.block, c.contenders, c.contentionDur, c.contentionWait, c.waiters, c.waiterWait, c.ramp, c.kaWorkers, c.kaDur,
+		c.qItems, c.qProducers, c.qConsumers, c.qDur, c.qBacklog, c.qBytes, c.qWakeups)
+	p("")
+	if r.gw.killed != "" {
+		p("**%s.**", r.gw.killed)
+		p("")
+	}
+	p("All clients run in this process on the same machine as the gateway and ZooKeeper, so they share its %d CPUs.", m.nproc)
+	p("")
+
+	var sum [][4]string
+	if l := r.latency; l.gw.n > 0 && l.direct.n > 0 {
+		p("## 1. Uncontended acquire + release, one client")
+		p("")
+		p("Gateway: `POST /v1/locks/bench-u/acquire {\"lease\":id}` then `POST /v1/locks/bench-u/release`, one lease, one keep-alive connection. Direct: `zk.Lock.Lock()` then `Unlock()` on its own connection. %d samples each, in %d ABBA block pairs.", l.gw.n, l.blocks)
+		p("")
+		p("| client | p50 | p90 | p99 | mean | max |")
+		p("|---|---:|---:|---:|---:|---:|")
+		row := func(name string, s summary) {
+			p("| %s | %s | %s | %s | %s | %s |", name, msf(s.p50), msf(s.p90), msf(s.p99), msf(s.mean), msf(s.worst))
+		}
+		row("gateway acquire+release", l.gw)
+		row("direct zk.Lock Lock+Unlock", l.direct)
+		p("| **ratio gateway/direct** | **%.2fx** | %.2fx | %.2fx | **%.2fx** | |", l.ratioP50(),
+			float64(l.gw.p90)/float64(l.direct.p90), float64(l.gw.p99)/float64(l.direct.p99), l.ratioMean())
+		row("gateway acquire only", l.gwAcq)
+		row("gateway release only", l.gwRel)
+		row("direct Lock only", l.directLock)
+		row("direct Unlock only", l.directUnlk)
+		row("floor: gateway keepalive (one HTTP request, no ZooKeeper)", l.keepalive)
+		row("floor: direct zk Exists (one ZooKeeper round trip)", l.exists)
+		p("")
+		if l.serverAcq > 0 {
+			p("Inside the gateway (mean of its own `zkgate_http_request_duration_seconds`, handler and middleware, over the measured blocks): acquire %s, release %s, keepalive %s; the rest of the client-side mean (acquire %s, release %s, keepalive %s) is HTTP transport and scheduling.",
+				msf(l.serverAcq), msf(l.serverRel), msf(l.serverKA), msf(l.gwAcq.mean), msf(l.gwRel.mean), msf(l.keepalive.mean))
+			p("")
+		}
+		p("`zk.Lock` waits for 2 ZooKeeper round trips per Lock (create, then getChildren) and 1 per Unlock (delete); the gateway needs at least as many, plus one HTTP exchange per call. The two floor rows (%d samples each, interleaved with the blocks) price one HTTP exchange and one ZooKeeper round trip on this machine: even a gateway with no cost of its own would be at (3 x %s + 2 x %s) / (3 x %s) = %.2fx at the means.",
+			l.keepalive.n, msf(l.exists.mean), msf(l.keepalive.mean), msf(l.exists.mean),
+			(3*l.exists.mean.Seconds()+2*l.keepalive.mean.Seconds())/(3*l.exists.mean.Seconds()))
+		p("")
+		p("Target: gateway at most %.2fx the direct client. p50: %.2fx %s; mean: %.2fx %s.", targetLatencyRatio,
+			l.ratioP50(), verdict(l.ratioP50() <= targetLatencyRatio), l.ratioMean(), verdict(l.ratioMean() <= targetLatencyRatio))
+		p("")
+		sum = append(sum,
+			[4]string{"1. uncontended p50, gateway/direct", fmt.Sprintf("%.2fx (%s vs %s)", l.ratioP50(), msf(l.gw.p50), msf(l.direct.p50)), fmt.Sprintf("<= %.2fx", targetLatencyRatio), verdict(l.ratioP50() <= targetLatencyRatio)},
+			[4]string{"1. uncontended mean, gateway/direct", fmt.Sprintf("%.2fx (%s vs %s)", l.ratioMean(), msf(l.gw.mean), msf(l.direct.mean)), fmt.Sprintf("<= %.2fx", targetLatencyRatio), verdict(l.ratioMean() <= targetLatencyRatio)})
+	}
+
+	if k := r.contention; k.gw.segments > 0 || k.direct.segments > 0 {
+		p("## 2. %d contenders on one lock", k.contenders)
+		p("")
+		p("Each contender loops acquire, then release at once. Gateway: each its own lease, `acquire?wait=%s`; direct: each its own `zk.Lock` on its own connection. Grants received inside the measured windows count (ABBA halves, after a warm-up).", c.contentionWait)
+		p("")
+		p("| client | window | grants | grants/s | acquire timeouts | max holders seen | exclusion violations | token order violations |")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|")
+		for _, s := range []struct {
+			name string
+			s    side
+		}{{"gateway", k.gw}, {"direct zk.Lock", k.direct}} {
+			if s.s.elapsed == 0 {
+				continue
+			}
+			tok := "n/a"
+			if s.name == "gateway" {
+				tok = fmt.Sprint(s.s.excl.tokenViolations.Load())
+			}
+			p("| %s | %s | %s | %.0f | %d | %d | %d | %s |", s.name, s.s.elapsed, thousands(s.s.grants), s.s.rate(), s.s.timeouts,
+				s.s.excl.maxHolders.Load(), s.s.excl.violations.Load(), tok)
+		}
+		if k.gw.elapsed > 0 && k.direct.elapsed > 0 {
+			p("| **ratio gateway/direct** | | | **%.2fx** | | | | |", k.ratio())
+			sum = append(sum, [4]string{fmt.Sprintf("2. grants/s, %d contenders", k.contenders),
+				fmt.Sprintf("gateway %.0f/s, direct %.0f/s (%.2fx)", k.gw.rate(), k.direct.rate(), k.ratio()), "report", "—"})
+		}
+		v := k.gw.excl.violations.Load() + k.gw.excl.tokenViolations.Load() + k.direct.excl.violations.Load()
+		sum = append(sum, [4]string{"2. mutual exclusion (holders > 1, token order)", fmt.Sprintf("%d violations in %s grants", v,
+			thousands(k.gw.excl.entered.Load()+k.direct.excl.entered.Load())), "0", verdict(v == 0)})
+		p("")
+	}
+
+	if wr := r.waiters; wr.n > 0 {
+		p("## 3. Gateway memory with %s waiting acquires", thousands(int64(wr.n)))
+		p("")
+		p("One lease holds `%s`; %s more, each with its own lease and its own connection, send `acquire?wait=%s` and park. Memory is the child's own: VmRSS from /proc/%d/status, the Go figures from its /metrics (lowest of several samples). The heap in use includes garbage not yet collected (GOGC=100 lets the heap grow to twice what is live).",
+			memLock, thousands(int64(wr.n)), c.waiterWait, r.gw.pid)
+		p("")
+		p("| | idle | + %s leases, 1 holder | + %s waiters | per waiter | after (all released, leases revoked) |", thousands(int64(wr.n+1)), thousands(int64(wr.n)))
+		p("|---|---:|---:|---:|---:|---:|")
+		cell := func(m mem, f func(mem) uint64) string {
+			if m.rss == 0 {
+				return "—"
+			}
+			return mib(f(m))
+		}
+		mrow := func(name string, f func(mem) uint64) {
+			per := "—"
+			if wr.with.rss > 0 && wr.leased.rss > 0 {
+				per = kib(perWaiter(f(wr.with), f(wr.leased), wr.n))
+			}
+			p("| %s | %s | %s | %s | **%s** | %s |", name, cell(wr.idle, f), cell(wr.leased, f), cell(wr.with, f), per, cell(wr.after, f))
+		}
+		mrow("VmRSS", func(m mem) uint64 { return m.rss })
+		mrow("Go heap in use + stacks in use", func(m mem) uint64 { return m.heapStack() })
+		mrow("  heap in use", func(m mem) uint64 { return m.heapInuse })
+		mrow("  heap allocated (live + not yet collected)", func(m mem) uint64 { return m.heapAlloc })
+		mrow("  stacks in use", func(m mem) uint64 { return m.stackInuse })
+		mrow("Go runtime total (sys)", func(m mem) uint64 { return m.sys })
+		count := func(m mem, v float64) string {
+			if m.rss == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.0f", v)
+		}
+		crow := func(name string, f func(mem) float64, per bool) {
+			pw := ""
+			if per && wr.with.rss > 0 && wr.leased.rss > 0 {
+				pw = fmt.Sprintf("%.2f", (f(wr.with)-f(wr.leased))/float64(wr.n))
+			}
+			p("| %s | %s | %s | %s | %s | %s |", name, count(wr.idle, f(wr.idle)), count(wr.leased, f(wr.leased)),
+				count(wr.with, f(wr.with)), pw, count(wr.after, f(wr.after)))
+		}
+		crow("goroutines", func(m mem) float64 { return float64(m.goroutines) }, true)
+		crow("open fds", func(m mem) float64 { return float64(m.fds) }, true)
+		crow("zkgate_waiters{kind=\"lock\"}", func(m mem) float64 { return m.waiters }, false)
+		p("")
+		p("Leases: %s made in %s (%s per lease, RSS). Waiters: the gateway counted %s (most seen), ZooKeeper held %s lock nodes and %s watches, %s after the first was sent. Gateway peak RSS (VmHWM) over the whole run: %s.",
+			thousands(int64(wr.n+1)), wr.leasesTook.Round(time.Millisecond), kib(perWaiter(wr.leased.rss, wr.idle.rss, wr.n+1)),
+			thousands(int64(wr.reached)), thousands(int64(wr.zkChildren)), thousands(int64(wr.zkWatches)), wr.arrival.Round(time.Millisecond), mib(r.gw.peakRSS))
+		p("")
+		if wr.arrival > c.waiterWait {
+			p("**Parking the waiters took longer than their ?wait=%s: the first waits ended before the queue was complete.**", c.waiterWait)
+			p("")
+		}
+		if wr.chain > 0 {
+			p("Then the holder released, and every waiter, once granted, released at once. %s of %s were granted, the last %s after the holder's release (%.0f grants/s through the queue); the last answer of any kind came %s after it.",
+				thousands(int64(wr.granted)), thousands(int64(wr.n)), wr.lastGrant.Round(time.Millisecond),
+				float64(wr.granted)/max(wr.lastGrant.Seconds(), 1e-9), wr.chain.Round(time.Millisecond))
+			p("")
+		}
+		p("| acquire answer | count |")
+		p("|---|---:|")
+		for _, k := range sortedKeys(wr.acquire) {
+			p("| %s | %s |", k, thousands(int64(wr.acquire[k])))
+		}
+		p("| **answered / sent** | **%s / %s** |", thousands(int64(wr.answered)), thousands(int64(wr.n)))
+		p("")
+		p("| release answer (of the granted) | count |")
+		p("|---|---:|")
+		for _, k := range sortedKeys(wr.release) {
+			p("| %s | %s |", k, thousands(int64(wr.release[k])))
+		}
+		p("")
+		p("Answered before the holder released: %d. Lock nodes left afterwards: %d. Exclusion violations: %d (token order: %d). Revoking the %s leases took %s.",
+			wr.early, wr.leftover, wr.excl.violations.Load(), wr.excl.tokenViolations.Load(), thousands(int64(wr.n+1)), wr.revokeTook.Round(time.Millisecond))
+		p("")
+		sum = append(sum,
+			[4]string{"3. gateway memory per waiter, VmRSS", kib(wr.rssPerWaiter()), "< 20 KiB", verdict(wr.rssPerWaiter() < targetPerWaiter && wr.reached >= wr.n)},
+			[4]string{"3. gateway memory per waiter, Go heap+stack in use", kib(wr.heapStackPerWaiter()), "< 20 KiB", verdict(wr.heapStackPerWaiter() < targetPerWaiter && wr.reached >= wr.n)},
+			[4]string{"3. every waiter answered", fmt.Sprintf("%s / %s", thousands(int64(wr.answered)), thousands(int64(wr.n))), "all", verdict(wr.answered == wr.n)},
+			[4]string{"3. every waiter granted (200)", fmt.Sprintf("%s / %s", thousands(int64(wr.granted)), thousands(int64(wr.n))), "all", verdict(wr.granted == wr.n)},
+			[4]string{"3. mutual exclusion", fmt.Sprintf("%d violations", wr.excl.violations.Load()+wr.excl.tokenViolations.Load()), "0",
+				verdict(wr.excl.violations.Load()+wr.excl.tokenViolations.Load() == 0)})
+	}
+
+	if ka := r.keepalive; ka.count > 0 {
+		p("## 4. Keepalives")
+		p("")
+		p("%d goroutines each `POST /v1/leases/{id}/keepalive` in a loop for %s, on keep-alive connections.", ka.workers, c.kaDur)
+		p("")
+		p("| keepalives | keepalives/s | p50 | p99 | ZooKeeper packets received, idle %s | ... during the keepalives |", c.kaDur)
+		p("|---:|---:|---:|---:|---:|---:|")
+		p("| %s | **%.0f** | %s | %s | %.0f | %.0f |", thousands(ka.count), ka.rate(), msf(ka.lat.p50), msf(ka.lat.p99), ka.idlePackets, ka.kaPackets)
+		p("")
+		p("ZooKeeper saw %+.0f packets more during %s keepalives than in an idle window of the same length (session pings): keepalives are served from memory %s.",
+			ka.extraPackets(), thousands(ka.count), verdict(ka.keepalivesFree()))
+		p("")
+		sum = append(sum,
+			[4]string{"4. keepalives/s", fmt.Sprintf("%.0f/s (%d workers)", ka.rate(), ka.workers), "report", "—"},
+			[4]string{"4. keepalives reach ZooKeeper", fmt.Sprintf("%+.0f packets for %s keepalives", ka.extraPackets(), thousands(ka.count)), "~0 (< 1%)", verdict(ka.keepalivesFree())})
+	}
+
+	r.printQueues(p, &sum)
+
+	if len(sum) > 0 {
+		p("## Summary")
+		p("")
+		p("| measure | result | target | verdict |")
+		p("|---|---|---|---|")
+		for _, s := range sum {
+			p("| %s | %s | %s | %s |", s[0], s[1], s[2], s[3])
+		}
+		p("")
+	}
+	p("Total run time %s.", r.total.Round(time.Second))
+}

@@ -1,0 +1,372 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/zkserver"
+)
+
+const memLock = "bench-mem"
+
+type waitersResult struct {
+	n            int
+	leasesTook   time.Duration
+	arrival      time.Duration // first request sent .. the gateway counted them all
+	reached      int           // most waiters the gateway counted
+	zkChildren   int           // lock nodes in ZooKeeper then (holder included)
+	zkWatches    int           // watches ZooKeeper holds then (wchs)
+	idle         mem           // before the leases
+	leased       mem           // n leases and the holder, no waiters
+	with         mem           // n waiters
+	after        mem           // all answered and every lease revoked
+	chain        time.Duration // holder released .. last waiter answered
+	lastGrant    time.Duration // holder released .. last grant received
+	acquire      map[string]int
+	release      map[string]int
+	answered     int
+	granted      int
+	early        int // answered before the holder released
+	unanswered   int
+	excl         *exclusion
+	leftover     int     // lock nodes left at the end
+	waitersAfter float64 // the gateway's waiter gauge at the end
+	revokeTook   time.Duration
+}
+
+func perWaiter(with, before uint64, n int) float64 {
+	return (float64(with) - float64(before)) / float64(n)
+}
+
+func (r waitersResult) rssPerWaiter() float64 {
+	return perWaiter(r.with.rss, r.leased.rss, r.n)
+}
+
+func (r waitersResult) heapStackPerWaiter() float64 {
+	return perWaiter(r.with.heapStack(), r.leased.heapStack(), r.n)
+}
+
+type outcome struct {
+	status    int
+	code      string
+	err       error
+	relStatus int
+	relErr    error
+	answered  time.Time
+}
+
+// waitersPhase parks cfg.waiters acquires on one held lock, measures the
+// gateway's memory before and with them, then releases the holder and lets
+// every waiter be granted and release in turn.
+func (e *env) waitersPhase(ctx context.Context) (res waitersResult, err error) {
+	n := e.cfg.waiters
+	res = waitersResult{n: n, acquire: map[string]int{}, release: map[string]int{}, excl: &exclusion{}}
+	setup := newClient(e.gw.url, 64, 2*time.Minute)
+	defer setup.close()
+	if res.idle, err = e.gw.settledMemory(ctx, 3, 300*time.Millisecond); err != nil {
+		return res, err
+	}
+
+	// Leases: one per waiter, plus the holder's, made 64 at a time.
+	t0 := time.Now()
+	ttl := e.cfg.waiterWait + 30*time.Minute
+	leases, err := setup.createLeases(ctx, n+1, 64, ttl, "bench-waiter")
+	res.leasesTook = time.Since(t0)
+	revoked := false
+	defer func() {
+		if !revoked {
+			_ = setup.revokeLeases(context.Background(), leases, 64)
+		}
+	}()
+	if err != nil {
+		return res, err
+	}
+	holder, waiters := leases[0], leases[1:]
+	progress("%d leases made in %s", len(leases), res.leasesTook.Round(time.Millisecond))
+
+	acquire := fmt.Sprintf("/v1/locks/%s/acquire", memLock)
+	release := fmt.Sprintf("/v1/locks/%s/release", memLock)
+	st, b, herr := setup.do(ctx, http.MethodPost, acquire, leaseBody(holder))
+	if err := expect("holder acquire", st, b, herr, http.StatusOK); err != nil {
+		return res, err
+	}
+	hg, err := parseGrant(b)
+	if err != nil {
+		return res, err
+	}
+	res.excl.enter(hg.Token)
+
+	if res.leased, err = e.gw.settledMemory(ctx, 5, 400*time.Millisecond); err != nil {
+		return res, err
+	}
+
+	// The waiters: each its own connection. At most cfg.ramp of them are
+	// connecting and sending at once; once a request is written the next
+	// one starts.
+	wc := newClient(e.gw.url, n+64, e.cfg.waiterWait+3*time.Minute)
+	defer wc.close()
+	waitPath := fmt.Sprintf("%s?wait=%s", acquire, e.cfg.waiterWait)
+	outs := make([]outcome, n)
+	sem := make(chan struct{}, e.cfg.ramp)
+	var (
+		wg       sync.WaitGroup
+		answered atomic.Int64 // HTTP answers
+		finished atomic.Int64 // answers and failures
+		released atomic.Bool
+		early    atomic.Int64
+	)
+	start := time.Now()
+	for i := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := &outs[i]
+			body := leaseBody(waiters[i])
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				o.err = ctx.Err()
+				return
+			}
+			var once sync.Once
+			free := func() { once.Do(func() { <-sem }) }
+			tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+				WroteRequest: func(httptrace.WroteRequestInfo) { free() }})
+			st, b, err := wc.do(tctx, http.MethodPost, waitPath, body)
+			free()
+			o.answered = time.Now()
+			finished.Add(1)
+			o.status, o.err = st, err
+			if err != nil {
+				return
+			}
+			answered.Add(1)
+			if !released.Load() {
+				early.Add(1)
+			}
+			if st != http.StatusOK {
+				var p struct {
+					Code string `json:"code"`
+				}
+				_ = json.Unmarshal(b, &p)
+				o.code = p.Code
+				return
+			}
+			g, err := parseGrant(b)
+			if err != nil {
+				o.err = err
+				return
+			}
+			res.excl.enter(g.Token)
+			res.excl.leave()
+			o.relStatus, _, o.relErr = wc.do(ctx, http.MethodPost, release, body)
+		}()
+	}
+
+	// Wait until the gateway counts every waiter and ZooKeeper has all their
+	// nodes, or some waiter has already finished (then all never will be).
+	parent := gatewayRoot + "/locks/" + memLock
+	lastReport := time.Now()
+	arrivalLimit := time.NewTimer(e.cfg.waiterWait + time.Minute)
+	defer arrivalLimit.Stop()
+wait:
+	for {
+		m, err := e.gw.memory(ctx)
+		if err != nil {
+			return res, fmt.Errorf("while waiters arrive: %w", err)
+		}
+		res.reached = max(res.reached, int(m.waiters))
+		if int(m.waiters) >= n {
+			// The gateway counts a waiter from the start of its acquire; it
+			// is parked once ZooKeeper holds its node and its watch on the
+			// node before it.
+			kids, _, err := e.conn.Children(parent)
+			if err == nil {
+				res.zkChildren = len(kids)
+			}
+			if w, err := totalWatches(ctx, e.zkAddr); err == nil {
+				res.zkWatches = w
+			}
+			if res.zkChildren >= n+1 && res.zkWatches >= n {
+				res.arrival = time.Since(start)
+				break
+			}
+		}
+		if finished.Load() > 0 {
+			res.arrival = time.Since(start)
+			progress("a waiter finished (answered %d, failed %d) before all %d were parked (the gateway counts %d)",
+				answered.Load(), finished.Load()-answered.Load(), n, int(m.waiters))
+			break
+		}
+		if time.Since(lastReport) > 5*time.Second {
+			nodes, watches := "?", "?"
+			if kids, _, err := e.conn.Children(parent); err == nil {
+				nodes = fmt.Sprint(len(kids))
+			}
+			if w, err := totalWatches(ctx, e.zkAddr); err == nil {
+				watches = fmt.Sprint(w)
+			}
+			progress("waiters: the gateway counts %d of %d; ZooKeeper holds %s lock nodes and %s watches", int(m.waiters), n, nodes, watches)
+			lastReport = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-arrivalLimit.C:
+			res.arrival = time.Since(start)
+			progress("not all %d waiters arrived within %s", n, e.cfg.waiterWait+time.Minute)
+			break wait
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	progress("%d waiters parked in %s; measuring memory", res.reached, res.arrival.Round(time.Millisecond))
+	select { // let the last arrivals finish their bookkeeping
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(2 * time.Second):
+	}
+	if res.with, err = e.gw.settledMemory(ctx, 5, 400*time.Millisecond); err != nil {
+		return res, err
+	}
+	if m, err := e.gw.memory(ctx); err == nil && int(m.waiters) < res.reached {
+		progress("waiters left while memory was measured: the gateway counts %d", int(m.waiters))
+	}
+
+	// Release the holder: every waiter is granted in turn and releases.
+	released.Store(true)
+	res.excl.leave()
+	t0 = time.Now()
+	st, b, herr = setup.do(ctx, http.MethodPost, release, leaseBody(holder))
+	if err := expect("holder release", st, b, herr, http.StatusNoContent); err != nil {
+		return res, err
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	limit := time.NewTimer(e.cfg.waiterWait + 3*time.Minute)
+	defer limit.Stop()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+collect:
+	for {
+		select {
+		case <-done:
+			break collect
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-limit.C:
+			break collect
+		case <-tick.C:
+			progress("waiters answered: %d of %d (failed: %d)", answered.Load(), n, finished.Load()-answered.Load())
+		}
+	}
+	res.chain = time.Since(t0)
+	res.early = int(early.Load())
+	for i := range outs {
+		o := &outs[i]
+		switch {
+		case o.answered.IsZero():
+			res.unanswered++
+			if o.err != nil {
+				res.acquire["no answer: "+errKind(o.err)]++
+			} else {
+				res.acquire["no answer"]++
+			}
+			continue
+		case o.err != nil:
+			res.acquire["transport error: "+errKind(o.err)]++
+			res.unanswered++
+			continue
+		}
+		res.answered++
+		key := fmt.Sprint(o.status)
+		if o.code != "" {
+			key += " " + o.code
+		}
+		res.acquire[key]++
+		if o.status == http.StatusOK {
+			res.granted++
+			res.lastGrant = max(res.lastGrant, o.answered.Sub(t0))
+			switch {
+			case o.relErr != nil:
+				res.release["transport error: "+errKind(o.relErr)]++
+			default:
+				res.release[fmt.Sprint(o.relStatus)]++
+			}
+		}
+	}
+	if m, merr := e.gw.memory(ctx); merr == nil {
+		res.waitersAfter = m.waiters
+	}
+	if kids, _, kerr := e.conn.Children(parent); kerr == nil {
+		res.leftover = len(kids)
+	} else if !errors.Is(kerr, zk.ErrNoNode) {
+		return res, kerr
+	}
+
+	wc.close() // drop the waiters' idle connections before "after"
+	progress("revoking %d leases", len(leases))
+	t0 = time.Now()
+	revoked = true
+	if err := setup.revokeLeases(ctx, leases, 64); err != nil {
+		return res, err
+	}
+	res.revokeTook = time.Since(t0)
+	if res.after, err = e.gw.settledMemory(ctx, 3, 300*time.Millisecond); err != nil {
+		return res, err
+	}
+	if res.unanswered > 0 {
+		return res, fmt.Errorf("%d of %d waiters got no answer", res.unanswered, n)
+	}
+	return res, nil
+}
+
+// errKind shortens a transport error to its gist, for counting.
+func errKind(err error) string {
+	s := err.Error()
+	for _, k := range []string{"context deadline exceeded", "connection reset by peer", "connection refused",
+		"EOF", "too many open files", "cannot assign requested address", "timeout", "context canceled"} {
+		if strings.Contains(s, k) {
+			return k
+		}
+	}
+	if len(s) > 80 {
+		s = s[:80]
+	}
+	return s
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// totalWatches asks ZooKeeper (wchs) how many watches it holds.
+func totalWatches(ctx context.Context, addr string) (int, error) {
+	s, err := zkserver.FourLetterWord(ctx, addr, "wchs")
+	if err != nil {
+		return 0, err
+	}
+	i := strings.Index(s, "Total watches:")
+	if i < 0 {
+		return 0, fmt.Errorf("wchs: %q", s)
+	}
+	var n int
+	_, err = fmt.Sscan(strings.TrimSpace(s[i+len("Total watches:"):]), &n)
+	return n, err
+}
