@@ -255,7 +255,9 @@ func (d *DoubleBarriers) join(ctx context.Context, m *membership) (createdNow bo
 			return false, &Error{Code: CodeInvalid, Detail: fmt.Sprintf("member %q of barrier %q belongs to another lease", m.member, m.name)}
 		case ambiguous(err):
 			if werr := d.svc.sess.WaitLive(ctx); werr != nil {
-				return false, waitErr(ctx, lease, werr)
+				// Not waitErr: it may wait for the lease to finish ending, and
+				// ending takes m.mu, which we hold.
+				return false, unavailable()
 			}
 		default:
 			return false, internal(err, "enter barrier")
