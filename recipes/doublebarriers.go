@@ -64,7 +64,9 @@ type membership struct {
 }
 
 func (m *membership) info() HoldInfo {
-	m.mu.Lock()
+	if !m.mu.TryLock() { // held across creates (see lockHold.info)
+		return HoldInfo{Kind: "double-barrier", Name: m.name, Mode: m.member, State: "waiting", Node: m.node}
+	}
 	defer m.mu.Unlock()
 	state := "waiting"
 	if m.entered {

@@ -66,7 +66,9 @@ type candidacy struct {
 }
 
 func (c *candidacy) info() HoldInfo {
-	c.mu.Lock()
+	if !c.mu.TryLock() { // held across creates (see lockHold.info)
+		return HoldInfo{Kind: "election", Name: c.name, State: "waiting"}
+	}
 	defer c.mu.Unlock()
 	state, since := "waiting", c.since
 	if c.elected {

@@ -93,7 +93,11 @@ type lockHold struct {
 }
 
 func (h *lockHold) info() HoldInfo {
-	h.mu.Lock()
+	// h.mu is held across the create of the node, which waits out a
+	// reconnect: a lease's listing (a keepalive's answer) must not.
+	if !h.mu.TryLock() {
+		return HoldInfo{Kind: "lock", Name: h.name, Mode: h.mode, State: "waiting", Since: h.since}
+	}
 	defer h.mu.Unlock()
 	state, since := "waiting", h.since
 	if h.granted {
@@ -167,10 +171,11 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 			return LockGrant{}, err
 		}
 		cand := got.(*lockHold)
+		stale := false
 		cand.mu.Lock()
 		switch {
 		case cand.gone:
-			lease.detach(key, cand) // a hold on its way out: make a new one
+			stale = true // a hold on its way out: make a new one
 		case cand.granted:
 			g := cand.grant()
 			cand.mu.Unlock()
@@ -180,6 +185,10 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 			h = cand
 		}
 		cand.mu.Unlock()
+		if stale {
+			// Outside cand.mu: Lease.Info takes the lease's lock, then each hold's.
+			lease.detach(key, cand)
+		}
 	}
 	k.svc.metrics.Waiting("lock", 1)
 	start := time.Now()

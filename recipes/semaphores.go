@@ -59,7 +59,9 @@ type semHold struct {
 }
 
 func (h *semHold) info() HoldInfo {
-	h.mu.Lock()
+	if !h.mu.TryLock() { // held across creates (see lockHold.info)
+		return HoldInfo{Kind: "semaphore", Name: h.name, State: "waiting", Since: h.since}
+	}
 	defer h.mu.Unlock()
 	state, since, node := "waiting", h.since, h.mutexNode
 	if h.granted {
@@ -115,10 +117,11 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 			return SemaphoreGrant{}, err
 		}
 		cand := got.(*semHold)
+		stale := false
 		cand.mu.Lock()
 		switch {
 		case cand.gone:
-			lease.detach(key, cand)
+			stale = true // a hold on its way out: make a new one
 		case cand.limit != limit:
 			cand.mu.Unlock()
 			return SemaphoreGrant{}, &Error{Code: CodeLimitMismatch,
@@ -133,6 +136,10 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 			h = cand
 		}
 		cand.mu.Unlock()
+		if stale {
+			// Outside cand.mu: Lease.Info takes the lease's lock, then each hold's.
+			lease.detach(key, cand)
+		}
 	}
 	m.svc.metrics.Waiting("semaphore", 1)
 	start := time.Now()
