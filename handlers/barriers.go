@@ -123,17 +123,15 @@ func (a *API) EnterDoubleBarrier() http.Handler {
 			WriteError(w, r, invalid("count must be between 1 and %d", recipes.MaxBarrierCount))
 			return
 		}
-		lease, implicit, err := a.resolve(r.Context(), body.leaseRef, true)
+		var st recipes.DoubleBarrierState
+		// A timed-out enter keeps its membership for a later enter to
+		// resume: a lease made for it stays too.
+		lease, err := a.actFor(r.Context(), body.leaseRef, func(lease *recipes.Lease) (err error) {
+			st, err = a.DoubleBarriers.Enter(r.Context(), lease, name, body.Member, *body.Count, wait)
+			return err
+		}, func(err error) bool { return recipes.ErrorCode(err) == recipes.CodeTimeout })
 		if err != nil {
 			WriteError(w, r, err)
-			return
-		}
-		st, err := a.DoubleBarriers.Enter(r.Context(), lease, name, body.Member, *body.Count, wait)
-		if err != nil {
-			if recipes.ErrorCode(err) != recipes.CodeTimeout {
-				a.dropImplicit(lease, implicit)
-			}
-			WriteError(w, r, withLease(err, lease, implicit))
 			return
 		}
 		writeJSON(w, http.StatusOK, enterAnswer{DoubleBarrierState: st, Lease: lease.ID})
@@ -145,10 +143,9 @@ type enterAnswer struct {
 	Lease string `json:"lease"`
 }
 
-// withLease tells the client of a lease made for it, when a timeout keeps
-// what the lease holds (the membership) for a later call to resume.
-func withLease(err error, lease *recipes.Lease, implicit bool) error {
-	if e, ok := err.(*recipes.Error); ok && implicit && e.Code == recipes.CodeTimeout {
+// withLease names in a problem the lease made for the request.
+func withLease(err error, lease *recipes.Lease) error {
+	if e, ok := err.(*recipes.Error); ok {
 		if e.Extra == nil {
 			e.Extra = map[string]any{}
 		}

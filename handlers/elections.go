@@ -33,14 +33,12 @@ func (a *API) Campaign() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
-		lease, implicit, err := a.resolve(r.Context(), body.leaseRef, true)
+		var c recipes.Campaign
+		_, err = a.actFor(r.Context(), body.leaseRef, func(lease *recipes.Lease) (err error) {
+			c, err = a.Elections.Campaign(r.Context(), lease, name, body.Value, wait)
+			return err
+		}, nil)
 		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		c, err := a.Elections.Campaign(r.Context(), lease, name, body.Value, wait)
-		if err != nil {
-			a.dropImplicit(lease, implicit)
 			WriteError(w, r, err)
 			return
 		}

@@ -201,9 +201,22 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 	return l, err == nil, err
 }
 
-// dropImplicit revokes a lease made for a request that failed.
-func (a *API) dropImplicit(l *recipes.Lease, implicit bool) {
-	if implicit {
-		_ = a.Leases.Revoke(l.ID)
+// actFor runs act for the lease ref names, or for one it makes when ref
+// names none (and gives ttl and holder instead). A lease made for this
+// request is revoked again when act fails, unless keep says the failure
+// leaves it holding something the client will come back for; then the
+// problem tells the client its id.
+func (a *API) actFor(ctx context.Context, ref leaseRef, act func(*recipes.Lease) error, keep func(error) bool) (*recipes.Lease, error) {
+	lease, implicit, err := a.resolve(ctx, ref, true)
+	if err != nil {
+		return nil, err
 	}
+	err = act(lease)
+	if err != nil && implicit {
+		if keep != nil && keep(err) {
+			return lease, withLease(err, lease)
+		}
+		_ = a.Leases.Revoke(lease.ID)
+	}
+	return lease, err
 }

@@ -37,14 +37,12 @@ func (a *API) AcquireLock() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
-		lease, implicit, err := a.resolve(r.Context(), body.leaseRef, true)
+		var grant recipes.LockGrant
+		_, err = a.actFor(r.Context(), body.leaseRef, func(lease *recipes.Lease) (err error) {
+			grant, err = a.Locks.Acquire(r.Context(), lease, name, body.Mode, wait)
+			return err
+		}, nil)
 		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		grant, err := a.Locks.Acquire(r.Context(), lease, name, body.Mode, wait)
-		if err != nil {
-			a.dropImplicit(lease, implicit)
 			WriteError(w, r, err)
 			return
 		}

@@ -132,19 +132,16 @@ func (a *API) Claim() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
-		lease, implicit, err := a.resolve(r.Context(), body, true)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		t, err := a.Queues.Claim(r.Context(), lease, name, wait)
+		var t recipes.Taken
+		lease, err := a.actFor(r.Context(), body, func(lease *recipes.Lease) (err error) {
+			t, err = a.Queues.Claim(r.Context(), lease, name, wait)
+			return err
+		}, nil)
 		if recipes.IsEmpty(err) {
-			a.dropImplicit(lease, implicit)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		if err != nil {
-			a.dropImplicit(lease, implicit)
 			WriteError(w, r, err)
 			return
 		}

@@ -38,14 +38,12 @@ func (a *API) AcquireSemaphore() http.Handler {
 			WriteError(w, r, invalid("limit must be between 1 and %d", recipes.MaxSemaphoreLimit))
 			return
 		}
-		lease, implicit, err := a.resolve(r.Context(), body.leaseRef, true)
+		var grant recipes.SemaphoreGrant
+		_, err = a.actFor(r.Context(), body.leaseRef, func(lease *recipes.Lease) (err error) {
+			grant, err = a.Semaphores.Acquire(r.Context(), lease, name, *body.Limit, wait)
+			return err
+		}, nil)
 		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		grant, err := a.Semaphores.Acquire(r.Context(), lease, name, *body.Limit, wait)
-		if err != nil {
-			a.dropImplicit(lease, implicit)
 			WriteError(w, r, err)
 			return
 		}
