@@ -51,11 +51,7 @@ func (a *API) Campaign() http.Handler {
 }
 
 // Resign is POST /v1/elections/{name}/resign.
-func (a *API) Resign() http.Handler {
-	return a.leaseAction(func(ctx context.Context, lease *recipes.Lease, name string) error {
-		return a.Elections.Resign(ctx, lease, name)
-	})
-}
+func (a *API) Resign() http.Handler { return a.leaseAction(a.Elections.Resign) }
 
 // Proclaim is PUT /v1/elections/{name}/value: only the leader may.
 func (a *API) Proclaim() http.Handler {

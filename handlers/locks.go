@@ -79,23 +79,9 @@ func (a *API) ReleaseLock() http.Handler {
 
 // LockState is GET /v1/locks/{name}, a blocking read.
 func (a *API) LockState() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		index, wait, err := blockingParams(r, a.Limits.MaxWait)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		st, err := a.Locks.State(r.Context(), name, index, wait)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		writeIndexed(w, st.Index, st)
+	return a.blockingRead(func(ctx context.Context, name string, index int64, wait time.Duration) (any, int64, error) {
+		st, err := a.Locks.State(ctx, name, index, wait)
+		return st, st.Index, err
 	})
 }
 

@@ -52,47 +52,12 @@ func (a *API) AcquireSemaphore() http.Handler {
 }
 
 // ReleaseSemaphore is POST /v1/semaphores/{name}/release.
-func (a *API) ReleaseSemaphore() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Lease string `json:"lease"`
-		}
-		name, err := a.parse(r, nil, &body)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		lease, _, err := a.resolve(r.Context(), leaseRef{Lease: body.Lease}, false)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		if err := a.Semaphores.Release(r.Context(), lease, name); err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-}
+func (a *API) ReleaseSemaphore() http.Handler { return a.leaseAction(a.Semaphores.Release) }
 
 // SemaphoreState is GET /v1/semaphores/{name}, a blocking read.
 func (a *API) SemaphoreState() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		index, wait, err := blockingParams(r, a.Limits.MaxWait)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		st, err := a.Semaphores.State(r.Context(), name, index, wait)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		writeIndexed(w, st.Index, st)
+	return a.blockingRead(func(ctx context.Context, name string, index int64, wait time.Duration) (any, int64, error) {
+		st, err := a.Semaphores.State(ctx, name, index, wait)
+		return st, st.Index, err
 	})
 }
