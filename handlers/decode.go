@@ -197,8 +197,7 @@ func jsonKind(t reflect.Type) string {
 
 // Limits are the caps the handlers enforce.
 type Limits struct {
-	MaxWait      time.Duration
-	MaxItemBytes int64
+	MaxWait time.Duration
 }
 
 // parseWait reads ?wait= (default 0s), capped at max.

@@ -77,10 +77,6 @@ func newWatchCache(sess *Session, log *slog.Logger) *watchCache {
 		entries: map[string]*cacheEntry{}}
 }
 
-// OnChange registers fn to be told (without blocking) of each new snapshot.
-// It must be called before the cache is used.
-func (c *watchCache) OnChange(fn func(path string)) { c.subs = append(c.subs, fn) }
-
 // Read returns the snapshot of p. With index > 0 and the snapshot's index
 // equal to it, it first waits up to wait for a change (a blocking read).
 func (c *watchCache) Read(ctx context.Context, p string, index int64, wait time.Duration) (*Snapshot, error) {

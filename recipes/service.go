@@ -91,10 +91,6 @@ func (s *Service) Session() *Session { return s.sess }
 // WatchedPaths is the number of paths the watch cache keeps a watch on.
 func (s *Service) WatchedPaths() int64 { return s.cache.Watching() }
 
-// OnChange registers fn to be told, without blocking, of every change the
-// watch cache sees. Call it before serving.
-func (s *Service) OnChange(fn func(path string)) { s.cache.OnChange(fn) }
-
 // Close ends every lease, releasing what it holds, and stops the watches.
 func (s *Service) Close() {
 	s.Leases.Close()

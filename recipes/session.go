@@ -266,13 +266,6 @@ func (s *Session) Conn() *zk.Conn {
 // Root is the gateway's root znode.
 func (s *Session) Root() string { return s.cfg.Root }
 
-// Changed returns a channel closed at the next state change.
-func (s *Session) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
-}
-
 // WaitLive waits until the session is live, ctx ends or the session is closed.
 func (s *Session) WaitLive(ctx context.Context) error {
 	for {

@@ -121,7 +121,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 // the same name, as server.Run does, so that a service added to both is
 // wired here too.
 func apiOf(svc *recipes.Service) *handlers.API {
-	api := &handlers.API{Limits: handlers.Limits{MaxWait: time.Minute, MaxItemBytes: 512 << 10}}
+	api := &handlers.API{Limits: handlers.Limits{MaxWait: time.Minute}}
 	av, sv := reflect.ValueOf(api).Elem(), reflect.ValueOf(svc).Elem()
 	for i := 0; i < av.NumField(); i++ {
 		f := av.Type().Field(i)

@@ -106,7 +106,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 
 	api := &handlers.API{Leases: svc.Leases, Locks: svc.Locks, Semaphores: svc.Semaphores,
 		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
-		Limits: handlers.Limits{MaxWait: cfg.MaxWait, MaxItemBytes: cfg.MaxItemBytes}}
+		Limits: handlers.Limits{MaxWait: cfg.MaxWait}}
 	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers})
 
 	// Every request context derives from base, so that shutdown can end the
