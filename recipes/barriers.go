@@ -108,7 +108,7 @@ func (b *Barriers) State(ctx context.Context, name string, index int64, wait tim
 	if err := ValidName(name); err != nil {
 		return BarrierState{}, err
 	}
-	snap, err := b.svc.cache.Read(ctx, b.path(name), index, wait)
+	snap, err := b.svc.cache.Read(ctx, b.path(name), entryOpts{}, index, wait)
 	if err != nil {
 		return BarrierState{}, b.svc.readErr(err)
 	}

@@ -33,6 +33,12 @@ type Snapshot struct {
 	Index    int64
 }
 
+// Bounds of the back-off between failed loads of a cache entry.
+const (
+	cacheRetryMin = 50 * time.Millisecond
+	cacheRetryMax = 5 * time.Second
+)
+
 // watchCache keeps one ZooKeeper watch per path, however many readers wait
 // on it, and fans changes out in memory. An entry lives while it is read and
 // for a while after (linger); then it stops re-arming its watch.
@@ -70,20 +76,25 @@ type entryOpts struct {
 	// namesOnly reads no child at all: queue items can be many and large,
 	// and the queues read what they need themselves.
 	namesOnly bool
+	// sequential says that every child is a sequential node, whose name is
+	// never reused while its parent lives: a child seen before under the
+	// same name is the same node, and its data need not be read again.
+	sequential bool
 }
+
+// seqOpts read a parent of sequential nodes: a lock, an election, a
+// semaphore's directories.
+var seqOpts = entryOpts{sequential: true}
 
 func newWatchCache(sess *Session, log *slog.Logger) *watchCache {
 	return &watchCache{sess: sess, log: log.With("component", "watch-cache"), linger: 30 * time.Second,
 		entries: map[string]*cacheEntry{}}
 }
 
-// Read returns the snapshot of p. With index > 0 and the snapshot's index
-// equal to it, it first waits up to wait for a change (a blocking read).
-func (c *watchCache) Read(ctx context.Context, p string, index int64, wait time.Duration) (*Snapshot, error) {
-	return c.read(ctx, p, entryOpts{}, index, wait)
-}
-
-func (c *watchCache) read(ctx context.Context, p string, opts entryOpts, index int64, wait time.Duration) (*Snapshot, error) {
+// Read returns the snapshot of p, read as opts say. With index > 0 and the
+// snapshot's index equal to it, it first waits up to wait for a change (a
+// blocking read).
+func (c *watchCache) Read(ctx context.Context, p string, opts entryOpts, index int64, wait time.Duration) (*Snapshot, error) {
 	if index <= 0 {
 		// A plain read is answered fresh from ZooKeeper, so that a client
 		// reads its own writes; only blocking reads wait on the cache.
@@ -227,6 +238,7 @@ func (c *watchCache) run(e *cacheEntry) {
 	var prev *Snapshot
 	idle := time.NewTicker(c.linger/2 + time.Millisecond)
 	defer idle.Stop()
+	backoff := cacheRetryMin
 	for {
 		snap, events, err := c.load(e.path, e.opts, prev)
 		if err != nil && ambiguous(err) {
@@ -236,11 +248,20 @@ func (c *watchCache) run(e *cacheEntry) {
 			continue
 		}
 		c.publish(e, snap, err)
+		var retry <-chan time.Time
 		if err == nil {
-			prev = snap
+			prev, backoff = snap, cacheRetryMin
+		} else {
+			// No watch is armed after a failed load: readers see the error
+			// until a load succeeds, tried again with back-off.
+			c.log.Warn("load watched path; retrying", "path", e.path, "in", backoff, "err", err)
+			retry = time.After(backoff)
+			backoff = min(2*backoff, cacheRetryMax)
 		}
 		for waiting := true; waiting; {
 			select {
+			case <-retry:
+				waiting = false
 			case <-events.a:
 				waiting = false
 			case <-events.b: // nil (blocks) unless the data watch is armed
@@ -280,7 +301,8 @@ func (c *watchCache) waitLive(e *cacheEntry) error {
 func (c *watchCache) publish(e *cacheEntry, snap *Snapshot, err error) {
 	c.mu.Lock()
 	first := e.snap == nil && e.err == nil
-	same := err == nil && e.snap != nil && e.err == nil && e.snap.Index == snap.Index && len(e.snap.Children) == len(snap.Children)
+	same := err == nil && e.snap != nil && e.err == nil && e.snap.Index == snap.Index && len(e.snap.Children) == len(snap.Children) ||
+		err != nil && e.err != nil && err.Error() == e.err.Error()
 	if err == nil && e.snap != nil && snap.Index < e.snap.Index {
 		snap.Index = e.snap.Index // never let the index go back
 	}
@@ -372,7 +394,7 @@ func fetchChildren(ctx context.Context, conn *zk.Conn, snap *Snapshot, children 
 	for i, name := range children {
 		// Only a sequential name is never reused, so only its node is
 		// surely the one seen before (a double barrier's member is not).
-		if n, ok := known[name]; ok && sequential(name) {
+		if n, ok := known[name]; ok && opts.sequential {
 			snap.Children[i] = n
 			continue
 		}
@@ -423,26 +445,15 @@ func fetchChildren(ctx context.Context, conn *zk.Conn, snap *Snapshot, children 
 	return nil
 }
 
-// sequential reports whether name ends with the 10-digit counter that
-// ZooKeeper appends to a sequential node.
-func sequential(name string) bool {
-	if len(name) < 10 {
-		return false
-	}
-	for _, c := range name[len(name)-10:] {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // direct reads p and its children now, with no watch. The data of children
 // the cache already holds is reused (on the cache's own terms: the parent's
 // data is unchanged), so that a fresh read of a long line is one listing,
 // not one read per contender.
 func (c *watchCache) direct(ctx context.Context, p string, opts entryOpts) (*Snapshot, error) {
 	conn := c.sess.Conn()
+	if err := syncRead(conn, p); err != nil {
+		return nil, err
+	}
 	children, stat, err := conn.Children(p)
 	if errors.Is(err, zk.ErrNoNode) {
 		snap := &Snapshot{Path: p}
@@ -466,6 +477,17 @@ func (c *watchCache) direct(ctx context.Context, p string, opts entryOpts) (*Sna
 		return nil, err
 	}
 	return snap, nil
+}
+
+// syncRead brings the server this gateway reads from up to date with the
+// ensemble's leader before a plain read, so that a client reads its own
+// writes even when it wrote through another gateway (whose server may be
+// ahead of ours). A missing path syncs all the same.
+func syncRead(conn *zk.Conn, p string) error {
+	if _, err := conn.Sync(p); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
 }
 
 // Watching is the number of paths with a live cache entry.

@@ -32,25 +32,37 @@ var (
 	leaseMarkers = []marker{{"lease-", false, ""}}
 )
 
-// parseContender reads the sequence after the last marker of name. Names
-// that match no marker, or whose sequence is not a number, are not contenders.
+// parseContender reads name as text, a marker, then the sequence: ASCII
+// digits to the end of the name. The marker is the one that ends right
+// before the digits (a name may hold another marker's text earlier on, a
+// UUID or a prefix of the client's), so the longest marker that fits wins.
+// Names that match no marker, or whose sequence does not fit in an int64,
+// are not contenders.
 func parseContender(name string, markers []marker) (contender, bool) {
-	for _, m := range markers {
-		i := strings.LastIndex(name, m.text)
-		if i < 0 {
-			continue
-		}
-		digits := name[i+len(m.text):]
-		if len(digits) == 0 || len(digits) > 19 {
-			return contender{}, false
-		}
-		seq, err := strconv.ParseInt(digits, 10, 64)
-		if err != nil || seq < 0 {
-			return contender{}, false
-		}
-		return contender{Name: name, Seq: seq, Reader: m.reader, Mode: m.mode, Lease: protectedID(name)}, true
+	end := len(name)
+	start := end
+	for start > 0 && name[start-1] >= '0' && name[start-1] <= '9' {
+		start--
 	}
-	return contender{}, false
+	digits := name[start:end]
+	if len(digits) == 0 || len(digits) > 19 {
+		return contender{}, false
+	}
+	var best *marker
+	for i := range markers {
+		m := &markers[i]
+		if strings.HasSuffix(name[:start], m.text) && (best == nil || len(m.text) > len(best.text)) {
+			best = m
+		}
+	}
+	if best == nil {
+		return contender{}, false
+	}
+	seq, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return contender{}, false
+	}
+	return contender{Name: name, Seq: seq, Reader: best.reader, Mode: best.mode, Lease: protectedID(name)}, true
 }
 
 // protectedID returns the <uuid> of a Curator-style protected name

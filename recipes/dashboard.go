@@ -71,11 +71,25 @@ func (d Dashboard) Read(ctx context.Context, p string) (*Snapshot, error) {
 
 // optsFor reads a path the way the recipe that owns it does: the first
 // reader of a path decides how its entry loads, so the dashboard must agree
-// with the recipes (a queue's directories are read as names only).
+// with the recipes (a queue's directories are read as names only; locks,
+// elections and semaphores hold sequential nodes only).
 func (d Dashboard) optsFor(p string) entryOpts {
-	rest, ok := strings.CutPrefix(p, d.Root()+"/queues/")
-	if ok && strings.Count(rest, "/") == 1 && (strings.HasSuffix(rest, "/entries") || strings.HasSuffix(rest, "/taken")) {
+	return optsFor(d.Root(), p)
+}
+
+func optsFor(root, p string) entryOpts {
+	rest, ok := strings.CutPrefix(p, root+"/")
+	if !ok {
+		return entryOpts{}
+	}
+	parts := strings.Split(rest, "/")
+	switch {
+	case len(parts) == 3 && parts[0] == "queues" && (parts[2] == "entries" || parts[2] == "taken"):
 		return entryOpts{namesOnly: true}
+	case len(parts) == 2 && (parts[0] == "locks" || parts[0] == "elections"):
+		return seqOpts
+	case len(parts) == 3 && parts[0] == "semaphores" && (parts[2] == "locks" || parts[2] == "leases"):
+		return seqOpts
 	}
 	return entryOpts{}
 }

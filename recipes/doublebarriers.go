@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -47,52 +46,30 @@ func (d *DoubleBarriers) path(name string) string {
 	return d.svc.sess.Root() + "/double-barriers/" + name
 }
 
+// membership is a lease's member node in one double barrier.
 type membership struct {
-	d      *DoubleBarriers
-	lease  *Lease
-	name   string
+	hold
 	member string
 	count  int
-	node   string
-
-	mu      sync.Mutex
-	created bool // the node exists (as far as we know)
-	entered bool // saw the barrier ready
+	path   string // its node
+	// guarded by hold.mu
 	leaving bool // our node was deleted on the way out
-	since   time.Time
-	gone    bool
 }
+
+const memberRole = "member"
 
 func (m *membership) info() HoldInfo {
-	if !m.mu.TryLock() { // held across creates (see lockHold.info)
-		return HoldInfo{Kind: "double-barrier", Name: m.name, Mode: m.member, State: "waiting", Node: m.node}
-	}
-	defer m.mu.Unlock()
-	state := "waiting"
-	if m.entered {
-		state = "held"
-	}
-	return HoldInfo{Kind: "double-barrier", Name: m.name, Mode: m.member, State: state, Node: m.node, Since: m.since}
-}
-
-func (m *membership) release(ctx context.Context) error {
-	m.mu.Lock()
-	m.gone = true
-	had := m.created
-	m.created = false
-	m.mu.Unlock()
-	if !had {
-		return nil
-	}
-	return m.d.svc.Leases.deleteNode(ctx, m.node, m.lease.epoch)
+	info := m.describe(func(i *HoldInfo) { i.Node = m.nodeLocked(memberRole) })
+	info.Member = m.member
+	return info
 }
 
 func memberKey(name, member string) string { return "double-barrier\x00" + name + "\x00" + member }
 
 // Enter makes member (bound to lease) a member of the barrier and waits up
 // to wait until count members are in. On timeout the membership is kept, and
-// entering again resumes the wait; if ctx is cancelled instead (the client
-// went away), a membership made by this call is removed.
+// entering again resumes the wait; if every call waiting on a membership no
+// client was told of goes away instead (the client hung up), it is removed.
 func (d *DoubleBarriers) Enter(ctx context.Context, lease *Lease, name, member string, count int, wait time.Duration) (DoubleBarrierState, error) {
 	if err := d.validate(name, member); err != nil {
 		return DoubleBarrierState{}, err
@@ -103,82 +80,77 @@ func (d *DoubleBarriers) Enter(ctx context.Context, lease *Lease, name, member s
 	if err := lease.alive(); err != nil {
 		return DoubleBarrierState{}, err
 	}
-	svc := d.svc
 	key := memberKey(name, member)
-	var m *membership
-	for m == nil {
-		got, err := lease.attach(key, &membership{d: d, lease: lease, name: name, member: member, count: count,
-			node: d.path(name) + "/" + member, since: time.Now().UTC()})
-		if err != nil {
-			return DoubleBarrierState{}, err
-		}
-		cand := got.(*membership)
-		cand.mu.Lock()
-		gone, leaving, cnt := cand.gone, cand.leaving, cand.count
-		cand.mu.Unlock()
+	m, err := joinHold(lease, key, func() *membership {
+		return &membership{hold: newHold(d.svc, lease, "double-barrier", key, name), member: member, count: count,
+			path: d.path(name) + "/" + member}
+	}, func(m *membership) error {
 		switch {
-		case gone:
-			lease.detach(key, cand)
-			continue
-		case leaving:
-			return DoubleBarrierState{}, Errorf(CodeInvalid, "member %q is leaving barrier %q", member, name)
-		case cnt != count:
-			return DoubleBarrierState{}, &Error{Code: CodeCountMismatch,
-				Detail: fmt.Sprintf("member %q entered barrier %q with count %d", member, name, cnt), Extra: map[string]any{"count": cnt}}
+		case m.leaving:
+			return Errorf(CodeInvalid, "member %q is leaving barrier %q", member, name)
+		case m.count != count:
+			return &Error{Code: CodeCountMismatch,
+				Detail: fmt.Sprintf("member %q entered barrier %q with count %d", member, name, m.count), Extra: map[string]any{"count": m.count}}
 		}
-		m = cand
+		return nil
+	})
+	if err != nil {
+		return DoubleBarrierState{}, err
 	}
+	st, told, err := d.enter(ctx, m, wait)
+	m.leave(told)
+	return st, err
+}
+
+// enter is Enter's wait; told says that the answer tells the client of a
+// membership that stays.
+func (d *DoubleBarriers) enter(ctx context.Context, m *membership, wait time.Duration) (DoubleBarrierState, bool, error) {
+	svc, lease, name, count := d.svc, m.lease, m.name, m.count
 	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()
 
-	if err := d.checkCount(ctx, name, member, count); err != nil {
-		if !m.isCreated() {
-			lease.detach(key, m)
-		}
-		return DoubleBarrierState{}, err
+	if err := d.checkCount(ctx, name, m.member, count); err != nil {
+		return DoubleBarrierState{}, false, err
 	}
 	readyPath := d.path(name) + "/" + readyNode
 	// As Curator does: note whether the barrier was ready before we joined.
 	wasReady, err := d.exists(ctx, lease, readyPath)
 	if err != nil {
-		return DoubleBarrierState{}, err
+		return DoubleBarrierState{}, false, err
 	}
-	createdNow, err := d.join(ctx, m)
-	if err != nil {
-		if !m.isCreated() {
-			lease.detach(key, m)
+	_, _, err = m.ensureNode(memberRole, func() (string, error) {
+		data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: svc.gatewayID, Member: m.member, Count: count}.bytes()
+		p, err := svc.sess.createOwned(ctx, m.path, data, zk.FlagEphemeral, lease.epoch, lease.ID, true)
+		if errors.Is(err, zk.ErrNodeExists) {
+			return "", &Error{Code: CodeInvalid, Detail: fmt.Sprintf("member %q of barrier %q belongs to another lease", m.member, name)}
 		}
-		return DoubleBarrierState{}, err
+		return p, err
+	})
+	if errors.Is(err, errHoldGone) {
+		return DoubleBarrierState{}, false, m.goneErr("the membership of barrier")
+	}
+	if err != nil {
+		return DoubleBarrierState{}, false, waitErr(ctx, lease, err)
 	}
 	svc.metrics.Waiting("double-barrier", 1)
 	err = d.waitReady(ctx, lease, name, count, readyPath, wasReady, wait <= 0)
 	svc.metrics.Waiting("double-barrier", -1)
 	if err != nil {
-		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errWaitElapsed) && createdNow && lease.ctx.Err() == nil {
-			lease.detach(key, m)
-			if derr := m.release(context.Background()); derr != nil {
-				svc.log.Error("remove abandoned member", "node", m.node, "err", derr)
-			}
-		}
-		if e, ok := err.(*Error); ok && e.Code == CodeTimeout {
+		elapsed := ErrorCode(err) == CodeTimeout && (ctx.Err() == nil || errors.Is(context.Cause(ctx), errWaitElapsed))
+		if e, ok := err.(*Error); ok && elapsed {
 			if st, serr := d.State(context.Background(), name, 0, 0); serr == nil {
 				e.Extra = map[string]any{"members": st.Members, "count": count}
 			}
 		}
-		return DoubleBarrierState{}, err
+		return DoubleBarrierState{}, elapsed, err
 	}
 	m.mu.Lock()
-	m.entered = true
+	m.markGrantedLocked(0)
 	m.mu.Unlock()
-	return d.State(ctx, name, 0, 0)
-}
-
-func (m *membership) isCreated() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.created
+	st, err := d.State(ctx, name, 0, 0)
+	return st, true, err
 }
 
 func (d *DoubleBarriers) validate(name, member string) error {
@@ -222,51 +194,6 @@ func (d *DoubleBarriers) exists(ctx context.Context, lease *Lease, p string) (bo
 	}
 }
 
-// join creates m's node unless it is there; createdNow says this call made it.
-func (d *DoubleBarriers) join(ctx context.Context, m *membership) (createdNow bool, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.created {
-		return false, nil
-	}
-	lease := m.lease
-	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: d.svc.gatewayID, Member: m.member, Count: m.count}.bytes()
-	for {
-		if err := d.svc.sess.check(lease.epoch); err != nil {
-			return false, err
-		}
-		_, err := d.svc.sess.Conn().Create(m.node, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-		switch {
-		case err == nil:
-			m.created = true
-			return true, nil
-		case errors.Is(err, zk.ErrNoNode):
-			if err := d.svc.sess.ensureContainers(ctx, d.path(m.name), lease.epoch); err != nil {
-				return false, err
-			}
-		case errors.Is(err, zk.ErrNodeExists):
-			// Ours (a create whose reply was lost) or someone else's?
-			raw, stat, gerr := d.svc.sess.Conn().Get(m.node)
-			if gerr != nil {
-				continue
-			}
-			if nd, ok := parseNodeData(raw); ok && nd.Lease == lease.ID && stat.EphemeralOwner == d.svc.Leases.sessionID() {
-				m.created = true
-				return true, nil
-			}
-			return false, &Error{Code: CodeInvalid, Detail: fmt.Sprintf("member %q of barrier %q belongs to another lease", m.member, m.name)}
-		case ambiguous(err):
-			if werr := d.svc.sess.WaitLive(ctx); werr != nil {
-				// Not waitErr: it may wait for the lease to finish ending, and
-				// ending takes m.mu, which we hold.
-				return false, unavailable()
-			}
-		default:
-			return false, internal(err, "enter barrier")
-		}
-	}
-}
-
 // waitReady waits until the ready node exists, creating it when the members
 // make the count.
 func (d *DoubleBarriers) waitReady(ctx context.Context, lease *Lease, name string, count int, readyPath string, wasReady, tryOnce bool) error {
@@ -275,7 +202,7 @@ func (d *DoubleBarriers) waitReady(ctx context.Context, lease *Lease, name strin
 	}
 	conn := func() *zk.Conn { return d.svc.sess.Conn() }
 	for {
-		ok, _, events, err := conn().ExistsW(readyPath)
+		ok, appeared, err := d.svc.watches.appears(ctx, readyPath)
 		if err != nil {
 			if err := d.svc.retryable(ctx, lease, err); err != nil {
 				return err
@@ -309,7 +236,7 @@ func (d *DoubleBarriers) waitReady(ctx context.Context, lease *Lease, name strin
 			return &Error{Code: CodeTimeout, Detail: fmt.Sprintf("%d of %d members have entered", members, count)}
 		}
 		select {
-		case <-events:
+		case <-appeared:
 		case <-ctx.Done():
 			return waitErr(ctx, lease, context.Cause(ctx))
 		}
@@ -324,12 +251,10 @@ func (d *DoubleBarriers) Leave(ctx context.Context, lease *Lease, name, member s
 	if err := lease.alive(); err != nil {
 		return DoubleBarrierState{}, err
 	}
-	key := memberKey(name, member)
-	h, ok := lease.holdsWithPrefix(key)[key]
+	m, ok := heldBy[*membership](lease, memberKey(name, member))
 	if !ok {
 		return DoubleBarrierState{}, &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s has no member %q in barrier %q", lease.ID, member, name)}
 	}
-	m := h.(*membership)
 	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
@@ -345,7 +270,7 @@ func (d *DoubleBarriers) Leave(ctx context.Context, lease *Lease, name, member s
 		}
 		return DoubleBarrierState{}, err
 	}
-	lease.detach(key, m)
+	_ = m.drop() // its node is gone already
 	return d.State(ctx, name, 0, 0)
 }
 
@@ -365,9 +290,7 @@ func (d *DoubleBarriers) leave(ctx context.Context, m *membership, tryOnce bool)
 			}
 		}
 		sort.Strings(members)
-		m.mu.Lock()
-		shouldExist := m.created
-		m.mu.Unlock()
+		shouldExist := m.node(memberRole) != ""
 		if len(members) == 0 {
 			break
 		}
@@ -398,7 +321,7 @@ func (d *DoubleBarriers) leave(ctx context.Context, m *membership, tryOnce bool)
 		if tryOnce {
 			return &Error{Code: CodeTimeout, Detail: fmt.Sprintf("%d members have not left", len(members))}
 		}
-		ok, _, events, err := svc.sess.Conn().ExistsW(dir + "/" + watch)
+		ok, w, err := svc.watches.changed(ctx, dir+"/"+watch)
 		if err != nil {
 			if err := svc.retryable(ctx, lease, err); err != nil {
 				return err
@@ -409,7 +332,7 @@ func (d *DoubleBarriers) leave(ctx context.Context, m *membership, tryOnce bool)
 			continue
 		}
 		select {
-		case <-events:
+		case <-w.fired:
 		case <-ctx.Done():
 			return waitErr(ctx, lease, context.Cause(ctx))
 		}
@@ -423,14 +346,14 @@ func (d *DoubleBarriers) leave(ctx context.Context, m *membership, tryOnce bool)
 
 func (d *DoubleBarriers) deleteOwn(ctx context.Context, m *membership) error {
 	m.mu.Lock()
-	had := m.created
-	m.created = false
+	node := m.nodeLocked(memberRole)
+	m.forgetNodeLocked(memberRole, node)
 	m.leaving = true
 	m.mu.Unlock()
-	if !had {
+	if node == "" {
 		return nil
 	}
-	return d.svc.Leases.deleteNode(ctx, m.node, m.lease.epoch)
+	return d.svc.sess.deleteNode(ctx, node, m.lease.epoch)
 }
 
 // State lists the members and readiness; with index > 0 a blocking read.
@@ -438,7 +361,7 @@ func (d *DoubleBarriers) State(ctx context.Context, name string, index int64, wa
 	if err := ValidName(name); err != nil {
 		return DoubleBarrierState{}, err
 	}
-	snap, err := d.svc.cache.Read(ctx, d.path(name), index, wait)
+	snap, err := d.svc.cache.Read(ctx, d.path(name), entryOpts{}, index, wait)
 	if err != nil {
 		return DoubleBarrierState{}, d.svc.readErr(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -49,58 +48,29 @@ type ElectionSummary struct {
 
 func (e *Elections) parent(name string) string { return e.svc.sess.Root() + "/elections/" + name }
 
+// candidacy is a lease's latch node in one election.
 type candidacy struct {
-	e     *Elections
-	lease *Lease
-	key   string
-	name  string
-
-	mu        sync.Mutex
-	node      string
-	value     string
-	since     time.Time
-	elected   bool
-	token     int64
-	electedAt time.Time
-	gone      bool
+	hold
+	value string // guarded by hold.mu
 }
+
+const latchRole = "latch"
+
+func electionKey(name string) string { return "election\x00" + name }
 
 func (c *candidacy) info() HoldInfo {
-	if !c.mu.TryLock() { // held across creates (see lockHold.info)
-		return HoldInfo{Kind: "election", Name: c.name, State: "waiting"}
-	}
-	defer c.mu.Unlock()
-	state, since := "waiting", c.since
-	if c.elected {
-		state, since = "held", c.electedAt
-	}
-	return HoldInfo{Kind: "election", Name: c.name, Token: c.token, State: state, Node: c.node, Since: since}
+	return c.describe(func(i *HoldInfo) { i.Node = c.nodeLocked(latchRole) })
 }
 
-func (c *candidacy) release(ctx context.Context) error {
-	c.mu.Lock()
-	c.gone = true
-	node, elected, at := c.node, c.elected, c.electedAt
-	c.node = ""
-	c.mu.Unlock()
-	if elected {
-		c.e.svc.metrics.Released("election", time.Since(at))
-	}
-	if node == "" {
-		return nil
-	}
-	return c.e.svc.Leases.deleteNode(ctx, node, c.lease.epoch)
-}
-
-func (c *candidacy) data() []byte {
-	return nodeData{Lease: c.lease.ID, Holder: c.lease.Holder, Gateway: c.e.svc.gatewayID, Value: c.value}.bytes()
+func (c *candidacy) dataLocked() []byte {
+	return nodeData{Lease: c.lease.ID, Holder: c.lease.Holder, Gateway: c.svc.gatewayID, Value: c.value}.bytes()
 }
 
 // Campaign makes lease a candidate of election name (or finds its existing
 // candidacy) and waits up to wait to be elected. When the wait ends first the
-// candidacy stays, and the answer says where it stands. A candidacy created
-// by this very call is withdrawn if ctx is cancelled (the client went away
-// and never heard of it).
+// candidacy stays, and the answer says where it stands. A candidacy that no
+// client was ever told of is withdrawn if every call waiting on it goes
+// away (the client hung up).
 func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value string, wait time.Duration) (Campaign, error) {
 	if err := ValidName(name); err != nil {
 		return Campaign{}, err
@@ -111,80 +81,67 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 	if err := lease.alive(); err != nil {
 		return Campaign{}, err
 	}
-	key := "election\x00" + name
-	var c *candidacy
-	for c == nil {
-		got, err := lease.attach(key, &candidacy{e: e, lease: lease, key: key, name: name, value: value, since: time.Now().UTC()})
-		if err != nil {
-			return Campaign{}, err
-		}
-		cand := got.(*candidacy)
-		cand.mu.Lock()
-		gone := cand.gone
-		cand.mu.Unlock()
-		if gone {
-			lease.detach(key, cand)
-			continue
-		}
-		c = cand
+	key := electionKey(name)
+	c, err := joinHold(lease, key, func() *candidacy {
+		return &candidacy{hold: newHold(e.svc, lease, "election", key, name), value: value}
+	}, nil)
+	if err != nil {
+		return Campaign{}, err
 	}
-	svc := e.svc
+	out, told, err := e.campaign(ctx, c, wait)
+	c.leave(told)
+	return out, err
+}
+
+// campaign is Campaign's wait; told says that the answer tells the client of
+// a candidacy that stays.
+func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Duration) (Campaign, bool, error) {
+	svc, lease, name := e.svc, c.lease, c.name
 	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()
 
-	c.mu.Lock()
-	created := false
-	if c.node == "" {
-		node, err := svc.sess.createProtected(ctx, e.parent(name), lease.ID, "latch-", c.data(), lease.epoch)
-		if err != nil {
-			c.mu.Unlock()
-			lease.detach(key, c)
-			return Campaign{}, waitErr(ctx, lease, err)
-		}
-		c.node, created = node, true
+	node, _, err := c.ensureNode(latchRole, func() (string, error) {
+		return svc.sess.createProtected(ctx, e.parent(name), lease.ID, "latch-", c.dataLocked(), lease.epoch)
+	})
+	if errors.Is(err, errHoldGone) {
+		return Campaign{}, false, c.goneErr("the candidacy in election")
 	}
-	node := c.node
-	c.mu.Unlock()
+	if err != nil {
+		return Campaign{}, false, waitErr(ctx, lease, err)
+	}
 
 	svc.metrics.Waiting("election", 1)
 	start := time.Now()
 	t, err := svc.waitTurn(ctx, lease, e.parent(name), node, latchMarkers, anyBlocks, wait <= 0)
 	svc.metrics.Waiting("election", -1)
-	if err == nil {
+	switch {
+	case err == nil:
 		stat, serr := svc.ownNode(ctx, lease, node, nil)
 		if serr != nil {
-			return Campaign{}, serr
+			return Campaign{}, false, serr
 		}
 		c.mu.Lock()
-		if !c.elected {
-			c.elected, c.token, c.electedAt = true, stat.Czxid, time.Now().UTC()
+		if !c.granted {
 			svc.metrics.Granted("election", time.Since(start))
 		}
-		out := Campaign{Name: name, Elected: true, Lease: lease.ID, Node: node, Token: c.token, Value: c.value, Since: c.electedAt}
+		c.markGrantedLocked(stat.Czxid)
+		out := Campaign{Name: name, Elected: true, Lease: lease.ID, Node: node, Token: c.token, Value: c.value, Since: c.grantedAt}
 		c.mu.Unlock()
-		return out, nil
-	}
-	if errors.Is(err, errNodeGone) {
-		lease.detach(key, c)
+		return out, true, nil
+	case errors.Is(err, errNodeGone):
+		// Deleted behind our back: the candidacy is over.
+		c.forgetNode(latchRole, node)
+		_ = c.drop()
 		if aerr := lease.alive(); aerr != nil {
-			return Campaign{}, aerr
+			return Campaign{}, false, aerr
 		}
-		return Campaign{}, Errorf(CodeNotHeld, "the candidacy in election %q was withdrawn while this campaign waited", name)
-	}
-	if ErrorCode(err) != CodeTimeout {
-		return Campaign{}, err
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(context.Cause(ctx), errWaitElapsed) {
-		// The client went away: withdraw a candidacy it never heard of.
-		if created {
-			lease.detach(key, c)
-			if derr := c.release(context.Background()); derr != nil {
-				svc.log.Error("withdraw candidacy", "node", node, "err", derr)
-			}
-		}
-		return Campaign{}, err
+		return Campaign{}, false, Errorf(CodeNotHeld, "the candidacy in election %q was withdrawn while this campaign waited", name)
+	case ErrorCode(err) != CodeTimeout:
+		return Campaign{}, false, err
+	case ctx.Err() != nil && !errors.Is(context.Cause(ctx), errWaitElapsed):
+		return Campaign{}, false, err // the client went away
 	}
 	c.mu.Lock()
 	out := Campaign{Name: name, Lease: lease.ID, Node: node, Value: c.value, Since: c.since, Position: t.index}
@@ -198,7 +155,7 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 			out.Leader = &h
 		}
 	}
-	return out, nil
+	return out, true, nil
 }
 
 // Resign withdraws lease's candidacy (and leadership).
@@ -209,13 +166,11 @@ func (e *Elections) Resign(ctx context.Context, lease *Lease, name string) error
 	if err := lease.alive(); err != nil {
 		return err
 	}
-	key := "election\x00" + name
-	h, ok := lease.holdsWithPrefix(key)[key]
+	c, ok := heldBy[*candidacy](lease, electionKey(name))
 	if !ok {
 		return &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s is no candidate in election %q", lease.ID, name)}
 	}
-	lease.detach(key, h)
-	if err := h.release(ctx); err != nil {
+	if err := c.drop(); err != nil {
 		return internal(err, "resign")
 	}
 	return nil
@@ -232,16 +187,12 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 	if err := lease.alive(); err != nil {
 		return Campaign{}, err
 	}
-	key := "election\x00" + name
-	h, ok := lease.holdsWithPrefix(key)[key]
 	notLeader := &Error{Code: CodeNotLeader, Detail: fmt.Sprintf("lease %s does not lead election %q", lease.ID, name)}
+	c, ok := heldBy[*candidacy](lease, electionKey(name))
 	if !ok {
 		return Campaign{}, notLeader
 	}
-	c := h.(*candidacy)
-	c.mu.Lock()
-	node := c.node
-	c.mu.Unlock()
+	node := c.node(latchRole)
 	if node == "" {
 		return Campaign{}, notLeader
 	}
@@ -259,7 +210,7 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 	}
 	c.mu.Lock()
 	c.value = value
-	data := c.data()
+	data := c.dataLocked()
 	c.mu.Unlock()
 	// Touching the parent too tells every watch cache (which watches the
 	// parent, not each candidate) that a candidate's data changed.
@@ -279,10 +230,8 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.elected {
-		c.elected, c.token, c.electedAt = true, stat.Czxid, time.Now().UTC()
-	}
-	return Campaign{Name: name, Elected: true, Lease: lease.ID, Node: node, Token: c.token, Value: c.value, Since: c.electedAt}, nil
+	c.markGrantedLocked(stat.Czxid)
+	return Campaign{Name: name, Elected: true, Lease: lease.ID, Node: node, Token: c.token, Value: c.value, Since: c.grantedAt}, nil
 }
 
 // State returns the leader and the candidates; with index > 0 it is a
@@ -291,7 +240,7 @@ func (e *Elections) State(ctx context.Context, name string, index int64, wait ti
 	if err := ValidName(name); err != nil {
 		return ElectionState{}, err
 	}
-	snap, err := e.svc.cache.Read(ctx, e.parent(name), index, wait)
+	snap, err := e.svc.cache.Read(ctx, e.parent(name), seqOpts, index, wait)
 	if err != nil {
 		return ElectionState{}, e.svc.readErr(err)
 	}

@@ -50,6 +50,13 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Is matches an *Error target with no detail by code alone (errUnavailable),
+// and any other *Error target by identity.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Detail == "" && t.Extra == nil && t.Err == nil && t.Code == e.Code
+}
+
 // Errorf builds an *Error with a formatted detail.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Detail: fmt.Sprintf(format, args...)}

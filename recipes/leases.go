@@ -47,22 +47,15 @@ type LeaseInfo struct {
 
 // HoldInfo is one thing a lease holds or waits for.
 type HoldInfo struct {
-	Kind  string    `json:"kind"` // lock, semaphore, election, double-barrier, claim
-	Name  string    `json:"name"`
-	Mode  string    `json:"mode,omitempty"`
-	Token int64     `json:"token,omitempty"`
-	State string    `json:"state"` // held | waiting
-	Node  string    `json:"node,omitempty"`
-	Since time.Time `json:"since"`
-}
-
-// holding is what a recipe attaches to a lease: something to list, and
-// something to undo when the lease ends.
-type holding interface {
-	info() HoldInfo
-	// release removes what the hold made in ZooKeeper. It is called once the
-	// lease has ended, with the lease's waits already cancelled.
-	release(ctx context.Context) error
+	Kind   string    `json:"kind"` // lock, semaphore, election, double-barrier, claim
+	Name   string    `json:"name"`
+	Mode   string    `json:"mode,omitempty"`   // a lock's mode
+	Member string    `json:"member,omitempty"` // a double barrier's member
+	Item   string    `json:"item,omitempty"`   // a claimed queue item's id
+	Token  int64     `json:"token,omitempty"`
+	State  string    `json:"state"` // held | waiting
+	Node   string    `json:"node,omitempty"`
+	Since  time.Time `json:"since"`
 }
 
 // Leases is the gateway's table of leases. TTLs are enforced here, in
@@ -129,87 +122,73 @@ func NewLeases(sess *Session, cfg LeaseConfig, log *slog.Logger) *Leases {
 	if log == nil {
 		log = slog.Default()
 	}
-	t := &Leases{sess: sess, cfg: cfg, log: log.With("component", "leases"),
+	ls := &Leases{sess: sess, cfg: cfg, log: log.With("component", "leases"),
 		live: map[string]*Lease{}, ended: map[string]endedLease{}}
 	// A lost session takes every lease of its epoch with it. The listener must
 	// not block: the ending runs on its own goroutine, and every lookup checks
 	// the epoch anyway, so no reply can claim a lost lease in between.
-	t.stopListen = sess.OnChange(func(c StateChange) {
+	ls.stopListen = sess.OnChange(func(c StateChange) {
 		if c.State == StateLost {
-			t.endEpochBefore(c.Epoch + 1)
+			ls.endEpochBefore(c.Epoch + 1)
 		} else if c.State == StateLive {
-			t.endEpochBefore(c.Epoch)
+			ls.endEpochBefore(c.Epoch)
 		}
 	})
-	return t
+	return ls
 }
 
 // Create makes a lease. ttl 0 means the default.
-func (t *Leases) Create(ctx context.Context, ttl time.Duration, holder string) (*Lease, error) {
+func (ls *Leases) Create(ctx context.Context, ttl time.Duration, holder string) (*Lease, error) {
 	if ttl == 0 {
-		ttl = t.cfg.DefaultTTL
+		ttl = ls.cfg.DefaultTTL
 	}
-	if ttl < t.cfg.MinTTL || ttl > t.cfg.MaxTTL {
-		return nil, Errorf(CodeInvalid, "ttl must be between %s and %s", t.cfg.MinTTL, t.cfg.MaxTTL)
+	if ttl < ls.cfg.MinTTL || ttl > ls.cfg.MaxTTL {
+		return nil, Errorf(CodeInvalid, "ttl must be between %s and %s", ls.cfg.MinTTL, ls.cfg.MaxTTL)
 	}
 	if len(holder) > 200 {
 		return nil, Errorf(CodeInvalid, "holder must be at most 200 bytes")
 	}
-	st, epoch, _ := t.sess.Status()
+	st, epoch, _ := ls.sess.Status()
 	if st != StateLive {
 		return nil, unavailable()
 	}
 	id := newLeaseID()
 	now := time.Now().UTC()
 	lctx, cancel := context.WithCancel(context.Background())
-	l := &Lease{ID: id, Holder: holder, TTL: ttl, CreatedAt: now, epoch: epoch, table: t,
+	l := &Lease{ID: id, Holder: holder, TTL: ttl, CreatedAt: now, epoch: epoch, table: ls,
 		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
 
-	data, _ := json.Marshal(map[string]any{"holder": holder, "ttl": ttl.String(), "gateway": t.cfg.GatewayID})
-	path := t.sess.Root() + "/leases/" + id
-	if err := t.createEphemeral(ctx, path, data, epoch); err != nil {
+	data, _ := json.Marshal(map[string]any{"holder": holder, "ttl": ttl.String(), "gateway": ls.cfg.GatewayID})
+	path := ls.sess.Root() + "/leases/" + id
+	if err := ls.createEphemeral(ctx, path, data, epoch); err != nil {
 		cancel()
 		return nil, err
 	}
-	t.mu.Lock()
-	t.live[id] = l
-	t.mu.Unlock()
-	l.mu.Lock()
+	// The timer is set before anyone can see the lease: a keepalive resets it.
 	l.timer = time.AfterFunc(ttl, l.onTimer)
-	l.mu.Unlock()
-	t.created.Add(1)
+	ls.mu.Lock()
+	ls.live[id] = l
+	ls.mu.Unlock()
+	ls.created.Add(1)
 	return l, nil
 }
 
-// createEphemeral creates a plain ephemeral node, recovering from an
-// ambiguous reply by checking whether it is there and ours.
-func (t *Leases) createEphemeral(ctx context.Context, path string, data []byte, epoch uint64) error {
-	for {
-		if err := t.sess.check(epoch); err != nil {
-			return err
-		}
-		_, err := t.sess.Conn().Create(path, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, zk.ErrNodeExists) {
-			_, stat, gerr := t.sess.Conn().Get(path)
-			if gerr == nil && stat.EphemeralOwner == t.sessionID() {
-				return nil // our own create, whose reply was lost
-			}
-			return internal(err, "lease id collision")
-		}
-		if !ambiguous(err) {
-			return internal(err, "create lease record")
-		}
-		if werr := t.sess.WaitLive(ctx); werr != nil {
-			return unavailable()
-		}
+// createEphemeral creates a plain ephemeral node of the session of epoch,
+// recovering from an ambiguous reply by checking whether it is there and
+// ours.
+func (ls *Leases) createEphemeral(ctx context.Context, path string, data []byte, epoch uint64) error {
+	_, err := ls.sess.createOwned(ctx, path, data, zk.FlagEphemeral, epoch, "", false)
+	switch {
+	case errors.Is(err, zk.ErrNodeExists):
+		return internal(err, "lease id collision")
+	case errors.Is(err, errNoParent):
+		return internal(err, "create "+path)
 	}
+	return err
 }
 
-func (t *Leases) sessionID() int64 {
-	_, _, id := t.sess.Status()
+func (ls *Leases) sessionID() int64 {
+	_, _, id := ls.sess.Status()
 	return id
 }
 
@@ -217,19 +196,19 @@ func (t *Leases) sessionID() int64 {
 // lease_expired for a recently ended one, lease_not_found otherwise.
 // A lease found past its expiry, or of a lost session, is ended first, so
 // the answer never says it still holds anything.
-func (t *Leases) Get(id string) (*Lease, error) {
-	t.mu.Lock()
-	l, ok := t.live[id]
+func (ls *Leases) Get(id string) (*Lease, error) {
+	ls.mu.Lock()
+	l, ok := ls.live[id]
 	var e endedLease
 	if !ok {
-		e, ok = t.ended[id]
-		t.mu.Unlock()
+		e, ok = ls.ended[id]
+		ls.mu.Unlock()
 		if ok {
 			return nil, leaseEnded(id, e.reason)
 		}
 		return nil, &Error{Code: CodeLeaseNotFound, Detail: "no lease " + quote(id)}
 	}
-	t.mu.Unlock()
+	ls.mu.Unlock()
 	if err := l.alive(); err != nil {
 		return nil, err
 	}
@@ -270,12 +249,12 @@ func (l *Lease) alive() error {
 // is suspended the lease is extended all the same (a ZooKeeper blip must not
 // cost clients their locks) but the call answers unavailable: its holds can
 // not be vouched for until the session is back.
-func (t *Leases) KeepAlive(id string) (*Lease, error) {
-	t.mu.Lock()
-	l, ok := t.live[id]
-	t.mu.Unlock()
+func (ls *Leases) KeepAlive(id string) (*Lease, error) {
+	ls.mu.Lock()
+	l, ok := ls.live[id]
+	ls.mu.Unlock()
 	if !ok {
-		_, err := t.Get(id)
+		_, err := ls.Get(id)
 		return nil, err
 	}
 	err := l.alive()
@@ -295,8 +274,8 @@ func (t *Leases) KeepAlive(id string) (*Lease, error) {
 }
 
 // Revoke ends a lease and releases all it held before it returns.
-func (t *Leases) Revoke(id string) error {
-	l, err := t.Get(id)
+func (ls *Leases) Revoke(id string) error {
+	l, err := ls.Get(id)
 	if err != nil {
 		return err
 	}
@@ -305,13 +284,13 @@ func (t *Leases) Revoke(id string) error {
 }
 
 // List returns the live leases, oldest first.
-func (t *Leases) List() []*Lease {
-	t.mu.Lock()
-	out := make([]*Lease, 0, len(t.live))
-	for _, l := range t.live {
+func (ls *Leases) List() []*Lease {
+	ls.mu.Lock()
+	out := make([]*Lease, 0, len(ls.live))
+	for _, l := range ls.live {
 		out = append(out, l)
 	}
-	t.mu.Unlock()
+	ls.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
 			return out[i].CreatedAt.Before(out[j].CreatedAt)
@@ -322,18 +301,18 @@ func (t *Leases) List() []*Lease {
 }
 
 // Count is the number of live leases.
-func (t *Leases) Count() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.live)
+func (ls *Leases) Count() int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return len(ls.live)
 }
 
 // LeaseStats are counters for metrics.
 type LeaseStats struct{ Created, Expired, Revoked, Lost int64 }
 
 // Stats returns the lease counters.
-func (t *Leases) Stats() LeaseStats {
-	return LeaseStats{t.created.Load(), t.expired.Load(), t.revoked.Load(), t.lost.Load()}
+func (ls *Leases) Stats() LeaseStats {
+	return LeaseStats{ls.created.Load(), ls.expired.Load(), ls.revoked.Load(), ls.lost.Load()}
 }
 
 // Info is the client's view of the lease, with what it holds.
@@ -396,76 +375,76 @@ func (l *Lease) end(reason string) {
 	}
 	l.mu.Unlock()
 
-	t := l.table
-	t.wg.Add(1)
-	defer t.wg.Done()
+	ls := l.table
+	ls.wg.Add(1)
+	defer ls.wg.Done()
 	l.cancel()
-	// Releases need no deadline of their own: deleteNode gives up as soon as
-	// the session is lost, and a suspended session is lost within one
-	// session timeout.
 	// On a lost session, or at shutdown (the session is closed next), every
 	// node goes with the session at once: deleting them one by one would only
-	// slow that down.
-	if reason != EndSessionLost && reason != EndShutdown {
-		ctx := context.Background()
-		for _, h := range holds {
-			if err := h.release(ctx); err != nil {
-				t.log.Error("release on lease end", "lease", l.ID, "hold", h.info().Name, "err", err)
-			}
+	// slow that down. Otherwise each hold's nodes, then the record, are
+	// deleted; that needs no deadline of its own: deleteNode gives up as soon
+	// as the session is lost, and a suspended session is lost within one
+	// session timeout.
+	deleteNodes := reason != EndSessionLost && reason != EndShutdown
+	for _, h := range holds {
+		if err := h.core().end(deleteNodes); err != nil {
+			ls.log.Error("release on lease end", "lease", l.ID, "hold", h.core().name, "err", err)
 		}
-		if err := t.deleteNode(ctx, t.sess.Root()+"/leases/"+l.ID, l.epoch); err != nil {
-			t.log.Error("delete lease record", "lease", l.ID, "err", err)
+	}
+	if deleteNodes {
+		if err := ls.sess.deleteNode(context.Background(), ls.sess.Root()+"/leases/"+l.ID, l.epoch); err != nil {
+			ls.log.Error("delete lease record", "lease", l.ID, "err", err)
 		}
 	}
 	switch reason {
 	case EndExpired:
-		t.expired.Add(1)
+		ls.expired.Add(1)
 	case EndRevoked:
-		t.revoked.Add(1)
+		ls.revoked.Add(1)
 	case EndSessionLost:
-		t.lost.Add(1)
+		ls.lost.Add(1)
 	}
-	t.mu.Lock()
-	delete(t.live, l.ID)
-	t.rememberLocked(l.ID, reason)
-	t.mu.Unlock()
+	ls.mu.Lock()
+	delete(ls.live, l.ID)
+	ls.rememberLocked(l.ID, reason)
+	ls.mu.Unlock()
 	l.mu.Lock()
 	l.holds = map[string]holding{}
 	l.mu.Unlock()
 	close(l.done)
 }
 
-func (t *Leases) rememberLocked(id, reason string) {
+func (ls *Leases) rememberLocked(id, reason string) {
 	now := time.Now()
-	t.ended[id] = endedLease{reason: reason, at: now}
-	t.order = append(t.order, id)
-	for len(t.order) > 0 {
-		oldest := t.order[0]
-		if len(t.order) <= t.cfg.RememberMax && now.Sub(t.ended[oldest].at) < t.cfg.Remember {
+	ls.ended[id] = endedLease{reason: reason, at: now}
+	ls.order = append(ls.order, id)
+	for len(ls.order) > 0 {
+		oldest := ls.order[0]
+		if len(ls.order) <= ls.cfg.RememberMax && now.Sub(ls.ended[oldest].at) < ls.cfg.Remember {
 			break
 		}
-		delete(t.ended, oldest)
-		t.order = t.order[1:]
+		delete(ls.ended, oldest)
+		ls.order = ls.order[1:]
 	}
 }
 
 // endEpochBefore ends, in the background, every lease made in an epoch
 // older than epoch.
-func (t *Leases) endEpochBefore(epoch uint64) {
-	t.mu.Lock()
+func (ls *Leases) endEpochBefore(epoch uint64) {
+	ls.mu.Lock()
 	var stale []*Lease
-	for _, l := range t.live {
+	for _, l := range ls.live {
 		if l.epoch < epoch {
 			stale = append(stale, l)
 		}
 	}
-	t.mu.Unlock()
+	ls.mu.Unlock()
 	if len(stale) == 0 {
 		return
 	}
-	t.wg.Add(1)
+	ls.wg.Add(1)
 	go func() {
-		defer t.wg.Done()
+		defer ls.wg.Done()
 		for _, l := range stale {
 			l.end(EndSessionLost)
 		}
@@ -474,12 +453,12 @@ func (t *Leases) endEpochBefore(epoch uint64) {
 
 // Close ends every lease and waits for all endings under way. It deletes
 // nothing: the session, closed next, takes every ephemeral node with it.
-func (t *Leases) Close() {
-	t.stopListen()
-	for _, l := range t.List() {
+func (ls *Leases) Close() {
+	ls.stopListen()
+	for _, l := range ls.List() {
 		l.end(EndShutdown)
 	}
-	t.wg.Wait()
+	ls.wg.Wait()
 }
 
 // attach records a hold under key, unless one is there already: then that
@@ -506,6 +485,14 @@ func (l *Lease) detach(key string, h holding) {
 	}
 }
 
+// holdAt returns the hold under key, if any.
+func (l *Lease) holdAt(key string) (holding, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.holds[key]
+	return h, ok
+}
+
 // holdsWithPrefix returns the holds whose key starts with prefix.
 func (l *Lease) holdsWithPrefix(prefix string) map[string]holding {
 	l.mu.Lock()
@@ -517,26 +504,6 @@ func (l *Lease) holdsWithPrefix(prefix string) map[string]holding {
 		}
 	}
 	return out
-}
-
-// deleteNode deletes path for a lease of epoch, retrying across reconnects.
-// A lost session counts as success: its ephemeral nodes are gone with it.
-func (t *Leases) deleteNode(ctx context.Context, path string, epoch uint64) error {
-	for {
-		err := t.sess.Conn().Delete(path, -1)
-		if err == nil || errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		if !ambiguous(err) {
-			return err
-		}
-		if cerr := t.sess.check(epoch); cerr != nil && ErrorCode(cerr) != CodeUnavailable {
-			return nil
-		}
-		if werr := t.sess.WaitLive(ctx); werr != nil {
-			return werr
-		}
-	}
 }
 
 // newLeaseID returns a random UUID (version 4). It also names the lease's
@@ -568,19 +535,19 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 // Locate finds the gateway that owns lease id, from the lease records every
 // gateway keeps in ZooKeeper: its advertised host:port, or "" when the lease
 // is not another live gateway's.
-func (t *Leases) Locate(id string) string {
-	conn := t.sess.Conn()
-	raw, _, err := conn.Get(t.sess.Root() + "/leases/" + id)
+func (ls *Leases) Locate(id string) string {
+	conn := ls.sess.Conn()
+	raw, _, err := conn.Get(ls.sess.Root() + "/leases/" + id)
 	if err != nil {
 		return ""
 	}
 	var rec struct {
 		Gateway string `json:"gateway"`
 	}
-	if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || rec.Gateway == t.cfg.GatewayID || ValidName(rec.Gateway) != nil {
+	if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || rec.Gateway == ls.cfg.GatewayID || ValidName(rec.Gateway) != nil {
 		return ""
 	}
-	raw, _, err = conn.Get(t.sess.Root() + "/gateways/" + rec.Gateway)
+	raw, _, err = conn.Get(ls.sess.Root() + "/gateways/" + rec.Gateway)
 	if err != nil {
 		return ""
 	}

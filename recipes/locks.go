@@ -74,55 +74,23 @@ func (k *Locks) parent(name string) string { return k.svc.sess.Root() + "/locks/
 // lockHold is a lease's node in one lock, held or waited for. Retries of the
 // same acquire by the same lease share it: one node, one grant.
 type lockHold struct {
-	k      *Locks
-	lease  *Lease
-	key    string
-	name   string
+	hold
 	mode   string
 	parent string
-	since  time.Time
-
-	mu        sync.Mutex // held across the create, so retries never make two nodes
-	node      string
-	token     int64
-	granted   bool
-	grantedAt time.Time
-	waiters   int  // requests waiting on it now
-	gone      bool // released or abandoned: a new acquire makes a new hold
-	last      turn // what the last wait saw of the line
+	last   turn // what the last wait saw of the line (guarded by hold.mu)
 }
+
+const lockRole = "lock"
 
 func (h *lockHold) info() HoldInfo {
-	// h.mu is held across the create of the node, which waits out a
-	// reconnect: a lease's listing (a keepalive's answer) must not.
-	if !h.mu.TryLock() {
-		return HoldInfo{Kind: "lock", Name: h.name, Mode: h.mode, State: "waiting", Since: h.since}
-	}
-	defer h.mu.Unlock()
-	state, since := "waiting", h.since
-	if h.granted {
-		state, since = "held", h.grantedAt
-	}
-	return HoldInfo{Kind: "lock", Name: h.name, Mode: h.mode, Token: h.token, State: state, Node: h.node, Since: since}
+	info := h.describe(func(i *HoldInfo) { i.Node = h.nodeLocked(lockRole) })
+	info.Mode = h.mode
+	return info
 }
 
-func (h *lockHold) release(ctx context.Context) error {
-	h.mu.Lock()
-	h.gone = true
-	node, granted, at := h.node, h.granted, h.grantedAt
-	h.node = ""
-	h.mu.Unlock()
-	if granted {
-		h.k.svc.metrics.Released("lock", time.Since(at))
-	}
-	if node == "" {
-		return nil
-	}
-	return h.k.svc.Leases.deleteNode(ctx, node, h.lease.epoch)
-}
-
-func (h *lockHold) grant() LockGrant {
-	return LockGrant{Name: h.name, Mode: h.mode, Lease: h.lease.ID, Token: h.token, Node: h.node, AcquiredAt: h.grantedAt}
+// grantLocked is the grant h holds.
+func (h *lockHold) grantLocked() LockGrant {
+	return LockGrant{Name: h.name, Mode: h.mode, Lease: h.lease.ID, Token: h.token, Node: h.nodeLocked(lockRole), AcquiredAt: h.grantedAt}
 }
 
 func lockKey(name, mode string) string { return "lock\x00" + name + "\x00" + mode }
@@ -163,53 +131,20 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 		}
 	}
 	key := lockKey(name, mode)
-	var h *lockHold
-	for h == nil {
-		fresh := &lockHold{k: k, lease: lease, key: key, name: name, mode: mode, parent: k.parent(name), since: time.Now().UTC()}
-		got, err := lease.attach(key, fresh)
-		if err != nil {
-			return LockGrant{}, err
-		}
-		cand := got.(*lockHold)
-		stale := false
-		cand.mu.Lock()
-		switch {
-		case cand.gone:
-			stale = true // a hold on its way out: make a new one
-		case cand.granted:
-			g := cand.grant()
-			cand.mu.Unlock()
-			return g, nil
-		default:
-			cand.waiters++
-			h = cand
-		}
-		cand.mu.Unlock()
-		if stale {
-			// Outside cand.mu: Lease.Info takes the lease's lock, then each hold's.
-			lease.detach(key, cand)
-		}
+	h, err := joinHold(lease, key, func() *lockHold {
+		return &lockHold{hold: newHold(k.svc, lease, "lock", key, name), mode: mode, parent: k.parent(name)}
+	}, nil)
+	if err != nil {
+		return LockGrant{}, err
 	}
 	k.svc.metrics.Waiting("lock", 1)
 	start := time.Now()
 	g, err := k.wait(ctx, h, wait)
 	k.svc.metrics.Waiting("lock", -1)
 	h.mu.Lock()
-	h.waiters--
-	abandon := !h.granted && h.waiters == 0 && !h.gone
-	if abandon {
-		h.gone = true
-	}
-	node, last := h.node, h.last
+	last := h.last
 	h.mu.Unlock()
-	if abandon {
-		lease.detach(key, h)
-		if node != "" {
-			if derr := k.svc.Leases.deleteNode(context.Background(), node, lease.epoch); derr != nil {
-				k.svc.log.Error("delete abandoned waiter node", "node", node, "err", derr)
-			}
-		}
-	}
+	h.leave(false) // an acquire that failed, and was the last to wait, deletes its node
 	if err == nil {
 		k.svc.metrics.Granted("lock", time.Since(start))
 		return g, nil
@@ -221,10 +156,9 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	return LockGrant{}, err
 }
 
-// wait creates h's node if it has none and waits until it holds the lock.
+// wait makes h's node if it has none and waits until it holds the lock.
 func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (LockGrant, error) {
-	sess := k.svc.sess
-	lease := h.lease
+	sess, lease := k.svc.sess, h.lease
 	// A try-once (wait 0) still gets a few seconds to ride out a reconnect.
 	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
@@ -232,33 +166,26 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 	defer stop()
 	for {
 		h.mu.Lock()
-		if h.gone {
-			h.mu.Unlock()
-			// Released by the client, or by the end of its lease?
-			if err := lease.alive(); err != nil {
-				return LockGrant{}, err
-			}
-			return LockGrant{}, Errorf(CodeNotHeld, "lock %q was released while this acquire waited", h.name)
-		}
-		if h.granted {
-			g := h.grant()
+		if h.granted && !h.gone {
+			g := h.grantLocked()
 			h.mu.Unlock()
 			return g, nil
 		}
-		var pre <-chan statResult
-		if h.node == "" {
+		h.mu.Unlock()
+		node, created, err := h.ensureNode(lockRole, func() (string, error) {
 			data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: k.svc.gatewayID}.bytes()
-			node, err := sess.createProtected(ctx, h.parent, lease.ID, nodeMarker[h.mode], data, lease.epoch)
-			if err != nil {
-				h.mu.Unlock()
-				return LockGrant{}, waitErr(ctx, lease, err)
-			}
-			h.node = node
+			return sess.createProtected(ctx, h.parent, lease.ID, nodeMarker[h.mode], data, lease.epoch)
+		})
+		if errors.Is(err, errHoldGone) {
+			return LockGrant{}, h.goneErr("lock")
+		}
+		if err != nil {
+			return LockGrant{}, waitErr(ctx, lease, err)
+		}
+		var pre <-chan statResult
+		if created {
 			pre = k.svc.statAsync(node)
 		}
-		node := h.node
-		h.mu.Unlock()
-
 		t, err := k.svc.waitTurn(ctx, lease, h.parent, node, lockMarkers, lockBlocks, wait <= 0)
 		h.mu.Lock()
 		h.last = t
@@ -266,11 +193,7 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 		if errors.Is(err, errNodeGone) {
 			// Our node is gone though our lease lives (deleted by hand, or the
 			// lease is ending): start over with a new one, unless released.
-			h.mu.Lock()
-			if h.node == node {
-				h.node = ""
-			}
-			h.mu.Unlock()
+			h.forgetNode(lockRole, node)
 			if err := lease.alive(); err != nil {
 				return LockGrant{}, err
 			}
@@ -292,14 +215,13 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 		if err != nil {
 			return LockGrant{}, err
 		}
-		token := st.Czxid
 		h.mu.Lock()
-		if h.gone {
+		if h.gone || h.nodeLocked(lockRole) != node {
 			h.mu.Unlock()
 			continue
 		}
-		h.granted, h.token, h.grantedAt = true, token, time.Now().UTC()
-		g := h.grant()
+		h.markGrantedLocked(st.Czxid)
+		g := h.grantLocked()
 		h.mu.Unlock()
 		return g, nil
 	}
@@ -337,60 +259,41 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 	listed := false
 	floor := -1 // contenders at or below this index are known to be gone
 	for {
-		conn := s.sess.Conn()
 		if !listed {
-			f := s.lister.list(conn, parent)
-			if f.err != nil && !errors.Is(f.err, zk.ErrNoNode) {
-				if err := s.retryable(ctx, lease, f.err); err != nil {
-					return last, err
-				}
-				continue
+			t, err := s.listLine(ctx, lease, parent, node, markers)
+			if err != nil {
+				return last, err
 			}
-			cs, index := f.contenders(markers)
-			i, ok := index[path.Base(node)]
-			if !ok {
-				return last, errNodeGone
-			}
-			last.contenders, last.index, listed, floor = cs, i, true, -1
-			if f.stat != nil {
-				last.parentID = f.stat.Czxid
-			}
+			last, listed, floor = t, true, -1
 		}
-		self := last.contenders[last.index]
-		b, bi := "", -1
-		for j := last.index - 1; j > floor; j-- {
-			if blocks(last.contenders[j], self) {
-				b, bi = last.contenders[j].Name, j
-				break
-			}
-		}
+		b, bi := last.blocker(floor, blocks)
 		if b == "" {
-			if !self.Reader {
-				s.passed.note(parent, self.Name, last.parentID)
+			if !last.contenders[last.index].Reader {
+				s.passed.note(parent, last.contenders[last.index].Name, last.parentID)
 			}
 			return last, nil
 		}
 		if tryOnce {
 			return last, &Error{Code: CodeTimeout, Detail: "not first in line"}
 		}
-		ok, _, events, err := conn.ExistsW(parent + "/" + b)
+		present, w, err := s.watches.changed(ctx, parent+"/"+b)
 		if err != nil {
 			if err := s.retryable(ctx, lease, err); err != nil {
 				return last, err
 			}
 			continue
 		}
-		if !ok {
+		if !present {
 			listed = false
 			continue
 		}
 		last.waited = true
 		select {
-		case ev := <-events:
+		case <-w.fired:
 			switch {
-			case ev.Type == zk.EventNodeDeleted && s.passed.was(parent, b, last.parentID):
-				floor = bi
-			case ev.Type == zk.EventNotWatching:
+			case w.deleted() && s.passed.was(parent, b, last.parentID):
+				floor = bi // a hand-over: nothing before us is left up to b
+			case w.event.Type == zk.EventNotWatching:
 				// The session ended or the connection was replaced.
 				if err := lease.alive(); err != nil {
 					return last, err
@@ -403,6 +306,42 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 			return last, waitErr(ctx, lease, context.Cause(ctx))
 		}
 	}
+}
+
+// listLine lists parent (coalesced with the other waiters of this gateway)
+// and finds node in it; errNodeGone when it is not there.
+func (s *Service) listLine(ctx context.Context, lease *Lease, parent, node string, markers []marker) (turn, error) {
+	for {
+		f := s.lister.list(s.sess.Conn(), parent)
+		if f.err != nil && !errors.Is(f.err, zk.ErrNoNode) {
+			if err := s.retryable(ctx, lease, f.err); err != nil {
+				return turn{}, err
+			}
+			continue
+		}
+		cs, index := f.contenders(markers)
+		i, ok := index[path.Base(node)]
+		if !ok {
+			return turn{}, errNodeGone
+		}
+		t := turn{contenders: cs, index: i}
+		if f.stat != nil {
+			t.parentID = f.stat.Czxid
+		}
+		return t, nil
+	}
+}
+
+// blocker returns the nearest earlier contender above floor that blocks the
+// caller, and its index; "" when none does.
+func (t turn) blocker(floor int, blocks func(c, self contender) bool) (string, int) {
+	self := t.contenders[t.index]
+	for j := t.index - 1; j > floor; j-- {
+		if blocks(t.contenders[j], self) {
+			return t.contenders[j].Name, j
+		}
+	}
+	return "", -1
 }
 
 // passedWriters remembers, for each parent, the writer-class node this
@@ -576,11 +515,14 @@ func (k *Locks) Release(ctx context.Context, lease *Lease, name, mode string) er
 	if len(holds) == 0 {
 		return &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s holds no lock %q", lease.ID, name)}
 	}
-	for key, h := range holds {
-		lease.detach(key, h)
-		if err := h.release(ctx); err != nil {
-			return internal(err, "release lock")
+	var first error
+	for _, h := range holds {
+		if err := h.core().drop(); err != nil && first == nil {
+			first = err
 		}
+	}
+	if first != nil {
+		return internal(first, "release lock")
 	}
 	return nil
 }
@@ -591,7 +533,7 @@ func (k *Locks) State(ctx context.Context, name string, index int64, wait time.D
 	if err := ValidName(name); err != nil {
 		return LockState{}, err
 	}
-	snap, err := k.svc.cache.Read(ctx, k.parent(name), index, wait)
+	snap, err := k.svc.cache.Read(ctx, k.parent(name), seqOpts, index, wait)
 	if err != nil {
 		return LockState{}, k.svc.readErr(err)
 	}

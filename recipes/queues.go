@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -258,11 +257,44 @@ func (q *Queues) list(name string) ([]Item, int64, error) {
 	return items, index, nil
 }
 
-// next waits up to the ctx deadline for an item that is not claimed, and
-// claims it with data in the taken node (ephemeral, of this session).
-func (q *Queues) next(ctx context.Context, lease *Lease, name string, claimData []byte, epoch uint64, tryOnce bool) (Taken, error) {
+// claimFirst claims the first item of items that is not claimed, with the
+// EPHEMERAL node taken/<item> holding claimData (of the session of epoch),
+// and reads its data. found is false when every item is claimed (or gone).
+func (q *Queues) claimFirst(ctx context.Context, name string, items []Item, claimData []byte, epoch uint64, claimant string) (t Taken, found bool, err error) {
 	sess := q.svc.sess
-retry:
+	for _, it := range items {
+		if it.ClaimedBy != nil {
+			continue
+		}
+		claimNode := q.taken(name) + "/" + it.ID
+		_, err := sess.createOwned(ctx, claimNode, claimData, zk.FlagEphemeral, epoch, claimant, false)
+		switch {
+		case errors.Is(err, zk.ErrNodeExists):
+			continue // another consumer was first
+		case errors.Is(err, errNoParent):
+			return Taken{}, false, err
+		case err != nil:
+			return Taken{}, false, err
+		}
+		data, _, err := sess.Conn().Get(q.entries(name) + "/" + it.ID)
+		if err != nil {
+			// Consumed by someone who ignores claims, or gone: drop ours.
+			_ = sess.deleteNode(context.Background(), claimNode, epoch)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			}
+			return Taken{}, false, q.svc.readErr(err)
+		}
+		it.Size = len(data)
+		return Taken{Item: it, Data: data}, true, nil
+	}
+	return Taken{}, false, nil
+}
+
+// next waits up to the ctx deadline for an item that is not claimed, and
+// claims it with claim, which runs claimFirst (under the claim hold's lock,
+// for Claim). It returns errEmpty when no item came.
+func (q *Queues) next(ctx context.Context, lease *Lease, name string, tryOnce bool, claim func(items []Item) (Taken, bool, error)) (Taken, error) {
 	for {
 		v, err := q.view(ctx, name, !tryOnce)
 		if err != nil {
@@ -271,54 +303,25 @@ retry:
 			}
 			return Taken{}, waitErr(ctx, lease, err)
 		}
-		for _, it := range v.items {
-			if it.ClaimedBy != nil {
-				continue
-			}
-			if err := sess.check(epoch); err != nil {
-				v.release()
-				return Taken{}, err
-			}
-			conn := sess.Conn()
-			_, err := conn.Create(q.taken(name)+"/"+it.ID, claimData, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-			if errors.Is(err, zk.ErrNodeExists) {
-				continue // another consumer was first
-			}
-			if errors.Is(err, zk.ErrNoNode) {
-				// No taken directory: made by a producer that does not make
-				// one, or the queue was just deleted. Make it only while the
-				// queue is there: a deleted queue must stay deleted.
-				v.release()
-				if ok, _, _ := conn.Exists(q.entries(name)); ok {
-					if err := sess.createPersistent(ctx, q.taken(name)); err == nil {
-						continue retry
-					}
-				}
-				return Taken{}, errEmpty
-			}
-			if err != nil {
-				v.release()
-				if ambiguous(err) {
-					// The claim may exist: it is ephemeral and ours, so
-					// dropping it (best effort) or the session's end frees it.
-					_ = conn.Delete(q.taken(name)+"/"+it.ID, -1)
-					return Taken{}, unavailable()
-				}
-				return Taken{}, internal(err, "claim item")
-			}
-			data, _, err := conn.Get(q.entries(name) + "/" + it.ID)
-			if err != nil {
-				// Consumed by someone who ignores claims, or gone: drop ours.
-				_ = conn.Delete(q.taken(name)+"/"+it.ID, -1)
-				if errors.Is(err, zk.ErrNoNode) {
+		t, found, err := claim(v.items)
+		if errors.Is(err, errNoParent) {
+			// No taken directory: made by a producer that does not make one,
+			// or the queue was just deleted. Make it only while the queue is
+			// there: a deleted queue must stay deleted.
+			v.release()
+			if ok, _, _ := q.svc.sess.Conn().Exists(q.entries(name)); ok {
+				if err := q.svc.sess.createPersistent(ctx, q.taken(name)); err == nil {
 					continue
 				}
-				v.release()
-				return Taken{}, q.svc.readErr(err)
 			}
+			return Taken{}, errEmpty
+		}
+		if err != nil || found {
 			v.release()
-			it.Size = len(data)
-			return Taken{Item: it, Data: data}, nil
+			if err != nil {
+				return Taken{}, waitErr(ctx, lease, err)
+			}
+			return t, nil
 		}
 		if tryOnce {
 			v.release()
@@ -356,25 +359,31 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
-	data := nodeData{Holder: "take", Gateway: q.svc.gatewayID, Lease: "-"}.bytes()
+	// A take claims the item as a claim does, with a claimant of its own,
+	// then removes item and claim in one transaction.
+	taker := "take:" + newLeaseID()
+	data := nodeData{Holder: "take", Gateway: q.svc.gatewayID, Lease: taker}.bytes()
 	for {
-		t, err := q.next(ctx, nil, name, data, epoch, wait <= 0)
+		t, err := q.next(ctx, nil, name, wait <= 0, func(items []Item) (Taken, bool, error) {
+			return q.claimFirst(ctx, name, items, data, epoch, taker)
+		})
 		if err != nil {
 			return Taken{}, err
 		}
+		claimNode := q.taken(name) + "/" + t.ID
 		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errWaitElapsed) {
 			// The client is gone: removing the item now would lose it.
-			_ = q.svc.sess.Conn().Delete(q.taken(name)+"/"+t.ID, -1)
+			_ = q.svc.sess.deleteNode(context.Background(), claimNode, epoch)
 			return Taken{}, waitErr(ctx, nil, context.Cause(ctx))
 		}
 		_, err = q.svc.sess.Conn().Multi(
 			&zk.DeleteRequest{Path: q.entries(name) + "/" + t.ID, Version: -1},
-			&zk.DeleteRequest{Path: q.taken(name) + "/" + t.ID, Version: -1},
+			&zk.DeleteRequest{Path: claimNode, Version: -1},
 		)
 		if err == nil {
 			return t, nil
 		}
-		_ = q.svc.sess.Conn().Delete(q.taken(name)+"/"+t.ID, -1)
+		_ = q.svc.sess.deleteNode(context.Background(), claimNode, epoch)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // consumed by someone else meanwhile
 		}
@@ -382,39 +391,31 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 	}
 }
 
-// claim is a lease's claim of one item.
-type claim struct {
-	q     *Queues
-	lease *Lease
-	name  string
-	item  Item
-	since time.Time
-
-	mu   sync.Mutex
-	gone bool
+// claimHold is a lease's claim of one queue's item (one per queue at a
+// time), or its wait for one.
+type claimHold struct {
+	hold
+	q    *Queues
+	item Item // guarded by hold.mu; set once granted
 }
 
-func (c *claim) info() HoldInfo {
-	return HoldInfo{Kind: "claim", Name: c.name, Mode: c.item.ID, State: "held", Node: c.q.taken(c.name) + "/" + c.item.ID, Since: c.since}
-}
-
-func (c *claim) release(ctx context.Context) error {
-	c.mu.Lock()
-	if c.gone {
-		c.mu.Unlock()
-		return nil
-	}
-	c.gone = true
-	c.mu.Unlock()
-	return c.q.svc.Leases.deleteNode(ctx, c.q.taken(c.name)+"/"+c.item.ID, c.lease.epoch)
-}
+const claimRole = "claim"
 
 func claimKey(name string) string { return "claim\x00" + name }
 
+func (c *claimHold) info() HoldInfo {
+	return c.describe(func(i *HoldInfo) {
+		i.Node = c.nodeLocked(claimRole)
+		i.Item = c.item.ID
+	})
+}
+
 // Claim hides the first item from other consumers until it is acked,
 // nacked, or the lease ends (then it is served again: at-least-once). A
-// lease has one claim per queue at a time: claiming again returns the same
-// item, so a retried claim never strands one.
+// lease has one claim per queue at a time: concurrent and repeated claims
+// share it and return the same item, so a retried claim never strands one.
+// A claim that no caller could be told of (every client hung up) is put
+// back at once.
 func (q *Queues) Claim(ctx context.Context, lease *Lease, name string, wait time.Duration) (Taken, error) {
 	if err := ValidName(name); err != nil {
 		return Taken{}, err
@@ -423,49 +424,85 @@ func (q *Queues) Claim(ctx context.Context, lease *Lease, name string, wait time
 		return Taken{}, err
 	}
 	key := claimKey(name)
-	if h, ok := lease.holdsWithPrefix(key)[key]; ok {
-		c := h.(*claim)
-		data, _, err := q.svc.sess.Conn().Get(q.entries(name) + "/" + c.item.ID)
+	for {
+		c, err := joinHold(lease, key, func() *claimHold {
+			h := &claimHold{hold: newHold(q.svc, lease, "claim", key, name), q: q}
+			h.dropUntold = true
+			return h
+		}, nil)
+		if err != nil {
+			return Taken{}, err
+		}
+		t, err := q.claim(ctx, c, wait)
+		if errors.Is(err, errHoldGone) {
+			continue // consumed behind our back, and dropped: claim anew
+		}
+		c.leave(err == nil && ctx.Err() == nil)
+		if err != nil {
+			return Taken{}, err
+		}
+		return t, nil
+	}
+}
+
+// claim waits for c's item, or returns it when c has one already.
+func (q *Queues) claim(ctx context.Context, c *claimHold, wait time.Duration) (Taken, error) {
+	lease, name := c.lease, c.name
+	c.mu.Lock()
+	granted, item := c.granted, c.item
+	c.mu.Unlock()
+	if granted {
+		data, _, err := q.svc.sess.Conn().Get(q.entries(name) + "/" + item.ID)
 		if err == nil {
-			return Taken{Item: c.item, Data: data}, nil
+			return Taken{Item: item, Data: data}, nil
 		}
 		if !errors.Is(err, zk.ErrNoNode) {
 			return Taken{}, q.svc.readErr(err)
 		}
-		lease.detach(key, c) // consumed behind our back: claim anew
-		_ = c.release(ctx)
+		c.leave(true)
+		_ = c.drop()
+		return Taken{}, errHoldGone
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()
-	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: q.svc.gatewayID}.bytes()
-	q.svc.metrics.Waiting("claim", 1)
-	t, err := q.next(ctx, lease, name, data, lease.epoch, wait <= 0)
-	q.svc.metrics.Waiting("claim", -1)
-	if err != nil {
-		return Taken{}, err
-	}
 	holder := lease.Holder
 	if holder == "" {
 		holder = lease.ID
 	}
-	t.ClaimedBy = &holder
-	c := &claim{q: q, lease: lease, name: name, item: t.Item, since: time.Now().UTC()}
-	if _, err := lease.attach(key, c); err != nil {
-		_ = q.svc.sess.Conn().Delete(q.taken(name)+"/"+t.ID, -1)
-		return Taken{}, err
-	}
-	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errWaitElapsed) {
-		// The client is gone and will never see this item: put it back.
-		lease.detach(key, c)
-		_ = c.release(context.Background())
-		return Taken{}, waitErr(ctx, lease, context.Cause(ctx))
-	}
-	return t, nil
+	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: q.svc.gatewayID}.bytes()
+	q.svc.metrics.Waiting("claim", 1)
+	defer q.svc.metrics.Waiting("claim", -1)
+	return q.next(ctx, lease, name, wait <= 0, func(items []Item) (Taken, bool, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		switch {
+		case c.gone:
+			// Not goneErr: it may wait for the lease to finish ending, which
+			// takes c.mu.
+			return Taken{}, false, errHoldGone
+		case c.granted:
+			// Claimed by a concurrent call of the lease: the same item.
+			data, _, err := q.svc.sess.Conn().Get(q.entries(name) + "/" + c.item.ID)
+			if err != nil {
+				return Taken{}, false, q.svc.readErr(err)
+			}
+			return Taken{Item: c.item, Data: data}, true, nil
+		}
+		t, found, err := q.claimFirst(ctx, name, items, data, lease.epoch, lease.ID)
+		if err != nil || !found {
+			return t, found, err
+		}
+		t.ClaimedBy = &holder
+		c.markGrantedLocked(0)
+		c.item = t.Item
+		c.setNodeLocked(claimRole, q.taken(name)+"/"+t.ID)
+		return t, true, nil
+	})
 }
 
-func (q *Queues) claimOf(lease *Lease, name, id string) (*claim, error) {
+func (q *Queues) claimOf(lease *Lease, name, id string) (*claimHold, error) {
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
@@ -475,12 +512,16 @@ func (q *Queues) claimOf(lease *Lease, name, id string) (*claim, error) {
 	if err := lease.alive(); err != nil {
 		return nil, err
 	}
-	key := claimKey(name)
-	h, ok := lease.holdsWithPrefix(key)[key]
-	if !ok || h.(*claim).item.ID != id {
+	c, ok := heldBy[*claimHold](lease, claimKey(name))
+	if ok {
+		c.mu.Lock()
+		ok = c.granted && c.item.ID == id
+		c.mu.Unlock()
+	}
+	if !ok {
 		return nil, &Error{Code: CodeNotClaimed, Detail: fmt.Sprintf("lease %s has no claim on item %s of queue %q", lease.ID, id, name)}
 	}
-	return h.(*claim), nil
+	return c, nil
 }
 
 // Ack consumes a claimed item: the item and the claim go in one transaction.
@@ -492,26 +533,24 @@ func (q *Queues) Ack(ctx context.Context, lease *Lease, name, id string) error {
 	if err := q.svc.sess.check(lease.epoch); err != nil {
 		return err
 	}
+	claimNode := q.taken(name) + "/" + id
 	_, err = q.svc.sess.Conn().Multi(
 		&zk.DeleteRequest{Path: q.entries(name) + "/" + id, Version: -1},
-		&zk.DeleteRequest{Path: q.taken(name) + "/" + id, Version: -1},
+		&zk.DeleteRequest{Path: claimNode, Version: -1},
 	)
 	switch {
 	case err == nil:
+		c.forgetNode(claimRole, claimNode) // gone with the item
 	case errors.Is(err, zk.ErrNoNode):
 		// The item was consumed by a client that ignores claims; our claim
-		// goes with the release below.
+		// goes with the drop below.
 	case ambiguous(err):
 		return &Error{Code: CodeUnavailable, Detail: "the ack may not have been applied; retry it", Err: err}
 	default:
 		return internal(err, "ack")
 	}
-	lease.detach(claimKey(name), c)
-	c.mu.Lock()
-	c.gone = err == nil
-	c.mu.Unlock()
-	if err != nil {
-		_ = c.release(ctx)
+	if err := c.drop(); err != nil {
+		return internal(err, "ack")
 	}
 	return nil
 }
@@ -522,8 +561,7 @@ func (q *Queues) Nack(ctx context.Context, lease *Lease, name, id string) error 
 	if err != nil {
 		return err
 	}
-	lease.detach(claimKey(name), c)
-	if err := c.release(ctx); err != nil {
+	if err := c.drop(); err != nil {
 		return internal(err, "nack")
 	}
 	return nil

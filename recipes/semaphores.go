@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -40,61 +39,33 @@ type SemaphoreState struct {
 
 func (m *Semaphores) base(name string) string { return m.svc.sess.Root() + "/semaphores/" + name }
 
+// semHold is a lease's place in a semaphore: its node in the admission
+// queue while it waits, then its slot node.
 type semHold struct {
-	m     *Semaphores
-	lease *Lease
-	key   string
-	name  string
+	hold
 	limit int
-	since time.Time
-
-	mu        sync.Mutex
-	mutexNode string // our place in the admission queue, while waiting
-	slotNode  string // our lease- node
-	token     int64
-	granted   bool
-	grantedAt time.Time
-	waiters   int
-	gone      bool
 }
+
+// The roles of a semaphore hold's nodes.
+const (
+	admissionRole = "admission" // in .../locks, while waiting to be admitted
+	slotRole      = "slot"      // in .../leases
+)
 
 func (h *semHold) info() HoldInfo {
-	if !h.mu.TryLock() { // held across creates (see lockHold.info)
-		return HoldInfo{Kind: "semaphore", Name: h.name, State: "waiting", Since: h.since}
-	}
-	defer h.mu.Unlock()
-	state, since, node := "waiting", h.since, h.mutexNode
-	if h.granted {
-		state, since, node = "held", h.grantedAt, h.slotNode
-	}
-	return HoldInfo{Kind: "semaphore", Name: h.name, Token: h.token, State: state, Node: node, Since: since}
+	return h.describe(func(i *HoldInfo) {
+		i.Node = h.nodeLocked(admissionRole)
+		if h.granted {
+			i.Node = h.nodeLocked(slotRole)
+		}
+	})
 }
 
-func (h *semHold) release(ctx context.Context) error {
-	h.mu.Lock()
-	h.gone = true
-	nodes := []string{h.slotNode, h.mutexNode}
-	granted, at := h.granted, h.grantedAt
-	h.slotNode, h.mutexNode = "", ""
-	h.mu.Unlock()
-	if granted {
-		h.m.svc.metrics.Released("semaphore", time.Since(at))
-	}
-	var first error
-	for _, n := range nodes {
-		if n == "" {
-			continue
-		}
-		if err := h.m.svc.Leases.deleteNode(ctx, n, h.lease.epoch); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+func (h *semHold) grantLocked() SemaphoreGrant {
+	return SemaphoreGrant{Name: h.name, Lease: h.lease.ID, Limit: h.limit, Token: h.token, Node: h.nodeLocked(slotRole), AcquiredAt: h.grantedAt}
 }
 
-func (h *semHold) grant() SemaphoreGrant {
-	return SemaphoreGrant{Name: h.name, Lease: h.lease.ID, Limit: h.limit, Token: h.token, Node: h.slotNode, AcquiredAt: h.grantedAt}
-}
+func semaphoreKey(name string) string { return "semaphore\x00" + name }
 
 // Acquire takes one slot of semaphore name for lease, waiting up to wait.
 // A limit different from the one its current zkgate holders use is
@@ -109,52 +80,25 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 	if err := lease.alive(); err != nil {
 		return SemaphoreGrant{}, err
 	}
-	key := "semaphore\x00" + name
-	var h *semHold
-	for h == nil {
-		got, err := lease.attach(key, &semHold{m: m, lease: lease, key: key, name: name, limit: limit, since: time.Now().UTC()})
-		if err != nil {
-			return SemaphoreGrant{}, err
+	key := semaphoreKey(name)
+	h, err := joinHold(lease, key, func() *semHold {
+		return &semHold{hold: newHold(m.svc, lease, "semaphore", key, name), limit: limit}
+	}, func(h *semHold) error {
+		if h.limit != limit {
+			return &Error{Code: CodeLimitMismatch,
+				Detail: fmt.Sprintf("this lease already asked for semaphore %q with limit %d", name, h.limit),
+				Extra:  map[string]any{"limit": h.limit}}
 		}
-		cand := got.(*semHold)
-		stale := false
-		cand.mu.Lock()
-		switch {
-		case cand.gone:
-			stale = true // a hold on its way out: make a new one
-		case cand.limit != limit:
-			cand.mu.Unlock()
-			return SemaphoreGrant{}, &Error{Code: CodeLimitMismatch,
-				Detail: fmt.Sprintf("this lease already asked for semaphore %q with limit %d", name, cand.limit),
-				Extra:  map[string]any{"limit": cand.limit}}
-		case cand.granted:
-			g := cand.grant()
-			cand.mu.Unlock()
-			return g, nil
-		default:
-			cand.waiters++
-			h = cand
-		}
-		cand.mu.Unlock()
-		if stale {
-			// Outside cand.mu: Lease.Info takes the lease's lock, then each hold's.
-			lease.detach(key, cand)
-		}
+		return nil
+	})
+	if err != nil {
+		return SemaphoreGrant{}, err
 	}
 	m.svc.metrics.Waiting("semaphore", 1)
 	start := time.Now()
 	g, err := m.wait(ctx, h, wait)
 	m.svc.metrics.Waiting("semaphore", -1)
-	h.mu.Lock()
-	h.waiters--
-	abandon := !h.granted && h.waiters == 0 && !h.gone
-	h.mu.Unlock()
-	if abandon {
-		lease.detach(key, h)
-		if derr := h.release(context.Background()); derr != nil {
-			m.svc.log.Error("delete abandoned semaphore nodes", "semaphore", name, "err", derr)
-		}
-	}
+	h.leave(false)
 	if err != nil {
 		if e, ok := err.(*Error); ok && e.Code == CodeTimeout {
 			e.Detail = fmt.Sprintf("no slot of semaphore %q became free in time", name)
@@ -174,41 +118,32 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 	defer stop()
 	base := m.base(h.name)
 	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: svc.gatewayID, Limit: h.limit}.bytes()
+	create := func(dir, marker string) func() (string, error) {
+		return func() (string, error) {
+			return svc.sess.createProtected(ctx, dir, lease.ID, marker, data, lease.epoch)
+		}
+	}
 	for {
 		h.mu.Lock()
-		if h.gone {
-			h.mu.Unlock()
-			// Released by the client, or by the end of its lease?
-			if err := lease.alive(); err != nil {
-				return SemaphoreGrant{}, err
-			}
-			return SemaphoreGrant{}, Errorf(CodeNotHeld, "semaphore %q was released while this acquire waited", h.name)
-		}
-		if h.granted {
-			g := h.grant()
+		if h.granted && !h.gone {
+			g := h.grantLocked()
 			h.mu.Unlock()
 			return g, nil
 		}
+		admitted := h.nodeLocked(slotRole) != ""
+		h.mu.Unlock()
 		// First the admission mutex, unless a slot node is already made.
-		if h.mutexNode == "" && h.slotNode == "" {
-			n, err := svc.sess.createProtected(ctx, base+"/locks", lease.ID, "lock-", data, lease.epoch)
+		if !admitted {
+			queued, _, err := h.ensureNode(admissionRole, create(base+"/locks", "lock-"))
+			if errors.Is(err, errHoldGone) {
+				return SemaphoreGrant{}, h.goneErr("semaphore")
+			}
 			if err != nil {
-				h.mu.Unlock()
 				return SemaphoreGrant{}, waitErr(ctx, lease, err)
 			}
-			h.mutexNode = n
-		}
-		mutexNode := h.mutexNode
-		h.mu.Unlock()
-
-		if mutexNode != "" {
-			_, err := svc.waitTurn(ctx, lease, base+"/locks", mutexNode, lockMarkers, lockBlocks, wait <= 0)
+			_, err = svc.waitTurn(ctx, lease, base+"/locks", queued, lockMarkers, lockBlocks, wait <= 0)
 			if errors.Is(err, errNodeGone) {
-				h.mu.Lock()
-				if h.mutexNode == mutexNode {
-					h.mutexNode = ""
-				}
-				h.mu.Unlock()
+				h.forgetNode(admissionRole, queued)
 				if err := lease.alive(); err != nil {
 					return SemaphoreGrant{}, err
 				}
@@ -218,48 +153,35 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 				return SemaphoreGrant{}, err
 			}
 		}
-		h.mu.Lock()
-		if h.gone {
-			h.mu.Unlock()
-			continue
+		slot, _, err := h.ensureNode(slotRole, create(base+"/leases", "lease-"))
+		if errors.Is(err, errHoldGone) {
+			return SemaphoreGrant{}, h.goneErr("semaphore")
 		}
-		if h.slotNode == "" {
-			n, err := svc.sess.createProtected(ctx, base+"/leases", lease.ID, "lease-", data, lease.epoch)
-			if err != nil {
-				h.mu.Unlock()
-				return SemaphoreGrant{}, waitErr(ctx, lease, err)
-			}
-			h.slotNode = n
+		if err != nil {
+			return SemaphoreGrant{}, waitErr(ctx, lease, err)
 		}
-		slot := h.slotNode
-		h.mu.Unlock()
-
 		stat, err := m.waitSlot(ctx, lease, base+"/leases", slot, h.limit, wait <= 0)
 		if errors.Is(err, errNodeGone) {
-			h.mu.Lock()
-			if h.slotNode == slot {
-				h.slotNode = ""
-			}
-			h.mu.Unlock()
+			h.forgetNode(slotRole, slot)
 			continue
 		}
 		if err != nil {
 			return SemaphoreGrant{}, err
 		}
 		h.mu.Lock()
-		if h.gone {
+		if h.gone || h.nodeLocked(slotRole) != slot {
 			h.mu.Unlock()
 			continue
 		}
-		h.granted, h.token, h.grantedAt = true, stat.Czxid, time.Now().UTC()
-		g := h.grant()
-		mutexNode = h.mutexNode
-		h.mutexNode = ""
+		h.markGrantedLocked(stat.Czxid)
+		g := h.grantLocked()
+		queued := h.nodeLocked(admissionRole)
+		h.forgetNodeLocked(admissionRole, queued)
 		h.mu.Unlock()
 		// Leave the admission queue so the next contender may try.
-		if mutexNode != "" {
-			if err := svc.Leases.deleteNode(context.Background(), mutexNode, lease.epoch); err != nil {
-				svc.log.Error("leave semaphore admission queue", "node", mutexNode, "err", err)
+		if queued != "" {
+			if err := svc.sess.deleteNode(context.Background(), queued, lease.epoch); err != nil {
+				svc.log.Error("leave semaphore admission queue", "node", queued, "err", err)
 			}
 		}
 		return g, nil
@@ -267,54 +189,52 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 }
 
 // waitSlot waits until the leases directory holds at most limit nodes, ours
-// among them, checking that zkgate holders agree on the limit.
+// among them, checking that zkgate holders agree on the limit. It watches
+// the directory through the shared watch cache: one watch, however many
+// tries.
 func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, dir, slot string, limit int, tryOnce bool) (*zk.Stat, error) {
 	svc := m.svc
-	known := map[string]int{} // child -> limit it declares (0: foreign)
 	for {
-		conn := svc.sess.Conn()
-		children, _, events, err := conn.ChildrenW(dir)
+		snap, changed, release, err := svc.cache.view(ctx, dir, seqOpts)
 		if err != nil {
-			if errors.Is(err, zk.ErrNoNode) {
-				return nil, errNodeGone
-			}
 			if err := svc.retryable(ctx, lease, err); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		mine := false
-		for _, c := range children {
-			if dir+"/"+c == slot {
+		for _, n := range snap.Children {
+			if dir+"/"+n.Name == slot {
 				mine = true
 				continue
 			}
-			if _, ok := known[c]; !ok {
-				data, _, err := conn.Get(dir + "/" + c)
-				if err != nil {
-					continue // gone already, or unreadable: the next turn sees
-				}
-				d, _ := parseNodeData(data)
-				known[c] = d.Limit
-			}
-			if l := known[c]; l != 0 && l != limit {
+			if d, ok := parseNodeData(n.Data); ok && d.Limit != 0 && d.Limit != limit {
+				release()
 				return nil, &Error{Code: CodeLimitMismatch,
-					Detail: fmt.Sprintf("the holders of this semaphore use limit %d, not %d", l, limit),
-					Extra:  map[string]any{"limit": l}}
+					Detail: fmt.Sprintf("the holders of this semaphore use limit %d, not %d", d.Limit, limit),
+					Extra:  map[string]any{"limit": d.Limit}}
 			}
 		}
-		if !mine {
-			return nil, errNodeGone
-		}
-		if len(children) <= limit {
+		switch {
+		case mine && len(snap.Children) <= limit:
+			release()
 			return svc.ownNode(ctx, lease, slot, nil)
-		}
-		if tryOnce {
+		case !mine:
+			// Not in the cache yet (made after its last load), or gone.
+			ok, _, err := svc.sess.Conn().Exists(slot)
+			if err == nil && !ok {
+				release()
+				return nil, errNodeGone
+			}
+		case tryOnce:
+			release()
 			return nil, &Error{Code: CodeTimeout, Detail: "every slot is taken"}
 		}
 		select {
-		case <-events:
+		case <-changed:
+			release()
 		case <-ctx.Done():
+			release()
 			return nil, waitErr(ctx, lease, context.Cause(ctx))
 		}
 	}
@@ -354,14 +274,11 @@ func (m *Semaphores) Release(ctx context.Context, lease *Lease, name string) err
 	if err := lease.alive(); err != nil {
 		return err
 	}
-	key := "semaphore\x00" + name
-	holds := lease.holdsWithPrefix(key)
-	h, ok := holds[key]
+	h, ok := heldBy[*semHold](lease, semaphoreKey(name))
 	if !ok {
 		return &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s holds no slot of semaphore %q", lease.ID, name)}
 	}
-	lease.detach(key, h)
-	if err := h.release(ctx); err != nil {
+	if err := h.drop(); err != nil {
 		return internal(err, "release semaphore")
 	}
 	return nil
@@ -378,16 +295,16 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 	if index > 0 {
 		// Holders come from the slots, waiters also from the admission
 		// queue: a change of either is a change of the state.
-		err := m.svc.cache.waitNewer(ctx, [2]string{base + "/leases", base + "/locks"}, [2]entryOpts{}, index, wait)
+		err := m.svc.cache.waitNewer(ctx, [2]string{base + "/leases", base + "/locks"}, [2]entryOpts{seqOpts, seqOpts}, index, wait)
 		if err != nil {
 			return SemaphoreState{}, m.svc.readErr(err)
 		}
 	}
-	slots, err := m.svc.cache.direct(ctx, base+"/leases", entryOpts{})
+	slots, err := m.svc.cache.direct(ctx, base+"/leases", seqOpts)
 	if err != nil {
 		return SemaphoreState{}, m.svc.readErr(err)
 	}
-	queue, err := m.svc.cache.direct(ctx, base+"/locks", entryOpts{})
+	queue, err := m.svc.cache.direct(ctx, base+"/locks", seqOpts)
 	if err != nil {
 		return SemaphoreState{}, m.svc.readErr(err)
 	}

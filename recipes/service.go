@@ -52,6 +52,7 @@ type Service struct {
 	metrics   Metrics
 	log       *slog.Logger
 	cache     *watchCache
+	watches   *nodeWatches
 	lister    *lister
 	passed    passedWriters
 
@@ -74,7 +75,7 @@ func New(sess *Session, cfg Config) *Service {
 	}
 	cfg.Leases.GatewayID = cfg.GatewayID
 	s := &Service{sess: sess, gatewayID: cfg.GatewayID, metrics: cfg.Metrics, log: cfg.Logger,
-		cache: newWatchCache(sess, cfg.Logger), lister: newLister()}
+		cache: newWatchCache(sess, cfg.Logger), watches: newNodeWatches(sess), lister: newLister()}
 	s.Leases = NewLeases(sess, cfg.Leases, cfg.Logger)
 	s.Locks = &Locks{svc: s}
 	s.Semaphores = &Semaphores{svc: s}

@@ -60,7 +60,18 @@ type SessionConfig struct {
 	Timeout time.Duration // requested session timeout
 	Root    string        // the gateway's root znode, created on start
 	Logger  *slog.Logger
+
+	// hosts, when set, replaces go-zookeeper's DNS host provider (tests use
+	// it to make the ensemble's names fail to resolve for a while).
+	hosts func() zk.HostProvider
 }
+
+// Bounds of the back-off between failed dials (a name that does not
+// resolve, for instance).
+const (
+	dialBackoffMin = 50 * time.Millisecond
+	dialBackoffMax = 5 * time.Second
+)
 
 // Session owns the gateway's one ZooKeeper session. Leases are bound to the
 // epoch of the session they were made in: when that session ends, they end.
@@ -70,11 +81,16 @@ type Session struct {
 
 	mu          sync.Mutex
 	conn        *zk.Conn
-	gen         uint64 // which *zk.Conn the callbacks come from; older ones are ignored
+	gen         uint64     // which *zk.Conn the callbacks come from; older ones are ignored
+	connGen     uint64     // the gen of conn
+	early       []zk.Event // events of gen that came before its conn was installed
 	state       State
 	id          int64
 	epoch       uint64
 	lossTimer   *time.Timer
+	dialing     bool          // a redial is under way (see redial)
+	dialErr     error         // why the last dial failed, until one succeeds
+	done        chan struct{} // closed by Close: stops a redial
 	changed     chan struct{} // closed and replaced at every state change
 	listeners   map[int]func(StateChange)
 	nextListen  int
@@ -84,7 +100,9 @@ type Session struct {
 }
 
 // Connect opens the session and waits, bounded by ctx, until it is live, then
-// makes sure the root and the per-primitive parents exist.
+// makes sure the root and the per-primitive parents exist. A dial that
+// fails (a name that does not resolve yet) is retried with back-off until
+// ctx ends.
 func Connect(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if len(cfg.Servers) == 0 {
 		return nil, errors.New("no ZooKeeper servers given")
@@ -99,15 +117,18 @@ func Connect(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		cfg:       cfg,
 		log:       cfg.Logger.With("component", "zk-session"),
 		changed:   make(chan struct{}),
+		done:      make(chan struct{}),
 		listeners: map[int]func(StateChange){},
 	}
 	s.mu.Lock()
-	err := s.dialLocked()
+	s.startRedialLocked()
 	s.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
 	if err := s.WaitLive(ctx); err != nil {
+		s.mu.Lock()
+		if s.dialErr != nil {
+			err = s.dialErr
+		}
+		s.mu.Unlock()
 		s.Close()
 		return nil, fmt.Errorf("no ZooKeeper session with %s: %w", strings.Join(cfg.Servers, ","), err)
 	}
@@ -118,21 +139,72 @@ func Connect(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	return s, nil
 }
 
-// dialLocked starts a new *zk.Conn; its events are tagged with a generation so
-// that a replaced connection can no longer move the state.
-func (s *Session) dialLocked() error {
-	s.gen++
+// startRedialLocked makes a new *zk.Conn on a goroutine of its own, retrying
+// with back-off until one is made or the session is closed. It never dials
+// under s.mu: go-zookeeper resolves the servers' names synchronously, and
+// every request and keepalive reads the session's state.
+func (s *Session) startRedialLocked() {
+	if s.dialing || s.state == StateClosed {
+		return
+	}
+	s.dialing = true
+	s.gen++ // events of the connection being replaced no longer count
+	s.early = nil
 	gen := s.gen
+	go s.redial(gen)
+}
+
+func (s *Session) redial(gen uint64) {
+	backoff := dialBackoffMin
+	for attempt := 1; ; attempt++ {
+		conn, err := s.dial(gen)
+		s.mu.Lock()
+		if s.state == StateClosed {
+			s.dialing = false
+			s.mu.Unlock()
+			if conn != nil {
+				conn.Close()
+			}
+			return
+		}
+		if err == nil {
+			s.conn, s.connGen, s.dialing, s.dialErr = conn, gen, false, nil
+			early := s.early
+			s.early = nil
+			for _, ev := range early {
+				s.applyLocked(ev)
+			}
+			s.mu.Unlock()
+			return
+		}
+		s.dialErr = err
+		s.mu.Unlock()
+		s.log.Error("connect to ZooKeeper; retrying", "attempt", attempt, "in", backoff, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-s.done:
+		}
+		backoff = min(2*backoff, dialBackoffMax)
+	}
+}
+
+// dial starts a *zk.Conn whose events are tagged with gen, so that a
+// replaced connection can no longer move the state.
+func (s *Session) dial(gen uint64) (*zk.Conn, error) {
+	var hosts zk.HostProvider = &zk.DNSHostProvider{}
+	if s.cfg.hosts != nil {
+		hosts = s.cfg.hosts()
+	}
 	conn, _, err := zk.Connect(s.cfg.Servers, s.cfg.Timeout,
 		zk.WithLogger(zkLogger{s.log}),
 		zk.WithLogInfo(false),
+		zk.WithHostProvider(hosts),
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(gen, ev) }),
 	)
 	if err != nil {
-		return fmt.Errorf("connect to ZooKeeper: %w", err)
+		return nil, fmt.Errorf("connect to ZooKeeper: %w", err)
 	}
-	s.conn = conn
-	return nil
+	return conn, nil
 }
 
 // onEvent runs on go-zookeeper's goroutine: it must not block.
@@ -145,6 +217,17 @@ func (s *Session) onEvent(gen uint64, ev zk.Event) {
 	if gen != s.gen || s.state == StateClosed {
 		return
 	}
+	if s.connGen != gen {
+		// The connection is not installed yet (the event beat the end of
+		// dial): it is applied once it is, with the connection's id.
+		s.early = append(s.early, ev)
+		return
+	}
+	s.applyLocked(ev)
+}
+
+// applyLocked moves the state on a session event of the current connection.
+func (s *Session) applyLocked(ev zk.Event) {
 	switch ev.State {
 	case zk.StateHasSession:
 		id := s.conn.SessionID()
@@ -195,9 +278,7 @@ func (s *Session) startLossTimerLocked() {
 		s.setStateLocked(StateLost)
 		old := s.conn
 		go old.Close() // may wait for a dead server; never under our lock
-		if err := s.dialLocked(); err != nil {
-			s.log.Error("reconnect to ZooKeeper", "err", err)
-		}
+		s.startRedialLocked()
 	})
 }
 
@@ -286,6 +367,30 @@ func (s *Session) WaitLive(ctx context.Context) error {
 	}
 }
 
+// waitEpoch waits until the session is live in epoch. It answers
+// errSessionLost as soon as that epoch is over (a lost session, a new one),
+// and errClosed once the session is closed.
+func (s *Session) waitEpoch(ctx context.Context, epoch uint64) error {
+	for {
+		s.mu.Lock()
+		st, cur, ch := s.state, s.epoch, s.changed
+		s.mu.Unlock()
+		switch {
+		case st == StateClosed:
+			return errClosed
+		case cur != epoch || st == StateLost:
+			return errSessionLost
+		case st == StateLive:
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
 // check says whether grants of epoch may be made or asserted now.
 func (s *Session) check(epoch uint64) error {
 	st, cur, _ := s.Status()
@@ -310,9 +415,12 @@ func (s *Session) Close() {
 	}
 	s.stopLossTimerLocked()
 	s.setStateLocked(StateClosed)
+	close(s.done)
 	conn := s.conn
 	s.mu.Unlock()
-	conn.Close()
+	if conn != nil {
+		conn.Close()
+	}
 }
 
 // ErrShuttingDown is the cause with which a shutting-down gateway cancels
@@ -323,6 +431,9 @@ var (
 	errClosed      = &Error{Code: CodeUnavailable, Detail: "the gateway is shutting down"}
 	errSessionLost = &Error{Code: CodeLeaseExpired, Detail: "the gateway's ZooKeeper session was lost"}
 )
+
+// errUnavailable is the error of unavailable: errors.Is matches it by code.
+var errUnavailable = &Error{Code: CodeUnavailable}
 
 func unavailable() *Error {
 	return &Error{Code: CodeUnavailable, Detail: "the ZooKeeper session is suspended; retry shortly"}

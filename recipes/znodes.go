@@ -86,9 +86,9 @@ func (s *Session) ensureContainers(ctx context.Context, p string, epoch uint64) 
 }
 
 // createProtected creates the EPHEMERAL_SEQUENTIAL node
-// parent/_c_<lease>-<marker><seq> and returns its path. The lease-derived
-// prefix makes it safe to retry: after an ambiguous error the children are
-// searched for the prefix before anything is created again.
+// parent/_c_<lease>-<marker><seq> for a lease of epoch and returns its path.
+// The lease-derived prefix makes it safe to retry: after an ambiguous error
+// the children are searched for the prefix before anything is created again.
 func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker string, data []byte, epoch uint64) (string, error) {
 	prefix := "_c_" + leaseID + "-" + marker
 	recovering := false
@@ -102,14 +102,14 @@ func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker s
 			if err == nil {
 				for _, c := range children {
 					if strings.HasPrefix(c, prefix) {
-						return parent + "/" + c, nil
+						return s.ownedBy(parent+"/"+c, epoch)
 					}
 				}
 				recovering = false
 			} else if !errors.Is(err, zk.ErrNoNode) {
 				if ambiguous(err) {
-					if werr := s.WaitLive(ctx); werr != nil {
-						return "", unavailable()
+					if werr := s.waitEpoch(ctx, epoch); werr != nil {
+						return "", werr
 					}
 					continue
 				}
@@ -119,18 +119,149 @@ func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker s
 		p, err := conn.Create(parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
 		switch {
 		case err == nil:
-			return p, nil
+			return s.ownedBy(p, epoch)
 		case errors.Is(err, zk.ErrNoNode):
 			if err := s.ensureContainers(ctx, parent, epoch); err != nil {
 				return "", err
 			}
 		case ambiguous(err):
 			recovering = true
-			if werr := s.WaitLive(ctx); werr != nil {
-				return "", unavailable()
+			if werr := s.waitEpoch(ctx, epoch); werr != nil {
+				return "", werr
 			}
 		default:
 			return "", internal(err, fmt.Sprintf("create under %s", parent))
+		}
+	}
+}
+
+// ownedBy returns p, a node just made for a lease of epoch, if that epoch is
+// still the session's. go-zookeeper sends a request that was queued when a
+// session ended on its next connection, which may be a new session: then
+// the node is that session's, and no lease knows of it. It is removed, and
+// the lease is told that its session is gone.
+func (s *Session) ownedBy(p string, epoch uint64) (string, error) {
+	err := s.check(epoch)
+	if err == nil || errors.Is(err, errUnavailable) {
+		return p, nil
+	}
+	if errors.Is(err, errSessionLost) {
+		s.dropStray(p, "")
+	}
+	return "", err
+}
+
+// dropStray deletes p if the current session owns it (and, with leaseID,
+// if its data names that lease): a node made for a lease of an older session.
+func (s *Session) dropStray(p, leaseID string) {
+	conn := s.Conn()
+	data, stat, err := conn.Get(p)
+	if err != nil {
+		return // gone with the old session, or out of reach: the session's end takes it
+	}
+	_, _, sid := s.Status()
+	if stat.EphemeralOwner != sid {
+		return
+	}
+	if leaseID != "" {
+		if d, ok := parseNodeData(data); !ok || d.Lease != leaseID {
+			return
+		}
+	}
+	if err := conn.Delete(p, stat.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		s.log.Warn("delete a node made for a lease of an older session", "node", p, "err", err)
+	}
+}
+
+// errNoParent: the parent of a node to create is missing, and is not for
+// createOwned to make.
+var errNoParent = errors.New("parent node missing")
+
+// createOwned creates the plain (not sequential) node p for a lease of
+// epoch. An ambiguous reply is resolved by reading p: it is ours when its
+// owner is the session of epoch (for ephemeral nodes) and, with lease, its
+// data names that lease. Someone else's node answers zk.ErrNodeExists. A
+// missing parent is made as a CONTAINER with containers, and answers
+// errNoParent otherwise.
+func (s *Session) createOwned(ctx context.Context, p string, data []byte, flags int32, epoch uint64, lease string, containers bool) (string, error) {
+	for {
+		if err := s.check(epoch); err != nil {
+			return "", err
+		}
+		conn := s.Conn()
+		_, err := conn.Create(p, data, flags, zk.WorldACL(zk.PermAll))
+		switch {
+		case err == nil:
+			if cerr := s.check(epoch); errors.Is(cerr, errSessionLost) {
+				s.dropStray(p, lease)
+				return "", cerr
+			}
+			return p, nil
+		case errors.Is(err, zk.ErrNodeExists):
+			raw, stat, gerr := conn.Get(p)
+			if gerr != nil {
+				if errors.Is(gerr, zk.ErrNoNode) {
+					continue // gone meanwhile: try again
+				}
+				if !ambiguous(gerr) {
+					return "", internal(gerr, "read "+p)
+				}
+				if werr := s.waitEpoch(ctx, epoch); werr != nil {
+					return "", werr
+				}
+				continue
+			}
+			if err := s.check(epoch); err != nil && !errors.Is(err, errUnavailable) {
+				return "", err
+			}
+			_, _, sid := s.Status()
+			mine := flags&zk.FlagEphemeral != 0 && stat.EphemeralOwner == sid
+			if mine && lease != "" {
+				d, ok := parseNodeData(raw)
+				mine = ok && d.Lease == lease
+			}
+			if mine {
+				return p, nil // our own create, whose reply was lost
+			}
+			return "", zk.ErrNodeExists
+		case errors.Is(err, zk.ErrNoNode):
+			if !containers {
+				return "", errNoParent
+			}
+			if err := s.ensureContainers(ctx, path.Dir(p), epoch); err != nil {
+				return "", err
+			}
+		case ambiguous(err):
+			if werr := s.waitEpoch(ctx, epoch); werr != nil {
+				return "", werr
+			}
+		default:
+			return "", internal(err, "create "+p)
+		}
+	}
+}
+
+// deleteNode deletes p, a node made for a lease of epoch, retrying across
+// reconnects. The end of that epoch counts as success: the session's
+// ephemeral nodes went with it, and a node of that path now is someone
+// else's.
+func (s *Session) deleteNode(ctx context.Context, p string, epoch uint64) error {
+	for {
+		if err := s.check(epoch); err != nil && !errors.Is(err, errUnavailable) {
+			return nil
+		}
+		err := s.Conn().Delete(p, -1)
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if !ambiguous(err) {
+			return err
+		}
+		if werr := s.waitEpoch(ctx, epoch); werr != nil {
+			if errors.Is(werr, errSessionLost) || errors.Is(werr, errClosed) {
+				return nil
+			}
+			return werr
 		}
 	}
 }

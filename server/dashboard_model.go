@@ -390,7 +390,7 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 		m.dbarriers = append(m.dbarriers, d)
 		for _, mem := range d.Members {
 			if mem.Lease != "" {
-				holds[mem.Lease] = append(holds[mem.Lease], recipes.HoldInfo{Kind: "double-barrier", Name: name, Mode: mem.Member, State: "held", Since: mem.Since})
+				holds[mem.Lease] = append(holds[mem.Lease], recipes.HoldInfo{Kind: "double-barrier", Name: name, Member: mem.Member, State: "held", Since: mem.Since})
 			}
 		}
 	}
@@ -421,7 +421,7 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 	slices.SortFunc(m.leases, func(a, b views.Lease) int { return cmp.Compare(views.LeaseKey(a), views.LeaseKey(b)) })
 	for i := range m.leases {
 		slices.SortFunc(m.leases[i].Holds, func(a, b recipes.HoldInfo) int {
-			return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Mode, b.Mode))
+			return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Mode, b.Mode), cmp.Compare(a.Member, b.Member), cmp.Compare(a.Item, b.Item))
 		})
 	}
 

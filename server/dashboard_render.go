@@ -85,7 +85,7 @@ func leaseFP(l views.Lease) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s|%s|%s|%s|%t|%d|%d", l.Holder, l.Gateway, l.TTL, l.ID, l.Local, l.CreatedAt.UnixNano(), l.ExpiresAt.UnixNano())
 	for _, h := range l.Holds {
-		fmt.Fprintf(&b, "|%s %s %s %d %s", h.Kind, h.Name, h.Mode, h.Token, h.State)
+		fmt.Fprintf(&b, "|%s %s %s%s%s %d %s", h.Kind, h.Name, h.Mode, h.Member, h.Item, h.Token, h.State)
 	}
 	return b.String()
 }

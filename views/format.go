@@ -138,8 +138,13 @@ func modeOf(l recipes.LockState) string {
 
 func holdLine(h recipes.HoldInfo) string {
 	s := h.Kind + " " + h.Name
-	if h.Mode != "" && h.Mode != recipes.ModeExclusive {
+	switch {
+	case h.Mode != "" && h.Mode != recipes.ModeExclusive:
 		s += " (" + h.Mode + ")"
+	case h.Member != "":
+		s += " (" + h.Member + ")"
+	case h.Item != "":
+		s += " (" + h.Item + ")"
 	}
 	return s
 }

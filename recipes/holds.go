@@ -1,0 +1,291 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// hold is the one lifecycle of everything a lease holds or waits for: a lock
+// node, a semaphore slot, a candidacy, a double-barrier membership, a queue
+// claim. The recipes keep only what truly differs: how they wait, and what
+// they show.
+//
+// A hold is attached to its lease under a key. Concurrent calls of one lease
+// for the same thing join the same hold (one node, one grant), and each
+// counts as a waiter while it waits. The last waiter to leave a hold that was
+// neither granted nor told to a client abandons it. Once a hold is gone
+// (released, abandoned, or ended with its lease) it is detached from the
+// lease and its nodes are deleted whatever the caller does next: a node that
+// no lease tracks would stay until the gateway's session ends.
+type hold struct {
+	svc   *Service
+	lease *Lease
+	self  holding // the recipe's hold embedding this one, as attached
+	kind  string  // lock, semaphore, election, double-barrier, claim
+	key   string  // its key among the lease's holds
+	name  string  // the primitive's name
+	since time.Time
+
+	mu        sync.Mutex // held across the create of a node, so calls never make two
+	nodes     []heldNode // znodes made for it, deleted when it goes
+	waiters   int
+	granted   bool
+	grantedAt time.Time
+	token     int64
+	told      bool // a client was answered about it: it stays until released
+	gone      bool
+	// dropUntold makes a grant that no client was told of go when its last
+	// waiter leaves (a claim: the item is served again at once).
+	dropUntold bool
+}
+
+// heldNode is one znode of a hold, by the role it plays in the recipe.
+type heldNode struct{ role, path string }
+
+// holding is what a lease keeps: a recipe's hold.
+type holding interface {
+	core() *hold
+	// info describes the hold; it must not wait for h.mu (see hold.describe).
+	info() HoldInfo
+}
+
+func (h *hold) core() *hold { return h }
+
+func newHold(svc *Service, lease *Lease, kind, key, name string) hold {
+	return hold{svc: svc, lease: lease, kind: kind, key: key, name: name, since: time.Now().UTC()}
+}
+
+// errHoldGone says that a hold went while a call was using it.
+var errHoldGone = errors.New("hold gone")
+
+// joinHold attaches fresh() to lease under key, or joins the live hold that
+// is there, and counts the caller as one of its waiters: the caller must
+// call leave once it is done. fits, called with the hold's lock held, may
+// refuse a hold that does not match the request (a semaphore's limit).
+func joinHold[H holding](lease *Lease, key string, fresh func() H, fits func(H) error) (H, error) {
+	var zero H
+	for {
+		cand := fresh()
+		cand.core().self = cand
+		got, err := lease.attach(key, cand)
+		if err != nil {
+			return zero, err
+		}
+		h, ok := got.(H)
+		if !ok {
+			return zero, internal(nil, "hold key "+key+" is taken by another kind")
+		}
+		c := h.core()
+		c.mu.Lock()
+		if c.gone {
+			c.mu.Unlock()
+			// On its way out: detach it (outside c.mu: Lease.Info takes the
+			// lease's lock, then each hold's) and make a new one.
+			lease.detach(key, got)
+			continue
+		}
+		if fits != nil {
+			if err := fits(h); err != nil {
+				c.mu.Unlock()
+				return zero, err
+			}
+		}
+		c.waiters++
+		c.mu.Unlock()
+		return h, nil
+	}
+}
+
+// leave ends one caller's use of h. told says that the caller answers its
+// client about h (a grant, a candidacy that stays in line): a hold told of
+// stays. The last caller to leave a hold that is neither granted nor told
+// of (nor, with dropUntold, told of) abandons it.
+func (h *hold) leave(told bool) {
+	h.mu.Lock()
+	h.waiters--
+	if told {
+		h.told = true
+	}
+	abandon := h.waiters == 0 && !h.gone && !h.told && (!h.granted || h.dropUntold)
+	var nodes []heldNode
+	if abandon {
+		nodes = h.markGoneLocked()
+	}
+	h.mu.Unlock()
+	if abandon {
+		h.lease.detach(h.key, h.self)
+		h.removeNodes(nodes)
+	}
+}
+
+// markGoneLocked marks h gone and hands over its nodes for deletion.
+func (h *hold) markGoneLocked() []heldNode {
+	h.gone = true
+	nodes := h.nodes
+	h.nodes = nil
+	if h.granted {
+		h.svc.metrics.Released(h.kind, time.Since(h.grantedAt))
+	}
+	return nodes
+}
+
+// drop is a release by the client: h is detached from its lease and its
+// nodes deleted before drop returns, whatever happens to the request that
+// asked (the deletion is bounded by the session: it gives up once the
+// session is lost, which takes the nodes with it).
+func (h *hold) drop() error {
+	h.mu.Lock()
+	if h.gone {
+		h.mu.Unlock()
+		return nil
+	}
+	nodes := h.markGoneLocked()
+	h.mu.Unlock()
+	h.lease.detach(h.key, h.self)
+	return h.removeNodes(nodes)
+}
+
+// end is h's part of its lease's end. Its waiters have been cancelled
+// already; deleteNodes is false when the session takes the nodes anyway.
+func (h *hold) end(deleteNodes bool) error {
+	h.mu.Lock()
+	if h.gone {
+		h.mu.Unlock()
+		return nil
+	}
+	nodes := h.markGoneLocked()
+	h.mu.Unlock()
+	if !deleteNodes {
+		return nil
+	}
+	return h.removeNodes(nodes)
+}
+
+// removeNodes deletes nodes, newest first, with a context of their own: no
+// client may stop it half way.
+func (h *hold) removeNodes(nodes []heldNode) error {
+	var first error
+	for i := len(nodes) - 1; i >= 0; i-- {
+		if err := h.svc.sess.deleteNode(context.Background(), nodes[i].path, h.lease.epoch); err != nil {
+			h.svc.log.Error("delete node of a released hold", "kind", h.kind, "node", nodes[i].path, "err", err)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// nodeLocked returns the node of h in role, or "".
+func (h *hold) nodeLocked(role string) string {
+	for _, n := range h.nodes {
+		if n.role == role {
+			return n.path
+		}
+	}
+	return ""
+}
+
+// setNodeLocked records the node of h in role.
+func (h *hold) setNodeLocked(role, path string) {
+	for i, n := range h.nodes {
+		if n.role == role {
+			h.nodes[i].path = path
+			return
+		}
+	}
+	h.nodes = append(h.nodes, heldNode{role, path})
+}
+
+// forgetNodeLocked forgets the node of h in role if it is path (it is gone
+// already, or left on purpose).
+func (h *hold) forgetNodeLocked(role, path string) {
+	for i, n := range h.nodes {
+		if n.role == role && n.path == path {
+			h.nodes = append(h.nodes[:i], h.nodes[i+1:]...)
+			return
+		}
+	}
+}
+
+// node returns the node of h in role, or "".
+func (h *hold) node(role string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.nodeLocked(role)
+}
+
+// forgetNode is forgetNodeLocked with the lock taken.
+func (h *hold) forgetNode(role, path string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.forgetNodeLocked(role, path)
+}
+
+// ensureNode returns h's node in role, making it with create (under h.mu,
+// so that concurrent calls of the lease make one) if h has none; created
+// says this call made it. A gone hold answers errHoldGone.
+func (h *hold) ensureNode(role string, create func() (string, error)) (p string, created bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gone {
+		return "", false, errHoldGone
+	}
+	if p := h.nodeLocked(role); p != "" {
+		return p, false, nil
+	}
+	p, err = create()
+	if err != nil {
+		return "", false, err
+	}
+	h.nodes = append(h.nodes, heldNode{role, p})
+	return p, true, nil
+}
+
+// markGrantedLocked marks h granted with token, unless it is already.
+func (h *hold) markGrantedLocked(token int64) {
+	if !h.granted {
+		h.granted, h.token, h.grantedAt = true, token, time.Now().UTC()
+	}
+}
+
+// goneErr is what a waiter of a hold that went while it waited answers:
+// the lease's end, or a release by another call of the lease.
+func (h *hold) goneErr(what string) error {
+	if err := h.lease.alive(); err != nil {
+		return err
+	}
+	return Errorf(CodeNotHeld, "%s %q was released while this call waited", what, h.name)
+}
+
+// describe fills the common part of h's HoldInfo; detail adds what is
+// guarded by h.mu. h.mu is held across creates, which wait out a
+// reconnect; a lease's listing (a keepalive's answer) must not, so a busy
+// hold is described as waiting, without detail.
+func (h *hold) describe(detail func(*HoldInfo)) HoldInfo {
+	info := HoldInfo{Kind: h.kind, Name: h.name, State: "waiting", Since: h.since}
+	if !h.mu.TryLock() {
+		return info
+	}
+	defer h.mu.Unlock()
+	if h.granted {
+		info.State, info.Since, info.Token = "held", h.grantedAt, h.token
+	}
+	if detail != nil {
+		detail(&info)
+	}
+	return info
+}
+
+// heldBy returns the lease's live hold under key, if any.
+func heldBy[H holding](lease *Lease, key string) (H, bool) {
+	var zero H
+	got, ok := lease.holdAt(key)
+	if !ok {
+		return zero, false
+	}
+	h, ok := got.(H)
+	return h, ok
+}
