@@ -109,3 +109,31 @@ func TestProtectedID(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// The marker is the one right before the trailing digits; a name holding
+// another marker's text earlier, or a sign, is read right.
+func TestParseContenderTakesTheMarkerBeforeTheDigits(t *testing.T) {
+	tests := []struct {
+		name   string
+		ok     bool
+		seq    int64
+		reader bool
+		mode   string
+	}{
+		{"x__READ__y-lock-0000000007", true, 7, false, ModeExclusive},
+		{"lock-__READ__0000000003", true, 3, true, ModeRead},
+		{"a__WRIT__b__READ__0000000004", true, 4, true, ModeRead},
+		{"host__rlock__0000000009", true, 9, true, ModeRead},
+		{"lock-+0000000001", false, 0, false, ""},
+		{"lock--0000000001", false, 0, false, ""},
+		{"lock-0000000001x", false, 0, false, ""},
+		{"lock-", false, 0, false, ""},
+		{"lock-99999999999999999999", false, 0, false, ""},
+	}
+	for _, tt := range tests {
+		c, ok := parseContender(tt.name, lockMarkers)
+		if ok != tt.ok || ok && (c.Seq != tt.seq || c.Reader != tt.reader || c.Mode != tt.mode) {
+			t.Errorf("parseContender(%q) = %+v, %v; want seq %d reader %v mode %q, %v", tt.name, c, ok, tt.seq, tt.reader, tt.mode, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,527 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Regression tests for the holes that the four copies of the hold lifecycle
+// hid, each on real ZooKeeper.
+
+// Two concurrent claims by one lease used to claim two items, of which the
+// lease tracked one: the other stayed claimed after the lease ended.
+func TestConcurrentClaimsOfOneLeaseShareOneItem(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	ctx := context.Background()
+	for i := range 4 {
+		if _, err := svc.Queues.Produce(ctx, "jobs", []byte(fmt.Sprint("item ", i)), DefaultPriority); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls = 8
+	ids := make([]string, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := svc.Queues.Claim(ctx, lease, "jobs", time.Second)
+			if err != nil {
+				t.Errorf("claim %d: %v", i, err)
+				return
+			}
+			ids[i] = got.ID
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("concurrent claims of one lease got different items: %v", ids)
+		}
+	}
+	holds := lease.Info().Holds
+	if len(holds) != 1 || holds[0].Item != ids[0] {
+		t.Fatalf("the lease lists %+v, want one claim of %s", holds, ids[0])
+	}
+	st, _ := svc.Queues.State(ctx, "jobs", 10, 0, 0)
+	if st.Claimed != 1 {
+		t.Fatalf("queue reports %d claimed, want 1", st.Claimed)
+	}
+	if err := svc.Leases.Revoke(lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = svc.Queues.State(ctx, "jobs", 10, 0, 0)
+	if st.Claimed != 0 || st.Length != 4 {
+		t.Fatalf("after the lease ended: %d claimed of %d, want 0 of 4", st.Claimed, st.Length)
+	}
+}
+
+// A release used to delete its node with the request's context: a client
+// that hung up while ZooKeeper was briefly out of reach left the lock held
+// by a node no lease tracked, until the gateway's session ended.
+func TestReleaseDeletesTheNodeWhenTheClientHangsUp(t *testing.T) {
+	zks := sharedServer(t)
+	px := newProxy(t, zks.Addr())
+	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
+	raw := rawClient(t)
+	ctx := context.Background()
+	lease, err := svc.Leases.Create(ctx, time.Minute, "holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := svc.Locks.Acquire(ctx, lease, "db", ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.Pause()
+	rctx, cancel := context.WithCancel(ctx)
+	released := make(chan error, 1)
+	go func() { released <- svc.Locks.Release(rctx, lease, "db", "") }()
+	// The delete is on its way; the client hangs up; the connection drops
+	// before ZooKeeper sees the delete, and comes back within the session.
+	eventually(t, 10*time.Second, func() error {
+		if !px.Held(g.Node) {
+			return errors.New("the delete has not been sent")
+		}
+		return nil
+	})
+	cancel()
+	px.Drop()
+	px.Resume()
+	select {
+	case err := <-released:
+		t.Logf("release answered %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("release never returned")
+	}
+	eventually(t, 10*time.Second, func() error {
+		if ok, _, err := raw.Exists(g.Node); err != nil || ok {
+			return fmt.Errorf("the released lock's node %s is still there (err %v)", g.Node, err)
+		}
+		return nil
+	})
+	if holds := lease.Info().Holds; len(holds) != 0 {
+		t.Fatalf("the lease still lists %+v", holds)
+	}
+}
+
+// A hold whose first create failed used to be detached without being marked
+// gone, so a concurrent call of the same lease made a node no lease
+// tracked. A hold that a caller still uses stays attached.
+func TestAHoldStaysAttachedWhileACallerUsesIt(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	raw := rawClient(t)
+	ctx := context.Background()
+	lease, err := svc.Leases.Create(ctx, time.Minute, "candidate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := electionKey("e")
+	fresh := func() *candidacy {
+		return &candidacy{hold: newHold(svc.Service, lease, "election", key, "e")}
+	}
+	first, err := joinHold(lease, key, fresh, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := joinHold(lease, key, fresh, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != second {
+		t.Fatal("two calls of one lease got two holds")
+	}
+	_, _, err = first.ensureNode(latchRole, func() (string, error) { return "", errors.New("create failed") })
+	if err == nil {
+		t.Fatal("the failing create succeeded")
+	}
+	first.leave(false) // the failed call goes; the other still waits
+	node, _, err := second.ensureNode(latchRole, func() (string, error) {
+		return svc.sess.createProtected(ctx, svc.root+"/elections/e", lease.ID, "latch-", second.dataLocked(), lease.epoch)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := heldBy[*candidacy](lease, key); !ok || got != second {
+		t.Fatal("the hold with a node is not the lease's")
+	}
+	second.leave(true)
+	if err := svc.Elections.Resign(ctx, lease, "e"); err != nil {
+		t.Fatalf("resign: %v", err)
+	}
+	if ok, _, _ := raw.Exists(node); ok {
+		t.Fatalf("resign left %s", node)
+	}
+}
+
+// Many concurrent calls of one lease, in every primitive, make one node and
+// share one answer; ending the lease leaves nothing.
+func TestConcurrentCallsOfOneLeaseInEveryPrimitive(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	raw := rawClient(t)
+	ctx := context.Background()
+	if _, err := svc.Queues.Produce(ctx, "q", []byte("x"), DefaultPriority); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := svc.Leases.Create(ctx, time.Minute, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls = 6
+	kinds := map[string]func() (string, error){
+		"lock": func() (string, error) {
+			g, err := svc.Locks.Acquire(ctx, lease, "l", ModeWrite, time.Second)
+			return fmt.Sprint(g.Token, g.Node), err
+		},
+		"semaphore": func() (string, error) {
+			g, err := svc.Semaphores.Acquire(ctx, lease, "s", 2, time.Second)
+			return fmt.Sprint(g.Token, g.Node), err
+		},
+		"election": func() (string, error) {
+			c, err := svc.Elections.Campaign(ctx, lease, "e", "v", time.Second)
+			return fmt.Sprint(c.Token, c.Node), err
+		},
+		"double-barrier": func() (string, error) {
+			_, err := svc.DoubleBarriers.Enter(ctx, lease, "d", "m1", 1, time.Second)
+			return "entered", err
+		},
+		"claim": func() (string, error) {
+			it, err := svc.Queues.Claim(ctx, lease, "q", time.Second)
+			return it.ID, err
+		},
+	}
+	for kind, call := range kinds {
+		got := make([]string, calls)
+		var wg sync.WaitGroup
+		for i := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var err error
+				got[i], err = call()
+				if err != nil {
+					t.Errorf("%s call %d: %v", kind, i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		for _, g := range got {
+			if g != got[0] {
+				t.Fatalf("%s: concurrent calls of one lease answered differently: %v", kind, got)
+			}
+		}
+	}
+	holds := lease.Info().Holds
+	if len(holds) != len(kinds) {
+		t.Fatalf("the lease lists %d holds, want %d: %+v", len(holds), len(kinds), holds)
+	}
+	if eph := ephemeralsUnder(t, raw, svc.root); len(eph) != len(kinds)+1 { // + the lease record
+		t.Fatalf("ZooKeeper holds %d ephemeral nodes, want %d: %v", len(eph), len(kinds)+1, eph)
+	}
+	if err := svc.Leases.Revoke(lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if eph := ephemeralsUnder(t, raw, svc.root); len(eph) != 0 {
+		t.Fatalf("the ended lease left %v", eph)
+	}
+}
+
+// A failed dial after a session loss used to be logged once and never
+// retried, and dialed under the session's lock: every request waited on it.
+func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
+	zks := ownServer(t)
+	hosts := &flakyHosts{}
+	hosts.fail.Store(true)
+	svcCh := make(chan *testService, 1)
+	go func() {
+		svcCh <- newService(t, serviceOptions{servers: []string{zks.Addr()}, timeout: time.Second,
+			hosts: func() zk.HostProvider { return hosts.provider() }})
+	}()
+	// Connect keeps trying while the name does not resolve.
+	eventually(t, 10*time.Second, func() error {
+		if hosts.attempts.Load() < 3 {
+			return fmt.Errorf("%d dials so far", hosts.attempts.Load())
+		}
+		return nil
+	})
+	hosts.fail.Store(false)
+	var svc *testService
+	select {
+	case svc = <-svcCh:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no session once the name resolved")
+	}
+	_, epoch, _ := svc.sess.Status()
+
+	// Lose the session: the server goes away for longer than the timeout,
+	// and the name stops resolving.
+	hosts.fail.Store(true)
+	if err := zks.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() error {
+		if st, _, _ := svc.sess.Status(); st != StateLost {
+			return fmt.Errorf("session is %s", st)
+		}
+		return nil
+	})
+	// Dials fail and are retried; the session's state answers meanwhile.
+	before := hosts.attempts.Load()
+	hosts.block()
+	eventually(t, 10*time.Second, func() error {
+		if hosts.attempts.Load() <= before {
+			return errors.New("no redial yet")
+		}
+		return nil
+	})
+	answered := make(chan State, 1)
+	go func() { st, _, _ := svc.sess.Status(); answered <- st }()
+	select {
+	case st := <-answered:
+		if st == StateLive {
+			t.Fatal("live with no server")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Status waited for a dial")
+	}
+	hosts.unblock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := zks.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hosts.fail.Store(false)
+	eventually(t, 30*time.Second, func() error {
+		st, e, _ := svc.sess.Status()
+		if st != StateLive || e == epoch {
+			return fmt.Errorf("session %s in epoch %d (was %d)", st, e, epoch)
+		}
+		return nil
+	})
+	if _, err := svc.Leases.Create(ctx, time.Minute, "after"); err != nil {
+		t.Fatalf("a lease after the new session: %v", err)
+	}
+}
+
+// Every wait used to set a watch of its own on its predecessor, kept by
+// go-zookeeper until the node changed: clients retrying against a lock held
+// for long piled them up without bound. A node has one armed watch.
+func TestRetriedWaitsShareOneWatch(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	ctx := context.Background()
+	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder")
+	g, err := svc.Locks.Acquire(ctx, holder, "busy", ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter")
+	for range 40 {
+		_, err := svc.Locks.Acquire(ctx, waiter, "busy", ModeExclusive, 20*time.Millisecond)
+		if ErrorCode(err) != CodeTimeout {
+			t.Fatalf("want a timeout, got %v", err)
+		}
+	}
+	if n := watchersOf(t, svc.sess.Conn(), g.Node); n > 1 {
+		t.Fatalf("go-zookeeper keeps %d watches on the holder's node after 40 timed-out waits, want at most 1", n)
+	}
+	if n := svc.watches.Armed(); n > 1 {
+		t.Fatalf("%d shared watches armed, want at most 1", n)
+	}
+}
+
+// watchersOf counts the watch channels go-zookeeper keeps for p. It reads
+// the client's unexported table, which only a test may do: the pile-up it
+// checks for lives nowhere else.
+func watchersOf(t *testing.T, conn *zk.Conn, p string) int {
+	t.Helper()
+	v := reflect.ValueOf(conn).Elem()
+	mu := v.FieldByName("watchersLock")
+	table := v.FieldByName("watchers")
+	if !mu.IsValid() || !table.IsValid() {
+		t.Fatal("go-zookeeper's watcher table moved: update watchersOf")
+	}
+	// The table is read without its lock: the test makes sure that no
+	// request is under way.
+	n := 0
+	iter := table.MapRange()
+	for iter.Next() {
+		if iter.Key().Field(0).String() == p {
+			n += iter.Value().Len()
+		}
+	}
+	return n
+}
+
+// A load error other than a lost connection used to stick in the watch
+// cache: no watch was armed, and the entry never loaded again while read.
+func TestWatchCacheRecoversFromALoadError(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	raw := rawClient(t)
+	if err := raw.AddAuth("digest", []byte("owner:secret")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	parent := svc.root + "/locks/guarded"
+	acl := zk.DigestACL(zk.PermAll, "owner", "secret")
+	if _, err := raw.Create(parent, nil, 0, acl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Delete(parent, -1) })
+	_, err := svc.Locks.State(ctx, "guarded", 1, 50*time.Millisecond)
+	if err == nil {
+		t.Fatal("a read of an unreadable lock succeeded")
+	}
+	if _, err := raw.SetACL(parent, zk.WorldACL(zk.PermAll), -1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, func() error {
+		_, err := svc.Locks.State(ctx, "guarded", 1, 50*time.Millisecond)
+		return err
+	})
+}
+
+// A keepalive of a lease listed before its timer was set dereferenced nil.
+func TestKeepAliveRacingLeaseCreation(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			for _, l := range svc.Leases.List() {
+				_, _ = svc.Leases.KeepAlive(l.ID)
+			}
+		}
+	}()
+	for range 200 {
+		if _, err := svc.Leases.Create(context.Background(), time.Minute, "racer"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	wg.Wait()
+}
+
+// A double-barrier member named like a sequential node (host-0000000001)
+// used to keep the data of an earlier member of that name in the cache.
+func TestMemberWithASequentialLookingNameIsReadAgain(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	raw := rawClient(t)
+	ctx := context.Background()
+	dir := svc.root + "/double-barriers/b"
+	if _, err := raw.Create(dir, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	member := dir + "/host-0000000001"
+	data := func(holder string) []byte {
+		return nodeData{Lease: "l-" + holder, Holder: holder, Gateway: "gw", Member: "host-0000000001", Count: 2}.bytes()
+	}
+	if _, err := raw.Create(member, data("first"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := svc.DoubleBarriers.State(ctx, "b", 1, time.Second) // loads the cache entry
+	if err != nil || len(st.Members) != 1 || st.Members[0].Holder != "first" {
+		t.Fatalf("state %+v, %v", st, err)
+	}
+	// Replaced in one transaction: the cache sees the new node under the
+	// old name, never the name missing.
+	if _, err := raw.Multi(&zk.DeleteRequest{Path: member, Version: -1},
+		&zk.CreateRequest{Path: member, Data: data("second"), Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagEphemeral}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		st, err := svc.DoubleBarriers.State(ctx, "b", st.Index, 100*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		if len(st.Members) != 1 || st.Members[0].Holder != "second" {
+			return fmt.Errorf("members %+v, want the second", st.Members)
+		}
+		return nil
+	})
+}
+
+// A node made for a lease whose session has ended (a request go-zookeeper
+// sent on the next session) is removed, and the lease told so.
+func TestANodeOfAnEndedEpochIsNotReported(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	raw := rawClient(t)
+	ctx := context.Background()
+	_, epoch, _ := svc.sess.Status()
+	p := svc.root + "/leases/stray"
+	if _, err := svc.sess.Conn().Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	// As if the create had been made for a lease of the epoch before.
+	if _, err := svc.sess.ownedBy(p, epoch-1); !errors.Is(err, errSessionLost) {
+		t.Fatalf("a node of an ended epoch answered %v, want the session lost", err)
+	}
+	if ok, _, _ := raw.Exists(p); ok {
+		t.Fatal("the stray node is still there")
+	}
+	if _, err := svc.sess.createOwned(ctx, svc.root+"/leases/old", nil, zk.FlagEphemeral, epoch-1, "", false); !errors.Is(err, errSessionLost) {
+		t.Fatalf("a create for an ended epoch answered %v", err)
+	}
+}
+
+// flakyHosts is a host provider whose names do not resolve while fail is
+// set, and whose resolution can be held up (block) to show that nobody
+// waits for it.
+type flakyHosts struct {
+	fail     atomicBool
+	attempts atomicInt
+	mu       sync.Mutex
+	gate     chan struct{}
+}
+
+type atomicBool struct {
+	mu sync.Mutex
+	v  bool
+}
+
+func (b *atomicBool) Store(v bool) { b.mu.Lock(); b.v = v; b.mu.Unlock() }
+func (b *atomicBool) Load() bool   { b.mu.Lock(); defer b.mu.Unlock(); return b.v }
+
+type atomicInt struct {
+	mu sync.Mutex
+	v  int
+}
+
+func (n *atomicInt) Add()                       { n.mu.Lock(); n.v++; n.mu.Unlock() }
+func (n *atomicInt) Load() int                  { n.mu.Lock(); defer n.mu.Unlock(); return n.v }
+func (h *flakyHosts) block()                    { h.mu.Lock(); h.gate = make(chan struct{}); h.mu.Unlock() }
+func (h *flakyHosts) unblock()                  { h.mu.Lock(); close(h.gate); h.gate = nil; h.mu.Unlock() }
+func (h *flakyHosts) provider() zk.HostProvider { return &flakyProvider{hosts: h} }
+
+type flakyProvider struct {
+	hosts *flakyHosts
+	zk.DNSHostProvider
+}
+
+func (p *flakyProvider) Init(servers []string) error {
+	p.hosts.attempts.Add()
+	p.hosts.mu.Lock()
+	gate := p.hosts.gate
+	p.hosts.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	if p.hosts.fail.Load() {
+		return fmt.Errorf("lookup %s: no such host", strings.Join(servers, ","))
+	}
+	return p.DNSHostProvider.Init(servers)
+}

@@ -1,0 +1,335 @@
+package recipes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/zkserver"
+)
+
+// The tests of this package run against real ZooKeeper servers: one
+// standalone server shared by the package, and servers of their own for the
+// tests that stop them.
+var sharedZK struct {
+	once sync.Once
+	srv  *zkserver.Server
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedZK.srv != nil {
+		_ = sharedZK.srv.Stop()
+	}
+	os.Exit(code)
+}
+
+// zkOptions are those of every test server: a short tick, so that session
+// timeouts (and expiry tests) are short.
+func zkOptions() zkserver.Options {
+	return zkserver.Options{MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute}
+}
+
+// sharedServer returns the package's ZooKeeper. A missing ZooKeeper fails
+// the test with the command that installs it: it is never skipped.
+func sharedServer(t testing.TB) *zkserver.Server {
+	t.Helper()
+	sharedZK.once.Do(func() {
+		if err := zkserver.Check(zkserver.Options{}); err != nil {
+			sharedZK.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		sharedZK.srv, sharedZK.err = zkserver.Start(ctx, zkOptions())
+	})
+	if sharedZK.err != nil {
+		t.Fatalf("ZooKeeper is needed by this test and could not be started: %v", sharedZK.err)
+	}
+	return sharedZK.srv
+}
+
+// ownServer starts a ZooKeeper server for one test, stopped at its end.
+func ownServer(t testing.TB) *zkserver.Server {
+	t.Helper()
+	sharedServer(t) // the same loud failure when ZooKeeper is missing
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := zkserver.Start(ctx, zkOptions())
+	if err != nil {
+		t.Fatalf("start ZooKeeper: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	return srv
+}
+
+func uniqueRoot(t testing.TB) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	return "/r-" + name + "-" + hex.EncodeToString(b[:])
+}
+
+// testService is a Service on its own session and root, closed at the end
+// of the test.
+type testService struct {
+	*Service
+	sess *Session
+	root string
+}
+
+type serviceOptions struct {
+	servers []string
+	timeout time.Duration // session timeout, default 1s
+	hosts   func() zk.HostProvider
+}
+
+func newService(t testing.TB, o serviceOptions) *testService {
+	t.Helper()
+	if len(o.servers) == 0 {
+		o.servers = []string{sharedServer(t).Addr()}
+	}
+	if o.timeout == 0 {
+		o.timeout = time.Second
+	}
+	root := uniqueRoot(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sess, err := Connect(ctx, SessionConfig{Servers: o.servers, Timeout: o.timeout, Root: root, Logger: log, hosts: o.hosts})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	svc := New(sess, Config{GatewayID: "gw-test", Logger: log})
+	t.Cleanup(func() {
+		svc.Close()
+		sess.Close()
+	})
+	return &testService{Service: svc, sess: sess, root: root}
+}
+
+// rawClient is a plain go-zookeeper client, for looking at what the recipes
+// left in ZooKeeper and for playing other clients.
+func rawClient(t testing.TB, servers ...string) *zk.Conn {
+	t.Helper()
+	if len(servers) == 0 {
+		servers = []string{sharedServer(t).Addr()}
+	}
+	conn, events, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLog{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return conn
+			}
+		case <-deadline:
+			t.Fatal("no ZooKeeper session for the raw client")
+		}
+	}
+}
+
+type quietLog struct{}
+
+func (quietLog) Printf(string, ...any) {}
+
+// treeUnder lists every znode below p (p excluded), depth first.
+func treeUnder(t testing.TB, conn *zk.Conn, p string) []string {
+	t.Helper()
+	var out []string
+	var walk func(string)
+	walk = func(p string) {
+		kids, _, err := conn.Children(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("list %s: %v", p, err)
+		}
+		for _, k := range kids {
+			out = append(out, p+"/"+k)
+			walk(p + "/" + k)
+		}
+	}
+	walk(p)
+	return out
+}
+
+// ephemeralsUnder lists the ephemeral znodes below p: what a lease holds.
+func ephemeralsUnder(t testing.TB, conn *zk.Conn, p string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range treeUnder(t, conn, p) {
+		_, st, err := conn.Exists(n)
+		if err == nil && st != nil && st.EphemeralOwner != 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// eventually polls fn until it returns nil, failing the test with its last
+// error once within has passed.
+func eventually(t testing.TB, within time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %v", within, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// proxy is a TCP proxy in front of a ZooKeeper server that a test can
+// pause (bytes stop flowing both ways, connections stay open) and resume.
+type proxy struct {
+	ln     net.Listener
+	target string
+
+	mu     sync.Mutex
+	paused bool
+	resume chan struct{}
+	held   []byte // what came in while paused
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newProxy(t testing.TB, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target, resume: make(chan struct{})}
+	close(p.resume)
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, s)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(c, s)
+		go p.pipe(s, c)
+	}
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			gate := p.resume
+			if p.paused {
+				p.held = append(p.held, buf[:n]...)
+			}
+			p.mu.Unlock()
+			<-gate
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Pause holds every byte from now on until Resume.
+func (p *proxy) Pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.paused {
+		p.paused = true
+		p.held = nil
+		p.resume = make(chan struct{})
+	}
+}
+
+// Resume lets the held bytes through.
+func (p *proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused {
+		p.paused = false
+		close(p.resume)
+	}
+}
+
+// Held reports whether the bytes held since the pause contain b.
+func (p *proxy) Held(b string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Contains(string(p.held), b)
+}
+
+// Drop closes every connection made so far (what they held is lost);
+// new ones are accepted as before.
+func (p *proxy) Drop() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.held = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+func (p *proxy) close() {
+	p.Resume()
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
