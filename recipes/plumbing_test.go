@@ -1,0 +1,143 @@
+package recipes
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// A connection that drops and comes back within the session timeout keeps
+// the session: leases and their locks survive, in the same epoch.
+func TestSessionReconnectKeepsLeases(t *testing.T) {
+	zks := sharedServer(t)
+	px := newProxy(t, zks.Addr())
+	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
+	ctx := context.Background()
+	lease, _ := svc.Leases.Create(ctx, time.Minute, "steady")
+	g, err := svc.Locks.Acquire(ctx, lease, "l", ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, epoch, id := svc.sess.Status()
+	before := svc.sess.Stats().Reconnects
+	px.Drop()
+	eventually(t, 20*time.Second, func() error {
+		st, e, sid := svc.sess.Status()
+		if st != StateLive || svc.sess.Stats().Reconnects == before {
+			return fmt.Errorf("session %s, %d reconnects", st, svc.sess.Stats().Reconnects)
+		}
+		if e != epoch || sid != id {
+			return fmt.Errorf("a new session (epoch %d, was %d)", e, epoch)
+		}
+		return nil
+	})
+	again, err := svc.Locks.Acquire(ctx, lease, "l", ModeExclusive, 0)
+	if err != nil || again.Token != g.Token {
+		t.Fatalf("after a reconnect: %+v, %v; want the same grant %d", again, err, g.Token)
+	}
+}
+
+// Hundreds of blocked readers of one path share one cache entry; once the
+// last has gone and the linger has passed, the entry stops.
+func TestWatchCacheSharesAnEntryAndLetsItGo(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	svc.cache.linger = 200 * time.Millisecond
+	ctx := context.Background()
+	st, err := svc.Locks.State(ctx, "shared", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const readers = 200
+	var wg sync.WaitGroup
+	results := make(chan LockState, readers)
+	for range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := svc.Locks.State(ctx, "shared", st.Index, 20*time.Second)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			results <- got
+		}()
+	}
+	eventually(t, 10*time.Second, func() error {
+		svc.cache.mu.Lock()
+		e := svc.cache.entries[svc.root+"/locks/shared"]
+		refs := 0
+		if e != nil {
+			refs = e.refs
+		}
+		svc.cache.mu.Unlock()
+		if refs != readers {
+			return fmt.Errorf("%d readers on the entry", refs)
+		}
+		return nil
+	})
+	if n := svc.cache.Watching(); n != 1 {
+		t.Fatalf("%d cache entries for one path", n)
+	}
+	// One change wakes every reader.
+	lease, _ := svc.Leases.Create(ctx, time.Minute, "writer")
+	if _, err := svc.Locks.Acquire(ctx, lease, "shared", ModeExclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(results)
+	for got := range results {
+		// The first change may be the lock's parent being made.
+		if got.Index <= st.Index {
+			t.Fatalf("a reader woke with index %d, not past %d", got.Index, st.Index)
+		}
+	}
+	eventually(t, 10*time.Second, func() error {
+		if n := svc.cache.Watching(); n != 0 {
+			return fmt.Errorf("%d entries still watched", n)
+		}
+		return nil
+	})
+}
+
+// The lister answers each caller with a listing made after it asked: a
+// change made before the call is always in it, however many share it.
+func TestListerAnswersWithAFreshListing(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	raw := rawClient(t)
+	parent := svc.root + "/locks/listed"
+	if _, err := raw.Create(parent, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	l := newLister()
+	for round := range 20 {
+		if _, err := raw.Create(fmt.Sprintf("%s/n-lock-%010d", parent, round), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f := l.list(svc.sess.Conn(), parent)
+				if f.err != nil {
+					t.Error(f.err)
+					return
+				}
+				cs, _ := f.contenders(lockMarkers)
+				if len(cs) != round+1 {
+					t.Errorf("round %d: a listing with %d contenders", round, len(cs))
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.paths) != 0 {
+		t.Fatalf("the lister keeps state for %d paths when idle", len(l.paths))
+	}
+}
