@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,10 +86,7 @@ func TestLockContention(t *testing.T) {
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
 	const contenders, rounds = 32, 4
 	var (
-		holding   atomic.Int32
-		overlaps  atomic.Int32
-		mu        sync.Mutex
-		tokens    []int64
+		register  = gwtest.NewFencedRegister()
 		wg        sync.WaitGroup
 		errs      = make(chan error, contenders)
 		leaseList = make([]string, contenders)
@@ -108,18 +104,14 @@ func TestLockContention(t *testing.T) {
 					errs <- fmt.Errorf("acquire: %v %d %s", err, resp.Status, resp.Body)
 					return
 				}
-				if holding.Add(1) != 1 {
-					overlaps.Add(1)
-				}
 				var grant struct{ Token int64 }
 				if err := jsonUnmarshal(resp.Body, &grant); err != nil {
 					errs <- err
 					return
 				}
-				mu.Lock()
-				tokens = append(tokens, grant.Token)
-				mu.Unlock()
-				holding.Add(-1)
+				register.Enter("hot", lease, grant.Token)
+				time.Sleep(time.Millisecond) // the holder's work: a hold of real length
+				register.Exit("hot", lease)
 				resp, err = gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/locks/hot/release", map[string]any{"lease": lease})
 				if err != nil || resp.Status != 204 {
 					errs <- fmt.Errorf("release: %v %d %s", err, resp.Status, resp.Body)
@@ -133,16 +125,8 @@ func TestLockContention(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if n := overlaps.Load(); n != 0 {
-		t.Fatalf("%d overlapping grants", n)
-	}
-	if len(tokens) != contenders*rounds {
-		t.Fatalf("%d grants, want %d", len(tokens), contenders*rounds)
-	}
-	for i := 1; i < len(tokens); i++ {
-		if tokens[i] <= tokens[i-1] {
-			t.Fatalf("token %d (grant %d) is not above %d", tokens[i], i, tokens[i-1])
-		}
+	if n := register.Check(t); n != contenders*rounds {
+		t.Fatalf("%d grants, want %d", n, contenders*rounds)
 	}
 	for _, l := range leaseList {
 		mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l, nil), 204, "revoke")

@@ -26,6 +26,9 @@ type replyDropper struct {
 	armed   atomic.Bool
 	dropped atomic.Int32
 	creates atomic.Int32 // matching creates sent to the server
+	// applied reports whether the server has applied the create: the
+	// connection is cut only then, so that the create surely happened.
+	applied func() bool
 	wg      sync.WaitGroup
 }
 
@@ -97,7 +100,9 @@ func (p *replyDropper) serve() {
 				if isCreate && p.armed.CompareAndSwap(true, false) {
 					mute.Store(true)
 					_, _ = server.Write(append(size[:], body...))
-					time.Sleep(200 * time.Millisecond) // let the server apply it
+					for deadline := time.Now().Add(10 * time.Second); !p.applied() && time.Now().Before(deadline); {
+						time.Sleep(5 * time.Millisecond) // polling ZooKeeper for the node
+					}
 					p.dropped.Add(1)
 					return
 				}
@@ -123,6 +128,10 @@ func TestLostCreateReply(t *testing.T) {
 	holder := newLease(t, g.URL, "1m", "holder")
 	mustStatus(t, acquire(t, g.URL, "lost", holder, "0s"), 200, "holder")
 	lease := newLease(t, g.URL, "1m", "unlucky")
+	proxy.applied = func() bool {
+		kids, _, err := conn.Children(g.Root + "/locks/lost")
+		return err == nil && len(kids) == 2
+	}
 
 	proxy.creates.Store(0)
 	proxy.armed.Store(true)

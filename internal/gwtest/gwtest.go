@@ -569,3 +569,83 @@ func (p *Proc) Exited() (bool, int) {
 		return false, 0
 	}
 }
+
+// FencedRegister plays the storage that lock holders write to: it refuses a
+// write whose fencing token is older than the newest it has accepted for
+// that lock, and records when each holder entered and left its critical
+// section, so that a test can check that no two holders of one lock ever
+// acted at once. Enter is called once the grant has arrived, Exit just
+// before the release is sent: the next holder cannot be granted before
+// that, so any overlap of the recorded spans is a real double grant.
+type FencedRegister struct {
+	mu     sync.Mutex
+	newest map[string]int64
+	spans  map[string][]Span
+	open   map[string]*Span
+	stale  []string
+}
+
+// Span is one holder's time in its critical section.
+type Span struct {
+	Who         string
+	Token       int64
+	Enter, Exit time.Time
+}
+
+// NewFencedRegister returns an empty register.
+func NewFencedRegister() *FencedRegister {
+	return &FencedRegister{newest: map[string]int64{}, spans: map[string][]Span{}, open: map[string]*Span{}}
+}
+
+// Enter records who entering lock with token, and writes with it.
+func (r *FencedRegister) Enter(lock, who string, token int64) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if token <= r.newest[lock] {
+		r.stale = append(r.stale, fmt.Sprintf("%s wrote to %s with token %d, not above %d", who, lock, token, r.newest[lock]))
+	} else {
+		r.newest[lock] = token
+	}
+	r.open[lock+"\x00"+who] = &Span{Who: who, Token: token, Enter: now}
+}
+
+// Exit records who leaving lock.
+func (r *FencedRegister) Exit(lock, who string) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.open[lock+"\x00"+who]; s != nil {
+		s.Exit = now
+		r.spans[lock] = append(r.spans[lock], *s)
+		delete(r.open, lock+"\x00"+who)
+	}
+}
+
+// Check fails t if a write was refused as stale, or if two spans of one
+// lock overlap; it returns the number of spans checked.
+func (r *FencedRegister) Check(t testing.TB) int {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.stale {
+		t.Errorf("fenced write refused: %s", s)
+	}
+	n := 0
+	for lock, spans := range r.spans {
+		sorted := append([]Span(nil), spans...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].Enter.Before(sorted[j].Enter) })
+		for i := 1; i < len(sorted); i++ {
+			prev, cur := sorted[i-1], sorted[i]
+			if cur.Enter.Before(prev.Exit) {
+				t.Errorf("%s: %s (token %d) entered %s before %s (token %d) left", lock, cur.Who, cur.Token,
+					prev.Exit.Sub(cur.Enter), prev.Who, prev.Token)
+			}
+			if cur.Token <= prev.Token {
+				t.Errorf("%s: token %d granted after %d", lock, cur.Token, prev.Token)
+			}
+		}
+		n += len(sorted)
+	}
+	return n
+}
