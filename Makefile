@@ -9,11 +9,17 @@ LISTEN ?= 127.0.0.1:8080
 run: deps
 	$(GO) run ./cmd/zkgate serve --listen $(LISTEN)
 
-## test: the whole suite, on real ZooKeeper servers
+# The concurrency tests of server/ that also run under the race detector.
+RACE_TESTS ?= TestLockContention|TestReadWriteLock|TestSemaphore|TestElection|TestOneShotElection|TestBarrier|TestDoubleBarrierAcrossGateways|TestQueueClaimsSurviveDyingConsumers|TestQueueNackAndDisconnect|TestTimeoutAndDisconnectLeaveNoWaiter|TestLeaseOnAnotherGateway|TestLostCreateReply|TestBlockingReadsShareOneWatch
+
+## test: the whole suite, on real ZooKeeper servers, then recipes/ and the
+## concurrency tests of server/ again under the race detector
 test: check-generated
 	@scripts/deps.sh test
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test -race $(TEST_FLAGS) ./recipes/
+	$(GO) test -race $(TEST_FLAGS) -run '^($(RACE_TESTS))$$' ./server/
 
 ## check-generated: the committed templ output is what templ makes of the sources
 check-generated:

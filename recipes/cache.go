@@ -328,7 +328,7 @@ type watchSet struct{ a, b <-chan zk.Event }
 
 // load reads p with its children and arms the watches that tell of the next
 // change. Data of children already in prev (same czxid) is reused: zkgate's
-// contender nodes never change their data.
+// seqNode nodes never change their data.
 func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, watchSet, error) {
 	conn := c.sess.Conn()
 	children, stat, childCh, err := conn.ChildrenW(p)
@@ -448,7 +448,7 @@ func fetchChildren(ctx context.Context, conn *zk.Conn, snap *Snapshot, children 
 // direct reads p and its children now, with no watch. The data of children
 // the cache already holds is reused (on the cache's own terms: the parent's
 // data is unchanged), so that a fresh read of a long line is one listing,
-// not one read per contender.
+// not one read per seqNode.
 func (c *watchCache) direct(ctx context.Context, p string, opts entryOpts) (*Snapshot, error) {
 	conn := c.sess.Conn()
 	if err := syncRead(conn, p); err != nil {

@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// A contender is one sequential child of a lock, latch or semaphore parent,
+// A seqNode is one sequential child of a lock, latch or semaphore parent,
 // made by zkgate, Curator, kazoo or go-zookeeper alike.
-type contender struct {
+type seqNode struct {
 	Name   string
 	Seq    int64
 	Reader bool   // a read-lock node; every other kind excludes everything
@@ -38,7 +38,7 @@ var (
 // UUID or a prefix of the client's), so the longest marker that fits wins.
 // Names that match no marker, or whose sequence does not fit in an int64,
 // are not contenders.
-func parseContender(name string, markers []marker) (contender, bool) {
+func parseContender(name string, markers []marker) (seqNode, bool) {
 	end := len(name)
 	start := end
 	for start > 0 && name[start-1] >= '0' && name[start-1] <= '9' {
@@ -46,7 +46,7 @@ func parseContender(name string, markers []marker) (contender, bool) {
 	}
 	digits := name[start:end]
 	if len(digits) == 0 || len(digits) > 19 {
-		return contender{}, false
+		return seqNode{}, false
 	}
 	var best *marker
 	for i := range markers {
@@ -56,13 +56,13 @@ func parseContender(name string, markers []marker) (contender, bool) {
 		}
 	}
 	if best == nil {
-		return contender{}, false
+		return seqNode{}, false
 	}
 	seq, err := strconv.ParseInt(digits, 10, 64)
 	if err != nil {
-		return contender{}, false
+		return seqNode{}, false
 	}
-	return contender{Name: name, Seq: seq, Reader: best.reader, Mode: best.mode, Lease: protectedID(name)}, true
+	return seqNode{Name: name, Seq: seq, Reader: best.reader, Mode: best.mode, Lease: protectedID(name)}, true
 }
 
 // protectedID returns the <uuid> of a Curator-style protected name
@@ -77,8 +77,8 @@ func protectedID(name string) string {
 
 // sortContenders parses names and sorts the contenders by sequence, compared
 // as numbers (names differ in their prefixes, so sorting names is wrong).
-func sortContenders(names []string, markers []marker) []contender {
-	out := make([]contender, 0, len(names))
+func sortContenders(names []string, markers []marker) []seqNode {
+	out := make([]seqNode, 0, len(names))
 	for _, n := range names {
 		if c, ok := parseContender(n, markers); ok {
 			out = append(out, c)
@@ -93,20 +93,20 @@ func sortContenders(names []string, markers []marker) []contender {
 	return out
 }
 
-// lockBlocks says whether an earlier contender c keeps self waiting: a
+// lockBlocks says whether an earlier seqNode c keeps self waiting: a
 // writer waits for every earlier node; a reader for earlier writers that are
 // not its own lease's (a lease that holds the write lock may also read, as
 // with Curator).
-func lockBlocks(c, self contender) bool {
+func lockBlocks(c, self seqNode) bool {
 	return !self.Reader || !c.Reader && (self.Lease == "" || c.Lease != self.Lease)
 }
 
 // anyBlocks: every earlier node keeps a candidate waiting (elections).
-func anyBlocks(c, self contender) bool { return true }
+func anyBlocks(c, self seqNode) bool { return true }
 
 // lockBlocker returns the name of the node that cs[i] must wait for, or ""
 // when cs[i] holds the lock: the nearest earlier node that blocks it.
-func lockBlocker(cs []contender, i int) string {
+func lockBlocker(cs []seqNode, i int) string {
 	for j := i - 1; j >= 0; j-- {
 		if lockBlocks(cs[j], cs[i]) {
 			return cs[j].Name
@@ -116,7 +116,7 @@ func lockBlocker(cs []contender, i int) string {
 }
 
 // splitLock divides sorted contenders into holders and waiters.
-func splitLock(cs []contender) (holders, waiters []contender) {
+func splitLock(cs []seqNode) (holders, waiters []seqNode) {
 	for i := range cs {
 		if lockBlocker(cs, i) == "" {
 			holders = append(holders, cs[i])

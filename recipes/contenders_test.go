@@ -58,18 +58,18 @@ func TestSortContendersBySequence(t *testing.T) {
 }
 
 func TestLockBlocker(t *testing.T) {
-	c := func(name string, reader bool, lease string) contender {
-		return contender{Name: name, Reader: reader, Lease: lease}
+	c := func(name string, reader bool, lease string) seqNode {
+		return seqNode{Name: name, Reader: reader, Lease: lease}
 	}
 	// w1 r2 r3 w4 r5 (r5 of lease L, which also owns w4)
-	cs := []contender{c("w1", false, "A"), c("r2", true, "B"), c("r3", true, "C"), c("w4", false, "L"), c("r5", true, "L")}
+	cs := []seqNode{c("w1", false, "A"), c("r2", true, "B"), c("r3", true, "C"), c("w4", false, "L"), c("r5", true, "L")}
 	want := []string{"", "w1", "w1", "r3", "w1"}
 	for i := range cs {
 		if got := lockBlocker(cs, i); got != want[i] {
 			t.Errorf("blocker of %s = %q, want %q", cs[i].Name, got, want[i])
 		}
 	}
-	holders, waiters := splitLock([]contender{c("r1", true, "A"), c("r2", true, "B"), c("w3", false, "C"), c("r4", true, "D")})
+	holders, waiters := splitLock([]seqNode{c("r1", true, "A"), c("r2", true, "B"), c("w3", false, "C"), c("r4", true, "D")})
 	if len(holders) != 2 || len(waiters) != 2 || waiters[0].Name != "w3" {
 		t.Fatalf("readers before the first writer hold together: %v / %v", holders, waiters)
 	}

@@ -98,8 +98,25 @@ func optsFor(root, p string) entryOpts {
 type DashboardZnode struct {
 	Path     string
 	Data     []byte
-	Stat     zk.Stat
+	Stat     ZnodeStat
 	Children []string // sorted
+}
+
+// ZnodeStat is what the znode browser shows of a znode's stat: ZooKeeper's
+// own type stays in this package.
+type ZnodeStat struct {
+	Czxid, Mzxid, Pzxid     int64
+	Ctime, Mtime            int64 // milliseconds since the epoch
+	Version, Cversion       int32
+	Aversion                int32
+	EphemeralOwner          int64 // the owning session, 0 for a persistent node
+	DataLength, NumChildren int32
+}
+
+func znodeStatOf(st *zk.Stat) ZnodeStat {
+	return ZnodeStat{Czxid: st.Czxid, Mzxid: st.Mzxid, Pzxid: st.Pzxid, Ctime: st.Ctime, Mtime: st.Mtime,
+		Version: st.Version, Cversion: st.Cversion, Aversion: st.Aversion, EphemeralOwner: st.EphemeralOwner,
+		DataLength: st.DataLength, NumChildren: st.NumChildren}
 }
 
 // Znode reads p, which must be the root or under it, straight from
@@ -122,7 +139,7 @@ func (d Dashboard) Znode(ctx context.Context, p string) (DashboardZnode, error) 
 		switch {
 		case err == nil:
 			sort.Strings(kids)
-			return DashboardZnode{Path: p, Data: data, Stat: *stat, Children: kids}, nil
+			return DashboardZnode{Path: p, Data: data, Stat: znodeStatOf(stat), Children: kids}, nil
 		case errors.Is(err, zk.ErrNoNode):
 			return DashboardZnode{}, Errorf(CodeNotFound, "no znode %s", p)
 		case ambiguous(err):

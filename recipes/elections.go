@@ -28,21 +28,21 @@ type Campaign struct {
 	Value    string    `json:"value"`
 	Since    time.Time `json:"since"`              // candidacy or leadership start
 	Position int       `json:"position,omitempty"` // 1: next in line, when not elected
-	Leader   *Holder   `json:"leader,omitempty"`   // the current leader, when not elected
+	Leader   *Contender   `json:"leader,omitempty"`   // the current leader, when not elected
 }
 
 // ElectionState is the leader (nil if none) and the candidates in line.
 type ElectionState struct {
 	Name       string   `json:"name"`
-	Leader     *Holder  `json:"leader"`
-	Candidates []Holder `json:"candidates"`
+	Leader     *Contender  `json:"leader"`
+	Candidates []Contender `json:"candidates"`
 	Index      int64    `json:"-"`
 }
 
 // ElectionSummary is one line of the election list.
 type ElectionSummary struct {
 	Name       string  `json:"name"`
-	Leader     *Holder `json:"leader"`
+	Leader     *Contender `json:"leader"`
 	Candidates int     `json:"candidates"`
 }
 
@@ -248,7 +248,7 @@ func (e *Elections) State(ctx context.Context, name string, index int64, wait ti
 }
 
 func electionStateOf(name string, snap *Snapshot) ElectionState {
-	st := ElectionState{Name: name, Candidates: []Holder{}, Index: snap.Index}
+	st := ElectionState{Name: name, Candidates: []Contender{}, Index: snap.Index}
 	for i, c := range contendersOf(snap, latchMarkers) {
 		h := holderOf(c, nodeNamed(snap, c.Name))
 		h.Mode = ""

@@ -30,7 +30,7 @@ type listing struct {
 	err      error
 
 	sortOnce sync.Once
-	sorted   []contender
+	sorted   []seqNode
 	index    map[string]int
 }
 
@@ -83,7 +83,7 @@ func (l *lister) run(conn *zk.Conn, p string, f *listing) {
 // contenders returns the listing's contenders sorted by sequence, and the
 // index of each by name, computed once for all who share it. Every parent
 // belongs to one recipe, so all its waiters pass the same markers.
-func (f *listing) contenders(markers []marker) ([]contender, map[string]int) {
+func (f *listing) contenders(markers []marker) ([]seqNode, map[string]int) {
 	f.sortOnce.Do(func() {
 		f.sorted = sortContenders(f.children, markers)
 		f.index = make(map[string]int, len(f.sorted))

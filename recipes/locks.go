@@ -37,9 +37,10 @@ type LockGrant struct {
 	AcquiredAt time.Time `json:"acquired_at"`
 }
 
-// Holder is one contender of a lock, semaphore or election as any client
-// sees it.
-type Holder struct {
+// Contender is one node in the line of a lock, semaphore or election, as
+// any client sees it: holding, waiting, or leading. Holder is the label of
+// its lease (or a foreign node's data).
+type Contender struct {
 	Node    string    `json:"node"`
 	Seq     int64     `json:"seq"`
 	Token   int64     `json:"token"`
@@ -57,8 +58,8 @@ type Holder struct {
 // LockState is who holds a lock and who waits, in queue order.
 type LockState struct {
 	Name    string   `json:"name"`
-	Holders []Holder `json:"holders"`
-	Waiters []Holder `json:"waiters"`
+	Holders []Contender `json:"holders"`
+	Waiters []Contender `json:"waiters"`
 	Index   int64    `json:"-"`
 }
 
@@ -232,13 +233,13 @@ var errNodeGone = errors.New("node gone")
 // turn is what a wait last saw of its line: the contenders in order, its
 // own place among them, and whether it had to wait.
 type turn struct {
-	contenders []contender
+	contenders []seqNode
 	index      int
 	waited     bool
 	parentID   int64 // the parent's czxid: which incarnation of a container parent
 }
 
-// waitTurn waits until no earlier contender of parent that blocks node (as
+// waitTurn waits until no earlier seqNode of parent that blocks node (as
 // blocks says) is left, watching only the one it waits for. tryOnce makes
 // it answer a timeout at once instead of waiting. It returns what it last
 // saw of the line, also with a timeout, so that the answer can say where
@@ -254,7 +255,7 @@ type turn struct {
 // A nil error says that nothing blocks node any more; whether node itself
 // still exists is for the caller to check.
 func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node string, markers []marker,
-	blocks func(c, self contender) bool, tryOnce bool) (turn, error) {
+	blocks func(c, self seqNode) bool, tryOnce bool) (turn, error) {
 	var last turn
 	listed := false
 	floor := -1 // contenders at or below this index are known to be gone
@@ -332,9 +333,9 @@ func (s *Service) listLine(ctx context.Context, lease *Lease, parent, node strin
 	}
 }
 
-// blocker returns the nearest earlier contender above floor that blocks the
+// blocker returns the nearest earlier seqNode above floor that blocks the
 // caller, and its index; "" when none does.
-func (t turn) blocker(floor int, blocks func(c, self contender) bool) (string, int) {
+func (t turn) blocker(floor int, blocks func(c, self seqNode) bool) (string, int) {
 	self := t.contenders[t.index]
 	for j := t.index - 1; j > floor; j-- {
 		if blocks(t.contenders[j], self) {
@@ -470,7 +471,7 @@ const maxListedHolders = 100
 // (1: next in line). It never lists the whole line again: with thousands of
 // waiters timing out, that would be thousands of reads each.
 func (s *Service) lineState(parent string, t turn) map[string]any {
-	holders := []Holder{}
+	holders := []Contender{}
 	waiters, position := 0, 0
 	conn := s.sess.Conn()
 	for i, c := range t.contenders {
@@ -541,7 +542,7 @@ func (k *Locks) State(ctx context.Context, name string, index int64, wait time.D
 }
 
 func lockStateOf(name string, snap *Snapshot) LockState {
-	st := LockState{Name: name, Holders: []Holder{}, Waiters: []Holder{}, Index: snap.Index}
+	st := LockState{Name: name, Holders: []Contender{}, Waiters: []Contender{}, Index: snap.Index}
 	names := make([]string, len(snap.Children))
 	byName := map[string]Node{}
 	for i, n := range snap.Children {
@@ -558,8 +559,8 @@ func lockStateOf(name string, snap *Snapshot) LockState {
 	return st
 }
 
-func holderOf(c contender, n Node) Holder {
-	h := Holder{Node: c.Name, Seq: c.Seq, Token: n.Stat.Czxid, Mode: c.Mode,
+func holderOf(c seqNode, n Node) Contender {
+	h := Contender{Node: c.Name, Seq: c.Seq, Token: n.Stat.Czxid, Mode: c.Mode,
 		Session: fmt.Sprintf("0x%x", uint64(n.Stat.EphemeralOwner)), Since: time.UnixMilli(n.Stat.Ctime).UTC()}
 	if d, ok := parseNodeData(n.Data); ok {
 		h.Lease, h.Holder, h.Gateway, h.Value, h.Limit = d.Lease, d.Holder, d.Gateway, d.Value, d.Limit

@@ -10,7 +10,7 @@ import (
 )
 
 // Semaphores follow Curator's InterProcessSemaphoreV2: a mutex in
-// {root}/semaphores/{name}/locks admits one contender at a time to
+// {root}/semaphores/{name}/locks admits one seqNode at a time to
 // .../leases, where it creates a `lease-` node and waits until at most
 // limit such nodes exist. Its lease node is its slot.
 type Semaphores struct{ svc *Service }
@@ -32,8 +32,8 @@ type SemaphoreGrant struct {
 type SemaphoreState struct {
 	Name    string   `json:"name"`
 	Limit   int      `json:"limit,omitempty"` // as the zkgate holders give it; absent when unknown
-	Holders []Holder `json:"holders"`
-	Waiters []Holder `json:"waiters"`
+	Holders []Contender `json:"holders"`
+	Waiters []Contender `json:"waiters"`
 	Index   int64    `json:"-"`
 }
 
@@ -178,7 +178,7 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 		queued := h.nodeLocked(admissionRole)
 		h.forgetNodeLocked(admissionRole, queued)
 		h.mu.Unlock()
-		// Leave the admission queue so the next contender may try.
+		// Leave the admission queue so the next seqNode may try.
 		if queued != "" {
 			if err := svc.sess.deleteNode(context.Background(), queued, lease.epoch); err != nil {
 				svc.log.Error("leave semaphore admission queue", "node", queued, "err", err)
@@ -245,7 +245,7 @@ func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, dir, slot strin
 func (m *Semaphores) timeoutState(name string) map[string]any {
 	base := m.base(name)
 	conn := m.svc.sess.Conn()
-	holders := []Holder{}
+	holders := []Contender{}
 	slots, _, err := conn.Children(base + "/leases")
 	if err != nil {
 		return nil
@@ -308,7 +308,7 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 	if err != nil {
 		return SemaphoreState{}, m.svc.readErr(err)
 	}
-	st := SemaphoreState{Name: name, Holders: []Holder{}, Waiters: []Holder{}, Index: max(slots.Index, queue.Index)}
+	st := SemaphoreState{Name: name, Holders: []Contender{}, Waiters: []Contender{}, Index: max(slots.Index, queue.Index)}
 	for _, n := range slots.Children {
 		if d, ok := parseNodeData(n.Data); ok && d.Limit > 0 {
 			st.Limit = d.Limit
@@ -316,11 +316,11 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 	}
 	slotNodes := contendersOf(slots, leaseMarkers)
 	queued := contendersOf(queue, lockMarkers)
-	// Only the contender that holds the admission mutex (the first of the
+	// Only the seqNode that holds the admission mutex (the first of the
 	// queue) makes a slot node while every slot is taken, so when there are
 	// more slot nodes than the limit, or the limit is unknown (only Curator
 	// holders) and someone is being admitted, the newest slot node is that
-	// contender's, still waiting. Curator gives its two nodes different
+	// seqNode's, still waiting. Curator gives its two nodes different
 	// UUIDs, so it is recognised by position, not by name.
 	free := len(slotNodes)
 	if st.Limit > 0 {
@@ -340,7 +340,7 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 	}
 	for i, c := range queued {
 		if i == 0 && admitted {
-			continue // the admitted contender, already listed by its slot node
+			continue // the admitted seqNode, already listed by its slot node
 		}
 		h := holderOf(c, nodeNamed(queue, c.Name))
 		h.Mode = ""
@@ -349,7 +349,7 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 	return st, nil
 }
 
-func contendersOf(s *Snapshot, markers []marker) []contender {
+func contendersOf(s *Snapshot, markers []marker) []seqNode {
 	names := make([]string, len(s.Children))
 	for i, n := range s.Children {
 		names[i] = n.Name

@@ -339,7 +339,7 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 			}
 		}
 	}
-	grantsUnder := func(parent string, hs ...[]recipes.Holder) map[string]time.Time {
+	grantsUnder := func(parent string, hs ...[]recipes.Contender) map[string]time.Time {
 		out := map[string]time.Time{}
 		for _, list := range hs {
 			for _, h := range list {
@@ -382,7 +382,7 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 			if i == 0 {
 				state = "held"
 			}
-			addHolds(holds, "election", name, []recipes.Holder{h}, state)
+			addHolds(holds, "election", name, []recipes.Contender{h}, state)
 		}
 	}
 	for _, name := range sortedKeys(st.dbarriers) {
@@ -437,7 +437,7 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 	return m
 }
 
-func addHolds(holds map[string][]recipes.HoldInfo, kind, name string, hs []recipes.Holder, state string) {
+func addHolds(holds map[string][]recipes.HoldInfo, kind, name string, hs []recipes.Contender, state string) {
 	for _, h := range hs {
 		if h.Lease == "" {
 			continue

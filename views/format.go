@@ -40,7 +40,7 @@ func short(id string) string {
 
 // label is how a contender is named: its lease's holder label, or for a
 // foreign node its data.
-func label(h recipes.Holder) string {
+func label(h recipes.Contender) string {
 	switch {
 	case h.Holder != "":
 		return h.Holder
@@ -106,7 +106,7 @@ func peak(series []float64) float64 {
 
 // sinceTime is when a holder got what it holds: the grant time when its
 // gateway (this one) knows it, else the creation of its node.
-func sinceTime(h recipes.Holder, granted map[string]time.Time, holder bool) time.Time {
+func sinceTime(h recipes.Contender, granted map[string]time.Time, holder bool) time.Time {
 	if t, ok := granted[h.Node]; ok && holder {
 		return t
 	}
@@ -115,7 +115,7 @@ func sinceTime(h recipes.Holder, granted map[string]time.Time, holder bool) time
 
 // sinceApprox says that sinceTime is the node's creation: the holder may have
 // waited in line first, so it has held for at most that long.
-func sinceApprox(h recipes.Holder, granted map[string]time.Time, holder bool) bool {
+func sinceApprox(h recipes.Contender, granted map[string]time.Time, holder bool) bool {
 	_, ok := granted[h.Node]
 	return holder && !ok
 }

@@ -369,7 +369,7 @@ func LockItem(l Lock) templ.Component {
 }
 
 // HeldBy names the first holder in a summary line.
-func HeldBy(holders []recipes.Holder) templ.Component {
+func HeldBy(holders []recipes.Contender) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -456,7 +456,7 @@ func HeldBy(holders []recipes.Holder) templ.Component {
 }
 
 // Contender is one node of a lock, semaphore or election queue.
-func Contender(h recipes.Holder, role string, pos int, granted map[string]time.Time) templ.Component {
+func Contender(h recipes.Contender, role string, pos int, granted map[string]time.Time) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -736,7 +736,7 @@ func Contender(h recipes.Holder, role string, pos int, granted map[string]time.T
 	})
 }
 
-func contenderAgo(h recipes.Holder, role string, granted map[string]time.Time) templ.Component {
+func contenderAgo(h recipes.Contender, role string, granted map[string]time.Time) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
