@@ -270,153 +270,40 @@ func snapshotFrags(v topicView) []wsFrag {
 	return out
 }
 
-// loop is the hub while dashboards are connected: the only goroutine that
-// reads the state, renders, and writes to subscribers' channels, so that a
-// snapshot and the updates after it are always in order.
+// hubLoop is the state of the hub while dashboards are connected. Only its
+// goroutine (hub.loop) reads the state, renders, and writes to subscribers'
+// channels, so that a snapshot and the updates after it are always in order.
+type hubLoop struct {
+	h     *hub
+	d     *dashboard
+	ctx   context.Context
+	root  string
+	w     *hubWatcher
+	st    *dashState
+	model *dashModel
+	cache *renderCache
+
+	subs       map[*subscriber]bool
+	sent       map[string]*topicSent // what the clients of each topic were sent
+	lastGrants string                // the grants the last broadcast showed
+	refreshing chan struct{}         // full while the ensemble is being asked
+}
+
+// timeDriven are the topics that change without a ZooKeeper event, from
+// what this gateway keeps in memory: lease expiries, grant times, rates,
+// the session.
+var timeDriven = map[string]bool{topicHeader: true, "overview": true, "leases": true}
+
+// loop is the hub while dashboards are connected.
 func (h *hub) loop(run *hubRun) {
 	defer close(run.done)
-	d := h.d
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-
-	sess := d.svc.Session()
-	closing := make(chan struct{})
-	var closeOnce sync.Once
-	stopListen := sess.OnChange(func(c recipes.StateChange) {
-		if c.State == recipes.StateClosed {
-			closeOnce.Do(func() { close(closing) })
-		}
-		h.markDirty("")
-	})
+	closing, stopListen := h.watchSession()
 	defer stopListen()
-	if st, _, _ := sess.Status(); st == recipes.StateClosed {
-		closeOnce.Do(func() { close(closing) })
-	}
-
-	h.subscribed.Do(func() { d.source.dash.Subscribe(h.onChange) })
-	h.active.Store(true)
+	l := h.start(ctx)
+	defer l.w.releaseAll()
 	defer h.active.Store(false)
-	w := &hubWatcher{dash: d.source.dash, held: map[string]func(){}}
-	defer w.releaseAll()
-	root := d.source.dash.Root()
-	w.mu.Lock()
-	for _, kind := range allKinds {
-		w.hold(root + "/" + kind)
-	}
-	w.mu.Unlock()
-
-	st := newDashState()
-	h.takeDirty() // everything is read now
-	lctx, lcancel := context.WithTimeout(ctx, hubReadTimeout)
-	if err := d.source.loadAll(lctx, st, w); err != nil {
-		d.log.Debug("dashboard: first read", "err", err)
-	}
-	lcancel()
-	d.rates.reset()
-	d.rates.sample(time.Now())
-	refreshing := make(chan struct{}, 1)
-	refreshing <- struct{}{}
-	go h.refreshEnsemble(ctx, refreshing)
-
-	subs := map[*subscriber]bool{}
-	sent := map[string]*topicSent{}
-	model := d.model(ctx, st, 0)
-
-	cache := newRenderCache()
-
-	// broadcast renders the topics that have clients (only those in only,
-	// unless it is nil) and sends each client what changed of its own.
-	broadcast := func(only map[string]bool) {
-		topics := map[string][]wsFrag{}
-		shown := map[string]bool{}
-		for s := range subs {
-			for _, t := range []string{topicHeader, s.page} {
-				shown[t] = true
-				if _, done := topics[t]; done || only != nil && !only[t] {
-					continue
-				}
-				ts := sent[t]
-				if ts == nil {
-					ts = sentOf(topicView{})
-					sent[t] = ts
-				}
-				topics[t] = ts.diff(renderTopic(ctx, t, model, cache))
-			}
-		}
-		if only == nil {
-			cache.sweep()
-		}
-		for t := range sent {
-			if !shown[t] {
-				delete(sent, t) // nobody shows it: a new client gets a snapshot
-			}
-		}
-		now := time.Now().UnixMilli()
-		byPage := map[string][]byte{}
-		for s := range subs {
-			msg, ok := byPage[s.page]
-			if !ok {
-				frags := append(slices.Clone(topics[topicHeader]), topics[s.page]...)
-				if len(frags) > 0 {
-					msg = encodeMessage(wsMessage{Now: now, Frags: frags})
-				}
-				byPage[s.page] = msg
-			}
-			if msg != nil {
-				h.send(subs, s, msg)
-			}
-		}
-	}
-
-	// Only what this gateway keeps in memory changes without a ZooKeeper
-	// event: lease expiries, grant times, rates, the session.
-	timeDriven := map[string]bool{topicHeader: true, "overview": true, "leases": true}
-	lastGrants := ""
-	refresh := func(tick bool) {
-		paths := h.takeDirty()
-		rctx, rcancel := context.WithTimeout(ctx, hubReadTimeout)
-		defer rcancel()
-		kinds := map[string]bool{}
-		items := map[string]map[string]bool{}
-		for p := range paths {
-			kind, name, ok := splitPath(root, p)
-			switch {
-			case !ok:
-			case name == "":
-				kinds[kind] = true
-			default:
-				if items[kind] == nil {
-					items[kind] = map[string]bool{}
-				}
-				items[kind][name] = true
-			}
-		}
-		for kind := range kinds {
-			if err := d.source.loadKind(rctx, st, kind, w, false); err != nil {
-				d.log.Debug("dashboard: read", "kind", kind, "err", err)
-			}
-		}
-		for kind, names := range items {
-			var known []string
-			for _, n := range st.names[kind] { // sorted, and only names still there
-				if names[n] {
-					known = append(known, n)
-				}
-			}
-			d.source.loadItems(rctx, st, kind, known)
-		}
-		if len(paths) == 0 && !tick {
-			return
-		}
-		model = d.model(ctx, st, len(subs))
-		grants := model.grantsFP()
-		if len(paths) == 0 && grants == lastGrants {
-			broadcast(timeDriven)
-		} else {
-			broadcast(nil)
-		}
-		lastGrants = grants
-	}
 
 	tick := time.NewTicker(hubTick)
 	defer tick.Stop()
@@ -424,33 +311,21 @@ func (h *hub) loop(run *hubRun) {
 	var flushTimer *time.Timer
 	var flushC <-chan time.Time
 	var linger <-chan time.Time
+	defer func() {
+		if flushTimer != nil {
+			flushTimer.Stop()
+		}
+	}()
 	for {
 		select {
 		case s := <-run.reg:
 			h.mu.Lock()
 			run.pending--
 			h.mu.Unlock()
-			// Bring the others up to date first, so that the snapshot and
-			// the diffs after it start from the same state.
-			refresh(false)
-			model = d.model(ctx, st, len(subs)+1)
-			broadcast(timeDriven) // the count of dashboards
-			subs[s] = true
-			d.setClients(len(subs))
+			l.register(s)
 			linger = nil
-			var frags []wsFrag
-			for _, t := range []string{topicHeader, s.page} {
-				v := renderTopic(ctx, t, model, cache)
-				sent[t] = sentOf(v)
-				frags = append(frags, snapshotFrags(v)...)
-			}
-			h.send(subs, s, encodeMessage(wsMessage{Snapshot: true, Now: time.Now().UnixMilli(), Frags: frags}))
 		case s := <-run.unreg:
-			if subs[s] {
-				delete(subs, s)
-				d.setClients(len(subs))
-			}
-			if len(subs) == 0 {
+			if l.unregister(s) == 0 {
 				linger = time.After(hubLinger)
 			}
 		case <-h.poke:
@@ -461,26 +336,19 @@ func (h *hub) loop(run *hubRun) {
 		case <-flushC:
 			flushC = nil
 			lastFlush = time.Now()
-			refresh(false)
+			l.refresh(false)
 		case now := <-tick.C:
-			d.rates.sample(now)
-			select {
-			case refreshing <- struct{}{}:
-				go h.refreshEnsemble(ctx, refreshing)
-			default: // one still under way
-			}
-			refresh(true)
+			l.d.rates.sample(now)
+			l.askEnsemble()
+			l.refresh(true)
 		case <-linger:
 			h.mu.Lock()
-			idle := run.pending == 0 && len(subs) == 0
+			idle := run.pending == 0 && len(l.subs) == 0
 			if idle {
 				h.run = nil
 			}
 			h.mu.Unlock()
 			if idle {
-				if flushTimer != nil {
-					flushTimer.Stop()
-				}
 				return
 			}
 		case <-closing:
@@ -488,14 +356,190 @@ func (h *hub) loop(run *hubRun) {
 			h.closed = true
 			h.run = nil
 			h.mu.Unlock()
-			for s := range subs {
+			for s := range l.subs {
 				s.drop(errSessionClosed)
 			}
-			d.setClients(0)
-			if flushTimer != nil {
-				flushTimer.Stop()
-			}
+			l.d.setClients(0)
 			return
+		}
+	}
+}
+
+// watchSession marks the session dirty at every change of state, and
+// returns a channel closed once the session is closed.
+func (h *hub) watchSession() (closing <-chan struct{}, stop func()) {
+	sess := h.d.svc.Session()
+	closed := make(chan struct{})
+	var once sync.Once
+	stop = sess.OnChange(func(c recipes.StateChange) {
+		if c.State == recipes.StateClosed {
+			once.Do(func() { close(closed) })
+		}
+		h.markDirty("")
+	})
+	if st, _, _ := sess.Status(); st == recipes.StateClosed {
+		once.Do(func() { close(closed) })
+	}
+	return closed, stop
+}
+
+// start watches what the dashboards show and reads all of it once.
+func (h *hub) start(ctx context.Context) *hubLoop {
+	d := h.d
+	h.subscribed.Do(func() { d.source.dash.Subscribe(h.onChange) })
+	h.active.Store(true)
+	root := d.source.dash.Root()
+	l := &hubLoop{h: h, d: d, ctx: ctx, root: root, st: newDashState(), cache: newRenderCache(),
+		w:    &hubWatcher{dash: d.source.dash, held: map[string]func(){}},
+		subs: map[*subscriber]bool{}, sent: map[string]*topicSent{}, refreshing: make(chan struct{}, 1)}
+	l.w.mu.Lock()
+	for _, kind := range allKinds {
+		l.w.hold(root + "/" + kind)
+	}
+	l.w.mu.Unlock()
+	h.takeDirty() // everything is read now
+	lctx, lcancel := context.WithTimeout(ctx, hubReadTimeout)
+	if err := d.source.loadAll(lctx, l.st, l.w); err != nil {
+		d.log.Debug("dashboard: first read", "err", err)
+	}
+	lcancel()
+	d.rates.reset()
+	d.rates.sample(time.Now())
+	l.askEnsemble()
+	l.model = d.model(ctx, l.st, 0)
+	return l
+}
+
+// askEnsemble asks the servers for their mode, unless that is under way.
+func (l *hubLoop) askEnsemble() {
+	select {
+	case l.refreshing <- struct{}{}:
+		go l.h.refreshEnsemble(l.ctx, l.refreshing)
+	default:
+	}
+}
+
+// register adds a dashboard and sends it a snapshot of its page.
+func (l *hubLoop) register(s *subscriber) {
+	// Bring the others up to date first, so that the snapshot and the diffs
+	// after it start from the same state.
+	l.refresh(false)
+	l.model = l.d.model(l.ctx, l.st, len(l.subs)+1)
+	l.broadcast(timeDriven) // the count of dashboards
+	l.subs[s] = true
+	l.d.setClients(len(l.subs))
+	var frags []wsFrag
+	for _, t := range []string{topicHeader, s.page} {
+		v := renderTopic(l.ctx, t, l.model, l.cache)
+		l.sent[t] = sentOf(v)
+		frags = append(frags, snapshotFrags(v)...)
+	}
+	l.h.send(l.subs, s, encodeMessage(wsMessage{Snapshot: true, Now: time.Now().UnixMilli(), Frags: frags}))
+}
+
+// unregister forgets a dashboard and returns how many are left.
+func (l *hubLoop) unregister(s *subscriber) int {
+	if l.subs[s] {
+		delete(l.subs, s)
+		l.d.setClients(len(l.subs))
+	}
+	return len(l.subs)
+}
+
+// refresh reads again what changed (tick: and what time changes), and
+// sends every dashboard what changed of what it shows.
+func (l *hubLoop) refresh(tick bool) {
+	paths := l.h.takeDirty()
+	rctx, rcancel := context.WithTimeout(l.ctx, hubReadTimeout)
+	defer rcancel()
+	kinds, items := l.changed(paths)
+	for kind := range kinds {
+		if err := l.d.source.loadKind(rctx, l.st, kind, l.w, false); err != nil {
+			l.d.log.Debug("dashboard: read", "kind", kind, "err", err)
+		}
+	}
+	for kind, names := range items {
+		var known []string
+		for _, n := range l.st.names[kind] { // sorted, and only names still there
+			if names[n] {
+				known = append(known, n)
+			}
+		}
+		l.d.source.loadItems(rctx, l.st, kind, known)
+	}
+	if len(paths) == 0 && !tick {
+		return
+	}
+	l.model = l.d.model(l.ctx, l.st, len(l.subs))
+	grants := l.model.grantsFP()
+	if len(paths) == 0 && grants == l.lastGrants {
+		l.broadcast(timeDriven)
+	} else {
+		l.broadcast(nil)
+	}
+	l.lastGrants = grants
+}
+
+// changed sorts changed paths into kinds whose list changed and named
+// items that changed.
+func (l *hubLoop) changed(paths map[string]struct{}) (kinds map[string]bool, items map[string]map[string]bool) {
+	kinds, items = map[string]bool{}, map[string]map[string]bool{}
+	for p := range paths {
+		kind, name, ok := splitPath(l.root, p)
+		switch {
+		case !ok:
+		case name == "":
+			kinds[kind] = true
+		default:
+			if items[kind] == nil {
+				items[kind] = map[string]bool{}
+			}
+			items[kind][name] = true
+		}
+	}
+	return kinds, items
+}
+
+// broadcast renders the topics that have clients (only those in only,
+// unless it is nil) and sends each client what changed of its own.
+func (l *hubLoop) broadcast(only map[string]bool) {
+	topics := map[string][]wsFrag{}
+	shown := map[string]bool{}
+	for s := range l.subs {
+		for _, t := range []string{topicHeader, s.page} {
+			shown[t] = true
+			if _, done := topics[t]; done || only != nil && !only[t] {
+				continue
+			}
+			ts := l.sent[t]
+			if ts == nil {
+				ts = sentOf(topicView{})
+				l.sent[t] = ts
+			}
+			topics[t] = ts.diff(renderTopic(l.ctx, t, l.model, l.cache))
+		}
+	}
+	if only == nil {
+		l.cache.sweep()
+	}
+	for t := range l.sent {
+		if !shown[t] {
+			delete(l.sent, t) // nobody shows it: a new client gets a snapshot
+		}
+	}
+	now := time.Now().UnixMilli()
+	byPage := map[string][]byte{}
+	for s := range l.subs {
+		msg, ok := byPage[s.page]
+		if !ok {
+			frags := append(slices.Clone(topics[topicHeader]), topics[s.page]...)
+			if len(frags) > 0 {
+				msg = encodeMessage(wsMessage{Now: now, Frags: frags})
+			}
+			byPage[s.page] = msg
+		}
+		if msg != nil {
+			l.h.send(l.subs, s, msg)
 		}
 	}
 }
