@@ -20,30 +20,30 @@ const MaxValueBytes = 64 << 10
 
 // Campaign is the answer to a campaign: elected, or a candidate in line.
 type Campaign struct {
-	Name     string    `json:"name"`
-	Elected  bool      `json:"elected"`
-	Lease    string    `json:"lease"`
-	Node     string    `json:"node"`
-	Token    int64     `json:"token,omitempty"` // the latch node's czxid, when elected
-	Value    string    `json:"value"`
-	Since    time.Time `json:"since"`              // candidacy or leadership start
-	Position int       `json:"position,omitempty"` // 1: next in line, when not elected
-	Leader   *Contender   `json:"leader,omitempty"`   // the current leader, when not elected
+	Name     string     `json:"name"`
+	Elected  bool       `json:"elected"`
+	Lease    string     `json:"lease"`
+	Node     string     `json:"node"`
+	Token    int64      `json:"token,omitempty"` // the latch node's czxid, when elected
+	Value    string     `json:"value"`
+	Since    time.Time  `json:"since"`              // candidacy or leadership start
+	Position int        `json:"position,omitempty"` // 1: next in line, when not elected
+	Leader   *Contender `json:"leader,omitempty"`   // the current leader, when not elected
 }
 
 // ElectionState is the leader (nil if none) and the candidates in line.
 type ElectionState struct {
-	Name       string   `json:"name"`
+	Name       string      `json:"name"`
 	Leader     *Contender  `json:"leader"`
 	Candidates []Contender `json:"candidates"`
-	Index      int64    `json:"-"`
+	Index      int64       `json:"-"`
 }
 
 // ElectionSummary is one line of the election list.
 type ElectionSummary struct {
-	Name       string  `json:"name"`
+	Name       string     `json:"name"`
 	Leader     *Contender `json:"leader"`
-	Candidates int     `json:"candidates"`
+	Candidates int        `json:"candidates"`
 }
 
 func (e *Elections) parent(name string) string { return e.svc.sess.Root() + "/elections/" + name }
@@ -72,13 +72,7 @@ func (c *candidacy) dataLocked() []byte {
 // client was ever told of is withdrawn if every call waiting on it goes
 // away (the client hung up).
 func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value string, wait time.Duration) (Campaign, error) {
-	if err := ValidName(name); err != nil {
-		return Campaign{}, err
-	}
-	if len(value) > MaxValueBytes {
-		return Campaign{}, Errorf(CodeInvalid, "value must be at most %d bytes", MaxValueBytes)
-	}
-	if err := lease.alive(); err != nil {
+	if err := checkCandidate(lease, name, value); err != nil {
 		return Campaign{}, err
 	}
 	key := electionKey(name)
@@ -158,6 +152,17 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 	return out, true, nil
 }
 
+// checkCandidate checks a campaign's or proclaim's arguments and lease.
+func checkCandidate(lease *Lease, name, value string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	if len(value) > MaxValueBytes {
+		return Errorf(CodeInvalid, "value must be at most %d bytes", MaxValueBytes)
+	}
+	return lease.alive()
+}
+
 // Resign withdraws lease's candidacy (and leadership).
 func (e *Elections) Resign(ctx context.Context, lease *Lease, name string) error {
 	if err := ValidName(name); err != nil {
@@ -178,13 +183,7 @@ func (e *Elections) Resign(ctx context.Context, lease *Lease, name string) error
 
 // Proclaim sets the leader's value. Only the current leader may.
 func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value string) (Campaign, error) {
-	if err := ValidName(name); err != nil {
-		return Campaign{}, err
-	}
-	if len(value) > MaxValueBytes {
-		return Campaign{}, Errorf(CodeInvalid, "value must be at most %d bytes", MaxValueBytes)
-	}
-	if err := lease.alive(); err != nil {
+	if err := checkCandidate(lease, name, value); err != nil {
 		return Campaign{}, err
 	}
 	notLeader := &Error{Code: CodeNotLeader, Detail: fmt.Sprintf("lease %s does not lead election %q", lease.ID, name)}

@@ -135,21 +135,13 @@ func (h *hold) markGoneLocked() []heldNode {
 // nodes deleted before drop returns, whatever happens to the request that
 // asked (the deletion is bounded by the session: it gives up once the
 // session is lost, which takes the nodes with it).
-func (h *hold) drop() error {
-	h.mu.Lock()
-	if h.gone {
-		h.mu.Unlock()
-		return nil
-	}
-	nodes := h.markGoneLocked()
-	h.mu.Unlock()
-	h.lease.detach(h.key, h.self)
-	return h.removeNodes(nodes)
-}
+func (h *hold) drop() error { return h.finish(true, true) }
 
 // end is h's part of its lease's end. Its waiters have been cancelled
 // already; deleteNodes is false when the session takes the nodes anyway.
-func (h *hold) end(deleteNodes bool) error {
+func (h *hold) end(deleteNodes bool) error { return h.finish(false, deleteNodes) }
+
+func (h *hold) finish(detach, deleteNodes bool) error {
 	h.mu.Lock()
 	if h.gone {
 		h.mu.Unlock()
@@ -157,10 +149,29 @@ func (h *hold) end(deleteNodes bool) error {
 	}
 	nodes := h.markGoneLocked()
 	h.mu.Unlock()
+	if detach {
+		h.lease.detach(h.key, h.self)
+	}
 	if !deleteNodes {
 		return nil
 	}
 	return h.removeNodes(nodes)
+}
+
+// waitInLine waits for the turn of h's node in role under parent (see
+// waitTurn). A node that went while the lease lives (deleted by hand) is
+// forgotten, and again says that the caller should make a new one.
+func (h *hold) waitInLine(ctx context.Context, role, parent, node string, markers []marker,
+	blocks func(c, self seqNode) bool, tryOnce bool) (t turn, again bool, err error) {
+	t, err = h.svc.waitTurn(ctx, h.lease, parent, node, markers, blocks, tryOnce)
+	if errors.Is(err, errNodeGone) {
+		h.forgetNode(role, node)
+		if err := h.lease.alive(); err != nil {
+			return t, false, err
+		}
+		return t, true, nil
+	}
+	return t, false, err
 }
 
 // removeNodes deletes nodes, newest first, with a context of their own: no

@@ -57,10 +57,10 @@ type Contender struct {
 
 // LockState is who holds a lock and who waits, in queue order.
 type LockState struct {
-	Name    string   `json:"name"`
+	Name    string      `json:"name"`
 	Holders []Contender `json:"holders"`
 	Waiters []Contender `json:"waiters"`
-	Index   int64    `json:"-"`
+	Index   int64       `json:"-"`
 }
 
 // LockSummary is one line of the lock list.
@@ -187,18 +187,12 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 		if created {
 			pre = k.svc.statAsync(node)
 		}
-		t, err := k.svc.waitTurn(ctx, lease, h.parent, node, lockMarkers, lockBlocks, wait <= 0)
+		t, again, err := h.waitInLine(ctx, lockRole, h.parent, node, lockMarkers, lockBlocks, wait <= 0)
 		h.mu.Lock()
 		h.last = t
 		h.mu.Unlock()
-		if errors.Is(err, errNodeGone) {
-			// Our node is gone though our lease lives (deleted by hand, or the
-			// lease is ending): start over with a new one, unless released.
-			h.forgetNode(lockRole, node)
-			if err := lease.alive(); err != nil {
-				return LockGrant{}, err
-			}
-			continue
+		if again {
+			continue // our node went though our lease lives: a new one, unless released
 		}
 		if err != nil {
 			if ErrorCode(err) == CodeTimeout && wait <= 0 {

@@ -30,11 +30,11 @@ type SemaphoreGrant struct {
 
 // SemaphoreState lists the slot holders and the queue for the next slot.
 type SemaphoreState struct {
-	Name    string   `json:"name"`
-	Limit   int      `json:"limit,omitempty"` // as the zkgate holders give it; absent when unknown
+	Name    string      `json:"name"`
+	Limit   int         `json:"limit,omitempty"` // as the zkgate holders give it; absent when unknown
 	Holders []Contender `json:"holders"`
 	Waiters []Contender `json:"waiters"`
-	Index   int64    `json:"-"`
+	Index   int64       `json:"-"`
 }
 
 func (m *Semaphores) base(name string) string { return m.svc.sess.Root() + "/semaphores/" + name }
@@ -141,12 +141,8 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 			if err != nil {
 				return SemaphoreGrant{}, waitErr(ctx, lease, err)
 			}
-			_, err = svc.waitTurn(ctx, lease, base+"/locks", queued, lockMarkers, lockBlocks, wait <= 0)
-			if errors.Is(err, errNodeGone) {
-				h.forgetNode(admissionRole, queued)
-				if err := lease.alive(); err != nil {
-					return SemaphoreGrant{}, err
-				}
+			_, again, err := h.waitInLine(ctx, admissionRole, base+"/locks", queued, lockMarkers, lockBlocks, wait <= 0)
+			if again {
 				continue
 			}
 			if err != nil {
