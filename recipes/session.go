@@ -97,6 +97,13 @@ type Session struct {
 	reconnects  atomic.Int64
 	sessionsNew atomic.Int64
 	losses      atomic.Int64
+
+	// heard is when ZooKeeper last answered (nanoseconds on the monotonic
+	// clock since born): a session is vouched for only while it is recent.
+	born    time.Time
+	heard   atomic.Int64
+	probeMu sync.Mutex
+	probing chan struct{} // closed when the probe in flight ends
 }
 
 // Connect opens the session and waits, bounded by ctx, until it is live, then
@@ -119,10 +126,12 @@ func Connect(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		changed:   make(chan struct{}),
 		done:      make(chan struct{}),
 		listeners: map[int]func(StateChange){},
+		born:      time.Now(),
 	}
 	s.mu.Lock()
 	s.startRedialLocked()
 	s.mu.Unlock()
+	go s.heartbeat()
 	if err := s.WaitLive(ctx); err != nil {
 		s.mu.Lock()
 		if s.dialErr != nil {
@@ -243,6 +252,7 @@ func (s *Session) applyLocked(ev zk.Event) {
 			s.reconnects.Add(1)
 		}
 		s.stopLossTimerLocked()
+		s.markHeard()
 		s.setStateLocked(StateLive)
 	case zk.StateDisconnected, zk.StateConnecting:
 		if s.state == StateLive {
@@ -267,19 +277,30 @@ func (s *Session) applyLocked(ev zk.Event) {
 func (s *Session) startLossTimerLocked() {
 	s.stopLossTimerLocked()
 	id := s.id
-	s.lossTimer = time.AfterFunc(s.cfg.Timeout, func() {
+	s.lossTimer = time.AfterFunc(max(s.cfg.Timeout-s.silence(), 0), func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.state != StateSuspended || s.id != id {
 			return
 		}
-		s.log.Warn("ZooKeeper session suspended for a whole session timeout: giving it up", "session", fmt.Sprintf("0x%x", uint64(id)))
-		s.losses.Add(1)
-		s.setStateLocked(StateLost)
-		old := s.conn
-		go old.Close() // may wait for a dead server; never under our lock
-		s.startRedialLocked()
+		s.giveUpLocked("suspended")
 	})
+}
+
+// giveUpLocked treats the session as lost: ZooKeeper has not answered for a
+// whole session timeout, so the ensemble has expired it (or will as soon as
+// it hears of it), and its grants may already be someone else's. The
+// connection is replaced, so that the old session is never resumed behind
+// the leases' back.
+func (s *Session) giveUpLocked(why string) {
+	s.log.Warn("no answer from ZooKeeper for a whole session timeout: giving the session up", "why", why,
+		"session", fmt.Sprintf("0x%x", uint64(s.id)), "silence", s.silence().Round(time.Millisecond))
+	s.stopLossTimerLocked()
+	s.losses.Add(1)
+	s.setStateLocked(StateLost)
+	old := s.conn
+	go old.Close() // may wait for a dead server; never under our lock
+	s.startRedialLocked()
 }
 
 func (s *Session) stopLossTimerLocked() {
@@ -391,9 +412,26 @@ func (s *Session) waitEpoch(ctx context.Context, epoch uint64) error {
 	}
 }
 
-// check says whether grants of epoch may be made or asserted now.
+// check says whether grants of epoch may be made or asserted now. A live
+// session that ZooKeeper has not answered for a while (the gateway was
+// frozen, or its answers stopped coming) is asked first: after a pause
+// longer than the session timeout, ZooKeeper has expired it and may have
+// handed its locks to others, and nothing may vouch for them before the
+// gateway knows.
 func (s *Session) check(epoch uint64) error {
-	st, cur, _ := s.Status()
+	s.mu.Lock()
+	if (s.state == StateLive || s.state == StateSuspended) && s.epoch == epoch && s.silence() > s.cfg.Timeout {
+		s.giveUpLocked("silent") // the loss timer's rule, though its timer has not run yet
+	}
+	st, cur := s.state, s.epoch
+	s.mu.Unlock()
+	if st == StateLive && cur == epoch && s.silence() > s.cfg.Timeout*2/3 {
+		s.probe()
+		st, cur, _ = s.Status()
+		if st == StateLive && cur == epoch && s.silence() > s.cfg.Timeout*2/3 {
+			st = StateSuspended // still no answer: nothing can be vouched for
+		}
+	}
 	switch {
 	case cur != epoch || st == StateLost:
 		return errSessionLost
@@ -420,6 +458,68 @@ func (s *Session) Close() {
 	s.mu.Unlock()
 	if conn != nil {
 		conn.Close()
+	}
+}
+
+func (s *Session) markHeard() { s.heard.Store(int64(time.Since(s.born))) }
+
+// silence is how long ZooKeeper has not answered.
+func (s *Session) silence() time.Duration {
+	return time.Since(s.born) - time.Duration(s.heard.Load())
+}
+
+// heartbeat asks ZooKeeper a third of a session timeout after it last
+// answered, so that a healthy session is always known to be recent.
+func (s *Session) heartbeat() {
+	t := time.NewTimer(s.cfg.Timeout / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if st, _, _ := s.Status(); st == StateLive {
+				s.probe()
+			}
+			t.Reset(max(s.cfg.Timeout/3-s.silence(), s.cfg.Timeout/10))
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// probe asks ZooKeeper for the root's stat, once for all the callers that
+// ask at the same time, and waits for the answer: a lost connection is
+// given up to a session timeout to come back (a frozen gateway's
+// connection is found dead, replaced, and the session found expired).
+func (s *Session) probe() {
+	s.probeMu.Lock()
+	if ch := s.probing; ch != nil {
+		s.probeMu.Unlock()
+		<-ch
+		return
+	}
+	ch := make(chan struct{})
+	s.probing = ch
+	s.probeMu.Unlock()
+	defer func() {
+		s.probeMu.Lock()
+		s.probing = nil
+		s.probeMu.Unlock()
+		close(ch)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	for ctx.Err() == nil {
+		_, _, err := s.Conn().Exists(s.cfg.Root)
+		if err == nil {
+			s.markHeard()
+			return
+		}
+		if !ambiguous(err) {
+			return
+		}
+		if s.WaitLive(ctx) != nil {
+			return
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -865,7 +866,11 @@ func (s *specChecker) holdKinds(t *testing.T, lease string) []string {
 	var out []string
 	for _, h := range specJSON(t, s.do(t, 200, specReq("GET", "/v1/leases/"+lease, nil)))["holds"].([]any) {
 		m := h.(map[string]any)
-		out = append(out, fmt.Sprintf("%v %v %v %v", m["kind"], m["name"], m["mode"], m["state"]))
+		detail := m["mode"] // a lock's mode, a member's name or a claimed item's id
+		if detail == nil {
+			detail = cmp.Or(m["member"], m["item"])
+		}
+		out = append(out, fmt.Sprintf("%v %v %v %v", m["kind"], m["name"], detail, m["state"]))
 	}
 	return out
 }

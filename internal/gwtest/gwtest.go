@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -649,3 +650,10 @@ func (r *FencedRegister) Check(t testing.TB) int {
 	}
 	return n
 }
+
+// Pause stops the process with SIGSTOP (it keeps its sockets and memory,
+// as a gateway frozen by a long GC pause or a stopped VM would).
+func (p *Proc) Pause() { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process with SIGCONT.
+func (p *Proc) Resume() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
