@@ -21,6 +21,7 @@ type Config struct {
 	SessionTimeout time.Duration
 	MaxWait        time.Duration
 	MaxTTL         time.Duration
+	DrainTimeout   time.Duration // 0: close the session at once on SIGTERM
 	MaxItemBytes   int64
 	LogFormat      string
 	LogLevel       string
@@ -52,6 +53,7 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	sessTimeout := fs.String("session-timeout", env("ZKGATE_SESSION_TIMEOUT", "10s"), "ZooKeeper session timeout (ZKGATE_SESSION_TIMEOUT)")
 	maxWait := fs.String("max-wait", env("ZKGATE_MAX_WAIT", "5m"), "cap on ?wait= (ZKGATE_MAX_WAIT)")
 	maxTTL := fs.String("max-ttl", env("ZKGATE_MAX_TTL", "1h"), "cap on lease TTLs (ZKGATE_MAX_TTL)")
+	drainTimeout := fs.String("drain-timeout", env("ZKGATE_DRAIN_TIMEOUT", "5s"), "on SIGTERM, how long holders may finish before the session closes; 0 closes it at once (ZKGATE_DRAIN_TIMEOUT)")
 	maxItem := fs.String("max-item-bytes", env("ZKGATE_MAX_ITEM_BYTES", "512KiB"), "cap on queue item size (ZKGATE_MAX_ITEM_BYTES)")
 	logFormat := fs.String("log-format", env("ZKGATE_LOG_FORMAT", "text"), "text or json (ZKGATE_LOG_FORMAT)")
 	logLevel := fs.String("log-level", env("ZKGATE_LOG_LEVEL", "info"), "debug, info, warn or error (ZKGATE_LOG_LEVEL)")
@@ -87,6 +89,7 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		{"--session-timeout", *sessTimeout, &cfg.SessionTimeout, time.Second, 10 * time.Minute},
 		{"--max-wait", *maxWait, &cfg.MaxWait, time.Second, 24 * time.Hour},
 		{"--max-ttl", *maxTTL, &cfg.MaxTTL, time.Second, 7 * 24 * time.Hour},
+		{"--drain-timeout", *drainTimeout, &cfg.DrainTimeout, 0, time.Hour},
 	}
 	for _, d := range durations {
 		v, err := time.ParseDuration(d.raw)

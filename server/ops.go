@@ -15,18 +15,23 @@ func health() http.HandlerFunc {
 }
 
 // ready answers 200 only while the ZooKeeper session is live.
-func ready(sess *recipes.Session) http.HandlerFunc {
+func ready(sess *recipes.Session, dr *drain) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		st, _, id := sess.Status()
 		status := http.StatusOK
-		if st != recipes.StateLive {
+		doc := map[string]any{"zookeeper": st.String(), "session": sessionHex(id)}
+		ends, draining := dr.until()
+		if draining {
+			doc["draining_until"] = ends.UTC()
+		}
+		if st != recipes.StateLive || draining {
 			status = http.StatusServiceUnavailable
 			w.Header().Set("Retry-After", "1")
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(map[string]any{"zookeeper": st.String(), "session": sessionHex(id)})
+		_ = json.NewEncoder(w).Encode(doc)
 	}
 }
 

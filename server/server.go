@@ -36,12 +36,17 @@ type Deps struct {
 	MaxItemBytes int64
 	// ZooKeeper is the connect list, whose servers the dashboard asks for their mode.
 	ZooKeeper []string
+	// Drain says whether the gateway is on its way out (nil: never).
+	Drain *drain
 }
 
 // New returns the gateway's HTTP handler.
 func New(d Deps) http.Handler {
+	if d.Drain == nil {
+		d.Drain = &drain{}
+	}
 	r := chi.NewRouter()
-	r.Use(requestID, observe(d.Log, d.Metrics), recoverPanics(d.Log))
+	r.Use(requestID, observe(d.Log, d.Metrics), recoverPanics(d.Log), d.Drain.announce)
 	routes(r, d)
 	return r
 }
@@ -64,12 +69,16 @@ func NewLogger(w io.Writer, format, level string) *slog.Logger {
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log := NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	servers := cfg.ZK
+	var zkFailed <-chan error // the embedded ZooKeeper could not be kept running
 	if len(servers) == 0 {
 		zs, err := startEmbedded(ctx, cfg, log)
 		if err != nil {
 			return err
 		}
+		supervise, stopSupervising := context.WithCancel(ctx)
+		zkFailed = superviseEmbedded(supervise, zs, log)
 		defer func() {
+			stopSupervising()
 			if err := zs.Stop(); err != nil {
 				log.Error("stop embedded ZooKeeper", "err", err)
 			}
@@ -107,7 +116,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	api := &handlers.API{Leases: svc.Leases, Locks: svc.Locks, Semaphores: svc.Semaphores,
 		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
 		Limits: handlers.Limits{MaxWait: cfg.MaxWait}}
-	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers})
+	dr := &drain{}
+	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers, Drain: dr})
 
 	// Every request context derives from base, so that shutdown can end the
 	// long waits at once instead of waiting for them.
@@ -129,7 +139,36 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
+	case err := <-zkFailed:
+		shutdown(log, srv, stopRequests)
+		return err
 	}
+	drainLeases(log, dr, svc.Leases, cfg.DrainTimeout)
+	shutdown(log, srv, stopRequests)
+	return nil
+}
+
+// drainLeases lets the holders of this gateway's leases finish for up to
+// timeout (0: not at all): /readyz answers 503, nothing new starts, every
+// answer says when the leases end; it returns early once no lease is left.
+func drainLeases(log *slog.Logger, dr *drain, leases *recipes.Leases, timeout time.Duration) {
+	if timeout <= 0 {
+		return
+	}
+	ends := time.Now().Add(timeout)
+	dr.start(ends)
+	log.Info("draining", "until", ends.UTC(), "leases", leases.Count())
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(ends) && leases.Count() > 0 {
+		<-tick.C
+	}
+	log.Info("drained", "leases_left", leases.Count())
+}
+
+// shutdown stops serving: the waits under way end at once (503), then the
+// connections close.
+func shutdown(log *slog.Logger, srv *http.Server, stopRequests context.CancelCauseFunc) {
 	log.Info("shutting down")
 	stopRequests(recipes.ErrShuttingDown)
 	shutCtx, cancelShut := context.WithTimeout(context.Background(), 15*time.Second)
@@ -138,7 +177,69 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		log.Warn("HTTP shutdown", "err", err)
 		_ = srv.Close()
 	}
-	return nil
+}
+
+// Supervising the embedded ZooKeeper: a child that dies is started again
+// on its data dir and port, with back-off; after maxZKRestarts failed
+// attempts in a row the gateway gives up (exits non-zero, for its own
+// supervisor to act on).
+const (
+	maxZKRestarts     = 5
+	zkRestartBackoff  = 250 * time.Millisecond
+	zkRestartDeadline = time.Minute
+)
+
+// superviseEmbedded restarts zs whenever its process exits, until ctx
+// ends. The returned channel gets an error once it gives up.
+func superviseEmbedded(ctx context.Context, zs *zkserver.Server, log *slog.Logger) <-chan error {
+	failed := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-zs.Exited():
+			case <-ctx.Done():
+				return
+			}
+			if ctx.Err() != nil {
+				return // our own stop
+			}
+			log.Error("embedded ZooKeeper exited: restarting it", "addr", zs.Addr())
+			if err := restartEmbedded(ctx, zs, log); err != nil {
+				if ctx.Err() == nil {
+					failed <- err
+				}
+				return
+			}
+		}
+	}()
+	return failed
+}
+
+func restartEmbedded(ctx context.Context, zs *zkserver.Server, log *slog.Logger) error {
+	backoff := zkRestartBackoff
+	var err error
+	for attempt := 1; attempt <= maxZKRestarts; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, zkRestartDeadline)
+		err = zs.Restart(rctx)
+		cancel()
+		if err == nil {
+			log.Warn("embedded ZooKeeper restarted", "attempt", attempt, "addr", zs.Addr())
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		log.Error("restart embedded ZooKeeper", "attempt", attempt, "of", maxZKRestarts, "err", err)
+		if attempt < maxZKRestarts {
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			backoff *= 2
+		}
+	}
+	return fmt.Errorf("the embedded ZooKeeper died and could not be restarted (%d attempts): %w", maxZKRestarts, err)
 }
 
 // startEmbedded runs a ZooKeeper child process on the data dir.

@@ -544,6 +544,15 @@ func (s *Server) Stop() error {
 	return errors.Join(err, s.removeTempDir())
 }
 
+// Exited returns a channel closed when the server process running now
+// exits, for any reason (a crash, Kill, Stop); nil when none runs.
+func (s *Server) Exited() <-chan struct{} {
+	if p := s.current(); p != nil {
+		return p.done
+	}
+	return nil
+}
+
 // Kill SIGKILLs the server now and waits for it to exit, keeping its data
 // (simulating a crash). Restart brings it back.
 func (s *Server) Kill() error {

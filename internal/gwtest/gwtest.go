@@ -102,12 +102,22 @@ type GatewayOptions struct {
 	SessionTimeout time.Duration // default 2s
 	MaxWait        time.Duration // default 1m
 	MaxTTL         time.Duration // default 1h
-	Extra          []string      // more flags
+	// DrainTimeout is --drain-timeout; the default, 0, closes at once
+	// (tests stop many gateways and need not wait for their holders).
+	DrainTimeout time.Duration
+	// Embedded runs the gateway on its own embedded ZooKeeper (no --zk),
+	// with its data under DataDir (default: a temp dir).
+	Embedded bool
+	DataDir  string
+	Extra    []string // more flags
 }
 
 func (o *GatewayOptions) defaults(t testing.TB) {
-	if len(o.ZK) == 0 {
+	if len(o.ZK) == 0 && !o.Embedded {
 		o.ZK = []string{ZK(t).Addr()}
+	}
+	if o.Embedded && o.DataDir == "" {
+		o.DataDir = t.TempDir()
 	}
 	if o.Root == "" {
 		o.Root = UniqueRoot(t)
@@ -124,9 +134,14 @@ func (o *GatewayOptions) defaults(t testing.TB) {
 }
 
 func (o GatewayOptions) args() []string {
-	args := []string{"--listen", "127.0.0.1:0", "--zk", strings.Join(o.ZK, ","), "--root", o.Root,
+	args := []string{"--listen", "127.0.0.1:0", "--root", o.Root,
 		"--session-timeout", o.SessionTimeout.String(), "--max-wait", o.MaxWait.String(),
-		"--max-ttl", o.MaxTTL.String(), "--log-level", "warn"}
+		"--max-ttl", o.MaxTTL.String(), "--drain-timeout", o.DrainTimeout.String(), "--log-level", "warn"}
+	if o.Embedded {
+		args = append(args, "--data-dir", o.DataDir)
+	} else {
+		args = append(args, "--zk", strings.Join(o.ZK, ","))
+	}
 	return append(args, o.Extra...)
 }
 
@@ -257,6 +272,7 @@ type testLog struct {
 	mu      sync.Mutex
 	t       testing.TB
 	stopped bool
+	text    []byte // the last MiB, for tests that look for a line
 }
 
 func (l *testLog) Write(p []byte) (int, error) {
@@ -265,7 +281,18 @@ func (l *testLog) Write(p []byte) (int, error) {
 	if !l.stopped {
 		l.t.Log(strings.TrimRight(string(p), "\n"))
 	}
+	l.text = append(l.text, p...)
+	if len(l.text) > 1<<20 {
+		l.text = l.text[len(l.text)-1<<20:]
+	}
 	return len(p), nil
+}
+
+// Logs returns what the process has written to its standard error.
+func (p *Proc) Logs() string {
+	p.logs.mu.Lock()
+	defer p.logs.mu.Unlock()
+	return string(p.logs.text)
 }
 
 func (l *testLog) stop() {
@@ -496,8 +523,10 @@ func moduleRoot() (string, error) {
 type Proc struct {
 	URL  string
 	Root string
+	ZK   string // the ZooKeeper connect string it printed (the embedded one's address)
 	cmd  *exec.Cmd
 	done chan struct{}
+	logs *testLog
 }
 
 // StartProcess runs the zkgate binary with opts and waits until it is ready.
@@ -515,13 +544,16 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start zkgate: %v", err)
 	}
-	p := &Proc{Root: opts.Root, cmd: cmd, done: make(chan struct{})}
+	p := &Proc{Root: opts.Root, cmd: cmd, done: make(chan struct{}), logs: logs}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on http://"); ok {
-				a, _, _ := strings.Cut(rest, " ")
+				a, more, _ := strings.Cut(rest, " ")
+				if zkPart, ok := strings.CutPrefix(more, "(ZooKeeper "); ok {
+					p.ZK, _, _ = strings.Cut(zkPart, ",")
+				}
 				addr <- a
 			}
 		}
@@ -543,6 +575,15 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 	WaitReady(t, p.URL, 30*time.Second)
 	return p
 }
+
+// Terminate sends SIGTERM and returns at once (see Signal to wait).
+func (p *Proc) Terminate() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed once the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
 
 // Kill sends SIGKILL: no graceful anything, as in a crash.
 func (p *Proc) Kill() {

@@ -1,0 +1,74 @@
+package server
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/zkgate/zkgate/handlers"
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// LeaseEndsHeader is set on every answer of a draining gateway: every lease
+// it keeps ends at that time (RFC 3339), so a client should take a new lease
+// through another gateway before then.
+const LeaseEndsHeader = "X-Zkgate-Lease-Ends"
+
+// drain is the state of a gateway on its way out. Until it ends, holders
+// keep their leases and release normally, but nothing new starts here: a
+// load balancer sends new work elsewhere once /readyz answers 503.
+type drain struct {
+	ends atomic.Pointer[time.Time] // nil while not draining
+}
+
+// start begins the drain, to end at ends.
+func (d *drain) start(ends time.Time) { d.ends.Store(&ends) }
+
+// until is when the drain ends, and whether the gateway drains.
+func (d *drain) until() (time.Time, bool) {
+	if e := d.ends.Load(); e != nil {
+		return *e, true
+	}
+	return time.Time{}, false
+}
+
+// errDraining answers whatever would start something new on a draining
+// gateway.
+var errDraining = &recipes.Error{Code: recipes.CodeUnavailable,
+	Detail: "this gateway is shutting down: take a new lease through another gateway"}
+
+// announce sets the lease-ends header on every answer while draining.
+func (d *drain) announce(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ends, ok := d.until(); ok {
+			w.Header().Set(LeaseEndsHeader, ends.UTC().Format(time.RFC3339Nano))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuse wraps a handler that starts something new (a lease, a hold, a
+// wait): a draining gateway answers it 503 with Retry-After. Holders'
+// releases, keepalives and plain reads are not wrapped.
+func (d *drain) refuse(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := d.until(); ok {
+			handlers.Problem(w, r, errDraining.Code, errDraining.Detail) // 503, Retry-After
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuseBlocking is refuse for blocking reads only: a GET with an index is
+// a wait; a plain GET is answered.
+func (d *drain) refuseBlocking(next http.Handler) http.Handler {
+	refused := d.refuse(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("index") {
+			refused.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
