@@ -16,9 +16,10 @@ type LeaseStore interface {
 	KeepAlive(id string) (*recipes.Lease, error)
 	Revoke(id string) error
 	List() []*recipes.Lease
-	// Locate returns the host:port of the gateway that owns a lease this
-	// one does not know, or "".
-	Locate(id string) string
+	// Locate says what the other gateways know of a lease this one does
+	// not: the host:port of the gateway that owns it, or the lease_expired
+	// error of one that has ended; "" and nil when nobody knows it.
+	Locate(id string) (string, error)
 }
 
 // API holds what every handler needs.
@@ -79,7 +80,11 @@ func (a *API) leaseParam(r *http.Request) (*recipes.Lease, error) {
 func (a *API) lookup(id string) (*recipes.Lease, error) {
 	l, err := a.Leases.Get(id)
 	if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
-		if owner := a.Leases.Locate(id); owner != "" {
+		owner, ended := a.Leases.Locate(id)
+		switch {
+		case ended != nil:
+			return nil, ended
+		case owner != "":
 			return nil, &elsewhere{owner: owner, err: err}
 		}
 	}

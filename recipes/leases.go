@@ -73,6 +73,7 @@ type Leases struct {
 
 	created, expired, revoked, lost atomic.Int64
 	stopListen                      func()
+	stopSweep                       context.CancelFunc
 }
 
 type endedLease struct {
@@ -127,6 +128,9 @@ func NewLeases(sess *Session, cfg LeaseConfig, log *slog.Logger) *Leases {
 	// A lost session takes every lease of its epoch with it. The listener must
 	// not block: the ending runs on its own goroutine, and every lookup checks
 	// the epoch anyway, so no reply can claim a lost lease in between.
+	sweep, stopSweep := context.WithCancel(context.Background())
+	ls.stopSweep = stopSweep
+	go ls.sweepHistory(sweep)
 	ls.stopListen = sess.OnChange(func(c StateChange) {
 		if c.State == StateLost {
 			ls.endEpochBefore(c.Epoch + 1)
@@ -159,8 +163,7 @@ func (ls *Leases) Create(ctx context.Context, ttl time.Duration, holder string) 
 		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
 
 	data, _ := json.Marshal(map[string]any{"holder": holder, "ttl": ttl.String(), "gateway": ls.cfg.GatewayID})
-	path := ls.sess.Root() + "/leases/" + id
-	if err := ls.createEphemeral(ctx, path, data, epoch); err != nil {
+	if err := ls.createRecord(ctx, id, data, historyEntry{Gateway: ls.cfg.GatewayID, Holder: holder}, epoch); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -392,8 +395,8 @@ func (l *Lease) end(reason string) {
 		}
 	}
 	if deleteNodes {
-		if err := ls.sess.deleteNode(context.Background(), ls.sess.Root()+"/leases/"+l.ID, l.epoch); err != nil {
-			ls.log.Error("delete lease record", "lease", l.ID, "err", err)
+		if err := ls.endRecord(context.Background(), l, reason); err != nil {
+			ls.log.Error("end lease record", "lease", l.ID, "err", err)
 		}
 	}
 	switch reason {
@@ -452,13 +455,20 @@ func (ls *Leases) endEpochBefore(epoch uint64) {
 }
 
 // Close ends every lease and waits for all endings under way. It deletes
-// nothing: the session, closed next, takes every ephemeral node with it.
+// no hold's node (the session, closed next, takes every ephemeral node with
+// it), but writes the leases' end into their history, so that every gateway
+// answers gateway_shutdown for them.
 func (ls *Leases) Close() {
 	ls.stopListen()
-	for _, l := range ls.List() {
+	ls.stopSweep()
+	leases := ls.List()
+	for _, l := range leases {
 		l.end(EndShutdown)
 	}
 	ls.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ls.endRecords(ctx, leases, EndShutdown)
 }
 
 // attach records a hold under key, unless one is there already: then that
@@ -530,32 +540,4 @@ type Duration time.Duration
 // MarshalJSON writes "15s".
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
-}
-
-// Locate finds the gateway that owns lease id, from the lease records every
-// gateway keeps in ZooKeeper: its advertised host:port, or "" when the lease
-// is not another live gateway's.
-func (ls *Leases) Locate(id string) string {
-	conn := ls.sess.Conn()
-	raw, _, err := conn.Get(ls.sess.Root() + "/leases/" + id)
-	if err != nil {
-		return ""
-	}
-	var rec struct {
-		Gateway string `json:"gateway"`
-	}
-	if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || rec.Gateway == ls.cfg.GatewayID || ValidName(rec.Gateway) != nil {
-		return ""
-	}
-	raw, _, err = conn.Get(ls.sess.Root() + "/gateways/" + rec.Gateway)
-	if err != nil {
-		return ""
-	}
-	var gw struct {
-		Advertise string `json:"advertise"`
-	}
-	if json.Unmarshal(raw, &gw) != nil {
-		return ""
-	}
-	return gw.Advertise
 }

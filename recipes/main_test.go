@@ -96,6 +96,7 @@ type serviceOptions struct {
 	servers []string
 	timeout time.Duration // session timeout, default 1s
 	hosts   func() zk.HostProvider
+	leases  LeaseConfig
 }
 
 func newService(t testing.TB, o serviceOptions) *testService {
@@ -117,7 +118,7 @@ func newService(t testing.TB, o serviceOptions) *testService {
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	svc := New(sess, Config{GatewayID: "gw-test", Logger: log})
+	svc := New(sess, Config{GatewayID: "gw-test", Logger: log, Leases: o.leases})
 	t.Cleanup(func() {
 		svc.Close()
 		sess.Close()

@@ -132,32 +132,13 @@ func (s *Service) children(ctx context.Context, p string) ([]string, error) {
 	}
 }
 
-// forEach runs fn(0..n-1) with bounded parallelism (go-zookeeper pipelines
-// concurrent requests on its one connection) and returns the first error.
+// forEach is the package's forEach, with the error a client should see.
 func (s *Service) forEach(ctx context.Context, n int, fn func(i int) error) error {
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	sem := make(chan struct{}, 32)
-	for i := 0; i < n; i++ {
-		if ctx.Err() != nil {
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := fn(i); err != nil {
-				once.Do(func() { first = err })
-			}
-		}(i)
+	err := forEach(ctx, n, fn)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return s.readErr(err)
 	}
-	wg.Wait()
-	if first == nil && ctx.Err() != nil {
-		return s.readErr(ctx.Err())
-	}
-	return first
+	return err
 }
 
 // GatewayInfo is what a gateway publishes of itself under {root}/gateways.

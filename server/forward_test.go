@@ -30,6 +30,6 @@ func TestLeaseOnAnotherGateway(t *testing.T) {
 	mustStatus(t, gwtest.Do(t, "POST", b.URL+"/v1/locks/shared/release", map[string]any{"lease": lease}), 204, "release through b")
 	mustStatus(t, gwtest.Do(t, "DELETE", b.URL+"/v1/leases/"+lease, nil), 204, "revoke through b")
 	mustStatus(t, gwtest.Do(t, "GET", a.URL+"/v1/leases/"+lease, nil), 410, "revoked on its own gateway")
-	mustStatus(t, gwtest.Do(t, "GET", b.URL+"/v1/leases/"+lease, nil), 404, "unknown to both once ended")
+	mustStatus(t, gwtest.Do(t, "GET", b.URL+"/v1/leases/"+lease, nil), 410, "ended for the other gateway too")
 	gwtest.NoZnodesLeft(t, conn, a.Root)
 }

@@ -336,7 +336,8 @@ var skeleton = map[string]bool{"leases": true, "gateways": true, "locks": true, 
 	"elections": true, "barriers": true, "double-barriers": true, "queues": true}
 
 // Znodes lists every znode under root except the root's persistent
-// skeleton and the gateways' own registrations.
+// skeleton, the gateways' own registrations and the lease history (kept,
+// by design, for a while after each lease, and swept later).
 func Znodes(conn *zk.Conn, root string) ([]string, error) {
 	var out []string
 	var walk func(p string) error
@@ -350,7 +351,7 @@ func Znodes(conn *zk.Conn, root string) ([]string, error) {
 		}
 		for _, k := range kids {
 			child := p + "/" + k
-			if p == root && k == "gateways" {
+			if p == root && (k == "gateways" || k == "history") {
 				continue
 			}
 			inSkeleton := p == root && skeleton[k]

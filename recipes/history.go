@@ -1,0 +1,294 @@
+package recipes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"path"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// The lease history is what lets every gateway tell "you lost it" from
+// "you never had it". A lease's record ({root}/leases/{id}) is an
+// EPHEMERAL node of its gateway's session: when that gateway dies, the
+// record goes with it, and nothing is left to say that the lease existed.
+// So each lease also leaves a PERSISTENT node {root}/history/{xx}/{id}
+// (xx: the id's first two hex digits, so that no directory grows past what
+// one listing can carry), made in one transaction with the record. Its
+// owner ends a lease by deleting the record and writing the reason into
+// the history node, again in one transaction. A history node whose record
+// is gone without a reason belongs to a gateway whose session was lost.
+// Any gateway answers 410 with the reason for as long as the node lives:
+// at least as long as the owner remembers the lease itself; a sweep that
+// every gateway runs now and then removes older ones.
+
+// historyEntry is the data of a history node.
+type historyEntry struct {
+	Gateway string     `json:"gateway"`
+	Holder  string     `json:"holder,omitempty"`
+	Reason  string     `json:"reason,omitempty"` // set once the lease has ended
+	EndedAt *time.Time `json:"ended_at,omitempty"`
+}
+
+func (e historyEntry) bytes() []byte {
+	b, _ := json.Marshal(e)
+	return b
+}
+
+func (ls *Leases) recordPath(id string) string { return ls.sess.Root() + "/leases/" + id }
+
+func (ls *Leases) historyPath(id string) string {
+	return ls.sess.Root() + "/history/" + id[:2] + "/" + id
+}
+
+// createRecord makes the lease's record and its history node in one
+// transaction, for a lease of epoch. An ambiguous reply is resolved by
+// reading the record back.
+func (ls *Leases) createRecord(ctx context.Context, id string, record []byte, hist historyEntry, epoch uint64) error {
+	rec, hp := ls.recordPath(id), ls.historyPath(id)
+	for {
+		if err := ls.sess.check(epoch); err != nil {
+			return err
+		}
+		conn := ls.sess.Conn()
+		_, err := conn.Multi(
+			&zk.CreateRequest{Path: rec, Data: record, Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagEphemeral},
+			&zk.CreateRequest{Path: hp, Data: hist.bytes(), Acl: zk.WorldACL(zk.PermAll)},
+		)
+		switch {
+		case err == nil:
+			_, err := ls.sess.ownedBy(rec, epoch)
+			return err
+		case errors.Is(err, zk.ErrNoNode):
+			// The history's shard is made on first use.
+			if err := ls.sess.createPersistent(ctx, path.Dir(hp)); err != nil {
+				if ambiguous(err) {
+					return unavailable()
+				}
+				return internal(err, "create "+path.Dir(hp))
+			}
+		case errors.Is(err, zk.ErrNodeExists):
+			// Our own transaction, whose reply was lost?
+			_, stat, gerr := conn.Get(rec)
+			if gerr == nil && stat.EphemeralOwner == ls.sessionID() {
+				return nil
+			}
+			return internal(err, "lease id collision")
+		case ambiguous(err):
+			if werr := ls.sess.waitEpoch(ctx, epoch); werr != nil {
+				return werr
+			}
+		default:
+			return internal(err, "create lease record")
+		}
+	}
+}
+
+// endRecord deletes the record of a lease of epoch that ended for reason,
+// and writes the reason into its history, in one transaction.
+func (ls *Leases) endRecord(ctx context.Context, l *Lease, reason string) error {
+	now := time.Now().UTC()
+	hist := historyEntry{Gateway: ls.cfg.GatewayID, Holder: l.Holder, Reason: reason, EndedAt: &now}.bytes()
+	rec, hp := ls.recordPath(l.ID), ls.historyPath(l.ID)
+	for {
+		if err := ls.sess.check(l.epoch); err != nil && !errors.Is(err, errUnavailable) {
+			return nil // the session is gone, and the record with it
+		}
+		conn := ls.sess.Conn()
+		_, err := conn.Multi(
+			&zk.DeleteRequest{Path: rec, Version: -1},
+			&zk.SetDataRequest{Path: hp, Data: hist, Version: -1},
+		)
+		if errors.Is(err, zk.ErrNoNode) {
+			// The record is gone already (a lost reply of this very
+			// transaction), or the history is (a lease of an older
+			// version): do what is left alone.
+			err = ls.sess.deleteNode(ctx, rec, l.epoch)
+			if err == nil {
+				if _, serr := conn.Set(hp, hist, -1); serr != nil && !errors.Is(serr, zk.ErrNoNode) {
+					err = serr
+				}
+			}
+		}
+		switch {
+		case err == nil:
+			return nil
+		case ambiguous(err):
+			if werr := ls.sess.waitEpoch(ctx, l.epoch); werr != nil {
+				return nil // lost: the record went with the session
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// endRecords is endRecord for many leases at once, at shutdown: a few
+// transactions instead of one per lease, bounded by ctx.
+func (ls *Leases) endRecords(ctx context.Context, leases []*Lease, reason string) {
+	const perTxn = 100 // leases per transaction, two operations each
+	now := time.Now().UTC()
+	for len(leases) > 0 && ctx.Err() == nil {
+		batch := leases[:min(perTxn, len(leases))]
+		leases = leases[len(batch):]
+		ops := make([]any, 0, 2*len(batch))
+		for _, l := range batch {
+			ops = append(ops,
+				&zk.DeleteRequest{Path: ls.recordPath(l.ID), Version: -1},
+				&zk.SetDataRequest{Path: ls.historyPath(l.ID), Version: -1,
+					Data: historyEntry{Gateway: ls.cfg.GatewayID, Holder: l.Holder, Reason: reason, EndedAt: &now}.bytes()})
+		}
+		if _, err := ls.sess.Conn().Multi(ops...); err != nil {
+			// One lease whose nodes went already fails the batch: one by one.
+			for _, l := range batch {
+				if ctx.Err() != nil {
+					return
+				}
+				if err := ls.endRecord(ctx, l, reason); err != nil {
+					ls.log.Warn("write lease history", "lease", l.ID, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// Locate finds what another gateway knows of lease id: the advertised
+// host:port of the live gateway that owns it, or, from its history, the
+// lease_expired error of a lease that has ended; "" and nil when no gateway
+// ever made it (or its history was swept).
+func (ls *Leases) Locate(id string) (string, error) {
+	conn := ls.sess.Conn()
+	raw, _, err := conn.Get(ls.recordPath(id))
+	if err == nil {
+		var rec struct {
+			Gateway string `json:"gateway"`
+		}
+		if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || rec.Gateway == ls.cfg.GatewayID || ValidName(rec.Gateway) != nil {
+			return "", nil
+		}
+		raw, _, err = conn.Get(ls.sess.Root() + "/gateways/" + rec.Gateway)
+		if err != nil {
+			return "", nil
+		}
+		var gw struct {
+			Advertise string `json:"advertise"`
+		}
+		if json.Unmarshal(raw, &gw) != nil {
+			return "", nil
+		}
+		return gw.Advertise, nil
+	}
+	if !errors.Is(err, zk.ErrNoNode) || len(id) < 2 {
+		return "", nil
+	}
+	raw, _, err = conn.Get(ls.historyPath(id))
+	if err != nil {
+		return "", nil
+	}
+	var h historyEntry
+	_ = json.Unmarshal(raw, &h)
+	if h.Reason == "" {
+		h.Reason = EndSessionLost // its gateway's session went, and the record with it
+	}
+	return "", leaseEnded(id, h.Reason)
+}
+
+// sweepHistory runs until ctx ends: now and then (about every twelfth of
+// Remember, at random so that gateways spread out), it stamps the history
+// of leases whose gateway died with session_lost and the time it found
+// them, and removes the history of leases ended longer than Remember ago.
+func (ls *Leases) sweepHistory(ctx context.Context) {
+	every := ls.cfg.Remember / 12
+	for {
+		wait := every/2 + time.Duration(rand.Int64N(int64(every)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if st, _, _ := ls.sess.Status(); st == StateLive {
+			if err := ls.SweepHistory(ctx); err != nil && ctx.Err() == nil {
+				ls.log.Warn("sweep lease history", "err", err)
+			}
+		}
+	}
+}
+
+// SweepHistory is one sweep of the lease history (see sweepHistory).
+func (ls *Leases) SweepHistory(ctx context.Context) error {
+	conn := ls.sess.Conn()
+	dir := ls.sess.Root() + "/history"
+	shards, _, err := conn.Children(dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	for _, shard := range shards {
+		ids, _, err := conn.Children(dir + "/" + shard)
+		if err != nil {
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			}
+			return err
+		}
+		err = forEach(ctx, len(ids), func(i int) error {
+			id, hp := ids[i], dir+"/"+shard+"/"+ids[i]
+			raw, stat, err := conn.Get(hp)
+			if err != nil {
+				return nil // gone meanwhile, or out of reach: the next sweep
+			}
+			var h historyEntry
+			_ = json.Unmarshal(raw, &h)
+			switch {
+			case h.Reason == "":
+				if ok, _, err := conn.Exists(ls.recordPath(id)); err != nil || ok {
+					return nil // live (or unknown): leave it
+				}
+				h.Reason, h.EndedAt = EndSessionLost, &now
+				_, _ = conn.Set(hp, h.bytes(), stat.Version)
+			case h.EndedAt == nil || now.Sub(*h.EndedAt) > ls.cfg.Remember:
+				_ = conn.Delete(hp, stat.Version)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forEach runs fn(0..n-1), 32 at a time (go-zookeeper pipelines the
+// requests on its one connection), and returns the first error, or ctx's
+// once it ends.
+func forEach(ctx context.Context, n int, fn func(i int) error) error {
+	sem := make(chan struct{}, 32)
+	errs := make(chan error, 1)
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem }()
+			if err := fn(i); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		}(i)
+	}
+	for range cap(sem) {
+		sem <- struct{}{}
+	}
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,56 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/zkgate/zkgate/internal/gwtest"
+)
+
+// TestOneTruthAboutEveryLease: a lease that ended on its own gateway, for
+// whatever reason, answers 410 lease_expired with that reason on every
+// other gateway too (it answered 404 there), and one nobody made, 404.
+func TestOneTruthAboutEveryLease(t *testing.T) {
+	root := gwtest.UniqueRoot(t)
+	opts := gwtest.GatewayOptions{Root: root, SessionTimeout: 2 * time.Second}
+	a := gwtest.StartGateway(t, opts)
+	b := gwtest.StartGateway(t, opts)
+	p := gwtest.StartProcess(t, opts)
+
+	gone := func(id, reason string) {
+		t.Helper()
+		gwtest.Eventually(t, 20*time.Second, func() error {
+			r := gwtest.Do(t, "GET", a.URL+"/v1/leases/"+id, nil)
+			if r.Status != http.StatusGone {
+				return fmt.Errorf("lease %s on another gateway: %d %s", id, r.Status, r.Body)
+			}
+			if got := r.JSON(t)["reason"]; got != reason {
+				return fmt.Errorf("lease %s ended for %v, want %s", id, got, reason)
+			}
+			return nil
+		})
+		// Every operation with it says the same.
+		mustStatus(t, gwtest.Do(t, "POST", a.URL+"/v1/leases/"+id+"/keepalive", nil), http.StatusGone, "keepalive of an ended lease")
+		mustStatus(t, acquire(t, a.URL, "truth", id, "0s"), http.StatusGone, "acquire with an ended lease")
+	}
+
+	revoked := newLease(t, b.URL, "1m", "revoked")
+	mustStatus(t, gwtest.Do(t, "DELETE", b.URL+"/v1/leases/"+revoked, nil), http.StatusNoContent, "revoke")
+	gone(revoked, "revoked")
+
+	expired := newLease(t, b.URL, "1s", "expired")
+	gone(expired, "expired")
+
+	lost := newLease(t, p.URL, "1m", "lost")
+	mustStatus(t, acquire(t, p.URL, "truth", lost, "0s"), http.StatusOK, "acquire on the doomed gateway")
+	p.Kill()
+	gone(lost, "session_lost")
+
+	shut := newLease(t, b.URL, "1m", "shut")
+	b.Stop()
+	gone(shut, "gateway_shutdown")
+
+	mustStatus(t, gwtest.Do(t, "GET", a.URL+"/v1/leases/00000000-0000-4000-8000-000000000000", nil), http.StatusNotFound, "a lease nobody made")
+}
