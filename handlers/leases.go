@@ -1,8 +1,14 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -22,9 +28,16 @@ type LeaseStore interface {
 	Locate(id string) (string, error)
 }
 
+// GatewayDirectory lists the gateways that serve the same ZooKeeper root.
+type GatewayDirectory interface {
+	Gateways(ctx context.Context) ([]recipes.GatewayInfo, error)
+	GatewayID() string
+}
+
 // API holds what every handler needs.
 type API struct {
 	Leases         LeaseStore
+	Gateways       GatewayDirectory
 	Locks          LockService
 	Semaphores     SemaphoreService
 	Elections      ElectionService
@@ -142,16 +155,115 @@ func (a *API) GetLease() http.Handler {
 	})
 }
 
-// ListLeases is GET /v1/leases.
+// ListLeases is GET /v1/leases: the live leases of every gateway, each
+// asked for its own (the lease table lives in each gateway's memory);
+// ?scope=gateway lists this gateway's only. A gateway that does not answer
+// in time is named under "unreachable".
 func (a *API) ListLeases() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scope := r.URL.Query().Get("scope")
+		if scope != "" && scope != "gateway" && scope != "all" {
+			WriteError(w, r, invalid("scope must be gateway or all"))
+			return
+		}
 		out := []recipes.LeaseInfo{}
 		for _, l := range a.Leases.List() {
 			out = append(out, l.Info())
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"leases": out})
+		doc := map[string]any{"leases": out}
+		if scope == "gateway" || r.Header.Get(forwardedHeader) != "" || a.Gateways == nil {
+			writeJSON(w, http.StatusOK, doc)
+			return
+		}
+		others, unreachable := a.peerLeases(r)
+		out = append(out, others...)
+		slices.SortFunc(out, func(x, y recipes.LeaseInfo) int {
+			return cmp.Or(x.CreatedAt.Compare(y.CreatedAt), cmp.Compare(x.ID, y.ID))
+		})
+		doc["leases"] = out
+		if len(unreachable) > 0 {
+			doc["unreachable"] = unreachable
+		}
+		writeJSON(w, http.StatusOK, doc)
 	})
 }
+
+// peerTimeout bounds the asking of the other gateways for their leases.
+const peerTimeout = 2 * time.Second
+
+// unreachableGateway is a gateway that did not list its leases.
+type unreachableGateway struct {
+	Gateway   string `json:"gateway"`
+	Advertise string `json:"advertise"`
+	Error     string `json:"error"`
+}
+
+// peerLeases asks every other registered gateway for its own leases, at
+// once, each bounded by peerTimeout.
+func (a *API) peerLeases(r *http.Request) ([]recipes.LeaseInfo, []unreachableGateway) {
+	ctx, cancel := context.WithTimeout(r.Context(), peerTimeout)
+	defer cancel()
+	gws, err := a.Gateways.Gateways(ctx)
+	if err != nil {
+		return nil, []unreachableGateway{{Gateway: "*", Error: "the gateways could not be listed: " + string(recipes.ErrorCode(err))}}
+	}
+	var (
+		mu          sync.Mutex
+		wg          sync.WaitGroup
+		leases      []recipes.LeaseInfo
+		unreachable []unreachableGateway
+	)
+	for _, g := range gws {
+		if g.ID == a.Gateways.GatewayID() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := askPeer(ctx, r, g.Advertise)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				unreachable = append(unreachable, unreachableGateway{Gateway: g.ID, Advertise: g.Advertise, Error: err.Error()})
+				return
+			}
+			leases = append(leases, got...)
+		}()
+	}
+	wg.Wait()
+	slices.SortFunc(unreachable, func(x, y unreachableGateway) int { return cmp.Compare(x.Gateway, y.Gateway) })
+	return leases, unreachable
+}
+
+// askPeer lists the leases of the gateway at advertise.
+func askPeer(ctx context.Context, r *http.Request, advertise string) ([]recipes.LeaseInfo, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+advertise+"/v1/leases?scope=gateway", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(forwardedHeader, r.Header.Get("X-Request-Id"))
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := peerClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("answered %s", resp.Status)
+	}
+	var doc struct {
+		Leases []recipes.LeaseInfo `json:"leases"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("an answer that is not a lease list: %w", err)
+	}
+	return doc.Leases, nil
+}
+
+// peerClient asks the other gateways.
+var peerClient = &http.Client{Timeout: peerTimeout}
 
 // RevokeLease is DELETE /v1/leases/{id}: all it held is released first.
 func (a *API) RevokeLease() http.Handler {

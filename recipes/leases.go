@@ -38,6 +38,7 @@ type LeaseConfig struct {
 // LeaseInfo is what clients see of a lease.
 type LeaseInfo struct {
 	ID        string     `json:"id"`
+	Gateway   string     `json:"gateway"` // the id of the gateway that keeps it
 	TTL       Duration   `json:"ttl"`
 	Holder    string     `json:"holder"`
 	ExpiresAt time.Time  `json:"expires_at"`
@@ -322,7 +323,7 @@ func (ls *Leases) Stats() LeaseStats {
 func (l *Lease) Info() LeaseInfo {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	info := LeaseInfo{ID: l.ID, TTL: Duration(l.TTL), Holder: l.Holder,
+	info := LeaseInfo{ID: l.ID, Gateway: l.table.cfg.GatewayID, TTL: Duration(l.TTL), Holder: l.Holder,
 		ExpiresAt: l.expiresAt.UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
 	for _, h := range l.holds {
 		info.Holds = append(info.Holds, h.info())
@@ -540,4 +541,15 @@ type Duration time.Duration
 // MarshalJSON writes "15s".
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads "15s" (a gateway reads another's lease list).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
 }

@@ -149,6 +149,29 @@ type GatewayInfo struct {
 	StartedAt time.Time `json:"started_at"`
 }
 
+// Gateways lists the gateways registered now, this one included.
+func (s *Service) Gateways(ctx context.Context) ([]GatewayInfo, error) {
+	dir := s.sess.Root() + "/gateways"
+	names, err := s.children(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]GatewayInfo, len(names))
+	err = s.forEach(ctx, len(names), func(i int) error {
+		out[i].ID = names[i]
+		if raw, _, err := s.sess.Conn().Get(dir + "/" + names[i]); err == nil {
+			_ = json.Unmarshal(raw, &out[i])
+			out[i].ID = names[i]
+		}
+		return nil
+	})
+	sortByName(out, func(g GatewayInfo) string { return g.ID })
+	return out, err
+}
+
+// GatewayID is this gateway's id.
+func (s *Service) GatewayID() string { return s.gatewayID }
+
 // Register publishes the gateway as an EPHEMERAL node, again on every new
 // session, so that other gateways and the dashboard know it.
 func (s *Service) Register(info GatewayInfo) {

@@ -54,3 +54,54 @@ func TestOneTruthAboutEveryLease(t *testing.T) {
 
 	mustStatus(t, gwtest.Do(t, "GET", a.URL+"/v1/leases/00000000-0000-4000-8000-000000000000", nil), http.StatusNotFound, "a lease nobody made")
 }
+
+// TestLeaseListOfEveryGateway: GET /v1/leases on any gateway lists the
+// leases of every gateway, each labelled with the gateway that keeps it;
+// scope=gateway lists one gateway's own; a gateway that does not answer is
+// named as unreachable.
+func TestLeaseListOfEveryGateway(t *testing.T) {
+	root := gwtest.UniqueRoot(t)
+	opts := gwtest.GatewayOptions{Root: root, SessionTimeout: 10 * time.Second}
+	a := gwtest.StartGateway(t, opts)
+	p := gwtest.StartProcess(t, opts)
+	la := newLease(t, a.URL, "1m", "on-a")
+	lp := newLease(t, p.URL, "1m", "on-p")
+	mustStatus(t, acquire(t, p.URL, "listed", lp, "0s"), http.StatusOK, "acquire on p")
+
+	list := func(url, query string) (map[string]string, []any) {
+		t.Helper()
+		r := gwtest.Do(t, "GET", url+"/v1/leases"+query, nil)
+		mustStatus(t, r, http.StatusOK, "list")
+		doc := r.JSON(t)
+		got := map[string]string{}
+		for _, l := range doc["leases"].([]any) {
+			m := l.(map[string]any)
+			got[m["id"].(string)] = m["gateway"].(string)
+			if m["id"] == lp && len(m["holds"].([]any)) != 1 {
+				t.Errorf("p's lease is listed without its lock: %v", m)
+			}
+		}
+		u, _ := doc["unreachable"].([]any)
+		return got, u
+	}
+	all, _ := list(a.URL, "")
+	if len(all) != 2 || all[la] == "" || all[lp] == "" || all[la] == all[lp] {
+		t.Fatalf("a lists %v, want both leases with their two gateways", all)
+	}
+	fromP, _ := list(p.URL, "")
+	if len(fromP) != 2 {
+		t.Fatalf("p lists %v, want both leases", fromP)
+	}
+	own, _ := list(a.URL, "?scope=gateway")
+	if len(own) != 1 || own[la] == "" {
+		t.Fatalf("a's own leases: %v", own)
+	}
+	mustStatus(t, gwtest.Do(t, "GET", a.URL+"/v1/leases?scope=nearby", nil), http.StatusBadRequest, "a bad scope")
+
+	p.Pause() // registered, but silent
+	defer p.Resume()
+	got, unreachable := list(a.URL, "")
+	if len(got) != 1 || len(unreachable) != 1 {
+		t.Fatalf("with p silent, a lists %v and unreachable %v", got, unreachable)
+	}
+}
