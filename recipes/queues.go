@@ -567,6 +567,45 @@ func (q *Queues) Nack(ctx context.Context, lease *Lease, name, id string) error 
 	return nil
 }
 
+// ClaimInfo is one claim of a queue's item, with the lease that holds it.
+type ClaimInfo struct {
+	Item    string
+	Lease   string // "" for a claim made by another client (kazoo)
+	Holder  string
+	Gateway string
+	Since   time.Time
+}
+
+// Claims lists the claims of queue name, of every gateway and client: the
+// dashboard shows them with the leases that hold them.
+func (q *Queues) Claims(ctx context.Context, name string) ([]ClaimInfo, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	dir := q.taken(name)
+	ids, err := q.svc.children(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ClaimInfo, len(ids))
+	err = q.svc.forEach(ctx, len(ids), func(i int) error {
+		out[i].Item = ids[i]
+		data, stat, err := q.svc.sess.Conn().Get(dir + "/" + ids[i])
+		if err != nil {
+			return nil // acked meanwhile
+		}
+		out[i].Since = time.UnixMilli(stat.Ctime).UTC()
+		if d, ok := parseNodeData(data); ok {
+			out[i].Lease, out[i].Holder, out[i].Gateway = d.Lease, d.Holder, d.Gateway
+		} else {
+			out[i].Holder = printable(data)
+		}
+		return nil
+	})
+	sortByName(out, func(c ClaimInfo) string { return c.Item })
+	return out, err
+}
+
 // Peek returns an item's data without taking it.
 func (q *Queues) Peek(ctx context.Context, name, id string) (Taken, error) {
 	if err := ValidName(name); err != nil {

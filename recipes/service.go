@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -55,6 +56,8 @@ type Service struct {
 	watches   *nodeWatches
 	lister    *lister
 	passed    passedWriters
+
+	registered atomic.Pointer[GatewayInfo] // what Register published
 
 	Leases         *Leases
 	Locks          *Locks
@@ -147,6 +150,8 @@ type GatewayInfo struct {
 	Advertise string    `json:"advertise"`
 	Version   string    `json:"version"`
 	StartedAt time.Time `json:"started_at"`
+	// DrainingUntil is set while the gateway drains before it stops.
+	DrainingUntil *time.Time `json:"draining_until,omitempty"`
 }
 
 // Gateways lists the gateways registered now, this one included.
@@ -169,6 +174,21 @@ func (s *Service) Gateways(ctx context.Context) ([]GatewayInfo, error) {
 	return out, err
 }
 
+// Draining tells the other gateways (and their dashboards), through this
+// gateway's registration, that it drains until until.
+func (s *Service) Draining(until time.Time) {
+	info := s.registered.Load()
+	if info == nil {
+		return
+	}
+	until = until.UTC()
+	data, _ := json.Marshal(map[string]any{"advertise": info.Advertise, "version": info.Version,
+		"started_at": info.StartedAt, "draining_until": until})
+	if _, err := s.sess.Conn().Set(s.sess.Root()+"/gateways/"+s.gatewayID, data, -1); err != nil {
+		s.log.Warn("mark the registration draining", "err", err)
+	}
+}
+
 // GatewayID is this gateway's id.
 func (s *Service) GatewayID() string { return s.gatewayID }
 
@@ -178,6 +198,7 @@ func (s *Service) Register(info GatewayInfo) {
 	info.ID = s.gatewayID
 	data, _ := json.Marshal(map[string]any{"advertise": info.Advertise, "version": info.Version, "started_at": info.StartedAt})
 	p := s.sess.Root() + "/gateways/" + s.gatewayID
+	s.registered.Store(&info)
 	publish := func(epoch uint64) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -29,6 +29,7 @@ type (
 	}
 	queueReader interface {
 		State(ctx context.Context, name string, head int, index int64, wait time.Duration) (recipes.QueueState, error)
+		Claims(ctx context.Context, name string) ([]recipes.ClaimInfo, error)
 	}
 	leaseLister interface{ List() []*recipes.Lease }
 )
@@ -102,6 +103,7 @@ type dashState struct {
 	elections map[string]recipes.ElectionState
 	dbarriers map[string]recipes.DoubleBarrierState
 	queues    map[string]recipes.QueueState
+	claims    map[string][]recipes.ClaimInfo // by queue
 	barriers  []recipes.BarrierState
 	leases    []recipes.DashboardLease
 	gateways  []recipes.GatewayInfo
@@ -110,7 +112,8 @@ type dashState struct {
 func newDashState() *dashState {
 	return &dashState{names: map[string][]string{}, locks: map[string]recipes.LockState{},
 		sems: map[string]recipes.SemaphoreState{}, elections: map[string]recipes.ElectionState{},
-		dbarriers: map[string]recipes.DoubleBarrierState{}, queues: map[string]recipes.QueueState{}}
+		dbarriers: map[string]recipes.DoubleBarrierState{}, queues: map[string]recipes.QueueState{},
+		claims: map[string][]recipes.ClaimInfo{}}
 }
 
 // watcher keeps paths watched for the hub; nil for a one-off page load.
@@ -211,9 +214,23 @@ func (s *dashSource) loadItem(ctx context.Context, kind, name string) (any, bool
 		return d, err == nil && (len(d.Members) > 0 || d.Ready)
 	case kindQueues:
 		q, err := s.queues.State(ctx, name, queueHead, 0, 0)
-		return q, err == nil && q.Length > 0
+		if err != nil || q.Length == 0 {
+			return nil, false
+		}
+		var claims []recipes.ClaimInfo
+		if q.Claimed > 0 {
+			claims, _ = s.queues.Claims(ctx, name) // what it cannot read, it does not show
+		}
+		return dashQueue{q, claims}, true
 	}
 	return nil, false
+}
+
+// dashQueue is a queue as the dashboard keeps it: its state and its claims
+// (those of every gateway, which the lease page shows with their leases).
+type dashQueue struct {
+	recipes.QueueState
+	claims []recipes.ClaimInfo
 }
 
 func (st *dashState) set(kind, name string, item any) {
@@ -227,7 +244,9 @@ func (st *dashState) set(kind, name string, item any) {
 	case kindDBarriers:
 		st.dbarriers[name] = item.(recipes.DoubleBarrierState)
 	case kindQueues:
-		st.queues[name] = item.(recipes.QueueState)
+		q := item.(dashQueue)
+		st.queues[name] = q.QueueState
+		st.claims[name] = q.claims
 	}
 }
 
@@ -243,6 +262,7 @@ func (st *dashState) drop(kind, name string) {
 		delete(st.dbarriers, name)
 	case kindQueues:
 		delete(st.queues, name)
+		delete(st.claims, name)
 	}
 }
 
@@ -284,7 +304,7 @@ func (st *dashState) merge(kind string, other *dashState) {
 	case kindDBarriers:
 		st.dbarriers = other.dbarriers
 	case kindQueues:
-		st.queues = other.queues
+		st.queues, st.claims = other.queues, other.claims
 	case kindBarriers:
 		st.barriers = other.barriers
 	case kindLeases:
@@ -399,6 +419,11 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 		m.queues = append(m.queues, q)
 		c.QueueItems += q.Length
 		c.QueueClaimed += q.Claimed
+		for _, cl := range st.claims[name] {
+			if cl.Lease != "" {
+				holds[cl.Lease] = append(holds[cl.Lease], recipes.HoldInfo{Kind: "claim", Name: name, Item: cl.Item, State: "held", Since: cl.Since})
+			}
+		}
 	}
 
 	// Leases: every record in ZooKeeper, and this gateway's own even if

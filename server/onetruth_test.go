@@ -3,6 +3,7 @@ package server_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +105,33 @@ func TestLeaseListOfEveryGateway(t *testing.T) {
 	if len(got) != 1 || len(unreachable) != 1 {
 		t.Fatalf("with p silent, a lists %v and unreachable %v", got, unreachable)
 	}
+}
+
+// TestDashboardShowsEveryGateway: a gateway's dashboard lists the other
+// gateways with their address and state, and the queue claims that another
+// gateway's leases hold, next to those leases.
+func TestDashboardShowsEveryGateway(t *testing.T) {
+	root := gwtest.UniqueRoot(t)
+	opts := gwtest.GatewayOptions{Root: root}
+	a := gwtest.StartGateway(t, opts)
+	b := gwtest.StartGateway(t, opts)
+	lease := newLease(t, b.URL, "1m", "consumer-on-b")
+	mustStatus(t, gwtest.Do(t, "POST", b.URL+"/v1/queues/jobs/items", "work"), http.StatusCreated, "produce")
+	claimed := gwtest.Do(t, "POST", b.URL+"/v1/queues/jobs/claim", map[string]any{"lease": lease})
+	mustStatus(t, claimed, http.StatusOK, "claim on b")
+	item := claimed.Header.Get("X-Zkgate-Item-Id")
+
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		_, _, body := getPage(t, a.URL+"/ui/leases")
+		if !strings.Contains(body, "consumer-on-b") || !strings.Contains(body, "claim jobs ("+item+")") {
+			return fmt.Errorf("a's lease page does not show b's claim of %s", item)
+		}
+		_, _, body = getPage(t, a.URL+"/")
+		for _, u := range []string{a.URL, b.URL} {
+			if !strings.Contains(body, strings.TrimPrefix(u, "http://")) {
+				return fmt.Errorf("a's overview does not show the gateway at %s", u)
+			}
+		}
+		return nil
+	})
 }

@@ -143,7 +143,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		shutdown(log, srv, stopRequests)
 		return err
 	}
-	drainLeases(log, dr, svc.Leases, cfg.DrainTimeout)
+	drainLeases(log, dr, svc, cfg.DrainTimeout)
 	shutdown(log, srv, stopRequests)
 	return nil
 }
@@ -151,12 +151,14 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 // drainLeases lets the holders of this gateway's leases finish for up to
 // timeout (0: not at all): /readyz answers 503, nothing new starts, every
 // answer says when the leases end; it returns early once no lease is left.
-func drainLeases(log *slog.Logger, dr *drain, leases *recipes.Leases, timeout time.Duration) {
+func drainLeases(log *slog.Logger, dr *drain, svc *recipes.Service, timeout time.Duration) {
 	if timeout <= 0 {
 		return
 	}
+	leases := svc.Leases
 	ends := time.Now().Add(timeout)
 	dr.start(ends)
+	svc.Draining(ends)
 	log.Info("draining", "until", ends.UTC(), "leases", leases.Count())
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
