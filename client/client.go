@@ -269,12 +269,12 @@ func pathOf(segments ...string) (string, error) {
 // same; checking first gives a clear error without a round trip.
 func ValidName(name string) error {
 	if name == "" || len(name) > 200 || name == "." || name == ".." {
-		return fmt.Errorf("%w: name %q must be 1 to 200 characters of [A-Za-z0-9._-], not . or ..", ErrInvalid, name)
+		return fmt.Errorf("%w: a name is 1 to 200 characters of [A-Za-z0-9._-], and not \".\" or \"..\": %q", ErrInvalid, name)
 	}
 	for i := 0; i < len(name); i++ {
 		ch := name[i]
 		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
-			return fmt.Errorf("%w: name %q must be 1 to 200 characters of [A-Za-z0-9._-], not . or ..", ErrInvalid, name)
+			return fmt.Errorf("%w: a name is 1 to 200 characters of [A-Za-z0-9._-], and not \".\" or \"..\": %q", ErrInvalid, name)
 		}
 	}
 	return nil
