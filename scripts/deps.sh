@@ -15,6 +15,7 @@ if [ "$what" = test ]; then
   [ -f /usr/share/java/curator-recipes.jar ] || pkgs+=(libcurator-recipes-java)
   [ -d /usr/lib/python3/dist-packages/kazoo ] || pkgs+=(python3-kazoo)
   [ -x /usr/bin/chromium ] || pkgs+=(chromium)
+  command -v curl >/dev/null 2>&1 || pkgs+=(curl) # examples/lock.sh
 fi
 [ ${#pkgs[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then

@@ -1,11 +1,17 @@
-// Command zkgate is the coordination gateway: ZooKeeper's recipes over HTTP.
+// Command zkgate is the coordination gateway: ZooKeeper's recipes over HTTP,
+// and its command-line client.
 //
 //	zkgate serve [flags]   (the default command)
+//	zkgate lock NAME -- CMD [ARGS...]
+//	zkgate elect NAME -- CMD [ARGS...]
+//	zkgate status [--json]
+//	zkgate queue put|take|claim|ack|nack NAME ...
+//	zkgate barrier raise|lower|wait NAME
+//	zkgate lease grant|keepalive|revoke ...
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,14 +25,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "zkgate:", err)
-		var usage *server.UsageError
-		if errors.As(err, &usage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	os.Exit(exitCode(err, os.Stderr))
 }
 
 // run is the whole program, so tests can start it as it runs in production.
@@ -43,12 +42,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		return server.Run(ctx, cfg, stdout, stderr)
+	case "lock":
+		return lockCommand(ctx, rest, getenv, stdout, stderr)
+	case "elect":
+		return electCommand(ctx, rest, getenv, stdout, stderr)
+	case "status":
+		return statusCommand(ctx, rest, getenv, stdout, stderr)
+	case "queue":
+		return queueCommand(ctx, rest, getenv, stdout, stderr)
+	case "barrier":
+		return barrierCommand(ctx, rest, getenv, stdout, stderr)
+	case "lease":
+		return leaseCommand(ctx, rest, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "zkgate", server.Version)
 		return nil
 	case "help":
-		fmt.Fprintln(stdout, "usage: zkgate [serve] [flags]   (zkgate serve -h lists the flags)")
+		fmt.Fprint(stdout, helpText)
 		return nil
 	}
-	return &server.UsageError{Msg: fmt.Sprintf("unknown command %q (try: zkgate serve -h)", cmd)}
+	return &server.UsageError{Msg: fmt.Sprintf("unknown command %q (try: zkgate help)", cmd)}
 }

@@ -1,0 +1,289 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	DefaultRetryWindow = 10 * time.Second
+	DefaultPollWait    = 30 * time.Second
+	DefaultUserAgent   = "zkgate-go-client/1"
+	// maxAnswer bounds what is read of one answer (a queue item is at most
+	// 1 MiB; everything else is far smaller).
+	maxAnswer = 16 << 20
+)
+
+// Client talks to one zkgate gateway (or a load balancer in front of
+// several). It is safe for concurrent use.
+type Client struct {
+	base        *url.URL
+	http        *http.Client
+	token       string
+	userAgent   string
+	retryWindow time.Duration
+	pollWait    time.Duration
+}
+
+// An Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends "Authorization: Bearer <token>" on every request.
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithHTTPClient sends the requests through h instead of
+// http.DefaultClient. Leave h.Timeout zero: every call is bounded by its
+// context and its wait, and a timeout shorter than a wait would cut it.
+func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// WithUserAgent sets the User-Agent of every request.
+func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+
+// WithRetryWindow sets how long the calls that are safe to repeat keep
+// retrying transient failures (network errors, 503, 429) beyond their own
+// wait; DefaultRetryWindow unless set, 0 turns retries off. Keepalives are
+// retried until the lease would expire, whatever this says.
+func WithRetryWindow(d time.Duration) Option { return func(c *Client) { c.retryWindow = max(d, 0) } }
+
+// WithPollWait sets the wait of each blocking read a Watcher makes
+// (DefaultPollWait unless set). It must not be above the gateway's
+// --max-wait.
+func WithPollWait(d time.Duration) Option {
+	return func(c *Client) {
+		if d > 0 {
+			c.pollWait = d
+		}
+	}
+}
+
+// New returns a client of the gateway at baseURL, such as
+// "http://127.0.0.1:8080" (a path prefix, for a gateway behind a reverse
+// proxy, is kept).
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil {
+		return nil, fmt.Errorf("zkgate: gateway URL %q: %v", baseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("zkgate: gateway URL %q must be http:// or https:// and name a host, such as http://127.0.0.1:8080", baseURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("zkgate: gateway URL %q must have no query, fragment or user info", baseURL)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	c := &Client{base: u, http: http.DefaultClient, userAgent: DefaultUserAgent,
+		retryWindow: DefaultRetryWindow, pollWait: DefaultPollWait}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.http == nil {
+		c.http = http.DefaultClient
+	}
+	return c, nil
+}
+
+// URL is the gateway's base URL.
+func (c *Client) URL() string { return c.base.String() }
+
+// request is one call of the API.
+type request struct {
+	method  string
+	path    string // under the base URL, segments already escaped
+	query   url.Values
+	body    any    // a JSON body, or nil
+	raw     []byte // a raw body (queue items), when rawBody
+	rawBody bool
+
+	wait     time.Duration // sent as ?wait=, less the time spent on earlier attempts
+	sendWait bool
+
+	// retry marks a call that is safe to repeat: transient failures are
+	// retried until wait plus the retry window has passed. okOnRetry lists
+	// the codes that mean success when they answer a repeat of a call whose
+	// first outcome is unknown (a release that did happen answers not_held
+	// when repeated).
+	retry     bool
+	okOnRetry []string
+	// until, when set, bounds the retries instead of wait plus the window.
+	until time.Time
+}
+
+// response is a successful answer, read whole.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends r, retrying transient failures when r.retry allows, and returns
+// the answer if its status is below 400, an *Error otherwise. A call ended by
+// its context returns the context's cause.
+func (c *Client) do(ctx context.Context, r request) (*response, error) {
+	var body []byte
+	contentType := ""
+	switch {
+	case r.rawBody:
+		body, contentType = r.raw, "application/octet-stream"
+	case r.body != nil:
+		var err error
+		if body, err = json.Marshal(r.body); err != nil {
+			return nil, fmt.Errorf("zkgate: encode request: %w", err)
+		}
+		contentType = "application/json"
+	}
+	start := time.Now()
+	deadline := r.until
+	if deadline.IsZero() {
+		deadline = start.Add(r.wait + c.retryWindow)
+	}
+	unknown := false // an earlier attempt may have taken effect
+	for attempt := 0; ; attempt++ {
+		q := url.Values{}
+		for k, v := range r.query {
+			q[k] = v
+		}
+		if r.sendWait {
+			left := max(r.wait-time.Since(start), 0)
+			q.Set("wait", left.Truncate(time.Millisecond).String())
+		}
+		resp, err := c.once(ctx, r.method, r.path, q, body, contentType)
+		if err == nil {
+			return resp, nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, context.Cause(ctx)
+		}
+		var problem *Error
+		transient := true
+		if errors.As(err, &problem) {
+			if unknown && slices.Contains(r.okOnRetry, problem.Code) {
+				return &response{status: http.StatusNoContent, header: http.Header{}}, nil
+			}
+			transient = problem.Code == "unavailable" || problem.Code == "too_many"
+		}
+		if !r.retry || !transient {
+			return nil, err
+		}
+		pause := backoff(attempt)
+		if problem != nil && problem.RetryAfter > 0 {
+			pause = problem.RetryAfter
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return nil, err
+		}
+		if problem == nil || problem.Code == "unavailable" {
+			unknown = true
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// backoff is the pause before retry number attempt+1: 100ms doubling to
+// 2s, with some jitter so that many clients do not retry in step.
+func backoff(attempt int) time.Duration {
+	d := 100 * time.Millisecond << min(attempt, 5)
+	d = min(d, 2*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// once sends one request and reads the answer.
+func (c *Client) once(ctx context.Context, method, path string, q url.Values, body []byte, contentType string) (*response, error) {
+	u := *c.base
+	u.Path = c.base.Path + path
+	u.RawPath = c.base.EscapedPath() + path
+	u.RawQuery = q.Encode()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, fmt.Errorf("zkgate: %w", err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json, application/problem+json, application/octet-stream")
+	req.Header.Set("User-Agent", c.userAgent)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return nil, fmt.Errorf("zkgate: %s %s: reading the answer: %w", method, u.Path, err)
+	}
+	if resp.StatusCode >= 400 {
+		return nil, problemOf(resp, data)
+	}
+	return &response{status: resp.StatusCode, header: resp.Header, body: data}, nil
+}
+
+// decode reads a JSON answer into v.
+func (r *response) decode(v any) error {
+	if err := json.Unmarshal(r.body, v); err != nil {
+		return fmt.Errorf("zkgate: unexpected answer (%d): %v", r.status, err)
+	}
+	return nil
+}
+
+// pathOf joins escaped segments under /v1, after checking that each is a
+// name the gateway could accept: no segment may be empty, "." or "..".
+func pathOf(segments ...string) (string, error) {
+	var b strings.Builder
+	b.WriteString("/v1")
+	for _, s := range segments {
+		if s == "" || s == "." || s == ".." {
+			return "", fmt.Errorf("%w: %q is not a valid name", ErrInvalid, s)
+		}
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(s))
+	}
+	return b.String(), nil
+}
+
+// ValidName reports whether name is a valid name of a primitive: 1 to 200
+// characters of [A-Za-z0-9._-], neither "." nor "..". The gateway checks the
+// same; checking first gives a clear error without a round trip.
+func ValidName(name string) error {
+	if name == "" || len(name) > 200 || name == "." || name == ".." {
+		return fmt.Errorf("%w: a name is 1 to 200 characters of [A-Za-z0-9._-], and not \".\" or \"..\": %q", ErrInvalid, name)
+	}
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
+			return fmt.Errorf("%w: a name is 1 to 200 characters of [A-Za-z0-9._-], and not \".\" or \"..\": %q", ErrInvalid, name)
+		}
+	}
+	return nil
+}
+
+// namePath is pathOf(kind, name, rest...) after ValidName(name).
+func namePath(kind, name string, rest ...string) (string, error) {
+	if err := ValidName(name); err != nil {
+		return "", err
+	}
+	return pathOf(append([]string{kind, name}, rest...)...)
+}

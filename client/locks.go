@@ -1,0 +1,194 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Lock acquires the lock name in mode ("" is Exclusive) for the lease,
+// waiting up to wait for it (0: try once, never block; at most the
+// gateway's --max-wait). When the wait ends first the error is an *Error
+// of code timeout (errors.Is(err, ErrTimeout)) whose extras carry the
+// holders, the number of waiters and the former position in line.
+//
+// The call is bound by ctx and by the lease. A network failure or a 503 is
+// retried with the same lease, with what is left of the wait: acquire is
+// idempotent per lease at the gateway, so a retry after a lost answer gets
+// the same grant (same token, same node), never a second node.
+func (l *Lease) Lock(ctx context.Context, name string, mode LockMode, wait time.Duration) (*LockGrant, error) {
+	switch mode {
+	case "":
+		mode = Exclusive
+	case Exclusive, Read, Write:
+	default:
+		return nil, fmt.Errorf("%w: lock mode %q is not exclusive, read or write", ErrInvalid, mode)
+	}
+	path, err := namePath("locks", name, "acquire")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := l.bind(ctx)
+	defer cancel()
+	resp, err := l.c.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
+		body: map[string]string{"lease": l.id, "mode": string(mode)}})
+	if err != nil {
+		return nil, err
+	}
+	g := &LockGrant{lease: l}
+	return g, resp.decode(g)
+}
+
+// Release gives up the lock in the grant's mode. A repeat after a lost
+// answer is recognised (the gateway's not_held is then success).
+func (g *LockGrant) Release(ctx context.Context) error {
+	if g.lease == nil {
+		return fmt.Errorf("%w: this grant was not made by Lease.Lock", ErrInvalid)
+	}
+	return g.lease.Unlock(ctx, g.Name, g.Mode)
+}
+
+// Unlock gives up what the lease holds or waits for of the lock name: only
+// mode, or every mode when mode is "". It is not bound to the lease (a lease
+// that has ended holds nothing, and the gateway says so).
+func (l *Lease) Unlock(ctx context.Context, name string, mode LockMode) error {
+	path, err := namePath("locks", name, "release")
+	if err != nil {
+		return err
+	}
+	body := map[string]string{"lease": l.id}
+	if mode != "" {
+		body["mode"] = string(mode)
+	}
+	_, err = l.c.do(ctx, request{method: http.MethodPost, path: path, body: body, retry: true, okOnRetry: []string{"not_held"}})
+	return err
+}
+
+// LockState reads who holds the lock name and who waits for it, fresh from
+// ZooKeeper.
+func (c *Client) LockState(ctx context.Context, name string) (LockState, error) {
+	var st LockState
+	return st, c.state(ctx, "locks", name, nil, &st)
+}
+
+// Locks lists the locks that have holders or waiters, whose name starts
+// with prefix ("" for all).
+func (c *Client) Locks(ctx context.Context, prefix string) ([]LockSummary, error) {
+	q := url.Values{}
+	if prefix != "" {
+		if err := ValidName(prefix); err != nil {
+			return nil, err
+		}
+		q.Set("prefix", prefix)
+	}
+	var list struct {
+		Locks []LockSummary `json:"locks"`
+	}
+	return list.Locks, c.list(ctx, "locks", q, &list)
+}
+
+// Fence checks a fencing token against the lock name: nil if token is a
+// current holder's, an *Error of code stale_token (errors.Is(err,
+// ErrStaleToken)) otherwise. The gateway reads after a sync with the
+// ensemble's leader, so a released token is never reported current.
+func (c *Client) Fence(ctx context.Context, name string, token int64) error {
+	path, err := namePath("locks", name, "fence")
+	if err != nil {
+		return err
+	}
+	if token <= 0 {
+		return fmt.Errorf("%w: a fencing token is a positive number", ErrInvalid)
+	}
+	_, err = c.do(ctx, request{method: http.MethodGet, path: path, retry: true,
+		query: url.Values{"token": {strconv.FormatInt(token, 10)}}})
+	return err
+}
+
+// AcquireSemaphore takes one of the limit slots of the semaphore name for
+// the lease, waiting up to wait; as Lock for timeouts, retries and the
+// token. Every holder must give the same limit (ErrLimitMismatch otherwise).
+func (l *Lease) AcquireSemaphore(ctx context.Context, name string, limit int, wait time.Duration) (*SemaphoreGrant, error) {
+	path, err := namePath("semaphores", name, "acquire")
+	if err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: a semaphore limit is at least 1", ErrInvalid)
+	}
+	ctx, cancel := l.bind(ctx)
+	defer cancel()
+	resp, err := l.c.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
+		body: map[string]any{"lease": l.id, "limit": limit}})
+	if err != nil {
+		return nil, err
+	}
+	g := &SemaphoreGrant{lease: l}
+	return g, resp.decode(g)
+}
+
+// Release gives the slot back.
+func (g *SemaphoreGrant) Release(ctx context.Context) error {
+	if g.lease == nil {
+		return fmt.Errorf("%w: this grant was not made by Lease.AcquireSemaphore", ErrInvalid)
+	}
+	return g.lease.ReleaseSemaphore(ctx, g.Name)
+}
+
+// ReleaseSemaphore gives up the lease's slot of the semaphore name, or its
+// place in line for one.
+func (l *Lease) ReleaseSemaphore(ctx context.Context, name string) error {
+	return l.leaseAction(ctx, "semaphores", name, "release")
+}
+
+// SemaphoreState reads who holds the semaphore's slots and who waits.
+func (c *Client) SemaphoreState(ctx context.Context, name string) (SemaphoreState, error) {
+	var st SemaphoreState
+	return st, c.state(ctx, "semaphores", name, nil, &st)
+}
+
+// leaseAction posts {"lease"} to /v1/<kind>/<name>/<verb>; a repeat after a
+// lost answer takes not_held as success.
+func (l *Lease) leaseAction(ctx context.Context, kind, name, verb string) error {
+	path, err := namePath(kind, name, verb)
+	if err != nil {
+		return err
+	}
+	_, err = l.c.do(ctx, request{method: http.MethodPost, path: path, body: map[string]string{"lease": l.id},
+		retry: true, okOnRetry: []string{"not_held"}})
+	return err
+}
+
+// state reads GET /v1/<kind>/<name> into st (a pointer to a *State type)
+// and sets its index.
+func (c *Client) state(ctx context.Context, kind, name string, q url.Values, st interface{ setIndex(int64) }) error {
+	path, err := namePath(kind, name)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: path, query: q, retry: true})
+	if err != nil {
+		return err
+	}
+	if err := resp.decode(st); err != nil {
+		return err
+	}
+	idx, _ := strconv.ParseInt(resp.header.Get("X-Zkgate-Index"), 10, 64)
+	st.setIndex(idx)
+	return nil
+}
+
+// list reads GET /v1/<kind> into v.
+func (c *Client) list(ctx context.Context, kind string, q url.Values, v any) error {
+	path, err := pathOf(kind)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: path, query: q, retry: true})
+	if err != nil {
+		return err
+	}
+	return resp.decode(v)
+}

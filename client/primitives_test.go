@@ -1,0 +1,600 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkgate/zkgate/client"
+	"github.com/zkgate/zkgate/internal/gwtest"
+)
+
+func grant(t *testing.T, c *client.Client, holder string) *client.Lease {
+	t.Helper()
+	l, err := c.Grant(ctxFor(t, 30*time.Second), 30*time.Second, holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := l.Revoke(ctx); err != nil {
+			t.Errorf("revoke %s: %v", holder, err)
+		}
+	})
+	return l
+}
+
+func wantCode(t *testing.T, err error, sentinel error, status int) *client.Error {
+	t.Helper()
+	var e *client.Error
+	if !errors.Is(err, sentinel) || !errors.As(err, &e) || e.Status != status {
+		t.Fatalf("want %v (%d), got %v", sentinel, status, err)
+	}
+	return e
+}
+
+func TestLocks(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	a, b := grant(t, c, "a"), grant(t, c, "b")
+
+	ga, err := a.Lock(ctx, "orders", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ga.Mode != client.Exclusive || ga.Token <= 0 || ga.Lease != a.ID() || ga.Name != "orders" {
+		t.Fatalf("grant %+v", ga)
+	}
+	again, err := a.Lock(ctx, "orders", client.Exclusive, 0)
+	if err != nil || again.Token != ga.Token || again.Node != ga.Node {
+		t.Fatalf("a repeat should be the same grant: %+v %v", again, err)
+	}
+	if err := c.Fence(ctx, "orders", ga.Token); err != nil {
+		t.Fatalf("fence of the holder's token: %v", err)
+	}
+
+	_, err = b.Lock(ctx, "orders", client.Exclusive, 300*time.Millisecond)
+	e := wantCode(t, err, client.ErrTimeout, 409)
+	var holders []client.Holder
+	if ok, err := e.Decode("holders", &holders); !ok || err != nil || len(holders) != 1 || holders[0].Lease != a.ID() {
+		t.Fatalf("a timeout carries the holders: %v %v %+v", ok, err, holders)
+	}
+
+	st, err := c.LockState(ctx, "orders")
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].Token != ga.Token || st.Index <= 0 {
+		t.Fatalf("state %+v %v", st, err)
+	}
+	list, err := c.Locks(ctx, "ord")
+	if err != nil || len(list) != 1 || list[0].Name != "orders" || list[0].Holders != 1 {
+		t.Fatalf("list %+v %v", list, err)
+	}
+
+	// b waits; a's release hands the lock over with a larger token.
+	got := make(chan *client.LockGrant, 1)
+	go func() {
+		g, err := b.Lock(ctx, "orders", client.Exclusive, 30*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- g
+	}()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		st, err := c.LockState(ctx, "orders")
+		if err != nil || len(st.Waiters) != 1 {
+			return fmt.Errorf("no waiter: %+v %v", st, err)
+		}
+		return nil
+	})
+	if err := ga.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gb := <-got
+	if gb == nil || gb.Token <= ga.Token {
+		t.Fatalf("b's grant %+v after a's token %d", gb, ga.Token)
+	}
+	wantCode(t, c.Fence(ctx, "orders", ga.Token), client.ErrStaleToken, 409)
+	wantCode(t, a.Unlock(ctx, "orders", ""), client.ErrNotHeld, 409)
+	if err := gb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Read/write: readers share, a writer waits for them; a lease's write
+	// behind its own read would deadlock.
+	if _, err := a.Lock(ctx, "catalog", client.Read, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Lock(ctx, "catalog", client.Read, 0); err != nil {
+		t.Fatal(err)
+	}
+	d := grant(t, c, "d")
+	wantCode(t, errOf(d.Lock(ctx, "catalog", client.Write, 0)), client.ErrTimeout, 409)
+	wantCode(t, errOf(a.Lock(ctx, "catalog", client.Write, 0)), client.ErrWouldDeadlock, 409)
+	if err := a.Unlock(ctx, "catalog", client.Read); err != nil {
+		t.Fatal(err)
+	}
+
+	// Bad input is refused before a round trip, and by the gateway.
+	for _, name := range []string{"", "..", "a/b", "x y", strings.Repeat("n", 201)} {
+		if _, err := a.Lock(ctx, name, client.Exclusive, 0); !errors.Is(err, client.ErrInvalid) {
+			t.Fatalf("name %q: %v", name, err)
+		}
+	}
+	if _, err := a.Lock(ctx, "x", "shared", 0); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("bad mode: %v", err)
+	}
+	e = wantCode(t, errOf(a.Lock(ctx, "x", client.Exclusive, 2*time.Hour)), client.ErrInvalid, 400)
+	if !strings.Contains(e.Detail, "cap") {
+		t.Fatalf("the gateway's detail should name the cap: %q", e.Detail)
+	}
+}
+
+func errOf[T any](_ T, err error) error { return err }
+
+// TestAcquireRetriedAfterLostAnswer: the gateway grants the lock but the
+// answer is lost on the way back; the client asks again with the same
+// lease and gets the same grant: one node, no self-deadlock.
+func TestAcquireRetriedAfterLostAnswer(t *testing.T) {
+	g, _ := gateway(t)
+	p := newProxy(t, g.URL)
+	c, err := client.New(p.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	l := grant(t, c, "retry")
+	var once sync.Once
+	dropped := false
+	p.set(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		drop := false
+		if strings.HasSuffix(r.URL.Path, "/acquire") {
+			once.Do(func() { drop = true })
+		}
+		if !drop {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		if rec.Code != http.StatusOK {
+			t.Errorf("the dropped acquire was not granted: %d %s", rec.Code, rec.Body)
+		}
+		dropped = true
+		cut(w)
+	})
+	gr, err := l.Lock(ctx, "retried", client.Exclusive, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dropped {
+		t.Fatal("no answer was dropped")
+	}
+	acquires := 0
+	for _, r := range p.requests() {
+		if strings.HasSuffix(r.URL.Path, "/acquire") {
+			acquires++
+		}
+	}
+	if acquires != 2 {
+		t.Fatalf("%d acquires sent, want 2", acquires)
+	}
+	st, err := c.LockState(ctx, "retried")
+	if err != nil || len(st.Holders) != 1 || len(st.Waiters) != 0 || st.Holders[0].Token != gr.Token {
+		t.Fatalf("after the retry: %+v %v (grant %+v)", st, err, gr)
+	}
+}
+
+func TestSemaphores(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	a, b, d := grant(t, c, "a"), grant(t, c, "b"), grant(t, c, "d")
+	ga, err := a.AcquireSemaphore(ctx, "gpu", 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AcquireSemaphore(ctx, "gpu", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, errOf(d.AcquireSemaphore(ctx, "gpu", 2, 200*time.Millisecond)), client.ErrTimeout, 409)
+	e := wantCode(t, errOf(d.AcquireSemaphore(ctx, "gpu", 3, 0)), client.ErrLimitMismatch, 409)
+	var limit int
+	if ok, _ := e.Decode("limit", &limit); !ok || limit != 2 {
+		t.Fatalf("limit_mismatch carries the limit: %d", limit)
+	}
+	st, err := c.SemaphoreState(ctx, "gpu")
+	if err != nil || len(st.Holders) != 2 || st.Limit != 2 {
+		t.Fatalf("state %+v %v", st, err)
+	}
+	if err := ga.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if gd, err := d.AcquireSemaphore(ctx, "gpu", 2, 5*time.Second); err != nil || gd.Token <= ga.Token {
+		t.Fatalf("d after a's release: %+v %v", gd, err)
+	}
+	wantCode(t, a.ReleaseSemaphore(ctx, "gpu"), client.ErrNotHeld, 409)
+}
+
+func TestElections(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	a, b := grant(t, c, "a"), grant(t, c, "b")
+	w, err := c.WatchElection(ctx, "scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := <-w.C; st.Leader != nil || len(st.Candidates) != 0 {
+		t.Fatalf("first state of a new election: %+v", st)
+	}
+	ca, err := a.Campaign(ctx, "scheduler", "10.0.0.1:80", 0)
+	if err != nil || !ca.Elected || ca.Token <= 0 {
+		t.Fatalf("a: %+v %v", ca, err)
+	}
+	cb, err := b.Campaign(ctx, "scheduler", "10.0.0.2:80", 100*time.Millisecond)
+	if err != nil || cb.Elected || cb.Position != 1 || cb.Leader == nil || cb.Leader.Lease != a.ID() {
+		t.Fatalf("b: %+v %v", cb, err)
+	}
+	wantCode(t, errOf(b.Proclaim(ctx, "scheduler", "me")), client.ErrNotLeader, 409)
+	if p, err := a.Proclaim(ctx, "scheduler", "10.0.0.1:81"); err != nil || p.Value != "10.0.0.1:81" {
+		t.Fatalf("proclaim: %+v %v", p, err)
+	}
+	led := make(chan *client.Campaign, 1)
+	go func() {
+		c, err := b.Lead(ctx, "scheduler", "10.0.0.2:80", 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		led <- c
+	}()
+	// The watch sees a lead, with its new value, then b.
+	for st := range w.C {
+		if st.Leader != nil && st.Leader.Lease == a.ID() && st.Leader.Value == "10.0.0.1:81" {
+			break
+		}
+	}
+	if err := a.Resign(ctx, "scheduler"); err != nil {
+		t.Fatal(err)
+	}
+	for st := range w.C {
+		if st.Leader != nil && st.Leader.Lease == b.ID() {
+			break
+		}
+		if st.Leader != nil && st.Leader.Lease != a.ID() {
+			t.Fatalf("unexpected leader %+v", st.Leader)
+		}
+	}
+	if cb := <-led; cb == nil || !cb.Elected || cb.Token <= ca.Token {
+		t.Fatalf("b's leadership %+v after a's token %d", cb, ca.Token)
+	}
+	list, err := c.Elections(ctx)
+	if err != nil || len(list) != 1 || list[0].Leader == nil || list[0].Leader.Lease != b.ID() {
+		t.Fatalf("list %+v %v", list, err)
+	}
+	wantCode(t, a.Resign(ctx, "scheduler"), client.ErrNotHeld, 409)
+}
+
+// TestLeadGivesUpWithItsContext: Lead withdraws the candidacy when its
+// context ends before the lease is elected.
+func TestLeadGivesUpWithItsContext(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	a, b := grant(t, c, "a"), grant(t, c, "b")
+	if _, err := a.Campaign(ctx, "e", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if _, err := b.Lead(short, "e", "", 10*time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lead: %v", err)
+	}
+	st, err := c.ElectionState(ctx, "e")
+	if err != nil || len(st.Candidates) != 1 {
+		t.Fatalf("b's candidacy should be withdrawn: %+v %v", st, err)
+	}
+}
+
+func TestBarriers(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	if raised, err := c.RaiseBarrier(ctx, "deploy"); err != nil || !raised {
+		t.Fatalf("raise: %v %v", raised, err)
+	}
+	if raised, err := c.RaiseBarrier(ctx, "deploy"); err != nil || raised {
+		t.Fatalf("raise again: %v %v", raised, err)
+	}
+	wantCode(t, c.WaitBarrier(ctx, "deploy", 0), client.ErrTimeout, 409)
+	w, err := c.WatchBarrier(ctx, "deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := <-w.C; !st.Raised {
+		t.Fatalf("state %+v", st)
+	}
+	down := make(chan error, 1)
+	go func() { down <- c.WaitBarrier(ctx, "deploy", 30*time.Second) }()
+	if list, err := c.Barriers(ctx); err != nil || len(list) != 1 {
+		t.Fatalf("list %+v %v", list, err)
+	}
+	if err := c.LowerBarrier(ctx, "deploy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-down; err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	if st := <-w.C; st.Raised {
+		t.Fatalf("the watch should see it down: %+v", st)
+	}
+	if err := c.LowerBarrier(ctx, "deploy"); err != nil {
+		t.Fatalf("lowering a barrier that is down: %v", err)
+	}
+}
+
+func TestDoubleBarrier(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	a, b := grant(t, c, "a"), grant(t, c, "b")
+	wantCode(t, errOf(a.Enter(ctx, "batch", "host-a", 2, 100*time.Millisecond)), client.ErrTimeout, 409)
+	wantCode(t, errOf(b.Enter(ctx, "batch", "host-b", 3, 0)), client.ErrCountMismatch, 409)
+	var wg sync.WaitGroup
+	for _, m := range []struct {
+		l      *client.Lease
+		member string
+	}{{a, "host-a"}, {b, "host-b"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := m.l.Enter(ctx, "batch", m.member, 2, 30*time.Second)
+			if err != nil || !st.Ready || len(st.Members) != 2 {
+				t.Errorf("enter %s: %+v %v", m.member, st, err)
+				return
+			}
+			if _, err := m.l.Leave(ctx, "batch", m.member, 30*time.Second); err != nil {
+				t.Errorf("leave %s: %v", m.member, err)
+			}
+		}()
+	}
+	wg.Wait()
+	st, err := c.DoubleBarrierState(ctx, "batch")
+	if err != nil || len(st.Members) != 0 {
+		t.Fatalf("after leaving: %+v %v", st, err)
+	}
+}
+
+func TestQueues(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	for i, p := range []int{100, 5, 100} {
+		if _, err := c.Produce(ctx, "jobs", []byte(fmt.Sprintf("job-%d", i)), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := c.QueueState(ctx, "jobs", 5)
+	if err != nil || st.Length != 3 || len(st.Head) != 3 || st.Head[0].Priority != 5 {
+		t.Fatalf("state %+v %v", st, err)
+	}
+	it, err := c.Take(ctx, "jobs", 0)
+	if err != nil || string(it.Data) != "job-1" || it.Priority != 5 {
+		t.Fatalf("take: %+v %v", it, err)
+	}
+	if err := it.Ack(ctx); !errors.Is(err, client.ErrNotClaimed) {
+		t.Fatalf("ack of a taken item: %v", err)
+	}
+
+	l := grant(t, c, "consumer")
+	claimed, err := l.Claim(ctx, "jobs", 0)
+	if err != nil || string(claimed.Data) != "job-0" {
+		t.Fatalf("claim: %+v %v", claimed, err)
+	}
+	peek, err := c.Peek(ctx, "jobs", claimed.ID)
+	if err != nil || !bytes.Equal(peek.Data, claimed.Data) {
+		t.Fatalf("peek: %+v %v", peek, err)
+	}
+	if err := claimed.Nack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := l.Claim(ctx, "jobs", 0)
+	if err != nil || again.ID != claimed.ID {
+		t.Fatalf("a nacked item is served again first: %+v %v", again, err)
+	}
+	if err := again.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, again.Ack(ctx), client.ErrNotClaimed, 409)
+
+	// A claim whose lease ends is served again.
+	other := grant(t, c, "other")
+	lost, err := other.Claim(ctx, "jobs", 0)
+	if err != nil || string(lost.Data) != "job-2" {
+		t.Fatalf("claim: %+v %v", lost, err)
+	}
+	if err := other.Revoke(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back, err := l.Claim(ctx, "jobs", 5*time.Second)
+	if err != nil || back.ID != lost.ID {
+		t.Fatalf("the item of a revoked lease: %+v %v", back, err)
+	}
+	if err := back.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := c.Take(ctx, "jobs", 100*time.Millisecond); !errors.Is(err, client.ErrEmpty) {
+		t.Fatalf("take from an empty queue: %v", err)
+	}
+	if _, err := l.Claim(ctx, "jobs", 0); !errors.Is(err, client.ErrEmpty) {
+		t.Fatalf("claim from an empty queue: %v", err)
+	}
+	// A take that waits is woken by a produce.
+	taken := make(chan *client.Item, 1)
+	go func() {
+		it, err := c.Take(ctx, "jobs", 30*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		taken <- it
+	}()
+	w, err := c.WatchQueue(ctx, "jobs", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-w.C
+	if _, err := c.Produce(ctx, "jobs", nil, client.DefaultPriority); err != nil {
+		t.Fatal(err)
+	}
+	if it := <-taken; it == nil || len(it.Data) != 0 {
+		t.Fatalf("the woken take: %+v", it)
+	}
+	if list, err := c.Queues(ctx); err != nil || len(list) != 1 || list[0].Name != "jobs" {
+		t.Fatalf("queues %+v %v", list, err)
+	}
+	if err := c.DeleteQueue(ctx, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Produce(ctx, "jobs", nil, 1000); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("priority 1000: %v", err)
+	}
+}
+
+// TestWatchLock: each change is delivered once, in order; the channel
+// closes with the context.
+func TestWatchLock(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	wctx, stop := context.WithCancel(ctx)
+	w, err := c.WatchLock(wctx, "watched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := <-w.C
+	if len(first.Holders) != 0 {
+		t.Fatalf("first %+v", first)
+	}
+	a := grant(t, c, "a")
+	g, err := a.Lock(ctx, "watched", client.Exclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := <-w.C
+	if len(held.Holders) != 1 || held.Holders[0].Token != g.Token || held.Index <= first.Index {
+		t.Fatalf("held %+v after %+v", held, first)
+	}
+	if err := g.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if free := <-w.C; len(free.Holders) != 0 || free.Index <= held.Index {
+		t.Fatalf("free %+v", free)
+	}
+	stop()
+	for range w.C {
+	}
+	if !errors.Is(w.Err(), context.Canceled) {
+		t.Fatalf("Err after the context ended: %v", w.Err())
+	}
+	if _, err := c.WatchLock(ctx, "no/such"); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("watch of a bad name: %v", err)
+	}
+}
+
+// TestTypedErrors: every answer the gateway (or something before it) can
+// give becomes an *Error that errors.Is matches by code; the token is sent
+// as a bearer token on every request.
+func TestTypedErrors(t *testing.T) {
+	problems := map[string]struct {
+		status int
+		code   string
+		want   error
+	}{
+		"/unauth":    {401, "unauthenticated", client.ErrUnauthenticated},
+		"/forbidden": {403, "forbidden", client.ErrForbidden},
+		"/many":      {429, "too_many", client.ErrTooMany},
+		"/big":       {413, "too_large", client.ErrTooLarge},
+		"/gone":      {410, "lease_expired", client.ErrLeaseExpired},
+		"/busy":      {503, "unavailable", client.ErrUnavailable},
+	}
+	var auth sync.Map
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.URL.Path, r.Header.Get("Authorization")+"|"+r.Header.Get("User-Agent"))
+		name := strings.TrimPrefix(r.URL.Path, "/v1/locks")
+		if name == "/proxy/fence" {
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, "<html>bad gateway</html>\n")
+			return
+		}
+		p, ok := problems[strings.TrimSuffix(name, "/fence")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("Retry-After", "3")
+		w.WriteHeader(p.status)
+		fmt.Fprintf(w, `{"type":"urn:zkgate:problem:%s","title":"t","status":%d,"detail":"the detail","code":"%s","limit":"leases"}`, p.code, p.status, p.code)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL+"/", client.WithToken("s3cret"), client.WithUserAgent("tester/1"), client.WithRetryWindow(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	for path, p := range problems {
+		err := c.Fence(ctx, strings.TrimPrefix(path, "/"), 1)
+		e := wantCode(t, err, p.want, p.status)
+		var limit string
+		if e.Detail != "the detail" || e.RetryAfter != 3*time.Second || errors.Is(err, client.ErrTimeout) {
+			t.Fatalf("%s: %+v", path, e)
+		}
+		if ok, _ := e.Decode("limit", &limit); !ok || limit != "leases" {
+			t.Fatalf("%s: extras %v", path, e.Extra)
+		}
+		if got, _ := auth.Load("/v1/locks" + path + "/fence"); got != "Bearer s3cret|tester/1" {
+			t.Fatalf("%s: Authorization|User-Agent %q", path, got)
+		}
+	}
+	e := wantCode(t, c.Fence(ctx, "proxy", 1), client.ErrUnavailable, 502)
+	if !strings.Contains(e.Error(), "bad gateway") || strings.Contains(e.Error(), "\n") {
+		t.Fatalf("a bare error page: %q", e.Error())
+	}
+	if _, err := client.New("127.0.0.1:8080"); err == nil {
+		t.Fatal("a URL without a scheme must be refused")
+	}
+	if _, err := client.New("ftp://host"); err == nil {
+		t.Fatal("ftp must be refused")
+	}
+}
+
+// TestGatewayErrors: the gateway's own problems, read through the client.
+func TestGatewayErrors(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	wantCode(t, errOf(c.KeepAlive(ctx, "0b5c6f7e-1a2b-4c3d-8e9f-001122334455")), client.ErrLeaseNotFound, 404)
+	wantCode(t, errOf(c.LeaseInfo(ctx, "not-a-uuid")), client.ErrInvalid, 400)
+	wantCode(t, errOf(c.Grant(ctx, 500*time.Millisecond, "")), client.ErrInvalid, 400)
+	info, err := c.CreateLease(ctx, 5*time.Second, "raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Lease(info.ID)
+	if _, err := l.Claim(ctx, "q", 0); !errors.Is(err, client.ErrEmpty) {
+		t.Fatalf("claim through a handle: %v", err)
+	}
+	if err := c.RevokeLease(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	e := wantCode(t, errOf(c.KeepAlive(ctx, info.ID)), client.ErrLeaseExpired, 410)
+	if e.Reason() != "revoked" {
+		t.Fatalf("reason %q", e.Reason())
+	}
+	if err := l.Revoke(ctx); err != nil {
+		t.Fatalf("revoking an ended lease is not an error: %v", err)
+	}
+	if !errors.Is(l.Err(), client.ErrRevoked) {
+		t.Fatalf("Err %v", l.Err())
+	}
+}

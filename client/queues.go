@@ -1,0 +1,178 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Item is a queue item with its bytes. A claimed item (from Lease.Claim)
+// is hidden from other consumers until Ack, Nack or the end of the lease.
+type Item struct {
+	Queue    string
+	ID       string
+	Priority int
+	Data     []byte
+
+	lease *Lease // the claim's lease; nil for taken or peeked items
+}
+
+// Ack consumes a claimed item: it is deleted with the claim.
+func (i *Item) Ack(ctx context.Context) error {
+	if i.lease == nil {
+		return fmt.Errorf("%w: item %s is not claimed", ErrNotClaimed, i.ID)
+	}
+	return i.lease.Ack(ctx, i.Queue, i.ID)
+}
+
+// Nack gives a claimed item back: it is served again.
+func (i *Item) Nack(ctx context.Context) error {
+	if i.lease == nil {
+		return fmt.Errorf("%w: item %s is not claimed", ErrNotClaimed, i.ID)
+	}
+	return i.lease.Nack(ctx, i.Queue, i.ID)
+}
+
+// Produce adds data to the queue name with priority (0 to 999, lower
+// first; DefaultPriority when in doubt). It is not retried: after a lost
+// answer the item may or may not be in the queue, and a repeat could add it
+// twice.
+func (c *Client) Produce(ctx context.Context, name string, data []byte, priority int) (ItemInfo, error) {
+	path, err := namePath("queues", name, "items")
+	if err != nil {
+		return ItemInfo{}, err
+	}
+	if priority < 0 || priority > 999 {
+		return ItemInfo{}, fmt.Errorf("%w: priority %d is not from 0 to 999", ErrInvalid, priority)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	resp, err := c.do(ctx, request{method: http.MethodPost, path: path, raw: data, rawBody: true,
+		query: url.Values{"priority": {strconv.Itoa(priority)}}})
+	if err != nil {
+		return ItemInfo{}, err
+	}
+	var info ItemInfo
+	return info, resp.decode(&info)
+}
+
+// Take removes the next item of the queue name and returns it, waiting up
+// to wait for one; ErrEmpty if there was none. At most once: the item is
+// deleted before the answer, so an answer lost on the way is an item lost.
+func (c *Client) Take(ctx context.Context, name string, wait time.Duration) (*Item, error) {
+	path, err := namePath("queues", name, "take")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true})
+	if err != nil {
+		return nil, err
+	}
+	return itemOf(name, resp, nil)
+}
+
+// Claim claims the next unclaimed item of the queue name for the lease,
+// waiting up to wait for one; ErrEmpty if there was none. The item is served
+// again if it is neither acked nor nacked before the lease ends (at least
+// once). A lease has one claim per queue at a time: claiming again returns
+// the same item, which makes the retry of a lost answer safe.
+func (l *Lease) Claim(ctx context.Context, name string, wait time.Duration) (*Item, error) {
+	path, err := namePath("queues", name, "claim")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := l.bind(ctx)
+	defer cancel()
+	resp, err := l.c.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
+		body: map[string]string{"lease": l.id}})
+	if err != nil {
+		return nil, err
+	}
+	return itemOf(name, resp, l)
+}
+
+// Ack consumes the item id that the lease claimed from the queue name.
+func (l *Lease) Ack(ctx context.Context, name, id string) error {
+	return l.itemAction(ctx, name, id, "ack")
+}
+
+// Nack gives back the item id that the lease claimed from the queue name.
+func (l *Lease) Nack(ctx context.Context, name, id string) error {
+	return l.itemAction(ctx, name, id, "nack")
+}
+
+func (l *Lease) itemAction(ctx context.Context, name, id, verb string) error {
+	path, err := namePath("queues", name, "items", id, verb)
+	if err != nil {
+		return err
+	}
+	_, err = l.c.do(ctx, request{method: http.MethodPost, path: path, body: map[string]string{"lease": l.id},
+		retry: true, okOnRetry: []string{"not_claimed"}})
+	return err
+}
+
+// Peek reads the item id of the queue name without taking it.
+func (c *Client) Peek(ctx context.Context, name, id string) (*Item, error) {
+	path, err := namePath("queues", name, "items", id)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: path, retry: true})
+	if err != nil {
+		return nil, err
+	}
+	return itemOf(name, resp, nil)
+}
+
+// QueueState reads the length, the claims and the first head items of the
+// queue name (head < 0: the gateway's default, 10).
+func (c *Client) QueueState(ctx context.Context, name string, head int) (QueueState, error) {
+	var st QueueState
+	return st, c.state(ctx, "queues", name, headQuery(head), &st)
+}
+
+func headQuery(head int) url.Values {
+	if head < 0 {
+		return nil
+	}
+	return url.Values{"head": {strconv.Itoa(head)}}
+}
+
+// Queues lists every queue with its length and claims.
+func (c *Client) Queues(ctx context.Context) ([]QueueState, error) {
+	var list struct {
+		Queues []QueueState `json:"queues"`
+	}
+	return list.Queues, c.list(ctx, "queues", nil, &list)
+}
+
+// DeleteQueue removes the queue name, which must be empty (ErrNotEmpty
+// otherwise). Deleting a queue that does not exist is not an error.
+func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	path, err := namePath("queues", name)
+	if err != nil {
+		return err
+	}
+	_, err = c.do(ctx, request{method: http.MethodDelete, path: path, retry: true})
+	return err
+}
+
+// itemOf reads an item answer: 204 is an empty queue.
+func itemOf(queue string, resp *response, lease *Lease) (*Item, error) {
+	if resp.status == http.StatusNoContent {
+		return nil, ErrEmpty
+	}
+	id := resp.header.Get("X-Zkgate-Item-Id")
+	if id == "" {
+		return nil, fmt.Errorf("zkgate: the gateway answered an item without X-Zkgate-Item-Id")
+	}
+	prio, err := strconv.Atoi(resp.header.Get("X-Zkgate-Item-Priority"))
+	if err != nil {
+		prio = -1
+	}
+	return &Item{Queue: queue, ID: id, Priority: prio, Data: resp.body, lease: lease}, nil
+}

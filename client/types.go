@@ -1,0 +1,226 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// LockMode is the mode of a lock: Exclusive, or Read and Write of a
+// read/write lock (readers share it, a writer excludes everyone).
+type LockMode string
+
+// The lock modes.
+const (
+	Exclusive LockMode = "exclusive"
+	Read      LockMode = "read"
+	Write     LockMode = "write"
+)
+
+// DefaultPriority is the priority of a queue item produced without one;
+// priorities go from 0 (served first) to 999.
+const DefaultPriority = 100
+
+// LeaseInfo is a lease as the gateway reports it.
+type LeaseInfo struct {
+	ID        string        `json:"id"`
+	TTL       time.Duration `json:"-"`
+	Holder    string        `json:"holder"`
+	ExpiresAt time.Time     `json:"expires_at"`
+	CreatedAt time.Time     `json:"created_at"`
+	Holds     []Hold        `json:"holds"`
+}
+
+// UnmarshalJSON reads the ttl, a Go duration string.
+func (l *LeaseInfo) UnmarshalJSON(b []byte) error {
+	type plain LeaseInfo
+	var v struct {
+		plain
+		TTL string `json:"ttl"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*l = LeaseInfo(v.plain)
+	if v.TTL != "" {
+		d, err := time.ParseDuration(v.TTL)
+		if err != nil {
+			return fmt.Errorf("lease ttl %q: %v", v.TTL, err)
+		}
+		l.TTL = d
+	}
+	return nil
+}
+
+// MarshalJSON writes the ttl as a Go duration string, as the gateway does.
+func (l LeaseInfo) MarshalJSON() ([]byte, error) {
+	type plain LeaseInfo
+	return json.Marshal(struct {
+		plain
+		TTL string `json:"ttl"`
+	}{plain(l), l.TTL.String()})
+}
+
+// Hold is something a lease holds or waits for.
+type Hold struct {
+	Kind  string    `json:"kind"` // lock, semaphore, election, double-barrier, claim
+	Name  string    `json:"name"`
+	Mode  string    `json:"mode,omitempty"` // a lock's mode, a member, or a claimed item's id
+	Token int64     `json:"token,omitempty"`
+	State string    `json:"state"` // held or waiting
+	Node  string    `json:"node,omitempty"`
+	Since time.Time `json:"since"`
+}
+
+// Holder is one contender of a lock, semaphore or election as any client
+// sees it. Foreign marks a node made by another client (Curator, kazoo),
+// shown with its data as Holder.
+type Holder struct {
+	Node    string    `json:"node"`
+	Seq     int64     `json:"seq"`
+	Token   int64     `json:"token"`
+	Mode    string    `json:"mode,omitempty"`
+	Lease   string    `json:"lease,omitempty"`
+	Holder  string    `json:"holder"`
+	Session string    `json:"session"`
+	Since   time.Time `json:"since"`
+	Foreign bool      `json:"foreign"`
+	Gateway string    `json:"gateway,omitempty"`
+	Value   string    `json:"value,omitempty"`
+	Limit   int       `json:"limit,omitempty"`
+}
+
+// LockGrant is a held lock. Token is its fencing token: pass it to whatever
+// the lock protects, which checks it (Client.Fence) or keeps the largest seen.
+type LockGrant struct {
+	Name       string    `json:"name"`
+	Mode       LockMode  `json:"mode"`
+	Lease      string    `json:"lease"`
+	Token      int64     `json:"token"`
+	Node       string    `json:"node"`
+	AcquiredAt time.Time `json:"acquired_at"`
+
+	lease *Lease
+}
+
+// LockState is who holds a lock and who waits for it, in queue order.
+type LockState struct {
+	Name    string   `json:"name"`
+	Holders []Holder `json:"holders"`
+	Waiters []Holder `json:"waiters"`
+	Index   int64    `json:"-"` // X-Zkgate-Index
+}
+
+// LockSummary is one lock of a listing.
+type LockSummary struct {
+	Name    string `json:"name"`
+	Holders int    `json:"holders"`
+	Waiters int    `json:"waiters"`
+}
+
+// SemaphoreGrant is a held semaphore slot.
+type SemaphoreGrant struct {
+	Name       string    `json:"name"`
+	Lease      string    `json:"lease"`
+	Limit      int       `json:"limit"`
+	Token      int64     `json:"token"`
+	Node       string    `json:"node"`
+	AcquiredAt time.Time `json:"acquired_at"`
+
+	lease *Lease
+}
+
+// SemaphoreState is who holds a semaphore's slots and who waits for one.
+type SemaphoreState struct {
+	Name    string   `json:"name"`
+	Limit   int      `json:"limit,omitempty"`
+	Holders []Holder `json:"holders"`
+	Waiters []Holder `json:"waiters"`
+	Index   int64    `json:"-"`
+}
+
+// Campaign is a lease's standing in an election: elected with a fencing
+// Token, or in line at Position behind Leader.
+type Campaign struct {
+	Name     string    `json:"name"`
+	Elected  bool      `json:"elected"`
+	Lease    string    `json:"lease"`
+	Node     string    `json:"node"`
+	Token    int64     `json:"token,omitempty"`
+	Value    string    `json:"value"`
+	Since    time.Time `json:"since"`
+	Position int       `json:"position,omitempty"`
+	Leader   *Holder   `json:"leader,omitempty"`
+}
+
+// ElectionState is an election's leader (nil when there is none) and its
+// candidates, the leader first.
+type ElectionState struct {
+	Name       string   `json:"name"`
+	Leader     *Holder  `json:"leader"`
+	Candidates []Holder `json:"candidates"`
+	Index      int64    `json:"-"`
+}
+
+// ElectionSummary is one election of a listing.
+type ElectionSummary struct {
+	Name       string  `json:"name"`
+	Leader     *Holder `json:"leader"`
+	Candidates int     `json:"candidates"`
+}
+
+// BarrierState says whether a barrier is up.
+type BarrierState struct {
+	Name   string     `json:"name"`
+	Raised bool       `json:"raised"`
+	Since  *time.Time `json:"since,omitempty"`
+	Index  int64      `json:"-"`
+}
+
+// Member is one member of a double barrier.
+type Member struct {
+	Member  string    `json:"member"`
+	Lease   string    `json:"lease,omitempty"`
+	Holder  string    `json:"holder"`
+	Gateway string    `json:"gateway,omitempty"`
+	Count   int       `json:"count,omitempty"`
+	Since   time.Time `json:"since"`
+	Foreign bool      `json:"foreign"`
+}
+
+// DoubleBarrierState is a double barrier's members and whether Count of
+// them have entered.
+type DoubleBarrierState struct {
+	Name    string   `json:"name"`
+	Count   int      `json:"count,omitempty"`
+	Ready   bool     `json:"ready"`
+	Members []Member `json:"members"`
+	Lease   string   `json:"lease,omitempty"` // enter only: the lease of the membership
+	Index   int64    `json:"-"`
+}
+
+// ItemInfo describes a queue item without its bytes.
+type ItemInfo struct {
+	ID        string    `json:"id"`
+	Priority  int       `json:"priority"`
+	Size      int       `json:"size"`
+	CreatedAt time.Time `json:"created_at"`
+	ClaimedBy string    `json:"claimed_by,omitempty"`
+}
+
+// QueueState is a queue's length, its claims and the first items in
+// serving order.
+type QueueState struct {
+	Name    string     `json:"name"`
+	Length  int        `json:"length"`
+	Claimed int        `json:"claimed"`
+	Head    []ItemInfo `json:"head"`
+	Index   int64      `json:"-"`
+}
+
+func (s *LockState) setIndex(i int64)          { s.Index = i }
+func (s *SemaphoreState) setIndex(i int64)     { s.Index = i }
+func (s *ElectionState) setIndex(i int64)      { s.Index = i }
+func (s *BarrierState) setIndex(i int64)       { s.Index = i }
+func (s *DoubleBarrierState) setIndex(i int64) { s.Index = i }
+func (s *QueueState) setIndex(i int64)         { s.Index = i }

@@ -1,0 +1,170 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Watcher delivers the states of one primitive on C: the current state
+// first, then each new one, read with the gateway's blocking reads
+// (GET ...?index=N&wait=..., N being the X-Zkgate-Index of the state last
+// read). A consumer slower than the changes gets the latest state, not a
+// backlog. Transient failures (network errors, 503, 429) are retried until
+// the watch's context ends. C is closed when the context ends or the gateway
+// answers an error that retrying cannot mend; Err then says which.
+type Watcher[T any] struct {
+	C <-chan T
+
+	done chan struct{}
+	err  error
+}
+
+// Err is nil while C is open; afterwards the context's error, or the error
+// that ended the watch.
+func (w *Watcher[T]) Err() error {
+	select {
+	case <-w.done:
+		return w.err
+	default:
+		return nil
+	}
+}
+
+// stateOf is a *State type of this package.
+type stateOf[T any] interface {
+	*T
+	setIndex(int64)
+}
+
+// WatchLock watches the holders and waiters of the lock name.
+func (c *Client) WatchLock(ctx context.Context, name string) (*Watcher[LockState], error) {
+	return watch[LockState](ctx, c, "locks", name, nil)
+}
+
+// WatchSemaphore watches the holders and waiters of the semaphore name.
+func (c *Client) WatchSemaphore(ctx context.Context, name string) (*Watcher[SemaphoreState], error) {
+	return watch[SemaphoreState](ctx, c, "semaphores", name, nil)
+}
+
+// WatchElection watches the leader and candidates of the election name.
+func (c *Client) WatchElection(ctx context.Context, name string) (*Watcher[ElectionState], error) {
+	return watch[ElectionState](ctx, c, "elections", name, nil)
+}
+
+// WatchBarrier watches whether the barrier name is up.
+func (c *Client) WatchBarrier(ctx context.Context, name string) (*Watcher[BarrierState], error) {
+	return watch[BarrierState](ctx, c, "barriers", name, nil)
+}
+
+// WatchDoubleBarrier watches the members of the double barrier name.
+func (c *Client) WatchDoubleBarrier(ctx context.Context, name string) (*Watcher[DoubleBarrierState], error) {
+	return watch[DoubleBarrierState](ctx, c, "double-barriers", name, nil)
+}
+
+// WatchQueue watches the length, claims and first head items of the queue
+// name (head < 0: the gateway's default, 10).
+func (c *Client) WatchQueue(ctx context.Context, name string, head int) (*Watcher[QueueState], error) {
+	return watch[QueueState](ctx, c, "queues", name, headQuery(head))
+}
+
+// watch reads the state once (so that a bad name or a refused token is an
+// error here), then follows it on a goroutine that ends with ctx.
+func watch[T any, PT stateOf[T]](ctx context.Context, c *Client, kind, name string, q url.Values) (*Watcher[T], error) {
+	path, err := namePath(kind, name)
+	if err != nil {
+		return nil, err
+	}
+	read := func(ctx context.Context, index int64, wait time.Duration) (*response, int64, error) {
+		qq := url.Values{}
+		for k, v := range q {
+			qq[k] = v
+		}
+		if index > 0 {
+			qq.Set("index", strconv.FormatInt(index, 10))
+			qq.Set("wait", wait.String())
+		}
+		resp, err := c.do(ctx, request{method: http.MethodGet, path: path, query: qq, retry: true})
+		if err != nil {
+			return nil, 0, err
+		}
+		idx, _ := strconv.ParseInt(resp.header.Get("X-Zkgate-Index"), 10, 64)
+		return resp, idx, nil
+	}
+	decode := func(resp *response, idx int64) (T, error) {
+		var st T
+		if err := resp.decode(&st); err != nil {
+			return st, err
+		}
+		PT(&st).setIndex(idx)
+		return st, nil
+	}
+	resp, index, err := read(ctx, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	first, err := decode(resp, index)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan T)
+	w := &Watcher[T]{C: ch, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		defer close(ch)
+		last := resp.body
+		pending, havePending := first, true
+		for attempt := 0; ; {
+			if havePending {
+				select {
+				case ch <- pending:
+					havePending = false
+				case <-ctx.Done():
+					w.err = ctx.Err()
+					return
+				}
+			}
+			resp, idx, err := read(ctx, max(index, 1), c.pollWait)
+			if ctx.Err() != nil {
+				w.err = ctx.Err()
+				return
+			}
+			if err != nil {
+				var problem *Error
+				if errors.As(err, &problem) && problem.Code != "unavailable" && problem.Code != "too_many" {
+					w.err = err
+					return
+				}
+				// c.do gave up after its retry window: keep trying, slower.
+				t := time.NewTimer(backoff(attempt + 5))
+				attempt++
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					w.err = ctx.Err()
+					return
+				case <-t.C:
+				}
+				continue
+			}
+			attempt = 0
+			index = idx
+			// The index can move with no visible change; deliver changes only.
+			if bytes.Equal(resp.body, last) {
+				continue
+			}
+			st, err := decode(resp, idx)
+			if err != nil {
+				w.err = err
+				return
+			}
+			last = resp.body
+			pending, havePending = st, true
+		}
+	}()
+	return w, nil
+}

@@ -1,0 +1,174 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/zkgate/zkgate/client"
+)
+
+const electUsage = "zkgate elect [--gateway URL] [--token T] [--value V] [--wait D] [--ttl 15s] [--kill-grace 5s] [--holder H] NAME -- CMD [ARGS...]"
+
+// campaignRound is the wait of each campaign call while zkgate elect waits
+// to lead; the candidacy stays between calls, so its place in line too.
+const campaignRound = 30 * time.Second
+
+// electCommand is `zkgate elect`: CMD runs only while this process leads
+// the election NAME.
+func electCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("elect")
+	var gw gatewayFlags
+	gw.register(fs, getenv)
+	value := fs.String("value", "", "the value the leader shows to everyone (an address, say)")
+	wait := fs.Duration("wait", 0, "give up if not elected within this long (exit 75); 0 waits as long as it takes")
+	ttl := fs.Duration("ttl", 15*time.Second, "the lease's TTL: how soon another candidate leads if zkgate dies")
+	grace := fs.Duration("kill-grace", 5*time.Second, "between SIGTERM and SIGKILL when the leadership is lost")
+	holder := fs.String("holder", "", "how other clients see this candidate (default: host[pid] CMD)")
+	pos, argv, err := parseArgs(fs, args, true, electUsage, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("give one election name, then -- and the command (usage: %s)", electUsage)
+	}
+	name := pos[0]
+	if err := validName("election", name); err != nil {
+		return err
+	}
+	if len(argv) == 0 {
+		return usageErr("give the command to run after -- (usage: %s)", electUsage)
+	}
+	for n, d := range map[string]time.Duration{"wait": *wait, "kill-grace": *grace} {
+		if err := notNegative(n, d); err != nil {
+			return err
+		}
+	}
+	if *ttl < time.Second {
+		return usageErr("--ttl %s is below the minimum of 1s", *ttl)
+	}
+	c, err := gw.client()
+	if err != nil {
+		return err
+	}
+	if *holder == "" {
+		*holder = defaultHolder(argv)
+	}
+
+	relay := newSignalRelay()
+	defer relay.stop()
+	lease, err := c.Grant(ctx, *ttl, *holder)
+	if err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	defer revoke(lease, stderr)
+	what := fmt.Sprintf("election %q", name)
+
+	wctx, stopWait := relay.waitCtx(ctx)
+	camp, err := campaign(wctx, lease, name, *value, *wait)
+	if sig := stopWait(); sig != nil {
+		return exitWith(sig.exitCode(), "%s while waiting to lead %s", sig, what)
+	}
+	if err != nil {
+		return err
+	}
+
+	// Follow the election: CMD must stop when someone else leads.
+	mctx, stopMonitor := context.WithCancel(context.Background())
+	lost, monitored := make(chan struct{}), make(chan struct{})
+	var why error
+	go func() {
+		defer close(monitored)
+		why = followLeadership(mctx, c, lease, name)
+		if why != nil {
+			close(lost)
+		}
+	}()
+	env := []string{"ZKGATE_ELECTION=" + name, "ZKGATE_LEASE=" + lease.ID(),
+		"ZKGATE_FENCING_TOKEN=" + strconv.FormatInt(camp.Token, 10), "ZKGATE_URL=" + c.URL()}
+	ch := &child{argv: argv, env: env, stdout: stdout, stderr: stderr, grace: *grace}
+	out, runErr := ch.run(ctx, relay, lost)
+	stopMonitor()
+	<-monitored
+	if runErr != nil {
+		return runErr
+	}
+	if out.stopped {
+		if why == nil {
+			why = context.Cause(ctx)
+		}
+		return exitWith(exitLost, "leadership of %s lost while %s ran (%v): it was stopped", what, argv[0], why)
+	}
+	if lease.Err() == nil {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := lease.Resign(rctx, name); err != nil && !errors.Is(err, client.ErrLeaseExpired) {
+			fmt.Fprintf(stderr, "zkgate: resign %s: %s\n", what, oneLine(err.Error()))
+		}
+		cancel()
+	}
+	return &exitStatus{code: out.code}
+}
+
+// campaign waits to lead, in rounds, for at most wait (0: no limit).
+func campaign(ctx context.Context, lease *client.Lease, name, value string, wait time.Duration) (*client.Campaign, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		round := campaignRound
+		if wait > 0 {
+			round = min(round, max(time.Until(deadline), 0))
+		}
+		c, err := lease.Campaign(ctx, name, value, round)
+		if err != nil {
+			return nil, fmt.Errorf("election %q: %w", name, err)
+		}
+		if c.Elected {
+			return c, nil
+		}
+		if wait > 0 && !time.Now().Before(deadline) {
+			leader := "nobody"
+			if c.Leader != nil {
+				leader = strconv.Quote(c.Leader.Holder)
+			}
+			return nil, exitWith(exitWaited, "election %q: not elected within %s: %s leads, this candidate is at position %d (1 is next)",
+				name, wait, leader, c.Position)
+		}
+	}
+}
+
+// followLeadership returns nil when ctx ends while lease still leads the
+// election, or why the leadership was lost.
+func followLeadership(ctx context.Context, c *client.Client, lease *client.Lease, name string) error {
+	w, err := c.WatchElection(ctx, name)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("cannot follow the election: %w", err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-lease.Done():
+			return lease.Err()
+		case st, ok := <-w.C:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("cannot follow the election: %w", w.Err())
+			}
+			switch {
+			case st.Leader == nil:
+				return errors.New("the election has no leader")
+			case st.Leader.Lease != lease.ID():
+				return fmt.Errorf("%q leads now", st.Leader.Holder)
+			}
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/zkgate/zkgate/client"
+)
+
+const statusUsage = "zkgate status [--gateway URL] [--token T] [--json]"
+
+// status is what `zkgate status --json` prints.
+type status struct {
+	Gateway        string                      `json:"gateway"`
+	Locks          []client.LockState          `json:"locks"`
+	Semaphores     []client.SemaphoreState     `json:"semaphores"`
+	Elections      []client.ElectionState      `json:"elections"`
+	Barriers       []client.BarrierState       `json:"barriers"`
+	DoubleBarriers []client.DoubleBarrierState `json:"double_barriers"`
+	Queues         []client.QueueState         `json:"queues"`
+	Leases         []client.LeaseInfo          `json:"leases"`
+}
+
+// statusCommand is `zkgate status`: who holds, waits for and leads what.
+func statusCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("status")
+	var gw gatewayFlags
+	gw.register(fs, getenv)
+	asJSON := fs.Bool("json", false, "print JSON for scripts instead of a table")
+	pos, _, err := parseArgs(fs, args, false, statusUsage, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("unexpected argument %q (usage: %s)", pos[0], statusUsage)
+	}
+	c, err := gw.client()
+	if err != nil {
+		return err
+	}
+	st, err := readStatus(ctx, c)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	return printStatus(stdout, st, time.Now())
+}
+
+// readStatus gathers the state of every primitive that is in use. The
+// gateway lists locks, elections, barriers, double barriers and queues;
+// semaphores are found through the leases of the gateway that answers.
+func readStatus(ctx context.Context, c *client.Client) (*status, error) {
+	st := &status{Gateway: c.URL(), Locks: []client.LockState{}, Semaphores: []client.SemaphoreState{},
+		Elections: []client.ElectionState{}}
+	var err error
+	if st.Leases, err = c.Leases(ctx); err != nil {
+		return nil, fmt.Errorf("leases: %w", err)
+	}
+	locks, err := c.Locks(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("locks: %w", err)
+	}
+	for _, l := range locks {
+		ls, err := c.LockState(ctx, l.Name)
+		if err != nil {
+			return nil, fmt.Errorf("lock %q: %w", l.Name, err)
+		}
+		st.Locks = append(st.Locks, ls)
+	}
+	var sems []string
+	for _, l := range st.Leases {
+		for _, h := range l.Holds {
+			if h.Kind == "semaphore" && !slices.Contains(sems, h.Name) {
+				sems = append(sems, h.Name)
+			}
+		}
+	}
+	slices.Sort(sems)
+	for _, name := range sems {
+		ss, err := c.SemaphoreState(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("semaphore %q: %w", name, err)
+		}
+		st.Semaphores = append(st.Semaphores, ss)
+	}
+	elections, err := c.Elections(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("elections: %w", err)
+	}
+	for _, e := range elections {
+		es, err := c.ElectionState(ctx, e.Name)
+		if err != nil {
+			return nil, fmt.Errorf("election %q: %w", e.Name, err)
+		}
+		st.Elections = append(st.Elections, es)
+	}
+	if st.Barriers, err = c.Barriers(ctx); err != nil {
+		return nil, fmt.Errorf("barriers: %w", err)
+	}
+	if st.DoubleBarriers, err = c.DoubleBarriers(ctx); err != nil {
+		return nil, fmt.Errorf("double barriers: %w", err)
+	}
+	if st.Queues, err = c.Queues(ctx); err != nil {
+		return nil, fmt.Errorf("queues: %w", err)
+	}
+	return st, nil
+}
+
+// printStatus writes the table people read.
+func printStatus(w io.Writer, st *status, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tROLE\tHOLDER\tLEASE\tTOKEN\tFOR")
+	rows := 0
+	row := func(kind, name, role, holder, lease string, token int64, since time.Time) {
+		rows++
+		tok := ""
+		if token > 0 {
+			tok = strconv.FormatInt(token, 10)
+		}
+		age := ""
+		if !since.IsZero() {
+			age = now.Sub(since).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", kind, name, role, cell(holder), short(lease), tok, age)
+	}
+	contender := func(kind, name, role string, h client.Holder) {
+		who := h.Holder
+		if h.Value != "" {
+			who = h.Value + " (" + h.Holder + ")"
+		}
+		if h.Foreign {
+			who += " [foreign]"
+		}
+		if h.Mode != "" && kind == "lock" {
+			role += " " + h.Mode
+		}
+		row(kind, name, role, who, h.Lease, h.Token, h.Since)
+	}
+	for _, l := range st.Locks {
+		for _, h := range l.Holders {
+			contender("lock", l.Name, "holds", h)
+		}
+		for i, h := range l.Waiters {
+			contender("lock", l.Name, fmt.Sprintf("waits #%d", i+1), h)
+		}
+	}
+	for _, s := range st.Semaphores {
+		name := s.Name
+		if s.Limit > 0 {
+			name = fmt.Sprintf("%s (%d/%d)", s.Name, len(s.Holders), s.Limit)
+		}
+		for _, h := range s.Holders {
+			contender("semaphore", name, "holds", h)
+		}
+		for i, h := range s.Waiters {
+			contender("semaphore", name, fmt.Sprintf("waits #%d", i+1), h)
+		}
+	}
+	for _, e := range st.Elections {
+		for i, h := range e.Candidates {
+			role := "leads"
+			if i > 0 {
+				role = fmt.Sprintf("candidate #%d", i)
+			}
+			contender("election", e.Name, role, h)
+		}
+	}
+	for _, b := range st.Barriers {
+		var since time.Time
+		if b.Since != nil {
+			since = *b.Since
+		}
+		row("barrier", b.Name, "raised", "", "", 0, since)
+	}
+	for _, d := range st.DoubleBarriers {
+		role := "member"
+		if d.Ready {
+			role = "member (ready)"
+		}
+		for _, m := range d.Members {
+			row("double-barrier", d.Name, role, m.Member+" ("+m.Holder+")", m.Lease, 0, m.Since)
+		}
+	}
+	for _, q := range st.Queues {
+		if q.Length == 0 {
+			continue
+		}
+		row("queue", q.Name, fmt.Sprintf("%d items, %d claimed", q.Length, q.Claimed), "", "", 0, time.Time{})
+	}
+	if rows == 0 {
+		fmt.Fprintf(w, "nothing is held, waited for or led at %s\n", st.Gateway)
+		return nil
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d leases live at %s\n", len(st.Leases), st.Gateway)
+	return nil
+}
+
+// short is the first block of a lease id: enough to tell leases apart.
+func short(id string) string {
+	if i := strings.IndexByte(id, '-'); i > 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// cell keeps a table cell on one line and of a readable width.
+func cell(s string) string {
+	s = oneLine(s)
+	if len(s) > 48 {
+		s = strings.ToValidUTF8(s[:47], "") + "…"
+	}
+	return s
+}
