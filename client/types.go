@@ -24,6 +24,7 @@ const DefaultPriority = 100
 // LeaseInfo is a lease as the gateway reports it.
 type LeaseInfo struct {
 	ID        string        `json:"id"`
+	Gateway   string        `json:"gateway"` // the id of the gateway that keeps it
 	TTL       time.Duration `json:"-"`
 	Holder    string        `json:"holder"`
 	ExpiresAt time.Time     `json:"expires_at"`
@@ -63,13 +64,15 @@ func (l LeaseInfo) MarshalJSON() ([]byte, error) {
 
 // Hold is something a lease holds or waits for.
 type Hold struct {
-	Kind  string    `json:"kind"` // lock, semaphore, election, double-barrier, claim
-	Name  string    `json:"name"`
-	Mode  string    `json:"mode,omitempty"` // a lock's mode, a member, or a claimed item's id
-	Token int64     `json:"token,omitempty"`
-	State string    `json:"state"` // held or waiting
-	Node  string    `json:"node,omitempty"`
-	Since time.Time `json:"since"`
+	Kind   string    `json:"kind"` // lock, semaphore, election, double-barrier, claim
+	Name   string    `json:"name"`
+	Mode   string    `json:"mode,omitempty"`   // a lock's mode
+	Member string    `json:"member,omitempty"` // a double barrier's member
+	Item   string    `json:"item,omitempty"`   // a claimed queue item's id
+	Token  int64     `json:"token,omitempty"`
+	State  string    `json:"state"` // held or waiting
+	Node   string    `json:"node,omitempty"`
+	Since  time.Time `json:"since"`
 }
 
 // Holder is one contender of a lock, semaphore or election as any client
