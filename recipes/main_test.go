@@ -97,6 +97,7 @@ type serviceOptions struct {
 	timeout time.Duration // session timeout, default 1s
 	hosts   func() zk.HostProvider
 	leases  LeaseConfig
+	root    string // default: a root of its own
 }
 
 func newService(t testing.TB, o serviceOptions) *testService {
@@ -107,7 +108,10 @@ func newService(t testing.TB, o serviceOptions) *testService {
 	if o.timeout == 0 {
 		o.timeout = time.Second
 	}
-	root := uniqueRoot(t)
+	root := o.root
+	if root == "" {
+		root = uniqueRoot(t)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

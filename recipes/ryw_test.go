@@ -1,0 +1,60 @@
+package recipes
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zkgate/zkgate/zkserver"
+)
+
+// Plain reads used to be answered by whichever server a gateway talks to,
+// which may lag the ensemble's leader: a client that acquired through one
+// gateway and read through another might not see its own lock. A plain read
+// now syncs first. Here the second gateway's server is frozen while the
+// write commits (the other two make the quorum), and read right after it
+// thaws, when its backlog is still on its way.
+func TestPlainReadsSeeWritesMadeThroughAnotherServer(t *testing.T) {
+	sharedServer(t) // the loud failure when ZooKeeper is missing
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ens, err := zkserver.StartEnsemble(ctx, 3, zkOptions())
+	if err != nil {
+		t.Fatalf("ensemble: %v", err)
+	}
+	t.Cleanup(func() { _ = ens.Stop() })
+	leader, err := ens.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, reader := (leader+1)%3, (leader+2)%3
+	a := newService(t, serviceOptions{servers: []string{ens.Servers[writer].Addr()}, timeout: 20 * time.Second})
+	b := newService(t, serviceOptions{servers: []string{ens.Servers[reader].Addr()}, timeout: 20 * time.Second, root: a.root})
+	lease, err := a.Leases.Create(ctx, time.Minute, "writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := ens.Servers[reader].PID()
+	for round := range 15 {
+		name := fmt.Sprintf("ryw-%d", round)
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		_, err := a.Locks.Acquire(ctx, lease, name, ModeExclusive, 0)
+		if kerr := syscall.Kill(pid, syscall.SIGCONT); kerr != nil {
+			t.Fatal(kerr)
+		}
+		if err != nil {
+			t.Fatalf("round %d: acquire: %v", round, err)
+		}
+		st, err := b.Locks.State(ctx, name, 0, 0)
+		if err != nil {
+			t.Fatalf("round %d: read: %v", round, err)
+		}
+		if len(st.Holders) != 1 {
+			t.Fatalf("round %d: a read through another server right after the acquire saw %d holders", round, len(st.Holders))
+		}
+	}
+}
