@@ -100,8 +100,9 @@ func joinHold[H holding](lease *Lease, key string, fresh func() H, fits func(H) 
 
 // leave ends one caller's use of h. told says that the caller answers its
 // client about h (a grant, a candidacy that stays in line): a hold told of
-// stays. The last caller to leave a hold that is neither granted nor told
-// of (nor, with dropUntold, told of) abandons it.
+// stays until released. The last caller to leave a hold that no client was
+// told of abandons it, unless it was granted; with dropUntold (a claim) it
+// abandons even a grant, so that the item is served again at once.
 func (h *hold) leave(told bool) {
 	h.mu.Lock()
 	h.waiters--

@@ -434,10 +434,10 @@ func (q *Queues) Claim(ctx context.Context, lease *Lease, name string, wait time
 			return Taken{}, err
 		}
 		t, err := q.claim(ctx, c, wait)
-		if errors.Is(err, errHoldGone) {
-			continue // consumed behind our back, and dropped: claim anew
-		}
 		c.leave(err == nil && ctx.Err() == nil)
+		if errors.Is(err, errHoldGone) {
+			continue // consumed behind our back, or acked or nacked meanwhile: claim anew
+		}
 		if err != nil {
 			return Taken{}, err
 		}
@@ -459,8 +459,7 @@ func (q *Queues) claim(ctx context.Context, c *claimHold, wait time.Duration) (T
 		if !errors.Is(err, zk.ErrNoNode) {
 			return Taken{}, q.svc.readErr(err)
 		}
-		c.leave(true)
-		_ = c.drop()
+		_ = c.drop() // consumed by a client that ignores claims
 		return Taken{}, errHoldGone
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
