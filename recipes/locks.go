@@ -447,7 +447,11 @@ func waitErr(ctx context.Context, lease *Lease, err error) error {
 }
 
 // retryable waits out a connection problem; any other error ends the wait.
+// A wait whose context has ended is over, whichever call noticed it first.
 func (s *Service) retryable(ctx context.Context, lease *Lease, err error) error {
+	if ctx.Err() != nil {
+		return waitErr(ctx, lease, context.Cause(ctx))
+	}
 	if !ambiguous(err) {
 		return internal(err, "ZooKeeper request")
 	}
