@@ -3,17 +3,23 @@ GO ?= go
 TEST_FLAGS ?= -count=1 -timeout 20m
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run test check-generated build generate lint bench deps
+.PHONY: run test test-clients check-generated build generate lint bench deps
 
 ## run: the gateway on an embedded ZooKeeper (installs ZooKeeper and Java if missing)
 run: deps
 	$(GO) run ./cmd/zkgate serve --listen $(LISTEN)
 
-## test: the whole suite, on real ZooKeeper servers
+## test: the whole suite, on real ZooKeeper servers, then the clients and examples
 test: check-generated
 	@scripts/deps.sh test
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
+	scripts/test-clients.sh
+
+## test-clients: the contract lint and type check, the Python and Node clients' tests and every example, on a real gateway
+test-clients:
+	@scripts/deps.sh test
+	scripts/test-clients.sh
 
 ## check-generated: the committed templ output is what templ makes of the sources
 check-generated:
