@@ -217,7 +217,25 @@ class LeaseTest(ClientTest):
     def test_lost_lease_is_raised_in_the_thread_that_uses_it(self) -> None:
         called = threading.Event()
         lease = self.gate.lease(ttl="3s", on_lost=lambda err: called.set())
-        zkgate.Gateway(URL)._call("DELETE", f"/v1/leases/{lease.id}")  # another client ends it
+        name = unique("held")
+        waited: List[BaseException] = []
+        with self.gate.lease() as other:
+            other.lock(name)
+
+            def wait_for_it() -> None:
+                try:
+                    lease.lock(name, wait="1m")
+                except BaseException as e:
+                    waited.append(e)
+
+            waiter = threading.Thread(target=wait_for_it)
+            waiter.start()
+            eventually("the lease waits", lambda: len(self.gate.state("locks", name)[0]["waiters"]) == 1)
+            zkgate.Gateway(URL)._call("DELETE", f"/v1/leases/{lease.id}")  # another client ends it
+            # The wait under way ends with the lease, long before its minute.
+            waiter.join(PATIENCE)
+            self.assertFalse(waiter.is_alive())
+            self.assertEqual([type(e) for e in waited], [zkgate.LeaseExpired])
         self.assertTrue(lease.lost.wait(PATIENCE), "the keepalive did not see the lease end")
         self.assertTrue(called.is_set())
         self.assertIsInstance(lease.error, zkgate.LeaseExpired)
