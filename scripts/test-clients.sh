@@ -57,7 +57,10 @@ contract() {
   npm_ci examples/node
   tools/node_modules/.bin/redocly lint --config redocly.yaml --format=stylish openapi.yaml
   mkdir -p tools/gen
-  tools/node_modules/.bin/openapi-typescript openapi.yaml --default-non-nullable false -o tools/gen/openapi.d.ts --redocly redocly.yaml >/dev/null
+  # Quiet unless it fails: its warnings are the lint's, shown above.
+  local out
+  out=$(tools/node_modules/.bin/openapi-typescript openapi.yaml --default-non-nullable false -o tools/gen/openapi.d.ts --redocly redocly.yaml 2>&1) ||
+    fail "openapi-typescript failed: $out"
   tools/node_modules/.bin/tsc -p tools
   echo "tsc: tools/contract.mts, client/node and examples/node agree with openapi.yaml"
 }
