@@ -3,7 +3,7 @@ GO ?= go
 TEST_FLAGS ?= -count=1 -timeout 20m
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run test check-generated build generate lint bench deps
+.PHONY: run test test-clients check-generated build generate lint bench deps
 
 ## run: the gateway on an embedded ZooKeeper (installs ZooKeeper and Java if missing)
 run: deps
@@ -12,14 +12,20 @@ run: deps
 # The concurrency tests of server/ that also run under the race detector.
 RACE_TESTS ?= TestLockContention|TestReadWriteLock|TestSemaphore|TestElection|TestOneShotElection|TestBarrier|TestDoubleBarrierAcrossGateways|TestQueueClaimsSurviveDyingConsumers|TestQueueNackAndDisconnect|TestTimeoutAndDisconnectLeaveNoWaiter|TestLeaseOnAnotherGateway|TestLostCreateReply|TestBlockingReadsShareOneWatch
 
-## test: the whole suite, on real ZooKeeper servers, then recipes/ and the
-## concurrency tests of server/ again under the race detector
+## test: the whole suite, on real ZooKeeper servers; recipes/ and the concurrency tests of
+## server/ again under the race detector; then the clients and examples
 test: check-generated
 	@scripts/deps.sh test
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -race $(TEST_FLAGS) ./recipes/
 	$(GO) test -race $(TEST_FLAGS) -run '^($(RACE_TESTS))$$' ./server/
+	scripts/test-clients.sh
+
+## test-clients: the contract lint and type check, the Python and Node clients' tests and every example, on a real gateway
+test-clients:
+	@scripts/deps.sh test
+	scripts/test-clients.sh
 
 ## check-generated: the committed templ output is what templ makes of the sources
 check-generated:

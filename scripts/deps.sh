@@ -2,7 +2,9 @@
 # Installs what zkgate needs from Debian's packages, or says exactly what to
 # install when it cannot (not root, no apt-get).
 #   scripts/deps.sh run    ZooKeeper and Java: enough to run the gateway
-#   scripts/deps.sh test   plus Curator, kazoo and Chromium for the test suite
+#   scripts/deps.sh test   plus Curator, kazoo and Chromium for the test suite, and
+#                          Node.js, npm, curl, jq and Python's venv, setuptools and
+#                          wheel for the clients' tests (scripts/test-clients.sh)
 set -euo pipefail
 what=${1:-run}
 pkgs=()
@@ -15,7 +17,13 @@ if [ "$what" = test ]; then
   [ -f /usr/share/java/curator-recipes.jar ] || pkgs+=(libcurator-recipes-java)
   [ -d /usr/lib/python3/dist-packages/kazoo ] || pkgs+=(python3-kazoo)
   [ -x /usr/bin/chromium ] || pkgs+=(chromium)
-  command -v curl >/dev/null 2>&1 || pkgs+=(curl) # examples/lock.sh
+  command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+  command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+  command -v curl >/dev/null 2>&1 || pkgs+=(curl) # the examples
+  command -v jq >/dev/null 2>&1 || pkgs+=(jq)
+  /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
+  /usr/bin/python3 -c 'import setuptools' >/dev/null 2>&1 || pkgs+=(python3-setuptools)
+  /usr/bin/python3 -c 'import wheel' >/dev/null 2>&1 || pkgs+=(python3-wheel)
 fi
 [ ${#pkgs[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then

@@ -1,0 +1,450 @@
+// Types of the zkgate Node client. The JSON documents below are those of
+// openapi.yaml; scripts/test-clients.sh checks them against types generated
+// from it, so a change of the contract that the client does not follow
+// breaks the build.
+
+/** A Go duration string ("500ms", "15s", "2m") or a number of milliseconds. */
+export type Duration = string | number;
+export type Kind = "locks" | "semaphores" | "elections" | "barriers" | "double-barriers" | "queues";
+export type LockMode = "exclusive" | "read" | "write";
+
+export declare const VERSION: string;
+export declare const DEFAULT_URL: string;
+export declare const KINDS: readonly Kind[];
+
+// ---------------------------------------------------------------------------
+// JSON documents the gateway answers with.
+
+/** One contender of a lock, semaphore or election, as any client sees it. */
+export interface Holder {
+  node: string;
+  seq: number;
+  /** The node's creation zxid: its fencing token. */
+  token: number;
+  mode?: LockMode;
+  lease?: string;
+  holder: string;
+  session: string;
+  since: string;
+  /** A node made by another client (Curator, kazoo). */
+  foreign: boolean;
+  gateway?: string;
+  value?: string;
+  limit?: number;
+}
+
+export interface Hold {
+  kind: "lock" | "semaphore" | "election" | "double-barrier" | "claim";
+  name: string;
+  mode?: string;
+  token?: number;
+  state: "held" | "waiting";
+  node?: string;
+  since: string;
+}
+
+export interface LeaseInfo {
+  id: string;
+  ttl: string;
+  holder: string;
+  expires_at: string;
+  created_at: string;
+  holds: Hold[];
+}
+
+export interface LockGrantInfo {
+  name: string;
+  mode: LockMode;
+  lease: string;
+  token: number;
+  node: string;
+  acquired_at: string;
+}
+
+export interface SemaphoreGrantInfo {
+  name: string;
+  lease: string;
+  limit: number;
+  token: number;
+  node: string;
+  acquired_at: string;
+}
+
+/** A lease's standing in an election: elected (with `token`) or in line (with `position` and `leader`). */
+export interface CampaignInfo {
+  name: string;
+  elected: boolean;
+  lease: string;
+  node: string;
+  token?: number;
+  value: string;
+  since: string;
+  position?: number;
+  leader?: Holder;
+}
+
+export interface Member {
+  member: string;
+  lease?: string;
+  holder: string;
+  gateway?: string;
+  count?: number;
+  since: string;
+  foreign: boolean;
+}
+
+export interface DoubleBarrierState {
+  name: string;
+  count?: number;
+  ready: boolean;
+  members: Member[];
+}
+
+export interface DoubleBarrierInfo extends DoubleBarrierState {
+  lease: string;
+}
+
+export interface ItemInfo {
+  id: string;
+  priority: number;
+  size: number;
+  created_at: string;
+  claimed_by?: string;
+}
+
+export interface LockState {
+  name: string;
+  holders: Holder[];
+  waiters: Holder[];
+}
+
+export interface SemaphoreState {
+  name: string;
+  limit?: number;
+  holders: Holder[];
+  waiters: Holder[];
+}
+
+export interface ElectionState {
+  name: string;
+  leader: Holder | null;
+  candidates: Holder[];
+}
+
+export interface BarrierState {
+  name: string;
+  raised: boolean;
+  since?: string;
+}
+
+export interface QueueState {
+  name: string;
+  length: number;
+  claimed: number;
+  head: ItemInfo[];
+}
+
+export interface StateOf {
+  locks: LockState;
+  semaphores: SemaphoreState;
+  elections: ElectionState;
+  barriers: BarrierState;
+  "double-barriers": DoubleBarrierState;
+  queues: QueueState;
+}
+
+/** An RFC 9457 problem document, with the extra state some problems carry. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: string;
+  instance?: string;
+  reason?: string;
+  holders?: Holder[];
+  waiters?: number;
+  position?: number;
+  token?: number;
+  limit?: number;
+  raised?: boolean;
+  members?: Member[];
+  count?: number;
+  lease?: string;
+}
+
+/** JSON bodies the client sends. */
+export namespace wire {
+  interface LeaseRequest {
+    ttl?: string;
+    holder?: string;
+  }
+  interface LockAcquireRequest {
+    lease: string;
+    mode?: LockMode;
+  }
+  interface LockReleaseRequest {
+    lease: string;
+    mode?: LockMode;
+  }
+  interface SemaphoreAcquireRequest {
+    lease: string;
+    limit: number;
+  }
+  interface LeaseOnlyRequest {
+    lease: string;
+  }
+  interface CampaignRequest {
+    lease: string;
+    value?: string;
+  }
+  interface ProclaimRequest {
+    lease: string;
+    value: string;
+  }
+  interface EnterRequest {
+    lease: string;
+    member: string;
+    count: number;
+  }
+  interface LeaveRequest {
+    lease: string;
+    member: string;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Errors: one class per problem code.
+
+export declare class ZkgateError extends Error {
+  static code: string | undefined;
+  constructor(
+    detail: string,
+    info?: { status?: number; code?: string; problem?: Problem | Record<string, unknown>; retryAfter?: number; cause?: unknown },
+  );
+  /** The problem's human-readable detail. */
+  detail: string;
+  /** The HTTP status; undefined when there was no answer. */
+  status: number | undefined;
+  /** The problem's code ("timeout", "lease_expired"...). */
+  code: string | undefined;
+  /** The whole problem document, with any extra state (holders, position, reason...). */
+  problem: Partial<Problem> & Record<string, unknown>;
+  /** Seconds of a Retry-After header. */
+  retryAfter: number | undefined;
+}
+/** No answer: the gateway could not be reached, or the connection broke or timed out. The request may or may not have been carried out. */
+export declare class TransportError extends ZkgateError {}
+/** 400 invalid_request, or a request the client refuses to send (a bad name or duration). */
+export declare class InvalidRequest extends ZkgateError {}
+/** The lease is gone (expired, revoked, its gateway's session lost, or no keepalive answered within its TTL). */
+export declare class LeaseLost extends ZkgateError {}
+/** 410 lease_expired; `reason` says why. */
+export declare class LeaseExpired extends LeaseLost {
+  get reason(): string | undefined;
+}
+/** 404 lease_not_found. */
+export declare class LeaseNotFound extends LeaseLost {}
+/** 404 not_found. */
+export declare class NotFound extends ZkgateError {}
+/** 409 timeout: the wait ended first; `problem` carries the current state. */
+export declare class Timeout extends ZkgateError {}
+/** 409 not_held. */
+export declare class NotHeld extends ZkgateError {}
+/** 409 not_leader. */
+export declare class NotLeader extends ZkgateError {}
+/** 409 not_claimed. */
+export declare class NotClaimed extends ZkgateError {}
+/** 409 limit_mismatch. */
+export declare class LimitMismatch extends ZkgateError {}
+/** 409 count_mismatch. */
+export declare class CountMismatch extends ZkgateError {}
+/** 409 stale_token. */
+export declare class StaleToken extends ZkgateError {}
+/** 409 would_deadlock. */
+export declare class WouldDeadlock extends ZkgateError {}
+/** 409 not_empty. */
+export declare class NotEmpty extends ZkgateError {}
+/** 401 unauthenticated. */
+export declare class Unauthenticated extends ZkgateError {}
+/** 403 forbidden. */
+export declare class Forbidden extends ZkgateError {}
+/** 405 method_not_allowed. */
+export declare class MethodNotAllowed extends ZkgateError {}
+/** 413 too_large. */
+export declare class TooLarge extends ZkgateError {}
+/** 415 unsupported_media_type. */
+export declare class UnsupportedMediaType extends ZkgateError {}
+/** 429 too_many; see `retryAfter`. */
+export declare class TooMany extends ZkgateError {}
+/** 503 unavailable: the gateway's ZooKeeper session is suspended; see `retryAfter`. */
+export declare class Unavailable extends ZkgateError {}
+/** 500 internal. */
+export declare class InternalError extends ZkgateError {}
+
+export declare function errorFrom(status: number, contentType: string, body: Uint8Array, retryAfter: string | null): ZkgateError;
+/** Milliseconds of a duration. */
+export declare function parseDuration(d: Duration): number;
+/** A Go duration string for milliseconds. */
+export declare function formatDuration(ms: number): string;
+
+// ---------------------------------------------------------------------------
+// The client.
+
+export interface GatewayOptions {
+  /** Default: $ZKGATE_URL, then http://127.0.0.1:8080. */
+  url?: string;
+  /** Sent as `Authorization: Bearer`; default $ZKGATE_TOKEN. */
+  token?: string;
+  /** How long to wait for an answer beyond the call's server-side wait, in ms (default 10000). */
+  timeout?: number;
+  /** How long (beyond the wait) to retry a call that is safe to repeat, in ms (default 10000). */
+  retryFor?: number;
+  /** A fetch of your own (default the global one). */
+  fetch?: typeof fetch;
+}
+
+export interface CallOptions {
+  /** Cancels the call (it rejects with the signal's reason). */
+  signal?: AbortSignal;
+}
+
+export interface WaitOptions extends CallOptions {
+  /** How long the gateway may wait (default "0s": try once; consume and watch: "30s"). */
+  wait?: Duration;
+}
+
+export interface LeaseOptions extends CallOptions {
+  /** Default "15s". */
+  ttl?: Duration;
+  holder?: string;
+  /** Called when the lease is lost. */
+  onLost?: (err: LeaseLost) => void;
+}
+
+export declare class Gateway {
+  constructor(options?: GatewayOptions);
+  readonly url: string;
+  token: string | undefined;
+  timeout: number;
+  retryFor: number;
+  /** Creates a lease and keeps it alive until it is revoked. */
+  lease(options?: LeaseOptions): Promise<Lease>;
+  leaseInfo(id: string, options?: CallOptions): Promise<LeaseInfo>;
+  leases(options?: CallOptions): Promise<LeaseInfo[]>;
+  /** The state of a primitive and its X-Zkgate-Index; with `index` and `wait`, a blocking read. */
+  state<K extends Kind>(kind: K, name: string, options?: WaitOptions & { index?: number }): Promise<{ state: StateOf[K]; index: number }>;
+  /** The state now, then each time it changes. */
+  watch<K extends Kind>(kind: K, name: string, options?: WaitOptions): AsyncGenerator<StateOf[K], void, undefined>;
+  /** An election's state now and whenever it changes. */
+  observe(election: string, options?: WaitOptions): AsyncGenerator<ElectionState, void, undefined>;
+  /** Whether `token` is the fencing token of a current holder of the lock. */
+  fence(lock: string, token: number, options?: CallOptions): Promise<boolean>;
+  ready(options?: CallOptions): Promise<boolean>;
+  /** true if the barrier was down, false if already up. */
+  raiseBarrier(name: string, options?: CallOptions): Promise<boolean>;
+  lowerBarrier(name: string, options?: CallOptions): Promise<void>;
+  /** Resolves once the barrier is down; Timeout if it is still up after `wait`. */
+  waitBarrier(name: string, options?: WaitOptions): Promise<void>;
+  /** Adds an item; not retried (a lost answer leaves it unknown whether it was added). */
+  produce(queue: string, data: string | Uint8Array, options?: CallOptions & { priority?: number }): Promise<ItemInfo>;
+  /** Removes and returns the next item (at most once), or null. */
+  take(queue: string, options?: WaitOptions): Promise<Item | null>;
+  peek(queue: string, id: string, options?: CallOptions): Promise<Item>;
+  deleteQueue(queue: string, options?: CallOptions): Promise<void>;
+}
+
+export declare class Lease {
+  readonly gateway: Gateway;
+  readonly id: string;
+  readonly holder: string;
+  /** The TTL in ms. */
+  readonly ttl: number;
+  /** The lease as the last keepalive returned it. */
+  info: LeaseInfo;
+  /** Why the lease was lost, once it was. */
+  error: LeaseLost | undefined;
+  /** Whether the lease was lost. */
+  get lost(): boolean;
+  /** Aborted, with the LeaseLost as its reason, when the lease is lost: pass it on to your own work. */
+  get signal(): AbortSignal;
+  /** Throws the LeaseLost that ended the lease, if it ended. */
+  check(): void;
+  keepAlive(options?: CallOptions): Promise<LeaseInfo>;
+  /** Stops the keepalive and revokes the lease; throws the LeaseLost if it was lost. */
+  revoke(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+  lock(name: string, options?: WaitOptions & { mode?: LockMode }): Promise<Grant>;
+  semaphore(name: string, limit: number, options?: WaitOptions): Promise<Grant>;
+  release(kind: "lock" | "semaphore", name: string, options?: CallOptions & { mode?: LockMode }): Promise<void>;
+  campaign(name: string, options?: WaitOptions & { value?: string }): Promise<Campaign>;
+  proclaim(name: string, value: string, options?: CallOptions): Promise<CampaignInfo>;
+  resign(name: string, options?: CallOptions): Promise<void>;
+  enter(name: string, count: number, options?: WaitOptions & { member?: string }): Promise<Membership>;
+  leave(name: string, options?: WaitOptions & { member?: string }): Promise<DoubleBarrierState>;
+  claim(queue: string, options?: WaitOptions): Promise<Claim | null>;
+  ack(queue: string, id: string, options?: CallOptions): Promise<void>;
+  nack(queue: string, id: string, options?: CallOptions): Promise<void>;
+  /** Acks each item when the loop body ends; nacks it if the loop is left any other way. */
+  consume(queue: string, options?: WaitOptions & { untilEmpty?: boolean }): AsyncGenerator<Claim, void, undefined>;
+}
+
+/** A held lock or semaphore slot. */
+export declare class Grant {
+  readonly lease: Lease;
+  readonly kind: "lock" | "semaphore";
+  readonly info: LockGrantInfo | SemaphoreGrantInfo;
+  readonly name: string;
+  /** The fencing token. */
+  readonly token: number;
+  readonly node: string;
+  readonly acquiredAt: string;
+  readonly mode: LockMode | undefined;
+  readonly limit: number | undefined;
+  released: boolean;
+  release(options?: CallOptions): Promise<void>;
+  isCurrent(options?: CallOptions): Promise<boolean>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export declare class Campaign {
+  readonly lease: Lease;
+  info: CampaignInfo;
+  readonly name: string;
+  readonly elected: boolean;
+  readonly token: number | undefined;
+  readonly position: number | undefined;
+  readonly leader: Holder | undefined;
+  value: string;
+  resigned: boolean;
+  proclaim(value: string, options?: CallOptions): Promise<void>;
+  resign(options?: CallOptions): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export declare class Membership {
+  readonly lease: Lease;
+  readonly name: string;
+  readonly member: string;
+  readonly wait: Duration;
+  readonly info: DoubleBarrierInfo;
+  readonly members: Member[];
+  left: boolean;
+  leave(options?: WaitOptions): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export declare class Item {
+  readonly queue: string;
+  readonly id: string;
+  readonly priority: number;
+  readonly data: Uint8Array;
+  get text(): string;
+}
+
+export declare class Claim extends Item {
+  readonly lease: Lease;
+  settled: boolean;
+  ack(options?: CallOptions): Promise<void>;
+  nack(options?: CallOptions): Promise<void>;
+}

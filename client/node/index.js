@@ -1,0 +1,1068 @@
+// @ts-check
+// A client of zkgate, ZooKeeper's coordination recipes over HTTP: leases kept
+// alive for you, locks with fencing tokens, semaphores, elections, barriers
+// and queues. No dependencies: Node 18+ and its built-in fetch.
+// The public types are in index.d.ts; the JSON on the wire is typed there too
+// and checked against openapi.yaml (scripts/test-clients.sh).
+
+/** @typedef {import("./index.js").Duration} Duration */
+/** @typedef {import("./index.js").Kind} Kind */
+/** @typedef {import("./index.js").LockMode} LockMode */
+/** @typedef {import("./index.js").LeaseInfo} LeaseInfo */
+/** @typedef {import("./index.js").LockGrantInfo} LockGrantInfo */
+/** @typedef {import("./index.js").SemaphoreGrantInfo} SemaphoreGrantInfo */
+/** @typedef {import("./index.js").CampaignInfo} CampaignInfo */
+/** @typedef {import("./index.js").Holder} Holder */
+/** @typedef {import("./index.js").Member} Member */
+/** @typedef {import("./index.js").DoubleBarrierInfo} DoubleBarrierInfo */
+/** @typedef {import("./index.js").DoubleBarrierState} DoubleBarrierState */
+/** @typedef {import("./index.js").ItemInfo} ItemInfo */
+/** @typedef {import("./index.js").Problem} Problem */
+/** @typedef {import("./index.js").GatewayOptions} GatewayOptions */
+/** @typedef {import("./index.js").LeaseOptions} LeaseOptions */
+/** @typedef {import("./index.js").WaitOptions} WaitOptions */
+/** @typedef {import("./index.js").CallOptions} CallOptions */
+/** @typedef {import("./index.js").wire.LeaseRequest} LeaseRequest */
+/** @typedef {import("./index.js").wire.LockAcquireRequest} LockAcquireRequest */
+/** @typedef {import("./index.js").wire.LockReleaseRequest} LockReleaseRequest */
+/** @typedef {import("./index.js").wire.SemaphoreAcquireRequest} SemaphoreAcquireRequest */
+/** @typedef {import("./index.js").wire.LeaseOnlyRequest} LeaseOnlyRequest */
+/** @typedef {import("./index.js").wire.CampaignRequest} CampaignRequest */
+/** @typedef {import("./index.js").wire.ProclaimRequest} ProclaimRequest */
+/** @typedef {import("./index.js").wire.EnterRequest} EnterRequest */
+/** @typedef {import("./index.js").wire.LeaveRequest} LeaveRequest */
+/** @typedef {{status: number, headers: Headers, body: Uint8Array}} Reply */
+
+export const VERSION = "0.1.0";
+export const DEFAULT_URL = "http://127.0.0.1:8080";
+/** @type {readonly Kind[]} */
+export const KINDS = Object.freeze(["locks", "semaphores", "elections", "barriers", "double-barriers", "queues"]);
+
+// TypeScript's `await using` looks for Symbol.asyncDispose, or this stand-in on runtimes without it.
+const asyncDispose = /** @type {typeof Symbol.asyncDispose} */ (Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDispose"));
+
+// ---------------------------------------------------------------------------
+// Errors: one class per problem code.
+
+export class ZkgateError extends Error {
+  /** @type {string | undefined} */
+  static code = undefined;
+
+  /**
+   * @param {string} detail
+   * @param {{status?: number, code?: string, problem?: Problem | Record<string, unknown>, retryAfter?: number, cause?: unknown}} [info]
+   */
+  constructor(detail, info = {}) {
+    const where = [info.status, info.code ?? /** @type {typeof ZkgateError} */ (new.target).code].filter((x) => x !== undefined);
+    super(where.length ? `${where.join(" ")}: ${detail}` : detail, info.cause === undefined ? undefined : { cause: info.cause });
+    this.name = new.target.name;
+    this.detail = detail;
+    /** @type {number | undefined} */
+    this.status = info.status;
+    /** @type {string | undefined} */
+    this.code = info.code ?? /** @type {typeof ZkgateError} */ (new.target).code;
+    /** @type {Record<string, unknown>} */
+    this.problem = { ...(info.problem ?? {}) };
+    /** @type {number | undefined} seconds */
+    this.retryAfter = info.retryAfter;
+  }
+}
+export class TransportError extends ZkgateError {}
+export class InvalidRequest extends ZkgateError { static code = "invalid_request"; }
+export class LeaseLost extends ZkgateError {}
+export class LeaseExpired extends LeaseLost {
+  static code = "lease_expired";
+  /** @returns {string | undefined} */
+  get reason() {
+    const r = this.problem.reason;
+    return typeof r === "string" ? r : undefined;
+  }
+}
+export class LeaseNotFound extends LeaseLost { static code = "lease_not_found"; }
+export class NotFound extends ZkgateError { static code = "not_found"; }
+export class Timeout extends ZkgateError { static code = "timeout"; }
+export class NotHeld extends ZkgateError { static code = "not_held"; }
+export class NotLeader extends ZkgateError { static code = "not_leader"; }
+export class NotClaimed extends ZkgateError { static code = "not_claimed"; }
+export class LimitMismatch extends ZkgateError { static code = "limit_mismatch"; }
+export class CountMismatch extends ZkgateError { static code = "count_mismatch"; }
+export class StaleToken extends ZkgateError { static code = "stale_token"; }
+export class WouldDeadlock extends ZkgateError { static code = "would_deadlock"; }
+export class NotEmpty extends ZkgateError { static code = "not_empty"; }
+export class Unauthenticated extends ZkgateError { static code = "unauthenticated"; }
+export class Forbidden extends ZkgateError { static code = "forbidden"; }
+export class MethodNotAllowed extends ZkgateError { static code = "method_not_allowed"; }
+export class TooLarge extends ZkgateError { static code = "too_large"; }
+export class UnsupportedMediaType extends ZkgateError { static code = "unsupported_media_type"; }
+export class TooMany extends ZkgateError { static code = "too_many"; }
+export class Unavailable extends ZkgateError { static code = "unavailable"; }
+export class InternalError extends ZkgateError { static code = "internal"; }
+
+/** @type {Map<string, typeof ZkgateError>} */
+const byCode = new Map(
+  [InvalidRequest, LeaseExpired, LeaseNotFound, NotFound, Timeout, NotHeld, NotLeader, NotClaimed, LimitMismatch,
+    CountMismatch, StaleToken, WouldDeadlock, NotEmpty, Unauthenticated, Forbidden, MethodNotAllowed, TooLarge,
+    UnsupportedMediaType, TooMany, Unavailable, InternalError].map((c) => [/** @type {string} */ (c.code), c]),
+);
+// Answers that are not problem documents (a proxy's, say) are classed by status.
+/** @type {Record<number, typeof ZkgateError>} */
+const byStatus = {
+  400: InvalidRequest, 401: Unauthenticated, 403: Forbidden, 404: NotFound, 405: MethodNotAllowed, 413: TooLarge,
+  415: UnsupportedMediaType, 429: TooMany, 500: InternalError, 502: Unavailable, 503: Unavailable, 504: Unavailable,
+};
+
+/**
+ * The typed error of an answer with an error status.
+ * @param {number} status
+ * @param {string} contentType
+ * @param {Uint8Array} body
+ * @param {string | null} retryAfter
+ * @returns {ZkgateError}
+ */
+export function errorFrom(status, contentType, body, retryAfter) {
+  const text = new TextDecoder().decode(body);
+  /** @type {Record<string, unknown>} */
+  let problem = {};
+  if (contentType.includes("json")) {
+    try {
+      const doc = JSON.parse(text);
+      if (doc && typeof doc === "object" && !Array.isArray(doc)) problem = doc;
+    } catch {
+      problem = {};
+    }
+  }
+  const code = typeof problem.code === "string" ? problem.code : undefined;
+  let detail = typeof problem.detail === "string" && problem.detail ? problem.detail : text.trim().slice(0, 200);
+  if (!detail) detail = `HTTP ${status}`;
+  const after = retryAfter && /^\s*\d+\s*$/.test(retryAfter) ? Number(retryAfter) : undefined;
+  const Cls = (code && byCode.get(code)) || byStatus[status] || ZkgateError;
+  return new Cls(detail, { status, code: code ?? Cls.code, problem, retryAfter: after });
+}
+
+// ---------------------------------------------------------------------------
+// Durations, names, signals.
+
+const units = /** @type {Record<string, number>} */ ({ ns: 1e-6, us: 1e-3, "µs": 1e-3, "μs": 1e-3, ms: 1, s: 1e3, m: 60e3, h: 3600e3 });
+
+/**
+ * Milliseconds of a duration: a Go duration string ("500ms", "15s", "2m") or a number of milliseconds.
+ * @param {Duration} d
+ * @returns {number}
+ */
+export function parseDuration(d) {
+  if (typeof d === "number") {
+    if (!Number.isFinite(d) || d < 0) throw new InvalidRequest(`bad duration ${d}: want a number of milliseconds >= 0`);
+    return d;
+  }
+  if (typeof d !== "string") throw new InvalidRequest(`bad duration ${String(d)}`);
+  const s = d.trim();
+  if (s === "0") return 0;
+  const part = /([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)/y;
+  let ms = 0;
+  let pos = 0;
+  while (pos < s.length) {
+    part.lastIndex = pos;
+    const m = part.exec(s);
+    if (!m || m[1] === "" || m[1] === ".") break;
+    ms += Number(m[1]) * units[m[2]];
+    pos = part.lastIndex;
+  }
+  if (pos === 0 || pos !== s.length) {
+    throw new InvalidRequest(`bad duration ${JSON.stringify(d)}: want a Go duration such as "500ms", "15s" or "2m"`);
+  }
+  return ms;
+}
+
+/**
+ * A Go duration string for milliseconds.
+ * @param {number} ms
+ */
+export function formatDuration(ms) {
+  const r = Math.round(ms);
+  return r % 1000 === 0 ? `${r / 1000}s` : `${r}ms`;
+}
+
+/** @param {Duration} d @returns {[string, number]} the duration as sent (a string as given, once checked) and in ms */
+function wireDuration(d) {
+  const ms = parseDuration(d);
+  return [typeof d === "string" ? d.trim() : formatDuration(ms), ms];
+}
+
+/**
+ * The name, path-escaped, once it is one the gateway accepts.
+ * @param {string} n
+ */
+function pathName(n) {
+  if (typeof n !== "string" || !/^[A-Za-z0-9._-]{1,200}$/.test(n) || n === "." || n === "..") {
+    throw new InvalidRequest(`bad name ${JSON.stringify(n)}: 1 to 200 characters of [A-Za-z0-9._-], not . or ..`);
+  }
+  return encodeURIComponent(n);
+}
+
+/** @param {string} id */
+function pathId(id) {
+  if (typeof id !== "string" || !/^[A-Za-z0-9._-]{1,200}$/.test(id) || id === "." || id === "..") {
+    throw new InvalidRequest(`bad id ${JSON.stringify(id)}`);
+  }
+  return encodeURIComponent(id);
+}
+
+/**
+ * One signal that aborts when any of `signals` does (with its reason), or
+ * after `timeoutMs` (with a TransportError). `done()` unhooks it all.
+ * @param {(AbortSignal | undefined)[]} signals
+ * @param {number} [timeoutMs]
+ */
+function linked(signals, timeoutMs) {
+  const ctl = new AbortController();
+  /** @type {(() => void)[]} */
+  const undo = [];
+  for (const s of signals) {
+    if (!s) continue;
+    if (s.aborted) {
+      ctl.abort(s.reason);
+      break;
+    }
+    const on = () => ctl.abort(s.reason);
+    s.addEventListener("abort", on, { once: true });
+    undo.push(() => s.removeEventListener("abort", on));
+  }
+  /** @type {NodeJS.Timeout | undefined} */
+  let timer;
+  if (timeoutMs !== undefined && !ctl.signal.aborted) {
+    timer = setTimeout(() => ctl.abort(new TransportError(`no answer within ${formatDuration(timeoutMs)}`)), timeoutMs);
+    timer.unref?.();
+  }
+  return {
+    signal: ctl.signal,
+    done() {
+      clearTimeout(timer);
+      for (const f of undo) f();
+    },
+  };
+}
+
+/**
+ * Resolves after ms, or rejects with the reason of the first signal that aborts.
+ * @param {number} ms
+ * @param {(AbortSignal | undefined)[]} signals
+ * @returns {Promise<void>}
+ */
+function sleep(ms, signals) {
+  const l = linked(signals);
+  return new Promise((resolve, reject) => {
+    if (l.signal.aborted) {
+      l.done();
+      reject(l.signal.reason);
+      return;
+    }
+    const timer = setTimeout(() => {
+      l.signal.removeEventListener("abort", onAbort);
+      l.done();
+      resolve();
+    }, ms);
+    timer.unref?.();
+    function onAbort() {
+      clearTimeout(timer);
+      l.done();
+      reject(l.signal.reason);
+    }
+    l.signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** @param {Reply} r @returns {any} */
+function json(r) {
+  try {
+    return JSON.parse(new TextDecoder().decode(r.body));
+  } catch (e) {
+    throw new TransportError(`the gateway answered ${r.status} with a body that is not JSON`, { cause: e });
+  }
+}
+
+const transient = /** @param {unknown} e */ (e) => e instanceof TransportError || e instanceof Unavailable || e instanceof TooMany;
+
+// ---------------------------------------------------------------------------
+// The gateway.
+
+export class Gateway {
+  /** @param {GatewayOptions} [options] */
+  constructor(options = {}) {
+    const env = typeof process !== "undefined" ? process.env : {};
+    const url = options.url || env.ZKGATE_URL || DEFAULT_URL;
+    let u;
+    try {
+      u = new URL(url);
+    } catch {
+      throw new InvalidRequest(`bad gateway URL ${JSON.stringify(url)}: want http://host:port`);
+    }
+    if (u.protocol !== "http:" && u.protocol !== "https:") {
+      throw new InvalidRequest(`bad gateway URL ${JSON.stringify(url)}: want http://host:port`);
+    }
+    /** The gateway's base URL. */
+    this.url = url.replace(/\/+$/, "");
+    /** @type {string | undefined} */
+    this.token = options.token ?? (env.ZKGATE_TOKEN || undefined);
+    /** How long to wait for an answer beyond the call's server-side wait, in ms. */
+    this.timeout = options.timeout ?? 10_000;
+    /** How long (beyond the wait) to retry a call that is safe to repeat, in ms. */
+    this.retryFor = options.retryFor ?? 10_000;
+    this.fetch = options.fetch ?? globalThis.fetch;
+    if (typeof this.fetch !== "function") throw new ZkgateError("no fetch: zkgate needs Node 18 or later");
+  }
+
+  /**
+   * One HTTP exchange.
+   * @param {string} method
+   * @param {string} path
+   * @param {{query?: Record<string, string>, body?: string | Uint8Array, type?: string, timeoutMs?: number, signals?: (AbortSignal | undefined)[]}} [o]
+   * @returns {Promise<Reply>}
+   */
+  async _send(method, path, o = {}) {
+    let target = this.url + path;
+    if (o.query && Object.keys(o.query).length) target += "?" + new URLSearchParams(o.query).toString();
+    /** @type {Record<string, string>} */
+    const headers = { Accept: "application/json", "User-Agent": `zkgate-node/${VERSION}` };
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    if (o.body !== undefined) headers["Content-Type"] = o.type ?? "application/json";
+    const l = linked(o.signals ?? [], o.timeoutMs);
+    try {
+      const res = await this.fetch(target, { method, headers, body: o.body, signal: l.signal });
+      const body = new Uint8Array(await res.arrayBuffer());
+      return { status: res.status, headers: res.headers, body };
+    } catch (e) {
+      if (l.signal.aborted) throw l.signal.reason;
+      const cause = /** @type {{cause?: {message?: string}, message?: string}} */ (e);
+      throw new TransportError(`${method} ${target}: ${cause?.cause?.message ?? cause?.message ?? String(e)}`, { cause: e });
+    } finally {
+      l.done();
+    }
+  }
+
+  /**
+   * A call, retried while it is `safe` to repeat (idempotent on the gateway)
+   * and the trouble is transient: no answer, 503, or 429. A `wait` is sent
+   * as `?wait=`, shortened on each retry so that the whole call stays within
+   * it. An error of a class in `doneOnRetry` answering a retry means that the
+   * first attempt did the work.
+   * @param {string} method
+   * @param {string} path
+   * @param {{query?: Record<string, string>, json?: object, raw?: Uint8Array, wait?: Duration, safe?: boolean,
+   *   doneOnRetry?: (typeof ZkgateError)[], lease?: Lease, signal?: AbortSignal}} [o]
+   * @returns {Promise<Reply>}
+   */
+  async _call(method, path, o = {}) {
+    const query = { ...(o.query ?? {}) };
+    let waitMs = 0;
+    if (o.wait !== undefined) {
+      const [w, ms] = wireDuration(o.wait);
+      query.wait = w;
+      waitMs = ms;
+    }
+    /** @type {string | Uint8Array | undefined} */
+    let body = o.raw;
+    let type = "application/octet-stream";
+    if (o.json !== undefined) {
+      body = JSON.stringify(o.json);
+      type = "application/json";
+    }
+    const signals = [o.signal, o.lease?.signal];
+    const start = performance.now();
+    const deadline = start + waitMs + this.retryFor;
+    let delay = 100;
+    for (let attempt = 0; ; attempt++) {
+      o.lease?.check();
+      o.signal?.throwIfAborted?.();
+      const left = Math.max(0, waitMs - (performance.now() - start));
+      if (o.wait !== undefined && attempt > 0) query.wait = formatDuration(left);
+      try {
+        const r = await this._send(method, path, { query, body, type, timeoutMs: left + this.timeout, signals });
+        if (r.status >= 400) throw errorFrom(r.status, r.headers.get("Content-Type") ?? "", r.body, r.headers.get("Retry-After"));
+        return r;
+      } catch (e) {
+        if (transient(e)) {
+          const err = /** @type {ZkgateError} */ (e);
+          // A 429 was refused before any work; the others may have been done.
+          if (!(o.safe || err instanceof TooMany)) throw err;
+          const pause = err.retryAfter === undefined ? delay : Math.max(delay, Math.min(err.retryAfter * 1000, 5000));
+          if (performance.now() + pause > deadline) throw err;
+          await sleep(pause, signals);
+          delay = Math.min(delay * 2, 2000);
+          continue;
+        }
+        if (o.lease && e instanceof LeaseLost) o.lease._lose(e);
+        if (attempt > 0 && o.doneOnRetry?.some((c) => e instanceof c)) {
+          return { status: 204, headers: new Headers(), body: new Uint8Array() };
+        }
+        throw e;
+      }
+    }
+  }
+
+  /**
+   * Creates a lease and keeps it alive until it is revoked (`await using`
+   * revokes it at the end of the block).
+   * @param {LeaseOptions} [options]
+   * @returns {Promise<Lease>}
+   */
+  async lease(options = {}) {
+    /** @type {LeaseRequest} */
+    const req = { ttl: wireDuration(options.ttl ?? "15s")[0] };
+    if (options.holder !== undefined) req.holder = options.holder;
+    const asked = performance.now();
+    const r = await this._call("POST", "/v1/leases", { json: req, signal: options.signal });
+    return new Lease(this, /** @type {LeaseInfo} */ (json(r)), options.onLost, asked);
+  }
+
+  /**
+   * The lease and what it holds.
+   * @param {string} id
+   * @param {CallOptions} [options]
+   * @returns {Promise<LeaseInfo>}
+   */
+  async leaseInfo(id, options = {}) {
+    return json(await this._call("GET", `/v1/leases/${pathId(id)}`, { safe: true, signal: options.signal }));
+  }
+
+  /** @param {CallOptions} [options] @returns {Promise<LeaseInfo[]>} */
+  async leases(options = {}) {
+    return json(await this._call("GET", "/v1/leases", { safe: true, signal: options.signal })).leases;
+  }
+
+  /**
+   * The state of a primitive and its X-Zkgate-Index; with `index` and `wait`, a blocking read.
+   * @param {Kind} kind
+   * @param {string} name
+   * @param {{index?: number, wait?: Duration, signal?: AbortSignal}} [options]
+   * @returns {Promise<{state: any, index: number}>}
+   */
+  async state(kind, name, options = {}) {
+    if (!KINDS.includes(kind)) throw new InvalidRequest(`bad kind ${JSON.stringify(kind)}: one of ${KINDS.join(", ")}`);
+    const query = options.index ? { index: String(options.index) } : undefined;
+    const r = await this._call("GET", `/v1/${kind}/${pathName(name)}`, {
+      query, wait: options.wait ?? "0s", safe: true, signal: options.signal,
+    });
+    const index = Number(r.headers.get("X-Zkgate-Index") ?? "0");
+    return { state: json(r), index: Number.isFinite(index) ? index : 0 };
+  }
+
+  /**
+   * The state of a primitive now, then each time it changes (blocking reads
+   * of `wait` each), until `signal` aborts (the loop then throws its reason) or the loop is left.
+   * @param {Kind} kind
+   * @param {string} name
+   * @param {WaitOptions} [options]
+   * @returns {AsyncGenerator<any, void, undefined>}
+   */
+  async *watch(kind, name, options = {}) {
+    let index = 0;
+    let last = "";
+    for (;;) {
+      const r = await this.state(kind, name, { index, wait: index ? options.wait ?? "30s" : "0s", signal: options.signal });
+      index = r.index;
+      const now = JSON.stringify(r.state);
+      if (now !== last) {
+        last = now;
+        yield r.state;
+      }
+    }
+  }
+
+  /**
+   * An election's state now and whenever it changes.
+   * @param {string} election
+   * @param {WaitOptions} [options]
+   */
+  observe(election, options = {}) {
+    return this.watch("elections", election, options);
+  }
+
+  /**
+   * Whether `token` is the fencing token of a current holder of the lock.
+   * @param {string} lock
+   * @param {number} token
+   * @param {CallOptions} [options]
+   */
+  async fence(lock, token, options = {}) {
+    try {
+      await this._call("GET", `/v1/locks/${pathName(lock)}/fence`, {
+        query: { token: String(token) }, safe: true, signal: options.signal,
+      });
+      return true;
+    } catch (e) {
+      if (e instanceof StaleToken) return false;
+      throw e;
+    }
+  }
+
+  /** Whether the gateway answers and its ZooKeeper session is live. @param {CallOptions} [options] */
+  async ready(options = {}) {
+    try {
+      return (await this._send("GET", "/readyz", { timeoutMs: this.timeout, signals: [options.signal] })).status === 200;
+    } catch (e) {
+      if (e instanceof TransportError) return false;
+      throw e;
+    }
+  }
+
+  /** Raises the barrier: true if it was down, false if already up. @param {string} name @param {CallOptions} [options] */
+  async raiseBarrier(name, options = {}) {
+    return (await this._call("PUT", `/v1/barriers/${pathName(name)}`, { safe: true, signal: options.signal })).status === 201;
+  }
+
+  /** Lowers the barrier, releasing every waiter. @param {string} name @param {CallOptions} [options] */
+  async lowerBarrier(name, options = {}) {
+    await this._call("DELETE", `/v1/barriers/${pathName(name)}`, { safe: true, signal: options.signal });
+  }
+
+  /** Resolves once the barrier is down; Timeout if it is still up after `wait`. @param {string} name @param {WaitOptions} [options] */
+  async waitBarrier(name, options = {}) {
+    await this._call("POST", `/v1/barriers/${pathName(name)}/wait`, { wait: options.wait ?? "0s", safe: true, signal: options.signal });
+  }
+
+  /**
+   * Adds an item (bytes, or text sent as UTF-8). Not retried: a produce whose
+   * answer was lost may or may not have added the item.
+   * @param {string} queue
+   * @param {string | Uint8Array} data
+   * @param {{priority?: number, signal?: AbortSignal}} [options]
+   * @returns {Promise<ItemInfo>}
+   */
+  async produce(queue, data, options = {}) {
+    const raw = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    const query = options.priority !== undefined ? { priority: String(options.priority) } : undefined;
+    return json(await this._call("POST", `/v1/queues/${pathName(queue)}/items`, { query, raw, signal: options.signal }));
+  }
+
+  /**
+   * Removes and returns the next item (at most once), or null if there is none after `wait`.
+   * @param {string} queue
+   * @param {WaitOptions} [options]
+   * @returns {Promise<Item | null>}
+   */
+  async take(queue, options = {}) {
+    const r = await this._call("POST", `/v1/queues/${pathName(queue)}/take`, { wait: options.wait ?? "0s", signal: options.signal });
+    return r.status === 204 ? null : new Item(queue, r);
+  }
+
+  /** An item, without taking it. @param {string} queue @param {string} id @param {CallOptions} [options] */
+  async peek(queue, id, options = {}) {
+    return new Item(queue, await this._call("GET", `/v1/queues/${pathName(queue)}/items/${pathId(id)}`, { safe: true, signal: options.signal }));
+  }
+
+  /** Deletes an empty queue (NotEmpty otherwise). @param {string} queue @param {CallOptions} [options] */
+  async deleteQueue(queue, options = {}) {
+    await this._call("DELETE", `/v1/queues/${pathName(queue)}`, { safe: true, signal: options.signal });
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Leases.
+
+export class Lease {
+  /** @type {AbortController} */
+  #lost = new AbortController();
+  /** @type {NodeJS.Timeout | undefined} */
+  #timer;
+  /** @type {AbortController | undefined} */
+  #inflight;
+  /** @type {Promise<void> | undefined} */
+  #ticking;
+  #stopped = false;
+  #revoked = false;
+  /** @type {((err: LeaseLost) => void) | undefined} */
+  #onLost;
+  /** when the gateway last extended the lease, at the latest (performance.now()) */
+  #extended;
+
+  /**
+   * @param {Gateway} gateway
+   * @param {LeaseInfo} info
+   * @param {(err: LeaseLost) => void} [onLost]
+   * @param {number} [asked]
+   */
+  constructor(gateway, info, onLost, asked) {
+    this.gateway = gateway;
+    this.info = info;
+    this.id = info.id;
+    this.holder = info.holder;
+    /** The TTL in ms. */
+    this.ttl = parseDuration(info.ttl);
+    /** @type {LeaseLost | undefined} */
+    this.error = undefined;
+    this.#onLost = onLost;
+    this.#extended = asked ?? performance.now();
+    this.#schedule(this.ttl / 3);
+  }
+
+  /** Aborted, with the LeaseLost as its reason, when the lease is lost. */
+  get signal() {
+    return this.#lost.signal;
+  }
+
+  /** Whether the lease was lost. */
+  get lost() {
+    return this.error !== undefined;
+  }
+
+  /** Throws the LeaseLost that ended the lease, if it ended. */
+  check() {
+    if (this.error) throw this.error;
+    if (this.#revoked) throw new LeaseExpired("the lease was revoked by this client", { problem: { reason: "revoked" } });
+  }
+
+  /** @param {LeaseLost} err */
+  _lose(err) {
+    if (this.error || this.#revoked) return;
+    this.error = err;
+    this.#stop();
+    this.#lost.abort(err);
+    try {
+      this.#onLost?.(err);
+    } catch {
+      // a callback's failure must not hide the loss: it is in `error` and `signal`
+    }
+  }
+
+  #stop() {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#inflight?.abort();
+  }
+
+  /** @param {number} ms */
+  #schedule(ms) {
+    this.#timer = setTimeout(() => {
+      this.#ticking = this.#tick();
+    }, ms);
+    this.#timer.unref?.();
+  }
+
+  async #tick() {
+    this.#timer = undefined;
+    if (this.#stopped) return;
+    const interval = this.ttl / 3;
+    const sent = performance.now();
+    const left = this.#extended + this.ttl - sent;
+    if (left <= 0) {
+      this._lose(new LeaseLost(`no keepalive of lease ${this.id} was answered within its TTL of ${formatDuration(this.ttl)}: it must be taken as lost`));
+      return;
+    }
+    let next = interval;
+    const inflight = new AbortController();
+    this.#inflight = inflight;
+    try {
+      const r = await this.gateway._send("POST", `/v1/leases/${this.id}/keepalive`, {
+        timeoutMs: Math.max(200, Math.min(interval, left)), signals: [inflight.signal],
+      });
+      if (r.status >= 400) throw errorFrom(r.status, r.headers.get("Content-Type") ?? "", r.body, r.headers.get("Retry-After"));
+      this.info = json(r);
+      this.#extended = sent;
+    } catch (e) {
+      if (this.#stopped) return;
+      if (transient(e)) {
+        // Try again soon, until the lease would have expired.
+        const err = /** @type {ZkgateError} */ (e);
+        const wait = err.retryAfter === undefined ? 250 : Math.min(err.retryAfter * 1000, interval);
+        next = Math.max(50, Math.min(wait, this.#extended + this.ttl - performance.now()));
+      } else if (e instanceof LeaseLost) {
+        this._lose(e);
+        return;
+      } else {
+        // unauthenticated, forbidden...: no keepalive will ever pass
+        const z = e instanceof ZkgateError ? e : undefined;
+        this._lose(new LeaseLost(`keepalive of lease ${this.id} refused: ${e instanceof Error ? e.message : String(e)}`, {
+          status: z?.status, code: z?.code, problem: z?.problem, cause: e,
+        }));
+        return;
+      }
+    } finally {
+      if (this.#inflight === inflight) this.#inflight = undefined;
+    }
+    if (!this.#stopped) this.#schedule(next);
+  }
+
+  /** Extends the lease now (the keepalive does it anyway). @param {CallOptions} [options] @returns {Promise<LeaseInfo>} */
+  async keepAlive(options = {}) {
+    const r = await this.gateway._call("POST", `/v1/leases/${this.id}/keepalive`, { safe: true, lease: this, signal: options.signal });
+    this.info = json(r);
+    return this.info;
+  }
+
+  /**
+   * Stops the keepalive and revokes the lease: everything it holds is
+   * released before this resolves. Throws the LeaseLost if it was lost.
+   */
+  async revoke() {
+    const already = this.#revoked;
+    this.#revoked = true;
+    this.#stop();
+    await this.#ticking;
+    if (already) return;
+    if (this.error) throw this.error;
+    try {
+      await this.gateway._call("DELETE", `/v1/leases/${this.id}`, { safe: true, doneOnRetry: [LeaseExpired] });
+    } catch (e) {
+      if (e instanceof LeaseExpired && e.reason !== "revoked") {
+        this.error = e;
+        this.#lost.abort(e);
+      }
+      if (!(e instanceof LeaseExpired && e.reason === "revoked")) throw e;
+    }
+  }
+
+  /** `await using lease = await gate.lease()` revokes it at the end of the block. */
+  [asyncDispose]() {
+    return this.revoke();
+  }
+
+  /**
+   * Acquires the lock, waiting up to `wait`; Timeout if the wait ends first.
+   * @param {string} name
+   * @param {WaitOptions & {mode?: LockMode}} [options]
+   * @returns {Promise<Grant>}
+   */
+  async lock(name, options = {}) {
+    const mode = options.mode ?? "exclusive";
+    if (!["exclusive", "read", "write"].includes(mode)) throw new InvalidRequest(`bad mode ${JSON.stringify(mode)}: exclusive, read or write`);
+    /** @type {LockAcquireRequest} */
+    const req = { lease: this.id, mode };
+    const r = await this.gateway._call("POST", `/v1/locks/${pathName(name)}/acquire`, {
+      json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+    });
+    return new Grant(this, "lock", /** @type {LockGrantInfo} */ (json(r)));
+  }
+
+  /**
+   * Acquires one of the `limit` slots of the semaphore, waiting up to `wait`.
+   * @param {string} name
+   * @param {number} limit
+   * @param {WaitOptions} [options]
+   * @returns {Promise<Grant>}
+   */
+  async semaphore(name, limit, options = {}) {
+    /** @type {SemaphoreAcquireRequest} */
+    const req = { lease: this.id, limit };
+    const r = await this.gateway._call("POST", `/v1/semaphores/${pathName(name)}/acquire`, {
+      json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+    });
+    return new Grant(this, "semaphore", /** @type {SemaphoreGrantInfo} */ (json(r)));
+  }
+
+  /**
+   * Releases a lock (every mode, or `mode`) or a semaphore slot.
+   * @param {"lock" | "semaphore"} kind
+   * @param {string} name
+   * @param {{mode?: LockMode, signal?: AbortSignal}} [options]
+   */
+  async release(kind, name, options = {}) {
+    /** @type {string} */
+    let path;
+    /** @type {LockReleaseRequest | LeaseOnlyRequest} */
+    let req;
+    if (kind === "lock") {
+      path = `/v1/locks/${pathName(name)}/release`;
+      /** @type {LockReleaseRequest} */
+      const lr = { lease: this.id };
+      if (options.mode) lr.mode = options.mode;
+      req = lr;
+    } else if (kind === "semaphore") {
+      path = `/v1/semaphores/${pathName(name)}/release`;
+      req = { lease: this.id };
+    } else {
+      throw new InvalidRequest(`bad kind ${JSON.stringify(kind)}: lock or semaphore`);
+    }
+    await this.gateway._call("POST", path, { json: req, safe: true, lease: this, doneOnRetry: [NotHeld], signal: options.signal });
+  }
+
+  /**
+   * Runs for leader, waiting up to `wait` to be elected. The candidacy stays
+   * until resign (`await using` resigns) or the end of the lease.
+   * @param {string} name
+   * @param {WaitOptions & {value?: string}} [options]
+   * @returns {Promise<Campaign>}
+   */
+  async campaign(name, options = {}) {
+    /** @type {CampaignRequest} */
+    const req = { lease: this.id, value: options.value ?? "" };
+    const r = await this.gateway._call("POST", `/v1/elections/${pathName(name)}/campaign`, {
+      json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+    });
+    return new Campaign(this, /** @type {CampaignInfo} */ (json(r)));
+  }
+
+  /**
+   * Sets the leader's value; NotLeader unless this lease leads.
+   * @param {string} name
+   * @param {string} value
+   * @param {CallOptions} [options]
+   * @returns {Promise<CampaignInfo>}
+   */
+  async proclaim(name, value, options = {}) {
+    /** @type {ProclaimRequest} */
+    const req = { lease: this.id, value };
+    return json(await this.gateway._call("PUT", `/v1/elections/${pathName(name)}/value`, { json: req, safe: true, lease: this, signal: options.signal }));
+  }
+
+  /** Withdraws the candidacy (and leadership). @param {string} name @param {CallOptions} [options] */
+  async resign(name, options = {}) {
+    /** @type {LeaseOnlyRequest} */
+    const req = { lease: this.id };
+    await this.gateway._call("POST", `/v1/elections/${pathName(name)}/resign`, {
+      json: req, safe: true, lease: this, doneOnRetry: [NotHeld], signal: options.signal,
+    });
+  }
+
+  /**
+   * Enters the double barrier as `member` (default: the lease id) and waits
+   * up to `wait` for `count` members; Timeout otherwise (the membership is
+   * kept: enter again to go on waiting).
+   * @param {string} name
+   * @param {number} count
+   * @param {WaitOptions & {member?: string}} [options]
+   * @returns {Promise<Membership>}
+   */
+  async enter(name, count, options = {}) {
+    const member = options.member ?? this.id;
+    pathName(member);
+    /** @type {EnterRequest} */
+    const req = { lease: this.id, member, count };
+    const wait = options.wait ?? "0s";
+    const r = await this.gateway._call("POST", `/v1/double-barriers/${pathName(name)}/enter`, {
+      json: req, wait, safe: true, lease: this, signal: options.signal,
+    });
+    return new Membership(this, name, member, wait, /** @type {DoubleBarrierInfo} */ (json(r)));
+  }
+
+  /**
+   * Leaves the double barrier and waits up to `wait` for every member to leave.
+   * @param {string} name
+   * @param {WaitOptions & {member?: string}} [options]
+   * @returns {Promise<DoubleBarrierState>}
+   */
+  async leave(name, options = {}) {
+    /** @type {LeaveRequest} */
+    const req = { lease: this.id, member: options.member ?? this.id };
+    return json(await this.gateway._call("POST", `/v1/double-barriers/${pathName(name)}/leave`, {
+      json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+    }));
+  }
+
+  /**
+   * Claims the next item (at least once), or null if there is none after `wait`.
+   * @param {string} queue
+   * @param {WaitOptions} [options]
+   * @returns {Promise<Claim | null>}
+   */
+  async claim(queue, options = {}) {
+    /** @type {LeaseOnlyRequest} */
+    const req = { lease: this.id };
+    const r = await this.gateway._call("POST", `/v1/queues/${pathName(queue)}/claim`, {
+      json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+    });
+    return r.status === 204 ? null : new Claim(this, queue, r);
+  }
+
+  /** Consumes a claimed item. @param {string} queue @param {string} id @param {CallOptions} [options] */
+  async ack(queue, id, options = {}) {
+    /** @type {LeaseOnlyRequest} */
+    const req = { lease: this.id };
+    await this.gateway._call("POST", `/v1/queues/${pathName(queue)}/items/${pathId(id)}/ack`, {
+      json: req, safe: true, lease: this, doneOnRetry: [NotClaimed], signal: options.signal,
+    });
+  }
+
+  /** Gives a claimed item back: it is served again. @param {string} queue @param {string} id @param {CallOptions} [options] */
+  async nack(queue, id, options = {}) {
+    /** @type {LeaseOnlyRequest} */
+    const req = { lease: this.id };
+    await this.gateway._call("POST", `/v1/queues/${pathName(queue)}/items/${pathId(id)}/nack`, {
+      json: req, safe: true, lease: this, doneOnRetry: [NotClaimed], signal: options.signal,
+    });
+  }
+
+  /**
+   * Claims items one at a time: `for await (const item of lease.consume("emails"))`.
+   * An item is acked when the loop body ends and the loop asks for the next;
+   * if the loop is left any other way (throw, break, return) it is nacked,
+   * unless the body acked or nacked it itself.
+   * @param {string} queue
+   * @param {WaitOptions & {untilEmpty?: boolean}} [options]
+   * @returns {AsyncGenerator<Claim, void, undefined>}
+   */
+  async *consume(queue, options = {}) {
+    const wait = options.wait ?? "30s";
+    for (;;) {
+      const item = await this.claim(queue, { wait, signal: options.signal });
+      if (!item) {
+        if (options.untilEmpty) return;
+        continue;
+      }
+      let finished = false;
+      try {
+        yield item;
+        finished = true;
+      } finally {
+        if (!finished) await item._settleQuietly();
+      }
+      if (!item.settled) await item.ack();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// What a lease holds.
+
+export class Grant {
+  /**
+   * @param {Lease} lease
+   * @param {"lock" | "semaphore"} kind
+   * @param {LockGrantInfo | SemaphoreGrantInfo} info
+   */
+  constructor(lease, kind, info) {
+    this.lease = lease;
+    this.kind = kind;
+    this.info = info;
+    this.name = info.name;
+    /** The fencing token. */
+    this.token = info.token;
+    this.node = info.node;
+    this.acquiredAt = info.acquired_at;
+    /** @type {LockMode | undefined} */
+    this.mode = "mode" in info ? info.mode : undefined;
+    /** @type {number | undefined} */
+    this.limit = "limit" in info ? info.limit : undefined;
+    this.released = false;
+  }
+
+  /** Releases it (once). @param {CallOptions} [options] */
+  async release(options = {}) {
+    if (this.released) return;
+    this.released = true;
+    await this.lease.release(this.kind, this.name, { mode: this.kind === "lock" ? this.mode : undefined, signal: options.signal });
+  }
+
+  /** Whether the token still belongs to a holder of the lock. @param {CallOptions} [options] */
+  isCurrent(options = {}) {
+    if (this.kind !== "lock") throw new InvalidRequest("fencing tokens are checked for locks only");
+    return this.lease.gateway.fence(this.name, this.token, options);
+  }
+
+  [asyncDispose]() {
+    return this.release();
+  }
+}
+
+export class Campaign {
+  /** @param {Lease} lease @param {CampaignInfo} info */
+  constructor(lease, info) {
+    this.lease = lease;
+    this.info = info;
+    this.name = info.name;
+    this.elected = info.elected;
+    /** @type {number | undefined} */
+    this.token = info.token;
+    /** @type {number | undefined} */
+    this.position = info.position;
+    /** @type {Holder | undefined} */
+    this.leader = info.leader;
+    this.value = info.value;
+    this.resigned = false;
+  }
+
+  /** Sets the leader's value (NotLeader unless elected). @param {string} value @param {CallOptions} [options] */
+  async proclaim(value, options = {}) {
+    this.info = await this.lease.proclaim(this.name, value, options);
+    this.value = value;
+  }
+
+  /** Withdraws the candidacy (once). @param {CallOptions} [options] */
+  async resign(options = {}) {
+    if (this.resigned) return;
+    this.resigned = true;
+    await this.lease.resign(this.name, options);
+  }
+
+  [asyncDispose]() {
+    return this.resign();
+  }
+}
+
+export class Membership {
+  /**
+   * @param {Lease} lease
+   * @param {string} name
+   * @param {string} member
+   * @param {Duration} wait
+   * @param {DoubleBarrierInfo} info
+   */
+  constructor(lease, name, member, wait, info) {
+    this.lease = lease;
+    this.name = name;
+    this.member = member;
+    this.wait = wait;
+    this.info = info;
+    /** @type {Member[]} */
+    this.members = info.members;
+    this.left = false;
+  }
+
+  /** Leaves, waiting up to `wait` (default the enter's) for every member to leave. @param {WaitOptions} [options] */
+  async leave(options = {}) {
+    if (this.left) return;
+    this.left = true;
+    await this.lease.leave(this.name, { member: this.member, wait: options.wait ?? this.wait, signal: options.signal });
+  }
+
+  [asyncDispose]() {
+    return this.leave();
+  }
+}
+
+export class Item {
+  /** @param {string} queue @param {Reply} r */
+  constructor(queue, r) {
+    this.queue = queue;
+    this.id = r.headers.get("X-Zkgate-Item-Id") ?? "";
+    const p = Number(r.headers.get("X-Zkgate-Item-Priority") ?? "100");
+    this.priority = Number.isInteger(p) ? p : 100;
+    this.data = r.body;
+  }
+
+  /** The data as UTF-8 text. */
+  get text() {
+    return new TextDecoder().decode(this.data);
+  }
+}
+
+export class Claim extends Item {
+  /** @param {Lease} lease @param {string} queue @param {Reply} r */
+  constructor(lease, queue, r) {
+    super(queue, r);
+    this.lease = lease;
+    this.settled = false;
+  }
+
+  /** Consumes the item. @param {CallOptions} [options] */
+  async ack(options = {}) {
+    this.settled = true;
+    await this.lease.ack(this.queue, this.id, options);
+  }
+
+  /** Gives the item back. @param {CallOptions} [options] */
+  async nack(options = {}) {
+    this.settled = true;
+    await this.lease.nack(this.queue, this.id, options);
+  }
+
+  /** Nacks, quietly: an exception is on its way already, and a lease that ended gives the item back by itself. */
+  async _settleQuietly() {
+    if (this.settled) return;
+    try {
+      await this.nack();
+    } catch {
+      // see above
+    }
+  }
+}

@@ -1,0 +1,584 @@
+// @ts-check
+// Tests of the Node client against a real gateway. Run by
+// scripts/test-clients.sh, which starts one and sets ZKGATE_URL:
+//
+//   ZKGATE_URL=http://127.0.0.1:8080 node --test client/node/test/
+
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import net from "node:net";
+import { afterEach, beforeEach, describe, test } from "node:test";
+
+import * as zk from "../index.js";
+
+const URL = process.env.ZKGATE_URL;
+if (!URL) throw new Error("ZKGATE_URL is not set: run scripts/test-clients.sh, which starts a gateway for these tests");
+
+// Bounds of the waits in these tests: generous, since they only end a test that fails.
+const PATIENCE = 20_000;
+
+const unique = (/** @type {string} */ prefix) => `${prefix}-${randomUUID().slice(0, 10)}`;
+const gate = new zk.Gateway({ url: URL });
+
+/** @param {number} ms */
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * @param {string} what
+ * @param {() => boolean} cond
+ */
+async function eventually(what, cond, within = PATIENCE) {
+  const deadline = Date.now() + within;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`not true within ${within} ms: ${what}`);
+    await pause(20);
+  }
+}
+
+/**
+ * Resolves when the signal aborts, or rejects after ms.
+ * @param {AbortSignal} signal
+ * @param {number} ms
+ */
+function aborted(signal, ms = PATIENCE) {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return resolve(signal.reason);
+    const t = setTimeout(() => reject(new Error(`not aborted within ${ms} ms`)), ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(t);
+      resolve(signal.reason);
+    }, { once: true });
+  });
+}
+
+/** Ends a lease as another client would. @param {string} id */
+async function revokeElsewhere(id) {
+  const res = await fetch(`${URL}/v1/leases/${id}`, { method: "DELETE" });
+  assert.equal(res.status, 204);
+}
+
+// The client's timers (keepalives, timeouts, pauses between retries), found
+// by where they were set: none may outlive a test. Unref'd timers keep no
+// process alive, so only this finds one that was never cleared.
+/** @type {Set<unknown>} */
+const clientTimers = new Set();
+const realSetTimeout = globalThis.setTimeout;
+const realClearTimeout = globalThis.clearTimeout;
+Object.assign(globalThis, {
+  setTimeout(/** @type {(...a: unknown[]) => void} */ fn, /** @type {number} */ ms, /** @type {unknown[]} */ ...args) {
+    const ours = new Error().stack?.includes("/client/node/index.js");
+    /** @type {unknown} */
+    const h = realSetTimeout(() => {
+      clientTimers.delete(h);
+      fn(...args);
+    }, ms);
+    if (ours) clientTimers.add(h);
+    return h;
+  },
+  clearTimeout(/** @type {any} */ h) {
+    clientTimers.delete(h);
+    realClearTimeout(h);
+  },
+});
+globalThis.clearTimeout = /** @type {any} */ ((/** @type {any} */ h) => {
+  clientTimers.delete(h);
+  realClearTimeout(h);
+});
+
+/**
+ * A TCP proxy to the gateway that can refuse connections or drop one answer,
+ * to test exactly the failures those cause.
+ */
+class Proxy {
+  down = false;
+  dropNext = false;
+  dropped = false;
+  /** @type {Set<net.Socket>} */
+  sockets = new Set();
+
+  /** Refuses new connections and breaks those open (fetch keeps connections alive). */
+  goDown() {
+    this.down = true;
+    for (const s of this.sockets) s.destroy();
+  }
+
+  /** @param {string} upstream */
+  constructor(upstream) {
+    const u = new globalThis.URL(upstream);
+    this.server = net.createServer((client) => {
+      if (this.down) {
+        client.destroy();
+        return;
+      }
+      const drop = this.dropNext;
+      this.dropNext = false;
+      const up = net.connect(Number(u.port), u.hostname);
+      for (const s of [client, up]) {
+        this.sockets.add(s);
+        s.on("close", () => this.sockets.delete(s));
+        s.on("error", () => { client.destroy(); up.destroy(); });
+      }
+      client.pipe(up);
+      up.on("data", (chunk) => {
+        if (drop) {
+          // The gateway has answered: lose the answer with the connection.
+          this.dropped = true;
+          client.destroy();
+          up.destroy();
+          return;
+        }
+        client.write(chunk);
+      });
+      up.on("end", () => client.end());
+    });
+  }
+
+  /** @returns {Promise<string>} the proxy's URL */
+  listen() {
+    return new Promise((resolve) => {
+      this.server.listen(0, "127.0.0.1", () => {
+        const a = /** @type {net.AddressInfo} */ (this.server.address());
+        resolve(`http://127.0.0.1:${a.port}`);
+      });
+    });
+  }
+
+  close() {
+    for (const s of this.sockets) s.destroy();
+    return new Promise((resolve) => this.server.close(() => resolve(undefined)));
+  }
+}
+
+beforeEach(() => clientTimers.clear());
+afterEach(async () => {
+  await eventually(`no timer of the client left (${clientTimers.size})`, () => clientTimers.size === 0);
+});
+
+describe("durations and errors", () => {
+  test("parseDuration and formatDuration", () => {
+    assert.equal(zk.parseDuration("15s"), 15_000);
+    assert.equal(zk.parseDuration("1h2m3.5s"), 3_723_500);
+    assert.equal(zk.parseDuration("500ms"), 500);
+    assert.equal(zk.parseDuration("0"), 0);
+    assert.equal(zk.parseDuration(250), 250);
+    for (const bad of ["", "15", "s", "-1s", "1x", "1s2", ".s", -5, NaN]) {
+      assert.throws(() => zk.parseDuration(bad), zk.InvalidRequest, String(bad));
+    }
+    assert.equal(zk.formatDuration(15_000), "15s");
+    assert.equal(zk.formatDuration(1500), "1500ms");
+  });
+
+  test("problem codes map to classes", () => {
+    /** @type {[number, string, typeof zk.ZkgateError][]} */
+    const cases = [
+      [401, "unauthenticated", zk.Unauthenticated],
+      [403, "forbidden", zk.Forbidden],
+      [429, "too_many", zk.TooMany],
+      [503, "unavailable", zk.Unavailable],
+      [410, "lease_expired", zk.LeaseExpired],
+      [409, "would_deadlock", zk.WouldDeadlock],
+    ];
+    for (const [status, code, Cls] of cases) {
+      const body = new TextEncoder().encode(JSON.stringify({ type: `urn:zkgate:problem:${code}`, title: "t", status, detail: "why", code }));
+      const err = zk.errorFrom(status, "application/problem+json", body, "3");
+      assert.ok(err instanceof Cls, code);
+      assert.deepEqual([err.status, err.code, err.detail, err.retryAfter, err.name], [status, code, "why", 3, Cls.name]);
+    }
+    const proxyErr = zk.errorFrom(502, "text/html", new TextEncoder().encode("<html>bad gateway</html>"), null);
+    assert.ok(proxyErr instanceof zk.Unavailable);
+    assert.match(proxyErr.detail, /bad gateway/);
+    assert.ok(zk.errorFrom(404, "application/problem+json", new TextEncoder().encode('{"code":"lease_not_found"}'), null) instanceof zk.LeaseLost);
+  });
+});
+
+describe("leases", () => {
+  test("a lease is revoked at the end", async () => {
+    const lease = await gate.lease({ ttl: "10s", holder: "node-test" });
+    const info = await gate.leaseInfo(lease.id);
+    assert.deepEqual([info.holder, info.ttl, lease.ttl], ["node-test", "10s", 10_000]);
+    await lease[Symbol.asyncDispose]();
+    await assert.rejects(gate.leaseInfo(lease.id), (/** @type {any} */ e) => e instanceof zk.LeaseExpired && e.reason === "revoked");
+    assert.equal(lease.lost, false);
+    await lease.revoke(); // a second revoke is nothing
+  });
+
+  test("the keepalive outlives the TTL", async () => {
+    const lease = await gate.lease({ ttl: "2s" });
+    try {
+      // Three TTLs pass: the lease lives only if the keepalive kept it alive.
+      await pause(6000);
+      assert.equal(lease.lost, false, String(lease.error));
+      assert.equal((await gate.leaseInfo(lease.id)).id, lease.id);
+      lease.check();
+    } finally {
+      await lease.revoke();
+    }
+  });
+
+  test("a lost lease aborts its signal and throws where it is used", async () => {
+    /** @type {zk.LeaseLost[]} */
+    const seen = [];
+    const lease = await gate.lease({ ttl: "3s", onLost: (e) => seen.push(e) });
+    const name = unique("held");
+    const other = await gate.lease();
+    try {
+      await other.lock(name);
+      // A wait under way is cancelled by the loss, at once.
+      const waiting = assert.rejects(lease.lock(name, { wait: "1m" }), zk.LeaseLost);
+      await revokeElsewhere(lease.id);
+      const reason = await aborted(lease.signal);
+      assert.ok(reason instanceof zk.LeaseExpired);
+      await waiting;
+      assert.equal(seen.length, 1);
+      assert.equal(lease.lost, true);
+      assert.throws(() => lease.check(), zk.LeaseExpired);
+      await assert.rejects(lease.semaphore(unique("sem"), 1), zk.LeaseLost);
+      await assert.rejects(lease[Symbol.asyncDispose](), zk.LeaseLost);
+    } finally {
+      await other.revoke();
+    }
+  });
+
+  test("a lease is lost when no keepalive is answered within its TTL", async () => {
+    const proxy = new Proxy(URL);
+    const g = new zk.Gateway({ url: await proxy.listen(), retryFor: 1000 });
+    try {
+      const lease = await g.lease({ ttl: "2s" });
+      proxy.goDown();
+      const reason = await aborted(lease.signal);
+      // No answer within the TTL: lost, though the gateway never said so.
+      assert.equal(/** @type {Error} */ (reason).constructor, zk.LeaseLost);
+      await assert.rejects(lease.lock(unique("x")), zk.LeaseLost);
+      await assert.rejects(lease.revoke(), zk.LeaseLost);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test("a short outage is ridden out", async () => {
+    const proxy = new Proxy(URL);
+    const g = new zk.Gateway({ url: await proxy.listen() });
+    try {
+      const lease = await g.lease({ ttl: "4s" });
+      proxy.goDown();
+      await pause(2000); // a keepalive fails (one is due every 1.33 s)
+      proxy.down = false;
+      await pause(4000);
+      assert.equal(lease.lost, false, String(lease.error));
+      assert.equal((await gate.leaseInfo(lease.id)).id, lease.id);
+      await lease.revoke();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test("unknown and malformed lease ids", async () => {
+    await assert.rejects(gate.leaseInfo(randomUUID()), (/** @type {any} */ e) => e instanceof zk.LeaseNotFound && e.status === 404);
+    await assert.rejects(gate.leaseInfo("not-a-lease-id"), (/** @type {any} */ e) => e instanceof zk.InvalidRequest && e.status === 400);
+    await assert.rejects(gate.lease({ ttl: "100ms" }), zk.InvalidRequest); // below the gateway's 1s
+  });
+});
+
+describe("locks", () => {
+  test("token, fence, timeout with holders, idempotent acquire", async () => {
+    const name = unique("invoices");
+    const a = await gate.lease();
+    const b = await gate.lease();
+    try {
+      const grant = await a.lock(name, { wait: "5s" });
+      assert.ok(grant.token > 0);
+      assert.deepEqual([grant.name, grant.mode], [name, "exclusive"]);
+      assert.equal(await grant.isCurrent(), true);
+      await assert.rejects(b.lock(name), (/** @type {any} */ e) => {
+        assert.ok(e instanceof zk.Timeout);
+        assert.deepEqual(e.problem.holders?.map((/** @type {zk.Holder} */ h) => h.lease), [a.id]);
+        return true;
+      });
+      assert.equal((await a.lock(name)).token, grant.token);
+      await grant[Symbol.asyncDispose]();
+      assert.equal(await gate.fence(name, grant.token), false);
+      const later = await b.lock(name, { wait: "5s" });
+      assert.ok(later.token > grant.token);
+      await later.release();
+    } finally {
+      await a.revoke();
+      await b.revoke();
+    }
+  });
+
+  test("contenders hold the lock one after the other, never together", async () => {
+    const name = unique("serial");
+    let inside = 0;
+    let most = 0;
+    const worker = async () => {
+      const lease = await gate.lease();
+      try {
+        for (let i = 0; i < 3; i++) {
+          const g = await lease.lock(name, { wait: "20s" });
+          inside++;
+          most = Math.max(most, inside);
+          await pause(10); // hold it a moment, so that an overlap would show
+          inside--;
+          await g.release();
+        }
+      } finally {
+        await lease.revoke();
+      }
+    };
+    await Promise.all([worker(), worker(), worker()]);
+    assert.equal(most, 1);
+  });
+
+  test("an AbortSignal cancels a wait, and the waiter leaves the queue", async () => {
+    const name = unique("cancel");
+    const a = await gate.lease();
+    const b = await gate.lease();
+    try {
+      await a.lock(name);
+      const ctl = new AbortController();
+      const waiting = assert.rejects(b.lock(name, { wait: "1m", signal: ctl.signal }), (/** @type {any} */ e) => e.name === "AbortError");
+      let waiters = 0;
+      const deadline = Date.now() + PATIENCE;
+      while (waiters === 0 && Date.now() < deadline) waiters = (await gate.state("locks", name)).state.waiters.length;
+      assert.equal(waiters, 1);
+      ctl.abort();
+      await waiting;
+      for (;;) {
+        const { state } = await gate.state("locks", name);
+        if (state.waiters.length === 0) break;
+        if (Date.now() > deadline) assert.fail("the cancelled waiter stayed in the queue");
+        await pause(20);
+      }
+      assert.equal(b.lost, false);
+    } finally {
+      await a.revoke();
+      await b.revoke();
+    }
+  });
+
+  test("a lost answer is retried to the same grant", async () => {
+    const proxy = new Proxy(URL);
+    const g = new zk.Gateway({ url: await proxy.listen() });
+    const name = unique("retried");
+    try {
+      const lease = await g.lease();
+      proxy.dropNext = true;
+      const grant = await lease.lock(name, { wait: "5s" });
+      assert.equal(proxy.dropped, true, "the proxy dropped no answer");
+      const { state } = await gate.state("locks", name);
+      assert.deepEqual(state.holders.map((h) => [h.lease, h.token]), [[lease.id, grant.token]]);
+      assert.deepEqual(state.waiters, []);
+      await lease.revoke();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test("read/write locks, and bad input refused before sending", async () => {
+    const name = unique("catalog");
+    const [a, b, c] = await Promise.all([gate.lease(), gate.lease(), gate.lease()]);
+    try {
+      await a.lock(name, { mode: "read" });
+      await b.lock(name, { mode: "read" });
+      const { state, index } = await gate.state("locks", name);
+      assert.equal(state.holders.length, 2);
+      assert.ok(index > 0);
+      await assert.rejects(c.lock(name, { mode: "write" }), zk.Timeout);
+      await a.release("lock", name);
+      await b.release("lock", name);
+      assert.equal((await c.lock(name, { mode: "write", wait: "5s" })).mode, "write");
+      for (const bad of ["", ".", "..", "a/b", "x".repeat(201), "späße"]) {
+        await assert.rejects(c.lock(bad), (/** @type {any} */ e) => e instanceof zk.InvalidRequest && e.status === undefined, bad);
+      }
+      // @ts-expect-error: not a mode
+      await assert.rejects(c.lock(name, { mode: "shared" }), zk.InvalidRequest);
+    } finally {
+      await Promise.all([a.revoke(), b.revoke(), c.revoke()]);
+    }
+  });
+});
+
+describe("semaphores, elections, barriers", () => {
+  test("semaphore slots", async () => {
+    const name = unique("gpu");
+    const [a, b, c] = await Promise.all([gate.lease(), gate.lease(), gate.lease()]);
+    try {
+      const s1 = await a.semaphore(name, 2);
+      const s2 = await b.semaphore(name, 2);
+      assert.notEqual(s1.token, s2.token);
+      assert.equal(s1.limit, 2);
+      await assert.rejects(c.semaphore(name, 2), zk.Timeout);
+      await assert.rejects(c.semaphore(name, 3), (/** @type {any} */ e) => e instanceof zk.LimitMismatch && e.problem.limit === 2);
+      await s1.release();
+      await (await c.semaphore(name, 2, { wait: "5s" })).release();
+      await assert.rejects(c.release("semaphore", name), zk.NotHeld);
+    } finally {
+      await Promise.all([a.revoke(), b.revoke(), c.revoke()]);
+    }
+  });
+
+  test("campaign, proclaim, resign, observe", async () => {
+    const name = unique("scheduler");
+    const ctl = new AbortController();
+    /** @type {(string | null)[]} */
+    const seen = [];
+    const observing = (async () => {
+      try {
+        for await (const state of gate.observe(name, { wait: "2s", signal: ctl.signal })) {
+          seen.push(state.leader ? state.leader.value ?? "" : null);
+        }
+      } catch (e) {
+        if (!ctl.signal.aborted) throw e;
+      }
+    })();
+    const a = await gate.lease();
+    const b = await gate.lease();
+    try {
+      const first = await a.campaign(name, { value: "10.0.0.5:8080", wait: "5s" });
+      assert.equal(first.elected, true);
+      assert.ok(first.token);
+      const second = await b.campaign(name, { value: "10.0.0.6:8080" });
+      assert.deepEqual([second.elected, second.position, second.leader?.lease], [false, 1, a.id]);
+      await assert.rejects(second.proclaim("me"), zk.NotLeader);
+      await first.proclaim("10.0.0.5:9090");
+      await eventually(`proclaimed value seen: ${seen}`, () => seen.includes("10.0.0.5:9090"));
+      await first[Symbol.asyncDispose]();
+      const again = await b.campaign(name, { value: "10.0.0.6:8080", wait: "5s" });
+      assert.equal(again.elected, true);
+      assert.ok(/** @type {number} */ (again.token) > /** @type {number} */ (first.token));
+      await eventually(`new leader seen: ${seen}`, () => seen.at(-1) === "10.0.0.6:8080");
+      await again.resign();
+      await eventually(`no leader seen: ${seen}`, () => seen.at(-1) === null);
+    } finally {
+      ctl.abort();
+      await observing;
+      await a.revoke();
+      await b.revoke();
+    }
+  });
+
+  test("barrier", async () => {
+    const name = unique("deploy");
+    await gate.waitBarrier(name); // never raised: down
+    assert.equal(await gate.raiseBarrier(name), true);
+    assert.equal(await gate.raiseBarrier(name), false);
+    await assert.rejects(gate.waitBarrier(name), (/** @type {any} */ e) => e instanceof zk.Timeout && e.problem.raised === true);
+    const waiting = gate.waitBarrier(name, { wait: "20s" });
+    await gate.lowerBarrier(name);
+    await waiting;
+    assert.equal((await gate.state("barriers", name)).state.raised, false);
+  });
+
+  test("double barrier", async () => {
+    const name = unique("batch");
+    const member = async (/** @type {string} */ tag) => {
+      const lease = await gate.lease();
+      try {
+        const m = await lease.enter(name, 2, { member: tag, wait: "20s" });
+        const n = m.members.length;
+        await m[Symbol.asyncDispose]();
+        return n;
+      } finally {
+        await lease.revoke();
+      }
+    };
+    assert.deepEqual(await Promise.all([member("host-a"), member("host-b")]), [2, 2]);
+    const lease = await gate.lease();
+    try {
+      await assert.rejects(lease.enter(name, 2), (/** @type {any} */ e) => e instanceof zk.Timeout && e.problem.count === 2);
+      await assert.rejects(lease.enter(name, 3), zk.CountMismatch);
+    } finally {
+      await lease.revoke();
+    }
+  });
+});
+
+describe("queues", () => {
+  test("consume acks after the body and nacks on a throw", async () => {
+    const q = unique("emails");
+    for (let i = 0; i < 3; i++) await gate.produce(q, `mail ${i}`);
+    /** @type {string[]} */
+    const done = [];
+    const lease = await gate.lease();
+    try {
+      await assert.rejects((async () => {
+        for await (const item of lease.consume(q, { wait: "0s", untilEmpty: true })) {
+          if (item.text === "mail 1") throw new Error("cannot send mail 1");
+          done.push(item.text);
+        }
+      })(), /cannot send mail 1/);
+      // mail 1 was given back: it is served again, first.
+      for await (const item of lease.consume(q, { wait: "0s", untilEmpty: true })) done.push(item.text);
+    } finally {
+      await lease.revoke();
+    }
+    assert.deepEqual(done, ["mail 0", "mail 1", "mail 2"]);
+    const { state } = await gate.state("queues", q);
+    assert.deepEqual([state.length, state.claimed], [0, 0]);
+    await gate.deleteQueue(q);
+  });
+
+  test("break gives the item back unless acked", async () => {
+    const q = unique("jobs");
+    await gate.produce(q, new Uint8Array([0, 1, 98]), { priority: 5 });
+    await gate.produce(q, "second");
+    const lease = await gate.lease();
+    try {
+      for await (const item of lease.consume(q, { wait: "0s" })) {
+        assert.deepEqual([[...item.data], item.priority], [[0, 1, 98], 5]);
+        break;
+      }
+      for await (const item of lease.consume(q, { wait: "0s" })) {
+        assert.deepEqual([...item.data], [0, 1, 98]); // served again
+        await item.ack();
+        break;
+      }
+      const left = [];
+      for await (const item of lease.consume(q, { wait: "0s", untilEmpty: true })) left.push(item.text);
+      assert.deepEqual(left, ["second"]);
+    } finally {
+      await lease.revoke();
+    }
+  });
+
+  test("take, claim, ack, nack", async () => {
+    const q = unique("work");
+    assert.equal(await gate.take(q), null);
+    const made = await gate.produce(q, "one");
+    await gate.produce(q, "two");
+    const taken = await gate.take(q, { wait: "1s" });
+    assert.deepEqual([taken?.id, taken?.text], [made.id, "one"]);
+    const [a, b] = await Promise.all([gate.lease(), gate.lease()]);
+    try {
+      const claim = await a.claim(q);
+      assert.equal(claim?.text, "two");
+      assert.equal(await b.claim(q), null); // hidden from others
+      await assert.rejects(b.ack(q, /** @type {zk.Claim} */ (claim).id), zk.NotClaimed);
+      await claim?.nack();
+      const again = await b.claim(q, { wait: "1s" });
+      assert.equal(again?.id, claim?.id);
+      await again?.ack();
+    } finally {
+      await Promise.all([a.revoke(), b.revoke()]);
+    }
+    const late = gate.take(q, { wait: "20s" });
+    await gate.produce(q, "late");
+    assert.equal((await late)?.text, "late");
+    await gate.deleteQueue(q);
+  });
+
+  test("consume stops with the lease's loss", async () => {
+    const q = unique("orphan");
+    await gate.produce(q, "x");
+    const lease = await gate.lease({ ttl: "3s" });
+    await assert.rejects((async () => {
+      for await (const item of lease.consume(q, { wait: "0s" })) {
+        void item;
+        await revokeElsewhere(lease.id);
+        await aborted(lease.signal);
+      }
+    })(), zk.LeaseExpired);
+    // The claim ended with the lease: the item is served again.
+    assert.equal((await gate.take(q, { wait: "5s" }))?.text, "x");
+  });
+});

@@ -1,0 +1,562 @@
+"""Tests of the Python client against a real gateway.
+
+Run by scripts/test-clients.sh, which starts one and sets ZKGATE_URL:
+
+    ZKGATE_URL=http://127.0.0.1:8080 python3 -m unittest discover -s client/python/tests -v
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+import unittest
+import uuid
+from typing import List, Optional
+
+# The client next to these tests, not one installed elsewhere.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import zkgate  # noqa: E402
+from zkgate._errors import error_from  # noqa: E402
+
+URL = os.environ.get("ZKGATE_URL")
+if not URL:
+    raise RuntimeError("ZKGATE_URL is not set: run scripts/test-clients.sh, which starts a gateway for these tests")
+
+# Bounds of the waits in these tests: generous, since they only end a test that fails.
+PATIENCE = 20.0
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def eventually(what: str, cond, within: float = PATIENCE) -> None:
+    deadline = time.monotonic() + within
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {within}s: {what}")
+        time.sleep(0.02)
+
+
+class Proxy:
+    """A TCP proxy to the gateway that can refuse connections or drop one reply,
+    to test exactly the failures those cause."""
+
+    def __init__(self, upstream: str) -> None:
+        host_port = upstream.split("//", 1)[1].split("/", 1)[0]
+        host, port = host_port.rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.down = threading.Event()
+        self.drop_next_reply = threading.Event()
+        self.dropped = threading.Event()
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.url = "http://127.0.0.1:%d" % self._listener.getsockname()[1]
+        self._closed = False
+        self._threads: List[threading.Thread] = []
+        self._accept = threading.Thread(target=self._serve, daemon=True)
+        self._accept.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self.down.is_set():
+                client.close()
+                continue
+            t = threading.Thread(target=self._pipe, args=(client,), daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _pipe(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self.upstream, timeout=PATIENCE)
+        except OSError:
+            client.close()
+            return
+        drop = self.drop_next_reply.is_set()
+        if drop:
+            self.drop_next_reply.clear()
+
+        def up() -> None:
+            try:
+                while True:
+                    data = client.recv(65536)
+                    if not data:
+                        break
+                    upstream.sendall(data)
+            except OSError:
+                pass
+            try:
+                upstream.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+        t = threading.Thread(target=up, daemon=True)
+        t.start()
+        try:
+            while True:
+                data = upstream.recv(65536)
+                if not data:
+                    break
+                if drop:
+                    # The gateway has answered: lose the answer with the connection.
+                    self.dropped.set()
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            # shutdown, not just close: it wakes the other thread's recv and sends the FIN now.
+            for s in (client, upstream):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            t.join(PATIENCE)
+            client.close()
+            upstream.close()
+
+    def close(self) -> None:
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        except OSError:
+            pass
+        self._listener.close()
+        self._accept.join(PATIENCE)
+        for t in self._threads:
+            t.join(PATIENCE)
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.gate = zkgate.Gateway(URL)
+        self.threads_before = {t.ident for t in threading.enumerate()}
+
+    def tearDown(self) -> None:
+        # Every keepalive thread a test started is gone when it ends.
+        def keepalives() -> List[str]:
+            return [t.name for t in threading.enumerate()
+                    if t.name.startswith("zkgate-keepalive") and t.ident not in self.threads_before]
+
+        eventually("no keepalive thread left: %s" % keepalives(), lambda: not keepalives())
+
+
+class DurationTest(unittest.TestCase):
+    def test_parse(self) -> None:
+        self.assertEqual(zkgate.parse_duration("15s"), 15.0)
+        self.assertEqual(zkgate.parse_duration("1h2m3.5s"), 3723.5)
+        self.assertEqual(zkgate.parse_duration("500ms"), 0.5)
+        self.assertEqual(zkgate.parse_duration("0"), 0.0)
+        self.assertEqual(zkgate.parse_duration(2), 2.0)
+        for bad in ["", "15", "s", "-1s", "1x", "1s2", ".s", True, None]:
+            with self.assertRaises(zkgate.InvalidRequest, msg=repr(bad)):
+                zkgate.parse_duration(bad)  # type: ignore[arg-type]
+
+    def test_format(self) -> None:
+        self.assertEqual(zkgate.format_duration(15), "15s")
+        self.assertEqual(zkgate.format_duration(1.5), "1500ms")
+        self.assertEqual(zkgate.format_duration(0), "0s")
+
+
+class ErrorMappingTest(unittest.TestCase):
+    """Codes the gateway answers when tokens are on or a limit is reached."""
+
+    def test_by_code(self) -> None:
+        cases = [
+            (401, "unauthenticated", zkgate.Unauthenticated),
+            (403, "forbidden", zkgate.Forbidden),
+            (429, "too_many", zkgate.TooMany),
+            (503, "unavailable", zkgate.Unavailable),
+            (410, "lease_expired", zkgate.LeaseExpired),
+            (409, "would_deadlock", zkgate.WouldDeadlock),
+        ]
+        for status, code, cls in cases:
+            body = ('{"type":"urn:zkgate:problem:%s","title":"t","status":%d,"detail":"why","code":"%s","reason":"expired"}'
+                    % (code, status, code)).encode()
+            err = error_from(status, "application/problem+json", body, "3")
+            self.assertIsInstance(err, cls)
+            self.assertEqual((err.status, err.code, err.detail, err.retry_after), (status, code, "why", 3.0))
+        self.assertIsInstance(error_from(410, "application/problem+json", b'{"code":"lease_expired"}', None),
+                              zkgate.LeaseLost)
+
+    def test_not_a_problem(self) -> None:
+        err = error_from(502, "text/html", b"<html>bad gateway</html>", None)
+        self.assertIsInstance(err, zkgate.Unavailable)
+        self.assertIn("bad gateway", err.detail)
+        err = error_from(418, "application/problem+json", b'{"code":"teapot","detail":"short and stout"}', None)
+        self.assertEqual((type(err), err.code), (zkgate.ZkgateError, "teapot"))
+
+
+class LeaseTest(ClientTest):
+    def test_lease_is_revoked_at_the_end(self) -> None:
+        with self.gate.lease(ttl="10s", holder="py-test") as lease:
+            info = self.gate.lease_info(lease.id)
+            self.assertEqual((info["holder"], info["ttl"]), ("py-test", "10s"))
+            self.assertEqual(lease.ttl, 10.0)
+        with self.assertRaises(zkgate.LeaseExpired) as cm:
+            self.gate.lease_info(lease.id)
+        self.assertEqual(cm.exception.reason, "revoked")
+        self.assertFalse(lease.lost.is_set())
+        lease.revoke()  # a second revoke is nothing
+
+    def test_keepalive_outlives_the_ttl(self) -> None:
+        with self.gate.lease(ttl="2s") as lease:
+            # Three TTLs pass: the lease lives only if the thread kept it alive.
+            self.assertFalse(lease.lost.wait(6.0), lease.error)
+            self.assertEqual(self.gate.lease_info(lease.id)["id"], lease.id)
+            lease.check()
+
+    def test_lost_lease_is_raised_in_the_thread_that_uses_it(self) -> None:
+        called = threading.Event()
+        lease = self.gate.lease(ttl="3s", on_lost=lambda err: called.set())
+        name = unique("held")
+        waited: List[BaseException] = []
+        with self.gate.lease() as other:
+            other.lock(name)
+
+            def wait_for_it() -> None:
+                try:
+                    lease.lock(name, wait="1m")
+                except BaseException as e:
+                    waited.append(e)
+
+            waiter = threading.Thread(target=wait_for_it)
+            waiter.start()
+            eventually("the lease waits", lambda: len(self.gate.state("locks", name)[0]["waiters"]) == 1)
+            zkgate.Gateway(URL)._call("DELETE", f"/v1/leases/{lease.id}")  # another client ends it
+            # The wait under way ends with the lease, long before its minute.
+            waiter.join(PATIENCE)
+            self.assertFalse(waiter.is_alive())
+            self.assertEqual([type(e) for e in waited], [zkgate.LeaseExpired])
+        self.assertTrue(lease.lost.wait(PATIENCE), "the keepalive did not see the lease end")
+        self.assertTrue(called.is_set())
+        self.assertIsInstance(lease.error, zkgate.LeaseExpired)
+        with self.assertRaises(zkgate.LeaseExpired):
+            lease.check()
+        with self.assertRaises(zkgate.LeaseLost):
+            lease.lock(unique("lost"))
+        with self.assertRaises(zkgate.LeaseLost):
+            with lease:
+                pass
+
+    def test_lease_lost_while_unreachable(self) -> None:
+        proxy = Proxy(URL)
+        try:
+            gate = zkgate.Gateway(proxy.url, retry_for=1.0)
+            lease = gate.lease(ttl="2s")
+            proxy.down.set()
+            self.assertTrue(lease.lost.wait(PATIENCE))
+            # No answer within the TTL: lost, though the gateway never said so.
+            self.assertIs(type(lease.error), zkgate.LeaseLost)
+            with self.assertRaises(zkgate.LeaseLost):
+                lease.semaphore(unique("sem"), 1)
+            with self.assertRaises(zkgate.LeaseLost):
+                lease.revoke()
+        finally:
+            proxy.close()
+
+    def test_short_outage_is_ridden_out(self) -> None:
+        proxy = Proxy(URL)
+        try:
+            gate = zkgate.Gateway(proxy.url)
+            with gate.lease(ttl="4s") as lease:
+                proxy.down.set()
+                # A keepalive fails (one is due every 1.33 s), then the gateway is back.
+                self.assertFalse(lease.lost.wait(2.0))
+                proxy.down.clear()
+                self.assertFalse(lease.lost.wait(4.0), lease.error)
+                self.assertEqual(self.gate.lease_info(lease.id)["id"], lease.id)
+        finally:
+            proxy.close()
+
+    def test_unknown_lease(self) -> None:
+        with self.assertRaises(zkgate.LeaseNotFound) as cm:
+            self.gate.lease_info(str(uuid.uuid4()))
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "lease_not_found"))
+        with self.assertRaises(zkgate.InvalidRequest) as cm2:
+            self.gate.lease_info("not-a-lease-id")
+        self.assertEqual(cm2.exception.status, 400)
+        with self.assertRaises(zkgate.InvalidRequest):
+            self.gate.lease(ttl="0.1s")  # below the gateway's 1s
+
+
+class LockTest(ClientTest):
+    def test_lock_token_and_fence(self) -> None:
+        name = unique("invoices")
+        with self.gate.lease(ttl="10s") as a, self.gate.lease(ttl="10s") as b:
+            with a.lock(name, wait="5s") as grant:
+                self.assertGreater(grant.token, 0)
+                self.assertEqual((grant.name, grant.mode), (name, "exclusive"))
+                self.assertTrue(grant.is_current())
+                with self.assertRaises(zkgate.Timeout) as cm:
+                    b.lock(name)  # try once
+                self.assertEqual(cm.exception.status, 409)
+                self.assertEqual([h["lease"] for h in cm.exception.problem["holders"]], [a.id])
+                # Idempotent: the same lease asking again gets the same grant.
+                self.assertEqual(a.lock(name).token, grant.token)
+            self.assertFalse(self.gate.fence(name, grant.token))
+            with b.lock(name, wait="5s") as later:
+                self.assertGreater(later.token, grant.token)
+
+    def test_waiter_gets_the_lock_after_release_never_during(self) -> None:
+        name = unique("serial")
+        inside = 0
+        most = 0
+        mu = threading.Lock()
+        errors: List[BaseException] = []
+
+        def worker() -> None:
+            nonlocal inside, most
+            try:
+                with self.gate.lease(ttl="10s") as lease:
+                    for _ in range(3):
+                        with lease.lock(name, wait="20s"):
+                            with mu:
+                                inside += 1
+                                most = max(most, inside)
+                            time.sleep(0.01)  # hold it a moment, so that an overlap would show
+                            with mu:
+                                inside -= 1
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(PATIENCE * 3)
+        self.assertEqual(errors, [])
+        self.assertEqual(most, 1)
+
+    def test_read_write(self) -> None:
+        name = unique("catalog")
+        with self.gate.lease() as a, self.gate.lease() as b, self.gate.lease() as c:
+            with a.lock(name, mode="read"), b.lock(name, mode="read"):
+                state, index = self.gate.state("locks", name)
+                self.assertEqual(len(state["holders"]), 2)
+                self.assertGreater(index, 0)
+                with self.assertRaises(zkgate.Timeout):
+                    c.lock(name, mode="write")
+            with c.lock(name, mode="write", wait="5s") as w:
+                self.assertEqual(w.mode, "write")
+            with self.assertRaises(zkgate.InvalidRequest):
+                a.lock(name, mode="shared")
+
+    def test_lost_reply_is_retried_to_the_same_grant(self) -> None:
+        proxy = Proxy(URL)
+        try:
+            gate = zkgate.Gateway(proxy.url)
+            name = unique("retried")
+            with gate.lease(ttl="10s") as lease:
+                proxy.drop_next_reply.set()
+                grant = lease.lock(name, wait="5s")
+                self.assertTrue(proxy.dropped.is_set(), "the proxy dropped no reply")
+                state, _ = self.gate.state("locks", name)
+                self.assertEqual([(h["lease"], h["token"]) for h in state["holders"]], [(lease.id, grant.token)])
+                self.assertEqual(state["waiters"], [])
+                grant.release()
+        finally:
+            proxy.close()
+
+    def test_bad_names_are_refused_before_sending(self) -> None:
+        with self.gate.lease() as lease:
+            for bad in ["", ".", "..", "a/b", "x" * 201, "späße"]:
+                with self.assertRaises(zkgate.InvalidRequest, msg=bad) as cm:
+                    lease.lock(bad)
+                self.assertIsNone(cm.exception.status)
+                self.assertIsInstance(cm.exception, ValueError)
+
+
+class SemaphoreTest(ClientTest):
+    def test_slots(self) -> None:
+        name = unique("gpu")
+        with self.gate.lease() as a, self.gate.lease() as b, self.gate.lease() as c:
+            with a.semaphore(name, 2) as s1, b.semaphore(name, 2) as s2:
+                self.assertNotEqual(s1.token, s2.token)
+                self.assertEqual(s1.limit, 2)
+                with self.assertRaises(zkgate.Timeout):
+                    c.semaphore(name, 2)
+                with self.assertRaises(zkgate.LimitMismatch) as cm:
+                    c.semaphore(name, 3)
+                self.assertEqual(cm.exception.problem["limit"], 2)
+            with c.semaphore(name, 2, wait="5s"):
+                pass
+            with self.assertRaises(zkgate.NotHeld):
+                c.release("semaphore", name)
+
+
+class ElectionTest(ClientTest):
+    def test_campaign_proclaim_resign_observe(self) -> None:
+        name = unique("scheduler")
+        stop = threading.Event()
+        seen: List[Optional[str]] = []
+        changed = threading.Condition()
+
+        def observer() -> None:
+            for state in self.gate.observe(name, wait="2s", stop=stop):
+                with changed:
+                    leader = state["leader"]
+                    seen.append(leader["value"] if leader else None)
+                    changed.notify_all()
+
+        with self.gate.lease() as a, self.gate.lease() as b:
+            watcher = threading.Thread(target=observer)
+            watcher.start()
+            try:
+                first = a.campaign(name, value="10.0.0.5:8080", wait="5s")
+                self.assertTrue(first.elected)
+                self.assertIsNotNone(first.token)
+                second = b.campaign(name, value="10.0.0.6:8080")
+                self.assertFalse(second.elected)
+                self.assertEqual(second.position, 1)
+                self.assertEqual(second.leader["lease"], a.id)
+                with self.assertRaises(zkgate.NotLeader):
+                    second.proclaim("me")
+                first.proclaim("10.0.0.5:9090")
+                with changed:
+                    self.assertTrue(changed.wait_for(lambda: "10.0.0.5:9090" in seen, PATIENCE), seen)
+                first.resign()
+                again = b.campaign(name, value="10.0.0.6:8080", wait="5s")
+                self.assertTrue(again.elected)
+                self.assertGreater(again.token, first.token)
+                with changed:
+                    self.assertTrue(changed.wait_for(lambda: seen and seen[-1] == "10.0.0.6:8080", PATIENCE), seen)
+                with again:
+                    pass  # resigns
+                with changed:
+                    self.assertTrue(changed.wait_for(lambda: seen[-1] is None, PATIENCE), seen)
+            finally:
+                stop.set()
+                watcher.join(PATIENCE)
+        self.assertFalse(watcher.is_alive())
+
+
+class BarrierTest(ClientTest):
+    def test_barrier(self) -> None:
+        name = unique("deploy")
+        self.gate.wait_barrier(name)  # never raised: down
+        self.assertTrue(self.gate.raise_barrier(name))
+        self.assertFalse(self.gate.raise_barrier(name))
+        with self.assertRaises(zkgate.Timeout) as cm:
+            self.gate.wait_barrier(name)
+        self.assertTrue(cm.exception.problem["raised"])
+        lowered = threading.Timer(0.2, self.gate.lower_barrier, args=(name,))
+        lowered.start()
+        self.gate.wait_barrier(name, wait="20s")
+        lowered.join()
+        self.assertFalse(self.gate.state("barriers", name)[0]["raised"])
+
+    def test_double_barrier(self) -> None:
+        name = unique("batch")
+        results: List[object] = []
+
+        def member(tag: str) -> None:
+            try:
+                with self.gate.lease() as lease:
+                    with lease.enter(name, count=2, member=tag, wait="20s") as m:
+                        results.append(len(m.members))
+                    results.append("left")
+            except BaseException as e:
+                results.append(e)
+
+        threads = [threading.Thread(target=member, args=(t,)) for t in ("host-a", "host-b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(PATIENCE * 2)
+        self.assertEqual(sorted(map(str, results)), ["2", "2", "left", "left"])
+        with self.gate.lease() as lease:
+            with self.assertRaises(zkgate.Timeout) as cm:
+                lease.enter(name, count=2)
+            self.assertEqual(cm.exception.problem["count"], 2)
+            with self.assertRaises(zkgate.CountMismatch):
+                lease.enter(name, count=3)
+
+
+class QueueTest(ClientTest):
+    def test_consume_acks_after_the_body_and_nacks_on_an_exception(self) -> None:
+        q = unique("emails")
+        for i in range(3):
+            self.gate.produce(q, f"mail {i}")
+        done: List[str] = []
+        with self.gate.lease() as lease:
+            with self.assertRaises(RuntimeError):
+                for item in lease.consume(q, wait="0s", until_empty=True):
+                    if item.text == "mail 1":
+                        raise RuntimeError("cannot send mail 1")
+                    done.append(item.text)
+            # mail 1 was given back: it is served again, first.
+            for item in lease.consume(q, wait="0s", until_empty=True):
+                done.append(item.text)
+        self.assertEqual(done, ["mail 0", "mail 1", "mail 2"])
+        state, _ = self.gate.state("queues", q)
+        self.assertEqual((state["length"], state["claimed"]), (0, 0))
+        self.gate.delete_queue(q)
+
+    def test_break_gives_the_item_back_unless_acked(self) -> None:
+        q = unique("jobs")
+        self.gate.produce(q, b"\x00\x01binary", priority=5)
+        self.gate.produce(q, "second")
+        with self.gate.lease() as lease:
+            for item in lease.consume(q, wait="0s"):
+                self.assertEqual((item.data, item.priority), (b"\x00\x01binary", 5))
+                break
+            for item in lease.consume(q, wait="0s"):
+                self.assertEqual(item.data, b"\x00\x01binary")  # served again
+                item.ack()
+                break
+            left = [i.text for i in lease.consume(q, wait="0s", until_empty=True)]
+        self.assertEqual(left, ["second"])
+
+    def test_take_claim_ack_nack(self) -> None:
+        q = unique("work")
+        self.assertIsNone(self.gate.take(q))
+        made = self.gate.produce(q, "one")
+        self.gate.produce(q, "two")
+        taken = self.gate.take(q, wait="1s")
+        assert taken is not None
+        self.assertEqual((taken.id, taken.text), (made["id"], "one"))
+        with self.gate.lease() as a, self.gate.lease() as b:
+            claim = a.claim(q)
+            assert claim is not None
+            self.assertEqual(claim.text, "two")
+            self.assertIsNone(b.claim(q))  # hidden from others
+            with self.assertRaises(zkgate.NotClaimed):
+                b.ack(q, claim.id)
+            claim.nack()
+            again = b.claim(q, wait="1s")
+            assert again is not None
+            self.assertEqual(again.id, claim.id)
+            again.ack()
+        self.assertIsNone(self.gate.take(q))
+        got: List[Optional[zkgate.Item]] = []
+        t = threading.Thread(target=lambda: got.append(self.gate.take(q, wait="20s")))
+        t.start()
+        self.gate.produce(q, "late")
+        t.join(PATIENCE)
+        self.assertEqual([i.text for i in got if i], ["late"])
+        self.gate.delete_queue(q)
+
+    def test_consume_stops_on_a_lost_lease(self) -> None:
+        q = unique("orphan")
+        self.gate.produce(q, "x")
+        lease = self.gate.lease(ttl="3s")
+        with self.assertRaises(zkgate.LeaseExpired):
+            for _ in lease.consume(q, wait="0s"):
+                zkgate.Gateway(URL)._call("DELETE", f"/v1/leases/{lease.id}")
+                self.assertTrue(lease.lost.wait(PATIENCE))
+        # The claim ended with the lease: the item is served again.
+        item = self.gate.take(q, wait="5s")
+        self.assertEqual(item.text if item else None, "x")
+
+
+if __name__ == "__main__":
+    unittest.main()

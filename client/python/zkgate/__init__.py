@@ -1,0 +1,64 @@
+"""A client of zkgate, ZooKeeper's coordination recipes over HTTP.
+
+    import zkgate
+
+    gate = zkgate.Gateway()                      # $ZKGATE_URL, $ZKGATE_TOKEN
+    with gate.lease(ttl="15s", holder="billing-worker-3") as lease:
+        with lease.lock("invoices", wait="10s") as grant:
+            write_invoices(fencing_token=grant.token)
+        for item in lease.consume("emails", wait="30s"):
+            send(item.data)                      # acked when the body ends, nacked if it raises
+
+Standard library only; Python 3.9 and later.
+"""
+
+from ._client import (
+    DEFAULT_URL,
+    KINDS,
+    Campaign,
+    Claim,
+    Duration,
+    Gateway,
+    Grant,
+    Item,
+    Lease,
+    Membership,
+    __version__,
+    format_duration,
+    parse_duration,
+)
+from ._errors import (
+    CountMismatch,
+    Forbidden,
+    InternalError,
+    InvalidRequest,
+    LeaseExpired,
+    LeaseLost,
+    LeaseNotFound,
+    LimitMismatch,
+    MethodNotAllowed,
+    NotClaimed,
+    NotEmpty,
+    NotFound,
+    NotHeld,
+    NotLeader,
+    StaleToken,
+    Timeout,
+    TooLarge,
+    TooMany,
+    TransportError,
+    Unauthenticated,
+    Unavailable,
+    UnsupportedMediaType,
+    WouldDeadlock,
+    ZkgateError,
+)
+
+__all__ = [
+    "DEFAULT_URL", "KINDS", "Campaign", "Claim", "Duration", "Gateway", "Grant", "Item", "Lease",
+    "Membership", "__version__", "format_duration", "parse_duration",
+    "CountMismatch", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
+    "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",
+    "NotHeld", "NotLeader", "StaleToken", "Timeout", "TooLarge", "TooMany", "TransportError",
+    "Unauthenticated", "Unavailable", "UnsupportedMediaType", "WouldDeadlock", "ZkgateError",
+]

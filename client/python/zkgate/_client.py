@@ -1,0 +1,772 @@
+"""The gateway, its leases, and what a lease can hold."""
+
+from __future__ import annotations
+
+import datetime
+import http.client
+import json
+import os
+import re
+import ssl
+import threading
+import time
+import urllib.parse
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+from ._errors import (
+    InvalidRequest,
+    LeaseExpired,
+    LeaseLost,
+    NotClaimed,
+    NotHeld,
+    Timeout,
+    TooMany,
+    TransportError,
+    Unavailable,
+    ZkgateError,
+    error_from,
+)
+
+__version__ = "0.1.0"
+
+Duration = Union[str, int, float, datetime.timedelta]
+"""A Go duration string (``"500ms"``, ``"15s"``, ``"2m"``), or seconds, or a timedelta."""
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+KINDS = ("locks", "semaphores", "elections", "barriers", "double-barriers", "queues")
+
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
+_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(d: Duration) -> float:
+    """Seconds of a duration: a Go duration string, a number of seconds, or a timedelta."""
+    if isinstance(d, datetime.timedelta):
+        secs = d.total_seconds()
+    elif isinstance(d, bool):
+        raise InvalidRequest(f"bad duration {d!r}")
+    elif isinstance(d, (int, float)):
+        secs = float(d)
+    elif isinstance(d, str):
+        s = d.strip()
+        if s == "0":
+            return 0.0
+        secs, pos = 0.0, 0
+        for m in _DURATION_PART.finditer(s):
+            if m.start() != pos or m.group(1) in ("", "."):
+                break
+            secs += float(m.group(1)) * _UNIT[m.group(2)]
+            pos = m.end()
+        if pos == 0 or pos != len(s):
+            raise InvalidRequest(f'bad duration {d!r}: want a Go duration such as "500ms", "15s" or "2m"')
+    else:
+        raise InvalidRequest(f"bad duration {d!r}")
+    if secs < 0 or secs != secs:
+        raise InvalidRequest(f"bad duration {d!r}: it must not be negative")
+    return secs
+
+
+def format_duration(secs: float) -> str:
+    """A Go duration string for seconds, to the millisecond."""
+    ms = int(round(secs * 1000))
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def _wire_duration(d: Duration) -> Tuple[str, float]:
+    """The duration as sent (a string is sent as given, once checked) and in seconds."""
+    secs = parse_duration(d)
+    return (d.strip() if isinstance(d, str) else format_duration(secs)), secs
+
+
+def _name(name: str) -> str:
+    """The name, path-escaped, once it is one the gateway accepts."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in (".", ".."):
+        raise InvalidRequest(f"bad name {name!r}: 1 to 200 characters of [A-Za-z0-9._-], not . or ..")
+    return urllib.parse.quote(name, safe="")
+
+
+class _Reply:
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status: int, headers: http.client.HTTPMessage, body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise TransportError(f"the gateway answered {self.status} with a body that is not JSON: {e}") from e
+
+
+class Gateway:
+    """A zkgate gateway.
+
+    ``url`` defaults to ``$ZKGATE_URL``, then ``http://127.0.0.1:8080``;
+    ``token`` to ``$ZKGATE_TOKEN`` (sent as ``Authorization: Bearer``).
+    ``timeout`` is how long the client waits for an answer beyond the
+    server-side ``wait`` of the call; ``retry_for`` how long (beyond the
+    ``wait``) it retries a call that is safe to repeat when the gateway is
+    unreachable or unavailable.
+    """
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        *,
+        timeout: float = 10.0,
+        retry_for: float = 10.0,
+        ssl_context: Optional[ssl.SSLContext] = None,
+    ) -> None:
+        url = url or os.environ.get("ZKGATE_URL") or DEFAULT_URL
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise InvalidRequest(f"bad gateway URL {url!r}: want http://host:port")
+        self.url = url.rstrip("/")
+        self.token = token if token is not None else (os.environ.get("ZKGATE_TOKEN") or None)
+        self.timeout = float(timeout)
+        self.retry_for = float(retry_for)
+        self._https = u.scheme == "https"
+        self._host = u.hostname
+        self._port = u.port
+        self._base = u.path.rstrip("/")
+        self._ssl = ssl_context
+
+    def __repr__(self) -> str:
+        return f"Gateway({self.url!r})"
+
+    # -- HTTP ----------------------------------------------------------------
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: Optional[Mapping[str, str]],
+        body: Optional[bytes],
+        content_type: str,
+        timeout: float,
+    ) -> _Reply:
+        """One HTTP exchange on a connection of its own (so that no answer is
+        ever read from a connection the gateway closed meanwhile)."""
+        target = self._base + path
+        if query:
+            target += "?" + urllib.parse.urlencode(query)
+        headers = {"Accept": "application/json", "User-Agent": f"zkgate-python/{__version__}"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        if body is not None:
+            headers["Content-Type"] = content_type
+        conn: http.client.HTTPConnection
+        if self._https:
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        try:
+            conn.request(method, target, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            return _Reply(resp.status, resp.headers, data)
+        except (OSError, http.client.HTTPException) as e:
+            raise TransportError(f"{method} {self.url}{path}: {e or type(e).__name__}") from e
+        finally:
+            conn.close()
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Dict[str, str]] = None,
+        body: Any = None,
+        raw: Optional[bytes] = None,
+        wait: Optional[Duration] = None,
+        safe: bool = False,
+        done_on_retry: Tuple[type, ...] = (),
+        lease: Optional["Lease"] = None,
+    ) -> _Reply:
+        """A call, retried while it is ``safe`` to repeat (idempotent on the
+        gateway) and the trouble is transient: no answer, 503, or 429. A
+        ``wait`` is sent as ``?wait=``, shortened on each retry so that the
+        whole call stays within it. An error of a class in ``done_on_retry``
+        answering a retry means that the first attempt did the work."""
+        query = dict(query or {})
+        wait_secs = 0.0
+        if wait is not None:
+            wire, wait_secs = _wire_duration(wait)
+            query["wait"] = wire
+        data, ctype = raw, "application/octet-stream"
+        if body is not None:
+            data, ctype = json.dumps(body).encode("utf-8"), "application/json"
+        start = time.monotonic()
+        deadline = start + wait_secs + self.retry_for
+        delay, attempt = 0.1, 0
+        while True:
+            if lease is not None:
+                lease.check()
+            left = max(0.0, wait_secs - (time.monotonic() - start))
+            if wait is not None and attempt > 0:
+                query["wait"] = format_duration(left)
+            try:
+                reply = self._send(method, path, query, data, ctype, left + self.timeout)
+                if reply.status >= 400:
+                    raise error_from(reply.status, reply.headers.get("Content-Type", ""), reply.body,
+                                     reply.headers.get("Retry-After"))
+                return reply
+            except (TransportError, Unavailable, TooMany) as e:
+                # A 429 was refused before any work; the others may have been done.
+                if not (safe or isinstance(e, TooMany)):
+                    raise
+                pause = delay if e.retry_after is None else max(delay, min(e.retry_after, 5.0))
+                if time.monotonic() + pause > deadline:
+                    raise
+                if lease is not None:
+                    if lease.lost.wait(pause):
+                        lease.check()
+                else:
+                    time.sleep(pause)
+                delay = min(delay * 2, 2.0)
+                attempt += 1
+            except ZkgateError as e:
+                if lease is not None and isinstance(e, LeaseLost):
+                    lease._lose(e)
+                if attempt > 0 and isinstance(e, done_on_retry):
+                    return _Reply(204, http.client.HTTPMessage(), b"")
+                raise
+
+    # -- leases --------------------------------------------------------------
+
+    def lease(
+        self,
+        ttl: Duration = "15s",
+        holder: Optional[str] = None,
+        *,
+        on_lost: Optional[Callable[[LeaseLost], None]] = None,
+    ) -> "Lease":
+        """Creates a lease and keeps it alive on a background thread until it
+        is revoked (``with gate.lease() as lease:`` revokes it at the end).
+        ``on_lost`` is called, on the keepalive thread, if the lease is lost."""
+        body: Dict[str, Any] = {"ttl": _wire_duration(ttl)[0]}
+        if holder is not None:
+            body["holder"] = holder
+        asked = time.monotonic()
+        info = self._call("POST", "/v1/leases", body=body).json()
+        return Lease(self, info, on_lost, asked)
+
+    def lease_info(self, lease_id: str) -> Dict[str, Any]:
+        """The lease and what it holds (``GET /v1/leases/{id}``)."""
+        return self._call("GET", f"/v1/leases/{urllib.parse.quote(lease_id, safe='')}", safe=True).json()
+
+    def leases(self) -> List[Dict[str, Any]]:
+        """The live leases of this gateway."""
+        return self._call("GET", "/v1/leases", safe=True).json()["leases"]
+
+    # -- reads ---------------------------------------------------------------
+
+    def state(self, kind: str, name: str, *, index: int = 0, wait: Duration = "0s") -> Tuple[Dict[str, Any], int]:
+        """The state of a primitive and its ``X-Zkgate-Index``. ``kind`` is one
+        of ``locks``, ``semaphores``, ``elections``, ``barriers``,
+        ``double-barriers``, ``queues``. With ``index`` and ``wait`` this is a
+        blocking read: it answers once the index is past ``index``, or when
+        the wait ends (with the unchanged state)."""
+        if kind not in KINDS:
+            raise InvalidRequest(f"bad kind {kind!r}: one of {', '.join(KINDS)}")
+        query = {"index": str(int(index))} if index else {}
+        reply = self._call("GET", f"/v1/{kind}/{_name(name)}", query=query, wait=wait, safe=True)
+        try:
+            idx = int(reply.headers.get("X-Zkgate-Index", "0"))
+        except ValueError:
+            idx = 0
+        return reply.json(), idx
+
+    def watch(
+        self, kind: str, name: str, *, wait: Duration = "30s", stop: Optional[threading.Event] = None
+    ) -> Iterator[Dict[str, Any]]:
+        """Yields the state of a primitive now, then each time it changes,
+        with blocking reads of ``wait`` each, until ``stop`` is set (checked
+        between reads) or the loop is left."""
+        last: Optional[Dict[str, Any]] = None
+        index = 0
+        while stop is None or not stop.is_set():
+            state, index = self.state(kind, name, index=index, wait=wait if index else "0s")
+            if state != last:
+                last = state
+                yield state
+
+    def observe(
+        self, election: str, *, wait: Duration = "30s", stop: Optional[threading.Event] = None
+    ) -> Iterator[Dict[str, Any]]:
+        """Yields an election's state (``leader``, or None, and ``candidates``)
+        now and whenever it changes."""
+        return self.watch("elections", election, wait=wait, stop=stop)
+
+    def fence(self, lock: str, token: int) -> bool:
+        """Whether ``token`` is the fencing token of a current holder of the
+        lock (checked after a sync with ZooKeeper's leader)."""
+        try:
+            self._call("GET", f"/v1/locks/{_name(lock)}/fence", query={"token": str(int(token))}, safe=True)
+            return True
+        except ZkgateError as e:
+            if e.code == "stale_token":
+                return False
+            raise
+
+    def ready(self) -> bool:
+        """Whether the gateway answers and its ZooKeeper session is live."""
+        try:
+            return self._send("GET", "/readyz", None, None, "", self.timeout).status == 200
+        except TransportError:
+            return False
+
+    # -- barriers ------------------------------------------------------------
+
+    def raise_barrier(self, name: str) -> bool:
+        """Raises the barrier; True if it was down, False if already up."""
+        return self._call("PUT", f"/v1/barriers/{_name(name)}", safe=True).status == 201
+
+    def lower_barrier(self, name: str) -> None:
+        """Lowers the barrier, releasing every waiter (lowering one that is down is no error)."""
+        self._call("DELETE", f"/v1/barriers/{_name(name)}", safe=True)
+
+    def wait_barrier(self, name: str, wait: Duration = "0s") -> None:
+        """Returns once the barrier is down; raises Timeout if it is still up after ``wait``."""
+        self._call("POST", f"/v1/barriers/{_name(name)}/wait", wait=wait, safe=True)
+
+    # -- queues --------------------------------------------------------------
+
+    def produce(self, queue: str, data: Union[bytes, str], *, priority: Optional[int] = None) -> Dict[str, Any]:
+        """Adds an item (bytes, or text sent as UTF-8); lower ``priority``
+        (0-999, default 100) is served first. Not retried: a produce whose
+        answer was lost may or may not have added the item."""
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        query = {"priority": str(int(priority))} if priority is not None else None
+        return self._call("POST", f"/v1/queues/{_name(queue)}/items", query=query, raw=raw).json()
+
+    def take(self, queue: str, wait: Duration = "0s") -> Optional["Item"]:
+        """Removes and returns the next item (at most once), or None if there is
+        none after ``wait``. Not retried: a take whose answer was lost lost the item."""
+        reply = self._call("POST", f"/v1/queues/{_name(queue)}/take", wait=wait)
+        return None if reply.status == 204 else Item(queue, reply)
+
+    def peek(self, queue: str, item_id: str) -> "Item":
+        """An item, without taking it."""
+        reply = self._call("GET", f"/v1/queues/{_name(queue)}/items/{urllib.parse.quote(item_id, safe='')}", safe=True)
+        return Item(queue, reply)
+
+    def delete_queue(self, queue: str) -> None:
+        """Deletes an empty queue (NotEmpty if it has items or claims)."""
+        self._call("DELETE", f"/v1/queues/{_name(queue)}", safe=True)
+
+
+class Lease:
+    """A lease, kept alive by a background thread at a third of its TTL.
+
+    If the lease is lost (a keepalive is answered 410 or 404, or none is
+    answered before the lease would have expired), ``lost`` is set, ``error``
+    holds why, and every later call on the lease, ``check()``, and the end of
+    its ``with`` block raise that error (a ``LeaseLost``) in the thread that
+    uses the lease.
+    """
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        info: Dict[str, Any],
+        on_lost: Optional[Callable[[LeaseLost], None]] = None,
+        asked: Optional[float] = None,
+    ) -> None:
+        self.gateway = gateway
+        self.info: Dict[str, Any] = info
+        self.id: str = info["id"]
+        self.holder: str = info.get("holder", "")
+        self.ttl: float = parse_duration(info["ttl"])
+        self.lost = threading.Event()
+        self.error: Optional[LeaseLost] = None
+        self._on_lost = on_lost
+        self._mu = threading.Lock()
+        self._revoked = False
+        self._stop = threading.Event()
+        # The lease runs from the moment it was asked for, at the latest.
+        self._extended = time.monotonic() if asked is None else asked
+        self._thread = threading.Thread(target=self._keep_alive, name=f"zkgate-keepalive-{self.id[:8]}", daemon=True)
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost.is_set() else ("revoked" if self._revoked else "live")
+        return f"<zkgate.Lease {self.id} holder={self.holder!r} ttl={self.ttl:g}s {state}>"
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self.revoke()
+        except ZkgateError:
+            if exc is None:
+                raise
+
+    # -- liveness ------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raises the LeaseLost that ended the lease, if it ended."""
+        if self.error is not None:
+            raise self.error
+        if self._revoked:
+            raise LeaseExpired("the lease was revoked by this client", code="lease_expired",
+                               problem={"reason": "revoked"})
+
+    def _lose(self, err: LeaseLost) -> None:
+        with self._mu:
+            if self.error is not None or self._revoked:
+                return
+            self.error = err
+        self._stop.set()
+        self.lost.set()
+        if self._on_lost is not None:
+            try:
+                self._on_lost(err)
+            except Exception:  # a callback's failure must not kill the keepalive's report
+                pass
+
+    def _keep_alive(self) -> None:
+        interval = self.ttl / 3
+        path = f"/v1/leases/{self.id}/keepalive"
+        extended = self._extended  # when the gateway last extended the lease, at the latest
+        pause = interval
+        while not self._stop.wait(pause):
+            sent = time.monotonic()
+            left = extended + self.ttl - sent
+            if left <= 0:
+                self._lose(LeaseLost(f"no keepalive of lease {self.id} was answered within its TTL of "
+                                     f"{format_duration(self.ttl)}: it must be taken as lost"))
+                return
+            try:
+                reply = self.gateway._send("POST", path, None, None, "", max(0.2, min(interval, left)))
+                if reply.status >= 400:
+                    raise error_from(reply.status, reply.headers.get("Content-Type", ""), reply.body,
+                                     reply.headers.get("Retry-After"))
+                self.info = reply.json()
+                extended, pause = sent, interval
+            except (TransportError, Unavailable, TooMany) as e:
+                # Transient: try again soon, until the lease would have expired.
+                wait = 0.25 if e.retry_after is None else min(e.retry_after, interval)
+                pause = max(0.05, min(wait, extended + self.ttl - time.monotonic()))
+            except LeaseLost as e:
+                self._lose(e)
+                return
+            except ZkgateError as e:  # unauthenticated, forbidden...: no keepalive will ever pass
+                self._lose(LeaseLost(f"keepalive of lease {self.id} refused: {e}", status=e.status,
+                                     code=e.code, problem=e.problem))
+                return
+
+    def keepalive(self) -> Dict[str, Any]:
+        """Extends the lease now (the background thread does it anyway)."""
+        self.check()
+        self.info = self.gateway._call("POST", f"/v1/leases/{self.id}/keepalive", safe=True, lease=self).json()
+        return self.info
+
+    def revoke(self) -> None:
+        """Stops the keepalive and revokes the lease: everything it holds is
+        released before this returns. Raises the LeaseLost if it was lost."""
+        with self._mu:
+            already = self._revoked
+            self._revoked = True
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        if already:
+            return
+        if self.error is not None:
+            raise self.error
+        try:
+            self.gateway._call("DELETE", f"/v1/leases/{self.id}", safe=True, done_on_retry=(LeaseExpired,))
+        except LeaseExpired as e:
+            if e.reason != "revoked":
+                self.error = e
+                self.lost.set()
+                raise
+
+    # -- locks and semaphores ------------------------------------------------
+
+    def lock(self, name: str, wait: Duration = "0s", mode: str = "exclusive") -> "Grant":
+        """Acquires the lock (``mode``: ``exclusive``, ``read`` or ``write``),
+        waiting up to ``wait``; raises Timeout if the wait ends first. The
+        grant's ``token`` is its fencing token; ``with`` releases it."""
+        if mode not in ("exclusive", "read", "write"):
+            raise InvalidRequest(f"bad mode {mode!r}: exclusive, read or write")
+        reply = self.gateway._call("POST", f"/v1/locks/{_name(name)}/acquire", wait=wait, safe=True, lease=self,
+                                   body={"lease": self.id, "mode": mode})
+        return Grant(self, "lock", reply.json())
+
+    def semaphore(self, name: str, limit: int, wait: Duration = "0s") -> "Grant":
+        """Acquires one of the ``limit`` slots of the semaphore, waiting up to ``wait``."""
+        reply = self.gateway._call("POST", f"/v1/semaphores/{_name(name)}/acquire", wait=wait, safe=True, lease=self,
+                                   body={"lease": self.id, "limit": int(limit)})
+        return Grant(self, "semaphore", reply.json())
+
+    def release(self, kind: str, name: str, mode: Optional[str] = None) -> None:
+        """Releases a lock (every mode, or ``mode``) or a semaphore slot (``kind``
+        ``lock`` or ``semaphore``). Releasing what is not held raises NotHeld."""
+        body: Dict[str, Any] = {"lease": self.id}
+        if kind == "lock":
+            path = f"/v1/locks/{_name(name)}/release"
+            if mode is not None:
+                body["mode"] = mode
+        elif kind == "semaphore":
+            path = f"/v1/semaphores/{_name(name)}/release"
+        else:
+            raise InvalidRequest(f"bad kind {kind!r}: lock or semaphore")
+        self.gateway._call("POST", path, body=body, safe=True, lease=self, done_on_retry=(NotHeld,))
+
+    # -- elections -----------------------------------------------------------
+
+    def campaign(self, name: str, value: str = "", wait: Duration = "0s") -> "Campaign":
+        """Runs for leader with ``value``, waiting up to ``wait`` to be elected.
+        The result says whether it is (``elected``, ``token``) or its
+        ``position`` in line; the candidacy stays until ``resign`` (``with``
+        resigns) or the end of the lease: campaign again to go on waiting."""
+        reply = self.gateway._call("POST", f"/v1/elections/{_name(name)}/campaign", wait=wait, safe=True, lease=self,
+                                   body={"lease": self.id, "value": value})
+        return Campaign(self, reply.json())
+
+    def proclaim(self, name: str, value: str) -> Dict[str, Any]:
+        """Sets the leader's value; NotLeader unless this lease leads."""
+        return self.gateway._call("PUT", f"/v1/elections/{_name(name)}/value", safe=True, lease=self,
+                                  body={"lease": self.id, "value": value}).json()
+
+    def resign(self, name: str) -> None:
+        """Withdraws the candidacy (and leadership)."""
+        self.gateway._call("POST", f"/v1/elections/{_name(name)}/resign", body={"lease": self.id}, safe=True,
+                           lease=self, done_on_retry=(NotHeld,))
+
+    # -- double barriers -----------------------------------------------------
+
+    def enter(self, name: str, count: int, member: Optional[str] = None, wait: Duration = "0s") -> "Membership":
+        """Enters the double barrier as ``member`` (default: the lease id) and
+        waits up to ``wait`` for ``count`` members; raises Timeout otherwise
+        (the membership is kept: enter again to go on waiting). ``with``
+        leaves at the end, waiting as long for the others to leave."""
+        member = member or self.id
+        _name(member)
+        reply = self.gateway._call("POST", f"/v1/double-barriers/{_name(name)}/enter", wait=wait, safe=True,
+                                   lease=self, body={"lease": self.id, "member": member, "count": int(count)})
+        return Membership(self, name, member, wait, reply.json())
+
+    def leave(self, name: str, member: Optional[str] = None, wait: Duration = "0s") -> Dict[str, Any]:
+        """Leaves the double barrier and waits up to ``wait`` for every member to leave."""
+        member = member or self.id
+        return self.gateway._call("POST", f"/v1/double-barriers/{_name(name)}/leave", wait=wait, safe=True,
+                                  lease=self, body={"lease": self.id, "member": member}).json()
+
+    # -- queues --------------------------------------------------------------
+
+    def claim(self, queue: str, wait: Duration = "0s") -> Optional["Claim"]:
+        """Claims the next item (at least once): it is hidden from others until
+        acked, nacked or the lease ends. None if there is none after ``wait``."""
+        reply = self.gateway._call("POST", f"/v1/queues/{_name(queue)}/claim", wait=wait, safe=True, lease=self,
+                                   body={"lease": self.id})
+        return None if reply.status == 204 else Claim(self, queue, reply)
+
+    def ack(self, queue: str, item_id: str) -> None:
+        """Consumes a claimed item (deleted with the claim in one transaction)."""
+        self.gateway._call("POST", f"/v1/queues/{_name(queue)}/items/{urllib.parse.quote(item_id, safe='')}/ack",
+                           body={"lease": self.id}, safe=True, lease=self, done_on_retry=(NotClaimed,))
+
+    def nack(self, queue: str, item_id: str) -> None:
+        """Gives a claimed item back: it is served again."""
+        self.gateway._call("POST", f"/v1/queues/{_name(queue)}/items/{urllib.parse.quote(item_id, safe='')}/nack",
+                           body={"lease": self.id}, safe=True, lease=self, done_on_retry=(NotClaimed,))
+
+    def consume(
+        self,
+        queue: str,
+        wait: Duration = "30s",
+        *,
+        stop: Optional[threading.Event] = None,
+        until_empty: bool = False,
+    ) -> Iterator["Claim"]:
+        """Claims items one at a time: ``for item in lease.consume("emails"):``.
+
+        An item is acked when the loop body finishes and the loop asks for
+        the next one; if the loop is left any other way (an exception,
+        ``break``, ``return``), it is nacked and served again, unless the body
+        acked or nacked it itself. Each claim waits up to ``wait``; the loop
+        ends when ``stop`` is set, or with ``until_empty`` when a claim finds
+        nothing. A lost lease raises its LeaseLost.
+        """
+        while stop is None or not stop.is_set():
+            item = self.claim(queue, wait)
+            if item is None:
+                if until_empty:
+                    return
+                continue
+            try:
+                yield item
+            except BaseException:
+                # The loop was left (GeneratorExit) or the body raised into it: give the item back.
+                item._settle_quietly()
+                raise
+            if not item.settled:
+                item.ack()
+
+
+class Grant:
+    """A held lock or semaphore slot: ``token`` is its fencing token. ``with`` releases it."""
+
+    def __init__(self, lease: Lease, kind: str, doc: Dict[str, Any]) -> None:
+        self.lease = lease
+        self.kind = kind
+        self.doc = doc
+        self.name: str = doc["name"]
+        self.token: int = int(doc["token"])
+        self.node: str = doc["node"]
+        self.mode: Optional[str] = doc.get("mode")
+        self.limit: Optional[int] = doc.get("limit")
+        self.acquired_at: str = doc["acquired_at"]
+        self.released = False
+
+    def __repr__(self) -> str:
+        return f"<zkgate.Grant {self.kind} {self.name!r} token={self.token}>"
+
+    def __enter__(self) -> "Grant":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self.release()
+        except ZkgateError:
+            if exc is None:
+                raise
+
+    def release(self) -> None:
+        """Releases it (once). Raises LeaseLost if the lease was lost meanwhile."""
+        if self.released:
+            return
+        self.released = True
+        self.lease.release(self.kind, self.name, self.mode if self.kind == "lock" else None)
+
+    def is_current(self) -> bool:
+        """Whether the token still belongs to a holder of the lock (locks only)."""
+        if self.kind != "lock":
+            raise InvalidRequest("fencing tokens are checked for locks only")
+        return self.lease.gateway.fence(self.name, self.token)
+
+
+class Campaign:
+    """A lease's standing in an election. ``with`` resigns at the end."""
+
+    def __init__(self, lease: Lease, doc: Dict[str, Any]) -> None:
+        self.lease = lease
+        self.doc = doc
+        self.name: str = doc["name"]
+        self.elected: bool = bool(doc["elected"])
+        self.token: Optional[int] = int(doc["token"]) if doc.get("token") is not None else None
+        self.position: Optional[int] = doc.get("position")
+        self.leader: Optional[Dict[str, Any]] = doc.get("leader")
+        self.value: str = doc.get("value", "")
+        self.resigned = False
+
+    def __repr__(self) -> str:
+        what = f"leader token={self.token}" if self.elected else f"position={self.position}"
+        return f"<zkgate.Campaign {self.name!r} {what}>"
+
+    def __enter__(self) -> "Campaign":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self.resign()
+        except ZkgateError:
+            if exc is None:
+                raise
+
+    def proclaim(self, value: str) -> None:
+        """Sets the leader's value (NotLeader unless elected)."""
+        self.doc = self.lease.proclaim(self.name, value)
+        self.value = value
+
+    def resign(self) -> None:
+        """Withdraws the candidacy (once)."""
+        if self.resigned:
+            return
+        self.resigned = True
+        self.lease.resign(self.name)
+
+
+class Membership:
+    """A member of a double barrier that is ready. ``with`` leaves at the end."""
+
+    def __init__(self, lease: Lease, name: str, member: str, wait: Duration, doc: Dict[str, Any]) -> None:
+        self.lease = lease
+        self.name = name
+        self.member = member
+        self.wait = wait
+        self.doc = doc
+        self.members: List[Dict[str, Any]] = doc.get("members", [])
+        self.left = False
+
+    def __enter__(self) -> "Membership":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self.leave()
+        except ZkgateError:
+            if exc is None:
+                raise
+
+    def leave(self, wait: Optional[Duration] = None) -> None:
+        """Leaves, waiting up to ``wait`` (default the enter's) for every member to leave."""
+        if self.left:
+            return
+        self.left = True
+        self.lease.leave(self.name, self.member, self.wait if wait is None else wait)
+
+
+class Item:
+    """A queue item: ``id``, ``priority`` and ``data`` (bytes; ``text`` decodes it)."""
+
+    def __init__(self, queue: str, reply: _Reply) -> None:
+        self.queue = queue
+        self.id: str = reply.headers.get("X-Zkgate-Item-Id", "")
+        try:
+            self.priority = int(reply.headers.get("X-Zkgate-Item-Priority", "100"))
+        except ValueError:
+            self.priority = 100
+        self.data: bytes = reply.body
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8")
+
+    def __repr__(self) -> str:
+        return f"<zkgate.{type(self).__name__} {self.queue}/{self.id} {len(self.data)} bytes>"
+
+
+class Claim(Item):
+    """A claimed item: ``ack()`` consumes it, ``nack()`` gives it back."""
+
+    def __init__(self, lease: Lease, queue: str, reply: _Reply) -> None:
+        super().__init__(queue, reply)
+        self.lease = lease
+        self.settled = False
+
+    def ack(self) -> None:
+        self.settled = True
+        self.lease.ack(self.queue, self.id)
+
+    def nack(self) -> None:
+        self.settled = True
+        self.lease.nack(self.queue, self.id)
+
+    def _settle_quietly(self) -> None:
+        """Nacks, keeping quiet about a failure: an exception is on its way
+        already, and a lease that ended gives the item back by itself."""
+        if self.settled:
+            return
+        try:
+            self.nack()
+        except ZkgateError:
+            pass
