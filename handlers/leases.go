@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -11,8 +12,12 @@ import (
 
 // LeaseStore is what the handlers need of the lease table.
 type LeaseStore interface {
-	Create(ctx context.Context, ttl time.Duration, holder string) (*recipes.Lease, error)
+	// Create makes a lease for owner, the name of the caller's token ("" when
+	// tokens are off).
+	Create(ctx context.Context, ttl time.Duration, holder, owner string) (*recipes.Lease, error)
 	Get(id string) (*recipes.Lease, error)
+	// Lookup returns a live lease as it is, to learn its owner.
+	Lookup(id string) (*recipes.Lease, bool)
 	KeepAlive(id string) (*recipes.Lease, error)
 	Revoke(id string) error
 	List() []*recipes.Lease
@@ -31,6 +36,10 @@ type API struct {
 	DoubleBarriers DoubleBarrierService
 	Queues         QueueService
 	Limits         Limits
+	// Audit receives the records of admin actions on other tokens' leases.
+	Audit *slog.Logger
+	// Forward is how requests for leases of other gateways reach them.
+	Forward Forwarding
 }
 
 type leaseBody struct {
@@ -80,7 +89,7 @@ func (a *API) lookup(id string) (*recipes.Lease, error) {
 	l, err := a.Leases.Get(id)
 	if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
 		if owner := a.Leases.Locate(id); owner != "" {
-			return nil, &elsewhere{owner: owner, err: err}
+			return nil, &elsewhere{owner: owner, err: err, via: a.Forward}
 		}
 	}
 	return l, err
@@ -94,7 +103,7 @@ func (a *API) CreateLease() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
-		l, err := a.Leases.Create(r.Context(), body.ttl(), body.Holder)
+		l, err := a.Leases.Create(r.Context(), body.ttl(), body.Holder, ownerOf(r.Context()))
 		if err != nil {
 			WriteError(w, r, err)
 			return
@@ -113,6 +122,12 @@ func (a *API) KeepAlive() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
+		if l, ok := a.Leases.Lookup(id); ok {
+			if err := a.mayUse(r.Context(), l); err != nil {
+				WriteError(w, r, err)
+				return
+			}
+		}
 		l, err := a.Leases.KeepAlive(id)
 		if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
 			_, err = a.lookup(id)
@@ -129,6 +144,9 @@ func (a *API) KeepAlive() http.Handler {
 func (a *API) GetLease() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l, err := a.leaseParam(r)
+		if err == nil {
+			err = a.mayRead(r.Context(), l)
+		}
 		if err != nil {
 			WriteError(w, r, err)
 			return
@@ -141,8 +159,12 @@ func (a *API) GetLease() http.Handler {
 func (a *API) ListLeases() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		out := []recipes.LeaseInfo{}
+		c := CallerOf(r.Context())
 		for _, l := range a.Leases.List() {
-			out = append(out, l.Info())
+			// A token sees its own leases, and the others' if it may read them.
+			if c == nil || l.Owner == c.Name || c.May("leases", l.ID, LevelRead) {
+				out = append(out, l.Info())
+			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"leases": out})
 	})
@@ -155,6 +177,12 @@ func (a *API) RevokeLease() http.Handler {
 		if err := validLeaseID(id); err != nil {
 			WriteError(w, r, err)
 			return
+		}
+		if l, ok := a.Leases.Lookup(id); ok {
+			if err := a.mayUse(r.Context(), l); err != nil {
+				WriteError(w, r, err)
+				return
+			}
 		}
 		err := a.Leases.Revoke(id)
 		if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
@@ -188,6 +216,9 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 			return nil, false, err
 		}
 		l, err := a.lookup(ref.Lease)
+		if err == nil {
+			err = a.mayUse(ctx, l)
+		}
 		return l, false, err
 	}
 	if !mayCreate {
@@ -197,7 +228,7 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 	if ref.TTL != nil {
 		ttl = time.Duration(*ref.TTL)
 	}
-	l, err = a.Leases.Create(ctx, ttl, ref.Holder)
+	l, err = a.Leases.Create(ctx, ttl, ref.Holder, ownerOf(ctx))
 	return l, err == nil, err
 }
 

@@ -235,7 +235,7 @@ func (d *DoubleBarriers) join(ctx context.Context, m *membership) (createdNow bo
 		if err := d.svc.sess.check(lease.epoch); err != nil {
 			return false, err
 		}
-		_, err := d.svc.sess.Conn().Create(m.node, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		_, err := d.svc.sess.Conn().Create(m.node, data, zk.FlagEphemeral, d.svc.sess.acl())
 		switch {
 		case err == nil:
 			m.created = true
@@ -296,7 +296,7 @@ func (d *DoubleBarriers) waitReady(ctx context.Context, lease *Lease, name strin
 			}
 		}
 		if members >= count {
-			_, err := conn().Create(readyPath, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll))
+			_, err := conn().Create(readyPath, nil, zk.FlagPersistent, d.svc.sess.acl())
 			if err == nil || errors.Is(err, zk.ErrNodeExists) {
 				return nil
 			}

@@ -86,7 +86,7 @@ func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority
 			return Item{}, unavailable()
 		}
 		_, epoch, _ := sess.Status()
-		p, err := sess.Conn().Create(prefix, data, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		p, err := sess.Conn().Create(prefix, data, zk.FlagSequence, sess.acl())
 		switch {
 		case err == nil:
 			_, seq, _ := ParseItemID(p[strings.LastIndexByte(p, '/')+1:])
@@ -280,7 +280,7 @@ retry:
 				return Taken{}, err
 			}
 			conn := sess.Conn()
-			_, err := conn.Create(q.taken(name)+"/"+it.ID, claimData, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			_, err := conn.Create(q.taken(name)+"/"+it.ID, claimData, zk.FlagEphemeral, sess.acl())
 			if errors.Is(err, zk.ErrNodeExists) {
 				continue // another consumer was first
 			}

@@ -60,6 +60,8 @@ type SessionConfig struct {
 	Timeout time.Duration // requested session timeout
 	Root    string        // the gateway's root znode, created on start
 	Logger  *slog.Logger
+	// Security is the gateway's identity, its nodes' ACL and the transport.
+	Security ZKSecurity
 }
 
 // Session owns the gateway's one ZooKeeper session. Leases are bound to the
@@ -71,6 +73,7 @@ type Session struct {
 	mu          sync.Mutex
 	conn        *zk.Conn
 	gen         uint64 // which *zk.Conn the callbacks come from; older ones are ignored
+	authGen     uint64 // the generation whose credentials are in (see authenticate)
 	state       State
 	id          int64
 	epoch       uint64
@@ -127,11 +130,15 @@ func (s *Session) dialLocked() error {
 		zk.WithLogger(zkLogger{s.log}),
 		zk.WithLogInfo(false),
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(gen, ev) }),
+		s.cfg.Security.dialOption(),
 	)
 	if err != nil {
 		return fmt.Errorf("connect to ZooKeeper: %w", err)
 	}
 	s.conn = conn
+	if s.cfg.Security.Digest != "" {
+		go s.authenticate(gen, conn)
+	}
 	return nil
 }
 
@@ -147,6 +154,9 @@ func (s *Session) onEvent(gen uint64, ev zk.Event) {
 	}
 	switch ev.State {
 	case zk.StateHasSession:
+		if !s.authedLocked(gen) {
+			return // authenticate replays this once the credentials are in
+		}
 		id := s.conn.SessionID()
 		if id != s.id {
 			if s.id != 0 && s.state != StateLost {
@@ -361,7 +371,7 @@ func (s *Session) createPersistent(ctx context.Context, path string) error {
 	for _, part := range parts {
 		cur += "/" + part
 		for {
-			_, err := s.Conn().Create(cur, nil, 0, zk.WorldACL(zk.PermAll))
+			_, err := s.Conn().Create(cur, nil, 0, s.acl())
 			if err == nil || errors.Is(err, zk.ErrNodeExists) {
 				break
 			}

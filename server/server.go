@@ -12,10 +12,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/zkgate/zkgate"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
@@ -36,12 +39,20 @@ type Deps struct {
 	MaxItemBytes int64
 	// ZooKeeper is the connect list, whose servers the dashboard asks for their mode.
 	ZooKeeper []string
+
+	// auth holds the client tokens (nil or empty: tokens off), limits the
+	// caps on waiting requests (nil: none); Run sets both.
+	auth   *auth
+	limits *limits
 }
 
 // New returns the gateway's HTTP handler.
 func New(d Deps) http.Handler {
+	if d.auth == nil {
+		d.auth = &auth{}
+	}
 	r := chi.NewRouter()
-	r.Use(requestID, observe(d.Log, d.Metrics), recoverPanics(d.Log))
+	r.Use(requestID, observe(d.Log, d.Metrics), recoverPanics(d.Log), securityHeaders, guard(r, d.auth, d.limits))
 	routes(r, d)
 	return r
 }
@@ -78,7 +89,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 
 	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	sess, err := recipes.Connect(connectCtx, recipes.SessionConfig{Servers: servers, Timeout: cfg.SessionTimeout, Root: cfg.Root, Logger: log})
+	sess, err := recipes.Connect(connectCtx, recipes.SessionConfig{Servers: servers, Timeout: cfg.SessionTimeout, Root: cfg.Root, Logger: log,
+		Security: cfg.zkSecurity})
 	cancel()
 	if err != nil {
 		return err
@@ -104,10 +116,23 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	svc.Register(recipes.GatewayInfo{Advertise: advertise, Version: Version, StartedAt: time.Now().UTC()})
 
-	api := &handlers.API{Leases: svc.Leases, Locks: svc.Locks, Semaphores: svc.Semaphores,
+	lim := newLimits(cfg.Limits)
+	api := &handlers.API{Leases: limitedLeases{Leases: svc.Leases, lim: lim}, Locks: svc.Locks, Semaphores: svc.Semaphores,
 		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
-		Limits: handlers.Limits{MaxWait: cfg.MaxWait}}
-	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers})
+		Limits: handlers.Limits{MaxWait: cfg.MaxWait}, Audit: log.With("component", "audit")}
+	if cfg.gatewayTLS != nil {
+		cfg.gatewayTLS.certs.log = log
+		api.Forward = handlers.Forwarding{TLS: true, Transport: cfg.gatewayTLS.forwardTransport()}
+	}
+	tokens := &auth{}
+	if cfg.tokens != nil {
+		tokens.tokens.Store(cfg.tokens)
+		log.Info("tokens on", "file", cfg.AuthFile, "tokens", cfg.tokens.Len())
+		stopReload := reloadOnHangup(ctx, cfg.AuthFile, tokens, log)
+		defer stopReload()
+	}
+	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers,
+		auth: tokens, limits: lim})
 
 	// Every request context derives from base, so that shutdown can end the
 	// long waits at once instead of waiting for them.
@@ -120,10 +145,29 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "zkgate listening on http://%s (ZooKeeper %s, root %s)\n", ln.Addr(), joinServers(servers), cfg.Root)
-	log.Info("serving", "addr", ln.Addr().String(), "gateway", gatewayID, "zookeeper", joinServers(servers))
+	scheme := "http"
+	serveErr := make(chan error, 2)
+	if cfg.gatewayTLS != nil {
+		scheme = "https"
+		srv.TLSConfig = cfg.gatewayTLS.serverConfig()
+		go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serveErr <- srv.Serve(ln) }()
+	}
+	var metricsSrv *http.Server
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("listen on %s (--metrics-listen): %w", cfg.MetricsListen, err)
+		}
+		metricsSrv = &http.Server{Handler: metricsOnly(metrics), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() { serveErr <- metricsSrv.Serve(mln) }()
+		log.Info("serving /metrics", "addr", mln.Addr().String())
+	}
+	fmt.Fprintf(stdout, "zkgate listening on %s://%s (ZooKeeper %s, root %s)\n", scheme, ln.Addr(), joinServers(servers), cfg.Root)
+	log.Info("serving", "addr", ln.Addr().String(), "scheme", scheme, "gateway", gatewayID, "zookeeper", joinServers(servers))
 
 	select {
 	case <-ctx.Done():
@@ -137,6 +181,9 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err := srv.Shutdown(shutCtx); err != nil {
 		log.Warn("HTTP shutdown", "err", err)
 		_ = srv.Close()
+	}
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(shutCtx)
 	}
 	return nil
 }
@@ -185,4 +232,44 @@ func newGatewayID() string {
 		host = "gw"
 	}
 	return fmt.Sprintf("%s-%s", host, hex.EncodeToString(b[:]))
+}
+
+// metricsOnly serves GET /metrics and nothing else, with no token: for
+// --metrics-listen, an address only the monitoring system reaches.
+func metricsOnly(m *Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// reloadOnHangup reloads the tokens file on SIGHUP. A file that does not
+// load is logged and the tokens in force stay; leases and waits are never
+// touched either way. It returns a function that stops it.
+func reloadOnHangup(ctx context.Context, path string, a *auth, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				ts, err := LoadTokens(path)
+				if err != nil {
+					log.Error("tokens file not reloaded; the tokens in force stay", "err", err)
+					continue
+				}
+				a.tokens.Store(ts)
+				log.Info("tokens file reloaded", "file", path, "tokens", ts.Len())
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
 }

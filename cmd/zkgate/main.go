@@ -43,6 +43,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		return server.Run(ctx, cfg, stdout, stderr)
+	case "token":
+		return tokenCmd(rest, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "zkgate", server.Version)
 		return nil
