@@ -144,7 +144,7 @@ func (e *LimitError) Error() string { return e.Detail }
 // problem is the problem document of the limit.
 func (e *LimitError) problem() *recipes.Error {
 	return &recipes.Error{Code: CodeTooMany, Detail: e.Detail,
-		Extra: map[string]any{"limit": e.Limit, "max": e.Max}}
+		Extra: map[string]any{"exceeded": e.Limit, "max": e.Max}}
 }
 
 // retryAfterSeconds is what Retry-After says: whole seconds, at least 1.

@@ -32,6 +32,9 @@ type rule struct {
 	lease bool
 	// page routes answer a browser without a token with the sign-in page.
 	page bool
+	// waits marks the routes that take ?wait=: a request with a wait above
+	// 0 counts against the waiter limits while it runs.
+	waits bool
 }
 
 var (
@@ -42,6 +45,10 @@ var (
 func read(kind string) rule    { return rule{kind: kind, level: handlers.LevelRead, param: "name"} }
 func write(kind string) rule   { return rule{kind: kind, level: handlers.LevelWrite, param: "name"} }
 func readAll(kind string) rule { return rule{kind: kind, level: handlers.LevelRead} }
+
+// waiting is r for a route that takes ?wait=.
+func waiting(r rule) rule { r.waits = true; return r }
+
 func leaseRule(l handlers.Level) rule {
 	return rule{kind: "leases", level: l, param: "id", lease: true}
 }
@@ -68,41 +75,41 @@ var routeAccess = map[string]rule{
 	"POST /v1/leases/{id}/keepalive": leaseRule(handlers.LevelWrite),
 
 	"GET /v1/locks":                 {kind: "locks", level: handlers.LevelRead, query: "prefix"},
-	"GET /v1/locks/{name}":          read("locks"),
-	"POST /v1/locks/{name}/acquire": write("locks"),
+	"GET /v1/locks/{name}":          waiting(read("locks")),
+	"POST /v1/locks/{name}/acquire": waiting(write("locks")),
 	"POST /v1/locks/{name}/release": write("locks"),
 	"GET /v1/locks/{name}/fence":    read("locks"),
 
-	"GET /v1/semaphores/{name}":          read("semaphores"),
-	"POST /v1/semaphores/{name}/acquire": write("semaphores"),
+	"GET /v1/semaphores/{name}":          waiting(read("semaphores")),
+	"POST /v1/semaphores/{name}/acquire": waiting(write("semaphores")),
 	"POST /v1/semaphores/{name}/release": write("semaphores"),
 
 	"GET /v1/elections":                  readAll("elections"),
-	"GET /v1/elections/{name}":           read("elections"),
-	"POST /v1/elections/{name}/campaign": write("elections"),
+	"GET /v1/elections/{name}":           waiting(read("elections")),
+	"POST /v1/elections/{name}/campaign": waiting(write("elections")),
 	"POST /v1/elections/{name}/resign":   write("elections"),
 	"PUT /v1/elections/{name}/value":     write("elections"),
 
 	"GET /v1/barriers":              readAll("barriers"),
-	"GET /v1/barriers/{name}":       read("barriers"),
+	"GET /v1/barriers/{name}":       waiting(read("barriers")),
 	"PUT /v1/barriers/{name}":       write("barriers"),
 	"DELETE /v1/barriers/{name}":    write("barriers"),
-	"POST /v1/barriers/{name}/wait": read("barriers"),
+	"POST /v1/barriers/{name}/wait": waiting(read("barriers")),
 
 	"GET /v1/double-barriers":               readAll("double-barriers"),
-	"GET /v1/double-barriers/{name}":        read("double-barriers"),
-	"POST /v1/double-barriers/{name}/enter": write("double-barriers"),
-	"POST /v1/double-barriers/{name}/leave": write("double-barriers"),
+	"GET /v1/double-barriers/{name}":        waiting(read("double-barriers")),
+	"POST /v1/double-barriers/{name}/enter": waiting(write("double-barriers")),
+	"POST /v1/double-barriers/{name}/leave": waiting(write("double-barriers")),
 
 	"GET /v1/queues":                         readAll("queues"),
-	"GET /v1/queues/{name}":                  read("queues"),
+	"GET /v1/queues/{name}":                  waiting(read("queues")),
 	"DELETE /v1/queues/{name}":               write("queues"),
 	"POST /v1/queues/{name}/items":           write("queues"),
 	"GET /v1/queues/{name}/items/{id}":       read("queues"),
 	"POST /v1/queues/{name}/items/{id}/ack":  write("queues"),
 	"POST /v1/queues/{name}/items/{id}/nack": write("queues"),
-	"POST /v1/queues/{name}/take":            write("queues"),
-	"POST /v1/queues/{name}/claim":           write("queues"),
+	"POST /v1/queues/{name}/take":            waiting(write("queues")),
+	"POST /v1/queues/{name}/claim":           waiting(write("queues")),
 }
 
 // target is the name a request acts on under r, or "*" for every name.
@@ -176,13 +183,15 @@ func guard(mux *chi.Mux, a *auth, lim *limits) func(http.Handler) http.Handler {
 			if !ru.open && a.enabled() {
 				caller, ok := authorize(w, r, a.tokens.Load(), ru, route, target)
 				if !ok {
+					routeAnswered(r, pattern)
 					return
 				}
 				r = r.WithContext(handlers.WithCaller(r.Context(), caller))
 			}
-			if lim != nil && !ru.open {
+			if lim != nil && ru.waits {
 				release, err := lim.admitWaiter(r, ru.kind, target)
 				if err != nil {
+					routeAnswered(r, pattern)
 					handlers.WriteError(w, r, err)
 					return
 				}
@@ -229,4 +238,12 @@ func authorize(w http.ResponseWriter, r *http.Request, tokens *Tokens, ru rule, 
 	}
 	return &handlers.Caller{Name: tok.Name, Kind: ru.kind, Target: target, Route: route,
 		RequestID: w.Header().Get("X-Request-Id"), Granted: granted, Permits: tok.Permits}, true
+}
+
+// routeAnswered records the route of a request answered before routing,
+// so that its log line and metrics name the route, as for any other.
+func routeAnswered(r *http.Request, pattern string) {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		rc.RoutePatterns = []string{pattern}
+	}
 }
