@@ -48,6 +48,7 @@ func signinRoutes(r chi.Router, a *auth) {
 		tok := a.tokens.Load().Authenticate(secret)
 		switch {
 		case tok == nil:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="zkgate", error="invalid_token"`)
 			page.Error = "Unknown token."
 			writePage(w, r, http.StatusUnauthorized, views.SignInPage(page))
 			return
