@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 )
@@ -44,10 +45,32 @@ type limits struct {
 	leases   int
 	perOwner map[string]int // token name -> live leases
 	buckets  map[string]*bucket
+
+	refused *prometheus.CounterVec // 429s by limit
 }
 
 func newLimits(cfg Limits) *limits {
-	return &limits{cfg: cfg, now: time.Now, perName: map[string]int{}, perOwner: map[string]int{}, buckets: map[string]*bucket{}}
+	return &limits{cfg: cfg, now: time.Now, perName: map[string]int{}, perOwner: map[string]int{}, buckets: map[string]*bucket{},
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "zkgate_limited_total", Help: "Requests refused with 429 too_many, by the limit reached.",
+		}, []string{"limit"})}
+}
+
+// register adds the limits' metrics to reg.
+func (l *limits) register(reg prometheus.Registerer) {
+	reg.MustRegister(l.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "zkgate_waiting_requests", Help: "Requests with ?wait= above 0 under way, counted against --max-waiters.",
+	}, func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return float64(l.waiting)
+	}))
+}
+
+// refuse counts e and returns it.
+func (l *limits) refuse(e *handlers.LimitError) error {
+	l.refused.WithLabelValues(e.Limit).Inc()
+	return e
 }
 
 // admitWaiter counts a request that may wait (?wait= above 0) against the
@@ -65,12 +88,12 @@ func (l *limits) admitWaiter(r *http.Request, kind, name string) (release func()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.waiting >= l.cfg.MaxWaiters {
-		return nil, &handlers.LimitError{Limit: "max-waiters", Max: float64(l.cfg.MaxWaiters), RetryAfter: retryCount,
-			Detail: fmt.Sprintf("%d requests are waiting already, the most this gateway lets wait (--max-waiters); retry later or on another gateway", l.waiting)}
+		return nil, l.refuse(&handlers.LimitError{Limit: "max-waiters", Max: float64(l.cfg.MaxWaiters), RetryAfter: retryCount,
+			Detail: fmt.Sprintf("%d requests are waiting already, the most this gateway lets wait (--max-waiters); retry later or on another gateway", l.waiting)})
 	}
 	if name != "*" && l.perName[key] >= l.cfg.MaxWaitersPerName {
-		return nil, &handlers.LimitError{Limit: "max-waiters-per-name", Max: float64(l.cfg.MaxWaitersPerName), RetryAfter: retryCount,
-			Detail: fmt.Sprintf("%d requests are waiting on %s %q already, the most this gateway lets wait on one (--max-waiters-per-name)", l.perName[key], kind, name)}
+		return nil, l.refuse(&handlers.LimitError{Limit: "max-waiters-per-name", Max: float64(l.cfg.MaxWaitersPerName), RetryAfter: retryCount,
+			Detail: fmt.Sprintf("%d requests are waiting on %s %q already, the most this gateway lets wait on one (--max-waiters-per-name)", l.perName[key], kind, name)})
 	}
 	l.waiting++
 	l.perName[key]++
@@ -90,13 +113,13 @@ func (l *limits) admitLease(owner string) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.leases >= l.cfg.MaxLeases {
-		return nil, &handlers.LimitError{Limit: "max-leases", Max: float64(l.cfg.MaxLeases), RetryAfter: retryCount,
-			Detail: fmt.Sprintf("this gateway has %d live leases, its most (--max-leases); revoke leases you no longer need, or retry later", l.leases)}
+		return nil, l.refuse(&handlers.LimitError{Limit: "max-leases", Max: float64(l.cfg.MaxLeases), RetryAfter: retryCount,
+			Detail: fmt.Sprintf("this gateway has %d live leases, its most (--max-leases); revoke leases you no longer need, or retry later", l.leases)})
 	}
 	if owner != "" {
 		if n := l.perOwner[owner]; n >= l.cfg.MaxLeasesPerToken {
-			return nil, &handlers.LimitError{Limit: "max-leases-per-token", Max: float64(l.cfg.MaxLeasesPerToken), RetryAfter: retryCount,
-				Detail: fmt.Sprintf("token %q has %d live leases, the most one token may have (--max-leases-per-token); revoke leases it no longer needs", owner, n)}
+			return nil, l.refuse(&handlers.LimitError{Limit: "max-leases-per-token", Max: float64(l.cfg.MaxLeasesPerToken), RetryAfter: retryCount,
+				Detail: fmt.Sprintf("token %q has %d live leases, the most one token may have (--max-leases-per-token); revoke leases it no longer needs", owner, n)})
 		}
 		b := l.buckets[owner]
 		if b == nil {
@@ -104,8 +127,8 @@ func (l *limits) admitLease(owner string) (release func(), err error) {
 			l.buckets[owner] = b
 		}
 		if wait := b.take(l.cfg.LeaseRate, l.now()); wait > 0 {
-			return nil, &handlers.LimitError{Limit: "lease-rate", Max: l.cfg.LeaseRate, RetryAfter: wait,
-				Detail: fmt.Sprintf("token %q makes leases faster than %g a second (--lease-rate); reuse a lease for many acquires", owner, l.cfg.LeaseRate)}
+			return nil, l.refuse(&handlers.LimitError{Limit: "lease-rate", Max: l.cfg.LeaseRate, RetryAfter: wait,
+				Detail: fmt.Sprintf("token %q makes leases faster than %g a second (--lease-rate); reuse a lease for many acquires", owner, l.cfg.LeaseRate)})
 		}
 		l.perOwner[owner]++
 	}

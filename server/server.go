@@ -117,6 +117,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	svc.Register(recipes.GatewayInfo{Advertise: advertise, Version: Version, StartedAt: time.Now().UTC()})
 
 	lim := newLimits(cfg.Limits)
+	lim.register(metrics.Registry)
 	api := &handlers.API{Leases: limitedLeases{Leases: svc.Leases, lim: lim}, Locks: svc.Locks, Semaphores: svc.Semaphores,
 		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
 		Limits: handlers.Limits{MaxWait: cfg.MaxWait}, Audit: log.With("component", "audit")}
