@@ -88,12 +88,17 @@ func localPath(next string) string {
 	return next
 }
 
-// sameOrigin refuses a form posted from another site: browsers send Origin
-// with every POST.
+// sameOrigin refuses a form posted from another site. Browsers say where a
+// request comes from in Sec-Fetch-Site; older ones only in Origin (which is
+// "null" under the pages' Referrer-Policy: no-referrer, so Origin alone
+// cannot tell). A client that sends neither is not a browser.
 func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
+	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
-		return true // not a browser, or a very old one; the cookie is SameSite=Strict anyway
+		return true
 	}
 	u, err := url.Parse(origin)
 	return err == nil && u.Host == r.Host
