@@ -171,6 +171,8 @@ type specCall struct {
 	// form says the body is a real HTML form, validated as one (an API body
 	// with curl's form type is JSON, see check).
 	form bool
+	// header holds more request headers.
+	header http.Header
 }
 
 type specOption func(*specCall)
@@ -180,6 +182,16 @@ func specContentType(ct string) specOption { return func(c *specCall) { c.conten
 func specChunked() specOption              { return func(c *specCall) { c.chunked = true } }
 func specRejects() specOption              { return func(c *specCall) { c.specRejects = true } }
 func specToken(tok string) specOption      { return func(c *specCall) { c.token = tok } }
+
+// specHeader adds a request header.
+func specHeader(k, v string) specOption {
+	return func(c *specCall) {
+		if c.header == nil {
+			c.header = http.Header{}
+		}
+		c.header.Set(k, v)
+	}
+}
 
 // specForm sends an HTML form.
 func specForm(values url.Values) specOption {
@@ -269,6 +281,9 @@ func (s *specChecker) send(ctx context.Context, c specCall, wrote func()) specSe
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
 	}
 	start := time.Now()
 	resp, err := specClient.Do(req)
