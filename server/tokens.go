@@ -225,7 +225,7 @@ func parseTokenLine(text string) (*Token, error) {
 	}
 	raw, err := hex.DecodeString(hexHash)
 	if err != nil || len(raw) != sha256.Size {
-		return nil, fmt.Errorf("token %q: the hash must be 64 hex digits after sha256:", t.Name)
+		return nil, fmt.Errorf("token %q: the hash must be sha256: followed by 64 hex digits", t.Name)
 	}
 	copy(t.hash[:], raw)
 	for _, f := range fields[2:] {
