@@ -19,6 +19,15 @@ const forwardedHeader = "X-Zkgate-Forwarded"
 type elsewhere struct {
 	owner string // host:port
 	err   error  // lease_not_found, answered when forwarding is not possible
+	via   Forwarding
+}
+
+// Forwarding is how a gateway reaches the others: over plain HTTP with the
+// default transport, or over TLS (with this gateway's client certificate
+// when they ask for one).
+type Forwarding struct {
+	TLS       bool
+	Transport http.RoundTripper // nil: http.DefaultTransport
 }
 
 func (e *elsewhere) Error() string { return "lease owned by the gateway at " + e.owner }
@@ -31,7 +40,11 @@ func forward(w http.ResponseWriter, r *http.Request, e *elsewhere) bool {
 		return false
 	}
 	target := &url.URL{Scheme: "http", Host: e.owner}
+	if e.via.TLS {
+		target.Scheme = "https"
+	}
 	proxy := &httputil.ReverseProxy{
+		Transport: e.via.Transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = r.Host

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
@@ -17,8 +18,12 @@ import (
 
 // LeaseStore is what the handlers need of the lease table.
 type LeaseStore interface {
-	Create(ctx context.Context, ttl time.Duration, holder string) (*recipes.Lease, error)
+	// Create makes a lease for owner, the name of the caller's token ("" when
+	// tokens are off).
+	Create(ctx context.Context, ttl time.Duration, holder, owner string) (*recipes.Lease, error)
 	Get(id string) (*recipes.Lease, error)
+	// Lookup returns a live lease as it is, to learn its owner.
+	Lookup(id string) (*recipes.Lease, bool)
 	KeepAlive(id string) (*recipes.Lease, error)
 	Revoke(id string) error
 	List() []*recipes.Lease
@@ -45,6 +50,10 @@ type API struct {
 	DoubleBarriers DoubleBarrierService
 	Queues         QueueService
 	Limits         Limits
+	// Audit receives the records of admin actions on other tokens' leases.
+	Audit *slog.Logger
+	// Forward is how requests for leases of other gateways reach them.
+	Forward Forwarding
 }
 
 type leaseBody struct {
@@ -98,7 +107,7 @@ func (a *API) lookup(id string) (*recipes.Lease, error) {
 		case ended != nil:
 			return nil, ended
 		case owner != "":
-			return nil, &elsewhere{owner: owner, err: err}
+			return nil, &elsewhere{owner: owner, err: err, via: a.Forward}
 		}
 	}
 	return l, err
@@ -112,7 +121,7 @@ func (a *API) CreateLease() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
-		l, err := a.Leases.Create(r.Context(), body.ttl(), body.Holder)
+		l, err := a.Leases.Create(r.Context(), body.ttl(), body.Holder, ownerOf(r.Context()))
 		if err != nil {
 			WriteError(w, r, err)
 			return
@@ -131,6 +140,12 @@ func (a *API) KeepAlive() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
+		if l, ok := a.Leases.Lookup(id); ok {
+			if err := a.mayUse(r.Context(), l); err != nil {
+				WriteError(w, r, err)
+				return
+			}
+		}
 		l, err := a.Leases.KeepAlive(id)
 		if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
 			_, err = a.lookup(id)
@@ -147,6 +162,9 @@ func (a *API) KeepAlive() http.Handler {
 func (a *API) GetLease() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l, err := a.leaseParam(r)
+		if err == nil {
+			err = a.mayRead(r.Context(), l)
+		}
 		if err != nil {
 			WriteError(w, r, err)
 			return
@@ -167,8 +185,12 @@ func (a *API) ListLeases() http.Handler {
 			return
 		}
 		out := []recipes.LeaseInfo{}
+		c := CallerOf(r.Context())
 		for _, l := range a.Leases.List() {
-			out = append(out, l.Info())
+			// A token sees its own leases, and the others' if it may read them.
+			if c == nil || l.Owner == c.Name || c.May("leases", l.ID, LevelRead) {
+				out = append(out, l.Info())
+			}
 		}
 		doc := map[string]any{"leases": out}
 		if scope == "gateway" || r.Header.Get(forwardedHeader) != "" || a.Gateways == nil {
@@ -220,7 +242,7 @@ func (a *API) peerLeases(r *http.Request) ([]recipes.LeaseInfo, []unreachableGat
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := askPeer(ctx, r, g.Advertise)
+			got, err := askPeer(ctx, r, a.Forward, g.Advertise)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -235,9 +257,14 @@ func (a *API) peerLeases(r *http.Request) ([]recipes.LeaseInfo, []unreachableGat
 	return leases, unreachable
 }
 
-// askPeer lists the leases of the gateway at advertise.
-func askPeer(ctx context.Context, r *http.Request, advertise string) ([]recipes.LeaseInfo, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+advertise+"/v1/leases?scope=gateway", nil)
+// askPeer lists the leases of the gateway at advertise, the way requests
+// are forwarded to it (over TLS when that is on).
+func askPeer(ctx context.Context, r *http.Request, via Forwarding, advertise string) ([]recipes.LeaseInfo, error) {
+	scheme := "http"
+	if via.TLS {
+		scheme = "https"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+advertise+"/v1/leases?scope=gateway", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +272,8 @@ func askPeer(ctx context.Context, r *http.Request, advertise string) ([]recipes.
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	resp, err := peerClient.Do(req)
+	client := &http.Client{Timeout: peerTimeout, Transport: via.Transport} // nil: the default transport
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -262,9 +290,6 @@ func askPeer(ctx context.Context, r *http.Request, advertise string) ([]recipes.
 	return doc.Leases, nil
 }
 
-// peerClient asks the other gateways.
-var peerClient = &http.Client{Timeout: peerTimeout}
-
 // RevokeLease is DELETE /v1/leases/{id}: all it held is released first.
 func (a *API) RevokeLease() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -272,6 +297,12 @@ func (a *API) RevokeLease() http.Handler {
 		if err := validLeaseID(id); err != nil {
 			WriteError(w, r, err)
 			return
+		}
+		if l, ok := a.Leases.Lookup(id); ok {
+			if err := a.mayUse(r.Context(), l); err != nil {
+				WriteError(w, r, err)
+				return
+			}
 		}
 		err := a.Leases.Revoke(id)
 		if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
@@ -305,6 +336,9 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 			return nil, false, err
 		}
 		l, err := a.lookup(ref.Lease)
+		if err == nil {
+			err = a.mayUse(ctx, l)
+		}
 		return l, false, err
 	}
 	if !mayCreate {
@@ -314,7 +348,7 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 	if ref.TTL != nil {
 		ttl = time.Duration(*ref.TTL)
 	}
-	l, err = a.Leases.Create(ctx, ttl, ref.Holder)
+	l, err = a.Leases.Create(ctx, ttl, ref.Holder, ownerOf(ctx))
 	return l, err == nil, err
 }
 

@@ -33,6 +33,9 @@ var statusOf = map[recipes.Code]int{
 	recipes.CodeInternal:      http.StatusInternalServerError,
 	codeMethod:                http.StatusMethodNotAllowed,
 	codeMediaType:             http.StatusUnsupportedMediaType,
+	CodeUnauthenticated:       http.StatusUnauthorized,
+	CodeForbidden:             http.StatusForbidden,
+	CodeTooMany:               http.StatusTooManyRequests,
 }
 
 const (
@@ -59,6 +62,9 @@ var titles = map[recipes.Code]string{
 	recipes.CodeInternal:      "Internal error",
 	codeMethod:                "Method not allowed",
 	codeMediaType:             "Unsupported media type",
+	CodeUnauthenticated:       "Unauthenticated",
+	CodeForbidden:             "Forbidden",
+	CodeTooMany:               "Too many",
 }
 
 // WriteError writes err as application/problem+json. Internal errors are
@@ -69,6 +75,11 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 			return
 		}
 		err = ew.err
+	}
+	var limit *LimitError
+	if errors.As(err, &limit) {
+		w.Header().Set("Retry-After", retryAfterSeconds(limit.RetryAfter))
+		err = limit.problem()
 	}
 	var e *recipes.Error
 	if !errors.As(err, &e) {

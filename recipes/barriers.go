@@ -33,7 +33,7 @@ func (b *Barriers) Raise(ctx context.Context, name string) (created bool, err er
 		if st, _, _ := sess.Status(); st != StateLive {
 			return false, unavailable()
 		}
-		_, err := sess.Conn().Create(b.path(name), nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll))
+		_, err := sess.Conn().Create(b.path(name), nil, zk.FlagPersistent, sess.acl())
 		switch {
 		case err == nil:
 			return true, nil

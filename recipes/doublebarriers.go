@@ -223,7 +223,7 @@ func (d *DoubleBarriers) waitReady(ctx context.Context, lease *Lease, name strin
 			}
 		}
 		if members >= count {
-			_, err := conn().Create(readyPath, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll))
+			_, err := conn().Create(readyPath, nil, zk.FlagPersistent, d.svc.sess.acl())
 			if err == nil || errors.Is(err, zk.ErrNodeExists) {
 				return nil
 			}

@@ -55,8 +55,8 @@ func (ls *Leases) createRecord(ctx context.Context, id string, record []byte, hi
 		}
 		conn := ls.sess.Conn()
 		_, err := conn.Multi(
-			&zk.CreateRequest{Path: rec, Data: record, Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagEphemeral},
-			&zk.CreateRequest{Path: hp, Data: hist.bytes(), Acl: zk.WorldACL(zk.PermAll)},
+			&zk.CreateRequest{Path: rec, Data: record, Acl: ls.sess.acl(), Flags: zk.FlagEphemeral},
+			&zk.CreateRequest{Path: hp, Data: hist.bytes(), Acl: ls.sess.acl()},
 		)
 		switch {
 		case err == nil:

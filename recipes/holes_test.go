@@ -26,7 +26,7 @@ func TestConcurrentClaimsOfOneLeaseShareOneItem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer")
+	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestReleaseDeletesTheNodeWhenTheClientHangsUp(t *testing.T) {
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
 	raw := rawClient(t)
 	ctx := context.Background()
-	lease, err := svc.Leases.Create(ctx, time.Minute, "holder")
+	lease, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestAHoldStaysAttachedWhileACallerUsesIt(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
 	ctx := context.Background()
-	lease, err := svc.Leases.Create(ctx, time.Minute, "candidate")
+	lease, err := svc.Leases.Create(ctx, time.Minute, "candidate", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestConcurrentCallsOfOneLeaseInEveryPrimitive(t *testing.T) {
 	if _, err := svc.Queues.Produce(ctx, "q", []byte("x"), DefaultPriority); err != nil {
 		t.Fatal(err)
 	}
-	lease, err := svc.Leases.Create(ctx, time.Minute, "busy")
+	lease, err := svc.Leases.Create(ctx, time.Minute, "busy", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := svc.Leases.Create(ctx, time.Minute, "after"); err != nil {
+	if _, err := svc.Leases.Create(ctx, time.Minute, "after", ""); err != nil {
 		t.Fatalf("a lease after the new session: %v", err)
 	}
 }
@@ -321,12 +321,12 @@ func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
 func TestRetriedWaitsShareOneWatch(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder")
+	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
 	g, err := svc.Locks.Acquire(ctx, holder, "busy", ModeExclusive, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter")
+	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
 	for range 40 {
 		_, err := svc.Locks.Acquire(ctx, waiter, "busy", ModeExclusive, 20*time.Millisecond)
 		if ErrorCode(err) != CodeTimeout {
@@ -408,7 +408,7 @@ func TestKeepAliveRacingLeaseCreation(t *testing.T) {
 		}
 	}()
 	for range 200 {
-		if _, err := svc.Leases.Create(context.Background(), time.Minute, "racer"); err != nil {
+		if _, err := svc.Leases.Create(context.Background(), time.Minute, "racer", ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -532,11 +532,11 @@ func (p *flakyProvider) Init(servers []string) error {
 func TestAWaitCancelledWhileArmingItsWatchIsNoInternalError(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder")
+	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
 	if _, err := svc.Locks.Acquire(ctx, holder, "busy", ModeExclusive, 0); err != nil {
 		t.Fatal(err)
 	}
-	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter")
+	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
 	parent := svc.root + "/locks/busy"
 	node, err := svc.sess.createProtected(ctx, parent, waiter.ID, "lock-", nil, waiter.epoch)
 	if err != nil {
@@ -558,12 +558,12 @@ func TestAWaitCancelledWhileArmingItsWatchIsNoInternalError(t *testing.T) {
 func TestWaitEndedByItsLeaseAnswersLeaseExpired(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder")
+	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
 	if _, err := svc.Locks.Acquire(ctx, holder, "busy", ModeExclusive, 0); err != nil {
 		t.Fatal(err)
 	}
 	for round := range 30 {
-		waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter")
+		waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
 		done := make(chan error, 1)
 		go func() {
 			_, err := svc.Locks.Acquire(ctx, waiter, "busy", ModeExclusive, time.Minute)

@@ -41,6 +41,7 @@ type LeaseInfo struct {
 	Gateway   string     `json:"gateway"` // the id of the gateway that keeps it
 	TTL       Duration   `json:"ttl"`
 	Holder    string     `json:"holder"`
+	Owner     string     `json:"owner,omitempty"` // the name of the token that made it, when tokens are on
 	ExpiresAt time.Time  `json:"expires_at"`
 	CreatedAt time.Time  `json:"created_at"`
 	Holds     []HoldInfo `json:"holds"`
@@ -85,8 +86,12 @@ type endedLease struct {
 // Lease is one client's liveness. Its context is cancelled when it ends, so
 // every wait made on its behalf stops at once.
 type Lease struct {
-	ID        string
-	Holder    string
+	ID     string
+	Holder string
+	// Owner is the name of the client token that made the lease ("" when
+	// tokens are off). It is written into the lease record, so that the
+	// gateway a request is forwarded to knows it too.
+	Owner     string
 	TTL       time.Duration
 	CreatedAt time.Time
 	epoch     uint64
@@ -142,8 +147,9 @@ func NewLeases(sess *Session, cfg LeaseConfig, log *slog.Logger) *Leases {
 	return ls
 }
 
-// Create makes a lease. ttl 0 means the default.
-func (ls *Leases) Create(ctx context.Context, ttl time.Duration, holder string) (*Lease, error) {
+// Create makes a lease for owner (a token's name, or ""). ttl 0 means the
+// default.
+func (ls *Leases) Create(ctx context.Context, ttl time.Duration, holder, owner string) (*Lease, error) {
 	if ttl == 0 {
 		ttl = ls.cfg.DefaultTTL
 	}
@@ -160,10 +166,14 @@ func (ls *Leases) Create(ctx context.Context, ttl time.Duration, holder string) 
 	id := newLeaseID()
 	now := time.Now().UTC()
 	lctx, cancel := context.WithCancel(context.Background())
-	l := &Lease{ID: id, Holder: holder, TTL: ttl, CreatedAt: now, epoch: epoch, table: ls,
+	l := &Lease{ID: id, Holder: holder, Owner: owner, TTL: ttl, CreatedAt: now, epoch: epoch, table: ls,
 		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
 
-	data, _ := json.Marshal(map[string]any{"holder": holder, "ttl": ttl.String(), "gateway": ls.cfg.GatewayID})
+	record := map[string]any{"holder": holder, "ttl": ttl.String(), "gateway": ls.cfg.GatewayID}
+	if owner != "" {
+		record["owner"] = owner
+	}
+	data, _ := json.Marshal(record)
 	if err := ls.createRecord(ctx, id, data, historyEntry{Gateway: ls.cfg.GatewayID, Holder: holder}, epoch); err != nil {
 		cancel()
 		return nil, err
@@ -249,6 +259,15 @@ func (l *Lease) alive() error {
 	return nil
 }
 
+// Lookup returns the live lease with id as it is, without ending it if its
+// time has run out: for reading who owns it before acting on it.
+func (ls *Leases) Lookup(id string) (*Lease, bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l, ok := ls.live[id]
+	return l, ok
+}
+
 // KeepAlive extends the lease by its TTL, in memory only. While the session
 // is suspended the lease is extended all the same (a ZooKeeper blip must not
 // cost clients their locks) but the call answers unavailable: its holds can
@@ -323,7 +342,7 @@ func (ls *Leases) Stats() LeaseStats {
 func (l *Lease) Info() LeaseInfo {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	info := LeaseInfo{ID: l.ID, Gateway: l.table.cfg.GatewayID, TTL: Duration(l.TTL), Holder: l.Holder,
+	info := LeaseInfo{ID: l.ID, Gateway: l.table.cfg.GatewayID, TTL: Duration(l.TTL), Holder: l.Holder, Owner: l.Owner,
 		ExpiresAt: l.expiresAt.UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
 	for _, h := range l.holds {
 		info.Holds = append(info.Holds, h.info())

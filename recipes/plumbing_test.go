@@ -19,7 +19,7 @@ func TestSessionReconnectKeepsLeases(t *testing.T) {
 	px := newProxy(t, zks.Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
 	ctx := context.Background()
-	lease, _ := svc.Leases.Create(ctx, time.Minute, "steady")
+	lease, _ := svc.Leases.Create(ctx, time.Minute, "steady", "")
 	g, err := svc.Locks.Acquire(ctx, lease, "l", ModeExclusive, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestWatchCacheSharesAnEntryAndLetsItGo(t *testing.T) {
 		t.Fatalf("%d cache entries for one path", n)
 	}
 	// One change wakes every reader.
-	lease, _ := svc.Leases.Create(ctx, time.Minute, "writer")
+	lease, _ := svc.Leases.Create(ctx, time.Minute, "writer", "")
 	if _, err := svc.Locks.Acquire(ctx, lease, "shared", ModeExclusive, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestLeaseHistorySweep(t *testing.T) {
 	svc := newService(t, serviceOptions{leases: LeaseConfig{Remember: remember}})
 	raw := rawClient(t)
 	ctx := context.Background()
-	revoked, _ := svc.Leases.Create(ctx, time.Minute, "revoked")
+	revoked, _ := svc.Leases.Create(ctx, time.Minute, "revoked", "")
 	if err := svc.Leases.Revoke(revoked.ID); err != nil {
 		t.Fatal(err)
 	}

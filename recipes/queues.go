@@ -85,7 +85,7 @@ func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority
 			return Item{}, unavailable()
 		}
 		_, epoch, _ := sess.Status()
-		p, err := sess.Conn().Create(prefix, data, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		p, err := sess.Conn().Create(prefix, data, zk.FlagSequence, sess.acl())
 		switch {
 		case err == nil:
 			_, seq, _ := ParseItemID(p[strings.LastIndexByte(p, '/')+1:])

@@ -60,6 +60,8 @@ type SessionConfig struct {
 	Timeout time.Duration // requested session timeout
 	Root    string        // the gateway's root znode, created on start
 	Logger  *slog.Logger
+	// Security is the gateway's identity, its nodes' ACL and the transport.
+	Security ZKSecurity
 
 	// hosts, when set, replaces go-zookeeper's DNS host provider (tests use
 	// it to make the ensemble's names fail to resolve for a while).
@@ -83,6 +85,7 @@ type Session struct {
 	conn        *zk.Conn
 	gen         uint64     // which *zk.Conn the callbacks come from; older ones are ignored
 	connGen     uint64     // the gen of conn
+	authGen     uint64     // the generation whose credentials are in (see authenticate)
 	early       []zk.Event // events of gen that came before its conn was installed
 	state       State
 	id          int64
@@ -178,6 +181,9 @@ func (s *Session) redial(gen uint64) {
 		}
 		if err == nil {
 			s.conn, s.connGen, s.dialing, s.dialErr = conn, gen, false, nil
+			if s.cfg.Security.Digest != "" {
+				go s.authenticate(gen, conn)
+			}
 			early := s.early
 			s.early = nil
 			for _, ev := range early {
@@ -209,6 +215,7 @@ func (s *Session) dial(gen uint64) (*zk.Conn, error) {
 		zk.WithLogInfo(false),
 		zk.WithHostProvider(hosts),
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(gen, ev) }),
+		s.cfg.Security.dialOption(),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connect to ZooKeeper: %w", err)
@@ -239,6 +246,9 @@ func (s *Session) onEvent(gen uint64, ev zk.Event) {
 func (s *Session) applyLocked(ev zk.Event) {
 	switch ev.State {
 	case zk.StateHasSession:
+		if !s.authedLocked(s.connGen) {
+			return // authenticate replays this once the credentials are in
+		}
 		id := s.conn.SessionID()
 		if id != s.id {
 			if s.id != 0 && s.state != StateLost {
@@ -572,7 +582,7 @@ func (s *Session) createPersistent(ctx context.Context, path string) error {
 	for _, part := range parts {
 		cur += "/" + part
 		for {
-			_, err := s.Conn().Create(cur, nil, 0, zk.WorldACL(zk.PermAll))
+			_, err := s.Conn().Create(cur, nil, 0, s.acl())
 			if err == nil || errors.Is(err, zk.ErrNodeExists) {
 				break
 			}

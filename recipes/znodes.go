@@ -67,7 +67,7 @@ func (s *Session) ensureContainers(ctx context.Context, p string, epoch uint64) 
 		if err := s.check(epoch); err != nil {
 			return err
 		}
-		_, err := s.Conn().CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+		_, err := s.Conn().CreateContainer(p, nil, zk.FlagContainer, s.acl())
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return nil
@@ -116,7 +116,7 @@ func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker s
 				return "", internal(err, "list "+parent)
 			}
 		}
-		p, err := conn.Create(parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		p, err := conn.Create(parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl())
 		switch {
 		case err == nil:
 			return s.ownedBy(p, epoch)
@@ -189,7 +189,7 @@ func (s *Session) createOwned(ctx context.Context, p string, data []byte, flags 
 			return "", err
 		}
 		conn := s.Conn()
-		_, err := conn.Create(p, data, flags, zk.WorldACL(zk.PermAll))
+		_, err := conn.Create(p, data, flags, s.acl())
 		switch {
 		case err == nil:
 			if cerr := s.check(epoch); errors.Is(cerr, errSessionLost) {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zkgate/zkgate/recipes"
 )
 
 // Config is the gateway's configuration: flags, each with an environment twin.
@@ -26,6 +28,27 @@ type Config struct {
 	LogFormat      string
 	LogLevel       string
 	Advertise      string
+
+	// Security (see README, "Security").
+	AuthFile      string // --auth-file: the client tokens; empty: tokens off
+	Insecure      bool   // serve a non-loopback address without tokens
+	MetricsListen string // --metrics-listen: /metrics, open, on an address of its own
+	TLSCert       string
+	TLSKey        string
+	TLSClientCA   string
+	TLSPeerCA     string
+	ZKAuth        string // digest:USER:PASSWORD (from --zk-auth or --zk-auth-file)
+	ZKACL         string // open or creator
+	ZKTLSCA       string
+	ZKTLSCert     string
+	ZKTLSKey      string
+	Limits        Limits
+
+	// What the security flags load, checked at start so that a bad file is
+	// a usage error (exit 2) rather than a failure later.
+	tokens     *Tokens
+	gatewayTLS *gatewayTLS
+	zkSecurity recipes.ZKSecurity
 }
 
 // UsageError is a bad command line: the caller prints it and exits 2.
@@ -58,6 +81,25 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	logFormat := fs.String("log-format", env("ZKGATE_LOG_FORMAT", "text"), "text or json (ZKGATE_LOG_FORMAT)")
 	logLevel := fs.String("log-level", env("ZKGATE_LOG_LEVEL", "info"), "debug, info, warn or error (ZKGATE_LOG_LEVEL)")
 	advertise := fs.String("advertise", env("ZKGATE_ADVERTISE", ""), "host:port other gateways use to reach this one; default the listen address (ZKGATE_ADVERTISE)")
+	authFile := fs.String("auth-file", env("ZKGATE_AUTH_FILE", ""), "client tokens file (see zkgate token new); turns authentication on (ZKGATE_AUTH_FILE)")
+	insecureEnv, insecureErr := strconv.ParseBool(env("ZKGATE_INSECURE", "false"))
+	insecure := fs.Bool("insecure", insecureEnv, "allow a non-loopback --listen without --auth-file: anyone who reaches it owns every lock (ZKGATE_INSECURE)")
+	metricsListen := fs.String("metrics-listen", env("ZKGATE_METRICS_LISTEN", ""), "also serve /metrics, with no token, on this host:port (ZKGATE_METRICS_LISTEN)")
+	tlsCert := fs.String("tls-cert", env("ZKGATE_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reloaded when it changes (ZKGATE_TLS_CERT)")
+	tlsKey := fs.String("tls-key", env("ZKGATE_TLS_KEY", ""), "the PEM private key of --tls-cert (ZKGATE_TLS_KEY)")
+	tlsClientCA := fs.String("tls-client-ca", env("ZKGATE_TLS_CLIENT_CA", ""), "require client certificates signed by these PEM CAs (ZKGATE_TLS_CLIENT_CA)")
+	tlsPeerCA := fs.String("tls-peer-ca", env("ZKGATE_TLS_PEER_CA", ""), "PEM CAs of the other gateways' certificates, for forwarding; the system's roots and --tls-client-ca are trusted too (ZKGATE_TLS_PEER_CA)")
+	zkAuth := fs.String("zk-auth", env("ZKGATE_ZK_AUTH", ""), "authenticate to ZooKeeper as digest:USER:PASSWORD (ZKGATE_ZK_AUTH)")
+	zkAuthFile := fs.String("zk-auth-file", env("ZKGATE_ZK_AUTH_FILE", ""), "read --zk-auth from this file (ZKGATE_ZK_AUTH_FILE)")
+	zkACL := fs.String("zk-acl", env("ZKGATE_ZK_ACL", "open"), "ACL of the nodes the gateway creates: open (world-writable) or creator (all for --zk-auth's identity, read for the world) (ZKGATE_ZK_ACL)")
+	zkTLSCA := fs.String("zk-tls-ca", env("ZKGATE_ZK_TLS_CA", ""), "connect to ZooKeeper over TLS, trusting these PEM CAs (ZKGATE_ZK_TLS_CA)")
+	zkTLSCert := fs.String("zk-tls-cert", env("ZKGATE_ZK_TLS_CERT", ""), "client certificate (PEM) for ZooKeeper's TLS port (ZKGATE_ZK_TLS_CERT)")
+	zkTLSKey := fs.String("zk-tls-key", env("ZKGATE_ZK_TLS_KEY", ""), "the PEM private key of --zk-tls-cert (ZKGATE_ZK_TLS_KEY)")
+	maxLeases := fs.String("max-leases", env("ZKGATE_MAX_LEASES", "20000"), "cap on live leases of this gateway (ZKGATE_MAX_LEASES)")
+	maxLeasesPerToken := fs.String("max-leases-per-token", env("ZKGATE_MAX_LEASES_PER_TOKEN", "2000"), "cap on live leases of one token (ZKGATE_MAX_LEASES_PER_TOKEN)")
+	leaseRate := fs.String("lease-rate", env("ZKGATE_LEASE_RATE", "100"), "cap on new leases per second of one token (ZKGATE_LEASE_RATE)")
+	maxWaiters := fs.String("max-waiters", env("ZKGATE_MAX_WAITERS", "20000"), "cap on requests waiting at once (?wait= above 0) (ZKGATE_MAX_WAITERS)")
+	maxWaitersPerName := fs.String("max-waiters-per-name", env("ZKGATE_MAX_WAITERS_PER_NAME", "10000"), "cap on requests waiting at once on one lock, semaphore, election, barrier or queue (ZKGATE_MAX_WAITERS_PER_NAME)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
@@ -69,8 +111,14 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if fs.NArg() > 0 {
 		return Config{}, usagef("unexpected argument %q", fs.Arg(0))
 	}
-	cfg := Config{Listen: *listen, Root: *root, DataDir: *dataDir, LogFormat: *logFormat, LogLevel: *logLevel, Advertise: *advertise}
+	cfg := Config{Listen: *listen, Root: *root, DataDir: *dataDir, LogFormat: *logFormat, LogLevel: *logLevel, Advertise: *advertise,
+		AuthFile: *authFile, MetricsListen: *metricsListen, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSClientCA: *tlsClientCA,
+		TLSPeerCA: *tlsPeerCA, ZKAuth: *zkAuth, ZKACL: *zkACL, ZKTLSCA: *zkTLSCA, ZKTLSCert: *zkTLSCert, ZKTLSKey: *zkTLSKey}
 	var err error
+	if insecureErr != nil {
+		return Config{}, usagef("ZKGATE_INSECURE %q must be true or false", getenv("ZKGATE_INSECURE"))
+	}
+	cfg.Insecure = *insecure
 	if cfg.ZK, err = parseEnsemble(*zkFlag); err != nil {
 		return Config{}, err
 	}
@@ -108,6 +156,12 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	case "debug", "info", "warn", "error":
 	default:
 		return Config{}, usagef("--log-level must be debug, info, warn or error")
+	}
+	if cfg.Limits, err = parseLimits(*maxLeases, *maxLeasesPerToken, *leaseRate, *maxWaiters, *maxWaitersPerName); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.parseSecurity(*zkAuthFile); err != nil {
+		return Config{}, err
 	}
 	if len(cfg.ZK) == 0 {
 		if err := usableDir(cfg.DataDir); err != nil {

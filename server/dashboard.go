@@ -145,6 +145,7 @@ func (d *dashboard) page(name string) http.HandlerFunc {
 		}
 		m := d.model(ctx, st, int(d.nclients.Load()))
 		p := d.pageOf(name, m, true)
+		p.SignedIn = signedIn(r)
 		if err != nil {
 			p.Notice = "Some of ZooKeeper could not be read (" + string(recipes.ErrorCode(err)) + "); the page updates once it can."
 		}
@@ -299,6 +300,7 @@ func (d *dashboard) znodes(w http.ResponseWriter, r *http.Request) {
 	all := newDashState()
 	_ = d.source.loadAll(ctx, all, nil)
 	page := d.pageOf("znodes", d.model(ctx, all, int(d.nclients.Load())), false)
+	page.SignedIn = signedIn(r)
 	writePage(w, r, status, views.ZnodesPage(page, z))
 }
 
@@ -356,6 +358,14 @@ func showData(b []byte, want string) (view string, possible []string, shown stri
 	}
 	n := min(len(b), znodeHexMax)
 	return view, possible, hex.Dump(b[:n]), len(b) - n
+}
+
+// signedIn is the name of the token a dashboard page is shown to.
+func signedIn(r *http.Request) string {
+	if c := handlers.CallerOf(r.Context()); c != nil {
+		return c.Name
+	}
+	return ""
 }
 
 // setClients records how many dashboards are connected.

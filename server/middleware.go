@@ -109,3 +109,20 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 		})
 	}
 }
+
+// apiCSP is the Content-Security-Policy of every response that is not a
+// dashboard page (those send dashboardCSP): nothing may load, and nothing
+// may frame it.
+const apiCSP = "default-src 'none'; frame-ancestors 'none'"
+
+// securityHeaders sets what every response carries: no MIME sniffing, no
+// framing.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Content-Security-Policy", apiCSP)
+		next.ServeHTTP(w, r)
+	})
+}

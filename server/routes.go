@@ -23,6 +23,7 @@ func routes(r chi.Router, d Deps) {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{}))
 	r.Get("/openapi.yaml", openAPI(d.OpenAPI))
 	dashboardRoutes(r, d)
+	signinRoutes(r, d.auth)
 
 	r.Route("/v1", func(v chi.Router) {
 		// JSON bodies are small; queue items have their own cap.

@@ -12,10 +12,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/zkgate/zkgate"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
@@ -38,6 +41,11 @@ type Deps struct {
 	ZooKeeper []string
 	// Drain says whether the gateway is on its way out (nil: never).
 	Drain *drain
+
+	// auth holds the client tokens (nil or empty: tokens off), limits the
+	// caps on waiting requests (nil: none); Run sets both.
+	auth   *auth
+	limits *limits
 }
 
 // New returns the gateway's HTTP handler.
@@ -45,8 +53,11 @@ func New(d Deps) http.Handler {
 	if d.Drain == nil {
 		d.Drain = &drain{}
 	}
+	if d.auth == nil {
+		d.auth = &auth{}
+	}
 	r := chi.NewRouter()
-	r.Use(requestID, observe(d.Log, d.Metrics), recoverPanics(d.Log), d.Drain.announce)
+	r.Use(requestID, observe(d.Log, d.Metrics), recoverPanics(d.Log), d.Drain.announce, securityHeaders, guard(r, d.auth, d.limits))
 	routes(r, d)
 	return r
 }
@@ -87,7 +98,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 
 	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	sess, err := recipes.Connect(connectCtx, recipes.SessionConfig{Servers: servers, Timeout: cfg.SessionTimeout, Root: cfg.Root, Logger: log})
+	sess, err := recipes.Connect(connectCtx, recipes.SessionConfig{Servers: servers, Timeout: cfg.SessionTimeout, Root: cfg.Root, Logger: log,
+		Security: cfg.zkSecurity})
 	cancel()
 	if err != nil {
 		return err
@@ -113,11 +125,25 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	svc.Register(recipes.GatewayInfo{Advertise: advertise, Version: Version, StartedAt: time.Now().UTC()})
 
-	api := &handlers.API{Leases: svc.Leases, Gateways: svc, Locks: svc.Locks, Semaphores: svc.Semaphores,
+	lim := newLimits(cfg.Limits)
+	lim.register(metrics.Registry)
+	api := &handlers.API{Leases: limitedLeases{Leases: svc.Leases, lim: lim}, Gateways: svc, Locks: svc.Locks, Semaphores: svc.Semaphores,
 		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
-		Limits: handlers.Limits{MaxWait: cfg.MaxWait}}
+		Limits: handlers.Limits{MaxWait: cfg.MaxWait}, Audit: log.With("component", "audit")}
+	if cfg.gatewayTLS != nil {
+		cfg.gatewayTLS.certs.log = log
+		api.Forward = handlers.Forwarding{TLS: true, Transport: cfg.gatewayTLS.forwardTransport()}
+	}
+	tokens := &auth{}
+	if cfg.tokens != nil {
+		tokens.tokens.Store(cfg.tokens)
+		log.Info("tokens on", "file", cfg.AuthFile, "tokens", cfg.tokens.Len())
+		stopReload := reloadOnHangup(ctx, cfg.AuthFile, tokens, log)
+		defer stopReload()
+	}
 	dr := &drain{}
-	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers, Drain: dr})
+	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers,
+		Drain: dr, auth: tokens, limits: lim})
 
 	// Every request context derives from base, so that shutdown can end the
 	// long waits at once instead of waiting for them.
@@ -130,21 +156,40 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "zkgate listening on http://%s (ZooKeeper %s, root %s)\n", ln.Addr(), joinServers(servers), cfg.Root)
-	log.Info("serving", "addr", ln.Addr().String(), "gateway", gatewayID, "zookeeper", joinServers(servers))
+	scheme := "http"
+	serveErr := make(chan error, 2)
+	if cfg.gatewayTLS != nil {
+		scheme = "https"
+		srv.TLSConfig = cfg.gatewayTLS.serverConfig()
+		go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serveErr <- srv.Serve(ln) }()
+	}
+	var metricsSrv *http.Server
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("listen on %s (--metrics-listen): %w", cfg.MetricsListen, err)
+		}
+		metricsSrv = &http.Server{Handler: metricsOnly(metrics), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() { serveErr <- metricsSrv.Serve(mln) }()
+		log.Info("serving /metrics", "addr", mln.Addr().String())
+	}
+	fmt.Fprintf(stdout, "zkgate listening on %s://%s (ZooKeeper %s, root %s)\n", scheme, ln.Addr(), joinServers(servers), cfg.Root)
+	log.Info("serving", "addr", ln.Addr().String(), "scheme", scheme, "gateway", gatewayID, "zookeeper", joinServers(servers))
 
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case err := <-zkFailed:
-		shutdown(log, srv, stopRequests)
+		shutdown(log, stopRequests, srv, metricsSrv)
 		return err
 	}
 	drainLeases(log, dr, svc, cfg.DrainTimeout)
-	shutdown(log, srv, stopRequests)
+	shutdown(log, stopRequests, srv, metricsSrv)
 	return nil
 }
 
@@ -169,8 +214,8 @@ func drainLeases(log *slog.Logger, dr *drain, svc *recipes.Service, timeout time
 }
 
 // shutdown stops serving: the waits under way end at once (503), then the
-// connections close.
-func shutdown(log *slog.Logger, srv *http.Server, stopRequests context.CancelCauseFunc) {
+// connections close. metricsSrv may be nil.
+func shutdown(log *slog.Logger, stopRequests context.CancelCauseFunc, srv, metricsSrv *http.Server) {
 	log.Info("shutting down")
 	stopRequests(recipes.ErrShuttingDown)
 	shutCtx, cancelShut := context.WithTimeout(context.Background(), 15*time.Second)
@@ -178,6 +223,9 @@ func shutdown(log *slog.Logger, srv *http.Server, stopRequests context.CancelCau
 	if err := srv.Shutdown(shutCtx); err != nil {
 		log.Warn("HTTP shutdown", "err", err)
 		_ = srv.Close()
+	}
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(shutCtx)
 	}
 }
 
@@ -288,4 +336,44 @@ func newGatewayID() string {
 		host = "gw"
 	}
 	return fmt.Sprintf("%s-%s", host, hex.EncodeToString(b[:]))
+}
+
+// metricsOnly serves GET /metrics and nothing else, with no token: for
+// --metrics-listen, an address only the monitoring system reaches.
+func metricsOnly(m *Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// reloadOnHangup reloads the tokens file on SIGHUP. A file that does not
+// load is logged and the tokens in force stay; leases and waits are never
+// touched either way. It returns a function that stops it.
+func reloadOnHangup(ctx context.Context, path string, a *auth, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				ts, err := LoadTokens(path)
+				if err != nil {
+					log.Error("tokens file not reloaded; the tokens in force stay", "err", err)
+					continue
+				}
+				a.tokens.Store(ts)
+				log.Info("tokens file reloaded", "file", path, "tokens", ts.Len())
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
 }

@@ -22,6 +22,7 @@ type Page struct {
 	Live         bool   // the page subscribes to /ws
 	Notice       string // a problem reading ZooKeeper, shown above the page
 	Header       Header
+	SignedIn     string // the name of the dashboard user's token; "" when tokens are off
 }
 
 // Header is the part of every page that updates live: the ZooKeeper state

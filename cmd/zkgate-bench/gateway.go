@@ -39,8 +39,11 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string) (*
 	if err != nil {
 		return nil, err
 	}
+	// The benchmark measures what the gateway can carry, so its limits on
+	// leases and waiters are lifted (-waiters may ask for more than the
+	// defaults allow).
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--zk", zkAddr, "--root", gatewayRoot,
-		"--log-level", logLevel)
+		"--log-level", logLevel, "--max-leases", "10000000", "--max-waiters", "10000000", "--max-waiters-per-name", "10000000")
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

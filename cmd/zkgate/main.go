@@ -54,6 +54,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return barrierCommand(ctx, rest, getenv, stdout, stderr)
 	case "lease":
 		return leaseCommand(ctx, rest, getenv, stdout, stderr)
+	case "token":
+		return tokenCmd(rest, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "zkgate", server.Version)
 		return nil

@@ -110,6 +110,9 @@ type GatewayOptions struct {
 	Embedded bool
 	DataDir  string
 	Extra    []string // more flags
+	// Client polls /readyz (default http.DefaultClient); a gateway serving
+	// HTTPS needs one that trusts its certificate.
+	Client *http.Client
 }
 
 func (o *GatewayOptions) defaults(t testing.TB) {
@@ -169,14 +172,13 @@ func StartGateway(t testing.TB, opts GatewayOptions) *Gateway {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
-	stdout := &lineWatcher{prefix: "zkgate listening on http://", found: addr}
+	stdout := &lineWatcher{prefix: "zkgate listening on ", found: addr}
 	logs := &testLog{t: t}
 	done := make(chan error, 1)
 	go func() { done <- server.Run(ctx, cfg, stdout, logs) }()
 	var url string
 	select {
-	case a := <-addr:
-		url = "http://" + a
+	case url = <-addr:
 	case err := <-done:
 		cancel()
 		t.Fatalf("gateway did not start: %v", err)
@@ -198,15 +200,26 @@ func StartGateway(t testing.TB, opts GatewayOptions) *Gateway {
 		logs.stop()
 	}
 	t.Cleanup(g.Stop)
-	WaitReady(t, url, 30*time.Second)
+	WaitReadyWith(t, opts.Client, url, within30)
 	return g
 }
+
+const within30 = 30 * time.Second
 
 // WaitReady polls /readyz until it answers 200.
 func WaitReady(t testing.TB, url string, within time.Duration) {
 	t.Helper()
+	WaitReadyWith(t, nil, url, within)
+}
+
+// WaitReadyWith is WaitReady with a client of its own (nil: the default).
+func WaitReadyWith(t testing.TB, client *http.Client, url string, within time.Duration) {
+	t.Helper()
+	if client == nil {
+		client = http.DefaultClient
+	}
 	Eventually(t, within, func() error {
-		resp, err := http.Get(url + "/readyz")
+		resp, err := client.Get(url + "/readyz")
 		if err != nil {
 			return err
 		}
@@ -267,32 +280,32 @@ func (w *lineWatcher) Write(p []byte) (int, error) {
 	}
 }
 
-// testLog forwards the gateway's log lines to t.Log until the test ends.
+// testLog forwards the gateway's log lines to t.Log until the test ends,
+// and keeps them when keep is set.
 type testLog struct {
 	mu      sync.Mutex
 	t       testing.TB
 	stopped bool
-	text    []byte // the last MiB, for tests that look for a line
+	keep    bool
+	kept    bytes.Buffer
 }
 
 func (l *testLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.keep {
+		l.kept.Write(p)
+	}
 	if !l.stopped {
 		l.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	l.text = append(l.text, p...)
-	if len(l.text) > 1<<20 {
-		l.text = l.text[len(l.text)-1<<20:]
 	}
 	return len(p), nil
 }
 
-// Logs returns what the process has written to its standard error.
-func (p *Proc) Logs() string {
-	p.logs.mu.Lock()
-	defer p.logs.mu.Unlock()
-	return string(p.logs.text)
+func (l *testLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.kept.String()
 }
 
 func (l *testLog) stop() {
@@ -540,7 +553,7 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &testLog{t: t}
+	logs := &testLog{t: t, keep: true}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start zkgate: %v", err)
@@ -550,12 +563,12 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on http://"); ok {
-				a, more, _ := strings.Cut(rest, " ")
+			if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on "); ok {
+				u, more, _ := strings.Cut(rest, " ")
 				if zkPart, ok := strings.CutPrefix(more, "(ZooKeeper "); ok {
 					p.ZK, _, _ = strings.Cut(zkPart, ",")
 				}
-				addr <- a
+				addr <- u
 			}
 		}
 	}()
@@ -566,14 +579,13 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 		logs.stop()
 	})
 	select {
-	case a := <-addr:
-		p.URL = "http://" + a
+	case p.URL = <-addr:
 	case <-p.done:
 		t.Fatalf("zkgate exited before serving")
 	case <-time.After(60 * time.Second):
 		t.Fatalf("zkgate did not serve within 60s")
 	}
-	WaitReady(t, p.URL, 30*time.Second)
+	WaitReadyWith(t, opts.Client, p.URL, within30)
 	return p
 }
 
@@ -585,6 +597,12 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
 // Done is closed once the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Logs is what the process wrote to stderr so far (its log).
+func (p *Proc) Logs() string { return p.logs.String() }
+
+// Send sends sig and returns at once.
+func (p *Proc) Send(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
 // Kill sends SIGKILL: no graceful anything, as in a crash.
 func (p *Proc) Kill() {

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/zkgate/zkgate/server"
+)
+
+// TestTokenNew: `zkgate token new` adds a token and prints its secret,
+// alone, on stdout; the file keeps only its hash, with mode 0600.
+func TestTokenNew(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"zkgate", "token", "new", "--auth-file", file, "--name", "ci", "locks:deploy-:write", "leases:*:write"},
+		func(string) string { return "" }, &out, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.TrimSuffix(out.String(), "\n")
+	if !regexp.MustCompile(`^zkg_[A-Za-z0-9_-]{43}$`).MatchString(secret) || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("stdout %q, want the secret alone on one line", out.String())
+	}
+	if strings.Contains(errOut.String(), secret) {
+		t.Errorf("stderr repeats the secret: %q", errOut.String())
+	}
+	st, err := os.Stat(file)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("tokens file: %v %v, want mode 0600", st.Mode(), err)
+	}
+	data, _ := os.ReadFile(file)
+	if strings.Contains(string(data), secret) {
+		t.Fatalf("the file holds the secret")
+	}
+	ts, err := server.LoadTokens(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := ts.Authenticate(secret)
+	if tok == nil || tok.Name != "ci" || len(tok.Permissions) != 2 {
+		t.Fatalf("the secret authenticates as %+v", tok)
+	}
+	// ZKGATE_AUTH_FILE names the file too.
+	out.Reset()
+	if err := run(context.Background(), []string{"zkgate", "token", "new", "--name", "viewer", "*:*:read"},
+		func(k string) string { return map[string]string{"ZKGATE_AUTH_FILE": file}[k] }, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if ts, _ := server.LoadTokens(file); ts.Len() != 2 {
+		t.Errorf("%d tokens after a second add, want 2", ts.Len())
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"token"}, "usage: zkgate token new"},
+		{[]string{"token", "rotate"}, "usage: zkgate token new"},
+		{[]string{"token", "new", "--name", "x", "*:*:read"}, "needs --auth-file"},
+		{[]string{"token", "new", "--auth-file", file, "*:*:read"}, "needs --name"},
+		{[]string{"token", "new", "--auth-file", file, "--name", "x"}, "at least one PERMISSION"},
+		{[]string{"token", "new", "--auth-file", file, "--name", "x", "lockz:*:read"}, `unknown kind "lockz"`},
+		{[]string{"token", "new", "--auth-file", file, "--name", "x", "locks:*:owner"}, `unknown level "owner"`},
+		{[]string{"token", "new", "--auth-file", file, "--name", "ci", "*:*:read"}, "already has a token named"},
+		{[]string{"token", "new", "--auth-file", file, "--name", "x", "*:*:read", "--bogus"}, "must come before the permissions"},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), append([]string{"zkgate"}, c.args...), func(string) string { return "" }, &out, &bytes.Buffer{})
+		var usage *server.UsageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want a one-line usage error with %q", c.args, err, c.want)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%v printed %q on stdout", c.args, out.String())
+		}
+	}
+}
+
+// TestSafeDefault: without tokens the gateway serves loopback only, unless
+// told --insecure; a bad tokens file is one line at start.
+func TestSafeDefault(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("ci sha256:1234 locks:*:read\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(string) string { return "" }
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "0.0.0.0:8080"}, "zkgate token new --auth-file FILE --name NAME PERMISSION..."},
+		{[]string{"--listen", ":8080"}, "--insecure"},
+		{[]string{"--listen", "10.1.2.3:8080"}, "is not a loopback address"},
+		{[]string{"--listen", "gateway.example:8080"}, "is not a loopback address"},
+		{[]string{"--auth-file", filepath.Join(dir, "missing")}, "no such file"},
+		{[]string{"--auth-file", bad}, "line 1"},
+		{[]string{"--max-leases", "0"}, "--max-leases"},
+		{[]string{"--lease-rate", "fast"}, "--lease-rate"},
+		{[]string{"--max-waiters-per-name", "-1"}, "--max-waiters-per-name"},
+		{[]string{"--metrics-listen", "nope"}, "--metrics-listen"},
+	} {
+		_, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, c.args...), env, &bytes.Buffer{})
+		var usage *server.UsageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want a one-line usage error with %q", c.args, err, c.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"--listen", "127.0.0.1:8080"},
+		{"--listen", "[::1]:8080"},
+		{"--listen", "localhost:8080"},
+		{"--listen", "0.0.0.0:8080", "--insecure"},
+	} {
+		if _, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, args...), env, &bytes.Buffer{}); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	if _, err := server.ParseConfig([]string{"--zk", "127.0.0.1:2181", "--listen", "0.0.0.0:8080"},
+		func(k string) string { return map[string]string{"ZKGATE_INSECURE": "true"}[k] }, &bytes.Buffer{}); err != nil {
+		t.Errorf("ZKGATE_INSECURE=true: %v", err)
+	}
+}
+
+// TestEveryFlagDocumented: every flag of `zkgate serve -h` names its
+// environment twin, and README's configuration table lists both.
+func TestEveryFlagDocumented(t *testing.T) {
+	var help bytes.Buffer
+	err := run(context.Background(), []string{"zkgate", "serve", "-h"}, func(string) string { return "" }, &bytes.Buffer{}, &help)
+	var usage *server.UsageError
+	if !errors.As(err, &usage) {
+		t.Fatalf("serve -h: %v", err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(help.String(), -1)
+	if len(flags) < 20 {
+		t.Fatalf("only %d flags in serve -h:\n%s", len(flags), help.String())
+	}
+	blocks := regexp.MustCompile(`(?m)^  -`).Split(help.String(), -1)[1:]
+	for i, f := range flags {
+		name := f[1]
+		env := "ZKGATE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		if !strings.Contains(blocks[i], "("+env+")") {
+			t.Errorf("serve -h: --%s does not name its environment twin %s", name, env)
+		}
+		row := regexp.MustCompile("(?m)^\\| `--" + regexp.QuoteMeta(name) + "` \\| `" + env + "` \\|")
+		if !row.Match(readme) {
+			t.Errorf("README's configuration table has no row for --%s (%s)", name, env)
+		}
+	}
+}

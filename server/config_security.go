@@ -1,0 +1,172 @@
+package server
+
+import (
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// parseSecurity checks the security flags and loads what they name: the
+// tokens file, the certificates, the ZooKeeper credentials.
+func (cfg *Config) parseSecurity(zkAuthFile string) error {
+	if cfg.AuthFile != "" {
+		ts, err := LoadTokens(cfg.AuthFile)
+		if err != nil {
+			return usagef("--auth-file: %v", err)
+		}
+		cfg.tokens = ts
+	}
+	if cfg.AuthFile == "" && !cfg.Insecure && !loopback(cfg.Listen) {
+		return usagef("--listen %s is not a loopback address and there is no --auth-file: anyone reaching it would own every lock; "+
+			"make tokens with \"zkgate token new --auth-file FILE --name NAME PERMISSION...\" and pass --auth-file FILE, or pass --insecure", cfg.Listen)
+	}
+	if cfg.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(cfg.MetricsListen); err != nil {
+			return usagef("--metrics-listen %q is not host:port", cfg.MetricsListen)
+		}
+	}
+
+	// HTTPS.
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return usagef("--tls-cert and --tls-key go together")
+	}
+	if cfg.TLSCert == "" && (cfg.TLSClientCA != "" || cfg.TLSPeerCA != "") {
+		return usagef("--tls-client-ca and --tls-peer-ca need --tls-cert and --tls-key")
+	}
+	if cfg.TLSCert != "" {
+		// The reloader logs later reloads; at start a bad pair is an error.
+		certs, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			return usagef("--tls-cert: %v", err)
+		}
+		g := &gatewayTLS{certs: certs}
+		if cfg.TLSClientCA != "" {
+			if g.clientCA, err = loadCAs(cfg.TLSClientCA); err != nil {
+				return usagef("--tls-client-ca: %v", err)
+			}
+		}
+		if cfg.TLSPeerCA != "" {
+			if g.peerCA, err = loadCAs(cfg.TLSPeerCA); err != nil {
+				return usagef("--tls-peer-ca: %v", err)
+			}
+		}
+		cfg.gatewayTLS = g
+	}
+
+	// ZooKeeper.
+	if zkAuthFile != "" {
+		if cfg.ZKAuth != "" {
+			return usagef("give --zk-auth or --zk-auth-file, not both")
+		}
+		data, err := os.ReadFile(zkAuthFile)
+		if err != nil {
+			return usagef("--zk-auth-file: %v", unwrapPath(err))
+		}
+		cfg.ZKAuth = strings.TrimSpace(string(data))
+	}
+	if cfg.ZKAuth != "" {
+		digest, err := parseZKAuth(cfg.ZKAuth)
+		if err != nil {
+			return err
+		}
+		cfg.zkSecurity.Digest = digest
+	}
+	switch cfg.ZKACL {
+	case "open":
+	case "creator":
+		if cfg.ZKAuth == "" {
+			return usagef("--zk-acl creator needs --zk-auth (or --zk-auth-file): the nodes belong to that identity")
+		}
+		cfg.zkSecurity.CreatorACL = true
+	default:
+		return usagef("--zk-acl must be open or creator")
+	}
+	if (cfg.ZKTLSCert == "") != (cfg.ZKTLSKey == "") {
+		return usagef("--zk-tls-cert and --zk-tls-key go together")
+	}
+	if cfg.ZKTLSCert != "" && cfg.ZKTLSCA == "" {
+		return usagef("--zk-tls-cert needs --zk-tls-ca")
+	}
+	if cfg.ZKTLSCA != "" {
+		cas, err := loadCAs(cfg.ZKTLSCA)
+		if err != nil {
+			return usagef("--zk-tls-ca: %v", err)
+		}
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: poolOf(nil, cas)}
+		if cfg.ZKTLSCert != "" {
+			pair, err := loadPair(cfg.ZKTLSCert, cfg.ZKTLSKey)
+			if err != nil {
+				return usagef("--zk-tls-cert: %v", err)
+			}
+			tc.Certificates = []tls.Certificate{*pair}
+		}
+		if len(cfg.ZK) == 0 {
+			return usagef("--zk-tls-ca needs --zk: the embedded ZooKeeper listens on loopback without TLS")
+		}
+		cfg.zkSecurity.TLS = tc
+	}
+	return nil
+}
+
+// parseZKAuth reads digest:USER:PASSWORD into USER:PASSWORD.
+func parseZKAuth(s string) (string, error) {
+	scheme, rest, ok := strings.Cut(s, ":")
+	if !ok || scheme != "digest" {
+		return "", usagef("--zk-auth must be digest:USER:PASSWORD")
+	}
+	user, password, ok := strings.Cut(rest, ":")
+	if !ok || user == "" || password == "" {
+		return "", usagef("--zk-auth must be digest:USER:PASSWORD, with a user and a password")
+	}
+	if strings.ContainsAny(s, "\n\r") {
+		return "", usagef("--zk-auth may not hold a line break")
+	}
+	return user + ":" + password, nil
+}
+
+// loopback reports whether host:port listens on loopback only. An empty
+// host (":8080") listens on every interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// parseLimits reads the limit flags.
+func parseLimits(maxLeases, perToken, rate, maxWaiters, perName string) (Limits, error) {
+	var l Limits
+	counts := []struct {
+		flag string
+		raw  string
+		dst  *int
+	}{
+		{"--max-leases", maxLeases, &l.MaxLeases},
+		{"--max-leases-per-token", perToken, &l.MaxLeasesPerToken},
+		{"--max-waiters", maxWaiters, &l.MaxWaiters},
+		{"--max-waiters-per-name", perName, &l.MaxWaitersPerName},
+	}
+	for _, c := range counts {
+		n, err := strconv.Atoi(c.raw)
+		if err != nil || n < 1 || n > 10_000_000 {
+			return Limits{}, usagef("%s %q must be a whole number from 1 to 10000000", c.flag, c.raw)
+		}
+		*c.dst = n
+	}
+	r, err := strconv.ParseFloat(rate, 64)
+	if err != nil || math.IsNaN(r) || r < 0.01 || r > 1e6 {
+		return Limits{}, usagef("--lease-rate %q must be a number of leases a second from 0.01 to 1000000", rate)
+	}
+	l.LeaseRate = r
+	return l, nil
+}

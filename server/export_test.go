@@ -1,0 +1,17 @@
+package server
+
+// AccessRule describes routeAccess[route] for the external tests: whether
+// the route has a rule, and what it asks.
+func AccessRule(route string) (ok, open, page bool, kind, level string, lease bool) {
+	r, ok := routeAccess[route]
+	return ok, r.open, r.page, r.kind, r.level.String(), r.lease
+}
+
+// AccessRoutes lists the routes of routeAccess.
+func AccessRoutes() []string {
+	out := make([]string, 0, len(routeAccess))
+	for r := range routeAccess {
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,253 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkgate/zkgate/internal/gwtest"
+)
+
+// wantTooMany checks a 429: Retry-After, and a problem naming the limit.
+func wantTooMany(t *testing.T, r gwtest.Response, limit string, what string) {
+	t.Helper()
+	p := wantProblem(t, r, 429, "too_many", what)
+	if p == nil {
+		return
+	}
+	if p["exceeded"] != limit {
+		t.Errorf("%s: the problem names %v, want %s: %s", what, p["exceeded"], limit, r.Body)
+	}
+	if n, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || n < 1 {
+		t.Errorf("%s: Retry-After %q, want whole seconds", what, r.Header.Get("Retry-After"))
+	}
+}
+
+// flood sends n requests at once and returns their answers.
+func flood(t *testing.T, n int, send func(i int) (gwtest.Response, error)) []gwtest.Response {
+	t.Helper()
+	out := make([]gwtest.Response, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = send(i)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	return out
+}
+
+func countStatus(rs []gwtest.Response) map[int]int {
+	m := map[int]int{}
+	for _, r := range rs {
+		m[r.Status]++
+	}
+	return m
+}
+
+// stillServes checks what must answer at every cap: readiness, and a
+// try-once acquire with a lease made before.
+func stillServes(t *testing.T, g *secured, lease, lock string) {
+	t.Helper()
+	mustStatus(t, gwtest.Do(t, "GET", g.URL+"/readyz", nil), 200, "readyz at the cap")
+	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/"+lock+"/acquire", map[string]any{"lease": lease}), 200, "a normal acquire at the cap")
+	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/"+lock+"/release", map[string]any{"lease": lease}), 204, "release")
+}
+
+// TestLimitsLeases floods the lease caps: per token, then in all. Each
+// answer over a cap is 429 with Retry-After naming the limit, made leases
+// never pass the caps, the gateway stays ready and serves, and a revoked
+// lease gives its slot back.
+func TestLimitsLeases(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--max-leases", "6", "--max-leases-per-token", "3",
+		"--lease-rate", "1000", "--max-waiters", "4", "--max-waiters-per-name", "2"}}, file, secrets)
+	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
+
+	base := g.newLeaseAs(t, "writer") // for the normal acquire at the caps
+	rs := flood(t, 40, func(int) (gwtest.Response, error) {
+		return sendAs(context.Background(), g.URL, secrets["other"], "POST", "/v1/leases", map[string]any{"ttl": "1m"})
+	})
+	if c := countStatus(rs); c[201] != 3 || c[429] != 37 {
+		t.Fatalf("40 leases at once for one token with a cap of 3: %v, want 3 made and 37 refused", c)
+	}
+	var others []string
+	for _, r := range rs {
+		if r.Status == 429 {
+			wantTooMany(t, r, "max-leases-per-token", "a lease over the token's cap")
+		} else {
+			others = append(others, r.JSON(t)["id"].(string))
+		}
+	}
+	// A lease made on the fly by an acquire counts the same.
+	wantTooMany(t, g.as(t, "other", "POST", "/v1/locks/implicit/acquire", map[string]any{"ttl": "30s"}), "max-leases-per-token", "an implicit lease over the cap")
+	stillServes(t, g, base, "free-1")
+
+	// In all: writer has 1, other 3; admin fills the last 2 of 6.
+	rs = flood(t, 20, func(int) (gwtest.Response, error) {
+		return sendAs(context.Background(), g.URL, secrets["admin"], "POST", "/v1/leases", map[string]any{"ttl": "1m"})
+	})
+	if c := countStatus(rs); c[201] != 2 || c[429] != 18 {
+		t.Fatalf("20 leases at once with 2 left of the gateway's 6: %v", c)
+	}
+	for _, r := range rs {
+		if r.Status == 429 {
+			wantTooMany(t, r, "max-leases", "a lease over the gateway's cap")
+		}
+	}
+	if n := len(g.as(t, "reader", "GET", "/v1/leases", nil).JSON(t)["leases"].([]any)); n != 6 {
+		t.Errorf("%d live leases, want the cap of 6", n)
+	}
+	kids, _, err := conn.Children(g.Root + "/leases")
+	if err != nil || len(kids) != 6 {
+		t.Errorf("%d lease records in ZooKeeper (%v), want 6", len(kids), err)
+	}
+	stillServes(t, g, base, "free-2")
+
+	// A revoked lease gives its slot back, to its own token and in all.
+	mustStatus(t, g.as(t, "other", "DELETE", "/v1/leases/"+others[0], nil), 204, "revoke")
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if r := g.as(t, "other", "POST", "/v1/leases", map[string]any{"ttl": "1m"}); r.Status != 201 {
+			return fmt.Errorf("a lease after a revoke: %d %s", r.Status, r.Body)
+		}
+		return nil
+	})
+}
+
+// TestLimitsLeaseRate: a token that makes leases faster than --lease-rate
+// is told when to come back.
+func TestLimitsLeaseRate(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--lease-rate", "0.01"}}, file, secrets)
+	base := g.newLeaseAs(t, "writer")
+	r := g.as(t, "writer", "POST", "/v1/leases", map[string]any{"ttl": "1m"})
+	wantTooMany(t, r, "lease-rate", "a second lease at 0.01 a second")
+	if n, _ := strconv.Atoi(r.Header.Get("Retry-After")); n < 50 || n > 100 {
+		t.Errorf("Retry-After %q, want the time until the next lease (about 100s)", r.Header.Get("Retry-After"))
+	}
+	// Other tokens have buckets of their own.
+	g.newLeaseAs(t, "other")
+	stillServes(t, g, base, "free")
+}
+
+// TestLimitsWaiters floods the waiter caps with blocking reads and waiting
+// acquires: per name, then in all. The gateway stays ready and serves
+// try-once requests, and an ended wait gives its slot back.
+func TestLimitsWaiters(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--max-waiters", "4", "--max-waiters-per-name", "2"}}, file, secrets)
+	base := g.newLeaseAs(t, "writer")
+	holder := g.newLeaseAs(t, "other")
+	mustStatus(t, g.as(t, "other", "POST", "/v1/locks/w/acquire", map[string]any{"lease": holder}), 200, "hold w")
+
+	index := func(name string) string {
+		r := g.as(t, "reader", "GET", "/v1/locks/"+name, nil)
+		mustStatus(t, r, 200, "state of "+name)
+		return r.Header.Get("X-Zkgate-Index")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	block := func(name string) chan gwtest.Response {
+		ch := make(chan gwtest.Response, 1)
+		idx := index(name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := sendAs(ctx, g.URL, secrets["reader"], "GET", "/v1/locks/"+name+"?index="+idx+"&wait=1m", nil)
+			if err != nil {
+				r = gwtest.Response{Status: 599}
+			}
+			ch <- r
+		}()
+		return ch
+	}
+	// waiting waits until the gateway counts n waiting requests.
+	waiting := func(n float64) {
+		t.Helper()
+		gwtest.Eventually(t, 10*time.Second, func() error {
+			if v := g.metric(t, "zkgate_waiting_requests"); v != n {
+				return fmt.Errorf("%v waiting requests, want %v", v, n)
+			}
+			return nil
+		})
+	}
+
+	// Two blocking reads of w are let in; more are refused at once.
+	w1, w2 := block("w"), block("w")
+	waiting(2)
+	wantTooMany(t, g.as(t, "reader", "GET", "/v1/locks/w?index="+index("w")+"&wait=1m", nil), "max-waiters-per-name", "a third wait on one lock")
+	rs := flood(t, 20, func(int) (gwtest.Response, error) {
+		return sendAs(context.Background(), g.URL, secrets["writer"], "POST", "/v1/locks/w/acquire?wait=1m", map[string]any{"lease": base})
+	})
+	if c := countStatus(rs); c[429] != 20 {
+		t.Fatalf("20 waiting acquires on a lock with 2 waiters already: %v, want all refused", c)
+	}
+	for _, r := range rs {
+		wantTooMany(t, r, "max-waiters-per-name", "a waiting acquire over the cap")
+	}
+	// In all: 2 more on x, then nothing anywhere.
+	x1, x2 := block("x"), block("x")
+	waiting(4)
+	wantTooMany(t, g.as(t, "reader", "GET", "/v1/locks/y?index="+index("y")+"&wait=1m", nil), "max-waiters", "a fifth wait")
+	wantTooMany(t, g.as(t, "writer", "POST", "/v1/locks/y/acquire?wait=1m", map[string]any{"lease": base}), "max-waiters", "a waiting acquire over the cap")
+	if v := g.metric(t, `zkgate_limited_total{limit="max-waiters-per-name"}`); v != 21 {
+		t.Errorf("zkgate_limited_total for max-waiters-per-name: %v, want 21", v)
+	}
+	stillServes(t, g, base, "free")
+	for _, ch := range []chan gwtest.Response{w1, w2, x1, x2} {
+		select {
+		case r := <-ch:
+			t.Fatalf("a blocking read that was let in answered early: %d %s", r.Status, r.Body)
+		default:
+		}
+	}
+
+	// A change ends the waits on x: their slots come back.
+	lx := g.newLeaseAs(t, "writer")
+	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/x/acquire", map[string]any{"lease": lx}), 200, "change x")
+	for _, ch := range []chan gwtest.Response{x1, x2} {
+		select {
+		case r := <-ch:
+			mustStatus(t, r, 200, "a blocking read ended by a change")
+		case <-time.After(30 * time.Second):
+			t.Fatal("a blocking read of x did not end on its change")
+		}
+	}
+	waiting(2)
+	y := block("y")
+	waiting(3)
+	ly := g.newLeaseAs(t, "writer")
+	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/y/acquire", map[string]any{"lease": ly}), 200, "change y")
+	mustStatus(t, <-y, 200, "a blocking read let in once slots came back")
+}
+
+// metric reads one metric of /metrics, with a token that may.
+func (s *secured) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	r := s.as(t, "reader", "GET", "/metrics", nil)
+	mustStatus(t, r, 200, "metrics")
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", name, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/zkgate/zkgate/handlers"
+	"github.com/zkgate/zkgate/recipes"
+	"github.com/zkgate/zkgate/static"
+	"github.com/zkgate/zkgate/views"
+)
+
+// sessionMaxAge is how long a browser keeps a dashboard sign-in.
+const sessionMaxAge = 12 * time.Hour
+
+// signinRoutes add the dashboard's sign-in: GET /signin (the page),
+// POST /signin (takes the token once and keeps it in an HttpOnly,
+// SameSite=Strict cookie) and POST /signout (forgets it).
+func signinRoutes(r chi.Router, a *auth) {
+	version := static.Version()
+	r.Get("/signin", func(w http.ResponseWriter, r *http.Request) {
+		if !a.enabled() {
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+			return
+		}
+		writePage(w, r, http.StatusOK, views.SignInPage(views.SignIn{AssetVersion: version, Next: localPath(r.URL.Query().Get("next"))}))
+	})
+	r.Post("/signin", func(w http.ResponseWriter, r *http.Request) {
+		if !a.enabled() {
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+			return
+		}
+		if !sameOrigin(r) {
+			handlers.WriteError(w, r, handlers.Forbidden("a sign-in must come from this gateway's own page"))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+		if err := r.ParseForm(); err != nil {
+			handlers.Problem(w, r, recipes.CodeInvalid, "the sign-in form could not be read")
+			return
+		}
+		next := localPath(r.PostForm.Get("next"))
+		page := views.SignIn{AssetVersion: version, Next: next}
+		secret := strings.TrimSpace(r.PostForm.Get("token"))
+		tok := a.tokens.Load().Authenticate(secret)
+		switch {
+		case tok == nil:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="zkgate", error="invalid_token"`)
+			page.Error = "Unknown token."
+			writePage(w, r, http.StatusUnauthorized, views.SignInPage(page))
+			return
+		case !tok.Permits("*", "*", handlers.LevelRead):
+			page.Error = "Token " + tok.Name + " may not read the dashboard: it needs *:*:read."
+			writePage(w, r, http.StatusForbidden, views.SignInPage(page))
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", MaxAge: int(sessionMaxAge / time.Second),
+			HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		http.Redirect(w, r, next, http.StatusSeeOther)
+	})
+	r.Post("/signout", func(w http.ResponseWriter, r *http.Request) {
+		if !sameOrigin(r) {
+			handlers.WriteError(w, r, handlers.Forbidden("a sign-out must come from this gateway's own page"))
+			return
+		}
+		clearSessionCookie(w, r)
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+	})
+}
+
+func clearSessionCookie(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+}
+
+// localPath keeps next only if it is a path of this gateway (never
+// "//host" or "https://host": no open redirect).
+func localPath(next string) string {
+	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+		return "/"
+	}
+	if u, err := url.Parse(next); err != nil || u.Host != "" || u.Scheme != "" {
+		return "/"
+	}
+	return next
+}
+
+// sameOrigin refuses a form posted from another site. Browsers say where a
+// request comes from in Sec-Fetch-Site; older ones only in Origin (which is
+// "null" under the pages' Referrer-Policy: no-referrer, so Origin alone
+// cannot tell). A client that sends neither is not a browser.
+func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host == r.Host
+}

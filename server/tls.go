@@ -1,0 +1,196 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// certReloader serves a certificate pair from files and loads them again
+// when they change (a renewal by certbot or cert-manager), checked with a
+// stat at each handshake. A pair that does not load (say, a key written
+// before its certificate) keeps the previous one in service, and is tried
+// again at the next handshake once the files change again.
+type certReloader struct {
+	certFile, keyFile string
+	log               *slog.Logger
+
+	mu     sync.Mutex
+	cert   *tls.Certificate
+	stamp  fileStamp
+	failed fileStamp // the stamp that last failed to load, not logged twice
+}
+
+type fileStamp struct {
+	certMod, keyMod   time.Time
+	certSize, keySize int64
+}
+
+func stampOf(certFile, keyFile string) (fileStamp, error) {
+	c, err := os.Stat(certFile)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	k, err := os.Stat(keyFile)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{certMod: c.ModTime(), keyMod: k.ModTime(), certSize: c.Size(), keySize: k.Size()}, nil
+}
+
+// loadPair loads and checks a certificate pair: it must parse, match, and
+// be valid now.
+func loadPair(certFile, keyFile string) (*tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("certificate %s with key %s: %w", certFile, keyFile, unwrapPath(err))
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("certificate %s: %w", certFile, err)
+	}
+	now := time.Now()
+	if now.After(leaf.NotAfter) {
+		return nil, fmt.Errorf("certificate %s expired on %s", certFile, leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	if now.Before(leaf.NotBefore) {
+		return nil, fmt.Errorf("certificate %s is not valid before %s", certFile, leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+	cert.Leaf = leaf
+	return &cert, nil
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Path, pe.Err)
+	}
+	return err
+}
+
+func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader, error) {
+	stamp, err := stampOf(certFile, keyFile)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	cert, err := loadPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return &certReloader{certFile: certFile, keyFile: keyFile, log: log, cert: cert, stamp: stamp}, nil
+}
+
+// current returns the certificate in service, reloading it first if the
+// files changed.
+func (c *certReloader) current() *tls.Certificate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stamp, err := stampOf(c.certFile, c.keyFile)
+	if err != nil || stamp == c.stamp || stamp == c.failed {
+		return c.cert
+	}
+	cert, err := loadPair(c.certFile, c.keyFile)
+	if err != nil {
+		c.failed = stamp
+		c.log.Error("TLS certificate not reloaded; keeping the previous one", "err", err)
+		return c.cert
+	}
+	c.cert, c.stamp = cert, stamp
+	c.log.Info("TLS certificate reloaded", "file", c.certFile, "not_after", cert.Leaf.NotAfter.UTC())
+	return cert
+}
+
+// loadCAs reads a PEM file of one or more CA certificates.
+func loadCAs(file string) ([]*x509.Certificate, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	var certs []*x509.Certificate
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		certs = append(certs, cert)
+	}
+	if len(certs) == 0 {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return certs, nil
+}
+
+// poolOf is a pool of base (nil: empty) plus certs.
+func poolOf(base *x509.CertPool, certs ...[]*x509.Certificate) *x509.CertPool {
+	pool := base
+	if pool == nil {
+		pool = x509.NewCertPool()
+	}
+	for _, list := range certs {
+		for _, c := range list {
+			pool.AddCert(c)
+		}
+	}
+	return pool
+}
+
+// gatewayTLS is the gateway's HTTPS side: the server's configuration and
+// the transport with which it forwards requests to other gateways.
+type gatewayTLS struct {
+	certs    *certReloader
+	clientCA []*x509.Certificate // none: no client certificates asked for
+	peerCA   []*x509.Certificate // CAs of the other gateways, beside the system's roots
+}
+
+func (g *gatewayTLS) serverConfig() *tls.Config {
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return g.certs.current(), nil
+		},
+	}
+	if len(g.clientCA) > 0 {
+		cfg.ClientCAs = poolOf(nil, g.clientCA)
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg
+}
+
+// forwardTransport reaches the other gateways over TLS: it trusts the
+// system's roots, --tls-client-ca and --tls-peer-ca, and shows this
+// gateway's own certificate to those that ask for a client certificate.
+func (g *gatewayTLS) forwardTransport() http.RoundTripper {
+	system, err := x509.SystemCertPool()
+	if err != nil {
+		system = nil
+	}
+	roots := poolOf(system, g.clientCA, g.peerCA)
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		RootCAs:    roots,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return g.certs.current(), nil
+		},
+	}
+	t.ForceAttemptHTTP2 = true
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return t
+}

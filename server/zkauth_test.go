@@ -1,0 +1,170 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/server"
+	"github.com/zkgate/zkgate/zkserver"
+)
+
+// kazooACL runs testdata/peers/kazoo_acl.py on path, authenticated as
+// userPassword ("" for none), and returns what it printed.
+func kazooACL(t *testing.T, zkAddr, path, userPassword string) string {
+	t.Helper()
+	src, err := filepath.Abs(filepath.Join("testdata", "peers", "kazoo_acl.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-u", src, zkAddr, path}
+	if userPassword != "" {
+		args = append(args, userPassword)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, interopPython, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kazoo peer (install with `%s`): %v\n%s", interopInstall, err, out)
+	}
+	return string(out)
+}
+
+// TestZooKeeperDigestAndCreatorACL: with --zk-auth and --zk-acl creator
+// the gateway's nodes belong to its digest identity (and anyone may read
+// them): a kazoo client authenticated as that identity can delete one, an
+// anonymous one cannot.
+func TestZooKeeperDigestAndCreatorACL(t *testing.T) {
+	authFile := filepath.Join(t.TempDir(), "zk-auth")
+	if err := os.WriteFile(authFile, []byte("digest:zkgate:s3cret-pass\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--zk-auth-file", authFile, "--zk-acl", "creator"}})
+	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	anonLease := newLease(t, g.URL, "1m", "acl")
+	mustStatus(t, acquire(t, g.URL, "acl-lock", anonLease, "0s"), 200, "acquire")
+
+	// The ACL of a lease record and of a lock node: all for the gateway's
+	// identity, read for the world.
+	record := g.Root + "/leases/" + anonLease
+	for _, p := range []string{record, g.Root + "/locks/acl-lock", g.Root + "/locks", g.Root} {
+		acl, _, err := conn.GetACL(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acl) != 2 || acl[0].Scheme != "digest" || !strings.HasPrefix(acl[0].ID, "zkgate:") || acl[0].Perms != zk.PermAll ||
+			acl[1].Scheme != "world" || acl[1].Perms != zk.PermRead {
+			t.Errorf("ACL of %s: %+v, want all for digest zkgate:… and read for the world", p, acl)
+		}
+	}
+	// An anonymous go-zookeeper client cannot delete it either.
+	if err := conn.Delete(record, -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("anonymous delete of %s: %v, want ErrNoAuth", record, err)
+	}
+
+	out := kazooACL(t, g.ZK[0], record, "")
+	if !strings.Contains(out, "READ ") || !strings.Contains(out, "NOAUTH") {
+		t.Fatalf("anonymous kazoo: %q, want READ then NOAUTH", out)
+	}
+	out = kazooACL(t, g.ZK[0], record, "zkgate:wrong-password")
+	if !strings.Contains(out, "NOAUTH") {
+		t.Fatalf("kazoo with a wrong password: %q, want NOAUTH", out)
+	}
+	out = kazooACL(t, g.ZK[0], record, "zkgate:s3cret-pass")
+	if !strings.Contains(out, "DELETED") {
+		t.Fatalf("kazoo as the gateway's identity: %q, want DELETED", out)
+	}
+	if ok, _, _ := conn.Exists(record); ok {
+		t.Fatalf("%s is still there", record)
+	}
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+anonLease, nil), 204, "revoke")
+}
+
+// TestZooKeeperAuthAcrossSessions: the credentials are in again after a
+// reconnect of the same session and on the new session (and connection)
+// that follows a lost one; without them no create under the gateway's
+// creator-ACL nodes could succeed.
+func TestZooKeeperAuthAcrossSessions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	zs, err := zkserver.Start(ctx, zkserver.Options{MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zs.Stop() })
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{ZK: []string{zs.Addr()}, SessionTimeout: 8 * time.Second,
+		Extra: []string{"--zk-auth", "digest:zkgate:pw", "--zk-acl", "creator"}})
+	first := newLease(t, g.URL, "1h", "before")
+
+	// A short outage: the same session resumes on a new TCP connection.
+	if err := zs.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zs.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gwtest.WaitReady(t, g.URL, 30*time.Second)
+	mustStatus(t, gwtest.Do(t, "GET", g.URL+"/v1/leases/"+first, nil), 200, "the lease survives a reconnect")
+	resumed := newLease(t, g.URL, "1m", "after a reconnect")
+	mustStatus(t, acquire(t, g.URL, "across", resumed, "0s"), 200, "acquire after a reconnect")
+
+	// A long one: the session is given up, a new connection makes a new one.
+	if err := zs.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	gwtest.Eventually(t, 30*time.Second, func() error {
+		r, err := gwtest.DoCtx(ctx, "POST", g.URL+"/v1/leases/"+first+"/keepalive", nil)
+		if err != nil {
+			return err
+		}
+		if r.Status != 410 {
+			return errorf("keepalive %d: the session is not given up yet", r.Status)
+		}
+		return nil
+	})
+	if err := zs.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gwtest.WaitReady(t, g.URL, 30*time.Second)
+	fresh := newLease(t, g.URL, "1m", "new session")
+	mustStatus(t, acquire(t, g.URL, "across", fresh, "20s"), 200, "acquire on the new session")
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+fresh, nil), 204, "revoke")
+}
+
+// TestZooKeeperSecurityFlags: bad ZooKeeper security flags are one line at
+// start.
+func TestZooKeeperSecurityFlags(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--zk-auth", "zkgate:pw"}, "digest:USER:PASSWORD"},
+		{[]string{"--zk-auth", "sasl:zkgate:pw"}, "digest:USER:PASSWORD"},
+		{[]string{"--zk-auth", "digest:zkgate"}, "with a user and a password"},
+		{[]string{"--zk-auth", "digest::pw"}, "with a user and a password"},
+		{[]string{"--zk-acl", "creator"}, "--zk-acl creator needs --zk-auth"},
+		{[]string{"--zk-acl", "world"}, "--zk-acl must be open or creator"},
+		{[]string{"--zk-auth-file", filepath.Join(dir, "missing")}, "no such file"},
+		{[]string{"--zk-tls-ca", filepath.Join(dir, "missing")}, "no such file"},
+		{[]string{"--zk-tls-cert", "c.pem"}, "--zk-tls-cert and --zk-tls-key go together"},
+	}
+	for _, c := range cases {
+		_, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, c.args...), func(string) string { return "" }, io.Discard)
+		var usage *server.UsageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want a usage error with %q", c.args, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "pw") && !strings.Contains(c.want, "USER") {
+			t.Errorf("%v: the error shows the password: %v", c.args, err)
+		}
+	}
+}
