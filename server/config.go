@@ -33,6 +33,7 @@ type Config struct {
 	AuthFile      string // --auth-file: the client tokens; empty: tokens off
 	Insecure      bool   // serve a non-loopback address without tokens
 	MetricsListen string // --metrics-listen: /metrics, open, on an address of its own
+	DebugListen   string // --debug-listen: net/http/pprof, on an address of its own
 	TLSCert       string
 	TLSKey        string
 	TLSClientCA   string
@@ -85,6 +86,7 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	insecureEnv, insecureErr := strconv.ParseBool(env("ZKGATE_INSECURE", "false"))
 	insecure := fs.Bool("insecure", insecureEnv, "allow a non-loopback --listen without --auth-file: anyone who reaches it owns every lock (ZKGATE_INSECURE)")
 	metricsListen := fs.String("metrics-listen", env("ZKGATE_METRICS_LISTEN", ""), "also serve /metrics, with no token, on this host:port (ZKGATE_METRICS_LISTEN)")
+	debugListen := fs.String("debug-listen", env("ZKGATE_DEBUG_LISTEN", ""), "serve net/http/pprof (CPU, heap, goroutine, block and mutex profiles) on this host:port; off when empty (ZKGATE_DEBUG_LISTEN)")
 	tlsCert := fs.String("tls-cert", env("ZKGATE_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reloaded when it changes (ZKGATE_TLS_CERT)")
 	tlsKey := fs.String("tls-key", env("ZKGATE_TLS_KEY", ""), "the PEM private key of --tls-cert (ZKGATE_TLS_KEY)")
 	tlsClientCA := fs.String("tls-client-ca", env("ZKGATE_TLS_CLIENT_CA", ""), "require client certificates signed by these PEM CAs (ZKGATE_TLS_CLIENT_CA)")
@@ -112,7 +114,7 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return Config{}, usagef("unexpected argument %q", fs.Arg(0))
 	}
 	cfg := Config{Listen: *listen, Root: *root, DataDir: *dataDir, LogFormat: *logFormat, LogLevel: *logLevel, Advertise: *advertise,
-		AuthFile: *authFile, MetricsListen: *metricsListen, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSClientCA: *tlsClientCA,
+		AuthFile: *authFile, MetricsListen: *metricsListen, DebugListen: *debugListen, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSClientCA: *tlsClientCA,
 		TLSPeerCA: *tlsPeerCA, ZKAuth: *zkAuth, ZKACL: *zkACL, ZKTLSCA: *zkTLSCA, ZKTLSCert: *zkTLSCert, ZKTLSKey: *zkTLSKey}
 	var err error
 	if insecureErr != nil {

@@ -30,6 +30,15 @@ func (cfg *Config) parseSecurity(zkAuthFile string) error {
 			return usagef("--metrics-listen %q is not host:port", cfg.MetricsListen)
 		}
 	}
+	if cfg.DebugListen != "" {
+		if _, _, err := net.SplitHostPort(cfg.DebugListen); err != nil {
+			return usagef("--debug-listen %q is not host:port", cfg.DebugListen)
+		}
+		if !cfg.Insecure && !loopback(cfg.DebugListen) {
+			return usagef("--debug-listen %s is not a loopback address: profiles show the gateway's insides to anyone reaching it; "+
+				"listen on 127.0.0.1 (and tunnel to it), or pass --insecure", cfg.DebugListen)
+		}
+	}
 
 	// HTTPS.
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {

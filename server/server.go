@@ -157,12 +157,18 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	scheme := "http"
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	if cfg.gatewayTLS != nil {
 		scheme = "https"
 		srv.TLSConfig = cfg.gatewayTLS.serverConfig()
 		go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
 	} else {
+		// HTTP/2 over plain TCP (h2c, prior knowledge) besides HTTP/1.1:
+		// thousands of waiting requests are streams of a few connections.
+		var protocols http.Protocols
+		protocols.SetHTTP1(true)
+		protocols.SetUnencryptedHTTP2(true)
+		srv.Protocols = &protocols
 		go func() { serveErr <- srv.Serve(ln) }()
 	}
 	var metricsSrv *http.Server
@@ -177,6 +183,18 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		go func() { serveErr <- metricsSrv.Serve(mln) }()
 		log.Info("serving /metrics", "addr", mln.Addr().String())
 	}
+	var debugSrv *http.Server
+	if cfg.DebugListen != "" {
+		dln, err := net.Listen("tcp", cfg.DebugListen)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("listen on %s (--debug-listen): %w", cfg.DebugListen, err)
+		}
+		debugSrv = &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() { serveErr <- debugSrv.Serve(dln) }()
+		log.Info("serving /debug/pprof/", "addr", dln.Addr().String())
+	}
 	fmt.Fprintf(stdout, "zkgate listening on %s://%s (ZooKeeper %s, root %s)\n", scheme, ln.Addr(), joinServers(servers), cfg.Root)
 	log.Info("serving", "addr", ln.Addr().String(), "scheme", scheme, "gateway", gatewayID, "zookeeper", joinServers(servers))
 
@@ -185,11 +203,11 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case err := <-zkFailed:
-		shutdown(log, stopRequests, srv, metricsSrv)
+		shutdown(log, stopRequests, srv, metricsSrv, debugSrv)
 		return err
 	}
 	drainLeases(log, dr, svc, cfg.DrainTimeout)
-	shutdown(log, stopRequests, srv, metricsSrv)
+	shutdown(log, stopRequests, srv, metricsSrv, debugSrv)
 	return nil
 }
 
@@ -214,8 +232,8 @@ func drainLeases(log *slog.Logger, dr *drain, svc *recipes.Service, timeout time
 }
 
 // shutdown stops serving: the waits under way end at once (503), then the
-// connections close. metricsSrv may be nil.
-func shutdown(log *slog.Logger, stopRequests context.CancelCauseFunc, srv, metricsSrv *http.Server) {
+// connections close. The side servers (metrics, debug) may be nil.
+func shutdown(log *slog.Logger, stopRequests context.CancelCauseFunc, srv *http.Server, side ...*http.Server) {
 	log.Info("shutting down")
 	stopRequests(recipes.ErrShuttingDown)
 	shutCtx, cancelShut := context.WithTimeout(context.Background(), 15*time.Second)
@@ -224,8 +242,10 @@ func shutdown(log *slog.Logger, stopRequests context.CancelCauseFunc, srv, metri
 		log.Warn("HTTP shutdown", "err", err)
 		_ = srv.Close()
 	}
-	if metricsSrv != nil {
-		_ = metricsSrv.Shutdown(shutCtx)
+	for _, x := range side {
+		if x != nil {
+			_ = x.Shutdown(shutCtx)
+		}
 	}
 }
 
