@@ -109,7 +109,7 @@ func newTokensFile(t *testing.T) (string, map[string]string) {
 
 func startSecured(t *testing.T, opts gwtest.GatewayOptions, file string, secrets map[string]string) *secured {
 	t.Helper()
-	opts.Extra = append(opts.Extra, "--auth-file", file, "--log-level", "info")
+	opts.Extra = append([]string{"--auth-file", file, "--log-level", "info"}, opts.Extra...)
 	p := gwtest.StartProcess(t, opts)
 	s := &secured{Proc: p, file: file, secret: secrets}
 	t.Cleanup(func() {
@@ -121,6 +121,22 @@ func startSecured(t *testing.T, opts gwtest.GatewayOptions, file string, secrets
 		}
 	})
 	return s
+}
+
+// TestAuditIgnoresTheLogLevel: the audit trail of admin acts on other
+// tokens' leases is written whatever --log-level says (it was dropped below
+// info).
+func TestAuditIgnoresTheLogLevel(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--log-level", "error"}}, file, secrets)
+	lease := g.newLeaseAs(t, "billing")
+	mustStatus(t, g.as(t, "admin", "DELETE", "/v1/leases/"+lease, nil), 204, "admin revokes")
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(g.Logs(), "audit=admin_lease_action") {
+			return errorf("no audit record with --log-level error")
+		}
+		return nil
+	})
 }
 
 // noRedirects shows a redirect instead of following it.

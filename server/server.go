@@ -129,7 +129,9 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	lim.register(metrics.Registry)
 	api := &handlers.API{Leases: limitedLeases{Leases: svc.Leases, lim: lim}, Gateways: svc, Locks: svc.Locks, Semaphores: svc.Semaphores,
 		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
-		Limits: handlers.Limits{MaxWait: cfg.MaxWait}, Audit: log.With("component", "audit")}
+		Limits: handlers.Limits{MaxWait: cfg.MaxWait},
+		// The audit trail is written whatever --log-level says.
+		Audit: NewLogger(stderr, cfg.LogFormat, "info").With("component", "audit")}
 	if cfg.gatewayTLS != nil {
 		cfg.gatewayTLS.certs.log = log
 		api.Forward = handlers.Forwarding{TLS: true, Transport: cfg.gatewayTLS.forwardTransport()}
