@@ -345,6 +345,42 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 	return st, nil
 }
 
+// SemaphoreSummary is one line of the semaphore list.
+type SemaphoreSummary struct {
+	Name    string `json:"name"`
+	Limit   int    `json:"limit,omitempty"` // as the zkgate holders give it; absent when unknown
+	Holders int    `json:"holders"`
+	Waiters int    `json:"waiters"`
+}
+
+// List returns every semaphore with holders or waiters, sorted by name.
+func (m *Semaphores) List(ctx context.Context) ([]SemaphoreSummary, error) {
+	names, err := m.svc.children(ctx, m.svc.sess.Root()+"/semaphores")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SemaphoreSummary, len(names))
+	err = m.svc.forEach(ctx, len(names), func(i int) error {
+		st, err := m.State(ctx, names[i], 0, 0)
+		if err != nil {
+			return err
+		}
+		out[i] = SemaphoreSummary{Name: names[i], Limit: st.Limit, Holders: len(st.Holders), Waiters: len(st.Waiters)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for _, s := range out {
+		if s.Holders+s.Waiters > 0 {
+			kept = append(kept, s)
+		}
+	}
+	sortByName(kept, func(s SemaphoreSummary) string { return s.Name })
+	return kept, nil
+}
+
 func contendersOf(s *Snapshot, markers []marker) []seqNode {
 	names := make([]string, len(s.Children))
 	for i, n := range s.Children {

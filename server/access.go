@@ -80,6 +80,7 @@ var routeAccess = map[string]rule{
 	"POST /v1/locks/{name}/release": write("locks"),
 	"GET /v1/locks/{name}/fence":    read("locks"),
 
+	"GET /v1/semaphores":                 readAll("semaphores"),
 	"GET /v1/semaphores/{name}":          waiting(read("semaphores")),
 	"POST /v1/semaphores/{name}/acquire": waiting(write("semaphores")),
 	"POST /v1/semaphores/{name}/release": write("semaphores"),

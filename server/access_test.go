@@ -282,6 +282,7 @@ var accessCases = map[string]accessCase{
 	"POST /v1/locks/{name}/release": {path: fixed("/v1/locks/a1/release"), body: withLease(nil), usesLease: true},
 	"GET /v1/locks/{name}/fence":    {path: fixed("/v1/locks/a1/fence?token=1")},
 
+	"GET /v1/semaphores":                 {path: fixed("/v1/semaphores")},
 	"GET /v1/semaphores/{name}":          {path: fixed("/v1/semaphores/s1")},
 	"POST /v1/semaphores/{name}/acquire": {path: fixed("/v1/semaphores/s1/acquire"), body: withLease(map[string]any{"limit": 2}), usesLease: true},
 	"POST /v1/semaphores/{name}/release": {path: fixed("/v1/semaphores/s1/release"), body: withLease(nil), usesLease: true},

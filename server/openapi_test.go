@@ -792,6 +792,11 @@ func TestOpenAPIScenario(t *testing.T) {
 		t.Errorf("limit_mismatch carries limit %v, want 2", p["limit"])
 	}
 	specWantCode(t, s.do(t, 409, specReq("POST", "/v1/semaphores/pool/acquire", map[string]any{"lease": a, "limit": 5})), "limit_mismatch")
+	semList := specJSON(t, s.do(t, 200, specReq("GET", "/v1/semaphores", nil)))["semaphores"].([]any)
+	if len(semList) != 1 || semList[0].(map[string]any)["name"] != "pool" || semList[0].(map[string]any)["holders"] != float64(2) ||
+		semList[0].(map[string]any)["limit"] != float64(2) {
+		t.Errorf("the semaphore list: %v", semList)
+	}
 	sem := s.do(t, 200, specReq("GET", "/v1/semaphores/pool", nil))
 	specIndex(t, sem)
 	if m := specJSON(t, sem); m["limit"] != float64(2) || len(m["holders"].([]any)) != 2 {

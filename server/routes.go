@@ -41,6 +41,7 @@ func routes(r chi.Router, d Deps) {
 		r.Method(http.MethodPost, "/locks/{name}/release", api.ReleaseLock())
 		r.Method(http.MethodGet, "/locks/{name}/fence", api.Fence())
 
+		r.Method(http.MethodGet, "/semaphores", api.ListSemaphores())
 		r.Method(http.MethodGet, "/semaphores/{name}", waits(api.SemaphoreState()))
 		r.Method(http.MethodPost, "/semaphores/{name}/acquire", starts(api.AcquireSemaphore()))
 		r.Method(http.MethodPost, "/semaphores/{name}/release", api.ReleaseSemaphore())
