@@ -90,6 +90,14 @@ func (c *Client) Locks(ctx context.Context, prefix string) ([]LockSummary, error
 	return list.Locks, c.list(ctx, "locks", q, &list)
 }
 
+// Semaphores lists the semaphores that have holders or waiters.
+func (c *Client) Semaphores(ctx context.Context) ([]SemaphoreSummary, error) {
+	var list struct {
+		Semaphores []SemaphoreSummary `json:"semaphores"`
+	}
+	return list.Semaphores, c.list(ctx, "semaphores", nil, &list)
+}
+
 // Fence checks a fencing token against the lock name: nil if token is a
 // current holder's, an *Error of code stale_token (errors.Is(err,
 // ErrStaleToken)) otherwise. The gateway reads after a sync with the

@@ -121,6 +121,14 @@ type LockSummary struct {
 	Waiters int    `json:"waiters"`
 }
 
+// SemaphoreSummary is one line of the semaphore list.
+type SemaphoreSummary struct {
+	Name    string `json:"name"`
+	Limit   int    `json:"limit,omitempty"` // 0 when only other clients hold it
+	Holders int    `json:"holders"`
+	Waiters int    `json:"waiters"`
+}
+
 // SemaphoreGrant is a held semaphore slot.
 type SemaphoreGrant struct {
 	Name       string    `json:"name"`

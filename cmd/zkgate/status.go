@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -57,9 +56,8 @@ func statusCommand(ctx context.Context, args []string, getenv func(string) strin
 	return printStatus(stdout, st, time.Now())
 }
 
-// readStatus gathers the state of every primitive that is in use. The
-// gateway lists locks, elections, barriers, double barriers and queues;
-// semaphores are found through the leases of the gateway that answers.
+// readStatus gathers the state of every primitive that is in use, from the
+// gateway's lists.
 func readStatus(ctx context.Context, c *client.Client) (*status, error) {
 	st := &status{Gateway: c.URL(), Locks: []client.LockState{}, Semaphores: []client.SemaphoreState{},
 		Elections: []client.ElectionState{}}
@@ -78,16 +76,12 @@ func readStatus(ctx context.Context, c *client.Client) (*status, error) {
 		}
 		st.Locks = append(st.Locks, ls)
 	}
-	var sems []string
-	for _, l := range st.Leases {
-		for _, h := range l.Holds {
-			if h.Kind == "semaphore" && !slices.Contains(sems, h.Name) {
-				sems = append(sems, h.Name)
-			}
-		}
+	sems, err := c.Semaphores(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("semaphores: %w", err)
 	}
-	slices.Sort(sems)
-	for _, name := range sems {
+	for _, s := range sems {
+		name := s.Name
 		ss, err := c.SemaphoreState(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("semaphore %q: %w", name, err)
