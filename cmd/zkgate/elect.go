@@ -44,27 +44,14 @@ func electCommand(ctx context.Context, args []string, getenv func(string) string
 	if len(argv) == 0 {
 		return usageErr("give the command to run after -- (usage: %s)", electUsage)
 	}
-	for n, d := range map[string]time.Duration{"wait": *wait, "kill-grace": *grace} {
-		if err := notNegative(n, d); err != nil {
-			return err
-		}
-	}
-	if *ttl < time.Second {
-		return usageErr("--ttl %s is below the minimum of 1s", *ttl)
-	}
-	c, err := gw.client()
-	if err != nil {
+	if err := checkRunFlags(*wait, *grace, *ttl); err != nil {
 		return err
 	}
-	if *holder == "" {
-		*holder = defaultHolder(argv)
-	}
-
 	relay := newSignalRelay()
 	defer relay.stop()
-	lease, err := c.Grant(ctx, *ttl, *holder)
+	c, lease, err := leaseForCommand(ctx, &gw, *ttl, *holder, argv)
 	if err != nil {
-		return fmt.Errorf("lease: %w", err)
+		return err
 	}
 	defer revoke(lease, stderr)
 	what := fmt.Sprintf("election %q", name)

@@ -52,27 +52,14 @@ func lockCommand(ctx context.Context, args []string, getenv func(string) string,
 	case client.LockMode(*mode) != client.Exclusive && client.LockMode(*mode) != client.Read && client.LockMode(*mode) != client.Write:
 		return usageErr("--mode %q is not exclusive, read or write", *mode)
 	}
-	for n, d := range map[string]time.Duration{"wait": *wait, "kill-grace": *grace} {
-		if err := notNegative(n, d); err != nil {
-			return err
-		}
-	}
-	if *ttl < time.Second {
-		return usageErr("--ttl %s is below the minimum of 1s", *ttl)
-	}
-	c, err := gw.client()
-	if err != nil {
+	if err := checkRunFlags(*wait, *grace, *ttl); err != nil {
 		return err
 	}
-	if *holder == "" {
-		*holder = defaultHolder(argv)
-	}
-
 	relay := newSignalRelay()
 	defer relay.stop()
-	lease, err := c.Grant(ctx, *ttl, *holder)
+	c, lease, err := leaseForCommand(ctx, &gw, *ttl, *holder, argv)
 	if err != nil {
-		return fmt.Errorf("lease: %w", err)
+		return err
 	}
 	defer revoke(lease, stderr)
 
@@ -152,6 +139,36 @@ func holderList(hs []client.Holder) string {
 		s += strconv.Quote(h.Holder)
 	}
 	return s
+}
+
+// checkRunFlags checks the durations that lock and elect share.
+func checkRunFlags(wait, grace, ttl time.Duration) error {
+	for n, d := range map[string]time.Duration{"wait": wait, "kill-grace": grace} {
+		if err := notNegative(n, d); err != nil {
+			return err
+		}
+	}
+	if ttl < time.Second {
+		return usageErr("--ttl %s is below the minimum of 1s", ttl)
+	}
+	return nil
+}
+
+// leaseForCommand takes the lease that a command of lock or elect runs
+// under, kept alive in the background; holder "" names it after argv.
+func leaseForCommand(ctx context.Context, gw *gatewayFlags, ttl time.Duration, holder string, argv []string) (*client.Client, *client.Lease, error) {
+	c, err := gw.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	if holder == "" {
+		holder = defaultHolder(argv)
+	}
+	lease, err := c.Grant(ctx, ttl, holder)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lease: %w", err)
+	}
+	return c, lease, nil
 }
 
 // revoke ends the lease at the gateway, bounded: what it held goes with
