@@ -47,8 +47,7 @@ func newNodeWatches(sess *Session) *nodeWatches {
 // or when the connection is replaced. A missing node arms nothing: a
 // sequential name never comes back.
 func (w *nodeWatches) changed(ctx context.Context, p string) (bool, *nodeWatch, error) {
-	present, nw, err := w.get(ctx, nodeWatchKey{path: p})
-	return present, nw, err
+	return w.get(ctx, nodeWatchKey{path: p})
 }
 
 // appears returns whether p exists and, when it does not, a channel closed
@@ -94,8 +93,9 @@ func (w *nodeWatches) get(ctx context.Context, k nodeWatchKey) (bool, *nodeWatch
 }
 
 // arm sets the ZooKeeper watch of nw. A change watch is set with GetW, which
-// (unlike ExistsW) sets none on a missing node; an appear watch with
-// ExistsW, which is disarmed at once if the node is there already.
+// (unlike ExistsW) sets none on a missing node. An appear watch is set with
+// ExistsW; on a node that is there already that arms a watch of its next
+// change, which stays shared here until it fires.
 func (w *nodeWatches) arm(k nodeWatchKey, nw *nodeWatch) {
 	defer close(nw.ready)
 	conn := w.sess.Conn()
