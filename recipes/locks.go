@@ -447,7 +447,12 @@ func waitErr(ctx context.Context, lease *Lease, err error) error {
 }
 
 // retryable waits out a connection problem; any other error ends the wait.
+// A request cut short by the end of the wait (it elapsed, the client hung
+// up) is that end, not an internal error.
 func (s *Service) retryable(ctx context.Context, lease *Lease, err error) error {
+	if ctx.Err() != nil {
+		return waitErr(ctx, lease, context.Cause(ctx))
+	}
 	if !ambiguous(err) {
 		return internal(err, "ZooKeeper request")
 	}

@@ -33,8 +33,8 @@ type leaseClient struct {
 	// extends a lease too): the gateway's expiry may be later than any
 	// expires_at the client was told.
 	unsure bool
-	stopKA    chan struct{}
-	kaDone    chan struct{}
+	stopKA chan struct{}
+	kaDone chan struct{}
 }
 
 func (r *runner) newLeaseClient(name string, stream uint64) *leaseClient {
@@ -384,7 +384,9 @@ func (c *leaseClient) zombieCheck(id string) {
 	c.id = ""
 	c.mu.Unlock()
 	if unsure {
-		c.r.hist.record(func(h *History) { h.Zombies = append(h.Zombies, ZombieCheck{Lease: id, ExpiresAt: expires, Skipped: true}) })
+		c.r.hist.record(func(h *History) {
+			h.Zombies = append(h.Zombies, ZombieCheck{Lease: id, ExpiresAt: expires, Skipped: true})
+		})
 		return
 	}
 	if d := time.Until(expires); d > 0 {
