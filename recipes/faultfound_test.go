@@ -26,6 +26,8 @@ type stallProxy struct {
 	match   []byte
 	mu      sync.Mutex
 	armed   bool
+	refuse  bool          // new connections are closed at once
+	mute    bool          // what the server sends is dropped
 	stalled chan struct{} // closed when a matching request is held
 	// deleteHeld is closed when a delete of a node of the lock "stall"
 	// comes in behind the held request.
@@ -86,6 +88,13 @@ func (p *stallProxy) serve() {
 		if err != nil {
 			return
 		}
+		p.mu.Lock()
+		refuse := p.refuse
+		p.mu.Unlock()
+		if refuse {
+			client.Close()
+			continue
+		}
 		server, err := net.Dial("tcp", p.target)
 		if err != nil {
 			client.Close()
@@ -95,10 +104,24 @@ func (p *stallProxy) serve() {
 		p.conns = append(p.conns, client, server)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go func() { // server to client, untouched
+		go func() { // server to client, dropped while muted
 			defer p.wg.Done()
-			_, _ = io.Copy(client, server)
-			client.Close()
+			defer client.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := server.Read(buf)
+				p.mu.Lock()
+				mute := p.mute
+				p.mu.Unlock()
+				if n > 0 && !mute {
+					if _, werr := client.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
 		}()
 		type packet struct {
 			data  []byte
@@ -152,6 +175,24 @@ func (p *stallProxy) serve() {
 	}
 }
 
+// Refuse makes new connections fail (or work again).
+func (p *stallProxy) Refuse(refuse bool) {
+	p.mu.Lock()
+	p.refuse = refuse
+	p.mu.Unlock()
+}
+
+// Drop closes every connection made so far.
+func (p *stallProxy) Drop() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
 func (p *stallProxy) isStalled() bool {
 	select {
 	case <-p.stalled:
@@ -162,6 +203,7 @@ func (p *stallProxy) isStalled() bool {
 }
 
 const (
+	opCreate  = 1
 	opDelete  = 2
 	opGetData = 4 // a change watch is set with getData
 )
@@ -224,4 +266,72 @@ func TestAcquireWhoseWaitEndsWhileSettingAWatch(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A claim whose create of its claim node reached ZooKeeper while the
+// connection was lost, and whose wait ended before the session was back,
+// answered 409 timeout (not a claim answer: 204 says no item came in the
+// wait) and left the claim node behind, owned by the gateway's session and
+// tracked by no lease: the item stayed hidden from every consumer until the
+// gateway's session ended. The claim node is ours (session and lease), so
+// it is dropped once the session is back.
+func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
+	proxy := newStallProxy(t, sharedServer(t).Addr(), opCreate)
+	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
+	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
+	conn := rawClient(t)
+	ctx := context.Background()
+	item, err := svc.Queues.Produce(ctx, "jobs", []byte("job"), DefaultPriority)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimNode := svc.root + "/queues/jobs/taken/" + item.ID
+	stalled := proxy.stalled
+	proxy.Arm("/queues/jobs/taken/")
+	go func() {
+		select {
+		case <-stalled:
+		case <-time.After(30 * time.Second):
+			return
+		}
+		// The create goes through, then the connection is lost before its
+		// reply, and no new one can be made for now.
+		proxy.Refuse(true)
+		proxy.mu.Lock()
+		proxy.mute = true
+		proxy.mu.Unlock()
+		proxy.Release()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if ok, _, err := conn.Exists(claimNode); err == nil && ok {
+				break // polling ZooKeeper for the applied create
+			}
+		}
+		proxy.Drop()
+		proxy.mu.Lock()
+		proxy.mute = false
+		proxy.mu.Unlock()
+	}()
+	_, err = svc.Queues.Claim(ctx, lease, "jobs", 500*time.Millisecond)
+	if !IsEmpty(err) {
+		t.Fatalf("claim whose wait ended with its create unanswered: %v (code %q), want no item", err, ErrorCode(err))
+	}
+	proxy.Refuse(false)
+	eventually(t, 15*time.Second, func() error {
+		if ok, _, err := conn.Exists(claimNode); err != nil || ok {
+			return fmt.Errorf("claim node %s still there (%v)", claimNode, err)
+		}
+		return nil
+	})
+	other, err := svc.Leases.Create(ctx, time.Minute, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := svc.Queues.Claim(ctx, other, "jobs", 5*time.Second)
+	if err != nil || got.ID != item.ID {
+		t.Fatalf("the item could not be claimed again: %v %v", got.ID, err)
+	}
 }
