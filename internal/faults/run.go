@@ -18,17 +18,22 @@ import (
 
 // Report is what a run prints and writes as JSON.
 type Report struct {
-	Seed         int64  `json:"seed"`
-	Duration     string `json:"duration"` // of the faults and clients
-	Elapsed      string `json:"elapsed"`  // of the whole run: start-up, faults, drain, check
-	Ensemble     int    `json:"ensemble_members"`
-	Gateways     int    `json:"gateways"`
-	Clients      int    `json:"clients"`
-	Requests     int64  `json:"requests"`
-	Leases       int    `json:"leases"`
-	Grants       int    `json:"grants"`
-	Writes       int    `json:"writes_accepted"`
-	WritesFenced int    `json:"writes_fenced"` // refused by the register: a newer token had written
+	Seed     int64  `json:"seed"`
+	Duration string `json:"duration"` // of the faults and clients
+	Elapsed  string `json:"elapsed"`  // of the whole run: start-up, faults, drain, check
+	Ensemble int    `json:"ensemble_members"`
+	Gateways int    `json:"gateways"`
+	Clients  int    `json:"clients"`
+	Requests int64  `json:"requests"`
+	Leases   int    `json:"leases"`
+	// LeasesTraced are the leases whose ZooKeeper session the observer
+	// read, and SessionsLost the gateway sessions it saw end: the material
+	// of the session-loss checks.
+	LeasesTraced int `json:"leases_with_known_session"`
+	SessionsLost int `json:"gateway_sessions_lost"`
+	Grants       int `json:"grants"`
+	Writes       int `json:"writes_accepted"`
+	WritesFenced int `json:"writes_fenced"` // refused by the register: a newer token had written
 	// WritesAfterLoss are accepted writes made after the session holding
 	// their lease had been lost, while the client could not know it (its
 	// lease's TTL had not run out): the window only the fencing token
@@ -246,6 +251,12 @@ func (r *runner) report() *Report {
 	for _, v := range byKind {
 		rep.Violations += v
 	}
+	for _, l := range h.Leases {
+		if l.Session != 0 {
+			rep.LeasesTraced++
+		}
+	}
+	rep.SessionsLost = len(h.SessionLost)
 	for _, w := range h.Writes {
 		if !w.Accepted {
 			rep.WritesFenced++
@@ -296,6 +307,7 @@ func (r *runner) report() *Report {
 func (rep *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "zkgate fault-injection run: seed %d, %s of faults (%s in all)\n", rep.Seed, rep.Duration, rep.Elapsed)
 	fmt.Fprintf(w, "cluster: %d ZooKeeper members, %d gateways; %d clients sent %d requests\n", rep.Ensemble, rep.Gateways, rep.Clients, rep.Requests)
+	fmt.Fprintf(w, "sessions: %d of %d leases traced to their gateway session; %d gateway sessions seen lost\n", rep.LeasesTraced, rep.Leases, rep.SessionsLost)
 	fmt.Fprintf(w, "locks: %d leases, %d grants, %d writes accepted, %d writes fenced (stale token refused), %d releases\n",
 		rep.Leases, rep.Grants, rep.Writes, rep.WritesFenced, rep.Releases)
 	fmt.Fprintf(w, "       %d writes accepted after their lease's session was lost (the window the fencing token covers)\n", rep.WritesAfterLoss)
