@@ -240,13 +240,3 @@ func (g *gateway) terminate() {
 		<-done
 	}
 }
-
-// pid is the current process id.
-func (g *gateway) pid() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.cmd == nil || g.cmd.Process == nil {
-		return 0
-	}
-	return g.cmd.Process.Pid
-}
