@@ -447,7 +447,8 @@ func waitErr(ctx context.Context, lease *Lease, err error) error {
 }
 
 // retryable waits out a connection problem; any other error ends the wait.
-// A wait whose context has ended is over, whichever call noticed it first.
+// A request cut short by the end of the wait (it elapsed, the client hung
+// up) is that end, not an internal error.
 func (s *Service) retryable(ctx context.Context, lease *Lease, err error) error {
 	if ctx.Err() != nil {
 		return waitErr(ctx, lease, context.Cause(ctx))

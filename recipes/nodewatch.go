@@ -74,7 +74,10 @@ func (w *nodeWatches) get(ctx context.Context, k nodeWatchKey) (bool, *nodeWatch
 		nw = &nodeWatch{ready: make(chan struct{}), fired: make(chan struct{})}
 		w.armed[k] = nw
 		w.mu.Unlock()
-		w.arm(k, nw)
+		// Armed on a goroutine of its own: ZooKeeper calls take no
+		// context, and the caller's wait must end when its ctx does, even
+		// on a stalled connection.
+		go w.arm(k, nw)
 	} else {
 		w.mu.Unlock()
 	}

@@ -260,7 +260,11 @@ func (q *Queues) list(name string) ([]Item, int64, error) {
 // claimFirst claims the first item of items that is not claimed, with the
 // EPHEMERAL node taken/<item> holding claimData (of the session of epoch),
 // and reads its data. found is false when every item is claimed (or gone).
-func (q *Queues) claimFirst(ctx context.Context, name string, items []Item, claimData []byte, epoch uint64, claimant string) (t Taken, found bool, err error) {
+//
+// keep, when not nil, says whether a claim node whose create went
+// unanswered has been taken up since (by a retry of the same lease), so
+// must stay.
+func (q *Queues) claimFirst(ctx context.Context, name string, items []Item, claimData []byte, epoch uint64, claimant string, keep func(node string) bool) (t Taken, found bool, err error) {
 	sess := q.svc.sess
 	for _, it := range items {
 		if it.ClaimedBy != nil {
@@ -274,6 +278,10 @@ func (q *Queues) claimFirst(ctx context.Context, name string, items []Item, clai
 		case errors.Is(err, errNoParent):
 			return Taken{}, false, err
 		case err != nil:
+			// The create may have been applied, its reply lost with the
+			// connection: a claim node nobody tracks would hide the item
+			// until the session ends. It goes once the session is back.
+			go q.dropLostClaim(claimNode, epoch, claimant, keep)
 			return Taken{}, false, err
 		}
 		data, _, err := sess.Conn().Get(q.entries(name) + "/" + it.ID)
@@ -289,6 +297,19 @@ func (q *Queues) claimFirst(ctx context.Context, name string, items []Item, clai
 		return Taken{Item: it, Data: data}, true, nil
 	}
 	return Taken{}, false, nil
+}
+
+// dropLostClaim deletes claimNode, whose create went unanswered, if it was
+// made after all (by the session of epoch, for claimant) and nobody kept it,
+// once the session is live again; a lost session took it already.
+func (q *Queues) dropLostClaim(claimNode string, epoch uint64, claimant string, keep func(node string) bool) {
+	if q.svc.sess.waitEpoch(context.Background(), epoch) != nil {
+		return
+	}
+	if keep != nil && keep(claimNode) {
+		return
+	}
+	q.svc.sess.dropStray(claimNode, claimant)
 }
 
 // next waits up to the ctx deadline for an item that is not claimed, and
@@ -319,6 +340,9 @@ func (q *Queues) next(ctx context.Context, lease *Lease, name string, tryOnce bo
 		if err != nil || found {
 			v.release()
 			if err != nil {
+				if errors.Is(context.Cause(ctx), errWaitElapsed) && (lease == nil || lease.ctx.Err() == nil) {
+					return Taken{}, errEmpty // no item in the wait, as for a failed view
+				}
 				return Taken{}, waitErr(ctx, lease, err)
 			}
 			return t, nil
@@ -365,7 +389,7 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 	data := nodeData{Holder: "take", Gateway: q.svc.gatewayID, Lease: taker}.bytes()
 	for {
 		t, err := q.next(ctx, nil, name, wait <= 0, func(items []Item) (Taken, bool, error) {
-			return q.claimFirst(ctx, name, items, data, epoch, taker)
+			return q.claimFirst(ctx, name, items, data, epoch, taker, nil)
 		})
 		if err != nil {
 			return Taken{}, err
@@ -489,7 +513,11 @@ func (q *Queues) claim(ctx context.Context, c *claimHold, wait time.Duration) (T
 			}
 			return Taken{Item: c.item, Data: data}, true, nil
 		}
-		t, found, err := q.claimFirst(ctx, name, items, data, lease.epoch, lease.ID)
+		t, found, err := q.claimFirst(ctx, name, items, data, lease.epoch, lease.ID, func(node string) bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return !c.gone && c.nodeLocked(claimRole) == node
+		})
 		if err != nil || !found {
 			return t, found, err
 		}

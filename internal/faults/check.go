@@ -1,0 +1,218 @@
+//go:build linux
+
+package faults
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Violation is one thing the history shows that must never happen.
+type Violation struct {
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
+}
+
+// The kinds of violation, each a promise of the gateway (or of the suite's
+// own clients, for write_after_lease_end) seen broken.
+const (
+	// A grant whose request was sent after another grant of the lock had
+	// been received carries a token no larger than that one: tokens must
+	// grow in grant order.
+	VTokenOrder = "token_order"
+	// A gateway vouched for a lease's hold (release 204, fence 200) in
+	// answer to a request sent after another lease had received a grant of
+	// the same lock with a larger token: two holders at once.
+	VDoubleGrant = "double_grant"
+	// A grant for a lease whose gateway session was already lost (the
+	// request was sent, or the grant made, after the loss).
+	VGrantAfterLoss = "grant_after_session_loss"
+	// A 200 about a lease (keepalive, read) to a request sent after the
+	// session holding it was lost.
+	VAliveAfterLoss = "lease_alive_after_session_loss"
+	// The register accepted a write of a lease after its client had been
+	// told that the lease had ended.
+	VWriteAfterEnd = "write_after_lease_end"
+	// A lease answered lease_expired (reason expired) before its TTL had
+	// run out since the last request that extended it was sent.
+	VEndedEarly = "lease_ended_early"
+	// A lease whose keepalives stopped answered 200 to a request sent after
+	// the expires_at it was last given.
+	VOutlivedTTL = "lease_outlived_ttl"
+	// An acquire whose client hung up mid-wait left its waiter behind.
+	VWaiterLeft = "vanished_waiter_left"
+	// Two acks of one item were confirmed.
+	VDoubleAck = "double_ack"
+	// An item was served again after its ack was confirmed.
+	VServedAfterAck = "acked_item_served_again"
+	// An item confirmed produced was never acked, though the queue drained.
+	VLostItem = "lost_item"
+	// A claimed item nobody produced, or one body under two item ids.
+	VPhantomItem = "phantom_item"
+	// The queue still had items or claims when everything had healed.
+	VNotDrained = "queue_not_drained"
+	// An answer an endpoint may not give (a 500, a 400 to a valid request...).
+	VUnexpected = "unexpected_answer"
+)
+
+// maxPerKind bounds the details kept of one kind of violation.
+const maxPerKind = 50
+
+// Check reads a history and returns its violations, and how many of each
+// kind there were (details are kept for the first few of each kind).
+func Check(h *History) ([]Violation, map[string]int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Violation
+	counts := map[string]int{}
+	add := func(kind, format string, args ...any) {
+		counts[kind]++
+		if counts[kind] <= maxPerKind {
+			out = append(out, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+		}
+	}
+	ts := func(t time.Time) string { return t.Format("15:04:05.000000") }
+
+	// Grants per lock, by the time they were received.
+	byLock := map[string][]Grant{}
+	for _, g := range h.Grants {
+		byLock[g.Lock] = append(byLock[g.Lock], g)
+	}
+	for _, gs := range byLock {
+		sort.Slice(gs, func(i, j int) bool { return gs[i].Recv.Before(gs[j].Recv) })
+	}
+	// earlier returns the grants of lock received before t.
+	earlier := func(lock string, t time.Time) []Grant {
+		gs := byLock[lock]
+		n := sort.Search(len(gs), func(i int) bool { return !gs[i].Recv.Before(t) })
+		return gs[:n]
+	}
+
+	for lock, gs := range byLock {
+		for _, b := range gs {
+			for _, a := range earlier(lock, b.Sent) {
+				if a.Token >= b.Token && !(a.Lease == b.Lease && a.Token == b.Token) {
+					add(VTokenOrder, "lock %s: lease %s got token %d (asked %s) after lease %s had received token %d (%s)",
+						lock, b.Lease, b.Token, ts(b.Sent), a.Lease, a.Token, ts(a.Recv))
+					break
+				}
+			}
+		}
+	}
+
+	for _, v := range h.Vouches {
+		for _, g := range earlier(v.Lock, v.Sent) {
+			if g.Token > v.Token && g.Lease != v.Lease {
+				add(VDoubleGrant, "lock %s: a %s answered at %s vouched for lease %s (token %d), asked at %s, after lease %s had received token %d at %s",
+					v.Lock, v.Kind, ts(v.Recv), v.Lease, v.Token, ts(v.Sent), g.Lease, g.Token, ts(g.Recv))
+				break
+			}
+		}
+	}
+
+	lostAt := func(lease string) (time.Time, int64, bool) {
+		l := h.Leases[lease]
+		if l == nil || l.Session == 0 {
+			return time.Time{}, 0, false
+		}
+		t, ok := h.SessionLost[l.Session]
+		return t, l.Session, ok
+	}
+	for _, g := range h.Grants {
+		if x, s, ok := lostAt(g.Lease); ok && (g.Sent.After(x) || g.AcquiredAt.After(x)) {
+			add(VGrantAfterLoss, "lock %s: gateway %d granted token %d to lease %s (asked %s, granted %s, received %s); its session 0x%x was lost by %s",
+				g.Lock, g.Gateway, g.Token, g.Lease, ts(g.Sent), ts(g.AcquiredAt), ts(g.Recv), uint64(s), ts(x))
+		}
+	}
+	for _, a := range h.Alive {
+		if x, s, ok := lostAt(a.Lease); ok && a.Sent.After(x) {
+			add(VAliveAfterLoss, "a %s of lease %s asked at %s answered 200 at %s; its session 0x%x was lost by %s",
+				a.Kind, a.Lease, ts(a.Sent), ts(a.Recv), uint64(s), ts(x))
+		}
+	}
+
+	firstEnd := map[string]time.Time{}
+	for _, e := range h.Ends {
+		if t, ok := firstEnd[e.Lease]; !ok || e.Recv.Before(t) {
+			firstEnd[e.Lease] = e.Recv
+		}
+		if l := h.Leases[e.Lease]; l != nil && e.Reason == "expired" && e.Recv.Before(l.Deadline) {
+			add(VEndedEarly, "lease %s (ttl %s) answered expired to a %s at %s, before %s (TTL after the last extension sent)",
+				e.Lease, l.TTL, e.Kind, ts(e.Recv), ts(l.Deadline))
+		}
+	}
+	for _, w := range h.Writes {
+		if t, ok := firstEnd[w.Lease]; ok && w.Accepted && w.At.After(t) {
+			add(VWriteAfterEnd, "lock %s: write of lease %s (token %d) accepted at %s; its client was told the lease ended at %s",
+				w.Lock, w.Lease, w.Token, ts(w.At), ts(t))
+		}
+	}
+	for _, z := range h.Zombies {
+		if z.Status == 200 {
+			add(VOutlivedTTL, "lease %s, not kept alive, answered 200 (%d holds) to a read sent at %s, after its expires_at %s",
+				z.Lease, z.Holds, ts(z.Sent), ts(z.ExpiresAt))
+		}
+	}
+	for _, v := range h.Vanished {
+		if v.Outcome == "left_waiting" {
+			add(VWaiterLeft, "lock %s: lease %s still waiting long after its client hung up at %s", v.Lock, v.Lease, ts(v.HungUp))
+		}
+	}
+
+	// Queue: every confirmed item acked exactly once, nothing served after
+	// its ack, nothing served that nobody produced.
+	confirmedAcks := map[string][]Ack{}
+	ambiguousAck := map[string]bool{}
+	for _, a := range h.Acks {
+		if a.Status == 204 {
+			confirmedAcks[a.BodyID] = append(confirmedAcks[a.BodyID], a)
+		} else if a.Ambiguous {
+			ambiguousAck[a.BodyID] = true
+		}
+	}
+	for body, acks := range confirmedAcks {
+		if len(acks) > 1 {
+			add(VDoubleAck, "item %s acked %d times: by lease %s at %s and lease %s at %s",
+				body, len(acks), acks[0].Lease, ts(acks[0].Recv), acks[1].Lease, ts(acks[1].Recv))
+		}
+	}
+	itemOf := map[string]string{}
+	for body, p := range h.Produced {
+		if p.ItemID != "" {
+			itemOf[body] = p.ItemID
+		}
+	}
+	for _, c := range h.Claims {
+		if _, ok := h.Produced[c.BodyID]; !ok {
+			add(VPhantomItem, "lease %s claimed item %s with body %q that no producer sent", c.Lease, c.ItemID, c.BodyID)
+			continue
+		}
+		if id, ok := itemOf[c.BodyID]; ok && id != c.ItemID {
+			add(VPhantomItem, "body %q served as item %s and as item %s", c.BodyID, id, c.ItemID)
+		} else {
+			itemOf[c.BodyID] = c.ItemID
+		}
+		for _, a := range confirmedAcks[c.BodyID] {
+			if c.Sent.After(a.Recv) {
+				add(VServedAfterAck, "item %s (%s) claimed by lease %s (asked %s) after its ack by lease %s was confirmed at %s",
+					c.ItemID, c.BodyID, c.Lease, ts(c.Sent), a.Lease, ts(a.Recv))
+				break
+			}
+		}
+	}
+	if !h.Drained {
+		add(VNotDrained, "the queue still held items or claims at the end of the drain")
+	} else {
+		for body, p := range h.Produced {
+			if p.Confirmed && len(confirmedAcks[body]) == 0 && !ambiguousAck[body] {
+				add(VLostItem, "item %s (%s), produced at %s, was never acked", p.ItemID, body, ts(p.Sent))
+			}
+		}
+	}
+	for _, u := range h.Unexpected {
+		add(VUnexpected, "%s", u)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
+	return out, counts
+}

@@ -1,0 +1,139 @@
+//go:build linux
+
+package faults
+
+import (
+	"testing"
+	"time"
+)
+
+// The checker on made-up histories: a clean one passes, and each broken
+// promise is reported under its kind.
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// cleanHistory: two leases take one lock in turn, write and release; one
+// item is produced, claimed and acked; the queue drained.
+func cleanHistory() *History {
+	h := newHistory()
+	h.Leases["a"] = &LeaseRecord{ID: "a", TTL: 2 * time.Second, Session: 1, Deadline: at(2000)}
+	h.Leases["b"] = &LeaseRecord{ID: "b", TTL: 2 * time.Second, Session: 2, Deadline: at(2000)}
+	h.Grants = []Grant{
+		{Lock: "L", Lease: "a", Token: 10, Sent: at(0), Recv: at(5), AcquiredAt: at(4)},
+		{Lock: "L", Lease: "b", Token: 12, Sent: at(1), Recv: at(30), AcquiredAt: at(29)},
+		{Lock: "L", Lease: "a", Token: 15, Sent: at(40), Recv: at(60), AcquiredAt: at(59)},
+	}
+	h.Writes = []Write{
+		{Lock: "L", Lease: "a", Token: 10, At: at(6), Accepted: true},
+		{Lock: "L", Lease: "b", Token: 12, At: at(31), Accepted: true},
+		{Lock: "L", Lease: "a", Token: 15, At: at(61), Accepted: true},
+	}
+	h.Vouches = []Vouch{
+		{Kind: "release", Lock: "L", Lease: "a", Token: 10, Sent: at(10), Recv: at(12)},
+		{Kind: "fence", Lock: "L", Lease: "b", Token: 12, Sent: at(32), Recv: at(33)},
+		{Kind: "release", Lock: "L", Lease: "b", Token: 12, Sent: at(35), Recv: at(38)},
+	}
+	h.Alive = []LeaseAlive{{Kind: "keepalive", Lease: "a", Sent: at(500), Recv: at(501)}}
+	h.SessionLost[1] = at(3000)
+	h.Ends = []LeaseEnd{{Lease: "a", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(3100)}}
+	h.Zombies = []ZombieCheck{{Lease: "b", ExpiresAt: at(2000), Sent: at(2001), Status: 410}}
+	h.Vanished = []VanishCheck{{Lease: "b", Lock: "M", HungUp: at(100), Outcome: "gone"}}
+	h.Produced["p0-0"] = &Produced{BodyID: "p0-0", ItemID: "entry-100-0000000000", Confirmed: true, Sent: at(0)}
+	h.Produced["p0-1"] = &Produced{BodyID: "p0-1", Sent: at(1)} // answer lost, never stored
+	h.Claims = []Claim{
+		{BodyID: "p0-0", ItemID: "entry-100-0000000000", Lease: "a", Sent: at(10), Recv: at(11)},
+		{BodyID: "p0-0", ItemID: "entry-100-0000000000", Lease: "b", Sent: at(20), Recv: at(21)}, // served again after a's lease died
+	}
+	h.Acks = []Ack{{BodyID: "p0-0", ItemID: "entry-100-0000000000", Lease: "b", Status: 204, Sent: at(25), Recv: at(26)}}
+	h.Drained = true
+	return h
+}
+
+func TestCheckCleanHistory(t *testing.T) {
+	if v, _ := Check(cleanHistory()); len(v) != 0 {
+		t.Fatalf("a clean history has violations: %v", v)
+	}
+}
+
+func TestCheckFindsEachViolation(t *testing.T) {
+	cases := []struct {
+		kind  string
+		spoil func(h *History)
+	}{
+		{VTokenOrder, func(h *History) {
+			h.Grants = append(h.Grants, Grant{Lock: "L", Lease: "b", Token: 14, Sent: at(70), Recv: at(71)})
+		}},
+		{VTokenOrder, func(h *History) { // the same token to another lease
+			h.Grants = append(h.Grants, Grant{Lock: "L", Lease: "b", Token: 15, Sent: at(70), Recv: at(71)})
+		}},
+		{VDoubleGrant, func(h *History) { // a's hold vouched for after b got a newer token
+			h.Vouches = append(h.Vouches, Vouch{Kind: "release", Lock: "L", Lease: "a", Token: 10, Sent: at(31), Recv: at(32)})
+		}},
+		{VGrantAfterLoss, func(h *History) {
+			h.Grants = append(h.Grants, Grant{Lock: "N", Lease: "a", Token: 99, Sent: at(3001), Recv: at(3002), AcquiredAt: at(2000)})
+		}},
+		{VGrantAfterLoss, func(h *History) { // asked before, but granted after the loss
+			h.Grants = append(h.Grants, Grant{Lock: "N", Lease: "a", Token: 99, Sent: at(2900), Recv: at(3500), AcquiredAt: at(3400)})
+		}},
+		{VAliveAfterLoss, func(h *History) {
+			h.Alive = append(h.Alive, LeaseAlive{Kind: "keepalive", Lease: "a", Sent: at(3001), Recv: at(3002)})
+		}},
+		{VWriteAfterEnd, func(h *History) {
+			h.Writes = append(h.Writes, Write{Lock: "L", Lease: "a", Token: 15, At: at(3200), Accepted: true})
+		}},
+		{VEndedEarly, func(h *History) {
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "acquire", Status: 410, Reason: "expired", Recv: at(1500)})
+		}},
+		{VOutlivedTTL, func(h *History) {
+			h.Zombies = append(h.Zombies, ZombieCheck{Lease: "b", ExpiresAt: at(2000), Sent: at(2001), Status: 200})
+		}},
+		{VWaiterLeft, func(h *History) { h.Vanished[0].Outcome = "left_waiting" }},
+		{VDoubleAck, func(h *History) {
+			h.Acks = append(h.Acks, Ack{BodyID: "p0-0", ItemID: "entry-100-0000000000", Lease: "a", Status: 204, Sent: at(27), Recv: at(28)})
+		}},
+		{VServedAfterAck, func(h *History) {
+			h.Claims = append(h.Claims, Claim{BodyID: "p0-0", ItemID: "entry-100-0000000000", Lease: "a", Sent: at(30), Recv: at(31)})
+		}},
+		{VLostItem, func(h *History) {
+			h.Produced["p0-2"] = &Produced{BodyID: "p0-2", ItemID: "entry-100-0000000002", Confirmed: true, Sent: at(2)}
+		}},
+		{VPhantomItem, func(h *History) {
+			h.Claims = append(h.Claims, Claim{BodyID: "nobody", ItemID: "entry-100-0000000009", Lease: "a", Sent: at(30), Recv: at(31)})
+		}},
+		{VPhantomItem, func(h *History) { // one body stored twice
+			h.Claims = append(h.Claims, Claim{BodyID: "p0-1", ItemID: "entry-100-0000000001", Lease: "a", Sent: at(30), Recv: at(31)},
+				Claim{BodyID: "p0-1", ItemID: "entry-100-0000000003", Lease: "b", Sent: at(40), Recv: at(41)})
+		}},
+		{VNotDrained, func(h *History) { h.Drained = false }},
+		{VUnexpected, func(h *History) { h.Unexpected = append(h.Unexpected, "release on gateway 1: 500 internal") }},
+	}
+	for _, c := range cases {
+		h := cleanHistory()
+		c.spoil(h)
+		v, counts := Check(h)
+		if counts[c.kind] == 0 {
+			t.Errorf("%s not found; got %v", c.kind, v)
+			continue
+		}
+		for k := range counts {
+			if k != c.kind {
+				t.Errorf("breaking %s also reported %s: %v", c.kind, k, v)
+			}
+		}
+	}
+}
+
+// An ambiguous ack (no answer) accounts for an item the drain never saw;
+// a write after the session was lost but before the client could know is
+// the fencing window, not a violation.
+func TestCheckTolerates(t *testing.T) {
+	h := cleanHistory()
+	h.Produced["p0-2"] = &Produced{BodyID: "p0-2", ItemID: "entry-100-0000000002", Confirmed: true}
+	h.Acks = append(h.Acks, Ack{BodyID: "p0-2", Lease: "a", Status: 0, Ambiguous: true})
+	h.Writes = append(h.Writes, Write{Lock: "L", Lease: "a", Token: 15, At: at(3050), Accepted: true})
+	if v, _ := Check(h); len(v) != 0 {
+		t.Fatalf("violations: %v", v)
+	}
+}

@@ -1,0 +1,478 @@
+//go:build linux
+
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// leaseClient is a client with one lease at a time, kept alive in the
+// background. It writes only while its lease is valid by its own
+// reckoning: not told it ended, and within the TTL of the last request
+// that extended it (as sent).
+type leaseClient struct {
+	r    *runner
+	name string
+	rng  *rand.Rand
+
+	mu        sync.Mutex
+	id        string
+	ttl       time.Duration
+	deadline  time.Time // last extension sent + TTL
+	expiresAt time.Time // the last expires_at answered
+	ended     bool
+	zombie    bool
+	// unsure says that a keepalive went unanswered or answered 503 (which
+	// extends a lease too): the gateway's expiry may be later than any
+	// expires_at the client was told.
+	unsure bool
+	stopKA chan struct{}
+	kaDone chan struct{}
+}
+
+func (r *runner) newLeaseClient(name string, stream uint64) *leaseClient {
+	return &leaseClient{r: r, name: name, rng: newRand(uint64(r.cfg.Seed), stream)}
+}
+
+// leaseInfo is the part of a lease answer the clients read.
+type leaseInfo struct {
+	ID        string    `json:"id"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Holds     []struct {
+		Kind  string `json:"kind"`
+		Name  string `json:"name"`
+		State string `json:"state"`
+		Token int64  `json:"token"`
+	} `json:"holds"`
+}
+
+// lease returns the current lease id, making a lease if there is none (or
+// the last one is over); "" when none could be made.
+func (c *leaseClient) lease(ctx context.Context) string {
+	c.mu.Lock()
+	id, ok := c.id, c.validLocked()
+	c.mu.Unlock()
+	if id != "" && ok {
+		return id
+	}
+	if id != "" {
+		c.drop(ctx)
+	}
+	ttl := c.r.cfg.LeaseTTL
+	a := c.r.send(ctx, c.rng, request{kind: "create_lease", method: "POST", path: "/v1/leases",
+		body: map[string]any{"ttl": ttl.String(), "holder": c.name}, gateway: -1})
+	switch a.Status {
+	case http.StatusCreated:
+	case 0, http.StatusServiceUnavailable:
+		return ""
+	default:
+		c.r.unexpectedAnswer("create_lease", a)
+		return ""
+	}
+	var info leaseInfo
+	if err := json.Unmarshal(a.Body, &info); err != nil || info.ID == "" {
+		c.r.unexpectedAnswer("create_lease", a)
+		return ""
+	}
+	rec := &LeaseRecord{ID: info.ID, Client: c.name, TTL: ttl, Gateway: a.Gateway, Created: a.Sent,
+		Deadline: a.Sent.Add(ttl), ExpiresAt: info.ExpiresAt}
+	c.r.hist.record(func(h *History) { h.Leases[info.ID] = rec })
+	go func() { // which session holds it: for the session-loss checks
+		if s := c.r.obs.leaseSession(info.ID); s != 0 {
+			c.r.hist.record(func(h *History) { rec.Session = s })
+		}
+	}()
+	c.mu.Lock()
+	c.id, c.ttl, c.deadline, c.expiresAt, c.ended, c.zombie, c.unsure = info.ID, ttl, rec.Deadline, info.ExpiresAt, false, false, false
+	c.stopKA, c.kaDone = make(chan struct{}), make(chan struct{})
+	stop, done := c.stopKA, c.kaDone
+	c.mu.Unlock()
+	go c.keepAlive(info.ID, stop, done)
+	return info.ID
+}
+
+func (c *leaseClient) validLocked() bool {
+	return c.id != "" && !c.ended && time.Now().Before(c.deadline)
+}
+
+// valid says whether the lease may still be acted under.
+func (c *leaseClient) valid() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.validLocked()
+}
+
+// keepAlive extends the lease every quarter TTL until stopped.
+func (c *leaseClient) keepAlive(id string, stop, done chan struct{}) {
+	defer close(done)
+	every := c.ttl / 4
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(every):
+		}
+		a := c.sendLease(context.Background(), id, request{kind: "keepalive", method: "POST",
+			path: "/v1/leases/" + id + "/keepalive", gateway: -1, timeout: c.ttl / 3})
+		switch {
+		case a.Status == http.StatusOK:
+			var info leaseInfo
+			_ = json.Unmarshal(a.Body, &info)
+			c.extended(id, a, info.ExpiresAt)
+		case leaseOver(a):
+			return
+		case a.Status == 0 || a.Status == http.StatusServiceUnavailable:
+			c.mu.Lock()
+			if c.id == id {
+				c.unsure = true
+			}
+			c.mu.Unlock()
+		default:
+			c.r.unexpectedAnswer("keepalive", a)
+		}
+	}
+}
+
+// extended records an answer that extended the lease id.
+func (c *leaseClient) extended(id string, a answer, expiresAt time.Time) {
+	c.mu.Lock()
+	if c.id == id {
+		if d := a.Sent.Add(c.ttl); d.After(c.deadline) {
+			c.deadline = d
+		}
+		if expiresAt.After(c.expiresAt) {
+			c.expiresAt = expiresAt
+		}
+	}
+	c.mu.Unlock()
+	c.r.hist.record(func(h *History) {
+		if l := h.Leases[id]; l != nil {
+			if d := a.Sent.Add(l.TTL); d.After(l.Deadline) {
+				l.Deadline = d
+			}
+			if expiresAt.After(l.ExpiresAt) {
+				l.ExpiresAt = expiresAt
+			}
+		}
+		h.Alive = append(h.Alive, LeaseAlive{Kind: "keepalive", Lease: id, Sent: a.Sent, Recv: a.Recv})
+	})
+}
+
+// leaseOver says that an answer reports the lease ended: 410, or 404 for a
+// lease that existed (its gateway died and its record went with it).
+func leaseOver(a answer) bool {
+	return a.Status == http.StatusGone && a.Code == "lease_expired" ||
+		a.Status == http.StatusNotFound && a.Code == "lease_not_found"
+}
+
+// sendLease sends a request made for lease id and notes when the answer
+// says the lease is over.
+func (c *leaseClient) sendLease(ctx context.Context, id string, req request) answer {
+	a := c.r.send(ctx, c.rng, req)
+	if leaseOver(a) {
+		c.mu.Lock()
+		now := time.Now() // under the lock: no write of this client can come between
+		if c.id == id {
+			c.ended = true
+		}
+		c.mu.Unlock()
+		reason := a.Reason
+		if a.Status == http.StatusNotFound {
+			reason = "not_found"
+		}
+		c.r.hist.record(func(h *History) {
+			h.Ends = append(h.Ends, LeaseEnd{Lease: id, Kind: req.kind, Status: a.Status, Reason: reason, Sent: a.Sent, Recv: now})
+		})
+	}
+	return a
+}
+
+// stopKeepAlive stops the keepalives and waits until none is under way.
+func (c *leaseClient) stopKeepAlive() {
+	c.mu.Lock()
+	stop, done := c.stopKA, c.kaDone
+	c.stopKA = nil
+	c.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+}
+
+// drop forgets the lease, revoking it first if it may still be alive.
+func (c *leaseClient) drop(ctx context.Context) {
+	c.stopKeepAlive()
+	c.mu.Lock()
+	id, ended := c.id, c.ended
+	c.id = ""
+	c.mu.Unlock()
+	if id == "" || ended {
+		return
+	}
+	a := c.sendLease(ctx, id, request{kind: "revoke_lease", method: "DELETE", path: "/v1/leases/" + id, gateway: -1})
+	switch {
+	case a.Status == http.StatusNoContent, leaseOver(a), a.Status == 0, a.Status == http.StatusServiceUnavailable:
+	default:
+		c.r.unexpectedAnswer("revoke_lease", a)
+	}
+}
+
+// backoff waits a little after an unavailable answer.
+func (c *leaseClient) backoff(ctx context.Context) {
+	sleepCtx(ctx, between(c.rng, 20*time.Millisecond, 120*time.Millisecond))
+}
+
+// unexpectedAnswer records an answer the endpoint may not give.
+func (r *runner) unexpectedAnswer(kind string, a answer) {
+	if a.Status == 0 {
+		return
+	}
+	r.hist.unexpected(kind, a)
+}
+
+type grantBody struct {
+	Token      int64     `json:"token"`
+	Node       string    `json:"node"`
+	AcquiredAt time.Time `json:"acquired_at"`
+}
+
+// lockClient takes random locks, writes under them through the fenced
+// register and releases them; now and then it stops its keepalives mid-hold
+// and lets its lease expire.
+func (r *runner) lockClient(ctx context.Context, i int) {
+	c := r.newLeaseClient(fmt.Sprintf("locker-%d", i), uint64(i))
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c.drop(cctx)
+		cancel()
+	}()
+	for ctx.Err() == nil {
+		id := c.lease(ctx)
+		if id == "" {
+			c.backoff(ctx)
+			continue
+		}
+		lock := fmt.Sprintf("lock-%d", c.rng.IntN(r.cfg.Locks))
+		wait := between(c.rng, 200*time.Millisecond, 1500*time.Millisecond)
+		a := c.sendLease(ctx, id, request{kind: "acquire", method: "POST",
+			path: "/v1/locks/" + lock + "/acquire?wait=" + wait.String(), body: map[string]any{"lease": id}, wait: wait, gateway: -1})
+		switch {
+		case a.Status == http.StatusOK:
+			g, ok := r.grant(lock, id, a)
+			if ok {
+				c.hold(ctx, lock, id, g)
+			}
+		case a.Status == http.StatusConflict && a.Code == "timeout", leaseOver(a):
+		case a.Status == 0 || a.Status == http.StatusServiceUnavailable:
+			c.backoff(ctx)
+		default:
+			r.unexpectedAnswer("acquire", a)
+			c.backoff(ctx)
+		}
+	}
+}
+
+// grant records a 200 answer to an acquire.
+func (r *runner) grant(lock, lease string, a answer) (Grant, bool) {
+	var b grantBody
+	if err := json.Unmarshal(a.Body, &b); err != nil || b.Token == 0 {
+		r.unexpectedAnswer("acquire", a)
+		return Grant{}, false
+	}
+	g := Grant{Lock: lock, Lease: lease, Token: b.Token, Node: b.Node, AcquiredAt: b.AcquiredAt, Sent: a.Sent, Recv: a.Recv, Gateway: a.Gateway}
+	r.hist.record(func(h *History) { h.Grants = append(h.Grants, g) })
+	return g, true
+}
+
+// write writes to the register under the client's lock, if the lease is
+// still valid; it reports whether the write was made and accepted.
+func (c *leaseClient) write(lock, id string, token int64) (made, accepted bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.id != id || !c.validLocked() {
+		return false, false
+	}
+	return true, c.r.reg.Write(lock, id, token)
+}
+
+// hold is a client's time with a lock: a few writes, now and then a fence
+// check, then the release. A zombie stops its keepalives first.
+func (c *leaseClient) hold(ctx context.Context, lock, id string, g Grant) {
+	zombie := c.rng.Float64() < c.r.cfg.ZombieChance
+	if zombie {
+		c.stopKeepAlive()
+		c.mu.Lock()
+		c.zombie = true
+		c.mu.Unlock()
+		c.r.fault(FLeaseMidHold)
+		c.r.hist.record(func(h *History) {
+			if l := h.Leases[id]; l != nil {
+				l.Zombie = true
+			}
+		})
+	}
+	lost := false
+	for k, n := 0, 1+c.rng.IntN(4); k < n || zombie; k++ {
+		if k > 0 {
+			time.Sleep(between(c.rng, 10*time.Millisecond, 60*time.Millisecond)) // the holder's work
+		}
+		made, accepted := c.write(lock, id, g.Token)
+		if !made || !accepted {
+			lost = true
+			break
+		}
+	}
+	if zombie {
+		c.zombieCheck(id)
+		return
+	}
+	if !lost && c.rng.IntN(5) == 0 {
+		a := c.sendLease(ctx, id, request{kind: "fence", method: "GET",
+			path: "/v1/locks/" + lock + "/fence?token=" + strconv.FormatInt(g.Token, 10), gateway: -1})
+		switch {
+		case a.Status == http.StatusOK:
+			c.r.hist.record(func(h *History) {
+				h.Vouches = append(h.Vouches, Vouch{Kind: "fence", Lock: lock, Lease: id, Token: g.Token, Sent: a.Sent, Recv: a.Recv})
+			})
+		case a.Status == http.StatusConflict && a.Code == "stale_token", a.Status == 0, a.Status == http.StatusServiceUnavailable:
+		default:
+			c.r.unexpectedAnswer("fence", a)
+		}
+	}
+	c.release(lock, id, g)
+}
+
+// release releases lock, retrying while the lease is valid and the answer
+// unsure.
+func (c *leaseClient) release(lock, id string, g Grant) {
+	for {
+		a := c.sendLease(context.Background(), id, request{kind: "release", method: "POST",
+			path: "/v1/locks/" + lock + "/release", body: map[string]any{"lease": id}, gateway: -1})
+		switch {
+		case a.Status == http.StatusNoContent && g.Token != 0:
+			c.r.hist.record(func(h *History) {
+				h.Vouches = append(h.Vouches, Vouch{Kind: "release", Lock: lock, Lease: id, Token: g.Token, Sent: a.Sent, Recv: a.Recv})
+			})
+			return
+		case a.Status == http.StatusNoContent, leaseOver(a), a.Status == http.StatusConflict && a.Code == "not_held":
+			return
+		case a.Status == 0 || a.Status == http.StatusServiceUnavailable:
+			if !c.valid() {
+				return // the lease is over by now, and the lock with it
+			}
+			c.backoff(context.Background())
+		default:
+			c.r.unexpectedAnswer("release", a)
+			return
+		}
+	}
+}
+
+// zombieCheck is a zombie's end: once the last expires_at it was given has
+// passed, with no request of its lease under way, it reads its lease: a
+// gateway must not answer 200 any more. Then it forgets the lease.
+func (c *leaseClient) zombieCheck(id string) {
+	c.mu.Lock()
+	expires, unsure := c.expiresAt, c.unsure
+	c.id = ""
+	c.mu.Unlock()
+	if unsure {
+		c.r.hist.record(func(h *History) {
+			h.Zombies = append(h.Zombies, ZombieCheck{Lease: id, ExpiresAt: expires, Skipped: true})
+		})
+		return
+	}
+	if d := time.Until(expires); d > 0 {
+		time.Sleep(d + time.Millisecond)
+	}
+	a := c.sendLease(context.Background(), id, request{kind: "read_lease", method: "GET", path: "/v1/leases/" + id, gateway: -1})
+	z := ZombieCheck{Lease: id, ExpiresAt: expires, Sent: a.Sent, Status: a.Status}
+	if a.Status == http.StatusOK {
+		var info leaseInfo
+		_ = json.Unmarshal(a.Body, &info)
+		z.Holds = len(info.Holds)
+	} else if a.Status != 0 && a.Status != http.StatusServiceUnavailable && !leaseOver(a) {
+		c.r.unexpectedAnswer("read_lease", a)
+	}
+	c.r.hist.record(func(h *History) { h.Zombies = append(h.Zombies, z) })
+}
+
+// vanisher asks for a lock with a long wait and hangs up part way, then
+// reads its lease until the waiter is gone (or the lock was granted in the
+// race, or the lease ended).
+func (r *runner) vanisher(ctx context.Context, i int) {
+	c := r.newLeaseClient(fmt.Sprintf("vanisher-%d", i), uint64(500+i))
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c.drop(cctx)
+		cancel()
+	}()
+	for ctx.Err() == nil {
+		id := c.lease(ctx)
+		if id == "" {
+			c.backoff(ctx)
+			continue
+		}
+		lock := fmt.Sprintf("lock-%d", c.rng.IntN(r.cfg.Locks))
+		hangUp := between(c.rng, 50*time.Millisecond, 800*time.Millisecond)
+		actx, cancel := context.WithTimeout(ctx, hangUp)
+		a := c.sendLease(actx, id, request{kind: "acquire", method: "POST",
+			path: "/v1/locks/" + lock + "/acquire?wait=10s", body: map[string]any{"lease": id}, wait: 10 * time.Second, gateway: -1})
+		hungUp := actx.Err() != nil && a.Status == 0
+		cancel()
+		switch {
+		case a.Status == http.StatusOK:
+			if g, ok := r.grant(lock, id, a); ok {
+				c.hold(ctx, lock, id, g)
+			}
+			continue
+		case hungUp && ctx.Err() == nil:
+		case a.Status == 0 || a.Status == http.StatusServiceUnavailable:
+			c.backoff(ctx)
+			continue
+		case leaseOver(a), a.Status == http.StatusConflict && a.Code == "timeout":
+			continue
+		default:
+			r.unexpectedAnswer("acquire", a)
+			continue
+		}
+		r.fault(FClientVanished)
+		v := VanishCheck{Lease: id, Lock: lock, HungUp: time.Now(), Outcome: "unknown"}
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			a := c.sendLease(context.Background(), id, request{kind: "read_lease", method: "GET", path: "/v1/leases/" + id, gateway: -1})
+			if leaseOver(a) {
+				v.Outcome = "lease_ended"
+				break
+			}
+			if a.Status == http.StatusOK {
+				var info leaseInfo
+				_ = json.Unmarshal(a.Body, &info)
+				v.Outcome = "gone"
+				for _, h := range info.Holds {
+					if h.Kind == "lock" && h.Name == lock {
+						v.Outcome = map[string]string{"held": "granted", "waiting": "left_waiting"}[h.State]
+						v.Token = h.Token
+					}
+				}
+				if v.Outcome != "left_waiting" {
+					break
+				}
+			} else if a.Status != 0 && a.Status != http.StatusServiceUnavailable {
+				r.unexpectedAnswer("read_lease", a)
+			}
+			time.Sleep(100 * time.Millisecond) // polling the lease, bounded by the deadline
+		}
+		r.hist.record(func(h *History) { h.Vanished = append(h.Vanished, v) })
+		if v.Outcome == "granted" {
+			// Granted as it hung up: the lease holds the lock; let it go.
+			c.release(lock, id, Grant{Lock: lock, Lease: id, Token: v.Token})
+		}
+	}
+}

@@ -1,0 +1,351 @@
+//go:build linux
+
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Report is what a run prints and writes as JSON.
+type Report struct {
+	Seed     int64  `json:"seed"`
+	Duration string `json:"duration"` // of the faults and clients
+	Elapsed  string `json:"elapsed"`  // of the whole run: start-up, faults, drain, check
+	Ensemble int    `json:"ensemble_members"`
+	Gateways int    `json:"gateways"`
+	Clients  int    `json:"clients"`
+	Requests int64  `json:"requests"`
+	Leases   int    `json:"leases"`
+	// LeasesTraced are the leases whose ZooKeeper session the observer
+	// read, and SessionsLost the gateway sessions it saw end: the material
+	// of the session-loss checks.
+	LeasesTraced int `json:"leases_with_known_session"`
+	SessionsLost int `json:"gateway_sessions_lost"`
+	Grants       int `json:"grants"`
+	Writes       int `json:"writes_accepted"`
+	WritesFenced int `json:"writes_fenced"` // refused by the register: a newer token had written
+	// WritesAfterLoss are accepted writes made after the session holding
+	// their lease had been lost, while the client could not know it (its
+	// lease's TTL had not run out): the window only the fencing token
+	// covers.
+	WritesAfterLoss int            `json:"writes_after_session_loss"`
+	Releases        int            `json:"releases"`
+	Produced        int            `json:"items_produced"`
+	Unconfirmed     int            `json:"items_produce_unanswered"`
+	Claims          int            `json:"claims"`
+	Acks            int            `json:"acks"`
+	Redelivered     int            `json:"items_served_again"`
+	Faults          map[string]int `json:"faults"`
+	Answers         []AnswerCount  `json:"answers"`
+	Violations      int            `json:"violations"`
+	ByKind          map[string]int `json:"violations_by_kind"`
+	Details         []Violation    `json:"violation_details"`
+	WorkDir         string         `json:"work_dir,omitempty"` // kept for its logs
+}
+
+// runner is one run under way.
+type runner struct {
+	cfg  Config
+	cl   *cluster
+	hist *History
+	reg  *Register
+	obs  *observer
+	http *http.Client
+
+	start    time.Time
+	requests atomic.Int64
+	stopWork context.CancelFunc
+
+	mu     sync.Mutex
+	faults map[string]int
+}
+
+// Run starts the cluster, runs the clients and the faults for cfg.Duration,
+// heals everything, drains the queue, checks the history and stops the
+// cluster. An error means the run could not be made (a process would not
+// start); violations are in the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	workDir, tempDir := cfg.WorkDir, false
+	if workDir == "" {
+		d, err := os.MkdirTemp("", "zkgate-faults-")
+		if err != nil {
+			return nil, err
+		}
+		workDir, tempDir = d, true
+	} else if err := os.MkdirAll(workDir, 0o755); err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, hist: newHistory(), http: newHTTPClient(), faults: map[string]int{}}
+	r.reg = newRegister(r.hist)
+	r.logf("work dir %s", workDir)
+
+	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	cl, err := startCluster(startCtx, cfg, workDir)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	r.cl = cl
+	keep := cfg.Keep
+	defer func() {
+		cl.stop()
+		r.http.CloseIdleConnections()
+		if tempDir && !keep {
+			os.RemoveAll(workDir)
+		}
+	}()
+	obsCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	r.obs, err = startObserver(obsCtx, cl.ens.Addrs(), cfg.Root, r.hist)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("observer: %w", err)
+	}
+	defer r.obs.close()
+	r.logf("ensemble %s, gateways %s", cl.ens.ConnectString(), strings.Join(r.urls(), " "))
+
+	if err := r.work(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.drain(ctx); err != nil {
+		return nil, err
+	}
+	rep := r.report()
+	rep.Elapsed = time.Since(began).Round(time.Millisecond).String()
+	if rep.Violations > 0 {
+		keep = true
+	}
+	if keep {
+		rep.WorkDir = workDir
+	}
+	return rep, nil
+}
+
+func (r *runner) logf(format string, args ...any) {
+	var at time.Duration
+	if !r.start.IsZero() {
+		at = time.Since(r.start)
+	}
+	fmt.Fprintf(r.cfg.Log, "[%7.3fs] %s\n", at.Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (r *runner) urls() []string {
+	var out []string
+	for _, g := range r.cl.gateways {
+		out = append(out, g.URL())
+	}
+	return out
+}
+
+func (r *runner) fault(kind string) {
+	r.mu.Lock()
+	r.faults[kind]++
+	r.mu.Unlock()
+}
+
+// work runs the clients and the faults until the duration or the request
+// budget is spent, then heals every fault and lets the clients finish.
+func (r *runner) work(ctx context.Context) error {
+	r.start = time.Now()
+	wctx, stop := context.WithTimeout(ctx, r.cfg.Duration)
+	defer stop()
+	r.stopWork = stop
+	seed := uint64(r.cfg.Seed)
+
+	var faults sync.WaitGroup
+	faultErrs := make(chan error, 2)
+	faults.Go(func() { faultErrs <- r.zooKeeperFaults(wctx, newRand(seed, 1000)) })
+	faults.Go(func() { faultErrs <- r.gatewayFaults(wctx, newRand(seed, 1001)) })
+
+	var clients sync.WaitGroup
+	for i := 0; i < r.cfg.LockClients; i++ {
+		clients.Go(func() { r.lockClient(wctx, i) })
+	}
+	for i := 0; i < r.cfg.Vanishers; i++ {
+		clients.Go(func() { r.vanisher(wctx, i) })
+	}
+	for i := 0; i < r.cfg.Producers; i++ {
+		clients.Go(func() { r.producer(wctx, i) })
+	}
+	for i := 0; i < r.cfg.Consumers; i++ {
+		clients.Go(func() { r.consumer(wctx, i) })
+	}
+	<-wctx.Done()
+	r.logf("time is up (%d requests): healing every fault, clients finishing", r.requests.Load())
+	faults.Wait()
+	close(faultErrs)
+	var first error
+	for err := range faultErrs {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	clients.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if first != nil {
+		return first
+	}
+	// Every gateway serves again before the drain.
+	for _, g := range r.cl.gateways {
+		if err := r.waitReady(ctx, g, time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countRequest stops the work once the request budget is spent.
+func (r *runner) countRequest() {
+	if r.requests.Load() >= r.cfg.MaxRequests && r.stopWork != nil {
+		r.stopWork()
+	}
+}
+
+func (r *runner) waitReady(ctx context.Context, g *gateway, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	probe := &http.Client{Timeout: 2 * time.Second}
+	for {
+		resp, err := probe.Get(g.URL() + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gateway %d (%s) not ready within %s after the faults", g.index, g.URL(), within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (r *runner) report() *Report {
+	violations, byKind := Check(r.hist)
+	h := r.hist
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rep := &Report{Seed: r.cfg.Seed, Duration: r.cfg.Duration.String(), Ensemble: len(r.cl.ens.Servers),
+		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers,
+		Requests: r.requests.Load(), Leases: len(h.Leases), Grants: len(h.Grants), Faults: map[string]int{},
+		Answers: sortedAnswers(h.Answers), ByKind: byKind, Details: violations}
+	for _, v := range byKind {
+		rep.Violations += v
+	}
+	for _, l := range h.Leases {
+		if l.Session != 0 {
+			rep.LeasesTraced++
+		}
+	}
+	rep.SessionsLost = len(h.SessionLost)
+	for _, w := range h.Writes {
+		if !w.Accepted {
+			rep.WritesFenced++
+			continue
+		}
+		rep.Writes++
+		if l := h.Leases[w.Lease]; l != nil && l.Session != 0 {
+			if x, ok := h.SessionLost[l.Session]; ok && w.At.After(x) {
+				rep.WritesAfterLoss++
+			}
+		}
+	}
+	for _, v := range h.Vouches {
+		if v.Kind == "release" {
+			rep.Releases++
+		}
+	}
+	for _, p := range h.Produced {
+		rep.Produced++
+		if !p.Confirmed {
+			rep.Unconfirmed++
+		}
+	}
+	rep.Claims = len(h.Claims)
+	claimsOf := map[string]int{}
+	for _, c := range h.Claims {
+		claimsOf[c.BodyID]++
+	}
+	for _, n := range claimsOf {
+		if n > 1 {
+			rep.Redelivered++
+		}
+	}
+	for _, a := range h.Acks {
+		if a.Status == 204 {
+			rep.Acks++
+		}
+	}
+	r.mu.Lock()
+	for k, v := range r.faults {
+		rep.Faults[k] = v
+	}
+	r.mu.Unlock()
+	return rep
+}
+
+// Print writes the report for people.
+func (rep *Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "zkgate fault-injection run: seed %d, %s of faults (%s in all)\n", rep.Seed, rep.Duration, rep.Elapsed)
+	fmt.Fprintf(w, "cluster: %d ZooKeeper members, %d gateways; %d clients sent %d requests\n", rep.Ensemble, rep.Gateways, rep.Clients, rep.Requests)
+	fmt.Fprintf(w, "sessions: %d of %d leases traced to their gateway session; %d gateway sessions seen lost\n", rep.LeasesTraced, rep.Leases, rep.SessionsLost)
+	fmt.Fprintf(w, "locks: %d leases, %d grants, %d writes accepted, %d writes fenced (stale token refused), %d releases\n",
+		rep.Leases, rep.Grants, rep.Writes, rep.WritesFenced, rep.Releases)
+	fmt.Fprintf(w, "       %d writes accepted after their lease's session was lost (the window the fencing token covers)\n", rep.WritesAfterLoss)
+	fmt.Fprintf(w, "queue: %d items produced (%d unanswered), %d claims, %d acks, %d items served more than once\n",
+		rep.Produced, rep.Unconfirmed, rep.Claims, rep.Acks, rep.Redelivered)
+	fmt.Fprintf(w, "faults:")
+	for _, k := range sortedKeys(rep.Faults) {
+		fmt.Fprintf(w, " %s %d,", k, rep.Faults[k])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "answers (legitimate during faults: 503 unavailable, 410 lease_expired, 409 timeout, no answer from a paused or dead gateway):")
+	for _, a := range rep.Answers {
+		fmt.Fprintf(w, "  %7d  %s\n", a.Count, a.Answer)
+	}
+	fmt.Fprintf(w, "violations: %d\n", rep.Violations)
+	for _, k := range sortedKeys(rep.ByKind) {
+		fmt.Fprintf(w, "  %s: %d\n", k, rep.ByKind[k])
+	}
+	for _, v := range rep.Details {
+		fmt.Fprintf(w, "  - %s: %s\n", v.Kind, v.Detail)
+	}
+	if rep.WorkDir != "" {
+		fmt.Fprintf(w, "logs kept in %s\n", rep.WorkDir)
+	}
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

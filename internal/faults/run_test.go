@@ -1,0 +1,58 @@
+//go:build linux
+
+package faults
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/zkgate/zkgate/internal/gwtest"
+)
+
+func TestMain(m *testing.M) { gwtest.Main(m) }
+
+// TestShortFaultRun is the suite's short version: a few seconds of random
+// faults (fixed seed) against the real ensemble and gateway processes, then
+// the checker over everything the clients saw.
+func TestShortFaultRun(t *testing.T) {
+	gwtest.ZK(t) // a missing ZooKeeper fails loudly with the install command
+	var progress bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Binary:      gwtest.Binary(t),
+		Duration:    6 * time.Second,
+		Seed:        7,
+		LockClients: 12,
+		Locks:       3,
+		Producers:   2,
+		Consumers:   4,
+		Vanishers:   2,
+		FaultGap:    700 * time.Millisecond,
+		Log:         &progress,
+	})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Logf("\n%s\n%s", progress.String(), out.String())
+	if rep.Violations != 0 {
+		t.Fatalf("%d violations (logs in %s)", rep.Violations, rep.WorkDir)
+	}
+	// A run that did nothing would check nothing.
+	if rep.Grants == 0 || rep.Writes == 0 || rep.Acks == 0 {
+		t.Fatalf("too little happened: %d grants, %d writes, %d acks", rep.Grants, rep.Writes, rep.Acks)
+	}
+	faults := 0
+	for k, n := range rep.Faults {
+		if k != FClientVanished && k != FConsumerDied && k != FLeaseMidHold {
+			faults += n
+		}
+	}
+	if faults == 0 {
+		t.Fatalf("no process or network fault was injected: %v", rep.Faults)
+	}
+}

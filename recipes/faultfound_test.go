@@ -1,0 +1,337 @@
+package recipes
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Regression tests for bugs the fault-injection suite (internal/faults)
+// found, each on real ZooKeeper.
+
+// stallProxy is a TCP proxy in front of ZooKeeper that, once armed, stops
+// passing the client's packets on from the first request of a given opcode
+// whose bytes contain match (that one included) until released: a
+// connection that stalls at a chosen moment, as a partition does.
+type stallProxy struct {
+	ln      net.Listener
+	target  string
+	opcode  uint32
+	match   []byte
+	mu      sync.Mutex
+	armed   bool
+	refuse  bool          // new connections are closed at once
+	mute    bool          // what the server sends is dropped
+	stalled chan struct{} // closed when a matching request is held
+	// deleteHeld is closed when a delete of a node of the lock "stall"
+	// comes in behind the held request.
+	deleteHeld chan struct{}
+	release    chan struct{}
+	conns      []net.Conn
+	wg         sync.WaitGroup
+}
+
+func newStallProxy(t *testing.T, target string, opcode uint32) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln, target: target, opcode: opcode,
+		stalled: make(chan struct{}), deleteHeld: make(chan struct{}), release: make(chan struct{})}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		p.Release()
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *stallProxy) Addr() string { return p.ln.Addr().String() }
+
+// Arm makes the proxy stall at the next request of its opcode for a path
+// containing match.
+func (p *stallProxy) Arm(match string) {
+	p.mu.Lock()
+	p.armed, p.match = true, []byte(match)
+	p.mu.Unlock()
+}
+
+// Release lets the held packets, and every later one, through.
+func (p *stallProxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.release:
+	default:
+		close(p.release)
+	}
+}
+
+func (p *stallProxy) serve() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		refuse := p.refuse
+		p.mu.Unlock()
+		if refuse {
+			client.Close()
+			continue
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, client, server)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { // server to client, dropped while muted
+			defer p.wg.Done()
+			defer client.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := server.Read(buf)
+				p.mu.Lock()
+				mute := p.mute
+				p.mu.Unlock()
+				if n > 0 && !mute {
+					if _, werr := client.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		type packet struct {
+			data  []byte
+			stall bool // wait for the release before writing it
+		}
+		packets := make(chan packet, 1024)
+		go func() { // client to server: read packet by packet
+			defer p.wg.Done()
+			defer close(packets)
+			first := true
+			for {
+				var size [4]byte
+				if _, err := io.ReadFull(client, size[:]); err != nil {
+					return
+				}
+				body := make([]byte, binary.BigEndian.Uint32(size[:]))
+				if _, err := io.ReadFull(client, body); err != nil {
+					return
+				}
+				// After the connect request, a request starts with its xid
+				// and opcode.
+				op := uint32(0)
+				if !first && len(body) >= 8 {
+					op = binary.BigEndian.Uint32(body[4:8])
+				}
+				first = false
+				stall := false
+				p.mu.Lock()
+				if p.armed && op == p.opcode && bytes.Contains(body, p.match) {
+					p.armed, stall = false, true
+					close(p.stalled)
+				} else if op == opDelete && bytes.Contains(body, []byte("/locks/stall/")) && p.isStalled() && p.deleteHeld != nil {
+					close(p.deleteHeld)
+					p.deleteHeld = nil
+				}
+				p.mu.Unlock()
+				packets <- packet{data: append(size[:], body...), stall: stall}
+			}
+		}()
+		go func() { // ... and write them on, held from the stalled one to the release
+			defer server.Close()
+			for pkt := range packets {
+				if pkt.stall {
+					<-p.release
+				}
+				if _, err := server.Write(pkt.data); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// Refuse makes new connections fail (or work again).
+func (p *stallProxy) Refuse(refuse bool) {
+	p.mu.Lock()
+	p.refuse = refuse
+	p.mu.Unlock()
+}
+
+// Drop closes every connection made so far.
+func (p *stallProxy) Drop() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+func (p *stallProxy) isStalled() bool {
+	select {
+	case <-p.stalled:
+		return true
+	default:
+		return false
+	}
+}
+
+const (
+	opCreate  = 1
+	opDelete  = 2
+	opGetData = 4 // a change watch is set with getData
+)
+
+// An acquire whose wait ended while it was setting the watch on the node
+// before it (the getData that sets it found no answer in time: a stalled
+// connection) answered 500 internal ("ZooKeeper request: wait elapsed"),
+// and 500 too when its client hung up then; and the waiter that armed the
+// watch ignored its wait's end until the connection was given up, seconds
+// later. It is the wait's end, then and there: 409 timeout, the waiter node
+// gone.
+func TestAcquireWhoseWaitEndsWhileSettingAWatch(t *testing.T) {
+	proxy := newStallProxy(t, sharedServer(t).Addr(), opGetData)
+	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
+	t.Cleanup(proxy.Release) // before the service closes, on a failure too
+	ctx := context.Background()
+	holder, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := svc.Locks.Acquire(ctx, holder, "stall", ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, err := svc.Leases.Create(ctx, time.Minute, "waiter", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleteHeld := proxy.deleteHeld
+	proxy.Arm(held.Node) // the waiter's watch on the holder's node
+	// The acquire gives up its wait, then deletes its waiter node: that
+	// delete queues behind the stalled exists, so it is let through then.
+	go func() {
+		select {
+		case <-deleteHeld:
+		case <-time.After(30 * time.Second):
+		}
+		proxy.Release()
+	}()
+	_, err = svc.Locks.Acquire(ctx, waiter, "stall", ModeExclusive, 500*time.Millisecond)
+	if !proxy.isStalled() {
+		t.Fatalf("the acquire never set a watch (got %v)", err)
+	}
+	if code := ErrorCode(err); code != CodeTimeout {
+		t.Fatalf("acquire whose wait ended while setting its watch: %v (code %q), want a timeout", err, code)
+	}
+	// The wait ended by itself, not when the stalled connection was given
+	// up (after two thirds of the session timeout) and made again.
+	if st := svc.sess.Stats(); st.Reconnects != 0 || st.NewSessions != 1 {
+		t.Fatalf("the acquire outlived its wait until the connection was replaced: %+v", st)
+	}
+	conn := rawClient(t)
+	eventually(t, 10*time.Second, func() error {
+		kids, _, err := conn.Children(svc.root + "/locks/stall")
+		if err != nil {
+			return err
+		}
+		if len(kids) != 1 {
+			return fmt.Errorf("want only the holder's node, got %v", kids)
+		}
+		return nil
+	})
+}
+
+// A claim whose create of its claim node reached ZooKeeper while the
+// connection was lost, and whose wait ended before the session was back,
+// answered 409 timeout (not a claim answer: 204 says no item came in the
+// wait) and left the claim node behind, owned by the gateway's session and
+// tracked by no lease: the item stayed hidden from every consumer until the
+// gateway's session ended. The claim node is ours (session and lease), so
+// it is dropped once the session is back.
+func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
+	proxy := newStallProxy(t, sharedServer(t).Addr(), opCreate)
+	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
+	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
+	conn := rawClient(t)
+	ctx := context.Background()
+	item, err := svc.Queues.Produce(ctx, "jobs", []byte("job"), DefaultPriority)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimNode := svc.root + "/queues/jobs/taken/" + item.ID
+	stalled := proxy.stalled
+	proxy.Arm("/queues/jobs/taken/")
+	go func() {
+		select {
+		case <-stalled:
+		case <-time.After(30 * time.Second):
+			return
+		}
+		// The create goes through, then the connection is lost before its
+		// reply, and no new one can be made for now.
+		proxy.Refuse(true)
+		proxy.mu.Lock()
+		proxy.mute = true
+		proxy.mu.Unlock()
+		proxy.Release()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if ok, _, err := conn.Exists(claimNode); err == nil && ok {
+				break // polling ZooKeeper for the applied create
+			}
+		}
+		proxy.Drop()
+		proxy.mu.Lock()
+		proxy.mute = false
+		proxy.mu.Unlock()
+	}()
+	_, err = svc.Queues.Claim(ctx, lease, "jobs", 500*time.Millisecond)
+	if !IsEmpty(err) {
+		t.Fatalf("claim whose wait ended with its create unanswered: %v (code %q), want no item", err, ErrorCode(err))
+	}
+	proxy.Refuse(false)
+	eventually(t, 15*time.Second, func() error {
+		if ok, _, err := conn.Exists(claimNode); err != nil || ok {
+			return fmt.Errorf("claim node %s still there (%v)", claimNode, err)
+		}
+		return nil
+	})
+	other, err := svc.Leases.Create(ctx, time.Minute, "other", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := svc.Queues.Claim(ctx, other, "jobs", 5*time.Second)
+	if err != nil || got.ID != item.ID {
+		t.Fatalf("the item could not be claimed again: %v %v", got.ID, err)
+	}
+}
