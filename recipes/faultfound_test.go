@@ -335,3 +335,59 @@ func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 		t.Fatalf("the item could not be claimed again: %v %v", got.ID, err)
 	}
 }
+
+const opMulti = 14 // a lease's record and history are made in one multi
+
+// A lease create whose request ended (the client hung up) while the
+// transaction that makes its record went unanswered answered 500 internal,
+// and the record it may have made stayed, known to no lease, until the
+// session ended. Now it answers unavailable, and the record is ended once
+// the session is back.
+func TestLeaseCreateWhoseRequestEndsUnanswered(t *testing.T) {
+	proxy := newStallProxy(t, sharedServer(t).Addr(), opMulti)
+	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
+	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
+	conn := rawClient(t)
+	proxy.Arm("/leases/")
+	ctx, cancel := context.WithCancel(context.Background())
+	stalled := proxy.stalled
+	go func() {
+		select {
+		case <-stalled:
+		case <-time.After(30 * time.Second):
+			return
+		}
+		// The transaction goes through, the client hangs up, and the
+		// connection is lost before the reply.
+		proxy.Refuse(true)
+		proxy.mu.Lock()
+		proxy.mute = true
+		proxy.mu.Unlock()
+		proxy.Release()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if kids, _, err := conn.Children(svc.root + "/leases"); err == nil && len(kids) > 0 {
+				break // polling ZooKeeper for the applied transaction
+			}
+		}
+		cancel()
+		proxy.Drop()
+		proxy.mu.Lock()
+		proxy.mute = false
+		proxy.mu.Unlock()
+	}()
+	_, err := svc.Leases.Create(ctx, time.Minute, "hung-up", "")
+	if code := ErrorCode(err); err == nil || code == CodeInternal {
+		t.Fatalf("a create whose request ended unanswered: %v (code %q), want no internal error", err, code)
+	}
+	proxy.Refuse(false)
+	eventually(t, 30*time.Second, func() error {
+		kids, _, err := conn.Children(svc.root + "/leases")
+		if err != nil || len(kids) != 0 {
+			return fmt.Errorf("lease records left: %v (%v)", kids, err)
+		}
+		return nil
+	})
+	if n := svc.Leases.Count(); n != 0 {
+		t.Fatalf("%d leases live", n)
+	}
+}

@@ -176,7 +176,24 @@ func (ls *Leases) Create(ctx context.Context, ttl time.Duration, holder, owner s
 	data, _ := json.Marshal(record)
 	if err := ls.createRecord(ctx, id, data, historyEntry{Gateway: ls.cfg.GatewayID, Holder: holder}, epoch); err != nil {
 		cancel()
-		return nil, err
+		if ctx.Err() == nil {
+			return nil, err
+		}
+		// The request ended (its client hung up) with the transaction
+		// unanswered: the record may exist, known to no lease. It is ended
+		// once the session is back (or goes with it if it is lost).
+		ls.wg.Add(1)
+		go func() {
+			defer ls.wg.Done()
+			if err := ls.endRecord(context.Background(), l, EndRevoked); err != nil {
+				ls.log.Warn("end the record of a lease whose create went unanswered", "lease", id, "err", err)
+			}
+		}()
+		var e *Error
+		if errors.As(context.Cause(ctx), &e) {
+			return nil, e // e.g. ErrShuttingDown
+		}
+		return nil, &Error{Code: CodeUnavailable, Detail: "the request ended before ZooKeeper answered; retry", Err: err}
 	}
 	// The timer is set before anyone can see the lease: a keepalive resets it.
 	l.timer = time.AfterFunc(ttl, l.onTimer)
