@@ -391,3 +391,36 @@ func TestLeaseCreateWhoseRequestEndsUnanswered(t *testing.T) {
 		t.Fatalf("%d leases live", n)
 	}
 }
+
+// A gateway cut from ZooKeeper answered 404 lease_not_found for a lease of
+// another gateway: it could not read the lease's record or history, and
+// took that for "no such lease". It cannot tell now: unavailable.
+func TestLocateWithoutZooKeeperIsUnavailable(t *testing.T) {
+	zks := sharedServer(t)
+	px := newProxy(t, zks.Addr())
+	cut := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 10 * time.Second})
+	other := newService(t, serviceOptions{root: cut.root})
+	lease, err := other.Leases.Create(context.Background(), time.Minute, "elsewhere", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owner, err := cut.Leases.Locate(lease.ID); err != nil || owner != "" {
+		// Both services share the gateway id of the test harness: the
+		// record is "ours", and no forwarding is possible; that is fine here.
+		t.Logf("before the cut: %q %v", owner, err)
+	}
+	px.Pause()
+	px.Drop()
+	eventually(t, 20*time.Second, func() error {
+		if st, _, _ := cut.sess.Status(); st != StateSuspended {
+			return fmt.Errorf("session %s", st)
+		}
+		return nil
+	})
+	for _, id := range []string{lease.ID, "00000000-0000-4000-8000-000000000000"} {
+		if _, err := cut.Leases.Locate(id); ErrorCode(err) != CodeUnavailable {
+			t.Fatalf("Locate(%s) cut from ZooKeeper: %v, want unavailable", id, err)
+		}
+	}
+	px.Resume()
+}

@@ -158,10 +158,17 @@ func (ls *Leases) endRecords(ctx context.Context, leases []*Lease, reason string
 // Locate finds what another gateway knows of lease id: the advertised
 // host:port of the live gateway that owns it, or, from its history, the
 // lease_expired error of a lease that has ended; "" and nil when no gateway
-// ever made it (or its history was swept).
+// ever made it (or its history was swept). A gateway that cannot read
+// ZooKeeper now cannot tell: it answers unavailable, never "not found".
 func (ls *Leases) Locate(id string) (string, error) {
+	if st, _, _ := ls.sess.Status(); st != StateLive {
+		return "", unavailable()
+	}
 	conn := ls.sess.Conn()
 	raw, _, err := conn.Get(ls.recordPath(id))
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", unavailable()
+	}
 	if err == nil {
 		var rec struct {
 			Gateway string `json:"gateway"`
@@ -171,7 +178,9 @@ func (ls *Leases) Locate(id string) (string, error) {
 		}
 		raw, _, err = conn.Get(ls.sess.Root() + "/gateways/" + rec.Gateway)
 		if err != nil {
-			return "", nil
+			// Unreadable, or its gateway is not registered at this moment
+			// (the two go with the same session): ask again shortly.
+			return "", unavailable()
 		}
 		var gw struct {
 			Advertise string `json:"advertise"`
@@ -181,12 +190,15 @@ func (ls *Leases) Locate(id string) (string, error) {
 		}
 		return gw.Advertise, nil
 	}
-	if !errors.Is(err, zk.ErrNoNode) || len(id) < 2 {
+	if len(id) < 2 {
 		return "", nil
 	}
 	raw, _, err = conn.Get(ls.historyPath(id))
-	if err != nil {
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
 		return "", nil
+	case err != nil:
+		return "", unavailable()
 	}
 	var h historyEntry
 	_ = json.Unmarshal(raw, &h)

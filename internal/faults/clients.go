@@ -165,8 +165,10 @@ func (c *leaseClient) extended(id string, a answer, expiresAt time.Time) {
 	})
 }
 
-// leaseOver says that an answer reports the lease ended: 410, or 404 for a
-// lease that existed (its gateway died and its record went with it).
+// leaseOver says that an answer reports the lease ended: 410. A 404 for a
+// lease that was made is a broken promise (every gateway answers 410 with
+// the reason for a lease that ended, even one whose gateway died: the lease
+// history); sendLease reports it, and the client moves on all the same.
 func leaseOver(a answer) bool {
 	return a.Status == http.StatusGone && a.Code == "lease_expired" ||
 		a.Status == http.StatusNotFound && a.Code == "lease_not_found"
@@ -186,6 +188,7 @@ func (c *leaseClient) sendLease(ctx context.Context, id string, req request) ans
 		reason := a.Reason
 		if a.Status == http.StatusNotFound {
 			reason = "not_found"
+			c.r.hist.unexpected(req.kind+" (404 for a lease that was made)", a)
 		}
 		c.r.hist.record(func(h *History) {
 			h.Ends = append(h.Ends, LeaseEnd{Lease: id, Kind: req.kind, Status: a.Status, Reason: reason, Sent: a.Sent, Recv: now})
