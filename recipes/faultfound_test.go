@@ -424,3 +424,48 @@ func TestLocateWithoutZooKeeperIsUnavailable(t *testing.T) {
 	}
 	px.Resume()
 }
+
+// A lease create during which the session was lost answered 410
+// lease_expired ("the gateway's ZooKeeper session was lost") for a lease
+// that never was. It answers unavailable: retry, on a new session.
+func TestLeaseCreateWhoseSessionIsLostIsUnavailable(t *testing.T) {
+	proxy := newStallProxy(t, sharedServer(t).Addr(), opMulti)
+	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: time.Second})
+	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
+	proxy.Arm("/leases/")
+	stalled := proxy.stalled
+	go func() {
+		select {
+		case <-stalled:
+		case <-time.After(30 * time.Second):
+			return
+		}
+		// The connection goes, and none can be made until the session is
+		// given up.
+		proxy.Refuse(true)
+		proxy.Drop()
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if st, _, _ := svc.sess.Status(); st == StateLost || st == StateConnecting {
+				break // polling the session for its loss
+			}
+		}
+		proxy.Refuse(false)
+		proxy.Release()
+	}()
+	_, err := svc.Leases.Create(context.Background(), time.Minute, "unlucky", "")
+	if code := ErrorCode(err); code != CodeUnavailable {
+		t.Fatalf("a create during which the session was lost: %v (code %q), want unavailable", err, code)
+	}
+}
+
+// withoutLease: a call with no lease never answers lease_expired for its
+// session's end.
+func TestCallsWithoutALeaseNeverAnswerLeaseExpired(t *testing.T) {
+	if code := ErrorCode(withoutLease(errSessionLost)); code != CodeUnavailable {
+		t.Fatalf("the session's end for a call without a lease: %s", code)
+	}
+	other := Errorf(CodeInvalid, "x")
+	if withoutLease(other) != error(other) {
+		t.Fatal("withoutLease changed another error")
+	}
+}

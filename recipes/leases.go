@@ -177,7 +177,9 @@ func (ls *Leases) Create(ctx context.Context, ttl time.Duration, holder, owner s
 	if err := ls.createRecord(ctx, id, data, historyEntry{Gateway: ls.cfg.GatewayID, Holder: holder}, epoch); err != nil {
 		cancel()
 		if ctx.Err() == nil {
-			return nil, err
+			// No lease ever was if the session it was being made in is
+			// gone (its record with it): a new session is on its way.
+			return nil, withoutLease(err)
 		}
 		// The request ended (its client hung up) with the transaction
 		// unanswered: the record may exist, known to no lease. It is ended

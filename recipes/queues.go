@@ -92,7 +92,7 @@ func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority
 			return Item{ID: p[strings.LastIndexByte(p, '/')+1:], Priority: priority, Size: len(data), CreatedAt: time.Now().UTC(), seq: seq}, nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := q.ensure(ctx, name, epoch); err != nil {
-				return Item{}, err
+				return Item{}, withoutLease(err)
 			}
 		case ambiguous(err):
 			// A sequential create whose reply is lost cannot be found again:
@@ -392,7 +392,7 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 			return q.claimFirst(ctx, name, items, data, epoch, taker, nil)
 		})
 		if err != nil {
-			return Taken{}, err
+			return Taken{}, withoutLease(err)
 		}
 		claimNode := q.taken(name) + "/" + t.ID
 		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errWaitElapsed) {

@@ -542,6 +542,16 @@ var (
 	errSessionLost = &Error{Code: CodeLeaseExpired, Detail: "the gateway's ZooKeeper session was lost"}
 )
 
+// withoutLease is what a call that holds no lease (a produce, a take, a
+// lease being made) answers for the end of the session it started in: that
+// is no lease's end for its client, who may retry on the next session.
+func withoutLease(err error) error {
+	if errors.Is(err, errSessionLost) {
+		return &Error{Code: CodeUnavailable, Detail: "the gateway's ZooKeeper session was lost during the call; retry", Err: err}
+	}
+	return err
+}
+
 // errUnavailable is the error of unavailable: errors.Is matches it by code.
 var errUnavailable = &Error{Code: CodeUnavailable}
 
