@@ -200,9 +200,8 @@ func (d *DoubleBarriers) waitReady(ctx context.Context, lease *Lease, name strin
 	if wasReady {
 		return nil
 	}
-	conn := func() *zk.Conn { return d.svc.sess.Conn() }
 	for {
-		ok, appeared, err := d.svc.watches.appears(ctx, readyPath)
+		ok, nw, err := d.svc.watches.appears(ctx, readyPath)
 		if err != nil {
 			if err := d.svc.retryable(ctx, lease, err); err != nil {
 				return err
@@ -212,35 +211,53 @@ func (d *DoubleBarriers) waitReady(ctx context.Context, lease *Lease, name strin
 		if ok {
 			return nil
 		}
-		kids, err := d.svc.children(ctx, d.path(name))
-		if err != nil {
+		// The watch is armed before the members are counted, so that a
+		// ready node made in between is not missed.
+		wait, err := d.countOrReady(ctx, lease, name, count, readyPath, tryOnce)
+		if !wait {
+			d.svc.watches.release(nw)
+			if err == errAgain {
+				continue
+			}
 			return err
 		}
-		members := 0
-		for _, k := range kids {
-			if k != readyNode {
-				members++
-			}
-		}
-		if members >= count {
-			_, err := conn().Create(readyPath, nil, zk.FlagPersistent, d.svc.sess.acl())
-			if err == nil || errors.Is(err, zk.ErrNodeExists) {
-				return nil
-			}
-			if err := d.svc.retryable(ctx, lease, err); err != nil {
-				return err
-			}
-			continue
-		}
-		if tryOnce {
-			return &Error{Code: CodeTimeout, Detail: fmt.Sprintf("%d of %d members have entered", members, count)}
-		}
-		select {
-		case <-appeared:
-		case <-ctx.Done():
+		if _, err := d.svc.watches.wait(ctx, nw); err != nil {
 			return waitErr(ctx, lease, context.Cause(ctx))
 		}
 	}
+}
+
+// errAgain: look again (a retryable error was waited out).
+var errAgain = errors.New("again")
+
+// countOrReady counts the members: with count of them it makes the ready
+// node (and answers nil), with fewer it says to wait (or, trying once,
+// answers a timeout).
+func (d *DoubleBarriers) countOrReady(ctx context.Context, lease *Lease, name string, count int, readyPath string, tryOnce bool) (wait bool, err error) {
+	kids, err := d.svc.children(ctx, d.path(name))
+	if err != nil {
+		return false, err
+	}
+	members := 0
+	for _, k := range kids {
+		if k != readyNode {
+			members++
+		}
+	}
+	if members >= count {
+		_, err := d.svc.sess.Conn().Create(readyPath, nil, zk.FlagPersistent, d.svc.sess.acl())
+		if err == nil || errors.Is(err, zk.ErrNodeExists) {
+			return false, nil
+		}
+		if err := d.svc.retryable(ctx, lease, err); err != nil {
+			return false, err
+		}
+		return false, errAgain
+	}
+	if tryOnce {
+		return false, &Error{Code: CodeTimeout, Detail: fmt.Sprintf("%d of %d members have entered", members, count)}
+	}
+	return true, nil
 }
 
 // Leave takes member out and waits up to wait until every member has left.
@@ -321,7 +338,7 @@ func (d *DoubleBarriers) leave(ctx context.Context, m *membership, tryOnce bool)
 		if tryOnce {
 			return &Error{Code: CodeTimeout, Detail: fmt.Sprintf("%d members have not left", len(members))}
 		}
-		ok, w, err := svc.watches.changed(ctx, dir+"/"+watch)
+		ok, nw, err := svc.watches.changed(ctx, dir+"/"+watch)
 		if err != nil {
 			if err := svc.retryable(ctx, lease, err); err != nil {
 				return err
@@ -331,9 +348,7 @@ func (d *DoubleBarriers) leave(ctx context.Context, m *membership, tryOnce bool)
 		if !ok {
 			continue
 		}
-		select {
-		case <-w.fired:
-		case <-ctx.Done():
+		if _, err := svc.watches.wait(ctx, nw); err != nil {
 			return waitErr(ctx, lease, context.Cause(ctx))
 		}
 	}

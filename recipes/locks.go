@@ -271,7 +271,7 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 		if tryOnce {
 			return last, &Error{Code: CodeTimeout, Detail: "not first in line"}
 		}
-		present, w, err := s.watches.changed(ctx, parent+"/"+b)
+		present, nw, err := s.watches.changed(ctx, parent+"/"+b)
 		if err != nil {
 			if err := s.retryable(ctx, lease, err); err != nil {
 				return last, err
@@ -283,22 +283,21 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 			continue
 		}
 		last.waited = true
-		select {
-		case <-w.fired:
-			switch {
-			case w.deleted() && s.passed.was(parent, b, last.parentID):
-				floor = bi // a hand-over: nothing before us is left up to b
-			case w.event.Type == zk.EventNotWatching:
-				// The session ended or the connection was replaced.
-				if err := lease.alive(); err != nil {
-					return last, err
-				}
-				listed = false
-			default:
-				listed = false
-			}
-		case <-ctx.Done():
+		ev, err := s.watches.wait(ctx, nw)
+		if err != nil {
 			return last, waitErr(ctx, lease, context.Cause(ctx))
+		}
+		switch {
+		case ev.Type == zk.EventNodeDeleted && s.passed.was(parent, b, last.parentID):
+			floor = bi // a hand-over: nothing before us is left up to b
+		case ev.Type == zk.EventNotWatching:
+			// The session ended or the connection was replaced.
+			if err := lease.alive(); err != nil {
+				return last, err
+			}
+			listed = false
+		default:
+			listed = false
 		}
 	}
 }

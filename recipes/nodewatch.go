@@ -26,38 +26,44 @@ type nodeWatchKey struct {
 	exists bool // a watch for the node to appear, not to change or go
 }
 
-// nodeWatch is one armed watch, shared.
+// nodeWatch is one armed watch, shared. go-zookeeper delivers its one event
+// to one receiver: every waiter selects on events, and the one that gets it
+// closes fired for the others. No goroutine waits for it while a waiter
+// does (in a long line every waiter watches a node of its own); one that
+// nobody waits for any more is drained by a goroutine of its own, so that
+// the table only holds watches that are armed.
 type nodeWatch struct {
+	key     nodeWatchKey
 	ready   chan struct{} // closed once armed (or found needless)
 	present bool          // whether the node existed when armed
 	err     error
-	fired   chan struct{} // closed when the watch fires
-	event   zk.Event      // the event that fired it; read after fired is closed
-}
+	events  <-chan zk.Event // the armed watch's one event; nil when none is armed
+	fired   chan struct{}   // closed once its event has been received
+	event   zk.Event        // that event; read after fired is closed
 
-// deleted reports, once fired is closed, whether the node was deleted.
-func (nw *nodeWatch) deleted() bool { return nw.event.Type == zk.EventNodeDeleted }
+	// guarded by nodeWatches.mu
+	refs     int  // callers between get and wait (or release)
+	done     bool // fired is closed
+	draining bool // a goroutine waits for the event: no caller does
+}
 
 func newNodeWatches(sess *Session) *nodeWatches {
 	return &nodeWatches{sess: sess, armed: map[nodeWatchKey]*nodeWatch{}}
 }
 
 // changed returns whether the node p exists and, when it does, the shared
-// watch whose fired channel closes at its next change (deleted, data set)
-// or when the connection is replaced. A missing node arms nothing: a
-// sequential name never comes back.
+// watch of its next change (deleted, data set) or of the connection being
+// replaced: the caller must then call wait (or release) once. A missing
+// node arms nothing: a sequential name never comes back.
 func (w *nodeWatches) changed(ctx context.Context, p string) (bool, *nodeWatch, error) {
 	return w.get(ctx, nodeWatchKey{path: p})
 }
 
-// appears returns whether p exists and, when it does not, a channel closed
-// once it is created (or the connection is replaced).
-func (w *nodeWatches) appears(ctx context.Context, p string) (bool, <-chan struct{}, error) {
-	present, nw, err := w.get(ctx, nodeWatchKey{path: p, exists: true})
-	if nw == nil {
-		return present, nil, err
-	}
-	return present, nw.fired, err
+// appears returns whether p exists and, when it does not, the shared watch
+// of its creation (or of the connection being replaced): the caller must
+// then call wait (or release) once.
+func (w *nodeWatches) appears(ctx context.Context, p string) (bool, *nodeWatch, error) {
+	return w.get(ctx, nodeWatchKey{path: p, exists: true})
 }
 
 // Armed is the number of watches armed now, for metrics and leak tests.
@@ -71,68 +77,120 @@ func (w *nodeWatches) get(ctx context.Context, k nodeWatchKey) (bool, *nodeWatch
 	w.mu.Lock()
 	nw, ok := w.armed[k]
 	if !ok {
-		nw = &nodeWatch{ready: make(chan struct{}), fired: make(chan struct{})}
+		nw = &nodeWatch{key: k, ready: make(chan struct{}), fired: make(chan struct{})}
 		w.armed[k] = nw
-		w.mu.Unlock()
 		// Armed on a goroutine of its own: ZooKeeper calls take no
 		// context, and the caller's wait must end when its ctx does, even
 		// on a stalled connection.
-		go w.arm(k, nw)
-	} else {
-		w.mu.Unlock()
+		go w.arm(nw)
 	}
+	nw.refs++
+	w.mu.Unlock()
 	select {
 	case <-nw.ready:
 	case <-ctx.Done():
+		w.release(nw)
 		return false, nil, context.Cause(ctx)
 	}
-	if nw.err != nil {
+	switch {
+	case nw.err != nil:
+		w.release(nw)
 		return false, nil, nw.err
-	}
-	if nw.present == k.exists {
+	case nw.present == k.exists:
+		w.release(nw)
 		return nw.present, nil, nil // nothing to wait for
 	}
 	return nw.present, nw, nil
+}
+
+// wait waits for nw's event, or for ctx to end, and lets go of nw.
+func (w *nodeWatches) wait(ctx context.Context, nw *nodeWatch) (zk.Event, error) {
+	defer w.release(nw)
+	select {
+	case ev, ok := <-nw.events:
+		if ok {
+			w.fire(nw, ev)
+			return ev, nil
+		}
+		// Closed after another receiver took the event: it fires.
+		select {
+		case <-nw.fired:
+		case <-ctx.Done():
+			return zk.Event{}, context.Cause(ctx)
+		}
+	case <-nw.fired:
+	case <-ctx.Done():
+		return zk.Event{}, context.Cause(ctx)
+	}
+	return nw.event, nil
+}
+
+// release lets go of nw without waiting. The last caller to let go of a
+// watch that has not fired leaves it to a goroutine that waits for its
+// event and takes it out of the table.
+func (w *nodeWatches) release(nw *nodeWatch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	nw.refs--
+	if nw.refs == 0 && !nw.done && !nw.draining && nw.events != nil {
+		nw.draining = true
+		go w.drain(nw)
+	}
+}
+
+// drain waits for the event of a watch nobody waits for any more. A caller
+// that comes to it meanwhile may take the event first: then fired closes.
+func (w *nodeWatches) drain(nw *nodeWatch) {
+	select {
+	case ev, ok := <-nw.events:
+		if ok {
+			w.fire(nw, ev)
+		}
+	case <-nw.fired:
+	}
+}
+
+// fire records nw's event, wakes its waiters and takes it out of the table.
+func (w *nodeWatches) fire(nw *nodeWatch, ev zk.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if nw.done {
+		return
+	}
+	nw.event, nw.done = ev, true
+	close(nw.fired)
+	if w.armed[nw.key] == nw {
+		delete(w.armed, nw.key)
+	}
 }
 
 // arm sets the ZooKeeper watch of nw. A change watch is set with GetW, which
 // (unlike ExistsW) sets none on a missing node. An appear watch is set with
 // ExistsW; on a node that is there already that arms a watch of its next
 // change, which stays shared here until it fires.
-func (w *nodeWatches) arm(k nodeWatchKey, nw *nodeWatch) {
-	defer close(nw.ready)
+func (w *nodeWatches) arm(nw *nodeWatch) {
 	conn := w.sess.Conn()
 	var events <-chan zk.Event
 	var err error
-	if k.exists {
-		nw.present, _, events, err = conn.ExistsW(k.path)
+	if nw.key.exists {
+		nw.present, _, events, err = conn.ExistsW(nw.key.path)
 	} else {
-		_, _, events, err = conn.GetW(k.path)
+		_, _, events, err = conn.GetW(nw.key.path)
 		nw.present = err == nil
 		if errors.Is(err, zk.ErrNoNode) {
 			err = nil
 		}
 	}
 	nw.err = err
-	if err != nil || events == nil {
-		w.forget(k, nw) // nothing armed
-		return
-	}
-	go w.await(k, nw, events)
-}
-
-// await waits for the one event of nw's watch. go-zookeeper delivers one to
-// every watch, at the latest when its connection is closed.
-func (w *nodeWatches) await(k nodeWatchKey, nw *nodeWatch, events <-chan zk.Event) {
-	nw.event = <-events
-	w.forget(k, nw)
-	close(nw.fired)
-}
-
-func (w *nodeWatches) forget(k nodeWatchKey, nw *nodeWatch) {
 	w.mu.Lock()
-	if w.armed[k] == nw {
-		delete(w.armed, k)
+	if err != nil || events == nil {
+		// Nothing armed: the next caller arms anew.
+		if w.armed[nw.key] == nw {
+			delete(w.armed, nw.key)
+		}
+	} else {
+		nw.events = events
 	}
 	w.mu.Unlock()
+	close(nw.ready)
 }
