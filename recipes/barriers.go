@@ -122,7 +122,7 @@ func (b *Barriers) State(ctx context.Context, name string, index int64, wait tim
 
 // List returns the barriers that are up.
 func (b *Barriers) List(ctx context.Context) ([]BarrierState, error) {
-	names, err := b.svc.children(ctx, b.svc.sess.Root()+"/barriers")
+	_, names, err := b.svc.listNames(ctx, b.svc.sess.Root()+"/barriers")
 	if err != nil {
 		return nil, err
 	}

@@ -450,10 +450,11 @@ func fetchChildren(ctx context.Context, conn *zk.Conn, snap *Snapshot, children 
 // data is unchanged), so that a fresh read of a long line is one listing,
 // not one read per seqNode.
 func (c *watchCache) direct(ctx context.Context, p string, opts entryOpts) (*Snapshot, error) {
-	conn := c.sess.Conn()
-	if err := syncRead(conn, p); err != nil {
+	ctx, err := c.sess.fresh(ctx)
+	if err != nil {
 		return nil, err
 	}
+	conn := c.sess.Conn()
 	children, stat, err := conn.Children(p)
 	if errors.Is(err, zk.ErrNoNode) {
 		snap := &Snapshot{Path: p}
@@ -477,17 +478,6 @@ func (c *watchCache) direct(ctx context.Context, p string, opts entryOpts) (*Sna
 		return nil, err
 	}
 	return snap, nil
-}
-
-// syncRead brings the server this gateway reads from up to date with the
-// ensemble's leader before a plain read, so that a client reads its own
-// writes even when it wrote through another gateway (whose server may be
-// ahead of ours). A missing path syncs all the same.
-func syncRead(conn *zk.Conn, p string) error {
-	if _, err := conn.Sync(p); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return err
-	}
-	return nil
 }
 
 // Watching is the number of paths with a live cache entry.

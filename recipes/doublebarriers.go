@@ -406,7 +406,7 @@ func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
 
 // List returns every double barrier with members.
 func (d *DoubleBarriers) List(ctx context.Context) ([]DoubleBarrierState, error) {
-	names, err := d.svc.children(ctx, d.svc.sess.Root()+"/double-barriers")
+	ctx, names, err := d.svc.listNames(ctx, d.svc.sess.Root()+"/double-barriers")
 	if err != nil {
 		return nil, err
 	}

@@ -263,7 +263,7 @@ func electionStateOf(name string, snap *Snapshot) ElectionState {
 // List returns every election with its leader.
 func (e *Elections) List(ctx context.Context) ([]ElectionSummary, error) {
 	base := e.svc.sess.Root() + "/elections"
-	names, err := e.svc.children(ctx, base)
+	ctx, names, err := e.svc.listNames(ctx, base)
 	if err != nil {
 		return nil, err
 	}

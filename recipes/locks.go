@@ -583,7 +583,7 @@ func printable(b []byte) string {
 // List returns every lock whose name starts with prefix, with counts.
 func (k *Locks) List(ctx context.Context, prefix string) ([]LockSummary, error) {
 	base := k.svc.sess.Root() + "/locks"
-	names, err := k.svc.children(ctx, base)
+	ctx, names, err := k.svc.listNames(ctx, base)
 	if err != nil {
 		return nil, err
 	}
@@ -629,10 +629,10 @@ func (k *Locks) Fence(ctx context.Context, name string, token int64) (bool, erro
 		return false, unavailable()
 	}
 	parent := k.parent(name)
-	conn := sess.Conn()
-	if _, err := conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if _, err := sess.fresh(ctx); err != nil {
 		return false, k.svc.readErr(err)
 	}
+	conn := sess.Conn()
 	kids, err := k.svc.children(ctx, parent)
 	if err != nil {
 		return false, err

@@ -642,6 +642,9 @@ func (q *Queues) Peek(ctx context.Context, name, id string) (Taken, error) {
 	if err != nil {
 		return Taken{}, err
 	}
+	if _, err := q.svc.sess.fresh(ctx); err != nil {
+		return Taken{}, q.svc.readErr(err)
+	}
 	data, stat, err := q.svc.sess.Conn().Get(q.entries(name) + "/" + id)
 	if errors.Is(err, zk.ErrNoNode) {
 		return Taken{}, &Error{Code: CodeNotFound, Detail: fmt.Sprintf("queue %q has no item %s", name, id)}
@@ -662,6 +665,10 @@ func (q *Queues) State(ctx context.Context, name string, head int, index int64, 
 		if err := q.waitChange(ctx, name, index, wait); err != nil {
 			return QueueState{}, q.svc.readErr(err)
 		}
+	}
+	ctx, err := q.svc.sess.fresh(ctx)
+	if err != nil {
+		return QueueState{}, q.svc.readErr(err)
 	}
 	items, idx, err := q.list(name)
 	if err != nil {
@@ -710,7 +717,7 @@ func (q *Queues) waitChange(ctx context.Context, name string, index int64, wait 
 
 // List returns the queues with their lengths.
 func (q *Queues) List(ctx context.Context) ([]QueueState, error) {
-	names, err := q.svc.children(ctx, q.svc.sess.Root()+"/queues")
+	ctx, names, err := q.svc.listNames(ctx, q.svc.sess.Root()+"/queues")
 	if err != nil {
 		return nil, err
 	}

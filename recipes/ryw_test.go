@@ -10,10 +10,10 @@ import (
 	"github.com/zkgate/zkgate/zkserver"
 )
 
-// Plain reads used to be answered by whichever server a gateway talks to,
-// which may lag the ensemble's leader: a client that acquired through one
-// gateway and read through another might not see its own lock. A plain read
-// now syncs first. Here the second gateway's server is frozen while the
+// Plain reads (of a lock, of a queue) used to be answered by whichever
+// server a gateway talks to, which may lag the ensemble's leader: a client
+// that acquired or produced through one gateway and read through another
+// might not see its own write. A plain read now syncs first. Here the second gateway's server is frozen while the
 // write commits (the other two make the quorum), and read right after it
 // thaws, when its backlog is still on its way.
 func TestPlainReadsSeeWritesMadeThroughAnotherServer(t *testing.T) {
@@ -43,18 +43,33 @@ func TestPlainReadsSeeWritesMadeThroughAnotherServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := a.Locks.Acquire(ctx, lease, name, ModeExclusive, 0)
+		if err == nil {
+			_, err = a.Queues.Produce(ctx, "ryw", []byte(name), DefaultPriority)
+		}
 		if kerr := syscall.Kill(pid, syscall.SIGCONT); kerr != nil {
 			t.Fatal(kerr)
 		}
 		if err != nil {
-			t.Fatalf("round %d: acquire: %v", round, err)
+			t.Fatalf("round %d: acquire and produce: %v", round, err)
 		}
-		st, err := b.Locks.State(ctx, name, 0, 0)
-		if err != nil {
-			t.Fatalf("round %d: read: %v", round, err)
-		}
-		if len(st.Holders) != 1 {
-			t.Fatalf("round %d: a read through another server right after the acquire saw %d holders", round, len(st.Holders))
+		// Each read alone: the first one's sync would catch the server up
+		// for the second. Odd rounds read the queue, even ones the lock.
+		if round%2 == 1 {
+			q, err := b.Queues.State(ctx, "ryw", 0, 0, 0)
+			if err != nil {
+				t.Fatalf("round %d: queue read: %v", round, err)
+			}
+			if q.Length != (round + 1) {
+				t.Fatalf("round %d: a queue read through another server right after a produce saw %d items, want %d", round, q.Length, (round + 1))
+			}
+		} else {
+			st, err := b.Locks.State(ctx, name, 0, 0)
+			if err != nil {
+				t.Fatalf("round %d: read: %v", round, err)
+			}
+			if len(st.Holders) != 1 {
+				t.Fatalf("round %d: a read through another server right after the acquire saw %d holders", round, len(st.Holders))
+			}
 		}
 	}
 }

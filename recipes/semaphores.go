@@ -296,6 +296,10 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 			return SemaphoreState{}, m.svc.readErr(err)
 		}
 	}
+	ctx, err := m.svc.sess.fresh(ctx) // once for both directories
+	if err != nil {
+		return SemaphoreState{}, m.svc.readErr(err)
+	}
 	slots, err := m.svc.cache.direct(ctx, base+"/leases", seqOpts)
 	if err != nil {
 		return SemaphoreState{}, m.svc.readErr(err)
@@ -355,7 +359,7 @@ type SemaphoreSummary struct {
 
 // List returns every semaphore with holders or waiters, sorted by name.
 func (m *Semaphores) List(ctx context.Context) ([]SemaphoreSummary, error) {
-	names, err := m.svc.children(ctx, m.svc.sess.Root()+"/semaphores")
+	ctx, names, err := m.svc.listNames(ctx, m.svc.sess.Root()+"/semaphores")
 	if err != nil {
 		return nil, err
 	}

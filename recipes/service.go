@@ -135,6 +135,17 @@ func (s *Service) children(ctx context.Context, p string) ([]string, error) {
 	}
 }
 
+// listNames is the first step of a list endpoint: after a sync (see fresh),
+// the names under dir, and the context its further reads go on with.
+func (s *Service) listNames(ctx context.Context, dir string) (context.Context, []string, error) {
+	ctx, err := s.sess.fresh(ctx)
+	if err != nil {
+		return ctx, nil, s.readErr(err)
+	}
+	names, err := s.children(ctx, dir)
+	return ctx, names, err
+}
+
 // forEach is the package's forEach, with the error a client should see.
 func (s *Service) forEach(ctx context.Context, n int, fn func(i int) error) error {
 	err := forEach(ctx, n, fn)

@@ -398,6 +398,24 @@ func (s *Session) WaitLive(ctx context.Context) error {
 	}
 }
 
+// syncedKey marks a request's context once fresh has synced for it.
+type syncedKey struct{}
+
+// fresh brings the server this gateway reads from up to date with the
+// ensemble's leader, once per request, before its plain reads: a client
+// then reads its own writes even when it wrote through another gateway
+// (whose server may be ahead of ours). The returned context says it is
+// done, so that the request's further reads do not sync again.
+func (s *Session) fresh(ctx context.Context) (context.Context, error) {
+	if ctx.Value(syncedKey{}) != nil {
+		return ctx, nil
+	}
+	if _, err := s.Conn().Sync(s.cfg.Root); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return ctx, err
+	}
+	return context.WithValue(ctx, syncedKey{}, true), nil
+}
+
 // waitEpoch waits until the session is live in epoch. It answers
 // errSessionLost as soon as that epoch is over (a lost session, a new one),
 // and errClosed once the session is closed.
