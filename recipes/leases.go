@@ -11,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/go-zookeeper/zk"
 )
 
 // Why a lease ended, as told to clients in lease_expired problems.
@@ -204,20 +202,6 @@ func (ls *Leases) Create(ctx context.Context, ttl time.Duration, holder, owner s
 	ls.mu.Unlock()
 	ls.created.Add(1)
 	return l, nil
-}
-
-// createEphemeral creates a plain ephemeral node of the session of epoch,
-// recovering from an ambiguous reply by checking whether it is there and
-// ours.
-func (ls *Leases) createEphemeral(ctx context.Context, path string, data []byte, epoch uint64) error {
-	_, err := ls.sess.createOwned(ctx, path, data, zk.FlagEphemeral, epoch, "", false)
-	switch {
-	case errors.Is(err, zk.ErrNodeExists):
-		return internal(err, "lease id collision")
-	case errors.Is(err, errNoParent):
-		return internal(err, "create "+path)
-	}
-	return err
 }
 
 func (ls *Leases) sessionID() int64 {

@@ -165,6 +165,17 @@ type GatewayInfo struct {
 	DrainingUntil *time.Time `json:"draining_until,omitempty"`
 }
 
+// record is the data of the gateway's registration: the id is its name.
+func (g GatewayInfo) record() []byte {
+	b, _ := json.Marshal(struct {
+		Advertise     string     `json:"advertise"`
+		Version       string     `json:"version"`
+		StartedAt     time.Time  `json:"started_at"`
+		DrainingUntil *time.Time `json:"draining_until,omitempty"`
+	}{g.Advertise, g.Version, g.StartedAt, g.DrainingUntil})
+	return b
+}
+
 // Gateways lists the gateways registered now, this one included.
 func (s *Service) Gateways(ctx context.Context) ([]GatewayInfo, error) {
 	dir := s.sess.Root() + "/gateways"
@@ -192,10 +203,10 @@ func (s *Service) Draining(until time.Time) {
 	if info == nil {
 		return
 	}
+	draining := *info
 	until = until.UTC()
-	data, _ := json.Marshal(map[string]any{"advertise": info.Advertise, "version": info.Version,
-		"started_at": info.StartedAt, "draining_until": until})
-	if _, err := s.sess.Conn().Set(s.sess.Root()+"/gateways/"+s.gatewayID, data, -1); err != nil {
+	draining.DrainingUntil = &until
+	if _, err := s.sess.Conn().Set(s.sess.Root()+"/gateways/"+s.gatewayID, draining.record(), -1); err != nil {
 		s.log.Warn("mark the registration draining", "err", err)
 	}
 }
@@ -207,7 +218,7 @@ func (s *Service) GatewayID() string { return s.gatewayID }
 // session, so that other gateways and the dashboard know it.
 func (s *Service) Register(info GatewayInfo) {
 	info.ID = s.gatewayID
-	data, _ := json.Marshal(map[string]any{"advertise": info.Advertise, "version": info.Version, "started_at": info.StartedAt})
+	data := info.record()
 	p := s.sess.Root() + "/gateways/" + s.gatewayID
 	s.registered.Store(&info)
 	publish := func(epoch uint64) {
@@ -218,7 +229,7 @@ func (s *Service) Register(info GatewayInfo) {
 		if _, stat, err := s.sess.Conn().Exists(p); err == nil && stat != nil && stat.EphemeralOwner != 0 && stat.EphemeralOwner != s.Leases.sessionID() {
 			_ = s.sess.Conn().Delete(p, -1)
 		}
-		if err := s.Leases.createEphemeral(ctx, p, data, epoch); err != nil && ErrorCode(err) != CodeLeaseExpired {
+		if _, err := s.sess.createOwned(ctx, p, data, zk.FlagEphemeral, epoch, "", false); err != nil && ErrorCode(err) != CodeLeaseExpired {
 			s.log.Error("register gateway", "path", p, "err", err)
 		}
 	}

@@ -424,13 +424,8 @@ func (s *Session) waitEpoch(ctx context.Context, epoch uint64) error {
 		s.mu.Lock()
 		st, cur, ch := s.state, s.epoch, s.changed
 		s.mu.Unlock()
-		switch {
-		case st == StateClosed:
-			return errClosed
-		case cur != epoch || st == StateLost:
-			return errSessionLost
-		case st == StateLive:
-			return nil
+		if err := epochVerdict(st, cur, epoch); !errors.Is(err, errUnavailable) {
+			return err
 		}
 		select {
 		case <-ch:
@@ -460,6 +455,13 @@ func (s *Session) check(epoch uint64) error {
 			st = StateSuspended // still no answer: nothing can be vouched for
 		}
 	}
+	return epochVerdict(st, cur, epoch)
+}
+
+// epochVerdict says what a session in state st and epoch cur means for a
+// grant of epoch: nil (live), errSessionLost, errClosed, or unavailable
+// (connecting or suspended: it may come back).
+func epochVerdict(st State, cur, epoch uint64) error {
 	switch {
 	case cur != epoch || st == StateLost:
 		return errSessionLost
