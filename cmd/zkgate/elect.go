@@ -34,15 +34,9 @@ func electCommand(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("give one election name, then -- and the command (usage: %s)", electUsage)
-	}
-	name := pos[0]
-	if err := validName("election", name); err != nil {
+	name, err := nameAndCommand("election", electUsage, pos, argv)
+	if err != nil {
 		return err
-	}
-	if len(argv) == 0 {
-		return usageErr("give the command to run after -- (usage: %s)", electUsage)
 	}
 	if err := checkRunFlags(*wait, *grace, *ttl); err != nil {
 		return err

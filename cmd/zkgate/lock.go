@@ -32,15 +32,9 @@ func lockCommand(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("give one lock name, then -- and the command (usage: %s)", lockUsage)
-	}
-	name := pos[0]
-	if err := validName("lock", name); err != nil {
+	name, err := nameAndCommand("lock", lockUsage, pos, argv)
+	if err != nil {
 		return err
-	}
-	if len(argv) == 0 {
-		return usageErr("give the command to run after -- (usage: %s)", lockUsage)
 	}
 	modeSet := false
 	fs.Visit(func(f *flag.Flag) { modeSet = modeSet || f.Name == "mode" })
@@ -139,6 +133,21 @@ func holderList(hs []client.Holder) string {
 		s += strconv.Quote(h.Holder)
 	}
 	return s
+}
+
+// nameAndCommand checks the arguments of lock and elect: one name of kind,
+// then -- and the command to run.
+func nameAndCommand(kind, usage string, pos, argv []string) (string, error) {
+	if len(pos) != 1 {
+		return "", usageErr("give one %s name, then -- and the command (usage: %s)", kind, usage)
+	}
+	if err := validName(kind, pos[0]); err != nil {
+		return "", err
+	}
+	if len(argv) == 0 {
+		return "", usageErr("give the command to run after -- (usage: %s)", usage)
+	}
+	return pos[0], nil
 }
 
 // checkRunFlags checks the durations that lock and elect share.
