@@ -120,13 +120,13 @@ func (d *DoubleBarriers) enter(ctx context.Context, m *membership, wait time.Dur
 	if err != nil {
 		return DoubleBarrierState{}, false, err
 	}
-	_, _, err = m.ensureNode(memberRole, func() (string, error) {
+	_, _, err = m.ensureNode(memberRole, func() (string, *zk.Stat, error) {
 		data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: svc.gatewayID, Member: m.member, Count: count}.bytes()
 		p, err := svc.sess.createOwned(ctx, m.path, data, zk.FlagEphemeral, lease.epoch, lease.ID, true)
 		if errors.Is(err, zk.ErrNodeExists) {
-			return "", &Error{Code: CodeInvalid, Detail: fmt.Sprintf("member %q of barrier %q belongs to another lease", m.member, name)}
+			return "", nil, &Error{Code: CodeInvalid, Detail: fmt.Sprintf("member %q of barrier %q belongs to another lease", m.member, name)}
 		}
-		return p, err
+		return p, nil, err
 	})
 	if errors.Is(err, errHoldGone) {
 		return DoubleBarrierState{}, false, m.goneErr("the membership of barrier")

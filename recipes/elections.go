@@ -96,7 +96,7 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()
 
-	node, _, err := c.ensureNode(latchRole, func() (string, error) {
+	node, czxid, err := c.ensureNode(latchRole, func() (string, *zk.Stat, error) {
 		return svc.sess.createProtected(ctx, e.parent(name), lease.ID, "latch-", c.dataLocked(), lease.epoch)
 	})
 	if errors.Is(err, errHoldGone) {
@@ -112,7 +112,7 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 	svc.metrics.Waiting("election", -1)
 	switch {
 	case err == nil:
-		stat, serr := svc.ownNode(ctx, lease, node, nil)
+		token, serr := svc.tokenOf(ctx, lease, &c.hold, node, czxid, t)
 		if serr != nil {
 			return Campaign{}, false, serr
 		}
@@ -120,7 +120,7 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 		if !c.granted {
 			svc.metrics.Granted("election", time.Since(start))
 		}
-		c.markGrantedLocked(stat.Czxid)
+		c.markGrantedLocked(token)
 		out := Campaign{Name: name, Elected: true, Lease: lease.ID, Node: node, Token: c.token, Value: c.value, Since: c.grantedAt}
 		c.mu.Unlock()
 		return out, true, nil
@@ -223,7 +223,7 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 		}
 		return Campaign{}, e.svc.readErr(err)
 	}
-	stat, err := e.svc.ownNode(ctx, lease, node, nil)
+	stat, err := e.svc.ownNode(ctx, lease, node)
 	if err != nil {
 		return Campaign{}, err
 	}

@@ -60,7 +60,7 @@ func (ls *Leases) createRecord(ctx context.Context, id string, record []byte, hi
 		)
 		switch {
 		case err == nil:
-			_, err := ls.sess.ownedBy(rec, epoch)
+			_, _, err := ls.sess.ownedBy(rec, nil, epoch)
 			return err
 		case errors.Is(err, zk.ErrNoNode):
 			// The history's shard is made on first use.

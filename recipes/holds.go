@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // hold is the one lifecycle of everything a lease holds or waits for: a lock
@@ -41,8 +43,13 @@ type hold struct {
 	dropUntold bool
 }
 
-// heldNode is one znode of a hold, by the role it plays in the recipe.
-type heldNode struct{ role, path string }
+// heldNode is one znode of a hold, by the role it plays in the recipe, with
+// its czxid once a stat of the node, checked to be the session's own, was
+// read (0 until then).
+type heldNode struct {
+	role, path string
+	czxid      int64
+}
 
 // holding is what a lease keeps: a recipe's hold.
 type holding interface {
@@ -204,11 +211,11 @@ func (h *hold) nodeLocked(role string) string {
 func (h *hold) setNodeLocked(role, path string) {
 	for i, n := range h.nodes {
 		if n.role == role {
-			h.nodes[i].path = path
+			h.nodes[i] = heldNode{role: role, path: path}
 			return
 		}
 	}
-	h.nodes = append(h.nodes, heldNode{role, path})
+	h.nodes = append(h.nodes, heldNode{role: role, path: path})
 }
 
 // forgetNodeLocked forgets the node of h in role if it is path (it is gone
@@ -237,23 +244,39 @@ func (h *hold) forgetNode(role, path string) {
 }
 
 // ensureNode returns h's node in role, making it with create (under h.mu,
-// so that concurrent calls of the lease make one) if h has none; created
-// says this call made it. A gone hold answers errHoldGone.
-func (h *hold) ensureNode(role string, create func() (string, error)) (p string, created bool, err error) {
+// so that concurrent calls of the lease make one) if h has none, and the
+// node's czxid when known (see heldNode). create returns the stat that came
+// with the create, or nil. A gone hold answers errHoldGone.
+func (h *hold) ensureNode(role string, create func() (string, *zk.Stat, error)) (p string, czxid int64, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.gone {
-		return "", false, errHoldGone
+		return "", 0, errHoldGone
 	}
-	if p := h.nodeLocked(role); p != "" {
-		return p, false, nil
+	for _, n := range h.nodes {
+		if n.role == role {
+			return n.path, n.czxid, nil
+		}
 	}
-	p, err = create()
+	p, st, err := create()
 	if err != nil {
-		return "", false, err
+		return "", 0, err
 	}
-	h.nodes = append(h.nodes, heldNode{role, p})
-	return p, true, nil
+	if st != nil {
+		czxid = st.Czxid
+	}
+	h.nodes = append(h.nodes, heldNode{role: role, path: p, czxid: czxid})
+	return p, czxid, nil
+}
+
+// noteCzxidLocked records the czxid of h's node path, read from a stat that
+// was checked to be the session's own.
+func (h *hold) noteCzxidLocked(path string, czxid int64) {
+	for i, n := range h.nodes {
+		if n.path == path {
+			h.nodes[i].czxid = czxid
+		}
+	}
 }
 
 // markGrantedLocked marks h granted with token, unless it is already.

@@ -143,12 +143,12 @@ func TestAHoldStaysAttachedWhileACallerUsesIt(t *testing.T) {
 	if first != second {
 		t.Fatal("two calls of one lease got two holds")
 	}
-	_, _, err = first.ensureNode(latchRole, func() (string, error) { return "", errors.New("create failed") })
+	_, _, err = first.ensureNode(latchRole, func() (string, *zk.Stat, error) { return "", nil, errors.New("create failed") })
 	if err == nil {
 		t.Fatal("the failing create succeeded")
 	}
 	first.leave(false) // the failed call goes; the other still waits
-	node, _, err := second.ensureNode(latchRole, func() (string, error) {
+	node, _, err := second.ensureNode(latchRole, func() (string, *zk.Stat, error) {
 		return svc.sess.createProtected(ctx, svc.root+"/elections/e", lease.ID, "latch-", second.dataLocked(), lease.epoch)
 	})
 	if err != nil {
@@ -467,11 +467,28 @@ func TestANodeOfAnEndedEpochIsNotReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As if the create had been made for a lease of the epoch before.
-	if _, err := svc.sess.ownedBy(p, epoch-1); !errors.Is(err, errSessionLost) {
+	if _, _, err := svc.sess.ownedBy(p, nil, epoch-1); !errors.Is(err, errSessionLost) {
 		t.Fatalf("a node of an ended epoch answered %v, want the session lost", err)
 	}
 	if ok, _, _ := raw.Exists(p); ok {
 		t.Fatal("the stray node is still there")
+	}
+	// A create's stat that names another session as the owner (the create
+	// went out on a session the gateway has not heard of yet) is not ours
+	// either, though the epoch is current.
+	other := svc.root + "/leases/other"
+	if _, err := raw.Create(other, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := raw.Exists(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.sess.ownedBy(other, st, epoch); !errors.Is(err, errSessionLost) {
+		t.Fatalf("a node of another session answered %v, want the session lost", err)
+	}
+	if ok, _, _ := raw.Exists(other); !ok {
+		t.Fatal("another session's node was deleted")
 	}
 	if _, err := svc.sess.createOwned(ctx, svc.root+"/leases/old", nil, zk.FlagEphemeral, epoch-1, "", false); !errors.Is(err, errSessionLost) {
 		t.Fatalf("a create for an ended epoch answered %v", err)
@@ -538,7 +555,7 @@ func TestAWaitCancelledWhileArmingItsWatchIsNoInternalError(t *testing.T) {
 	}
 	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
 	parent := svc.root + "/locks/busy"
-	node, err := svc.sess.createProtected(ctx, parent, waiter.ID, "lock-", nil, waiter.epoch)
+	node, _, err := svc.sess.createProtected(ctx, parent, waiter.ID, "lock-", nil, waiter.epoch)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,7 +173,7 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			return g, nil
 		}
 		h.mu.Unlock()
-		node, created, err := h.ensureNode(lockRole, func() (string, error) {
+		node, czxid, err := h.ensureNode(lockRole, func() (string, *zk.Stat, error) {
 			data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: k.svc.gatewayID}.bytes()
 			return sess.createProtected(ctx, h.parent, lease.ID, nodeMarker[h.mode], data, lease.epoch)
 		})
@@ -182,10 +182,6 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 		}
 		if err != nil {
 			return LockGrant{}, waitErr(ctx, lease, err)
-		}
-		var pre <-chan statResult
-		if created {
-			pre = k.svc.statAsync(node)
 		}
 		t, again, err := h.waitInLine(ctx, lockRole, h.parent, node, lockMarkers, lockBlocks, wait <= 0)
 		h.mu.Lock()
@@ -200,10 +196,7 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			}
 			return LockGrant{}, err
 		}
-		if t.waited {
-			pre = nil // read before the wait: the node may be gone since
-		}
-		st, err := k.svc.ownNode(ctx, lease, node, pre)
+		token, err := k.svc.tokenOf(ctx, lease, &h.hold, node, czxid, t)
 		if errors.Is(err, errNodeGone) {
 			continue // the next turn finds out why
 		}
@@ -215,7 +208,7 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			h.mu.Unlock()
 			continue
 		}
-		h.markGrantedLocked(st.Czxid)
+		h.markGrantedLocked(token)
 		g := h.grantLocked()
 		h.mu.Unlock()
 		return g, nil
@@ -230,7 +223,10 @@ type turn struct {
 	contenders []seqNode
 	index      int
 	waited     bool
-	parentID   int64 // the parent's czxid: which incarnation of a container parent
+	// seen: the caller's node was in a listing made after its last wait,
+	// so it was still there when nothing blocked it any more.
+	seen     bool
+	parentID int64 // the parent's czxid: which incarnation of a container parent
 }
 
 // waitTurn waits until no earlier seqNode of parent that blocks node (as
@@ -263,6 +259,7 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 		}
 		b, bi := last.blocker(floor, blocks)
 		if b == "" {
+			last.seen = floor < 0
 			if !last.contenders[last.index].Reader {
 				s.passed.note(parent, last.contenders[last.index].Name, last.parentID)
 			}
@@ -368,40 +365,34 @@ func (p *passedWriters) was(parent, name string, parentID int64) bool {
 	return ok && parentID != 0 && n == passedNode{name, parentID}
 }
 
-type statResult struct {
-	ok   bool
-	stat *zk.Stat
-	err  error
-}
-
-// statAsync reads node's stat in the background; go-zookeeper pipelines it
-// with the listing that follows on the same connection, so the token of a
-// fresh node costs no round trip of its own on the uncontended path.
-// (ZooKeeper does not say, in the listing, whether its pzxid is ours: the
-// sequence counter is not the parent's cversion.)
-func (s *Service) statAsync(node string) <-chan statResult {
-	ch := make(chan statResult, 1)
-	conn := s.sess.Conn()
-	go func() {
-		ok, st, err := conn.Exists(node)
-		ch <- statResult{ok, st, err}
-	}()
-	return ch
+// tokenOf returns the token of a grant of node, h's node, which nothing
+// blocks any more (t is what the wait last saw of the line): the node's
+// czxid. A node seen in a listing made after the wait, whose czxid came with
+// its create, needs no read: the listing shows that it is still there, and
+// its create's stat that it is the session's own. Any other is read (see
+// ownNode), and its czxid noted.
+func (s *Service) tokenOf(ctx context.Context, lease *Lease, h *hold, node string, czxid int64, t turn) (int64, error) {
+	if czxid != 0 && t.seen {
+		if err := s.sess.check(lease.epoch); err != nil {
+			return 0, err
+		}
+		return czxid, nil
+	}
+	st, err := s.ownNode(ctx, lease, node)
+	if err != nil {
+		return 0, err
+	}
+	h.mu.Lock()
+	h.noteCzxidLocked(node, st.Czxid)
+	h.mu.Unlock()
+	return st.Czxid, nil
 }
 
 // ownNode returns the stat of node once the session is live and the node is
-// the current session's own. pre, if not nil, is a stat read already.
-func (s *Service) ownNode(ctx context.Context, lease *Lease, node string, pre <-chan statResult) (*zk.Stat, error) {
+// the current session's own.
+func (s *Service) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Stat, error) {
 	for {
-		var ok bool
-		var stat *zk.Stat
-		var err error
-		if pre != nil {
-			r := <-pre
-			ok, stat, err, pre = r.ok, r.stat, r.err, nil
-		} else {
-			ok, stat, err = s.sess.Conn().Exists(node)
-		}
+		ok, stat, err := s.sess.Conn().Exists(node)
 		if err != nil {
 			if err := s.retryable(ctx, lease, err); err != nil {
 				return nil, err

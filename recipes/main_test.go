@@ -3,6 +3,7 @@ package recipes
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -223,6 +224,63 @@ type proxy struct {
 	held   []byte // what came in while paused
 	conns  []net.Conn
 	wg     sync.WaitGroup
+	sent   []zkRequest // the requests clients sent through it, in order
+}
+
+// zkRequest is a request a client sent through a proxy: its opcode and, for
+// the requests that begin with one, its path.
+type zkRequest struct {
+	op   int32
+	path string
+}
+
+// requestParser splits what a client sends into ZooKeeper packets: a
+// 4-byte length, then (after the connect request) xid, opcode and body.
+type requestParser struct {
+	buf       []byte
+	connected bool
+}
+
+func (r *requestParser) feed(b []byte) []zkRequest {
+	r.buf = append(r.buf, b...)
+	var out []zkRequest
+	for len(r.buf) >= 4 {
+		n := int(binary.BigEndian.Uint32(r.buf))
+		if len(r.buf) < 4+n {
+			break
+		}
+		pkt := r.buf[4 : 4+n]
+		r.buf = r.buf[4+n:]
+		if !r.connected {
+			r.connected = true // the connect request has no header
+			continue
+		}
+		if len(pkt) < 8 {
+			continue
+		}
+		req := zkRequest{op: int32(binary.BigEndian.Uint32(pkt[4:8]))}
+		if len(pkt) >= 12 {
+			if l := int(int32(binary.BigEndian.Uint32(pkt[8:12]))); l > 0 && 12+l <= len(pkt) {
+				req.path = string(pkt[12 : 12+l])
+			}
+		}
+		out = append(out, req)
+	}
+	return out
+}
+
+// Sent returns the opcodes of the requests sent so far whose path is under
+// (or is) prefix, in order.
+func (p *proxy) Sent(prefix string) []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ops []int32
+	for _, r := range p.sent {
+		if r.path == prefix || strings.HasPrefix(r.path, prefix+"/") {
+			ops = append(ops, r.op)
+		}
+	}
+	return ops
 }
 
 func newProxy(t testing.TB, target string) *proxy {
@@ -257,12 +315,14 @@ func (p *proxy) serve() {
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(c, s)
-		go p.pipe(s, c)
+		go p.pipe(c, s, nil)
+		go p.pipe(s, c, &requestParser{})
 	}
 }
 
-func (p *proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst; with requests, it notes the requests of what
+// goes through (src is a client).
+func (p *proxy) pipe(dst, src net.Conn, requests *requestParser) {
 	defer p.wg.Done()
 	defer dst.Close()
 	defer src.Close()
@@ -274,6 +334,9 @@ func (p *proxy) pipe(dst, src net.Conn) {
 			gate := p.resume
 			if p.paused {
 				p.held = append(p.held, buf[:n]...)
+			}
+			if requests != nil {
+				p.sent = append(p.sent, requests.feed(buf[:n])...)
 			}
 			p.mu.Unlock()
 			<-gate

@@ -118,8 +118,8 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 	defer stop()
 	base := m.base(h.name)
 	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: svc.gatewayID, Limit: h.limit}.bytes()
-	create := func(dir, marker string) func() (string, error) {
-		return func() (string, error) {
+	create := func(dir, marker string) func() (string, *zk.Stat, error) {
+		return func() (string, *zk.Stat, error) {
 			return svc.sess.createProtected(ctx, dir, lease.ID, marker, data, lease.epoch)
 		}
 	}
@@ -214,7 +214,7 @@ func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, dir, slot strin
 		switch {
 		case mine && len(snap.Children) <= limit:
 			release()
-			return svc.ownNode(ctx, lease, slot, nil)
+			return svc.ownNode(ctx, lease, slot)
 		case !mine:
 			// Not in the cache yet (made after its last load), or gone.
 			ok, _, err := svc.sess.Conn().Exists(slot)

@@ -86,15 +86,17 @@ func (s *Session) ensureContainers(ctx context.Context, p string, epoch uint64) 
 }
 
 // createProtected creates the EPHEMERAL_SEQUENTIAL node
-// parent/_c_<lease>-<marker><seq> for a lease of epoch and returns its path.
-// The lease-derived prefix makes it safe to retry: after an ambiguous error
-// the children are searched for the prefix before anything is created again.
-func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker string, data []byte, epoch uint64) (string, error) {
+// parent/_c_<lease>-<marker><seq> for a lease of epoch and returns its path,
+// and its stat when it came with the create (nil when the node was found
+// again after an ambiguous error). The lease-derived prefix makes it safe to
+// retry: after an ambiguous error the children are searched for the prefix
+// before anything is created again.
+func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker string, data []byte, epoch uint64) (string, *zk.Stat, error) {
 	prefix := "_c_" + leaseID + "-" + marker
 	recovering := false
 	for {
 		if err := s.check(epoch); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		conn := s.Conn()
 		if recovering {
@@ -102,53 +104,65 @@ func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker s
 			if err == nil {
 				for _, c := range children {
 					if strings.HasPrefix(c, prefix) {
-						return s.ownedBy(parent+"/"+c, epoch)
+						return s.ownedBy(parent+"/"+c, nil, epoch)
 					}
 				}
 				recovering = false
 			} else if !errors.Is(err, zk.ErrNoNode) {
 				if ambiguous(err) {
 					if werr := s.waitEpoch(ctx, epoch); werr != nil {
-						return "", werr
+						return "", nil, werr
 					}
 					continue
 				}
-				return "", internal(err, "list "+parent)
+				return "", nil, internal(err, "list "+parent)
 			}
 		}
-		p, err := conn.Create(parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl())
+		p, stat, err := createNode(conn, parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl())
 		switch {
 		case err == nil:
-			return s.ownedBy(p, epoch)
+			return s.ownedBy(p, stat, epoch)
 		case errors.Is(err, zk.ErrNoNode):
 			if err := s.ensureContainers(ctx, parent, epoch); err != nil {
-				return "", err
+				return "", nil, err
 			}
 		case ambiguous(err):
 			recovering = true
 			if werr := s.waitEpoch(ctx, epoch); werr != nil {
-				return "", werr
+				return "", nil, werr
 			}
 		default:
-			return "", internal(err, fmt.Sprintf("create under %s", parent))
+			return "", nil, internal(err, fmt.Sprintf("create under %s", parent))
 		}
 	}
 }
 
-// ownedBy returns p, a node just made for a lease of epoch, if that epoch is
-// still the session's. go-zookeeper sends a request that was queued when a
-// session ended on its next connection, which may be a new session: then
-// the node is that session's, and no lease knows of it. It is removed, and
-// the lease is told that its session is gone.
-func (s *Session) ownedBy(p string, epoch uint64) (string, error) {
+// createNode creates p and returns its stat with it: ZooKeeper's create2,
+// one round trip, where a create and then an exists would be two.
+func createNode(conn *zk.Conn, p string, data []byte, flags int32, acl []zk.ACL) (string, *zk.Stat, error) {
+	return conn.CreateWithStat(p, data, flags, acl)
+}
+
+// ownedBy returns p, a node just made for a lease of epoch, and its stat, if
+// that epoch is still the session's and (with a stat) the node its own.
+// go-zookeeper sends a request that was queued when a session ended on its
+// next connection, which may be a new session: then the node is that
+// session's, and no lease knows of it. It is removed, and the lease is told
+// that its session is gone.
+func (s *Session) ownedBy(p string, stat *zk.Stat, epoch uint64) (string, *zk.Stat, error) {
 	err := s.check(epoch)
+	if err == nil && stat != nil {
+		if _, cur, sid := s.Status(); cur == epoch && stat.EphemeralOwner != sid {
+			err = errSessionLost // made on a session that epoch is not
+		}
+	}
 	if err == nil || errors.Is(err, errUnavailable) {
-		return p, nil
+		return p, stat, nil
 	}
 	if errors.Is(err, errSessionLost) {
 		s.dropStray(p, "")
 	}
-	return "", err
+	return "", nil, err
 }
 
 // dropStray deletes p if the current session owns it (and, with leaseID,

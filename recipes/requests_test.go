@@ -1,0 +1,147 @@
+package recipes
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// More of ZooKeeper's opcodes (see faultfound_test.go), as the proxy sees
+// them.
+const (
+	opExists          = 3
+	opGetChildren2    = 12
+	opCreate2         = 15
+	opCreateContainer = 19
+)
+
+// An uncontended acquire sends what zk.Lock sends: the create, which brings
+// the node's stat with it (create2), and one listing; no read of the stat of
+// its own. A release is one delete.
+func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
+	px := newProxy(t, sharedServer(t).Addr())
+	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	ctx := context.Background()
+	lease, err := svc.Leases.Create(ctx, time.Minute, "solo", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := svc.Locks.parent("solo")
+	for i := range 3 {
+		before := len(px.Sent(parent))
+		g, err := svc.Locks.Acquire(ctx, lease, "solo", ModeExclusive, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := px.Sent(parent)[before:]
+		if i == 0 && len(got) > 0 && got[0] == opCreate {
+			t.Fatalf("the acquire made its node with a plain create: %v", got)
+		}
+		// The first acquire also makes the parent: a create2 that fails,
+		// the container's create, and the create2 again.
+		want := []int32{opCreate2, opGetChildren2}
+		if i == 0 {
+			got = slices.DeleteFunc(got, func(op int32) bool { return op == opCreateContainer })
+			got = slices.Compact(got)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("acquire %d sent %v, want %v (create2, getChildren2)", i, got, want)
+		}
+		if _, st, err := rawClient(t).Exists(g.Node); err != nil || st.Czxid != g.Token {
+			t.Fatalf("the token %d is not the node's czxid (%v, %v)", g.Token, st, err)
+		}
+		before = len(px.Sent(parent))
+		if err := svc.Locks.Release(ctx, lease, "solo", ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := px.Sent(parent)[before:]; !slices.Equal(got, []int32{opDelete}) {
+			t.Fatalf("release %d sent %v, want one delete", i, got)
+		}
+	}
+}
+
+// A waiter granted when the holder goes needs one request after that
+// delete: a listing that shows its node first, or, when the holder was let
+// through by this gateway, a read of its own node. Never both.
+func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
+	for _, through := range []string{"this gateway", "another client"} {
+		t.Run(through, func(t *testing.T) {
+			px := newProxy(t, sharedServer(t).Addr())
+			svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+			ctx := context.Background()
+			parent := svc.Locks.parent("line")
+			var release func()
+			if through == "this gateway" {
+				holder, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := svc.Locks.Acquire(ctx, holder, "line", ModeExclusive, 0); err != nil {
+					t.Fatal(err)
+				}
+				release = func() {
+					if err := svc.Locks.Release(ctx, holder, "line", ""); err != nil {
+						t.Error(err)
+					}
+				}
+			} else {
+				l := zk.NewLock(rawClient(t), parent, zk.WorldACL(zk.PermAll))
+				if err := l.Lock(); err != nil {
+					t.Fatal(err)
+				}
+				release = func() {
+					if err := l.Unlock(); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			waiter, err := svc.Leases.Create(ctx, time.Minute, "waiter", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			granted := make(chan LockGrant, 1)
+			failed := make(chan error, 1)
+			go func() {
+				g, err := svc.Locks.Acquire(ctx, waiter, "line", ModeExclusive, 30*time.Second)
+				if err != nil {
+					failed <- err
+					return
+				}
+				granted <- g
+			}()
+			// The waiter watches the holder's node (a getData with a watch)
+			// before the mark.
+			eventually(t, 10*time.Second, func() error {
+				if sent := px.Sent(parent); len(sent) == 0 || sent[len(sent)-1] != opGetData {
+					return fmt.Errorf("the waiter has not armed its watch yet: %v", sent)
+				}
+				return nil
+			})
+			mark := len(px.Sent(parent))
+			release()
+			var g LockGrant
+			select {
+			case g = <-granted:
+			case err := <-failed:
+				t.Fatal(err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the waiter was not granted")
+			}
+			got := px.Sent(parent)[mark:]
+			if through == "this gateway" {
+				if !slices.Equal(got, []int32{opDelete, opExists}) {
+					t.Fatalf("after the release the gateway sent %v, want the delete and one exists", got)
+				}
+			} else if !slices.Equal(got, []int32{opGetChildren2}) {
+				t.Fatalf("after the release the gateway sent %v, want one listing", got)
+			}
+			if _, st, err := rawClient(t).Exists(g.Node); err != nil || st.Czxid != g.Token {
+				t.Fatalf("the token %d is not the node's czxid (%v, %v)", g.Token, st, err)
+			}
+		})
+	}
+}
