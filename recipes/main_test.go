@@ -228,7 +228,8 @@ type proxy struct {
 }
 
 // zkRequest is a request a client sent through a proxy: its opcode and, for
-// the requests that begin with one, its path.
+// the requests that begin with one, its path (a multi's: its first
+// operation's).
 type zkRequest struct {
 	op   int32
 	path string
@@ -259,9 +260,13 @@ func (r *requestParser) feed(b []byte) []zkRequest {
 			continue
 		}
 		req := zkRequest{op: int32(binary.BigEndian.Uint32(pkt[4:8]))}
-		if len(pkt) >= 12 {
-			if l := int(int32(binary.BigEndian.Uint32(pkt[8:12]))); l > 0 && 12+l <= len(pkt) {
-				req.path = string(pkt[12 : 12+l])
+		at := 8
+		if req.op == opMulti {
+			at += 9 // the first operation's header: type, done, err
+		}
+		if len(pkt) >= at+4 {
+			if l := int(int32(binary.BigEndian.Uint32(pkt[at : at+4]))); l > 0 && at+4+l <= len(pkt) {
+				req.path = string(pkt[at+4 : at+4+l])
 			}
 		}
 		out = append(out, req)

@@ -183,7 +183,7 @@ func (q *Queues) view(ctx context.Context, name string, subscribe bool) (*queueV
 			return nil, err
 		}
 	}
-	items, _, err := q.list(name)
+	items, _, err := q.list(name, false)
 	if err != nil {
 		release()
 		return nil, q.svc.readErr(err)
@@ -206,9 +206,11 @@ func (q *Queues) subscribe(ctx context.Context, name string) (entries, taken <-c
 	return ech, tch, func() { erel(); trel() }, nil
 }
 
-// list reads the items (names only, in serving order) and which are
-// claimed, and the queue's index.
-func (q *Queues) list(name string) ([]Item, int64, error) {
+// list reads the items (names only, in serving order), with claims which
+// are claimed, and the queue's index. Without claims, the taken directory is
+// not read (a take or claim finds out from its create; see claimFirst) and
+// the index is that of the entries.
+func (q *Queues) list(name string, claims bool) ([]Item, int64, error) {
 	conn := q.svc.sess.Conn()
 	var index int64
 	names, es, err := conn.Children(q.entries(name))
@@ -218,12 +220,16 @@ func (q *Queues) list(name string) ([]Item, int64, error) {
 	if es != nil {
 		index = max(es.Pzxid, es.Mzxid)
 	}
-	claimed, ts, err := conn.Children(q.taken(name))
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return nil, 0, err
-	}
-	if ts != nil {
-		index = max(index, ts.Pzxid, ts.Mzxid)
+	var claimed []string
+	if claims {
+		var ts *zk.Stat
+		claimed, ts, err = conn.Children(q.taken(name))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, 0, err
+		}
+		if ts != nil {
+			index = max(index, ts.Pzxid, ts.Mzxid)
+		}
 	}
 	if index == 0 {
 		// An absent queue takes its index from the queues' parent.
@@ -260,21 +266,34 @@ func (q *Queues) list(name string) ([]Item, int64, error) {
 // claimFirst claims the first item of items that is not claimed, with the
 // EPHEMERAL node taken/<item> holding claimData (of the session of epoch),
 // and reads its data. found is false when every item is claimed (or gone).
+// items need not say which are claimed: the first claim found taken has the
+// taken directory read, once, to skip the others (where claims are rare, as
+// with takes, that read is saved).
 //
 // keep, when not nil, says whether a claim node whose create went
 // unanswered has been taken up since (by a retry of the same lease), so
 // must stay.
 func (q *Queues) claimFirst(ctx context.Context, name string, items []Item, claimData []byte, epoch uint64, claimant string, keep func(node string) bool) (t Taken, found bool, err error) {
 	sess := q.svc.sess
+	var claimed map[string]bool // read at the first claim found taken
 	for _, it := range items {
-		if it.ClaimedBy != nil {
+		if it.ClaimedBy != nil || claimed[it.ID] {
 			continue
 		}
 		claimNode := q.taken(name) + "/" + it.ID
 		_, err := sess.createOwned(ctx, claimNode, claimData, zk.FlagEphemeral, epoch, claimant, false)
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
-			continue // another consumer was first
+			// Claimed by another consumer: skip the others' claims too.
+			if claimed == nil {
+				claimed = map[string]bool{}
+				if names, _, lerr := sess.Conn().Children(q.taken(name)); lerr == nil {
+					for _, n := range names {
+						claimed[n] = true
+					}
+				}
+			}
+			continue
 		case errors.Is(err, errNoParent):
 			return Taken{}, false, err
 		case err != nil:
@@ -670,7 +689,7 @@ func (q *Queues) State(ctx context.Context, name string, head int, index int64, 
 	if err != nil {
 		return QueueState{}, q.svc.readErr(err)
 	}
-	items, idx, err := q.list(name)
+	items, idx, err := q.list(name, true)
 	if err != nil {
 		return QueueState{}, q.svc.readErr(err)
 	}

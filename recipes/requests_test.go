@@ -145,3 +145,47 @@ func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
 		})
 	}
 }
+
+// A take of a queue where nothing is claimed sends what the recipe needs
+// direct: the listing of the entries, the claim, the item's read and the
+// transaction that removes both; the taken directory is read only once a
+// claim finds its item claimed already.
+func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
+	px := newProxy(t, sharedServer(t).Addr())
+	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	ctx := context.Background()
+	base := svc.Queues.base("q")
+	for i := range 3 {
+		if _, err := svc.Queues.Produce(ctx, "q", []byte{byte('a' + i)}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark := len(px.Sent(base))
+	it, err := svc.Queues.Take(ctx, "q", 0)
+	if err != nil || string(it.Data) != "a" {
+		t.Fatalf("take: %q, %v", it.Data, err)
+	}
+	if got := px.Sent(base)[mark:]; !slices.Equal(got, []int32{opGetChildren2, opCreate, opGetData, opMulti}) {
+		t.Fatalf("a take with no claims sent %v, want getChildren2, create, getData, multi", got)
+	}
+	// Another consumer claims the head ("b"): the next take meets that
+	// claim, reads the claims once, and takes "c".
+	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := svc.Queues.Claim(ctx, lease, "q", 0); err != nil || string(c.Data) != "b" {
+		t.Fatalf("claim: %q, %v", c.Data, err)
+	}
+	mark = len(px.Sent(base))
+	it, err = svc.Queues.Take(ctx, "q", 0)
+	if err != nil || string(it.Data) != "c" {
+		t.Fatalf("take past a claim: %q, %v", it.Data, err)
+	}
+	// The create that meets the claim reads it (is it a lost create of its
+	// own?), then the claims are listed.
+	want := []int32{opGetChildren2, opCreate, opGetData, opGetChildren2, opCreate, opGetData, opMulti}
+	if got := px.Sent(base)[mark:]; !slices.Equal(got, want) {
+		t.Fatalf("a take past a claim sent %v, want %v", got, want)
+	}
+}
