@@ -277,15 +277,25 @@ func (r *requestParser) feed(b []byte) []zkRequest {
 // Sent returns the opcodes of the requests sent so far whose path is under
 // (or is) prefix, in order.
 func (p *proxy) Sent(prefix string) []int32 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var ops []int32
-	for _, r := range p.sent {
-		if r.path == prefix || strings.HasPrefix(r.path, prefix+"/") {
-			ops = append(ops, r.op)
-		}
+	for _, r := range p.Requests(prefix) {
+		ops = append(ops, r.op)
 	}
 	return ops
+}
+
+// Requests returns the requests sent so far whose path is under (or is)
+// prefix, in order.
+func (p *proxy) Requests(prefix string) []zkRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []zkRequest
+	for _, r := range p.sent {
+		if r.path == prefix || strings.HasPrefix(r.path, prefix+"/") {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func newProxy(t testing.TB, target string) *proxy {

@@ -174,36 +174,46 @@ type queueView struct {
 // view subscribes to the cache first (unless the caller will not wait) and
 // then lists the queue directly, so that no change after the listing goes
 // unnoticed, and a client always sees its own writes.
+//
+// A view that subscribes takes its items from the watch cache's listing of
+// the entries, which it watches anyway, instead of listing them again: the
+// cache publishes a change only once it has read the new listing, so a
+// waiter woken by a change sees it. A listing older than an item the caller
+// knows of only delays it: the change that brings the item is on its way,
+// and wakes the view. Claims settle which item is whose (see claimFirst).
 func (q *Queues) view(ctx context.Context, name string, subscribe bool) (*queueView, error) {
-	var ech, tch <-chan struct{}
-	release := func() {}
-	if subscribe {
-		var err error
-		if ech, tch, release, err = q.subscribe(ctx, name); err != nil {
-			return nil, err
+	if !subscribe {
+		items, _, err := q.list(name, false)
+		if err != nil {
+			return nil, q.svc.readErr(err)
 		}
+		return &queueView{items: items, release: func() {}}, nil
 	}
-	items, _, err := q.list(name, false)
+	snap, ech, tch, release, err := q.subscribe(ctx, name)
 	if err != nil {
-		release()
-		return nil, q.svc.readErr(err)
+		return nil, err
 	}
-	return &queueView{items: items, changed: [2]<-chan struct{}{ech, tch}, release: release}, nil
+	names := make([]string, len(snap.Children))
+	for i, c := range snap.Children {
+		names[i] = c.Name
+	}
+	return &queueView{items: itemsOf(names, nil), changed: [2]<-chan struct{}{ech, tch}, release: release}, nil
 }
 
 // subscribe keeps the queue's two directories watched and returns the
-// channels closed at their next change.
-func (q *Queues) subscribe(ctx context.Context, name string) (entries, taken <-chan struct{}, release func(), err error) {
-	_, ech, erel, err := q.svc.cache.view(ctx, q.entries(name), entryOpts{namesOnly: true})
+// cache's listing of the entries, and the channels closed at the next
+// change of each.
+func (q *Queues) subscribe(ctx context.Context, name string) (entries *Snapshot, echanged, tchanged <-chan struct{}, release func(), err error) {
+	snap, ech, erel, err := q.svc.cache.view(ctx, q.entries(name), entryOpts{namesOnly: true})
 	if err != nil {
-		return nil, nil, nil, q.svc.readErr(err)
+		return nil, nil, nil, nil, q.svc.readErr(err)
 	}
 	_, tch, trel, err := q.svc.cache.view(ctx, q.taken(name), entryOpts{namesOnly: true})
 	if err != nil {
 		erel()
-		return nil, nil, nil, q.svc.readErr(err)
+		return nil, nil, nil, nil, q.svc.readErr(err)
 	}
-	return ech, tch, func() { erel(); trel() }, nil
+	return snap, ech, tch, func() { erel(); trel() }, nil
 }
 
 // list reads the items (names only, in serving order), with claims which
@@ -241,6 +251,12 @@ func (q *Queues) list(name string, claims bool) ([]Item, int64, error) {
 	for _, c := range claimed {
 		isClaimed[c] = true
 	}
+	return itemsOf(names, isClaimed), index, nil
+}
+
+// itemsOf returns the items among the entries' names, in serving order,
+// marked claimed as isClaimed says.
+func itemsOf(names []string, isClaimed map[string]bool) []Item {
 	var items []Item
 	for _, n := range names {
 		p, seq, err := ParseItemID(n)
@@ -260,7 +276,7 @@ func (q *Queues) list(name string, claims bool) ([]Item, int64, error) {
 		}
 		return a.seq < b.seq
 	})
-	return items, index, nil
+	return items
 }
 
 // claimFirst claims the first item of items that is not claimed, with the

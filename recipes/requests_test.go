@@ -189,3 +189,66 @@ func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
 		t.Fatalf("a take past a claim sent %v, want %v", got, want)
 	}
 }
+
+// A waiting take woken by a produce takes the entries from the listing the
+// watch cache made when the change came, and lists them no more itself.
+func TestAWokenTakeUsesTheCachedListing(t *testing.T) {
+	px := newProxy(t, sharedServer(t).Addr())
+	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	ctx := context.Background()
+	entries := svc.Queues.entries("w")
+	if _, err := svc.Queues.Produce(ctx, "w", []byte("first"), 0); err != nil {
+		t.Fatal(err) // makes the queue
+	}
+	if _, err := svc.Queues.Take(ctx, "w", 0); err != nil {
+		t.Fatal(err)
+	}
+	taken := make(chan Taken, 1)
+	failed := make(chan error, 1)
+	go func() {
+		it, err := svc.Queues.Take(ctx, "w", 30*time.Second)
+		if err != nil {
+			failed <- err
+			return
+		}
+		taken <- it
+	}()
+	// Waiting: the cache has listed the taken directory too (nothing else
+	// lists it here).
+	eventually(t, 10*time.Second, func() error {
+		for _, r := range px.Requests(svc.Queues.taken("w")) {
+			if r.op == opGetChildren2 {
+				return nil
+			}
+		}
+		return fmt.Errorf("the taken directory is not watched yet")
+	})
+	mark := len(px.Requests(entries))
+	if _, err := svc.Queues.Produce(ctx, "w", []byte("second"), 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case it := <-taken:
+		if string(it.Data) != "second" {
+			t.Fatalf("took %q", it.Data)
+		}
+	case err := <-failed:
+		t.Fatal(err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting take was not woken")
+	}
+	// Up to the multi that removes the item: the produce, the cache's one
+	// listing, the claim's read of the item.
+	var listings int
+	for _, r := range px.Requests(entries)[mark:] {
+		if r.op == opMulti {
+			break
+		}
+		if r.op == opGetChildren2 && r.path == entries {
+			listings++
+		}
+	}
+	if listings != 1 {
+		t.Fatalf("the entries were listed %d times between the produce and the take, want once (the cache's)", listings)
+	}
+}
