@@ -47,3 +47,6 @@ require (
 )
 
 tool github.com/a-h/templ/cmd/templ
+
+// A patched copy of go-zookeeper: see third_party/go-zookeeper/PATCHES.md.
+replace github.com/go-zookeeper/zk => ./third_party/go-zookeeper/zk
