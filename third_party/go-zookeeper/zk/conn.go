@@ -10,6 +10,7 @@ Possible watcher events:
 */
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -36,6 +37,7 @@ var DefaultLogger Logger = defaultLogger{}
 
 const (
 	bufferSize      = 1536 * 1024
+	readBufferSize  = 64 * 1024 // the receive loop's read buffer; at most the packet buffer
 	eventChanSize   = 6
 	sendChanSize    = 16
 	protectedPrefix = "_c_"
@@ -888,12 +890,19 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 		sz = c.maxBufferSize
 	}
 	buf := make([]byte, sz)
+	// Replies are read through a buffer, so that one read system call
+	// carries every reply that has arrived instead of two calls per reply.
+	rsz := readBufferSize
+	if sz < rsz {
+		rsz = sz
+	}
+	r := bufio.NewReaderSize(conn, rsz)
 	for {
 		// package length
 		if err := conn.SetReadDeadline(time.Now().Add(c.recvTimeout)); err != nil {
 			c.logger.Printf("failed to set connection deadline: %v", err)
 		}
-		_, err := io.ReadFull(conn, buf[:4])
+		_, err := io.ReadFull(r, buf[:4])
 		if err != nil {
 			return fmt.Errorf("failed to read from connection: %v", err)
 		}
@@ -906,7 +915,7 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 			buf = make([]byte, blen)
 		}
 
-		_, err = io.ReadFull(conn, buf[:blen])
+		_, err = io.ReadFull(r, buf[:blen])
 		conn.SetReadDeadline(time.Time{})
 		if err != nil {
 			return err
