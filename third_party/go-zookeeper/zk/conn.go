@@ -1177,6 +1177,34 @@ func (c *Conn) Create(path string, data []byte, flags int32, acl []ACL) (string,
 	return res.Path, err
 }
 
+// CreateWithStat creates a znode like Create and also returns its Stat, as
+// the server created it, with the same round trip (ZooKeeper's create2).
+// The Stat is nil when an error is returned.
+//
+// Container and TTL znodes have operations of their own: CreateContainer and
+// CreateTTL.
+func (c *Conn) CreateWithStat(path string, data []byte, flags int32, acl []ACL) (string, *Stat, error) {
+	createMode, err := parseCreateMode(flags)
+	if err != nil {
+		return "", nil, err
+	}
+
+	if err := validatePath(path, createMode.isSequential); err != nil {
+		return "", nil, err
+	}
+
+	if createMode.isTTL || createMode.isContainer {
+		return "", nil, fmt.Errorf("CreateWithStat with TTL or container flag disallowed: %w", ErrInvalidFlags)
+	}
+
+	res := &create2Response{}
+	_, err = c.request(opCreate2, &CreateRequest{path, data, acl, createMode.flag}, res, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	return res.Path, &res.Stat, nil
+}
+
 // CreateContainer creates a container znode and returns the path.
 //
 // Containers cannot be ephemeral or sequential, or have TTLs.
