@@ -10,6 +10,7 @@ Possible watcher events:
 */
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -36,6 +37,7 @@ var DefaultLogger Logger = defaultLogger{}
 
 const (
 	bufferSize      = 1536 * 1024
+	readBufferSize  = 64 * 1024 // the receive loop's read buffer; at most the packet buffer
 	eventChanSize   = 6
 	sendChanSize    = 16
 	protectedPrefix = "_c_"
@@ -718,40 +720,130 @@ func (c *Conn) authenticate() error {
 	return nil
 }
 
-func (c *Conn) sendData(req *request) error {
+// encodeRequest encodes req as one packet (length, header, body) at the start
+// of buf and returns the packet's length.
+func encodeRequest(buf []byte, req *request) (int, error) {
+	if len(buf) < 4 {
+		return 0, ErrShortBuffer
+	}
 	header := &requestHeader{req.xid, req.opcode}
-	n, err := encodePacket(c.buf[4:], header)
+	n, err := encodePacket(buf[4:], header)
 	if err != nil {
-		req.recvChan <- response{-1, err}
-		return nil
+		return 0, err
 	}
 
-	n2, err := encodePacket(c.buf[4+n:], req.pkt)
+	n2, err := encodePacket(buf[4+n:], req.pkt)
 	if err != nil {
-		req.recvChan <- response{-1, err}
-		return nil
+		return 0, err
 	}
 
 	n += n2
 
-	binary.BigEndian.PutUint32(c.buf[:4], uint32(n))
+	binary.BigEndian.PutUint32(buf[:4], uint32(n))
+	return n + 4, nil
+}
 
+// sendData sends one request on its own; the send loop sends batches (see
+// sendBatch).
+func (c *Conn) sendData(req *request) error {
+	n, err := encodeRequest(c.buf, req)
+	if err != nil {
+		req.recvChan <- response{-1, err}
+		return nil
+	}
+	return c.writeRequests([]*request{req}, n)
+}
+
+// sendBatch sends req together with the requests already queued behind it on
+// sendChan, encoded back to back in c.buf and written with one Write: a burst
+// of requests costs one system call (and one write deadline) instead of one
+// each. Queued requests are taken without waiting, while the batch fills less
+// than half of c.buf; a request that does not fit in the rest of the buffer
+// is sent after the batch before it, at the start of the buffer. As in
+// sendData, a request that cannot be encoded is answered with its error
+// alone, and a failed write answers every request of its batch and closes the
+// connection. batch is scratch space, returned for reuse.
+func (c *Conn) sendBatch(req *request, batch []*request) ([]*request, error) {
+	n := 0
+	for req != nil {
+		m, err := encodeRequest(c.buf[n:], req)
+		switch {
+		case err == ErrShortBuffer && n > 0:
+			// The batch before req leaves it too little room: send that
+			// batch, then encode req again at the start of the buffer.
+			if err := c.writeRequests(batch, n); err != nil {
+				req.recvChan <- response{-1, ErrConnectionClosed}
+				return batch, err
+			}
+			for i := range batch {
+				batch[i] = nil
+			}
+			batch, n = batch[:0], 0
+			continue
+		case err != nil:
+			req.recvChan <- response{-1, err}
+		default:
+			batch = append(batch, req)
+			n += m
+		}
+
+		req = nil
+		if n < len(c.buf)/2 {
+			select {
+			case req = <-c.sendChan:
+			default:
+			}
+		}
+	}
+	if len(batch) == 0 {
+		return batch, nil
+	}
+	err := c.writeRequests(batch, n)
+	for i := range batch {
+		batch[i] = nil // let the requests go once answered
+	}
+	return batch[:0], err
+}
+
+// writeRequests registers reqs, whose packets are c.buf[:n], as pending and
+// writes them with one Write.
+//
+// Every request gets exactly one response: from the receive loop, from
+// flushRequests or from here. If the connection is closing, none is
+// registered and each is answered ErrConnectionClosed. If the write fails,
+// the requests that no reply has answered yet (a partial write may have
+// carried some to the server) are taken out of the pending requests and
+// answered ErrConnectionClosed, as they would be had the connection broken
+// after the write: whether the server received them is unknown. The write
+// error is returned and the connection is closed.
+func (c *Conn) writeRequests(reqs []*request, n int) error {
 	c.requestsLock.Lock()
 	select {
 	case <-c.closeChan:
-		req.recvChan <- response{-1, ErrConnectionClosed}
+		for _, req := range reqs {
+			req.recvChan <- response{-1, ErrConnectionClosed}
+		}
 		c.requestsLock.Unlock()
 		return ErrConnectionClosed
 	default:
 	}
-	c.requests[req.xid] = req
+	for _, req := range reqs {
+		c.requests[req.xid] = req
+	}
 	c.requestsLock.Unlock()
 
 	c.conn.SetWriteDeadline(time.Now().Add(c.recvTimeout))
-	_, err = c.conn.Write(c.buf[:n+4])
+	_, err := c.conn.Write(c.buf[:n])
 	c.conn.SetWriteDeadline(time.Time{})
 	if err != nil {
-		req.recvChan <- response{-1, err}
+		c.requestsLock.Lock()
+		for _, req := range reqs {
+			if c.requests[req.xid] == req {
+				delete(c.requests, req.xid)
+				req.recvChan <- response{-1, ErrConnectionClosed}
+			}
+		}
+		c.requestsLock.Unlock()
 		c.conn.Close()
 		return err
 	}
@@ -763,10 +855,12 @@ func (c *Conn) sendLoop() error {
 	pingTicker := time.NewTicker(c.pingInterval)
 	defer pingTicker.Stop()
 
+	var batch []*request
 	for {
 		select {
 		case req := <-c.sendChan:
-			if err := c.sendData(req); err != nil {
+			var err error
+			if batch, err = c.sendBatch(req, batch); err != nil {
 				return err
 			}
 		case <-pingTicker.C:
@@ -796,12 +890,19 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 		sz = c.maxBufferSize
 	}
 	buf := make([]byte, sz)
+	// Replies are read through a buffer, so that one read system call
+	// carries every reply that has arrived instead of two calls per reply.
+	rsz := readBufferSize
+	if sz < rsz {
+		rsz = sz
+	}
+	r := bufio.NewReaderSize(conn, rsz)
 	for {
 		// package length
 		if err := conn.SetReadDeadline(time.Now().Add(c.recvTimeout)); err != nil {
 			c.logger.Printf("failed to set connection deadline: %v", err)
 		}
-		_, err := io.ReadFull(conn, buf[:4])
+		_, err := io.ReadFull(r, buf[:4])
 		if err != nil {
 			return fmt.Errorf("failed to read from connection: %v", err)
 		}
@@ -814,7 +915,7 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 			buf = make([]byte, blen)
 		}
 
-		_, err = io.ReadFull(conn, buf[:blen])
+		_, err = io.ReadFull(r, buf[:blen])
 		conn.SetReadDeadline(time.Time{})
 		if err != nil {
 			return err
@@ -1074,6 +1175,34 @@ func (c *Conn) Create(path string, data []byte, flags int32, acl []ACL) (string,
 		return "", err
 	}
 	return res.Path, err
+}
+
+// CreateWithStat creates a znode like Create and also returns its Stat, as
+// the server created it, with the same round trip (ZooKeeper's create2).
+// The Stat is nil when an error is returned.
+//
+// Container and TTL znodes have operations of their own: CreateContainer and
+// CreateTTL.
+func (c *Conn) CreateWithStat(path string, data []byte, flags int32, acl []ACL) (string, *Stat, error) {
+	createMode, err := parseCreateMode(flags)
+	if err != nil {
+		return "", nil, err
+	}
+
+	if err := validatePath(path, createMode.isSequential); err != nil {
+		return "", nil, err
+	}
+
+	if createMode.isTTL || createMode.isContainer {
+		return "", nil, fmt.Errorf("CreateWithStat with TTL or container flag disallowed: %w", ErrInvalidFlags)
+	}
+
+	res := &create2Response{}
+	_, err = c.request(opCreate2, &CreateRequest{path, data, acl, createMode.flag}, res, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	return res.Path, &res.Stat, nil
 }
 
 // CreateContainer creates a container znode and returns the path.

@@ -26,6 +26,7 @@ const (
 	opGetChildren2    = 12
 	opCheck           = 13
 	opMulti           = 14
+	opCreate2         = 15
 	opReconfig        = 16
 	opCreateContainer = 19
 	opCreateTTL       = 21
@@ -201,6 +202,7 @@ var (
 	opNames       = map[int32]string{
 		opNotify:          "notify",
 		opCreate:          "create",
+		opCreate2:         "create2",
 		opCreateContainer: "createContainer",
 		opCreateTTL:       "createTTL",
 		opDelete:          "delete",

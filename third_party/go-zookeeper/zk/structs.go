@@ -175,6 +175,14 @@ type CreateTTLRequest struct {
 }
 
 type createResponse pathResponse
+
+// create2Response is the response to opCreate2: the created node's path and
+// its Stat.
+type create2Response struct {
+	Path string
+	Stat Stat
+}
+
 type DeleteRequest PathVersionRequest
 type deleteResponse struct{}
 
@@ -596,7 +604,7 @@ func requestStructForOp(op int32) interface{} {
 	switch op {
 	case opClose:
 		return &closeRequest{}
-	case opCreate, opCreateContainer:
+	case opCreate, opCreate2, opCreateContainer:
 		return &CreateRequest{}
 	case opCreateTTL:
 		return &CreateTTLRequest{}

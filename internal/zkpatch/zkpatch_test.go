@@ -1,0 +1,621 @@
+package zkpatch
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/zkserver"
+)
+
+// The tests run against one real standalone ZooKeeper server, started on
+// first use and stopped by TestMain.
+var shared struct {
+	once sync.Once
+	srv  *zkserver.Server
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.srv != nil {
+		_ = shared.srv.Stop()
+	}
+	os.Exit(code)
+}
+
+// server returns the shared ZooKeeper. A missing ZooKeeper fails the test
+// with the command that installs it: it is never skipped.
+func server(t *testing.T) *zkserver.Server {
+	t.Helper()
+	shared.once.Do(func() {
+		if err := zkserver.Check(zkserver.Options{}); err != nil {
+			shared.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		shared.srv, shared.err = zkserver.Start(ctx, zkserver.Options{
+			MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute})
+	})
+	if shared.err != nil {
+		t.Fatalf("ZooKeeper is needed by this test and could not be started: %v", shared.err)
+	}
+	return shared.srv
+}
+
+// wait is how long any one thing a test waits for may take before the test
+// fails: a bound on a hang, not a timing threshold.
+const wait = 30 * time.Second
+
+var errInjected = errors.New("zkpatch: injected write failure")
+
+// dialer dials the server with connections that count their Write calls
+// and the request packets each carries, and that can hold one Write on a
+// gate or fail one Write.
+type dialer struct {
+	dials      atomic.Int64
+	writes     atomic.Int64
+	maxPackets atomic.Int64 // the most packets one Write carried
+
+	mu        sync.Mutex
+	gate      chan struct{} // the next Write waits until it is closed
+	held      chan struct{} // closed once that Write waits
+	failAbove int           // the next Write longer than this fails; 0: none
+	failed    chan struct{} // closed once it has
+}
+
+func (d *dialer) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	d.dials.Add(1)
+	return &countingConn{Conn: c, d: d}, nil
+}
+
+// holdNextWrite makes the next Write wait: held is closed once it waits,
+// and release lets it through.
+func (d *dialer) holdNextWrite() (held <-chan struct{}, release func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.gate, d.held = make(chan struct{}), make(chan struct{})
+	gate := d.gate
+	return d.held, func() { close(gate) }
+}
+
+// failNextWriteAbove makes the next Write of more than size bytes fail
+// without writing anything; the returned channel is closed once it has.
+func (d *dialer) failNextWriteAbove(size int) <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failAbove, d.failed = size, make(chan struct{})
+	return d.failed
+}
+
+type countingConn struct {
+	net.Conn
+	d *dialer
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	d := c.d
+	d.writes.Add(1)
+	if n := int64(packets(p)); n > d.maxPackets.Load() {
+		d.maxPackets.Store(n) // Writes come from one goroutine at a time
+	}
+	d.mu.Lock()
+	gate, held := d.gate, d.held
+	d.gate, d.held = nil, nil
+	var failed chan struct{}
+	if d.failAbove > 0 && len(p) > d.failAbove {
+		failed = d.failed
+		d.failAbove, d.failed = 0, nil
+	}
+	d.mu.Unlock()
+	if gate != nil {
+		close(held)
+		<-gate
+	}
+	if failed != nil {
+		close(failed)
+		return 0, errInjected
+	}
+	return c.Conn.Write(p)
+}
+
+// packets counts the length-prefixed packets of one Write.
+func packets(p []byte) int {
+	n := 0
+	for len(p) >= 4 {
+		l := int(binary.BigEndian.Uint32(p))
+		if l < 0 || 4+l > len(p) {
+			return n + 1
+		}
+		p = p[4+l:]
+		n++
+	}
+	return n
+}
+
+// connect opens a session on the shared server through d.
+func connect(t *testing.T, d *dialer) *zk.Conn {
+	t.Helper()
+	srv := server(t)
+	c, _, err := zk.Connect([]string{srv.Addr()}, 20*time.Second, zk.WithDialer(d.dial))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(c.Close)
+	waitFor(t, "a session", func() bool { return c.State() == zk.StateHasSession })
+	return c
+}
+
+// waitFor polls cond until it holds, failing the test after wait.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s after %v", what, wait)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// parkedInClient counts the goroutines that wait inside the client for the
+// reply to a request or for room on its send queue, found in a dump of every
+// goroutine's stack: those blocked in a select of (*Conn).request or
+// (*Conn).queueRequest. Once a caller is counted, its request is queued (or
+// will be moved into the queue by the send loop's next receive): the tests
+// wait for this count instead of sleeping.
+func parkedInClient() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, stack, _ := strings.Cut(g, "\n")
+		if !strings.Contains(header, "[select") && !strings.Contains(header, "[chan send") {
+			continue
+		}
+		if strings.Contains(stack, "go-zookeeper/zk.(*Conn).request(") ||
+			strings.Contains(stack, "go-zookeeper/zk.(*Conn).queueRequest(") {
+			count++
+		}
+	}
+	return count
+}
+
+// root creates a fresh persistent node for one test.
+func root(t *testing.T, c *zk.Conn) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	p := "/zkpatch-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + hex.EncodeToString(b[:])
+	if _, err := c.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatalf("create %s: %v", p, err)
+	}
+	return p
+}
+
+func randomData(t *testing.T, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// result is what one concurrent call answered.
+type result struct {
+	path string
+	data []byte
+	err  error
+}
+
+// collect waits for n results, failing the test if any is missing after
+// wait (a request that got no response would hang its caller).
+func collect(t *testing.T, results <-chan result, n int) []result {
+	t.Helper()
+	out := make([]result, 0, n)
+	timeout := time.After(wait)
+	for len(out) < n {
+		select {
+		case r := <-results:
+			out = append(out, r)
+		case <-timeout:
+			t.Fatalf("%d of %d requests still unanswered after %v", n-len(out), n, wait)
+		}
+	}
+	return out
+}
+
+// TestCreateWithStat: create2 returns the created node's path and a Stat
+// equal to what Exists then reads, for persistent, ephemeral and sequential
+// ephemeral nodes; its errors come with no Stat.
+func TestCreateWithStat(t *testing.T) {
+	c := connect(t, &dialer{})
+	r := root(t, c)
+	acl := zk.WorldACL(zk.PermAll)
+
+	check := func(name string, path string, flags int32, data []byte) string {
+		t.Helper()
+		got, st, err := c.CreateWithStat(path, data, flags, acl)
+		if err != nil || st == nil {
+			t.Fatalf("%s: CreateWithStat = %q, %v, %v", name, got, st, err)
+		}
+		if flags&zk.FlagSequence != 0 {
+			seq := strings.TrimPrefix(got, path)
+			if got == path || len(seq) != 10 || strings.Trim(seq, "0123456789") != "" {
+				t.Fatalf("%s: path %q is not %q with a sequence number", name, got, path)
+			}
+		} else if got != path {
+			t.Fatalf("%s: path %q, want %q", name, got, path)
+		}
+		ok, read, err := c.Exists(got)
+		if err != nil || !ok {
+			t.Fatalf("%s: Exists(%s) = %v, %v", name, got, ok, err)
+		}
+		if *st != *read {
+			t.Fatalf("%s: CreateWithStat's stat %+v, Exists reads %+v", name, *st, *read)
+		}
+		if st.Czxid == 0 || st.Mzxid != st.Czxid || st.Pzxid != st.Czxid || st.Version != 0 ||
+			st.NumChildren != 0 || st.DataLength != int32(len(data)) {
+			t.Fatalf("%s: not the stat of a new node with %d bytes: %+v", name, len(data), *st)
+		}
+		wantOwner := int64(0)
+		if flags&zk.FlagEphemeral != 0 {
+			wantOwner = c.SessionID()
+		}
+		if st.EphemeralOwner != wantOwner {
+			t.Fatalf("%s: EphemeralOwner %#x, want %#x", name, st.EphemeralOwner, wantOwner)
+		}
+		return got
+	}
+	persistent := check("persistent", r+"/p", zk.FlagPersistent, []byte("persistent data"))
+	check("ephemeral", r+"/e", zk.FlagEphemeral, []byte("e"))
+	s1 := check("ephemeral sequential", r+"/s-", zk.FlagEphemeralSequential, nil)
+	s2 := check("ephemeral sequential", r+"/s-", zk.FlagEphemeralSequential, []byte("second"))
+	if s2 <= s1 {
+		t.Fatalf("sequence numbers %q then %q", s1, s2)
+	}
+	check("persistent sequential", r+"/q-", zk.FlagSequence, make([]byte, 1000))
+
+	if p, st, err := c.CreateWithStat(persistent, nil, zk.FlagPersistent, acl); !errors.Is(err, zk.ErrNodeExists) || st != nil || p != "" {
+		t.Fatalf("existing node: CreateWithStat = %q, %v, %v; want ErrNodeExists and no stat", p, st, err)
+	}
+	if p, st, err := c.CreateWithStat(r+"/missing/child", nil, zk.FlagEphemeral, acl); !errors.Is(err, zk.ErrNoNode) || st != nil || p != "" {
+		t.Fatalf("missing parent: CreateWithStat = %q, %v, %v; want ErrNoNode and no stat", p, st, err)
+	}
+	for _, flags := range []int32{zk.FlagContainer, zk.FlagTTL, zk.FlagPersistentSequentialWithTTL} {
+		if _, st, err := c.CreateWithStat(r+"/bad", nil, flags, acl); !errors.Is(err, zk.ErrInvalidFlags) || st != nil {
+			t.Fatalf("flags %d: CreateWithStat = %v, %v; want ErrInvalidFlags", flags, st, err)
+		}
+	}
+	if _, st, err := c.CreateWithStat("no-slash", nil, zk.FlagPersistent, acl); !errors.Is(err, zk.ErrInvalidPath) || st != nil {
+		t.Fatalf("invalid path: CreateWithStat = %v, %v; want ErrInvalidPath", st, err)
+	}
+}
+
+// TestBatchedWrites: requests queued while the send loop is busy go out
+// together. The first Write is held on a gate; 100 concurrent Creates and
+// Gets are issued and the test waits (by goroutine dump, not by sleeping)
+// until all of them wait in the client; then the gate opens. Every request
+// must get its own answer, with far fewer Writes than requests.
+func TestBatchedWrites(t *testing.T) {
+	d := &dialer{}
+	c := connect(t, d)
+	r := root(t, c)
+	acl := zk.WorldACL(zk.PermAll)
+	const n = 100
+	for i := 1; i < n; i += 2 {
+		if _, err := c.Create(fmt.Sprintf("%s/fixed-%03d", r, i), []byte(fmt.Sprintf("fixed %d", i)), zk.FlagPersistent, acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	held, release := d.holdNextWrite()
+	first := make(chan error, 1)
+	go func() { _, _, err := c.Exists(r); first <- err }()
+	waitFor(t, "the first Write to be held", func() bool { return closed(held) })
+	writesBefore := d.writes.Load()
+
+	results := make(chan result, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			if i%2 == 0 {
+				p, err := c.Create(fmt.Sprintf("%s/new-%03d", r, i), []byte(fmt.Sprintf("new %d", i)), zk.FlagPersistent, acl)
+				results <- result{path: p, err: err}
+			} else {
+				p := fmt.Sprintf("%s/fixed-%03d", r, i)
+				data, _, err := c.Get(p)
+				results <- result{path: p, data: data, err: err}
+			}
+		}(i)
+	}
+	waitFor(t, "every request to wait in the client", func() bool { return parkedInClient() >= n+1 })
+	release()
+
+	if err := <-first; err != nil {
+		t.Fatalf("the held request: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, res := range collect(t, results, n) {
+		if res.err != nil {
+			t.Fatalf("%s: %v", res.path, res.err)
+		}
+		seen[res.path] = true
+		var i int
+		if _, err := fmt.Sscanf(res.path[len(r):], "/fixed-%03d", &i); err == nil {
+			if want := fmt.Sprintf("fixed %d", i); string(res.data) != want {
+				t.Fatalf("Get(%s) = %q, want %q", res.path, res.data, want)
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		p := fmt.Sprintf("%s/fixed-%03d", r, i)
+		if i%2 == 0 {
+			p = fmt.Sprintf("%s/new-%03d", r, i)
+		}
+		if !seen[p] {
+			t.Fatalf("no answer for %s", p)
+		}
+	}
+	writes := d.writes.Load() - writesBefore
+	t.Logf("%d requests in %d Writes after the held one; at most %d packets in one Write", n, writes, d.maxPackets.Load())
+	if writes > 10 {
+		t.Fatalf("%d requests queued together took %d Writes, want at most 10", n, writes)
+	}
+}
+
+// TestRepliesMatchRequests: with batches and buffered reads, every reply
+// still reaches the request it answers. Concurrent workers each issue a
+// sequence of creates (of sequential nodes, with data of their own and of
+// varying size) and reads; each checks that a create answers its own path
+// prefix and a Stat of its own data length, and that reading the node back
+// gives its own data. A reply matched to the wrong xid would fail this.
+func TestRepliesMatchRequests(t *testing.T) {
+	c := connect(t, &dialer{})
+	r := root(t, c)
+	acl := zk.WorldACL(zk.PermAll)
+	const workers, each = 8, 40
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			errs <- func() error {
+				for i := 0; i < each; i++ {
+					prefix := fmt.Sprintf("%s/w%d-i%d-", r, w, i)
+					data := bytes.Repeat([]byte(fmt.Sprintf("<%d.%d>", w, i)), (w*each+i)%300)
+					p, st, err := c.CreateWithStat(prefix, data, zk.FlagSequence, acl)
+					if err != nil {
+						return fmt.Errorf("create %s: %v", prefix, err)
+					}
+					if !strings.HasPrefix(p, prefix) || st.DataLength != int32(len(data)) {
+						return fmt.Errorf("create %s answered %s with %d bytes of data, want %d", prefix, p, st.DataLength, len(data))
+					}
+					got, _, err := c.Get(p)
+					if err != nil {
+						return fmt.Errorf("get %s: %v", p, err)
+					}
+					if !bytes.Equal(got, data) {
+						return fmt.Errorf("get %s: %d bytes %.40q..., want %d bytes %.40q...", p, len(got), got, len(data), data)
+					}
+				}
+				return nil
+			}()
+		}(w)
+	}
+	timeout := time.After(wait)
+	for w := 0; w < workers; w++ {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			t.Fatalf("workers still running after %v", wait)
+		}
+	}
+	children, _, err := c.Children(r)
+	if err != nil || len(children) != workers*each {
+		t.Fatalf("%d children (%v), want %d", len(children), err, workers*each)
+	}
+}
+
+// TestWriteFailureFailsTheBatch: when the Write of a batch fails, every
+// request of the batch is answered ErrConnectionClosed (none hangs, none is
+// answered twice: a second answer would block the client), and the client
+// reconnects to the same session and serves new requests.
+func TestWriteFailureFailsTheBatch(t *testing.T) {
+	d := &dialer{}
+	c := connect(t, d)
+	r := root(t, c)
+	acl := zk.WorldACL(zk.PermAll)
+	session := c.SessionID()
+
+	// Hold the send loop in a Write, queue the batch behind it, and make the
+	// batch's Write (the next one longer than a ping or a single small
+	// request) fail.
+	held, release := d.holdNextWrite()
+	first := make(chan error, 1)
+	go func() { _, _, err := c.Exists(r); first <- err }()
+	waitFor(t, "the first Write to be held", func() bool { return closed(held) })
+	failed := d.failNextWriteAbove(1000)
+	const n = 50
+	results := make(chan result, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			p := fmt.Sprintf("%s/lost-%03d", r, i)
+			_, err := c.Create(p, bytes.Repeat([]byte{'x'}, 100), zk.FlagPersistent, acl)
+			results <- result{path: p, err: err}
+		}(i)
+	}
+	waitFor(t, "every request to wait in the client", func() bool { return parkedInClient() >= n+1 })
+	release()
+
+	for _, res := range collect(t, results, n) {
+		if !errors.Is(res.err, zk.ErrConnectionClosed) {
+			t.Fatalf("%s: %v, want ErrConnectionClosed", res.path, res.err)
+		}
+	}
+	if !closed(failed) {
+		t.Fatal("the requests failed but the injected Write failure did not happen")
+	}
+	if err := <-first; err != nil && !errors.Is(err, zk.ErrConnectionClosed) {
+		t.Fatalf("the held request: %v", err)
+	}
+
+	waitFor(t, "a new connection", func() bool { return d.dials.Load() >= 2 })
+	waitFor(t, "the session back", func() bool { return c.State() == zk.StateHasSession })
+	if got := c.SessionID(); got != session {
+		t.Fatalf("session %#x after the reconnect, want the same %#x", got, session)
+	}
+	p, st, err := c.CreateWithStat(r+"/after", []byte("after"), zk.FlagEphemeral, acl)
+	if err != nil || st.EphemeralOwner != session {
+		t.Fatalf("create after the reconnect: %q, %+v, %v", p, st, err)
+	}
+	// The failed Write wrote nothing: none of the batch reached the server.
+	for i := 0; i < n; i++ {
+		p := fmt.Sprintf("%s/lost-%03d", r, i)
+		if ok, _, err := c.Exists(p); err != nil || ok {
+			t.Fatalf("Exists(%s) = %v, %v; the failed Write carried nothing", p, ok, err)
+		}
+	}
+}
+
+// TestLargeAndManyReplies: requests and replies near the buffer sizes go
+// through the batched writes and the buffered reads intact: 900 KiB nodes
+// set and read back, a batch whose requests overflow the send buffer (queued
+// together behind a held Write), and many small replies read together with
+// large ones.
+func TestLargeAndManyReplies(t *testing.T) {
+	d := &dialer{}
+	c := connect(t, d)
+	r := root(t, c)
+	acl := zk.WorldACL(zk.PermAll)
+
+	big := randomData(t, 900*1024)
+	if _, err := c.Create(r+"/big", big, zk.FlagPersistent, acl); err != nil {
+		t.Fatal(err)
+	}
+	if got, st, err := c.Get(r + "/big"); err != nil || !bytes.Equal(got, big) || st.DataLength != int32(len(big)) {
+		t.Fatalf("Get big: %d bytes, %v; want the %d bytes written", len(got), err, len(big))
+	}
+	big = randomData(t, 900*1024)
+	if _, err := c.Set(r+"/big", big, 0); err != nil {
+		t.Fatal(err)
+	}
+	const small = 200
+	for i := 0; i < small; i++ {
+		if _, err := c.Create(fmt.Sprintf("%s/small-%03d", r, i), []byte(fmt.Sprintf("small %d", i)), zk.FlagPersistent, acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Twelve 60 KiB creates and two 900 KiB sets, queued together behind a
+	// held Write: more than the 1.5 MiB send buffer, so they take several
+	// batches, one of them cut where a large request no longer fits.
+	want := map[string][]byte{}
+	for _, name := range []string{"/bigA", "/bigB"} {
+		if _, err := c.Create(r+name, nil, zk.FlagPersistent, acl); err != nil {
+			t.Fatal(err)
+		}
+		want[r+name] = randomData(t, 900*1024)
+	}
+	for i := 0; i < 12; i++ {
+		want[fmt.Sprintf("%s/mid-%02d", r, i)] = randomData(t, 60*1024)
+	}
+	held, release := d.holdNextWrite()
+	first := make(chan error, 1)
+	go func() { _, _, err := c.Exists(r); first <- err }()
+	waitFor(t, "the first Write to be held", func() bool { return closed(held) })
+	results := make(chan result, len(want))
+	for p, data := range want {
+		go func(p string, data []byte) {
+			var err error
+			if strings.Contains(p, "/big") {
+				_, err = c.Set(p, data, 0)
+			} else {
+				_, err = c.Create(p, data, zk.FlagPersistent, acl)
+			}
+			results <- result{path: p, err: err}
+		}(p, data)
+	}
+	waitFor(t, "every request to wait in the client", func() bool { return parkedInClient() >= len(want)+1 })
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range collect(t, results, len(want)) {
+		if res.err != nil {
+			t.Fatalf("%s: %v", res.path, res.err)
+		}
+	}
+	for p, data := range want {
+		if got, _, err := c.Get(p); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Get(%s): %d bytes, %v; want the %d bytes written", p, len(got), err, len(data))
+		}
+	}
+
+	// Many small replies read in the same stream as large ones.
+	want[r+"/big"] = big
+	reads := make(chan result, small+3*len(want))
+	for i := 0; i < small; i++ {
+		go func(i int) {
+			p := fmt.Sprintf("%s/small-%03d", r, i)
+			data, _, err := c.Get(p)
+			reads <- result{path: p, data: data, err: err}
+		}(i)
+	}
+	for round := 0; round < 3; round++ {
+		for p := range want {
+			go func(p string) {
+				data, _, err := c.Get(p)
+				reads <- result{path: p, data: data, err: err}
+			}(p)
+		}
+	}
+	for _, res := range collect(t, reads, small+3*len(want)) {
+		expect, ok := want[res.path]
+		if !ok {
+			var i int
+			if _, err := fmt.Sscanf(res.path[len(r):], "/small-%03d", &i); err != nil {
+				t.Fatalf("unexpected path %s", res.path)
+			}
+			expect = []byte(fmt.Sprintf("small %d", i))
+		}
+		if res.err != nil || !bytes.Equal(res.data, expect) {
+			t.Fatalf("Get(%s): %d bytes, %v; want the %d bytes written", res.path, len(res.data), res.err, len(expect))
+		}
+	}
+}
