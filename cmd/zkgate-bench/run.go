@@ -36,9 +36,9 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	rep = &report{cfg: cfg, started: time.Now()}
 	rep.machine = machineInfo()
 
-	need := uint64(cfg.waiters) + 4096
-	if !cfg.phases["waiters"] {
-		need = 4096
+	need := uint64(4096)
+	if cfg.phases["waiters"] {
+		need += uint64(cfg.waiters)
 	}
 	if rep.nofile, err = raiseNoFile(need); err != nil {
 		return rep, err
@@ -68,10 +68,17 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	// The JVM's output goes to zookeeper.out in ZooKeeper's own temp data
 	// dir, removed by Stop.
 	zopts := zkserver.Options{TickTime: cfg.tickTime, ContainerCheckInterval: cfg.containerCheck}
+	rep.zk.forceSync = "no"
+	if cfg.forceSync {
+		// zkserver sets forceSync=no in a temp dir; this puts ZooKeeper's
+		// own default back.
+		zopts.Config = map[string]string{"forceSync": "yes"}
+		rep.zk.forceSync = "yes"
+	}
 	if err := zkserver.Check(zopts); err != nil {
 		return rep, err
 	}
-	progress("starting ZooKeeper (tickTime %s)", cfg.tickTime)
+	progress("starting ZooKeeper (tickTime %s, forceSync=%s)", cfg.tickTime, rep.zk.forceSync)
 	zs, err := zkserver.Start(ctx, zopts)
 	if err != nil {
 		return rep, err
