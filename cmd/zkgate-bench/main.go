@@ -10,6 +10,8 @@
 //     call);
 //  2. grants per second with 32 contenders on one lock, gateway vs. zk.Lock,
 //     checking mutual exclusion all along (target: at least 0.8x);
+//     2b. cycles per second of 32 workers each on its own lock, gateway vs.
+//     32 zk.Locks sharing one zk.Conn (target: at least 0.8x);
 //  3. the gateway's memory with 10,000 acquires waiting on one lock, over
 //     HTTP/1.1 (target: VmRSS under 24 KiB per waiter), then every waiter
 //     granted in turn;
@@ -85,6 +87,9 @@ type config struct {
 	qBytes     int
 	qWakeups   int
 
+	distinctWorkers int
+	distinctDur     time.Duration
+
 	forceSync      bool
 	tickTime       time.Duration
 	containerCheck time.Duration
@@ -94,7 +99,7 @@ type config struct {
 	quick          bool
 }
 
-var allPhases = []string{"latency", "contention", "keepalive", "queue-throughput", "queue-wakeup", "waiters"}
+var allPhases = []string{"latency", "contention", "distinct", "keepalive", "queue-throughput", "queue-wakeup", "waiters"}
 
 func parseFlags(args []string) (config, error) {
 	var c config
@@ -117,6 +122,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.qBacklog, "queue-backlog", 32, "concurrent queue test: producers wait while this many items are produced and not yet taken")
 	fs.IntVar(&c.qBytes, "queue-bytes", 100, "size of each queue item")
 	fs.IntVar(&c.qWakeups, "queue-wakeups", 300, "queue wake-up test: produces to a waiting consumer, each for the gateway and for the direct client")
+	fs.IntVar(&c.distinctWorkers, "distinct-workers", 32, "distinct-locks test: workers, each on its own lock")
+	fs.DurationVar(&c.distinctDur, "distinct-duration", 10*time.Second, "distinct-locks run time, each for the gateway and for the direct client (run as two halves, ABBA)")
 	fs.BoolVar(&c.forceSync, "force-sync", true, "ZooKeeper fsyncs its transaction log (forceSync=yes, ZooKeeper's default); -force-sync=false sets forceSync=no")
 	fs.DurationVar(&c.tickTime, "tick", 2*time.Second, "ZooKeeper tickTime")
 	fs.DurationVar(&c.containerCheck, "container-check", time.Minute, "ZooKeeper znode.container.checkIntervalMs (ZooKeeper's default is 1m)")
@@ -124,7 +131,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "use this zkgate binary instead of building ./cmd/zkgate")
 	fs.StringVar(&c.logLevel, "gateway-log-level", "info", "the gateway's --log-level (its log goes to a temp file)")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, comma-separated, of "+strings.Join(allPhases, ","))
-	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 1,000 waiters, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups (explicit flags still win)")
+	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 1,000 waiters, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups (explicit flags still win)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -148,6 +155,7 @@ func parseFlags(args []string) (config, error) {
 		quick("queue-items", func() { c.qItems = 300 })
 		quick("queue-duration", func() { c.qDur = 2 * time.Second })
 		quick("queue-wakeups", func() { c.qWakeups = 50 })
+		quick("distinct-duration", func() { c.distinctDur = 2 * time.Second })
 	}
 	c.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
@@ -166,13 +174,14 @@ func parseFlags(args []string) (config, error) {
 	}
 	switch {
 	case c.iterations < 1, c.warmup < 0, c.block < 1, c.contenders < 1, c.waiters < 1, c.ramp < 1, c.kaWorkers < 1,
-		c.qProducers < 1, c.qConsumers < 1, c.qBacklog < 1, c.qWakeups < 1:
+		c.qProducers < 1, c.qConsumers < 1, c.qBacklog < 1, c.qWakeups < 1,
+		c.distinctWorkers < 1:
 		return c, errors.New("counts must be positive")
 	case c.qItems < 2:
 		return c, errors.New("-queue-items must be at least 2")
 	case c.qBytes < 32:
 		return c, errors.New("-queue-bytes must be at least 32 (the items carry a unique id)")
-	case c.contentionDur < 100*time.Millisecond, c.kaDur < 100*time.Millisecond, c.qDur < 200*time.Millisecond:
+	case c.contentionDur < 100*time.Millisecond, c.distinctDur < 100*time.Millisecond, c.kaDur < 100*time.Millisecond, c.qDur < 200*time.Millisecond:
 		return c, errors.New("durations must be at least 100ms (-queue-duration 200ms)")
 	case c.contentionWait < time.Second || c.waiterWait < time.Second:
 		return c, errors.New("waits must be at least 1s")

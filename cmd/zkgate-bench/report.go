@@ -14,6 +14,7 @@ import (
 const (
 	targetLatencyRatio = 1.2       // uncontended, gateway/zk.Lock, at most (p50 and mean)
 	targetContention   = 0.8       // grants/s, 32 contenders on one lock, gateway/direct, at least
+	targetDistinct     = 0.8       // cycles/s, workers on distinct locks, gateway/direct, at least
 	targetQueue        = 0.8       // queue items/s, gateway/direct, at least
 	targetWake         = 1.2       // queue take wake-up, gateway/direct, at most (p50 and mean)
 	targetPerWaiterH1  = 24 * 1024 // VmRSS per waiting acquire over HTTP/1.1
@@ -51,6 +52,7 @@ type report struct {
 	latency    latencyResult
 	contention contentionResult
 	keepalive  keepaliveResult
+	distinct   distinctResult
 	waiters    waitersResult
 	queue      queueResult
 	wake       wakeResult
@@ -63,6 +65,7 @@ func (r *report) violations() int64 {
 			v += x.violations.Load() + x.tokenViolations.Load()
 		}
 	}
+	v += r.distinct.gw.bad
 	return v
 }
 
@@ -118,8 +121,8 @@ func (r *report) print(w io.Writer) {
 	p("| gateway | child process pid %d, %s: `zkgate %s` |", r.gw.pid, build, r.gw.args)
 	p("| direct client | go-zookeeper v1.0.4: locks `zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))`; queues the gateway's recipe (kazoo LockingQueue layout) by hand; session timeout %s |", zkTimeout)
 	p("| limits | open files: bench %d, gateway %d; ephemeral ports %s; somaxconn %s |", r.nofile, r.gw.nofile, m.portLo, m.somaxcn)
-	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); contenders %d for %s each (wait %s); waiters %d (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups |",
-		c.iterations, c.warmup, c.block, c.contenders, c.contentionDur, c.contentionWait,
+	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); contenders %d for %s each (wait %s); distinct locks %d workers for %s each; waiters %d (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups |",
+		c.iterations, c.warmup, c.block, c.contenders, c.contentionDur, c.contentionWait, c.distinctWorkers, c.distinctDur,
 		c.waiters, c.waiterWait, c.ramp, c.kaWorkers, c.kaDur,
 		c.qItems, c.qProducers, c.qConsumers, c.qDur, c.qBacklog, c.qBytes, c.qWakeups)
 	p("")
@@ -203,6 +206,8 @@ func (r *report) print(w io.Writer) {
 			thousands(k.gw.excl.entered.Load()+k.direct.excl.entered.Load())), "0", verdict(v == 0)})
 		p("")
 	}
+
+	r.printDistinct(p, &sum)
 
 	if wr := r.waiters; wr.n > 0 {
 		p("## 3. Gateway memory with %s waiting acquires", thousands(int64(wr.n)))

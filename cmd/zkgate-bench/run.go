@@ -142,6 +142,12 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 			return rep, fmt.Errorf("contention: %w", err)
 		}
 	}
+	if cfg.phases["distinct"] {
+		progress("2b. %d workers on distinct locks, %s each for gateway and direct", cfg.distinctWorkers, cfg.distinctDur)
+		if rep.distinct, err = e.distinct(ctx); err != nil {
+			return rep, fmt.Errorf("distinct locks: %w", err)
+		}
+	}
 	if cfg.phases["keepalive"] {
 		progress("4. keepalives: %d workers, %s", cfg.kaWorkers, cfg.kaDur)
 		if rep.keepalive, err = e.keepalives(ctx); err != nil {
