@@ -8,6 +8,8 @@
 //     gateway at most 1.2x the direct client, p50 and mean), with the floor
 //     (zk.Lock's ZooKeeper requests timed raw plus one HTTP exchange per
 //     call);
+//     1b. the same against etcd's HTTP lock API, if etcd is on PATH (a
+//     stretch target: at most 1.0x);
 //  2. grants per second with 32 contenders on one lock, gateway vs. zk.Lock,
 //     checking mutual exclusion all along (target: at least 0.8x);
 //     2b. cycles per second of 32 workers each on its own lock, gateway vs.
@@ -40,7 +42,7 @@
 //
 // It starts its own standalone ZooKeeper (zkserver, tickTime 2s, temp dir),
 // builds cmd/zkgate into a temp dir and runs it as a child process, so the
-// gateway's memory is its own. Everything it starts is removed when it ends,
+// gateway's memory is its own, and etcd if it is on PATH. Everything it starts is removed when it ends,
 // also on Ctrl-C (a second Ctrl-C exits at once; the children then die with
 // it through PR_SET_PDEATHSIG). The report, in markdown, goes to stdout;
 // progress goes to stderr. -phases runs a subset, -gateway-bin measures a
@@ -90,6 +92,9 @@ type config struct {
 	distinctWorkers int
 	distinctDur     time.Duration
 
+	etcdBin        string
+	etcdIterations int
+
 	forceSync      bool
 	tickTime       time.Duration
 	containerCheck time.Duration
@@ -99,7 +104,7 @@ type config struct {
 	quick          bool
 }
 
-var allPhases = []string{"latency", "contention", "distinct", "keepalive", "queue-throughput", "queue-wakeup", "waiters"}
+var allPhases = []string{"latency", "contention", "distinct", "etcd", "keepalive", "queue-throughput", "queue-wakeup", "waiters"}
 
 func parseFlags(args []string) (config, error) {
 	var c config
@@ -124,6 +129,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.qWakeups, "queue-wakeups", 300, "queue wake-up test: produces to a waiting consumer, each for the gateway and for the direct client")
 	fs.IntVar(&c.distinctWorkers, "distinct-workers", 32, "distinct-locks test: workers, each on its own lock")
 	fs.DurationVar(&c.distinctDur, "distinct-duration", 10*time.Second, "distinct-locks run time, each for the gateway and for the direct client (run as two halves, ABBA)")
+	fs.StringVar(&c.etcdBin, "etcd", "etcd", "the etcd binary of the etcd comparison (looked up on PATH; the phase is skipped without it)")
+	fs.IntVar(&c.etcdIterations, "etcd-iterations", 1000, "etcd comparison: uncontended lock+unlock iterations, each for the gateway and for etcd (blocks of -block, ABBA)")
 	fs.BoolVar(&c.forceSync, "force-sync", true, "ZooKeeper fsyncs its transaction log (forceSync=yes, ZooKeeper's default); -force-sync=false sets forceSync=no")
 	fs.DurationVar(&c.tickTime, "tick", 2*time.Second, "ZooKeeper tickTime")
 	fs.DurationVar(&c.containerCheck, "container-check", time.Minute, "ZooKeeper znode.container.checkIntervalMs (ZooKeeper's default is 1m)")
@@ -131,7 +138,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "use this zkgate binary instead of building ./cmd/zkgate")
 	fs.StringVar(&c.logLevel, "gateway-log-level", "info", "the gateway's --log-level (its log goes to a temp file)")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, comma-separated, of "+strings.Join(allPhases, ","))
-	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 1,000 waiters, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups (explicit flags still win)")
+	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 300 etcd iterations, 1,000 waiters, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups (explicit flags still win)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -156,6 +163,7 @@ func parseFlags(args []string) (config, error) {
 		quick("queue-duration", func() { c.qDur = 2 * time.Second })
 		quick("queue-wakeups", func() { c.qWakeups = 50 })
 		quick("distinct-duration", func() { c.distinctDur = 2 * time.Second })
+		quick("etcd-iterations", func() { c.etcdIterations = 300 })
 	}
 	c.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
@@ -175,7 +183,7 @@ func parseFlags(args []string) (config, error) {
 	switch {
 	case c.iterations < 1, c.warmup < 0, c.block < 1, c.contenders < 1, c.waiters < 1, c.ramp < 1, c.kaWorkers < 1,
 		c.qProducers < 1, c.qConsumers < 1, c.qBacklog < 1, c.qWakeups < 1,
-		c.distinctWorkers < 1:
+		c.distinctWorkers < 1, c.etcdIterations < 1:
 		return c, errors.New("counts must be positive")
 	case c.qItems < 2:
 		return c, errors.New("-queue-items must be at least 2")

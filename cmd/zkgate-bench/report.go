@@ -13,6 +13,7 @@ import (
 // The targets of issue 11.
 const (
 	targetLatencyRatio = 1.2       // uncontended, gateway/zk.Lock, at most (p50 and mean)
+	targetEtcdRatio    = 1.0       // uncontended, gateway/etcd lock API, at most (a stretch)
 	targetContention   = 0.8       // grants/s, 32 contenders on one lock, gateway/direct, at least
 	targetDistinct     = 0.8       // cycles/s, workers on distinct locks, gateway/direct, at least
 	targetQueue        = 0.8       // queue items/s, gateway/direct, at least
@@ -53,6 +54,7 @@ type report struct {
 	contention contentionResult
 	keepalive  keepaliveResult
 	distinct   distinctResult
+	etcd       etcdResult
 	waiters    waitersResult
 	queue      queueResult
 	wake       wakeResult
@@ -121,8 +123,8 @@ func (r *report) print(w io.Writer) {
 	p("| gateway | child process pid %d, %s: `zkgate %s` |", r.gw.pid, build, r.gw.args)
 	p("| direct client | go-zookeeper v1.0.4: locks `zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))`; queues the gateway's recipe (kazoo LockingQueue layout) by hand; session timeout %s |", zkTimeout)
 	p("| limits | open files: bench %d, gateway %d; ephemeral ports %s; somaxconn %s |", r.nofile, r.gw.nofile, m.portLo, m.somaxcn)
-	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); contenders %d for %s each (wait %s); distinct locks %d workers for %s each; waiters %d (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups |",
-		c.iterations, c.warmup, c.block, c.contenders, c.contentionDur, c.contentionWait, c.distinctWorkers, c.distinctDur,
+	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); etcd iterations %d; contenders %d for %s each (wait %s); distinct locks %d workers for %s each; waiters %d (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups |",
+		c.iterations, c.warmup, c.block, c.etcdIterations, c.contenders, c.contentionDur, c.contentionWait, c.distinctWorkers, c.distinctDur,
 		c.waiters, c.waiterWait, c.ramp, c.kaWorkers, c.kaDur,
 		c.qItems, c.qProducers, c.qConsumers, c.qDur, c.qBacklog, c.qBytes, c.qWakeups)
 	p("")
@@ -174,6 +176,8 @@ func (r *report) print(w io.Writer) {
 			ratioRow("1. uncontended p50, gateway/direct", l.ratioP50(), fmt.Sprintf("%s vs %s", msf(l.gw.p50), msf(l.direct.p50)), targetLatencyRatio, true),
 			ratioRow("1. uncontended mean, gateway/direct", l.ratioMean(), fmt.Sprintf("%s vs %s; floor %.2fx", msf(l.gw.mean), msf(l.direct.mean), l.floorRatio(meanOf)), targetLatencyRatio, true))
 	}
+
+	r.printEtcd(p, &sum)
 
 	if k := r.contention; k.gw.segments > 0 || k.direct.segments > 0 {
 		p("## 2. %d contenders on one lock", k.contenders)

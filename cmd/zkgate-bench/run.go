@@ -28,6 +28,7 @@ type env struct {
 	zkAddr string
 	gw     *gateway
 	conn   *zk.Conn // a direct client for checks and the uncontended test
+	tmp    string   // the run's temp dir
 }
 
 // run sets everything up, runs the phases and tears everything down. The
@@ -129,7 +130,7 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	}
 	defer conn.Close()
 
-	e := &env{cfg: cfg, zkAddr: zs.Addr(), gw: gw, conn: conn}
+	e := &env{cfg: cfg, zkAddr: zs.Addr(), gw: gw, conn: conn, tmp: tmp}
 	if cfg.phases["latency"] {
 		progress("1. uncontended latency: %d warm-up + %d iterations each", cfg.warmup, cfg.iterations)
 		if rep.latency, err = e.latency(ctx); err != nil {
@@ -146,6 +147,12 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 		progress("2b. %d workers on distinct locks, %s each for gateway and direct", cfg.distinctWorkers, cfg.distinctDur)
 		if rep.distinct, err = e.distinct(ctx); err != nil {
 			return rep, fmt.Errorf("distinct locks: %w", err)
+		}
+	}
+	if cfg.phases["etcd"] {
+		progress("1b. etcd comparison: %d iterations each", cfg.etcdIterations)
+		if rep.etcd, err = e.etcdPhase(ctx); err != nil {
+			return rep, fmt.Errorf("etcd comparison: %w", err)
 		}
 	}
 	if cfg.phases["keepalive"] {
