@@ -15,8 +15,9 @@
 //     2b. cycles per second of 32 workers each on its own lock, gateway vs.
 //     32 zk.Locks sharing one zk.Conn (target: at least 0.8x);
 //  3. the gateway's memory with 10,000 acquires waiting on one lock, over
-//     HTTP/1.1 (target: VmRSS under 24 KiB per waiter), then every waiter
-//     granted in turn;
+//     HTTP/1.1, h2c and HTTP/2 over TLS, each on a fresh gateway process
+//     (target: VmRSS under 24 KiB per waiter over HTTP/1.1, 16 KiB over
+//     HTTP/2), then every waiter granted in turn;
 //     -waiter-wait is 5m by default: on a 2-core machine the gateway takes
 //     about a minute to park 10,000 waiters and another to grant them all,
 //     so 60s waits end before the queue is even complete (run with
@@ -42,7 +43,8 @@
 //
 // It starts its own standalone ZooKeeper (zkserver, tickTime 2s, temp dir),
 // builds cmd/zkgate into a temp dir and runs it as a child process, so the
-// gateway's memory is its own, and etcd if it is on PATH. Everything it starts is removed when it ends,
+// gateway's memory is its own (the waiter phases start one more each), and
+// etcd if it is on PATH. Everything it starts is removed when it ends,
 // also on Ctrl-C (a second Ctrl-C exits at once; the children then die with
 // it through PR_SET_PDEATHSIG). The report, in markdown, goes to stdout;
 // progress goes to stderr. -phases runs a subset, -gateway-bin measures a
@@ -59,6 +61,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -95,6 +98,8 @@ type config struct {
 	etcdBin        string
 	etcdIterations int
 
+	waiterProtocols []string
+
 	forceSync      bool
 	tickTime       time.Duration
 	containerCheck time.Duration
@@ -106,6 +111,9 @@ type config struct {
 
 var allPhases = []string{"latency", "contention", "distinct", "etcd", "keepalive", "queue-throughput", "queue-wakeup", "waiters"}
 
+// waiterProtos are the protocols of the waiter-memory phase, in run order.
+var waiterProtos = []string{"h1", "h2c", "tls"}
+
 func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("zkgate-bench", flag.ContinueOnError)
@@ -115,7 +123,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.contenders, "contenders", 32, "contenders on one lock")
 	fs.DurationVar(&c.contentionDur, "contention-duration", 10*time.Second, "contended run time, each for the gateway and for the direct client (run as two halves, ABBA)")
 	fs.DurationVar(&c.contentionWait, "contention-wait", 30*time.Second, "?wait= of each contended acquire")
-	fs.IntVar(&c.waiters, "waiters", 10000, "concurrent acquires waiting on one lock in the memory test")
+	fs.IntVar(&c.waiters, "waiters", 10000, "concurrent acquires waiting on one lock in the memory test, per protocol (see -waiter-protocols)")
+	protos := fs.String("waiter-protocols", strings.Join(waiterProtos, ","), "protocols of the memory test, each on a fresh gateway process: h1 (HTTP/1.1, a connection per waiter), h2c (HTTP/2 with prior knowledge on the plain port), tls (HTTP/2 over TLS, a self-signed certificate)")
 	fs.DurationVar(&c.waiterWait, "waiter-wait", 5*time.Minute, "?wait= of each waiting acquire; it must cover the time the gateway takes to park them all and then grant them in turn (see the report)")
 	fs.IntVar(&c.ramp, "ramp", 128, "waiting acquires being connected and sent at once while they arrive")
 	fs.IntVar(&c.kaWorkers, "keepalive-workers", 32, "goroutines sending keepalives")
@@ -138,7 +147,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "use this zkgate binary instead of building ./cmd/zkgate")
 	fs.StringVar(&c.logLevel, "gateway-log-level", "info", "the gateway's --log-level (its log goes to a temp file)")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, comma-separated, of "+strings.Join(allPhases, ","))
-	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 300 etcd iterations, 1,000 waiters, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups (explicit flags still win)")
+	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 300 etcd iterations, 1,000 waiters per protocol, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups (explicit flags still win)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -164,6 +173,21 @@ func parseFlags(args []string) (config, error) {
 		quick("queue-wakeups", func() { c.qWakeups = 50 })
 		quick("distinct-duration", func() { c.distinctDur = 2 * time.Second })
 		quick("etcd-iterations", func() { c.etcdIterations = 300 })
+	}
+	for _, p := range strings.Split(*protos, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !slices.Contains(waiterProtos, p) {
+			return c, fmt.Errorf("-waiter-protocols: unknown protocol %q (have %s)", p, strings.Join(waiterProtos, ","))
+		}
+		if !slices.Contains(c.waiterProtocols, p) {
+			c.waiterProtocols = append(c.waiterProtocols, p)
+		}
+	}
+	if len(c.waiterProtocols) == 0 {
+		return c, errors.New("-waiter-protocols: none given")
 	}
 	c.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {

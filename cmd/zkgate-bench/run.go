@@ -28,6 +28,7 @@ type env struct {
 	zkAddr string
 	gw     *gateway
 	conn   *zk.Conn // a direct client for checks and the uncontended test
+	bin    string   // the zkgate binary
 	tmp    string   // the run's temp dir
 }
 
@@ -96,7 +97,7 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	}
 
 	progress("starting the gateway")
-	gw, err := startGateway(ctx, bin, zs.Addr(), cfg.logLevel, filepath.Join(tmp, "zkgate.log"))
+	gw, err := startGateway(ctx, bin, zs.Addr(), cfg.logLevel, filepath.Join(tmp, "zkgate.log"), nil)
 	if err != nil {
 		return rep, err
 	}
@@ -130,7 +131,7 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	}
 	defer conn.Close()
 
-	e := &env{cfg: cfg, zkAddr: zs.Addr(), gw: gw, conn: conn, tmp: tmp}
+	e := &env{cfg: cfg, zkAddr: zs.Addr(), gw: gw, conn: conn, bin: bin, tmp: tmp}
 	if cfg.phases["latency"] {
 		progress("1. uncontended latency: %d warm-up + %d iterations each", cfg.warmup, cfg.iterations)
 		if rep.latency, err = e.latency(ctx); err != nil {
@@ -175,9 +176,13 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 		}
 	}
 	if cfg.phases["waiters"] {
-		progress("3. %d waiting acquires", cfg.waiters)
-		if rep.waiters, err = e.waitersPhase(ctx); err != nil {
-			return rep, fmt.Errorf("waiters: %w", err)
+		for _, proto := range cfg.waiterProtocols {
+			progress("3. %d waiting acquires over %s, on a fresh gateway", cfg.waiters, protoName(proto))
+			wr, err := e.waitersOn(ctx, proto)
+			rep.waiters = append(rep.waiters, wr)
+			if err != nil {
+				return rep, fmt.Errorf("waiters over %s: %w", protoName(proto), err)
+			}
 		}
 	}
 	return rep, nil
