@@ -30,7 +30,9 @@
 //     every item is taken exactly once (target: at least 0.8x);
 //  6. queue take wake-up: produce sent .. item taken by a consumer blocked
 //     on the empty queue, gateway take?wait= vs. a direct children watch
-//     (target: at most 1.2x).
+//     (target: at most 1.2x);
+//  7. dashboard fan-out: one change reaching 3,000 WebSocket clients of
+//     /ws (target: the last one in under 0.25 s).
 //
 // ZooKeeper runs with its default forceSync=yes (-force-sync=false turns
 // the fsync off).
@@ -100,6 +102,10 @@ type config struct {
 
 	waiterProtocols []string
 
+	dashClients int
+	dashChanges int
+	dashRamp    int
+
 	forceSync      bool
 	tickTime       time.Duration
 	containerCheck time.Duration
@@ -109,7 +115,7 @@ type config struct {
 	quick          bool
 }
 
-var allPhases = []string{"latency", "contention", "distinct", "etcd", "keepalive", "queue-throughput", "queue-wakeup", "waiters"}
+var allPhases = []string{"latency", "contention", "distinct", "etcd", "keepalive", "queue-throughput", "queue-wakeup", "dashboard", "waiters"}
 
 // waiterProtos are the protocols of the waiter-memory phase, in run order.
 var waiterProtos = []string{"h1", "h2c", "tls"}
@@ -140,6 +146,9 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.distinctDur, "distinct-duration", 10*time.Second, "distinct-locks run time, each for the gateway and for the direct client (run as two halves, ABBA)")
 	fs.StringVar(&c.etcdBin, "etcd", "etcd", "the etcd binary of the etcd comparison (looked up on PATH; the phase is skipped without it)")
 	fs.IntVar(&c.etcdIterations, "etcd-iterations", 1000, "etcd comparison: uncontended lock+unlock iterations, each for the gateway and for etcd (blocks of -block, ABBA)")
+	fs.IntVar(&c.dashClients, "dashboard-clients", 3000, "dashboard fan-out test: WebSocket clients on /ws?page=locks")
+	fs.IntVar(&c.dashChanges, "dashboard-changes", 5, "dashboard fan-out test: changes (a lock acquired, then released), each timed until every client has seen it")
+	fs.IntVar(&c.dashRamp, "dashboard-ramp", 64, "dashboard fan-out test: WebSocket clients connecting at once")
 	fs.BoolVar(&c.forceSync, "force-sync", true, "ZooKeeper fsyncs its transaction log (forceSync=yes, ZooKeeper's default); -force-sync=false sets forceSync=no")
 	fs.DurationVar(&c.tickTime, "tick", 2*time.Second, "ZooKeeper tickTime")
 	fs.DurationVar(&c.containerCheck, "container-check", time.Minute, "ZooKeeper znode.container.checkIntervalMs (ZooKeeper's default is 1m)")
@@ -147,7 +156,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "use this zkgate binary instead of building ./cmd/zkgate")
 	fs.StringVar(&c.logLevel, "gateway-log-level", "info", "the gateway's --log-level (its log goes to a temp file)")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, comma-separated, of "+strings.Join(allPhases, ","))
-	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 300 etcd iterations, 1,000 waiters per protocol, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups (explicit flags still win)")
+	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 300 etcd iterations, 1,000 waiters per protocol, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups, 300 dashboard clients (explicit flags still win)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -173,6 +182,7 @@ func parseFlags(args []string) (config, error) {
 		quick("queue-wakeups", func() { c.qWakeups = 50 })
 		quick("distinct-duration", func() { c.distinctDur = 2 * time.Second })
 		quick("etcd-iterations", func() { c.etcdIterations = 300 })
+		quick("dashboard-clients", func() { c.dashClients = 300 })
 	}
 	for _, p := range strings.Split(*protos, ",") {
 		p = strings.TrimSpace(p)
@@ -207,7 +217,7 @@ func parseFlags(args []string) (config, error) {
 	switch {
 	case c.iterations < 1, c.warmup < 0, c.block < 1, c.contenders < 1, c.waiters < 1, c.ramp < 1, c.kaWorkers < 1,
 		c.qProducers < 1, c.qConsumers < 1, c.qBacklog < 1, c.qWakeups < 1,
-		c.distinctWorkers < 1, c.etcdIterations < 1:
+		c.distinctWorkers < 1, c.etcdIterations < 1, c.dashClients < 1, c.dashChanges < 1, c.dashRamp < 1:
 		return c, errors.New("counts must be positive")
 	case c.qItems < 2:
 		return c, errors.New("-queue-items must be at least 2")

@@ -20,6 +20,7 @@ const (
 	targetWake         = 1.2 // queue take wake-up, gateway/direct, at most (p50 and mean)
 	targetPerWaiterH2  = 16 * 1024
 	targetPerWaiterH1  = 24 * 1024
+	targetFanoutLast   = 250 * time.Millisecond
 )
 
 // ratioRow is a summary row of a ratio against a target: at most (latency)
@@ -59,6 +60,7 @@ type report struct {
 	waiters    []waitersResult
 	queue      queueResult
 	wake       wakeResult
+	dash       dashResult
 }
 
 func (r *report) violations() int64 {
@@ -128,10 +130,10 @@ func (r *report) print(w io.Writer) {
 	p("| gateway | child process pid %d, %s: `zkgate %s` |", r.gw.pid, build, r.gw.args)
 	p("| direct client | go-zookeeper v1.0.4: locks `zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))`; queues the gateway's recipe (kazoo LockingQueue layout) by hand; session timeout %s |", zkTimeout)
 	p("| limits | open files: bench %d, gateway %d; ephemeral ports %s; somaxconn %s |", r.nofile, r.gw.nofile, m.portLo, m.somaxcn)
-	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); etcd iterations %d; contenders %d for %s each (wait %s); distinct locks %d workers for %s each; waiters %d per protocol over %s (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups |",
+	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); etcd iterations %d; contenders %d for %s each (wait %s); distinct locks %d workers for %s each; waiters %d per protocol over %s (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups; dashboard %d WebSocket clients (ramp %d), %d changes |",
 		c.iterations, c.warmup, c.block, c.etcdIterations, c.contenders, c.contentionDur, c.contentionWait, c.distinctWorkers, c.distinctDur,
 		c.waiters, strings.Join(c.waiterProtocols, ", "), c.waiterWait, c.ramp, c.kaWorkers, c.kaDur,
-		c.qItems, c.qProducers, c.qConsumers, c.qDur, c.qBacklog, c.qBytes, c.qWakeups)
+		c.qItems, c.qProducers, c.qConsumers, c.qDur, c.qBacklog, c.qBytes, c.qWakeups, c.dashClients, c.dashRamp, c.dashChanges)
 	p("")
 	if r.gw.killed != "" {
 		p("**%s.**", r.gw.killed)
@@ -240,6 +242,7 @@ func (r *report) print(w io.Writer) {
 	}
 
 	r.printQueues(p, &sum)
+	r.printDash(p, &sum)
 
 	if len(sum) > 0 {
 		p("## Summary")

@@ -42,6 +42,9 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	if cfg.phases["waiters"] {
 		need += uint64(cfg.waiters)
 	}
+	if cfg.phases["dashboard"] {
+		need = max(need, 2*uint64(cfg.dashClients)+4096)
+	}
 	if rep.nofile, err = raiseNoFile(need); err != nil {
 		return rep, err
 	}
@@ -124,6 +127,9 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	if cfg.phases["waiters"] && rep.gw.nofile < uint64(cfg.waiters)+64 {
 		return rep, fmt.Errorf("the gateway's open-file limit is %d, below the %d waiters", rep.gw.nofile, cfg.waiters)
 	}
+	if cfg.phases["dashboard"] && rep.gw.nofile < uint64(cfg.dashClients)+64 {
+		return rep, fmt.Errorf("the gateway's open-file limit is %d, below the %d dashboard clients", rep.gw.nofile, cfg.dashClients)
+	}
 
 	conn, err := dialZK(ctx, zs.Addr())
 	if err != nil {
@@ -173,6 +179,12 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 		progress("6. queue take wake-up: %d each for gateway and direct", cfg.qWakeups)
 		if rep.wake, err = e.queueWakeup(ctx); err != nil {
 			return rep, fmt.Errorf("queue wake-up: %w", err)
+		}
+	}
+	if cfg.phases["dashboard"] {
+		progress("7. dashboard fan-out: %d WebSocket clients, %d changes", cfg.dashClients, cfg.dashChanges)
+		if rep.dash, err = e.dashboardPhase(ctx); err != nil {
+			return rep, fmt.Errorf("dashboard fan-out: %w", err)
 		}
 	}
 	if cfg.phases["waiters"] {
