@@ -107,6 +107,7 @@ type config struct {
 	dashRamp    int
 
 	forceSync      bool
+	settleScale    float64 // not a flag: the smoke test shortens the memory test's pauses
 	tickTime       time.Duration
 	containerCheck time.Duration
 	gatewayBin     string

@@ -163,6 +163,15 @@ func (e *env) waitersOn(ctx context.Context, proto string) (res waitersResult, e
 	return res, err
 }
 
+// settle scales the pauses of the memory measurement: 1 in a real run; the
+// smoke test shortens them (its figures mean nothing anyway).
+func (e *env) settle(d time.Duration) time.Duration {
+	if e.cfg.settleScale > 0 {
+		return time.Duration(float64(d) * e.cfg.settleScale)
+	}
+	return d
+}
+
 func perWaiter(with, before uint64, n int) float64 {
 	return (float64(with) - float64(before)) / float64(n)
 }
@@ -195,7 +204,7 @@ func (e *env) waitersPhase(ctx context.Context, g *gateway, tr *http.Transport, 
 	setupTr.MaxIdleConns, setupTr.MaxIdleConnsPerHost = 64, 64
 	setup := &client{base: g.url, hc: &http.Client{Transport: setupTr, Timeout: 2 * time.Minute}}
 	defer setup.close()
-	if res.idle, err = g.settledMemory(ctx, 3, 300*time.Millisecond); err != nil {
+	if res.idle, err = g.settledMemory(ctx, 3, e.settle(300*time.Millisecond)); err != nil {
 		return err
 	}
 
@@ -228,7 +237,7 @@ func (e *env) waitersPhase(ctx context.Context, g *gateway, tr *http.Transport, 
 	}
 	res.excl.enter(hg.Token)
 
-	if res.leased, err = g.settledMemory(ctx, 5, 400*time.Millisecond); err != nil {
+	if res.leased, err = g.settledMemory(ctx, 5, e.settle(400*time.Millisecond)); err != nil {
 		return err
 	}
 
@@ -361,9 +370,9 @@ wait:
 	select { // let the last arrivals finish their bookkeeping
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(2 * time.Second):
+	case <-time.After(e.settle(2 * time.Second)):
 	}
-	if res.with, err = g.settledMemory(ctx, 5, 400*time.Millisecond); err != nil {
+	if res.with, err = g.settledMemory(ctx, 5, e.settle(400*time.Millisecond)); err != nil {
 		return err
 	}
 	if m, err := g.memory(ctx); err == nil && int(m.waiters) < res.reached {
@@ -449,7 +458,7 @@ collect:
 		return err
 	}
 	res.revokeTook = time.Since(t0)
-	if res.after, err = g.settledMemory(ctx, 3, 300*time.Millisecond); err != nil {
+	if res.after, err = g.settledMemory(ctx, 3, e.settle(300*time.Millisecond)); err != nil {
 		return err
 	}
 	if res.unanswered > 0 {
