@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,7 +35,10 @@ type gateway struct {
 // 200. The child inherits our raised RLIMIT_NOFILE, is in its own process
 // group (a terminal's Ctrl-C reaches only us, and we stop it in order), and
 // is SIGKILLed by the kernel if we die.
-func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string) (*gateway, error) {
+//
+// tlsFiles, when set, are the certificate and key the gateway serves HTTPS
+// with (the metrics client then trusts the certificate).
+func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tlsFiles *tlsFiles) (*gateway, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -44,6 +48,11 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string) (*
 	// defaults allow).
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--zk", zkAddr, "--root", gatewayRoot,
 		"--log-level", logLevel, "--max-leases", "10000000", "--max-waiters", "10000000", "--max-waiters-per-name", "10000000")
+	metrics := newTransport(2)
+	if tlsFiles != nil {
+		cmd.Args = append(cmd.Args, "--tls-cert", tlsFiles.cert, "--tls-key", tlsFiles.key)
+		metrics.TLSClientConfig = tlsFiles.clientConfig()
+	}
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -57,12 +66,12 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string) (*
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	g := &gateway{cmd: cmd, logPath: logPath, done: make(chan struct{}),
-		metrics: &http.Client{Timeout: 30 * time.Second, Transport: newTransport(2)}}
+		metrics: &http.Client{Timeout: 30 * time.Second, Transport: metrics}}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on http://"); ok {
+			if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on "); ok {
 				a, _, _ := strings.Cut(rest, " ")
 				select {
 				case addr <- a:
@@ -80,7 +89,7 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string) (*
 	defer t.Stop()
 	select {
 	case a := <-addr:
-		g.url = "http://" + a
+		g.url = a
 	case <-g.done:
 		return nil, fmt.Errorf("zkgate exited before serving:\n%s", g.logTail(20))
 	case <-ctx.Done():
@@ -232,6 +241,7 @@ type mem struct {
 	sys        uint64 // go_memstats_sys_bytes
 	goroutines uint64
 	fds        uint64
+	conns      uint64  // established TCP connections on the gateway's listening port
 	waiters    float64 // zkgate_waiters{kind="lock"}
 	leases     float64 // zkgate_leases
 }
@@ -257,7 +267,38 @@ func (g *gateway) memory(ctx context.Context) (mem, error) {
 	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", g.pid())); err == nil {
 		m.fds = uint64(len(ents))
 	}
+	m.conns = g.tcpConns()
 	return m, nil
+}
+
+// tcpConns counts the established TCP connections whose local port is the
+// gateway's listening port (/proc/net/tcp and tcp6: its side of every
+// client connection; all are on loopback).
+func (g *gateway) tcpConns() uint64 {
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(g.url, "http://"), "https://"))
+	if err != nil {
+		return 0
+	}
+	pn, err := strconv.Atoi(port)
+	if err != nil {
+		return 0
+	}
+	want := fmt.Sprintf(":%04X", pn)
+	var n uint64
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			// sl local_address rem_address st ...; st 01 is ESTABLISHED
+			if len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == "01" {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // settledMemory samples the memory n times, interval apart, and keeps the
@@ -287,7 +328,7 @@ func (g *gateway) settledMemory(ctx context.Context, n int, interval time.Durati
 		best.heapAlloc = min(best.heapAlloc, m.heapAlloc)
 		best.stackInuse = min(best.stackInuse, m.stackInuse)
 		best.sys = min(best.sys, m.sys)
-		best.goroutines, best.fds, best.waiters, best.leases = m.goroutines, m.fds, m.waiters, m.leases
+		best.goroutines, best.fds, best.conns, best.waiters, best.leases = m.goroutines, m.fds, m.conns, m.waiters, m.leases
 	}
 	return best, nil
 }

@@ -61,8 +61,25 @@ type latencyResult struct {
 	serverKA               time.Duration
 	keepalive              summary // one POST keepalive: the HTTP floor
 	exists                 summary // one zk Exists: the ZooKeeper round-trip floor
+	create, children, del  summary // zk.Lock's own requests, timed raw
 	blocks                 int
 }
+
+// floorRaw is the direct client's requests timed raw: one Create of an
+// ephemeral sequential node, one Children, one Delete (what zk.Lock sends
+// for an uncontended Lock + Unlock).
+func (r latencyResult) floorRaw(f func(summary) time.Duration) time.Duration {
+	return f(r.create) + f(r.children) + f(r.del)
+}
+
+// floorRatio is (those requests timed raw + one HTTP exchange per gateway
+// call, i.e. two) / the direct client's Lock + Unlock.
+func (r latencyResult) floorRatio(f func(summary) time.Duration) float64 {
+	return float64(r.floorRaw(f)+2*f(r.keepalive)) / float64(f(r.direct))
+}
+
+func p50Of(s summary) time.Duration  { return s.p50 }
+func meanOf(s summary) time.Duration { return s.mean }
 
 func (r latencyResult) ratioP50() float64  { return float64(r.gw.p50) / float64(r.direct.p50) }
 func (r latencyResult) ratioMean() float64 { return float64(r.gw.mean) / float64(r.direct.mean) }
@@ -110,7 +127,13 @@ func (e *env) latency(ctx context.Context) (latencyResult, error) {
 	}
 
 	kaPath := "/v1/leases/" + lease + "/keepalive"
-	var ka, ex dist
+	floorParent := directRoot + "/bench-floor"
+	for _, p := range []string{directRoot, floorParent} {
+		if _, err := e.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && err != zk.ErrNodeExists {
+			return res, fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	var ka, ex, cr, ch, del dist
 	floorBlock := func(n int) error {
 		for i := 0; i < n; i++ {
 			t0 := time.Now()
@@ -122,7 +145,22 @@ func (e *env) latency(ctx context.Context) (latencyResult, error) {
 			if _, _, err := e.conn.Exists(directRoot); err != nil {
 				return fmt.Errorf("zk Exists: %w", err)
 			}
-			ka, ex = append(ka, t1.Sub(t0)), append(ex, time.Since(t1))
+			t2 := time.Now()
+			node, err := e.conn.Create(floorParent+"/floor-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+			if err != nil {
+				return fmt.Errorf("zk Create: %w", err)
+			}
+			t3 := time.Now()
+			if _, _, err := e.conn.Children(floorParent); err != nil {
+				return fmt.Errorf("zk Children: %w", err)
+			}
+			t4 := time.Now()
+			if err := e.conn.Delete(node, -1); err != nil {
+				return fmt.Errorf("zk Delete: %w", err)
+			}
+			t5 := time.Now()
+			ka, ex = append(ka, t1.Sub(t0)), append(ex, t2.Sub(t1))
+			cr, ch, del = append(cr, t3.Sub(t2)), append(ch, t4.Sub(t3)), append(del, t5.Sub(t4))
 		}
 		return nil
 	}
@@ -181,6 +219,8 @@ func (e *env) latency(ctx context.Context) (latencyResult, error) {
 	res.gw, res.gwAcq, res.gwRel = summarize(gw), summarize(gwAcq), summarize(gwRel)
 	res.direct, res.directLock, res.directUnlk = summarize(d), summarize(dAcq), summarize(dRel)
 	res.keepalive, res.exists = summarize(ka), summarize(ex)
+	res.create, res.children, res.del = summarize(cr), summarize(ch), summarize(del)
+	_ = e.conn.Delete(floorParent, -1)
 	after, err := e.gw.scrape(ctx)
 	if err != nil {
 		return res, err

@@ -66,8 +66,8 @@ func (r *report) printQueues(p func(string, ...any), sum *[][4]string) {
 					ratioCell(q.gw.seqTakeRate(), q.direct.seqTakeRate()),
 					ratioCell(perItem(q.gw.seqTakePackets, int64(q.gw.seqItems)), perItem(q.direct.seqTakePackets, int64(q.direct.seqItems))),
 					ratioCell(q.gw.seqRate(), q.direct.seqRate()))
-				*sum = append(*sum, [4]string{"5. queue items/s, 1 producer then 1 consumer",
-					fmt.Sprintf("gateway %.0f/s, direct %.0f/s (%.2fx)", q.gw.seqRate(), q.direct.seqRate(), q.seqRatio()), "report", "—"})
+				*sum = append(*sum, ratioRow("5. queue items/s, 1 producer then 1 consumer, gateway/direct", q.seqRatio(),
+					fmt.Sprintf("gateway %.0f/s, direct %.0f/s", q.gw.seqRate(), q.direct.seqRate()), targetQueue, false))
 			}
 			p("")
 			if q.serverProduce > 0 {
@@ -99,8 +99,8 @@ func (r *report) printQueues(p func(string, ...any), sum *[][4]string) {
 				p("| **ratio gateway/direct** | | | %s | | **%s** | %s | |", ratioCell(q.gw.concProduceRate(), q.direct.concProduceRate()),
 					ratioCell(q.gw.concRate(), q.direct.concRate()),
 					ratioCell(perItem(q.gw.segPackets, q.gw.segItems), perItem(q.direct.segPackets, q.direct.segItems)))
-				*sum = append(*sum, [4]string{fmt.Sprintf("5. queue items/s, %d producers + %d consumers", q.producers, q.consumers),
-					fmt.Sprintf("gateway %.0f/s, direct %.0f/s (%.2fx)", q.gw.concRate(), q.direct.concRate(), q.concRatio()), "report", "—"})
+				*sum = append(*sum, ratioRow(fmt.Sprintf("5. queue items/s, %d producers + %d consumers, gateway/direct", q.producers, q.consumers), q.concRatio(),
+					fmt.Sprintf("gateway %.0f/s, direct %.0f/s", q.gw.concRate(), q.direct.concRate()), targetQueue, false))
 			}
 			p("")
 		}
@@ -162,8 +162,8 @@ func (r *report) printQueues(p func(string, ...any), sum *[][4]string) {
 			w.gwPackets/float64(w.gw.n), w.directPackets/float64(w.direct.n))
 		p("")
 		*sum = append(*sum,
-			[4]string{"6. take wake-up p50, gateway/direct", fmt.Sprintf("%.2fx (%s vs %s)", w.ratioP50(), msf(w.gw.p50), msf(w.direct.p50)), "report", "—"},
-			[4]string{"6. take wake-up mean, gateway/direct", fmt.Sprintf("%.2fx (%s vs %s)", w.ratioMean(), msf(w.gw.mean), msf(w.direct.mean)), "report", "—"})
+			ratioRow("6. take wake-up p50, gateway/direct", w.ratioP50(), fmt.Sprintf("%s vs %s", msf(w.gw.p50), msf(w.direct.p50)), targetWake, true),
+			ratioRow("6. take wake-up mean, gateway/direct", w.ratioMean(), fmt.Sprintf("%s vs %s", msf(w.gw.mean), msf(w.direct.mean)), targetWake, true))
 	}
 	if w.gw.n > 0 || w.finished || len(w.cleanup) > 0 || len(w.left) > 0 {
 		removed = append(removed, queueWake)

@@ -5,15 +5,32 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 )
 
-// The targets.
+// The targets of issue 11.
 const (
-	targetLatencyRatio = 1.25
-	targetPerWaiter    = 20 * 1024
+	targetLatencyRatio = 1.2 // uncontended, gateway/zk.Lock, at most (p50 and mean)
+	targetEtcdRatio    = 1.0 // uncontended, gateway/etcd lock API, at most (a stretch)
+	targetContention   = 0.8 // grants/s, 32 contenders on one lock, gateway/direct, at least
+	targetDistinct     = 0.8 // cycles/s, workers on distinct locks, gateway/direct, at least
+	targetQueue        = 0.8 // queue items/s, gateway/direct, at least
+	targetWake         = 1.2 // queue take wake-up, gateway/direct, at most (p50 and mean)
+	targetPerWaiterH2  = 16 * 1024
+	targetPerWaiterH1  = 24 * 1024
+	targetFanoutLast   = 250 * time.Millisecond
 )
+
+// ratioRow is a summary row of a ratio against a target: at most (latency)
+// or at least (throughput).
+func ratioRow(name string, ratio float64, detail string, target float64, atMost bool) [4]string {
+	if atMost {
+		return [4]string{name, fmt.Sprintf("%.2fx (%s)", ratio, detail), fmt.Sprintf("<= %.2fx", target), verdict(ratio <= target)}
+	}
+	return [4]string{name, fmt.Sprintf("%.2fx (%s)", ratio, detail), fmt.Sprintf(">= %.2fx", target), verdict(ratio >= target)}
+}
 
 type report struct {
 	cfg          config
@@ -25,6 +42,7 @@ type report struct {
 	zk           struct {
 		addr, version, mode string
 		pid                 int
+		forceSync           string
 	}
 	gw struct {
 		pid     int
@@ -37,18 +55,26 @@ type report struct {
 	latency    latencyResult
 	contention contentionResult
 	keepalive  keepaliveResult
-	waiters    waitersResult
+	distinct   distinctResult
+	etcd       etcdResult
+	waiters    []waitersResult
 	queue      queueResult
 	wake       wakeResult
+	dash       dashResult
 }
 
 func (r *report) violations() int64 {
 	var v int64
-	for _, x := range []*exclusion{r.contention.gw.excl, r.contention.direct.excl, r.waiters.excl} {
+	xs := []*exclusion{r.contention.gw.excl, r.contention.direct.excl}
+	for _, w := range r.waiters {
+		xs = append(xs, w.excl)
+	}
+	for _, x := range xs {
 		if x != nil {
 			v += x.violations.Load() + x.tokenViolations.Load()
 		}
 	}
+	v += r.distinct.gw.bad
 	return v
 }
 
@@ -91,8 +117,12 @@ func (r *report) print(w io.Writer) {
 	p("| run | %s, took %s |", r.started.UTC().Format(time.RFC3339), r.total.Round(time.Second))
 	p("| machine | %d CPUs (nproc), %s, %s RAM, %s, kernel %s |", m.nproc, m.cpu, mib(m.memory), m.goos, m.kernel)
 	p("| Go | %s |", m.goVer)
-	p("| ZooKeeper | %s, %s on %s (pid %d), tickTime %s, container check %s, forceSync=no (temp dir), JVM -Xmx256m SerialGC |",
-		r.zk.version, r.zk.mode, r.zk.addr, r.zk.pid, c.tickTime, c.containerCheck)
+	sync := "forceSync=yes (ZooKeeper's default: each transaction is fsynced before it is answered)"
+	if r.zk.forceSync == "no" {
+		sync = "forceSync=no (-force-sync=false: transactions are not fsynced)"
+	}
+	p("| ZooKeeper | %s, %s on %s (pid %d), tickTime %s, container check %s, %s, data in a temp dir under %s, JVM -Xmx256m SerialGC |",
+		r.zk.version, r.zk.mode, r.zk.addr, r.zk.pid, c.tickTime, c.containerCheck, sync, os.TempDir())
 	build := r.gatewayBuild
 	if r.gw.build != "" {
 		build += " at " + r.gw.build
@@ -100,9 +130,10 @@ func (r *report) print(w io.Writer) {
 	p("| gateway | child process pid %d, %s: `zkgate %s` |", r.gw.pid, build, r.gw.args)
 	p("| direct client | go-zookeeper v1.0.4: locks `zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))`; queues the gateway's recipe (kazoo LockingQueue layout) by hand; session timeout %s |", zkTimeout)
 	p("| limits | open files: bench %d, gateway %d; ephemeral ports %s; somaxconn %s |", r.nofile, r.gw.nofile, m.portLo, m.somaxcn)
-	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); contenders %d for %s each (wait %s); waiters %d (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups |",
-		c.iterations, c.warmup, c.block, c.contenders, c.contentionDur, c.contentionWait, c.waiters, c.waiterWait, c.ramp, c.kaWorkers, c.kaDur,
-		c.qItems, c.qProducers, c.qConsumers, c.qDur, c.qBacklog, c.qBytes, c.qWakeups)
+	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); etcd iterations %d; contenders %d for %s each (wait %s); distinct locks %d workers for %s each; waiters %d per protocol over %s (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups; dashboard %d WebSocket clients (ramp %d), %d changes |",
+		c.iterations, c.warmup, c.block, c.etcdIterations, c.contenders, c.contentionDur, c.contentionWait, c.distinctWorkers, c.distinctDur,
+		c.waiters, strings.Join(c.waiterProtocols, ", "), c.waiterWait, c.ramp, c.kaWorkers, c.kaDur,
+		c.qItems, c.qProducers, c.qConsumers, c.qDur, c.qBacklog, c.qBytes, c.qWakeups, c.dashClients, c.dashRamp, c.dashChanges)
 	p("")
 	if r.gw.killed != "" {
 		p("**%s.**", r.gw.killed)
@@ -130,25 +161,30 @@ func (r *report) print(w io.Writer) {
 		row("gateway release only", l.gwRel)
 		row("direct Lock only", l.directLock)
 		row("direct Unlock only", l.directUnlk)
-		row("floor: gateway keepalive (one HTTP request, no ZooKeeper)", l.keepalive)
-		row("floor: direct zk Exists (one ZooKeeper round trip)", l.exists)
+		row("floor: gateway keepalive (one HTTP exchange, no ZooKeeper)", l.keepalive)
+		row("floor: direct zk Exists (one ZooKeeper read round trip)", l.exists)
+		row("floor: direct zk Create, ephemeral sequential (a write)", l.create)
+		row("floor: direct zk Children (a read)", l.children)
+		row("floor: direct zk Delete (a write)", l.del)
 		p("")
 		if l.serverAcq > 0 {
 			p("Inside the gateway (mean of its own `zkgate_http_request_duration_seconds`, handler and middleware, over the measured blocks): acquire %s, release %s, keepalive %s; the rest of the client-side mean (acquire %s, release %s, keepalive %s) is HTTP transport and scheduling.",
 				msf(l.serverAcq), msf(l.serverRel), msf(l.serverKA), msf(l.gwAcq.mean), msf(l.gwRel.mean), msf(l.keepalive.mean))
 			p("")
 		}
-		p("`zk.Lock` waits for 2 ZooKeeper round trips per Lock (create, then getChildren) and 1 per Unlock (delete); the gateway needs at least as many, plus one HTTP exchange per call. The two floor rows (%d samples each, interleaved with the blocks) price one HTTP exchange and one ZooKeeper round trip on this machine: even a gateway with no cost of its own would be at (3 x %s + 2 x %s) / (3 x %s) = %.2fx at the means.",
-			l.keepalive.n, msf(l.exists.mean), msf(l.keepalive.mean), msf(l.exists.mean),
-			(3*l.exists.mean.Seconds()+2*l.keepalive.mean.Seconds())/(3*l.exists.mean.Seconds()))
+		p("`zk.Lock` sends 2 ZooKeeper requests per Lock (a Create of an ephemeral sequential node, a write, then Children) and 1 per Unlock (a Delete, a write); the gateway needs at least as many, plus one HTTP exchange per call. The floor rows (%d samples each, interleaved with the blocks, on the direct client's connection) time those three requests raw and one HTTP exchange (a keepalive, served without ZooKeeper). A gateway with no cost of its own would be at (Create + Children + Delete + 2 x keepalive) / direct Lock+Unlock = (%s + %s + %s + 2 x %s) / %s = **%.2fx** at the means, and %.2fx with the p50s (a sum of p50s, an estimate). With ZooKeeper's forceSync=%s, the writes cost %s and %s (mean) against %s for a read.",
+			l.keepalive.n, msf(l.create.mean), msf(l.children.mean), msf(l.del.mean), msf(l.keepalive.mean), msf(l.direct.mean),
+			l.floorRatio(meanOf), l.floorRatio(p50Of), r.zk.forceSync, msf(l.create.mean), msf(l.del.mean), msf(l.exists.mean))
 		p("")
 		p("Target: gateway at most %.2fx the direct client. p50: %.2fx %s; mean: %.2fx %s.", targetLatencyRatio,
 			l.ratioP50(), verdict(l.ratioP50() <= targetLatencyRatio), l.ratioMean(), verdict(l.ratioMean() <= targetLatencyRatio))
 		p("")
 		sum = append(sum,
-			[4]string{"1. uncontended p50, gateway/direct", fmt.Sprintf("%.2fx (%s vs %s)", l.ratioP50(), msf(l.gw.p50), msf(l.direct.p50)), fmt.Sprintf("<= %.2fx", targetLatencyRatio), verdict(l.ratioP50() <= targetLatencyRatio)},
-			[4]string{"1. uncontended mean, gateway/direct", fmt.Sprintf("%.2fx (%s vs %s)", l.ratioMean(), msf(l.gw.mean), msf(l.direct.mean)), fmt.Sprintf("<= %.2fx", targetLatencyRatio), verdict(l.ratioMean() <= targetLatencyRatio)})
+			ratioRow("1. uncontended p50, gateway/direct", l.ratioP50(), fmt.Sprintf("%s vs %s", msf(l.gw.p50), msf(l.direct.p50)), targetLatencyRatio, true),
+			ratioRow("1. uncontended mean, gateway/direct", l.ratioMean(), fmt.Sprintf("%s vs %s; floor %.2fx", msf(l.gw.mean), msf(l.direct.mean), l.floorRatio(meanOf)), targetLatencyRatio, true))
 	}
+
+	r.printEtcd(p, &sum)
 
 	if k := r.contention; k.gw.segments > 0 || k.direct.segments > 0 {
 		p("## 2. %d contenders on one lock", k.contenders)
@@ -173,8 +209,8 @@ func (r *report) print(w io.Writer) {
 		}
 		if k.gw.elapsed > 0 && k.direct.elapsed > 0 {
 			p("| **ratio gateway/direct** | | | **%.2fx** | | | | |", k.ratio())
-			sum = append(sum, [4]string{fmt.Sprintf("2. grants/s, %d contenders", k.contenders),
-				fmt.Sprintf("gateway %.0f/s, direct %.0f/s (%.2fx)", k.gw.rate(), k.direct.rate(), k.ratio()), "report", "—"})
+			sum = append(sum, ratioRow(fmt.Sprintf("2. grants/s, %d contenders on one lock, gateway/direct", k.contenders), k.ratio(),
+				fmt.Sprintf("gateway %.0f/s, direct %.0f/s", k.gw.rate(), k.direct.rate()), targetContention, false))
 		}
 		v := k.gw.excl.violations.Load() + k.gw.excl.tokenViolations.Load() + k.direct.excl.violations.Load()
 		sum = append(sum, [4]string{"2. mutual exclusion (holders > 1, token order)", fmt.Sprintf("%d violations in %s grants", v,
@@ -182,88 +218,10 @@ func (r *report) print(w io.Writer) {
 		p("")
 	}
 
-	if wr := r.waiters; wr.n > 0 {
-		p("## 3. Gateway memory with %s waiting acquires", thousands(int64(wr.n)))
-		p("")
-		p("One lease holds `%s`; %s more, each with its own lease and its own connection, send `acquire?wait=%s` and park. Memory is the child's own: VmRSS from /proc/%d/status, the Go figures from its /metrics (lowest of several samples). The heap in use includes garbage not yet collected (GOGC=100 lets the heap grow to twice what is live).",
-			memLock, thousands(int64(wr.n)), c.waiterWait, r.gw.pid)
-		p("")
-		p("| | idle | + %s leases, 1 holder | + %s waiters | per waiter | after (all released, leases revoked) |", thousands(int64(wr.n+1)), thousands(int64(wr.n)))
-		p("|---|---:|---:|---:|---:|---:|")
-		cell := func(m mem, f func(mem) uint64) string {
-			if m.rss == 0 {
-				return "—"
-			}
-			return mib(f(m))
-		}
-		mrow := func(name string, f func(mem) uint64) {
-			per := "—"
-			if wr.with.rss > 0 && wr.leased.rss > 0 {
-				per = kib(perWaiter(f(wr.with), f(wr.leased), wr.n))
-			}
-			p("| %s | %s | %s | %s | **%s** | %s |", name, cell(wr.idle, f), cell(wr.leased, f), cell(wr.with, f), per, cell(wr.after, f))
-		}
-		mrow("VmRSS", func(m mem) uint64 { return m.rss })
-		mrow("Go heap in use + stacks in use", func(m mem) uint64 { return m.heapStack() })
-		mrow("  heap in use", func(m mem) uint64 { return m.heapInuse })
-		mrow("  heap allocated (live + not yet collected)", func(m mem) uint64 { return m.heapAlloc })
-		mrow("  stacks in use", func(m mem) uint64 { return m.stackInuse })
-		mrow("Go runtime total (sys)", func(m mem) uint64 { return m.sys })
-		count := func(m mem, v float64) string {
-			if m.rss == 0 {
-				return "—"
-			}
-			return fmt.Sprintf("%.0f", v)
-		}
-		crow := func(name string, f func(mem) float64, per bool) {
-			pw := ""
-			if per && wr.with.rss > 0 && wr.leased.rss > 0 {
-				pw = fmt.Sprintf("%.2f", (f(wr.with)-f(wr.leased))/float64(wr.n))
-			}
-			p("| %s | %s | %s | %s | %s | %s |", name, count(wr.idle, f(wr.idle)), count(wr.leased, f(wr.leased)),
-				count(wr.with, f(wr.with)), pw, count(wr.after, f(wr.after)))
-		}
-		crow("goroutines", func(m mem) float64 { return float64(m.goroutines) }, true)
-		crow("open fds", func(m mem) float64 { return float64(m.fds) }, true)
-		crow("zkgate_waiters{kind=\"lock\"}", func(m mem) float64 { return m.waiters }, false)
-		p("")
-		p("Leases: %s made in %s (%s per lease, RSS). Waiters: the gateway counted %s (most seen), ZooKeeper held %s lock nodes and %s watches, %s after the first was sent. Gateway peak RSS (VmHWM) over the whole run: %s.",
-			thousands(int64(wr.n+1)), wr.leasesTook.Round(time.Millisecond), kib(perWaiter(wr.leased.rss, wr.idle.rss, wr.n+1)),
-			thousands(int64(wr.reached)), thousands(int64(wr.zkChildren)), thousands(int64(wr.zkWatches)), wr.arrival.Round(time.Millisecond), mib(r.gw.peakRSS))
-		p("")
-		if wr.arrival > c.waiterWait {
-			p("**Parking the waiters took longer than their ?wait=%s: the first waits ended before the queue was complete.**", c.waiterWait)
-			p("")
-		}
-		if wr.chain > 0 {
-			p("Then the holder released, and every waiter, once granted, released at once. %s of %s were granted, the last %s after the holder's release (%.0f grants/s through the queue); the last answer of any kind came %s after it.",
-				thousands(int64(wr.granted)), thousands(int64(wr.n)), wr.lastGrant.Round(time.Millisecond),
-				float64(wr.granted)/max(wr.lastGrant.Seconds(), 1e-9), wr.chain.Round(time.Millisecond))
-			p("")
-		}
-		p("| acquire answer | count |")
-		p("|---|---:|")
-		for _, k := range sortedKeys(wr.acquire) {
-			p("| %s | %s |", k, thousands(int64(wr.acquire[k])))
-		}
-		p("| **answered / sent** | **%s / %s** |", thousands(int64(wr.answered)), thousands(int64(wr.n)))
-		p("")
-		p("| release answer (of the granted) | count |")
-		p("|---|---:|")
-		for _, k := range sortedKeys(wr.release) {
-			p("| %s | %s |", k, thousands(int64(wr.release[k])))
-		}
-		p("")
-		p("Answered before the holder released: %d. Lock nodes left afterwards: %d. Exclusion violations: %d (token order: %d). Revoking the %s leases took %s.",
-			wr.early, wr.leftover, wr.excl.violations.Load(), wr.excl.tokenViolations.Load(), thousands(int64(wr.n+1)), wr.revokeTook.Round(time.Millisecond))
-		p("")
-		sum = append(sum,
-			[4]string{"3. gateway memory per waiter, VmRSS", kib(wr.rssPerWaiter()), "< 20 KiB", verdict(wr.rssPerWaiter() < targetPerWaiter && wr.reached >= wr.n)},
-			[4]string{"3. gateway memory per waiter, Go heap+stack in use", kib(wr.heapStackPerWaiter()), "< 20 KiB", verdict(wr.heapStackPerWaiter() < targetPerWaiter && wr.reached >= wr.n)},
-			[4]string{"3. every waiter answered", fmt.Sprintf("%s / %s", thousands(int64(wr.answered)), thousands(int64(wr.n))), "all", verdict(wr.answered == wr.n)},
-			[4]string{"3. every waiter granted (200)", fmt.Sprintf("%s / %s", thousands(int64(wr.granted)), thousands(int64(wr.n))), "all", verdict(wr.granted == wr.n)},
-			[4]string{"3. mutual exclusion", fmt.Sprintf("%d violations", wr.excl.violations.Load()+wr.excl.tokenViolations.Load()), "0",
-				verdict(wr.excl.violations.Load()+wr.excl.tokenViolations.Load() == 0)})
+	r.printDistinct(p, &sum)
+
+	for _, wr := range r.waiters {
+		r.printWaiters(p, &sum, wr)
 	}
 
 	if ka := r.keepalive; ka.count > 0 {
@@ -284,6 +242,7 @@ func (r *report) print(w io.Writer) {
 	}
 
 	r.printQueues(p, &sum)
+	r.printDash(p, &sum)
 
 	if len(sum) > 0 {
 		p("## Summary")

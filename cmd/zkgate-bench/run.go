@@ -28,6 +28,8 @@ type env struct {
 	zkAddr string
 	gw     *gateway
 	conn   *zk.Conn // a direct client for checks and the uncontended test
+	bin    string   // the zkgate binary
+	tmp    string   // the run's temp dir
 }
 
 // run sets everything up, runs the phases and tears everything down. The
@@ -36,9 +38,12 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	rep = &report{cfg: cfg, started: time.Now()}
 	rep.machine = machineInfo()
 
-	need := uint64(cfg.waiters) + 4096
-	if !cfg.phases["waiters"] {
-		need = 4096
+	need := uint64(4096)
+	if cfg.phases["waiters"] {
+		need += uint64(cfg.waiters)
+	}
+	if cfg.phases["dashboard"] {
+		need = max(need, 2*uint64(cfg.dashClients)+4096)
 	}
 	if rep.nofile, err = raiseNoFile(need); err != nil {
 		return rep, err
@@ -68,10 +73,17 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	// The JVM's output goes to zookeeper.out in ZooKeeper's own temp data
 	// dir, removed by Stop.
 	zopts := zkserver.Options{TickTime: cfg.tickTime, ContainerCheckInterval: cfg.containerCheck}
+	rep.zk.forceSync = "no"
+	if cfg.forceSync {
+		// zkserver sets forceSync=no in a temp dir; this puts ZooKeeper's
+		// own default back.
+		zopts.Config = map[string]string{"forceSync": "yes"}
+		rep.zk.forceSync = "yes"
+	}
 	if err := zkserver.Check(zopts); err != nil {
 		return rep, err
 	}
-	progress("starting ZooKeeper (tickTime %s)", cfg.tickTime)
+	progress("starting ZooKeeper (tickTime %s, forceSync=%s)", cfg.tickTime, rep.zk.forceSync)
 	zs, err := zkserver.Start(ctx, zopts)
 	if err != nil {
 		return rep, err
@@ -88,7 +100,7 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	}
 
 	progress("starting the gateway")
-	gw, err := startGateway(ctx, bin, zs.Addr(), cfg.logLevel, filepath.Join(tmp, "zkgate.log"))
+	gw, err := startGateway(ctx, bin, zs.Addr(), cfg.logLevel, filepath.Join(tmp, "zkgate.log"), nil)
 	if err != nil {
 		return rep, err
 	}
@@ -115,6 +127,9 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	if cfg.phases["waiters"] && rep.gw.nofile < uint64(cfg.waiters)+64 {
 		return rep, fmt.Errorf("the gateway's open-file limit is %d, below the %d waiters", rep.gw.nofile, cfg.waiters)
 	}
+	if cfg.phases["dashboard"] && rep.gw.nofile < uint64(cfg.dashClients)+64 {
+		return rep, fmt.Errorf("the gateway's open-file limit is %d, below the %d dashboard clients", rep.gw.nofile, cfg.dashClients)
+	}
 
 	conn, err := dialZK(ctx, zs.Addr())
 	if err != nil {
@@ -122,7 +137,7 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	}
 	defer conn.Close()
 
-	e := &env{cfg: cfg, zkAddr: zs.Addr(), gw: gw, conn: conn}
+	e := &env{cfg: cfg, zkAddr: zs.Addr(), gw: gw, conn: conn, bin: bin, tmp: tmp}
 	if cfg.phases["latency"] {
 		progress("1. uncontended latency: %d warm-up + %d iterations each", cfg.warmup, cfg.iterations)
 		if rep.latency, err = e.latency(ctx); err != nil {
@@ -133,6 +148,18 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 		progress("2. %d contenders, %s each for gateway and direct", cfg.contenders, cfg.contentionDur)
 		if rep.contention, err = e.contention(ctx); err != nil {
 			return rep, fmt.Errorf("contention: %w", err)
+		}
+	}
+	if cfg.phases["distinct"] {
+		progress("2b. %d workers on distinct locks, %s each for gateway and direct", cfg.distinctWorkers, cfg.distinctDur)
+		if rep.distinct, err = e.distinct(ctx); err != nil {
+			return rep, fmt.Errorf("distinct locks: %w", err)
+		}
+	}
+	if cfg.phases["etcd"] {
+		progress("1b. etcd comparison: %d iterations each", cfg.etcdIterations)
+		if rep.etcd, err = e.etcdPhase(ctx); err != nil {
+			return rep, fmt.Errorf("etcd comparison: %w", err)
 		}
 	}
 	if cfg.phases["keepalive"] {
@@ -154,10 +181,20 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 			return rep, fmt.Errorf("queue wake-up: %w", err)
 		}
 	}
+	if cfg.phases["dashboard"] {
+		progress("7. dashboard fan-out: %d WebSocket clients, %d changes", cfg.dashClients, cfg.dashChanges)
+		if rep.dash, err = e.dashboardPhase(ctx); err != nil {
+			return rep, fmt.Errorf("dashboard fan-out: %w", err)
+		}
+	}
 	if cfg.phases["waiters"] {
-		progress("3. %d waiting acquires", cfg.waiters)
-		if rep.waiters, err = e.waitersPhase(ctx); err != nil {
-			return rep, fmt.Errorf("waiters: %w", err)
+		for _, proto := range cfg.waiterProtocols {
+			progress("3. %d waiting acquires over %s, on a fresh gateway", cfg.waiters, protoName(proto))
+			wr, err := e.waitersOn(ctx, proto)
+			rep.waiters = append(rep.waiters, wr)
+			if err != nil {
+				return rep, fmt.Errorf("waiters over %s: %w", protoName(proto), err)
+			}
 		}
 	}
 	return rep, nil

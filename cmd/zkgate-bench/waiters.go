@@ -7,8 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +26,12 @@ import (
 const memLock = "bench-mem"
 
 type waitersResult struct {
+	proto        string // h1, h2c or tls
+	letter       string // a, b, c: the subsection
+	pid          int    // the fresh gateway's
+	args         string
+	peakRSS      uint64
+	dials        int64 // TCP connections the waiters' client opened
 	n            int
 	leasesTook   time.Duration
 	arrival      time.Duration // first request sent .. the gateway counted them all
@@ -44,6 +54,122 @@ type waitersResult struct {
 	leftover     int     // lock nodes left at the end
 	waitersAfter float64 // the gateway's waiter gauge at the end
 	revokeTook   time.Duration
+}
+
+// waiterConns is how many TCP connections the waiters added on the
+// gateway's port.
+func (r waitersResult) waiterConns() int64 {
+	return int64(r.with.conns) - int64(r.leased.conns)
+}
+
+func (r waitersResult) target() uint64 {
+	if r.proto == "h1" {
+		return targetPerWaiterH1
+	}
+	return targetPerWaiterH2
+}
+
+func protoName(proto string) string {
+	switch proto {
+	case "h1":
+		return "HTTP/1.1"
+	case "h2c":
+		return "HTTP/2 cleartext (h2c, prior knowledge)"
+	case "tls":
+		return "HTTP/2 over TLS"
+	}
+	return proto
+}
+
+func protoHow(proto string) string {
+	switch proto {
+	case "h1":
+		return "HTTP/1.1: Go's `http.Transport` with HTTP/2 off, one connection per waiting request."
+	case "h2c":
+		return "HTTP/2 with prior knowledge on the gateway's plain port: Go's `http.Transport` with `Protocols` set to `UnencryptedHTTP2` only; the waiting requests are streams, and the client opens another connection when one reaches the server's limit of concurrent streams (Go's default, 250, unless the gateway sets another)."
+	case "tls":
+		return "HTTP/2 over TLS (ALPN h2): the gateway serves `--tls-cert/--tls-key` with a self-signed ECDSA P-256 certificate for 127.0.0.1 the bench makes and trusts; Go's `http.Transport` with `Protocols` set to `HTTP2` only; the waiting requests are streams, and the client opens another connection when one reaches the server's limit of concurrent streams (Go's default, 250, unless the gateway sets another)."
+	}
+	return ""
+}
+
+// waiterTransport is the waiters' transport for proto, counting the TCP
+// connections it dials.
+func waiterTransport(proto string, conns int, certs *tlsFiles, dials *atomic.Int64) *http.Transport {
+	t := newTransport(conns)
+	dial := t.DialContext
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
+	var ps http.Protocols
+	switch proto {
+	case "h1":
+		ps.SetHTTP1(true)
+	case "h2c":
+		ps.SetUnencryptedHTTP2(true)
+	case "tls":
+		ps.SetHTTP2(true)
+		t.TLSClientConfig = certs.clientConfig()
+	}
+	t.Protocols = &ps
+	return t
+}
+
+// waitersOn runs the memory test over proto on a fresh gateway process,
+// stopped at the end.
+func (e *env) waitersOn(ctx context.Context, proto string) (res waitersResult, err error) {
+	res.proto = proto
+	res.letter = string(rune('a' + slices.Index(waiterProtos, proto)))
+	var certs *tlsFiles
+	if proto == "tls" {
+		if certs, err = selfSigned(e.tmp); err != nil {
+			return res, fmt.Errorf("self-signed certificate: %w", err)
+		}
+	}
+	g, err := startGateway(ctx, e.bin, e.zkAddr, e.cfg.logLevel, filepath.Join(e.tmp, "zkgate-waiters-"+proto+".log"), certs)
+	if err != nil {
+		return res, err
+	}
+	res.pid, res.args = g.pid(), strings.Join(g.cmd.Args[1:], " ")
+	defer func() {
+		res.peakRSS = g.peakRSS()
+		if serr := g.stop(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "--- last lines of the log of the gateway of the %s waiters ---\n%s\n", proto, g.logTail(30))
+		}
+	}()
+	var killed string
+	stopGuard := g.guardRSS(uint64(e.cfg.maxRSSGiB*(1<<30)), func(rss uint64) {
+		killed = fmt.Sprintf("the bench killed the gateway: its VmRSS reached %s, above -max-gateway-rss %.1f GiB", mib(rss), e.cfg.maxRSSGiB)
+		progress("%s", killed)
+	})
+	var guardOnce sync.Once
+	endGuard := func() { guardOnce.Do(stopGuard) }
+	defer endGuard()
+	if nofile, _ := procLimit(g.pid(), "Max open files"); nofile < uint64(e.cfg.waiters)+64 {
+		return res, fmt.Errorf("the gateway's open-file limit is %d, below the %d waiters", nofile, e.cfg.waiters)
+	}
+	var dials atomic.Int64
+	tr := waiterTransport(proto, e.cfg.waiters+64, certs, &dials)
+	err = e.waitersPhase(ctx, g, tr, &res)
+	res.dials = dials.Load()
+	endGuard()
+	if killed != "" {
+		err = errors.Join(err, errors.New(killed))
+	}
+	return res, err
+}
+
+// settle scales the pauses of the memory measurement: 1 in a real run; the
+// smoke test shortens them (its figures mean nothing anyway).
+func (e *env) settle(d time.Duration) time.Duration {
+	if e.cfg.settleScale > 0 {
+		return time.Duration(float64(d) * e.cfg.settleScale)
+	}
+	return d
 }
 
 func perWaiter(with, before uint64, n int) float64 {
@@ -70,13 +196,16 @@ type outcome struct {
 // waitersPhase parks cfg.waiters acquires on one held lock, measures the
 // gateway's memory before and with them, then releases the holder and lets
 // every waiter be granted and release in turn.
-func (e *env) waitersPhase(ctx context.Context) (res waitersResult, err error) {
+func (e *env) waitersPhase(ctx context.Context, g *gateway, tr *http.Transport, out *waitersResult) (err error) {
 	n := e.cfg.waiters
-	res = waitersResult{n: n, acquire: map[string]int{}, release: map[string]int{}, excl: &exclusion{}}
-	setup := newClient(e.gw.url, 64, 2*time.Minute)
+	res := out
+	res.n, res.acquire, res.release, res.excl = n, map[string]int{}, map[string]int{}, &exclusion{}
+	setupTr := g.metrics.Transport.(*http.Transport).Clone()
+	setupTr.MaxIdleConns, setupTr.MaxIdleConnsPerHost = 64, 64
+	setup := &client{base: g.url, hc: &http.Client{Transport: setupTr, Timeout: 2 * time.Minute}}
 	defer setup.close()
-	if res.idle, err = e.gw.settledMemory(ctx, 3, 300*time.Millisecond); err != nil {
-		return res, err
+	if res.idle, err = g.settledMemory(ctx, 3, e.settle(300*time.Millisecond)); err != nil {
+		return err
 	}
 
 	// Leases: one per waiter, plus the holder's, made 64 at a time.
@@ -91,7 +220,7 @@ func (e *env) waitersPhase(ctx context.Context) (res waitersResult, err error) {
 		}
 	}()
 	if err != nil {
-		return res, err
+		return err
 	}
 	holder, waiters := leases[0], leases[1:]
 	progress("%d leases made in %s", len(leases), res.leasesTook.Round(time.Millisecond))
@@ -100,23 +229,29 @@ func (e *env) waitersPhase(ctx context.Context) (res waitersResult, err error) {
 	release := fmt.Sprintf("/v1/locks/%s/release", memLock)
 	st, b, herr := setup.do(ctx, http.MethodPost, acquire, leaseBody(holder))
 	if err := expect("holder acquire", st, b, herr, http.StatusOK); err != nil {
-		return res, err
+		return err
 	}
 	hg, err := parseGrant(b)
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.excl.enter(hg.Token)
 
-	if res.leased, err = e.gw.settledMemory(ctx, 5, 400*time.Millisecond); err != nil {
-		return res, err
+	if res.leased, err = g.settledMemory(ctx, 5, e.settle(400*time.Millisecond)); err != nil {
+		return err
 	}
 
 	// The waiters: each its own connection. At most cfg.ramp of them are
 	// connecting and sending at once; once a request is written the next
 	// one starts.
-	wc := newClient(e.gw.url, n+64, e.cfg.waiterWait+3*time.Minute)
+	wc := &client{base: g.url, hc: &http.Client{Transport: tr, Timeout: e.cfg.waiterWait + 3*time.Minute}}
 	defer wc.close()
+	// One request first: an HTTP/2 client then has its connection up, and
+	// the waiters open streams on it (and more connections when it is full).
+	st, b, herr = wc.do(ctx, http.MethodGet, "/readyz", nil)
+	if err := expect("readyz", st, b, herr, http.StatusOK); err != nil {
+		return err
+	}
 	waitPath := fmt.Sprintf("%s?wait=%s", acquire, e.cfg.waiterWait)
 	outs := make([]outcome, n)
 	sem := make(chan struct{}, e.cfg.ramp)
@@ -183,9 +318,9 @@ func (e *env) waitersPhase(ctx context.Context) (res waitersResult, err error) {
 	defer arrivalLimit.Stop()
 wait:
 	for {
-		m, err := e.gw.memory(ctx)
+		m, err := g.memory(ctx)
 		if err != nil {
-			return res, fmt.Errorf("while waiters arrive: %w", err)
+			return fmt.Errorf("while waiters arrive: %w", err)
 		}
 		res.reached = max(res.reached, int(m.waiters))
 		if int(m.waiters) >= n {
@@ -223,7 +358,7 @@ wait:
 		}
 		select {
 		case <-ctx.Done():
-			return res, ctx.Err()
+			return ctx.Err()
 		case <-arrivalLimit.C:
 			res.arrival = time.Since(start)
 			progress("not all %d waiters arrived within %s", n, e.cfg.waiterWait+time.Minute)
@@ -234,13 +369,13 @@ wait:
 	progress("%d waiters parked in %s; measuring memory", res.reached, res.arrival.Round(time.Millisecond))
 	select { // let the last arrivals finish their bookkeeping
 	case <-ctx.Done():
-		return res, ctx.Err()
-	case <-time.After(2 * time.Second):
+		return ctx.Err()
+	case <-time.After(e.settle(2 * time.Second)):
 	}
-	if res.with, err = e.gw.settledMemory(ctx, 5, 400*time.Millisecond); err != nil {
-		return res, err
+	if res.with, err = g.settledMemory(ctx, 5, e.settle(400*time.Millisecond)); err != nil {
+		return err
 	}
-	if m, err := e.gw.memory(ctx); err == nil && int(m.waiters) < res.reached {
+	if m, err := g.memory(ctx); err == nil && int(m.waiters) < res.reached {
 		progress("waiters left while memory was measured: the gateway counts %d", int(m.waiters))
 	}
 
@@ -250,7 +385,7 @@ wait:
 	t0 = time.Now()
 	st, b, herr = setup.do(ctx, http.MethodPost, release, leaseBody(holder))
 	if err := expect("holder release", st, b, herr, http.StatusNoContent); err != nil {
-		return res, err
+		return err
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -264,7 +399,7 @@ collect:
 		case <-done:
 			break collect
 		case <-ctx.Done():
-			return res, ctx.Err()
+			return ctx.Err()
 		case <-limit.C:
 			break collect
 		case <-tick.C:
@@ -306,13 +441,13 @@ collect:
 			}
 		}
 	}
-	if m, merr := e.gw.memory(ctx); merr == nil {
+	if m, merr := g.memory(ctx); merr == nil {
 		res.waitersAfter = m.waiters
 	}
 	if kids, _, kerr := e.conn.Children(parent); kerr == nil {
 		res.leftover = len(kids)
 	} else if !errors.Is(kerr, zk.ErrNoNode) {
-		return res, kerr
+		return kerr
 	}
 
 	wc.close() // drop the waiters' idle connections before "after"
@@ -320,16 +455,16 @@ collect:
 	t0 = time.Now()
 	revoked = true
 	if err := setup.revokeLeases(ctx, leases, 64); err != nil {
-		return res, err
+		return err
 	}
 	res.revokeTook = time.Since(t0)
-	if res.after, err = e.gw.settledMemory(ctx, 3, 300*time.Millisecond); err != nil {
-		return res, err
+	if res.after, err = g.settledMemory(ctx, 3, e.settle(300*time.Millisecond)); err != nil {
+		return err
 	}
 	if res.unanswered > 0 {
-		return res, fmt.Errorf("%d of %d waiters got no answer", res.unanswered, n)
+		return fmt.Errorf("%d of %d waiters got no answer", res.unanswered, n)
 	}
-	return res, nil
+	return nil
 }
 
 // errKind shortens a transport error to its gist, for counting.

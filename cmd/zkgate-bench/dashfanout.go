@@ -1,0 +1,281 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+const (
+	dashPage       = "locks"
+	dashLockPrefix = "bench-fan-"
+	dashWait       = 30 * time.Second // per change, for every client to see it
+)
+
+// fanChange is one change and when each client saw it.
+type fanChange struct {
+	what     string
+	arrivals summary // just before the change was sent .. a client read the message showing it
+	first    time.Duration
+	missing  int // clients that did not see it within dashWait
+}
+
+type dashResult struct {
+	clients       int
+	connected     int
+	connectTook   time.Duration // dial of the first .. every snapshot read
+	snapshotBytes int
+	gaugeClients  float64 // the gateway's zkgate_dashboard_clients then
+	changes       []fanChange
+	lost          int // clients whose connection ended during the test
+	rssBefore     uint64
+	rssWith       uint64
+}
+
+// worst is the change whose last client came last.
+func (r dashResult) worst() (fanChange, bool) {
+	var w fanChange
+	for _, c := range r.changes {
+		if c.missing > w.missing || (c.missing == w.missing && c.arrivals.worst >= w.arrivals.worst) {
+			w = c
+		}
+	}
+	return w, len(r.changes) > 0
+}
+
+// fanTarget is the change the clients are looking for.
+type fanTarget struct {
+	idx    int
+	needle []byte
+	start  time.Time
+	seen   []atomic.Int64 // per client, nanoseconds; written once by that client
+	left   atomic.Int64
+	all    chan struct{}
+}
+
+// dashboardPhase connects cfg.dashClients WebSocket clients to the
+// dashboard's locks page, waits for every snapshot, then times how long one
+// change (a lock acquired, then released, through the gateway) takes to
+// reach every client.
+func (e *env) dashboardPhase(ctx context.Context) (res dashResult, err error) {
+	n := e.cfg.dashClients
+	res.clients = n
+	if m, merr := e.gw.memory(ctx); merr == nil {
+		res.rssBefore = m.rss
+	}
+	wsURL := "ws" + strings.TrimPrefix(e.gw.url, "http") + "/ws?page=" + dashPage
+	hc := &http.Client{Transport: newTransport(1)}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var (
+		target    atomic.Pointer[fanTarget]
+		snapshots sync.WaitGroup
+		readers   sync.WaitGroup
+		lost      atomic.Int64
+		sizeOnce  sync.Once
+		conns     = make([]*websocket.Conn, n)
+		dialErr   = make(chan error, 1)
+		sem       = make(chan struct{}, e.cfg.dashRamp)
+	)
+	defer func() {
+		cancel() // ends every Read, and so every reader
+		readers.Wait()
+		for _, c := range conns {
+			if c != nil {
+				c.CloseNow()
+			}
+		}
+	}()
+	start := time.Now()
+	snapshots.Add(n)
+	for i := 0; i < n; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			snapped := false
+			defer func() {
+				if !snapped {
+					snapshots.Done()
+				}
+			}()
+			c, _, err := websocket.Dial(cctx, wsURL, &websocket.DialOptions{HTTPClient: hc})
+			<-sem
+			if err != nil {
+				select {
+				case dialErr <- fmt.Errorf("dial %s: %w", wsURL, err):
+				default:
+				}
+				return
+			}
+			conns[i] = c
+			c.SetReadLimit(64 << 20)
+			lastSeen := -1
+			for {
+				_, data, err := c.Read(cctx)
+				if err != nil {
+					if cctx.Err() == nil {
+						lost.Add(1)
+					}
+					return
+				}
+				if !snapped {
+					if !bytes.HasPrefix(data, []byte(`{"snapshot":true`)) {
+						select {
+						case dialErr <- fmt.Errorf("the first message is not a snapshot: %s", truncate(data, 200)):
+						default:
+						}
+						return
+					}
+					sizeOnce.Do(func() { res.snapshotBytes = len(data) })
+					snapped = true
+					snapshots.Done()
+					continue
+				}
+				t := target.Load()
+				if t == nil || t.idx == lastSeen || !bytes.Contains(data, t.needle) {
+					continue
+				}
+				lastSeen = t.idx
+				t.seen[i].Store(int64(time.Since(t.start)))
+				if t.left.Add(-1) == 0 {
+					close(t.all)
+				}
+			}
+		}()
+	}
+	allSnap := make(chan struct{})
+	go func() { snapshots.Wait(); close(allSnap) }()
+	select {
+	case <-allSnap:
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(5 * time.Minute):
+		return res, errors.New("the dashboard clients did not all get their snapshot within 5m")
+	}
+	res.connectTook = time.Since(start)
+	select {
+	case err := <-dialErr:
+		return res, err
+	default:
+	}
+	for _, c := range conns {
+		if c != nil {
+			res.connected++
+		}
+	}
+	progress("%d dashboard clients connected with their snapshot in %s", res.connected, res.connectTook.Round(time.Millisecond))
+	if m, merr := e.gw.scrape(ctx); merr == nil {
+		res.gaugeClients = m["zkgate_dashboard_clients"]
+	}
+	if m, merr := e.gw.memory(ctx); merr == nil {
+		res.rssWith = m.rss
+	}
+
+	c := newClient(e.gw.url, 2, time.Minute)
+	defer c.close()
+	lease, err := c.createLease(ctx, 10*time.Minute, "bench-dashboard")
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = c.revokeLease(context.Background(), lease) }()
+	body := leaseBody(lease)
+	idx := 0
+	change := func(what, needle string, send func() error) error {
+		t := &fanTarget{idx: idx, needle: []byte(needle), seen: make([]atomic.Int64, n), all: make(chan struct{})}
+		idx++
+		t.left.Store(int64(res.connected))
+		// Let the previous change's messages settle first.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+		t.start = time.Now()
+		target.Store(t)
+		if err := send(); err != nil {
+			return err
+		}
+		select {
+		case <-t.all:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(dashWait):
+		}
+		target.Store(nil)
+		var d dist
+		for i := range t.seen {
+			if v := t.seen[i].Load(); v > 0 {
+				d = append(d, time.Duration(v))
+			}
+		}
+		fc := fanChange{what: what, arrivals: summarize(d), first: d.sorted().pct(0), missing: res.connected - len(d)}
+		res.changes = append(res.changes, fc)
+		progress("dashboard: %s reached %d of %d clients, the last after %s", what, len(d), res.connected, fc.arrivals.worst.Round(time.Millisecond))
+		return nil
+	}
+	for k := 1; k <= e.cfg.dashChanges; k++ {
+		name := fmt.Sprintf("%s%d", dashLockPrefix, k)
+		if err := change("acquire "+name, `"id":"lock-`+name+`"`, func() error {
+			st, b, err := c.do(ctx, http.MethodPost, "/v1/locks/"+name+"/acquire", body)
+			return expect("acquire", st, b, err, http.StatusOK)
+		}); err != nil {
+			return res, err
+		}
+		if err := change("release "+name, `"op":"remove","id":"lock-`+name+`"`, func() error {
+			st, b, err := c.do(ctx, http.MethodPost, "/v1/locks/"+name+"/release", body)
+			return expect("release", st, b, err, http.StatusNoContent)
+		}); err != nil {
+			return res, err
+		}
+	}
+	res.lost = int(lost.Load())
+	return res, nil
+}
+
+// printDash writes section 7 and adds its summary rows.
+func (r *report) printDash(p func(string, ...any), sum *[][4]string) {
+	d := r.dash
+	if d.clients == 0 {
+		return
+	}
+	p("## 7. Dashboard fan-out to %s WebSocket clients", thousands(int64(d.clients)))
+	p("")
+	p("%s clients in this process connect to the gateway's `GET /ws?page=%s` (github.com/coder/websocket, %d dialing at once, each its own TCP connection) and read every message; all had their snapshot (%s each, the first one's size) %s after the first dial (the gateway's `zkgate_dashboard_clients` then: %.0f; its VmRSS went from %s to %s). Then, %d times, the bench acquires a fresh lock (`%sN`) through the gateway and then releases it; each of these changes is timed from just before its request is sent until each client has read a message showing it (for the acquire, a fragment with id `lock-%sN`; for the release, its `remove`). A client's time includes its own read and a substring search of the message, on the same %d CPUs as the gateway and ZooKeeper; the gateway batches changes at most every 50 ms (hubFlushGap).",
+		thousands(int64(d.clients)), dashPage, r.cfg.dashRamp, kib(float64(d.snapshotBytes)), d.connectTook.Round(time.Millisecond), d.gaugeClients,
+		mib(d.rssBefore), mib(d.rssWith), r.cfg.dashChanges, dashLockPrefix, dashLockPrefix, r.machine.nproc)
+	p("")
+	p("| change | clients reached | first client | p50 | p99 | last client | last - first |")
+	p("|---|---:|---:|---:|---:|---:|---:|")
+	for _, c := range d.changes {
+		p("| %s | %s / %s | %s | %s | %s | %s | %s |", c.what, thousands(int64(c.arrivals.n)), thousands(int64(d.connected)), msf(c.first),
+			msf(c.arrivals.p50), msf(c.arrivals.p99), msf(c.arrivals.worst), msf(c.arrivals.worst-c.first))
+	}
+	p("")
+	p("The first client's time is mostly the gateway's: the request, ZooKeeper's watch, the hub's refresh and render; last - first is the spread of the fan-out itself (writes to every connection, and the clients' reads, on the same CPUs).")
+	p("")
+	p("Connections lost during the test: %d. All clients were closed at the end.", d.lost)
+	p("")
+	if w, ok := d.worst(); ok {
+		res := fmt.Sprintf("%s (worst of %d changes: %s; p50 %s, p99 %s; %d of %d clients missed it)",
+			msf(w.arrivals.worst), len(d.changes), w.what, msf(w.arrivals.p50), msf(w.arrivals.p99), w.missing, d.connected)
+		ok := w.missing == 0 && d.connected == d.clients && w.arrivals.worst < targetFanoutLast
+		*sum = append(*sum, [4]string{fmt.Sprintf("7. dashboard: one change to %s WebSocket clients, last client", thousands(int64(d.clients))), res,
+			fmt.Sprintf("< %s, all", msf(targetFanoutLast)), verdict(ok)})
+	}
+}

@@ -1,0 +1,232 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// distinctSide is one client's run on distinct locks.
+type distinctSide struct {
+	cycles   int64         // acquire+release cycles whose grant came inside the windows
+	total    int64         // all cycles, warm-ups excluded
+	elapsed  time.Duration // the measured windows
+	segments int
+	bad      int64 // gateway: acquires not answered 200 with a token, tokens not growing per lock
+	lat      dist  // one cycle, acquire sent .. release answered
+}
+
+func (s distinctSide) rate() float64 { return rate(s.cycles, s.elapsed) }
+
+type distinctResult struct {
+	workers    int
+	gw, direct distinctSide
+}
+
+func (r distinctResult) ratio() float64 { return r.gw.rate() / r.direct.rate() }
+
+// distinct runs cfg.distinctWorkers workers, each acquiring and releasing
+// its own lock in a loop: through the gateway, each its own lease and lock
+// name on keep-alive connections; directly, each its own zk.NewLock on its
+// own path, all sharing ONE zk.Conn (what one process would do). ABBA
+// halves after a warm-up each.
+func (e *env) distinct(ctx context.Context) (distinctResult, error) {
+	n := e.cfg.distinctWorkers
+	res := distinctResult{workers: n}
+	c := newClient(e.gw.url, 2*n, time.Minute)
+	defer c.close()
+	leases, err := c.createLeases(ctx, n, 8, 10*time.Minute, "bench-distinct")
+	defer func() { _ = c.revokeLeases(context.Background(), leases, 8) }()
+	if err != nil {
+		return res, err
+	}
+	conn, err := dialZK(ctx, e.zkAddr)
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close()
+	locks := make([]*zk.Lock, n)
+	for i := range locks {
+		locks[i] = zk.NewLock(conn, fmt.Sprintf("%s/bench-d-%d", directRoot, i), zk.WorldACL(zk.PermAll))
+	}
+	lastTok := make([]int64, n) // per worker (per lock): tokens must grow
+
+	gwRun := func(d time.Duration, s *distinctSide) error {
+		return e.gatewayDistinct(ctx, c, leases, lastTok, d, s)
+	}
+	directRun := func(d time.Duration, s *distinctSide) error {
+		return directDistinct(ctx, locks, d, s)
+	}
+	half := e.cfg.distinctDur / 2
+	warm := min(time.Second, half)
+	for _, step := range []struct {
+		run  func(time.Duration, *distinctSide) error
+		s    *distinctSide
+		d    time.Duration
+		name string
+	}{
+		{gwRun, &distinctSide{}, warm, "gateway warm-up"},
+		{directRun, &distinctSide{}, warm, "direct warm-up"},
+		{gwRun, &res.gw, half, "gateway"},
+		{directRun, &res.direct, half, "direct"},
+		{directRun, &res.direct, e.cfg.distinctDur - half, "direct"},
+		{gwRun, &res.gw, e.cfg.distinctDur - half, "gateway"},
+	} {
+		if err := step.run(step.d, step.s); err != nil {
+			return res, fmt.Errorf("%s: %w", step.name, err)
+		}
+	}
+	return res, nil
+}
+
+func (e *env) gatewayDistinct(ctx context.Context, c *client, leases []string, lastTok []int64, d time.Duration, s *distinctSide) error {
+	var cycles, total, bad atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, len(leases))
+	lats := make([]dist, len(leases))
+	deadline := time.Now().Add(d)
+	for i, id := range leases {
+		body := leaseBody(id)
+		acquire := fmt.Sprintf("/v1/locks/bench-d-%d/acquire", i)
+		release := fmt.Sprintf("/v1/locks/bench-d-%d/release", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				st, b, err := c.do(ctx, http.MethodPost, acquire, body)
+				if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+					bad.Add(1)
+					errs <- err
+					return
+				}
+				at := time.Now()
+				g, err := parseGrant(b)
+				if err != nil {
+					bad.Add(1)
+					errs <- err
+					return
+				}
+				if g.Token <= lastTok[i] {
+					bad.Add(1)
+				}
+				lastTok[i] = g.Token
+				st, b, err = c.do(ctx, http.MethodPost, release, body)
+				if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
+					errs <- err
+					return
+				}
+				total.Add(1)
+				if at.Before(deadline) {
+					cycles.Add(1)
+					lats[i] = append(lats[i], time.Since(t0))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	s.cycles += cycles.Load()
+	s.total += total.Load()
+	s.bad += bad.Load()
+	s.elapsed += d
+	s.segments++
+	for _, l := range lats {
+		s.lat = append(s.lat, l...)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return <-errs
+}
+
+func directDistinct(ctx context.Context, locks []*zk.Lock, d time.Duration, s *distinctSide) error {
+	var cycles, total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, len(locks))
+	lats := make([]dist, len(locks))
+	deadline := time.Now().Add(d)
+	for i, l := range locks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				if err := l.Lock(); err != nil {
+					errs <- fmt.Errorf("zk.Lock: %w", err)
+					return
+				}
+				at := time.Now()
+				if err := l.Unlock(); err != nil {
+					errs <- fmt.Errorf("zk.Unlock: %w", err)
+					return
+				}
+				total.Add(1)
+				if at.Before(deadline) {
+					cycles.Add(1)
+					lats[i] = append(lats[i], time.Since(t0))
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	close(errs)
+	s.cycles += cycles.Load()
+	s.total += total.Load()
+	s.elapsed += d
+	s.segments++
+	for _, l := range lats {
+		s.lat = append(s.lat, l...)
+	}
+	return <-errs
+}
+
+// printDistinct writes section 2b and adds its summary rows.
+func (r *report) printDistinct(p func(string, ...any), sum *[][4]string) {
+	k := r.distinct
+	if k.gw.segments == 0 && k.direct.segments == 0 {
+		return
+	}
+	p("## 2b. %d workers on distinct locks", k.workers)
+	p("")
+	p("Each worker loops acquire + release on a lock of its own, so nobody waits for anybody: this is the gateway's throughput across many locks. Gateway: each worker its own lease and lock name (`bench-d-N`), `POST acquire` (no wait) then `POST release`, on keep-alive connections (the gateway holds one ZooKeeper session). Direct: the same number of workers sharing **one** `zk.Conn`, each with its own `zk.NewLock` on its own path (what one process using go-zookeeper would do). Cycles whose grant came inside the measured windows count (ABBA halves, after a warm-up each of 1s or half the duration if shorter, not counted). Mutual exclusion holds trivially (one worker per lock); checked instead: every gateway acquire answered 200 with a fencing token, growing per lock.")
+	p("")
+	p("| client | window | cycles | cycles/s | cycle p50 | cycle p99 | bad answers |")
+	p("|---|---:|---:|---:|---:|---:|---:|")
+	for _, s := range []struct {
+		name string
+		s    distinctSide
+	}{{"gateway", k.gw}, {"direct, one shared zk.Conn", k.direct}} {
+		if s.s.segments == 0 {
+			continue
+		}
+		l := summarize(s.s.lat)
+		badCell := "n/a"
+		if s.name == "gateway" {
+			badCell = fmt.Sprint(s.s.bad)
+		}
+		p("| %s | %s | %s | %.0f | %s | %s | %s |", s.name, s.s.elapsed, thousands(s.s.cycles), s.s.rate(), msf(l.p50), msf(l.p99), badCell)
+	}
+	if k.gw.segments > 0 && k.direct.segments > 0 {
+		p("| **ratio gateway/direct** | | | **%.2fx** | | | |", k.ratio())
+		*sum = append(*sum, ratioRow(fmt.Sprintf("2b. cycles/s, %d workers on distinct locks, gateway/direct", k.workers), k.ratio(),
+			fmt.Sprintf("gateway %.0f/s, direct %.0f/s", k.gw.rate(), k.direct.rate()), targetDistinct, false))
+	}
+	if k.gw.segments > 0 {
+		*sum = append(*sum, [4]string{"2b. distinct locks: every acquire 200 with a growing token", fmt.Sprintf("%d bad of %s", k.gw.bad, thousands(k.gw.total)), "0", verdict(k.gw.bad == 0)})
+	}
+	p("")
+}

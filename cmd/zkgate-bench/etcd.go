@@ -1,0 +1,296 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// etcdResult is the uncontended comparison with etcd's lock API.
+type etcdResult struct {
+	skipped    string // why the phase did not run
+	version    string
+	addr       string
+	gw, etcd   summary // acquire+release, lock+unlock
+	etcdLock   summary
+	etcdUnlock summary
+	blocks     int
+}
+
+func (r etcdResult) ratioP50() float64  { return float64(r.gw.p50) / float64(r.etcd.p50) }
+func (r etcdResult) ratioMean() float64 { return float64(r.gw.mean) / float64(r.etcd.mean) }
+
+// etcdServer is a single-member etcd run as a child process.
+type etcdServer struct {
+	cmd  *exec.Cmd
+	dir  string
+	url  string
+	done chan struct{}
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startEtcd runs bin on two free loopback ports with a fresh data dir
+// under parent, and waits until /health says true.
+func startEtcd(ctx context.Context, bin, parent string) (*etcdServer, error) {
+	dir, err := os.MkdirTemp(parent, "etcd-")
+	if err != nil {
+		return nil, err
+	}
+	cp, err := freePort()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	pp, err := freePort()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", cp)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", pp)
+	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--name", "default", "--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "default="+peer, "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	s := &etcdServer{cmd: cmd, dir: dir, url: client, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(s.done) }()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := hc.Get(client + "/health")
+		if err == nil {
+			var h struct {
+				Health string `json:"health"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+			if h.Health == "true" {
+				return s, nil
+			}
+		}
+		select {
+		case <-s.done:
+			b, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
+			s.stop()
+			return nil, fmt.Errorf("etcd exited before it was healthy: %s", truncate(b, 2000))
+		case <-ctx.Done():
+			s.stop()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, errors.New("etcd was not healthy within 30s")
+		}
+	}
+}
+
+// stop kills etcd (its data is thrown away) and removes its dir.
+func (s *etcdServer) stop() {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+	}
+	os.RemoveAll(s.dir)
+}
+
+// etcdPhase times uncontended lock+unlock through etcd's HTTP JSON gateway
+// against the gateway's acquire+release, in ABBA blocks.
+func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
+	bin, lerr := exec.LookPath(e.cfg.etcdBin)
+	if lerr != nil {
+		res.skipped = "etcd not installed (Debian: apt-get install etcd-server)"
+		progress("etcd comparison skipped: %s", res.skipped)
+		return res, nil
+	}
+	if out, verr := exec.CommandContext(ctx, bin, "--version").Output(); verr == nil {
+		first, _, _ := strings.Cut(string(out), "\n")
+		res.version = strings.TrimSpace(strings.TrimPrefix(first, "etcd Version:"))
+	}
+	es, err := startEtcd(ctx, bin, e.tmp)
+	if err != nil {
+		return res, err
+	}
+	defer es.stop()
+	res.addr = es.url
+
+	ec := newClient(es.url, 2, time.Minute)
+	defer ec.close()
+	st, b, err := ec.do(ctx, http.MethodPost, "/v3/lease/grant", []byte(`{"TTL":600}`))
+	if err := expect("etcd lease grant", st, b, err, http.StatusOK); err != nil {
+		return res, err
+	}
+	var lease struct {
+		ID string `json:"ID"`
+	}
+	if err := json.Unmarshal(b, &lease); err != nil || lease.ID == "" {
+		return res, fmt.Errorf("etcd lease grant: %s", truncate(b, 300))
+	}
+	lockBody, _ := json.Marshal(map[string]string{"name": base64.StdEncoding.EncodeToString([]byte("bench-e")), "lease": lease.ID})
+	etcdOnce := func() (time.Duration, time.Duration, error) {
+		t0 := time.Now()
+		st, b, err := ec.do(ctx, http.MethodPost, "/v3/lock/lock", lockBody)
+		if err := expect("etcd lock", st, b, err, http.StatusOK); err != nil {
+			return 0, 0, err
+		}
+		var k struct {
+			Key string `json:"key"`
+		}
+		if err := json.Unmarshal(b, &k); err != nil || k.Key == "" {
+			return 0, 0, fmt.Errorf("etcd lock: no key in %s", truncate(b, 300))
+		}
+		t1 := time.Now()
+		ub, _ := json.Marshal(map[string]string{"key": k.Key})
+		st, b, err = ec.do(ctx, http.MethodPost, "/v3/lock/unlock", ub)
+		if err := expect("etcd unlock", st, b, err, http.StatusOK); err != nil {
+			return 0, 0, err
+		}
+		return t1.Sub(t0), time.Since(t1), nil
+	}
+
+	c := newClient(e.gw.url, 2, time.Minute)
+	defer c.close()
+	gl, err := c.createLease(ctx, 10*time.Minute, "bench-etcd-compare")
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = c.revokeLease(context.Background(), gl) }()
+	body := leaseBody(gl)
+	gwOnce := func() (time.Duration, time.Duration, error) {
+		t0 := time.Now()
+		st, b, err := c.do(ctx, http.MethodPost, "/v1/locks/bench-e/acquire", body)
+		if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+			return 0, 0, err
+		}
+		t1 := time.Now()
+		st, b, err = c.do(ctx, http.MethodPost, "/v1/locks/bench-e/release", body)
+		if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
+			return 0, 0, err
+		}
+		return t1.Sub(t0), time.Since(t1), nil
+	}
+
+	var gw, et, etL, etU dist
+	runBlock := func(n int, gateway, record bool) error {
+		for i := 0; i < n; i++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			once := etcdOnce
+			if gateway {
+				once = gwOnce
+			}
+			a, r, err := once()
+			if err != nil {
+				return err
+			}
+			switch {
+			case !record:
+			case gateway:
+				gw = append(gw, a+r)
+			default:
+				et, etL, etU = append(et, a+r), append(etL, a), append(etU, r)
+			}
+		}
+		return nil
+	}
+	warm := min(e.cfg.warmup, e.cfg.etcdIterations)
+	if err := runBlock(warm, true, false); err != nil {
+		return res, err
+	}
+	if err := runBlock(warm, false, false); err != nil {
+		return res, err
+	}
+	for done, b := 0, 0; done < e.cfg.etcdIterations; b++ {
+		n := min(e.cfg.block, e.cfg.etcdIterations-done)
+		first := b%2 == 0
+		if err := runBlock(n, first, true); err != nil {
+			return res, err
+		}
+		if err := runBlock(n, !first, true); err != nil {
+			return res, err
+		}
+		done += n
+		res.blocks = b + 1
+	}
+	res.gw, res.etcd, res.etcdLock, res.etcdUnlock = summarize(gw), summarize(et), summarize(etL), summarize(etU)
+	return res, nil
+}
+
+// printEtcd writes section 1b and adds its summary rows.
+func (r *report) printEtcd(p func(string, ...any), sum *[][4]string) {
+	x := r.etcd
+	if x.skipped != "" {
+		p("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)")
+		p("")
+		p("skipped: %s", x.skipped)
+		p("")
+		*sum = append(*sum, [4]string{"1b. uncontended, gateway/etcd lock API (stretch)", "skipped: " + x.skipped, fmt.Sprintf("<= %.2fx", targetEtcdRatio), "skipped"})
+		return
+	}
+	if x.gw.n == 0 || x.etcd.n == 0 {
+		return
+	}
+	p("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)")
+	p("")
+	p("etcd %s, a single member started by the bench on %s with a fresh data dir in the run's temp dir (etcd fsyncs its WAL on every commit; it has no switch to turn that off in 3.4), killed and removed at the end. One lease granted once (`POST /v3/lease/grant {\"TTL\":600}`), then per cycle `POST /v3/lock/lock {\"name\": base64(\"bench-e\"), \"lease\": ID}` (answers the key) and `POST /v3/lock/unlock {\"key\": ...}`, through etcd's HTTP/JSON gateway (grpc-gateway) on one keep-alive HTTP/1.1 connection. Gateway: acquire + release of `bench-e` as in section 1, one lease, one keep-alive connection. %d samples each in %d ABBA block pairs, after %d warm-up cycles each. Both run on the same machine as everything else.",
+		x.version, x.addr, x.gw.n, x.blocks, min(r.cfg.warmup, r.cfg.etcdIterations))
+	p("")
+	p("| client | p50 | p90 | p99 | mean | max |")
+	p("|---|---:|---:|---:|---:|---:|")
+	row := func(name string, s summary) {
+		p("| %s | %s | %s | %s | %s | %s |", name, msf(s.p50), msf(s.p90), msf(s.p99), msf(s.mean), msf(s.worst))
+	}
+	row("gateway acquire+release", x.gw)
+	row("etcd lock+unlock", x.etcd)
+	p("| **ratio gateway/etcd** | **%.2fx** | %.2fx | %.2fx | **%.2fx** | |", x.ratioP50(),
+		float64(x.gw.p90)/float64(x.etcd.p90), float64(x.gw.p99)/float64(x.etcd.p99), x.ratioMean())
+	row("etcd lock only", x.etcdLock)
+	row("etcd unlock only", x.etcdUnlock)
+	p("")
+	p("Stretch target: gateway at most %.2fx etcd. p50: %.2fx %s; mean: %.2fx %s.", targetEtcdRatio,
+		x.ratioP50(), verdict(x.ratioP50() <= targetEtcdRatio), x.ratioMean(), verdict(x.ratioMean() <= targetEtcdRatio))
+	p("")
+	*sum = append(*sum,
+		stretch(ratioRow("1b. uncontended p50, gateway/etcd lock API (stretch)", x.ratioP50(), fmt.Sprintf("%s vs %s", msf(x.gw.p50), msf(x.etcd.p50)), targetEtcdRatio, true)),
+		stretch(ratioRow("1b. uncontended mean, gateway/etcd lock API (stretch)", x.ratioMean(), fmt.Sprintf("%s vs %s", msf(x.gw.mean), msf(x.etcd.mean)), targetEtcdRatio, true)))
+}
+
+func stretch(row [4]string) [4]string {
+	row[3] += " (stretch)"
+	return row
+}
