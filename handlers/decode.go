@@ -9,8 +9,10 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -116,40 +118,113 @@ func decodeBody(body []byte, v any) error {
 // exactKeys rejects what encoding/json lets through: a key that matches a
 // field only case-insensitively ({"LEASE":...}) and a repeated key (the
 // last would win), on which other JSON parsers, and the spec, disagree.
+// body is one JSON value that encoding/json has read already.
 func exactKeys(body []byte, v any) error {
 	t := reflect.TypeOf(v)
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == nil || t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+	if t == nil || t.Kind() != reflect.Struct {
 		return nil
 	}
-	names := map[string]bool{}
-	jsonNames(t, names)
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil // null: decoded as nothing
+	names := fieldNamesOf(t)
+	if names == nil {
+		return nil // decoded by its own UnmarshalJSON
 	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		key, ok := tok.(string)
-		if err != nil || !ok {
-			return invalid("the body is not valid JSON")
-		}
+	var seen []string // a body has a handful of keys
+	return topLevelKeys(body, func(key string) error {
 		if !names[key] {
 			return invalid("unknown field %q", key)
 		}
-		if seen[key] {
+		if slices.Contains(seen, key) {
 			return invalid("field %q is given twice", key)
 		}
-		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return invalid("the body is not valid JSON")
+		seen = append(seen, key)
+		return nil
+	})
+}
+
+// fieldNames caches, per struct type, the JSON names of its fields (nil for
+// a type with its own UnmarshalJSON): computed once, read on every request.
+var fieldNames sync.Map // reflect.Type -> map[string]bool
+
+func fieldNamesOf(t reflect.Type) map[string]bool {
+	if names, ok := fieldNames.Load(t); ok {
+		return names.(map[string]bool)
+	}
+	var names map[string]bool
+	if !reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		names = map[string]bool{}
+		jsonNames(t, names)
+	}
+	fieldNames.Store(t, names)
+	return names
+}
+
+// topLevelKeys calls fn with each key of the JSON object in body, in order,
+// unescaped as encoding/json does. body must be valid JSON (anything but an
+// object has no keys). It scans the bytes once, where a json.Decoder's
+// tokens cost an allocation each.
+func topLevelKeys(body []byte, fn func(key string) error) error {
+	i := 0
+	for i < len(body) && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r') {
+		i++
+	}
+	if i == len(body) || body[i] != '{' {
+		return nil
+	}
+	depth, wantKey := 0, false
+	for i < len(body) {
+		switch body[i] {
+		case '{', '[':
+			depth++
+			wantKey = depth == 1
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return nil
+			}
+		case ',':
+			wantKey = depth == 1
+		case '"':
+			end := stringEnd(body, i)
+			if end < 0 {
+				return invalid("the body is not valid JSON")
+			}
+			if depth == 1 && wantKey {
+				raw := body[i:end]
+				key := string(raw[1 : len(raw)-1])
+				if slices.ContainsFunc(raw, func(c byte) bool { return c == '\\' || c >= 0x80 }) {
+					// Escapes or non-ASCII: as encoding/json reads them.
+					if err := json.Unmarshal(raw, &key); err != nil {
+						return invalid("the body is not valid JSON")
+					}
+				}
+				if err := fn(key); err != nil {
+					return err
+				}
+				wantKey = false
+			}
+			i = end
+			continue
 		}
+		i++
 	}
 	return nil
+}
+
+// stringEnd returns the index just past the JSON string that starts with the
+// quote at body[start], or -1 if it does not end.
+func stringEnd(body []byte, start int) int {
+	for i := start + 1; i < len(body); i++ {
+		switch body[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
 }
 
 // jsonNames adds the JSON names of struct type t's fields to names,

@@ -322,3 +322,42 @@ func FuzzEnterBody(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTopLevelKeys checks the byte scanner of exactKeys against
+// encoding/json's own tokens: the same keys, in the same order, for every
+// valid JSON object.
+func FuzzTopLevelKeys(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"a":1}`, `{"a":{"b":[1,{"c":2}]},"d":"}"}`, `{"\u006cease":"x","x\"y":[]}`,
+		` {"a" : "\\", "b":null} `, `{"ä":1,"a\ud83d\ude00":2}`, `[{"a":1}]`, `"{\"a\":1}"`, `null`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		if !json.Valid([]byte(body)) {
+			return
+		}
+		var got []string
+		if err := topLevelKeys([]byte(body), func(k string) error { got = append(got, k); return nil }); err != nil {
+			t.Fatalf("valid JSON %q: %v", body, err)
+		}
+		var want []string
+		dec := json.NewDecoder(strings.NewReader(body))
+		if tok, _ := dec.Token(); tok == json.Delim('{') {
+			for dec.More() {
+				tok, err := dec.Token()
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, tok.(string))
+				var skip json.RawMessage
+				if err := dec.Decode(&skip); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if strings.Join(got, "\x00") != strings.Join(want, "\x00") || len(got) != len(want) {
+			t.Fatalf("%q: keys %q, encoding/json reads %q", body, got, want)
+		}
+	})
+}
