@@ -187,7 +187,7 @@ func (h *hold) waitInLine(ctx context.Context, role, parent, node string, marker
 func (h *hold) removeNodes(nodes []heldNode) error {
 	var first error
 	for i := len(nodes) - 1; i >= 0; i-- {
-		if err := h.svc.sess.deleteNode(context.Background(), nodes[i].path, h.lease.epoch); err != nil {
+		if err := h.svc.deleteVouching(context.Background(), nodes[i].path, h.lease.epoch); err != nil {
 			h.svc.log.Error("delete node of a released hold", "kind", h.kind, "node", nodes[i].path, "err", err)
 			if first == nil {
 				first = err

@@ -248,7 +248,8 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 	blocks func(c, self seqNode) bool, tryOnce bool) (turn, error) {
 	var last turn
 	listed := false
-	floor := -1 // contenders at or below this index are known to be gone
+	floor := -1      // contenders at or below this index are known to be gone
+	vouched := false // the delete of the last node waited for checked ours (see handoffs)
 	for {
 		if !listed {
 			t, err := s.listLine(ctx, lease, parent, node, markers)
@@ -259,7 +260,7 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 		}
 		b, bi := last.blocker(floor, blocks)
 		if b == "" {
-			last.seen = floor < 0
+			last.seen = floor < 0 || vouched
 			if !last.contenders[last.index].Reader {
 				s.passed.note(parent, last.contenders[last.index].Name, last.parentID)
 			}
@@ -268,25 +269,33 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 		if tryOnce {
 			return last, &Error{Code: CodeTimeout, Detail: "not first in line"}
 		}
+		// Registered before the watch is armed: a delete of b through this
+		// gateway from now on vouches for node.
+		ho := s.handoffs.add(parent+"/"+b, node)
 		present, nw, err := s.watches.changed(ctx, parent+"/"+b)
 		if err != nil {
+			s.handoffs.remove(ho)
 			if err := s.retryable(ctx, lease, err); err != nil {
 				return last, err
 			}
 			continue
 		}
 		if !present {
+			s.handoffs.remove(ho)
 			listed = false
 			continue
 		}
 		last.waited = true
 		ev, err := s.watches.wait(ctx, nw)
+		s.handoffs.remove(ho)
 		if err != nil {
 			return last, waitErr(ctx, lease, context.Cause(ctx))
 		}
+		vouched = false
 		switch {
 		case ev.Type == zk.EventNodeDeleted && s.passed.was(parent, b, last.parentID):
 			floor = bi // a hand-over: nothing before us is left up to b
+			vouched = s.handoffs.vouched(ctx, ho)
 		case ev.Type == zk.EventNotWatching:
 			// The session ended or the connection was replaced.
 			if err := lease.alive(); err != nil {

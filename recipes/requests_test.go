@@ -64,9 +64,10 @@ func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
 	}
 }
 
-// A waiter granted when the holder goes needs one request after that
-// delete: a listing that shows its node first, or, when the holder was let
-// through by this gateway, a read of its own node. Never both.
+// A waiter granted when the holder goes needs at most one request after
+// that delete: a listing that shows its node first when the holder was
+// another client's; none when the holder released through this gateway,
+// whose delete went in one transaction with a check of the waiter's node.
 func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
 	for _, through := range []string{"this gateway", "another client"} {
 		t.Run(through, func(t *testing.T) {
@@ -133,8 +134,8 @@ func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
 			}
 			got := px.Sent(parent)[mark:]
 			if through == "this gateway" {
-				if !slices.Equal(got, []int32{opDelete, opExists}) {
-					t.Fatalf("after the release the gateway sent %v, want the delete and one exists", got)
+				if !slices.Equal(got, []int32{opMulti}) {
+					t.Fatalf("after the release the gateway sent %v, want one multi (the delete and the check of the waiter's node)", got)
 				}
 			} else if !slices.Equal(got, []int32{opGetChildren2}) {
 				t.Fatalf("after the release the gateway sent %v, want one listing", got)
@@ -250,5 +251,85 @@ func TestAWokenTakeUsesTheCachedListing(t *testing.T) {
 	}
 	if listings != 1 {
 		t.Fatalf("the entries were listed %d times between the produce and the take, want once (the cache's)", listings)
+	}
+}
+
+// A hand-over whose check finds the waiter's node gone (deleted by hand while
+// it waited) vouches for nothing: the holder's node is deleted all the same,
+// and the waiter, finding its node gone, makes a new one and is granted with
+// that node's token, never the old one's.
+func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
+	px := newProxy(t, sharedServer(t).Addr())
+	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	ctx := context.Background()
+	parent := svc.Locks.parent("gone")
+	holder, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := svc.Locks.Acquire(ctx, holder, "gone", ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, err := svc.Leases.Create(ctx, time.Minute, "waiter", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan LockGrant, 1)
+	failed := make(chan error, 1)
+	go func() {
+		g, err := svc.Locks.Acquire(ctx, waiter, "gone", ModeExclusive, 30*time.Second)
+		if err != nil {
+			failed <- err
+			return
+		}
+		granted <- g
+	}()
+	eventually(t, 10*time.Second, func() error {
+		if sent := px.Sent(parent); len(sent) == 0 || sent[len(sent)-1] != opGetData {
+			return fmt.Errorf("the waiter has not armed its watch yet: %v", sent)
+		}
+		return nil
+	})
+	raw := rawClient(t)
+	children, _, err := raw.Children(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for _, c := range children {
+		if parent+"/"+c != held.Node {
+			first = parent + "/" + c
+		}
+	}
+	if first == "" {
+		t.Fatalf("no waiter's node among %v", children)
+	}
+	if err := raw.Delete(first, -1); err != nil {
+		t.Fatal(err)
+	}
+	mark := len(px.Sent(parent))
+	if err := svc.Locks.Release(ctx, holder, "gone", ""); err != nil {
+		t.Fatal(err)
+	}
+	var g LockGrant
+	select {
+	case g = <-granted:
+	case err := <-failed:
+		t.Fatal(err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter was not granted")
+	}
+	if got := px.Sent(parent)[mark:]; len(got) < 3 || got[0] != opMulti || got[1] != opDelete || got[2] != opExists {
+		t.Fatalf("after the release the gateway sent %v, want the failed multi, the delete, the waiter's read of its node, then a new node", got)
+	}
+	if g.Node == first {
+		t.Fatalf("granted on the deleted node %s", first)
+	}
+	if _, st, err := raw.Exists(g.Node); err != nil || st == nil || st.Czxid != g.Token {
+		t.Fatalf("the grant's node %s and token %d do not match ZooKeeper (%v, %v)", g.Node, g.Token, st, err)
+	}
+	if ok, _, _ := raw.Exists(held.Node); ok {
+		t.Fatal("the holder's node is still there")
 	}
 }

@@ -56,6 +56,7 @@ type Service struct {
 	watches   *nodeWatches
 	lister    *lister
 	passed    passedWriters
+	handoffs  handoffs
 
 	registered atomic.Pointer[GatewayInfo] // what Register published
 

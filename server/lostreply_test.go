@@ -91,8 +91,13 @@ func (p *replyDropper) serve() {
 					return
 				}
 				// After the connect request, a request starts with xid and
-				// opcode; opcode 1 is create.
-				isCreate := !first && len(body) >= 8 && binary.BigEndian.Uint32(body[4:8]) == 1 && bytes.Contains(body, p.match)
+				// opcode; opcode 1 is create, 15 create2 (a create answered
+				// with the node's stat).
+				op := uint32(0)
+				if len(body) >= 8 {
+					op = binary.BigEndian.Uint32(body[4:8])
+				}
+				isCreate := !first && (op == 1 || op == 15) && bytes.Contains(body, p.match)
 				first = false
 				if isCreate {
 					p.creates.Add(1)
