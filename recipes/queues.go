@@ -166,7 +166,10 @@ func (q *Queues) Delete(ctx context.Context, name string) error {
 // queueView is a queue's items and claims, read fresh, with the channels
 // of the watch cache that close at the next change of either.
 type queueView struct {
-	items   []Item
+	items []Item
+	// cached: the items and their claims come from the watch cache, which
+	// may lag: a claim found taken is not worth a listing of the claims.
+	cached  bool
 	changed [2]<-chan struct{}
 	release func()
 }
@@ -189,31 +192,35 @@ func (q *Queues) view(ctx context.Context, name string, subscribe bool) (*queueV
 		}
 		return &queueView{items: items, release: func() {}}, nil
 	}
-	snap, ech, tch, release, err := q.subscribe(ctx, name)
+	entries, taken, ech, tch, release, err := q.subscribe(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(snap.Children))
-	for i, c := range snap.Children {
+	names := make([]string, len(entries.Children))
+	for i, c := range entries.Children {
 		names[i] = c.Name
 	}
-	return &queueView{items: itemsOf(names, nil), changed: [2]<-chan struct{}{ech, tch}, release: release}, nil
+	claimed := make(map[string]bool, len(taken.Children))
+	for _, c := range taken.Children {
+		claimed[c.Name] = true
+	}
+	return &queueView{items: itemsOf(names, claimed), cached: true, changed: [2]<-chan struct{}{ech, tch}, release: release}, nil
 }
 
 // subscribe keeps the queue's two directories watched and returns the
-// cache's listing of the entries, and the channels closed at the next
-// change of each.
-func (q *Queues) subscribe(ctx context.Context, name string) (entries *Snapshot, echanged, tchanged <-chan struct{}, release func(), err error) {
-	snap, ech, erel, err := q.svc.cache.view(ctx, q.entries(name), entryOpts{namesOnly: true})
+// cache's listings of both, and the channels closed at the next change of
+// each.
+func (q *Queues) subscribe(ctx context.Context, name string) (entries, taken *Snapshot, echanged, tchanged <-chan struct{}, release func(), err error) {
+	entries, ech, erel, err := q.svc.cache.view(ctx, q.entries(name), entryOpts{namesOnly: true})
 	if err != nil {
-		return nil, nil, nil, nil, q.svc.readErr(err)
+		return nil, nil, nil, nil, nil, q.svc.readErr(err)
 	}
-	_, tch, trel, err := q.svc.cache.view(ctx, q.taken(name), entryOpts{namesOnly: true})
+	taken, tch, trel, err := q.svc.cache.view(ctx, q.taken(name), entryOpts{namesOnly: true})
 	if err != nil {
 		erel()
-		return nil, nil, nil, nil, q.svc.readErr(err)
+		return nil, nil, nil, nil, nil, q.svc.readErr(err)
 	}
-	return snap, ech, tch, func() { erel(); trel() }, nil
+	return entries, taken, ech, tch, func() { erel(); trel() }, nil
 }
 
 // list reads the items (names only, in serving order), with claims which
@@ -279,25 +286,37 @@ func itemsOf(names []string, isClaimed map[string]bool) []Item {
 	return items
 }
 
-// claimFirst claims the first item of items that is not claimed, with the
+// claimFirst claims the first item of v that is not claimed, with the
 // EPHEMERAL node taken/<item> holding claimData (of the session of epoch),
 // and reads its data. found is false when every item is claimed (or gone).
-// items need not say which are claimed: the first claim found taken has the
-// taken directory read, once, to skip the others (where claims are rare, as
-// with takes, that read is saved).
+// A view listed directly does not say which items are claimed: the first
+// claim found taken has the taken directory read, once, to skip the others
+// (where claims are rare, as with takes, that read is saved). A view from
+// the cache says so already, if a little late: a claim found taken there is
+// mostly a consumer of this gateway woken by the same change and a step
+// ahead, and a listing would only cost each of them a request more.
 //
 // keep, when not nil, says whether a claim node whose create went
 // unanswered has been taken up since (by a retry of the same lease), so
-// must stay.
-func (q *Queues) claimFirst(ctx context.Context, name string, items []Item, claimData []byte, epoch uint64, claimant string, keep func(node string) bool) (t Taken, found bool, err error) {
+// must stay. It is nil for a take, whose claimant is new at every call: a
+// claim node that is there already is someone else's, known without a read.
+func (q *Queues) claimFirst(ctx context.Context, name string, v *queueView, claimData []byte, epoch uint64, claimant string, keep func(node string) bool) (t Taken, found bool, err error) {
 	sess := q.svc.sess
 	var claimed map[string]bool // read at the first claim found taken
-	for _, it := range items {
+	if v.cached {
+		claimed = map[string]bool{}
+	}
+	for _, it := range v.items {
 		if it.ClaimedBy != nil || claimed[it.ID] {
 			continue
 		}
 		claimNode := q.taken(name) + "/" + it.ID
-		_, err := sess.createOwned(ctx, claimNode, claimData, zk.FlagEphemeral, epoch, claimant, false)
+		var err error
+		if keep == nil {
+			_, err = sess.createFresh(ctx, claimNode, claimData, zk.FlagEphemeral, epoch, claimant)
+		} else {
+			_, err = sess.createOwned(ctx, claimNode, claimData, zk.FlagEphemeral, epoch, claimant, false)
+		}
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			// Claimed by another consumer: skip the others' claims too.
@@ -350,7 +369,7 @@ func (q *Queues) dropLostClaim(claimNode string, epoch uint64, claimant string, 
 // next waits up to the ctx deadline for an item that is not claimed, and
 // claims it with claim, which runs claimFirst (under the claim hold's lock,
 // for Claim). It returns errEmpty when no item came.
-func (q *Queues) next(ctx context.Context, lease *Lease, name string, tryOnce bool, claim func(items []Item) (Taken, bool, error)) (Taken, error) {
+func (q *Queues) next(ctx context.Context, lease *Lease, name string, tryOnce bool, claim func(v *queueView) (Taken, bool, error)) (Taken, error) {
 	for {
 		v, err := q.view(ctx, name, !tryOnce)
 		if err != nil {
@@ -359,7 +378,7 @@ func (q *Queues) next(ctx context.Context, lease *Lease, name string, tryOnce bo
 			}
 			return Taken{}, waitErr(ctx, lease, err)
 		}
-		t, found, err := claim(v.items)
+		t, found, err := claim(v)
 		if errors.Is(err, errNoParent) {
 			// No taken directory: made by a producer that does not make one,
 			// or the queue was just deleted. Make it only while the queue is
@@ -423,8 +442,8 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 	taker := "take:" + newLeaseID()
 	data := nodeData{Holder: "take", Gateway: q.svc.gatewayID, Lease: taker}.bytes()
 	for {
-		t, err := q.next(ctx, nil, name, wait <= 0, func(items []Item) (Taken, bool, error) {
-			return q.claimFirst(ctx, name, items, data, epoch, taker, nil)
+		t, err := q.next(ctx, nil, name, wait <= 0, func(v *queueView) (Taken, bool, error) {
+			return q.claimFirst(ctx, name, v, data, epoch, taker, nil)
 		})
 		if err != nil {
 			return Taken{}, withoutLease(err)
@@ -532,7 +551,7 @@ func (q *Queues) claim(ctx context.Context, c *claimHold, wait time.Duration) (T
 	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: q.svc.gatewayID}.bytes()
 	q.svc.metrics.Waiting("claim", 1)
 	defer q.svc.metrics.Waiting("claim", -1)
-	return q.next(ctx, lease, name, wait <= 0, func(items []Item) (Taken, bool, error) {
+	return q.next(ctx, lease, name, wait <= 0, func(v *queueView) (Taken, bool, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		switch {
@@ -548,7 +567,7 @@ func (q *Queues) claim(ctx context.Context, c *claimHold, wait time.Duration) (T
 			}
 			return Taken{Item: c.item, Data: data}, true, nil
 		}
-		t, found, err := q.claimFirst(ctx, name, items, data, lease.epoch, lease.ID, func(node string) bool {
+		t, found, err := q.claimFirst(ctx, name, v, data, lease.epoch, lease.ID, func(node string) bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			return !c.gone && c.nodeLocked(claimRole) == node

@@ -183,9 +183,9 @@ func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
 	if err != nil || string(it.Data) != "c" {
 		t.Fatalf("take past a claim: %q, %v", it.Data, err)
 	}
-	// The create that meets the claim reads it (is it a lost create of its
-	// own?), then the claims are listed.
-	want := []int32{opGetChildren2, opCreate, opGetData, opGetChildren2, opCreate, opGetData, opMulti}
+	// The create that meets the claim needs no read of it (a take's claimant
+	// is new: the claim is someone else's); the claims are listed once.
+	want := []int32{opGetChildren2, opCreate, opGetChildren2, opCreate, opGetData, opMulti}
 	if got := px.Sent(base)[mark:]; !slices.Equal(got, want) {
 		t.Fatalf("a take past a claim sent %v, want %v", got, want)
 	}
@@ -332,4 +332,80 @@ func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
 	if ok, _, _ := raw.Exists(held.Node); ok {
 		t.Fatal("the holder's node is still there")
 	}
+}
+
+// Takes of one gateway woken by the same produce race for the item; the
+// losers cost a failed create each at most: no read of the winner's claim
+// (a take's claimant is new: the claim is someone else's) and no listing of
+// the claims beyond the watch cache's own.
+func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
+	px := newProxy(t, sharedServer(t).Addr())
+	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	ctx := context.Background()
+	taken := svc.Queues.taken("herd")
+	if _, err := svc.Queues.Produce(ctx, "herd", []byte("seed"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Queues.Take(ctx, "herd", 0); err != nil {
+		t.Fatal(err)
+	}
+	const takers = 4
+	got := make(chan string, takers)
+	for range takers {
+		go func() {
+			it, err := svc.Queues.Take(ctx, "herd", 30*time.Second)
+			if err != nil {
+				t.Error(err)
+				got <- ""
+				return
+			}
+			got <- string(it.Data)
+		}()
+	}
+	eventually(t, 10*time.Second, func() error {
+		for _, r := range px.Requests(taken) {
+			if r.op == opGetChildren2 {
+				return nil
+			}
+		}
+		return fmt.Errorf("the takers are not waiting yet")
+	})
+	mark := len(px.Requests(taken))
+	for i := range takers {
+		if _, err := svc.Queues.Produce(ctx, "herd", []byte{byte('a' + i)}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for range takers {
+		select {
+		case d := <-got:
+			if d == "" || seen[d] {
+				t.Fatalf("item %q taken twice or not at all", d)
+			}
+			seen[d] = true
+		case <-time.After(30 * time.Second):
+			t.Fatal("the takers were not all served")
+		}
+	}
+	var listings, reads, creates int
+	for _, r := range px.Requests(taken)[mark:] {
+		switch {
+		case r.op == opGetChildren2 && r.path == taken:
+			listings++
+		case r.op == opGetData:
+			reads++
+		case r.op == opCreate:
+			creates++
+		}
+	}
+	if reads != 0 {
+		t.Errorf("the takers read %d claim nodes, want none", reads)
+	}
+	// Each item's claim is made and removed: at most two changes of the
+	// claims per item for the cache to list again.
+	if listings > 2*takers {
+		t.Errorf("the claims were listed %d times for %d items, want at most %d (the cache's)", listings, takers, 2*takers)
+	}
+	t.Logf("%d claim creates, %d listings of the claims for %d items", creates, listings, takers)
 }

@@ -255,6 +255,31 @@ func (s *Session) createOwned(ctx context.Context, p string, data []byte, flags 
 	}
 }
 
+// createFresh is createOwned for a node that nothing made for lease before
+// this call: one that is there already is someone else's, known without a
+// read, unless this call's own create goes unanswered (then createOwned
+// finds out). A missing parent answers errNoParent.
+func (s *Session) createFresh(ctx context.Context, p string, data []byte, flags int32, epoch uint64, lease string) (string, error) {
+	if err := s.check(epoch); err != nil {
+		return "", err
+	}
+	_, err := s.Conn().Create(p, data, flags, s.acl())
+	switch {
+	case err == nil:
+		if cerr := s.check(epoch); errors.Is(cerr, errSessionLost) {
+			s.dropStray(p, lease)
+			return "", cerr
+		}
+		return p, nil
+	case errors.Is(err, zk.ErrNodeExists):
+		return "", zk.ErrNodeExists
+	case errors.Is(err, zk.ErrNoNode):
+		return "", errNoParent
+	default:
+		return s.createOwned(ctx, p, data, flags, epoch, lease, false)
+	}
+}
+
 // deleteNode deletes p, a node made for a lease of epoch, retrying across
 // reconnects. The end of that epoch counts as success: the session's
 // ephemeral nodes went with it, and a node of that path now is someone
