@@ -24,7 +24,7 @@ func TestSmoke(t *testing.T) {
 		t.Skip("-short: the smoke test starts ZooKeeper and builds the gateway")
 	}
 	if err := zkserver.Check(zkserver.Options{}); err != nil {
-		t.Skipf("no ZooKeeper to run: %v", err)
+		t.Fatalf("no ZooKeeper to run the bench on: %v", err) // Check's error says how to install it
 	}
 	cfg, err := parseFlags([]string{"-iterations", "20", "-warmup", "5", "-block", "10",
 		"-contention-duration", "300ms", "-contenders", "4", "-distinct-duration", "300ms", "-distinct-workers", "4",
