@@ -339,6 +339,12 @@ func TestRetriedWaitsShareOneWatch(t *testing.T) {
 	if n := svc.watches.Armed(); n > 1 {
 		t.Fatalf("%d shared watches armed, want at most 1", n)
 	}
+	svc.handoffs.mu.Lock()
+	left := len(svc.handoffs.waiting)
+	svc.handoffs.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d nodes still have hand-over registrations after the waits ended", left)
+	}
 }
 
 // watchersOf counts the watch channels go-zookeeper keeps for p. It reads
