@@ -156,51 +156,48 @@ func secretOf(r *http.Request) (secret string, fromCookie bool) {
 	return "", false
 }
 
-// guard authenticates and authorizes every request before it reaches its
+// admit authenticates and authorizes a request before it reaches its
 // route, by the route's rule, and then applies the limits on waiting
-// requests. Routes are found with the router itself, so that the rule is
-// the one of the route that will serve the request.
-func guard(mux *chi.Mux, a *auth, lim *limits) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rctx := chi.NewRouteContext()
-			path := r.URL.RawPath
-			if path == "" {
-				path = r.URL.Path
-			}
-			pattern := mux.Find(rctx, r.Method, path)
-			if pattern == "" {
-				next.ServeHTTP(w, r) // the router answers 404 or 405
-				return
-			}
-			route := r.Method + " " + pattern
-			ru, ok := routeAccess[route]
-			if !ok {
-				// Fail closed; a test keeps this from happening.
-				handlers.Problem(w, r, handlers.CodeForbidden, "no access rule for "+route)
-				return
-			}
-			target := ru.target(r, rctx)
-			if !ru.open && a.enabled() {
-				caller, ok := authorize(w, r, a.tokens.Load(), ru, route, target)
-				if !ok {
-					routeAnswered(r, pattern)
-					return
-				}
-				r = r.WithContext(handlers.WithCaller(r.Context(), caller))
-			}
-			if lim != nil && ru.waits {
-				release, err := lim.admitWaiter(r, ru.kind, target)
-				if err != nil {
-					routeAnswered(r, pattern)
-					handlers.WriteError(w, r, err)
-					return
-				}
-				defer release()
-			}
-			next.ServeHTTP(w, r)
-		})
+// requests: release, if not nil, must be called when the request ends.
+// Routes are found with the router itself, so that the rule is the one of
+// the route that will serve the request. When ok is false, admit has
+// answered.
+func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Request, release func(), ok bool) {
+	rctx := chi.NewRouteContext()
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
 	}
+	pattern := fd.mux.Find(rctx, r.Method, path)
+	if pattern == "" {
+		return r, nil, true // the router answers 404 or 405
+	}
+	route := r.Method + " " + pattern
+	ru, known := routeAccess[route]
+	if !known {
+		// Fail closed; a test keeps this from happening.
+		handlers.Problem(w, r, handlers.CodeForbidden, "no access rule for "+route)
+		return r, nil, false
+	}
+	target := ru.target(r, rctx)
+	if !ru.open && fd.auth.enabled() {
+		caller, allowed := authorize(w, r, fd.auth.tokens.Load(), ru, route, target)
+		if !allowed {
+			routeAnswered(r, pattern)
+			return r, nil, false
+		}
+		r = r.WithContext(handlers.WithCaller(r.Context(), caller))
+	}
+	if fd.limits != nil && ru.waits {
+		rel, err := fd.limits.admitWaiter(r, ru.kind, target)
+		if err != nil {
+			routeAnswered(r, pattern)
+			handlers.WriteError(w, r, err)
+			return r, nil, false
+		}
+		return r, rel, true
+	}
+	return r, nil, true
 }
 
 // authorize answers 401 or 403 and reports false, or returns the caller.

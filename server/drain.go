@@ -37,16 +37,6 @@ func (d *drain) until() (time.Time, bool) {
 var errDraining = &recipes.Error{Code: recipes.CodeUnavailable,
 	Detail: "this gateway is shutting down: take a new lease through another gateway"}
 
-// announce sets the lease-ends header on every answer while draining.
-func (d *drain) announce(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ends, ok := d.until(); ok {
-			w.Header().Set(LeaseEndsHeader, ends.UTC().Format(time.RFC3339Nano))
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // refuse wraps a handler that starts something new (a lease, a hold, a
 // wait): a draining gateway answers it 503 with Retry-After. Holders'
 // releases, keepalives and plain reads are not wrapped.

@@ -57,7 +57,8 @@ func New(d Deps) http.Handler {
 		d.auth = &auth{}
 	}
 	r := chi.NewRouter()
-	r.Use(requestID, observe(d.Log, d.Metrics), recoverPanics(d.Log), d.Drain.announce, securityHeaders, guard(r, d.auth, d.limits))
+	fd := &frontDoor{log: d.Log, m: d.Metrics, drain: d.Drain, mux: r, auth: d.auth, limits: d.limits}
+	r.Use(fd.wrap)
 	routes(r, d)
 	return r
 }
