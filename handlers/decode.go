@@ -66,7 +66,7 @@ func decodeJSON(r *http.Request, v any) error {
 			return &recipes.Error{Code: codeMediaType, Detail: "the body must be application/json"}
 		}
 	}
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -78,6 +78,21 @@ func decodeJSON(r *http.Request, v any) error {
 	// to it whole.
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return decodeBody(body, v)
+}
+
+// readBody reads r's body into a buffer of its announced length when it has
+// one (net/http holds the body to that length); io.ReadAll starts at 512
+// bytes, and the body is kept while the request lasts, a wait included.
+func readBody(r *http.Request) ([]byte, error) {
+	n := r.ContentLength
+	if n < 0 || n > 64<<10 {
+		return io.ReadAll(r.Body)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 // decodeBody is the parser behind decodeJSON (fuzzed).

@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -16,7 +17,7 @@ import (
 // and the next one's grant.
 type handoffs struct {
 	mu      sync.Mutex
-	waiting map[string]map[*handoff]struct{} // watched node -> its waiters
+	waiting map[string][]*handoff // watched node -> its waiters (mostly one)
 }
 
 // handoff is one waiter's own node watching the node before it.
@@ -33,12 +34,9 @@ func (hs *handoffs) add(watched, node string) *handoff {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	if hs.waiting == nil {
-		hs.waiting = map[string]map[*handoff]struct{}{}
+		hs.waiting = map[string][]*handoff{}
 	}
-	if hs.waiting[watched] == nil {
-		hs.waiting[watched] = map[*handoff]struct{}{}
-	}
-	hs.waiting[watched][h] = struct{}{}
+	hs.waiting[watched] = append(hs.waiting[watched], h)
 	return h
 }
 
@@ -46,11 +44,11 @@ func (hs *handoffs) add(watched, node string) *handoff {
 func (hs *handoffs) remove(h *handoff) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	if ws := hs.waiting[h.watched]; ws != nil {
-		delete(ws, h)
-		if len(ws) == 0 {
-			delete(hs.waiting, h.watched)
-		}
+	ws := slices.DeleteFunc(hs.waiting[h.watched], func(w *handoff) bool { return w == h })
+	if len(ws) == 0 {
+		delete(hs.waiting, h.watched)
+	} else {
+		hs.waiting[h.watched] = ws
 	}
 }
 
@@ -64,12 +62,10 @@ func (hs *handoffs) begin(watched string) []*handoff {
 		return nil
 	}
 	delete(hs.waiting, watched)
-	out := make([]*handoff, 0, len(ws))
-	for h := range ws {
+	for _, h := range ws {
 		h.started = true
-		out = append(out, h)
 	}
-	return out
+	return ws
 }
 
 // finish reports the outcome of the delete to its waiters.
