@@ -223,8 +223,9 @@ type turn struct {
 	contenders []seqNode
 	index      int
 	waited     bool
-	// seen: the caller's node was in a listing made after its last wait,
-	// so it was still there when nothing blocked it any more.
+	// seen: the caller's node was still there when nothing blocked it any
+	// more: it was in a listing made after its last wait, or the delete
+	// that ended that wait checked it (see handoffs).
 	seen     bool
 	parentID int64 // the parent's czxid: which incarnation of a container parent
 }
@@ -376,10 +377,10 @@ func (p *passedWriters) was(parent, name string, parentID int64) bool {
 
 // tokenOf returns the token of a grant of node, h's node, which nothing
 // blocks any more (t is what the wait last saw of the line): the node's
-// czxid. A node seen in a listing made after the wait, whose czxid came with
-// its create, needs no read: the listing shows that it is still there, and
-// its create's stat that it is the session's own. Any other is read (see
-// ownNode), and its czxid noted.
+// czxid. A node seen after the wait (t.seen), whose czxid came with its
+// create, needs no read: it is known to be still there, and its create's
+// stat showed it the session's own. Any other is read (see ownNode), and
+// its czxid noted.
 func (s *Service) tokenOf(ctx context.Context, lease *Lease, h *hold, node string, czxid int64, t turn) (int64, error) {
 	if czxid != 0 && t.seen {
 		if err := s.sess.check(lease.epoch); err != nil {
