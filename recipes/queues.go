@@ -163,8 +163,8 @@ func (q *Queues) Delete(ctx context.Context, name string) error {
 	}
 }
 
-// queueView is a queue's items and claims, read fresh, with the channels
-// of the watch cache that close at the next change of either.
+// queueView is a queue's items (and, from the cache, its claims), with the
+// channels of the watch cache that close at the next change of either.
 type queueView struct {
 	items []Item
 	// cached: the items and their claims come from the watch cache, which
@@ -174,12 +174,10 @@ type queueView struct {
 	release func()
 }
 
-// view subscribes to the cache first (unless the caller will not wait) and
-// then lists the queue directly, so that no change after the listing goes
-// unnoticed, and a client always sees its own writes.
-//
-// A view that subscribes takes its items from the watch cache's listing of
-// the entries, which it watches anyway, instead of listing them again: the
+// view reads the queue for a take or claim. One that will not wait lists
+// the entries directly: a client always sees its own writes. One that waits
+// subscribes to the watch cache and takes the items and claims from its
+// listings, which it watches anyway, instead of listing them again: the
 // cache publishes a change only once it has read the new listing, so a
 // waiter woken by a change sees it. A listing older than an item the caller
 // knows of only delays it: the change that brings the item is on its way,
