@@ -309,12 +309,7 @@ func (q *Queues) claimFirst(ctx context.Context, name string, v *queueView, clai
 			continue
 		}
 		claimNode := q.taken(name) + "/" + it.ID
-		var err error
-		if keep == nil {
-			_, err = sess.createFresh(ctx, claimNode, claimData, zk.FlagEphemeral, epoch, claimant)
-		} else {
-			_, err = sess.createOwned(ctx, claimNode, claimData, zk.FlagEphemeral, epoch, claimant, false)
-		}
+		_, err := sess.createOwned(ctx, claimNode, claimData, zk.FlagEphemeral, epoch, claimant, false, keep == nil)
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			// Claimed by another consumer: skip the others' claims too.

@@ -100,38 +100,10 @@ func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
 					}
 				}
 			}
-			waiter, err := svc.Leases.Create(ctx, time.Minute, "waiter", "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			granted := make(chan LockGrant, 1)
-			failed := make(chan error, 1)
-			go func() {
-				g, err := svc.Locks.Acquire(ctx, waiter, "line", ModeExclusive, 30*time.Second)
-				if err != nil {
-					failed <- err
-					return
-				}
-				granted <- g
-			}()
-			// The waiter watches the holder's node (a getData with a watch)
-			// before the mark.
-			eventually(t, 10*time.Second, func() error {
-				if sent := px.Sent(parent); len(sent) == 0 || sent[len(sent)-1] != opGetData {
-					return fmt.Errorf("the waiter has not armed its watch yet: %v", sent)
-				}
-				return nil
-			})
+			grant := waitBehind(t, svc, px, "line")
 			mark := len(px.Sent(parent))
 			release()
-			var g LockGrant
-			select {
-			case g = <-granted:
-			case err := <-failed:
-				t.Fatal(err)
-			case <-time.After(30 * time.Second):
-				t.Fatal("the waiter was not granted")
-			}
+			g := grant()
 			got := px.Sent(parent)[mark:]
 			if through == "this gateway" {
 				if !slices.Equal(got, []int32{opMulti}) {
@@ -271,26 +243,7 @@ func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiter, err := svc.Leases.Create(ctx, time.Minute, "waiter", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	granted := make(chan LockGrant, 1)
-	failed := make(chan error, 1)
-	go func() {
-		g, err := svc.Locks.Acquire(ctx, waiter, "gone", ModeExclusive, 30*time.Second)
-		if err != nil {
-			failed <- err
-			return
-		}
-		granted <- g
-	}()
-	eventually(t, 10*time.Second, func() error {
-		if sent := px.Sent(parent); len(sent) == 0 || sent[len(sent)-1] != opGetData {
-			return fmt.Errorf("the waiter has not armed its watch yet: %v", sent)
-		}
-		return nil
-	})
+	grant := waitBehind(t, svc, px, "gone")
 	raw := rawClient(t)
 	children, _, err := raw.Children(parent)
 	if err != nil {
@@ -312,14 +265,7 @@ func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
 	if err := svc.Locks.Release(ctx, holder, "gone", ""); err != nil {
 		t.Fatal(err)
 	}
-	var g LockGrant
-	select {
-	case g = <-granted:
-	case err := <-failed:
-		t.Fatal(err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the waiter was not granted")
-	}
+	g := grant()
 	if got := px.Sent(parent)[mark:]; len(got) < 3 || got[0] != opMulti || got[1] != opDelete || got[2] != opExists {
 		t.Fatalf("after the release the gateway sent %v, want the failed multi, the delete, the waiter's read of its node, then a new node", got)
 	}
@@ -408,4 +354,45 @@ func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
 		t.Errorf("the claims were listed %d times for %d items, want at most %d (the cache's)", listings, takers, 2*takers)
 	}
 	t.Logf("%d claim creates, %d listings of the claims for %d items", creates, listings, takers)
+}
+
+// waitBehind has a new lease wait for lock name through svc, and returns
+// once its wait is armed (its getData with a watch on the node before it
+// went through px); grant waits for the grant.
+func waitBehind(t *testing.T, svc *testService, px *proxy, name string) (grant func() LockGrant) {
+	t.Helper()
+	ctx := context.Background()
+	waiter, err := svc.Leases.Create(ctx, time.Minute, "waiter", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan LockGrant, 1)
+	failed := make(chan error, 1)
+	go func() {
+		g, err := svc.Locks.Acquire(ctx, waiter, name, ModeExclusive, 30*time.Second)
+		if err != nil {
+			failed <- err
+			return
+		}
+		granted <- g
+	}()
+	parent := svc.Locks.parent(name)
+	eventually(t, 10*time.Second, func() error {
+		if sent := px.Sent(parent); len(sent) == 0 || sent[len(sent)-1] != opGetData {
+			return fmt.Errorf("the waiter has not armed its watch yet: %v", sent)
+		}
+		return nil
+	})
+	return func() LockGrant {
+		t.Helper()
+		select {
+		case g := <-granted:
+			return g
+		case err := <-failed:
+			t.Fatal(err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the waiter was not granted")
+		}
+		return LockGrant{}
+	}
 }

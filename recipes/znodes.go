@@ -197,7 +197,13 @@ var errNoParent = errors.New("parent node missing")
 // data names that lease. Someone else's node answers zk.ErrNodeExists. A
 // missing parent is made as a CONTAINER with containers, and answers
 // errNoParent otherwise.
-func (s *Session) createOwned(ctx context.Context, p string, data []byte, flags int32, epoch uint64, lease string, containers bool) (string, error) {
+//
+// fresh says that nothing made p for lease before this call (a take's claim:
+// its claimant is new each time): a node that is there already is someone
+// else's, known without a read, unless this call's own create went
+// unanswered.
+func (s *Session) createOwned(ctx context.Context, p string, data []byte, flags int32, epoch uint64, lease string, containers, fresh bool) (string, error) {
+	unanswered := false
 	for {
 		if err := s.check(epoch); err != nil {
 			return "", err
@@ -212,6 +218,9 @@ func (s *Session) createOwned(ctx context.Context, p string, data []byte, flags 
 			}
 			return p, nil
 		case errors.Is(err, zk.ErrNodeExists):
+			if fresh && !unanswered {
+				return "", zk.ErrNodeExists
+			}
 			raw, stat, gerr := conn.Get(p)
 			if gerr != nil {
 				if errors.Is(gerr, zk.ErrNoNode) {
@@ -246,37 +255,13 @@ func (s *Session) createOwned(ctx context.Context, p string, data []byte, flags 
 				return "", err
 			}
 		case ambiguous(err):
+			unanswered = true
 			if werr := s.waitEpoch(ctx, epoch); werr != nil {
 				return "", werr
 			}
 		default:
 			return "", internal(err, "create "+p)
 		}
-	}
-}
-
-// createFresh is createOwned for a node that nothing made for lease before
-// this call: one that is there already is someone else's, known without a
-// read, unless this call's own create goes unanswered (then createOwned
-// finds out). A missing parent answers errNoParent.
-func (s *Session) createFresh(ctx context.Context, p string, data []byte, flags int32, epoch uint64, lease string) (string, error) {
-	if err := s.check(epoch); err != nil {
-		return "", err
-	}
-	_, err := s.Conn().Create(p, data, flags, s.acl())
-	switch {
-	case err == nil:
-		if cerr := s.check(epoch); errors.Is(cerr, errSessionLost) {
-			s.dropStray(p, lease)
-			return "", cerr
-		}
-		return p, nil
-	case errors.Is(err, zk.ErrNodeExists):
-		return "", zk.ErrNodeExists
-	case errors.Is(err, zk.ErrNoNode):
-		return "", errNoParent
-	default:
-		return s.createOwned(ctx, p, data, flags, epoch, lease, false)
 	}
 }
 
