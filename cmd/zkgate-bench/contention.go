@@ -91,33 +91,38 @@ func (e *env) contention(ctx context.Context) (contentionResult, error) {
 		locks[i] = zk.NewLock(conn, directRoot+"/bench-c", zk.WorldACL(zk.PermAll))
 	}
 
-	half := e.cfg.contentionDur / 2
-	warm := min(time.Second, half)
-	gwRun := func(d time.Duration, s *side) error {
-		return e.gatewayContention(ctx, c, leases, d, s)
-	}
-	directRun := func(d time.Duration, s *side) error {
-		return directContention(ctx, locks, d, s)
-	}
 	// Warm-up runs are checked for exclusion but not counted.
+	err = inHalves(e.cfg.contentionDur,
+		func(d time.Duration, s *side) error { return e.gatewayContention(ctx, c, leases, d, s) },
+		func(d time.Duration, s *side) error { return directContention(ctx, locks, d, s) },
+		&side{excl: res.gw.excl}, &side{excl: res.direct.excl}, &res.gw, &res.direct)
+	return res, err
+}
+
+// inHalves runs a phase of dur on each side in ABBA halves (gateway,
+// direct, direct, gateway), each side after a warm-up of a second (or half
+// of dur if shorter) into warmGW and warmDirect, which are not counted.
+func inHalves[S any](dur time.Duration, gwRun, directRun func(time.Duration, *S) error, warmGW, warmDirect, gw, direct *S) error {
+	half := dur / 2
+	warm := min(time.Second, half)
 	for _, step := range []struct {
-		run  func(time.Duration, *side) error
-		s    *side
+		run  func(time.Duration, *S) error
+		s    *S
 		d    time.Duration
 		name string
 	}{
-		{gwRun, &side{excl: res.gw.excl}, warm, "gateway warm-up"},
-		{directRun, &side{excl: res.direct.excl}, warm, "direct warm-up"},
-		{gwRun, &res.gw, half, "gateway"},
-		{directRun, &res.direct, half, "direct"},
-		{directRun, &res.direct, e.cfg.contentionDur - half, "direct"},
-		{gwRun, &res.gw, e.cfg.contentionDur - half, "gateway"},
+		{gwRun, warmGW, warm, "gateway warm-up"},
+		{directRun, warmDirect, warm, "direct warm-up"},
+		{gwRun, gw, half, "gateway"},
+		{directRun, direct, half, "direct"},
+		{directRun, direct, dur - half, "direct"},
+		{gwRun, gw, dur - half, "gateway"},
 	} {
 		if err := step.run(step.d, step.s); err != nil {
-			return res, fmt.Errorf("%s: %w", step.name, err)
+			return fmt.Errorf("%s: %w", step.name, err)
 		}
 	}
-	return res, nil
+	return nil
 }
 
 func (e *env) gatewayContention(ctx context.Context, c *client, leases []string, d time.Duration, s *side) error {

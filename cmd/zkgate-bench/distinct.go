@@ -58,32 +58,11 @@ func (e *env) distinct(ctx context.Context) (distinctResult, error) {
 	}
 	lastTok := make([]int64, n) // per worker (per lock): tokens must grow
 
-	gwRun := func(d time.Duration, s *distinctSide) error {
-		return e.gatewayDistinct(ctx, c, leases, lastTok, d, s)
-	}
-	directRun := func(d time.Duration, s *distinctSide) error {
-		return directDistinct(ctx, locks, d, s)
-	}
-	half := e.cfg.distinctDur / 2
-	warm := min(time.Second, half)
-	for _, step := range []struct {
-		run  func(time.Duration, *distinctSide) error
-		s    *distinctSide
-		d    time.Duration
-		name string
-	}{
-		{gwRun, &distinctSide{}, warm, "gateway warm-up"},
-		{directRun, &distinctSide{}, warm, "direct warm-up"},
-		{gwRun, &res.gw, half, "gateway"},
-		{directRun, &res.direct, half, "direct"},
-		{directRun, &res.direct, e.cfg.distinctDur - half, "direct"},
-		{gwRun, &res.gw, e.cfg.distinctDur - half, "gateway"},
-	} {
-		if err := step.run(step.d, step.s); err != nil {
-			return res, fmt.Errorf("%s: %w", step.name, err)
-		}
-	}
-	return res, nil
+	err = inHalves(e.cfg.distinctDur,
+		func(d time.Duration, s *distinctSide) error { return e.gatewayDistinct(ctx, c, leases, lastTok, d, s) },
+		func(d time.Duration, s *distinctSide) error { return directDistinct(ctx, locks, d, s) },
+		&distinctSide{}, &distinctSide{}, &res.gw, &res.direct)
+	return res, err
 }
 
 func (e *env) gatewayDistinct(ctx context.Context, c *client, leases []string, lastTok []int64, d time.Duration, s *distinctSide) error {
