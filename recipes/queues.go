@@ -300,10 +300,8 @@ func itemsOf(names []string, isClaimed map[string]bool) []Item {
 // claim node that is there already is someone else's, known without a read.
 func (q *Queues) claimFirst(ctx context.Context, name string, v *queueView, claimData []byte, epoch uint64, claimant string, keep func(node string) bool) (t Taken, found bool, err error) {
 	sess := q.svc.sess
-	var claimed map[string]bool // read at the first claim found taken
-	if v.cached {
-		claimed = map[string]bool{}
-	}
+	var claimed map[string]bool // listed at the first claim found taken
+	listClaims := !v.cached
 	for _, it := range v.items {
 		if it.ClaimedBy != nil || claimed[it.ID] {
 			continue
@@ -313,7 +311,8 @@ func (q *Queues) claimFirst(ctx context.Context, name string, v *queueView, clai
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			// Claimed by another consumer: skip the others' claims too.
-			if claimed == nil {
+			if listClaims {
+				listClaims = false
 				claimed = map[string]bool{}
 				if names, _, lerr := sess.Conn().Children(q.taken(name)); lerr == nil {
 					for _, n := range names {

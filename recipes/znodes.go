@@ -118,7 +118,9 @@ func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker s
 				return "", nil, internal(err, "list "+parent)
 			}
 		}
-		p, stat, err := createNode(conn, parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl())
+		// create2: the node's stat comes with it, where a create and then
+		// an exists would be two round trips.
+		p, stat, err := conn.CreateWithStat(parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl())
 		switch {
 		case err == nil:
 			return s.ownedBy(p, stat, epoch)
@@ -135,12 +137,6 @@ func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker s
 			return "", nil, internal(err, fmt.Sprintf("create under %s", parent))
 		}
 	}
-}
-
-// createNode creates p and returns its stat with it: ZooKeeper's create2,
-// one round trip, where a create and then an exists would be two.
-func createNode(conn *zk.Conn, p string, data []byte, flags int32, acl []zk.ACL) (string, *zk.Stat, error) {
-	return conn.CreateWithStat(p, data, flags, acl)
 }
 
 // ownedBy returns p, a node just made for a lease of epoch, and its stat, if
