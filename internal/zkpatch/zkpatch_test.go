@@ -76,6 +76,43 @@ type dialer struct {
 	held      chan struct{} // closed once that Write waits
 	failAbove int           // the next Write longer than this fails; 0: none
 	failed    chan struct{} // closed once it has
+	readGate  chan struct{} // Reads wait until it is closed
+	ops       map[int32]int // request packets written, by opcode
+}
+
+// holdReads makes every Read wait, so that no reply reaches the client,
+// until release.
+func (d *dialer) holdReads() (release func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	gate := make(chan struct{})
+	d.readGate = gate
+	return func() {
+		d.mu.Lock()
+		d.readGate = nil
+		d.mu.Unlock()
+		close(gate)
+	}
+}
+
+// written returns how many request packets of opcode op were written.
+func (d *dialer) written(op int32) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ops[op]
+}
+
+// Read hands over what it read only once reads are not held (the receive
+// loop is usually inside a Read already when they start to be).
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.d.mu.Lock()
+	gate := c.d.readGate
+	c.d.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return n, err
 }
 
 func (d *dialer) dial(network, address string, timeout time.Duration) (net.Conn, error) {
@@ -118,6 +155,12 @@ func (c *countingConn) Write(p []byte) (int, error) {
 		d.maxPackets.Store(n) // Writes come from one goroutine at a time
 	}
 	d.mu.Lock()
+	if d.ops == nil {
+		d.ops = map[int32]int{}
+	}
+	for _, op := range opcodes(p) {
+		d.ops[op]++
+	}
 	gate, held := d.gate, d.held
 	d.gate, d.held = nil, nil
 	var failed chan struct{}
@@ -149,6 +192,22 @@ func packets(p []byte) int {
 		n++
 	}
 	return n
+}
+
+// opcodes returns the opcodes of the request packets of one Write (the
+// connect request, which has none, reads as 0 or garbage: tests count only
+// the opcodes they send).
+func opcodes(p []byte) []int32 {
+	var ops []int32
+	for len(p) >= 4 {
+		l := int(binary.BigEndian.Uint32(p))
+		if l < 8 || 4+l > len(p) {
+			break
+		}
+		ops = append(ops, int32(binary.BigEndian.Uint32(p[8:12])))
+		p = p[4+l:]
+	}
+	return ops
 }
 
 // connect opens a session on the shared server through d.
@@ -188,8 +247,8 @@ func closed(ch <-chan struct{}) bool {
 
 // parkedInClient counts the goroutines that wait inside the client for the
 // reply to a request or for room on its send queue, found in a dump of every
-// goroutine's stack: those blocked in a select of (*Conn).request or
-// (*Conn).queueRequest. Once a caller is counted, its request is queued (or
+// goroutine's stack: those blocked in a select of (*Conn).request,
+// (*Conn).queueRequest or (*Conn).await. Once a caller is counted, its request is queued (or
 // will be moved into the queue by the send loop's next receive): the tests
 // wait for this count instead of sleeping.
 func parkedInClient() int {
@@ -209,7 +268,8 @@ func parkedInClient() int {
 			continue
 		}
 		if strings.Contains(stack, "go-zookeeper/zk.(*Conn).request(") ||
-			strings.Contains(stack, "go-zookeeper/zk.(*Conn).queueRequest(") {
+			strings.Contains(stack, "go-zookeeper/zk.(*Conn).queueRequest(") ||
+			strings.Contains(stack, "go-zookeeper/zk.(*Conn).await(") {
 			count++
 		}
 	}
@@ -324,6 +384,127 @@ func TestCreateWithStat(t *testing.T) {
 	}
 	if _, st, err := c.CreateWithStat("no-slash", nil, zk.FlagPersistent, acl); !errors.Is(err, zk.ErrInvalidPath) || st != nil {
 		t.Fatalf("invalid path: CreateWithStat = %v, %v; want ErrInvalidPath", st, err)
+	}
+}
+
+// TestCreateWithStatThenChildren: the listing is sent behind the create
+// without waiting for the create's reply (both are written while the client
+// can read no reply), and,
+// since ZooKeeper runs a session's requests in order, it always shows the
+// node just made, also while other sessions add and remove siblings.
+func TestCreateWithStatThenChildren(t *testing.T) {
+	d := &dialer{}
+	c := connect(t, d)
+	r := root(t, c)
+	acl := zk.WorldACL(zk.PermAll)
+
+	type answer struct {
+		path string
+		stat *zk.Stat
+		list zk.ChildrenResult
+		err  error
+	}
+	call := func(path, parent string, flags int32) answer {
+		p, st, l, err := c.CreateWithStatThenChildren(path, []byte("data"), flags, acl, parent)
+		return answer{p, st, l, err}
+	}
+	shows := func(a answer, parent string) error {
+		if a.err != nil || a.stat == nil || a.list.Err != nil || a.list.Stat == nil {
+			return fmt.Errorf("create %q, %v, %v; listing %v, %v", a.path, a.stat, a.err, a.list.Stat, a.list.Err)
+		}
+		if a.stat.EphemeralOwner != c.SessionID() || a.stat.DataLength != 4 {
+			return fmt.Errorf("not the stat of the node just made: %+v", *a.stat)
+		}
+		if int(a.list.Stat.NumChildren) != len(a.list.Children) || a.list.Stat.Pzxid < a.stat.Czxid {
+			return fmt.Errorf("the parent's stat %+v does not go with %d children made up to zxid %d",
+				*a.list.Stat, len(a.list.Children), a.stat.Czxid)
+		}
+		for _, name := range a.list.Children {
+			if parent+"/"+name == a.path {
+				return nil
+			}
+		}
+		return fmt.Errorf("the listing %v of %s does not show %s", a.list.Children, parent, a.path)
+	}
+
+	const opCreate2, opGetChildren2 = 15, 12
+	creates, lists := d.written(opCreate2), d.written(opGetChildren2)
+	release := d.holdReads()
+	answers := make(chan answer, 1)
+	go func() { answers <- call(r+"/lock-", r, zk.FlagEphemeralSequential) }()
+	waitFor(t, "the create and the listing to be written while no reply can be read", func() bool {
+		return d.written(opCreate2) == creates+1 && d.written(opGetChildren2) == lists+1
+	})
+	select {
+	case a := <-answers:
+		t.Fatalf("answered while no reply could be read: %+v", a)
+	default:
+	}
+	release()
+	first := <-answers
+	if err := shows(first, r); err != nil {
+		t.Fatal(err)
+	}
+
+	// Other sessions add and remove siblings meanwhile.
+	other := connect(t, &dialer{})
+	stop := make(chan struct{})
+	var churn sync.WaitGroup
+	churn.Add(1)
+	go func() {
+		defer churn.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p, err := other.Create(r+"/lock-", nil, zk.FlagEphemeralSequential, acl)
+			if err == nil {
+				_ = other.Delete(p, -1)
+			}
+		}
+	}()
+	for i := 0; i < 200; i++ {
+		a := call(r+"/lock-", r, zk.FlagEphemeralSequential)
+		if err := shows(a, r); err != nil {
+			close(stop)
+			churn.Wait()
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if err := c.Delete(a.path, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	churn.Wait()
+
+	// The create's errors, and the listing's own.
+	missing := call(r+"/missing/lock-", r+"/missing", zk.FlagEphemeralSequential)
+	if !errors.Is(missing.err, zk.ErrNoNode) || missing.stat != nil || missing.path != "" ||
+		!errors.Is(missing.list.Err, zk.ErrNoNode) || missing.list.Stat != nil {
+		t.Fatalf("missing parent: %+v; want ErrNoNode for both", missing)
+	}
+	if _, err := c.Create(r+"/plain", nil, zk.FlagPersistent, acl); err != nil {
+		t.Fatal(err)
+	}
+	exists := call(r+"/plain", r, zk.FlagPersistent)
+	if !errors.Is(exists.err, zk.ErrNodeExists) || exists.stat != nil || exists.list.Err != nil {
+		t.Fatalf("existing node: %+v; want ErrNodeExists and a listing", exists)
+	}
+	for _, bad := range []struct {
+		path, parent string
+		flags        int32
+		want         error
+	}{
+		{r + "/c", r, zk.FlagContainer, zk.ErrInvalidFlags},
+		{r + "/t", r, zk.FlagTTL, zk.ErrInvalidFlags},
+		{"no-slash", r, zk.FlagPersistent, zk.ErrInvalidPath},
+		{r + "/x", "no-slash", zk.FlagPersistent, zk.ErrInvalidPath},
+	} {
+		if a := call(bad.path, bad.parent, bad.flags); !errors.Is(a.err, bad.want) || a.stat != nil {
+			t.Fatalf("CreateWithStatThenChildren(%q, flags %d, parent %q) = %+v; want %v", bad.path, bad.flags, bad.parent, a, bad.want)
+		}
 	}
 }
 

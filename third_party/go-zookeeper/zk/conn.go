@@ -1205,6 +1205,66 @@ func (c *Conn) CreateWithStat(path string, data []byte, flags int32, acl []ACL) 
 	return res.Path, &res.Stat, nil
 }
 
+// ChildrenResult is the answer to the listing of CreateWithStatThenChildren:
+// the children and Stat of the parent as Children returns them, or the
+// listing's own error.
+type ChildrenResult struct {
+	Children []string
+	Stat     *Stat
+	Err      error
+}
+
+// CreateWithStatThenChildren is CreateWithStat of path followed by Children
+// of parent, sent behind the create without waiting for its reply: both take
+// one round trip. ZooKeeper executes a session's requests in the order it
+// sent them, so when both succeed the listing was made after the create and
+// shows the new node, unless it was deleted in between. This is the first
+// step of a lock recipe: make a sequential node, then list its siblings.
+//
+// The returned error is the create's; the listing's is in the
+// ChildrenResult. When the create fails, the listing is sent all the same
+// and its result is meaningless for the create.
+func (c *Conn) CreateWithStatThenChildren(path string, data []byte, flags int32, acl []ACL, parent string) (string, *Stat, ChildrenResult, error) {
+	createMode, err := parseCreateMode(flags)
+	if err != nil {
+		return "", nil, ChildrenResult{}, err
+	}
+	if err := validatePath(path, createMode.isSequential); err != nil {
+		return "", nil, ChildrenResult{}, err
+	}
+	if err := validatePath(parent, false); err != nil {
+		return "", nil, ChildrenResult{}, err
+	}
+	if createMode.isTTL || createMode.isContainer {
+		return "", nil, ChildrenResult{}, fmt.Errorf("CreateWithStatThenChildren with TTL or container flag disallowed: %w", ErrInvalidFlags)
+	}
+
+	res := &create2Response{}
+	lres := &getChildren2Response{}
+	// Queued one after the other from this goroutine: the send loop keeps
+	// their order on the wire.
+	created := c.queueRequest(opCreate2, &CreateRequest{path, data, acl, createMode.flag}, res, nil)
+	listed := c.queueRequest(opGetChildren2, &getChildren2Request{Path: parent, Watch: false}, lres, nil)
+	list := ChildrenResult{Err: c.await(listed)}
+	if list.Err == nil {
+		list.Children, list.Stat = lres.Children, &lres.Stat
+	}
+	if err := c.await(created); err != nil {
+		return "", nil, list, err
+	}
+	return res.Path, &res.Stat, list, nil
+}
+
+// await waits for the response to a queued request, as request does.
+func (c *Conn) await(recv <-chan response) error {
+	select {
+	case r := <-recv:
+		return r.err
+	case <-c.shouldQuit:
+		return ErrConnectionClosed
+	}
+}
+
 // CreateContainer creates a container znode and returns the path.
 //
 // Containers cannot be ephemeral or sequential, or have TTLs.
