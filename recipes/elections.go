@@ -96,8 +96,8 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()
 
-	node, czxid, err := c.ensureNode(latchRole, func() (string, *zk.Stat, error) {
-		return svc.sess.createProtected(ctx, e.parent(name), lease.ID, "latch-", c.dataLocked(), lease.epoch)
+	node, czxid, after, done, err := c.ensureInLine(latchRole, e.parent(name), func(list bool) (string, *zk.Stat, *listing, error) {
+		return svc.sess.createProtected(ctx, e.parent(name), lease.ID, "latch-", c.dataLocked(), lease.epoch, list)
 	})
 	if errors.Is(err, errHoldGone) {
 		return Campaign{}, false, c.goneErr("the candidacy in election")
@@ -108,7 +108,8 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 
 	svc.metrics.Waiting("election", 1)
 	start := time.Now()
-	t, err := svc.waitTurn(ctx, lease, e.parent(name), node, latchMarkers, anyBlocks, wait <= 0)
+	t, err := svc.waitTurn(ctx, lease, e.parent(name), node, after, latchMarkers, anyBlocks, wait <= 0)
+	done()
 	svc.metrics.Waiting("election", -1)
 	switch {
 	case err == nil:

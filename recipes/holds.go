@@ -169,9 +169,9 @@ func (h *hold) finish(detach, deleteNodes bool) error {
 // waitInLine waits for the turn of h's node in role under parent (see
 // waitTurn). A node that went while the lease lives (deleted by hand) is
 // forgotten, and again says that the caller should make a new one.
-func (h *hold) waitInLine(ctx context.Context, role, parent, node string, markers []marker,
+func (h *hold) waitInLine(ctx context.Context, role, parent, node string, after *listing, markers []marker,
 	blocks func(c, self seqNode) bool, tryOnce bool) (t turn, again bool, err error) {
-	t, err = h.svc.waitTurn(ctx, h.lease, parent, node, markers, blocks, tryOnce)
+	t, err = h.svc.waitTurn(ctx, h.lease, parent, node, after, markers, blocks, tryOnce)
 	if errors.Is(err, errNodeGone) {
 		h.forgetNode(role, node)
 		if err := h.lease.alive(); err != nil {
@@ -267,6 +267,27 @@ func (h *hold) ensureNode(role string, create func() (string, *zk.Stat, error)) 
 	}
 	h.nodes = append(h.nodes, heldNode{role: role, path: p, czxid: czxid})
 	return p, czxid, nil
+}
+
+// ensureInLine is ensureNode for h's node in role in the line under parent.
+// The call counts among this gateway's calls in that line (see lister) until
+// it calls done, which it must once its wait is over (unless err). A node
+// made while the call is alone in the line comes with a listing of the line
+// made behind its create (create is called with list true then), to be the
+// first listing of the wait (see waitTurn); after is nil otherwise.
+func (h *hold) ensureInLine(role, parent string, create func(list bool) (string, *zk.Stat, *listing, error)) (node string, czxid int64, after *listing, done func(), err error) {
+	lines := h.svc.lister
+	alone := lines.join(parent)
+	node, czxid, err = h.ensureNode(role, func() (string, *zk.Stat, error) {
+		p, st, l, err := create(alone)
+		after = l
+		return p, st, err
+	})
+	if err != nil {
+		lines.leave(parent)
+		return "", 0, nil, nil, err
+	}
+	return node, czxid, after, func() { lines.leave(parent) }, nil
 }
 
 // noteCzxidLocked records the czxid of h's node path, read from a stat that

@@ -149,7 +149,8 @@ func TestAHoldStaysAttachedWhileACallerUsesIt(t *testing.T) {
 	}
 	first.leave(false) // the failed call goes; the other still waits
 	node, _, err := second.ensureNode(latchRole, func() (string, *zk.Stat, error) {
-		return svc.sess.createProtected(ctx, svc.root+"/elections/e", lease.ID, "latch-", second.dataLocked(), lease.epoch)
+		p, st, _, err := svc.sess.createProtected(ctx, svc.root+"/elections/e", lease.ID, "latch-", second.dataLocked(), lease.epoch, false)
+		return p, st, err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -561,14 +562,14 @@ func TestAWaitCancelledWhileArmingItsWatchIsNoInternalError(t *testing.T) {
 	}
 	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
 	parent := svc.root + "/locks/busy"
-	node, _, err := svc.sess.createProtected(ctx, parent, waiter.ID, "lock-", nil, waiter.epoch)
+	node, _, _, err := svc.sess.createProtected(ctx, parent, waiter.ID, "lock-", nil, waiter.epoch, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for round := range 40 {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		_, err := svc.waitTurn(cctx, waiter, parent, node, lockMarkers, lockBlocks, false)
+		_, err := svc.waitTurn(cctx, waiter, parent, node, nil, lockMarkers, lockBlocks, false)
 		if code := ErrorCode(err); code == CodeInternal {
 			t.Fatalf("round %d: a cancelled wait answered %v", round, err)
 		}

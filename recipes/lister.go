@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"path"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -12,9 +13,16 @@ import (
 // out, a long queue draining), one listing in flight and one queued behind
 // it serve them all, instead of one listing of the whole line each, which
 // is quadratic in bytes and memory.
+//
+// It also counts the calls of this gateway in each line (from before they
+// make their node until their wait ends). A call alone in its line lists it
+// right behind its create, in the same round trip (see
+// Session.createProtected); a call with company uses the coalesced listing,
+// since a crowd of new waiters would otherwise each list the whole line.
 type lister struct {
 	mu    sync.Mutex
 	paths map[string]*listState
+	lines map[string]int
 }
 
 type listState struct {
@@ -34,7 +42,25 @@ type listing struct {
 	index    map[string]int
 }
 
-func newLister() *lister { return &lister{paths: map[string]*listState{}} }
+func newLister() *lister { return &lister{paths: map[string]*listState{}, lines: map[string]int{}} }
+
+// join counts one more call of this gateway in the line under p, and says
+// whether it is the only one; the caller must call leave when its wait ends.
+func (l *lister) join(p string) (alone bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines[p]++
+	return l.lines[p] == 1
+}
+
+// leave ends a join.
+func (l *lister) leave(p string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lines[p]--; l.lines[p] <= 0 {
+		delete(l.lines, p)
+	}
+}
 
 // list returns a listing of p that was requested after list was called.
 func (l *lister) list(conn *zk.Conn, p string) *listing {
@@ -78,6 +104,20 @@ func (l *lister) run(conn *zk.Conn, p string, f *listing) {
 	if next != nil {
 		go l.run(conn, p, next)
 	}
+}
+
+// find returns where node stands in f (errNodeGone when it is not there).
+func (f *listing) find(node string, markers []marker) (turn, error) {
+	cs, index := f.contenders(markers)
+	i, ok := index[path.Base(node)]
+	if !ok {
+		return turn{}, errNodeGone
+	}
+	t := turn{contenders: cs, index: i}
+	if f.stat != nil {
+		t.parentID = f.stat.Czxid
+	}
+	return t, nil
 }
 
 // contenders returns the listing's contenders sorted by sequence, and the

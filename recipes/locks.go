@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -173,9 +172,9 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			return g, nil
 		}
 		h.mu.Unlock()
-		node, czxid, err := h.ensureNode(lockRole, func() (string, *zk.Stat, error) {
+		node, czxid, after, done, err := h.ensureInLine(lockRole, h.parent, func(list bool) (string, *zk.Stat, *listing, error) {
 			data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: k.svc.gatewayID}.bytes()
-			return sess.createProtected(ctx, h.parent, lease.ID, nodeMarker[h.mode], data, lease.epoch)
+			return sess.createProtected(ctx, h.parent, lease.ID, nodeMarker[h.mode], data, lease.epoch, list)
 		})
 		if errors.Is(err, errHoldGone) {
 			return LockGrant{}, h.goneErr("lock")
@@ -183,7 +182,8 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 		if err != nil {
 			return LockGrant{}, waitErr(ctx, lease, err)
 		}
-		t, again, err := h.waitInLine(ctx, lockRole, h.parent, node, lockMarkers, lockBlocks, wait <= 0)
+		t, again, err := h.waitInLine(ctx, lockRole, h.parent, node, after, lockMarkers, lockBlocks, wait <= 0)
+		done()
 		h.mu.Lock()
 		h.last = t
 		h.mu.Unlock()
@@ -245,7 +245,10 @@ type turn struct {
 //
 // A nil error says that nothing blocks node any more; whether node itself
 // still exists is for the caller to check.
-func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node string, markers []marker,
+//
+// after, when not nil, is a listing of parent made after node was: the
+// first one, instead of a listing of its own.
+func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node string, after *listing, markers []marker,
 	blocks func(c, self seqNode) bool, tryOnce bool) (turn, error) {
 	var last turn
 	listed := false
@@ -253,7 +256,14 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 	vouched := false // the delete of the last node waited for checked ours (see handoffs)
 	for {
 		if !listed {
-			t, err := s.listLine(ctx, lease, parent, node, markers)
+			var t turn
+			var err error
+			if after != nil {
+				t, err = after.find(node, markers)
+				after = nil
+			} else {
+				t, err = s.listLine(ctx, lease, parent, node, markers)
+			}
 			if err != nil {
 				return last, err
 			}
@@ -320,16 +330,7 @@ func (s *Service) listLine(ctx context.Context, lease *Lease, parent, node strin
 			}
 			continue
 		}
-		cs, index := f.contenders(markers)
-		i, ok := index[path.Base(node)]
-		if !ok {
-			return turn{}, errNodeGone
-		}
-		t := turn{contenders: cs, index: i}
-		if f.stat != nil {
-			t.parentID = f.stat.Czxid
-		}
-		return t, nil
+		return f.find(node, markers)
 	}
 }
 

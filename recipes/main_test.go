@@ -233,6 +233,36 @@ type proxy struct {
 type zkRequest struct {
 	op   int32
 	path string
+	// answered is how many replies to requests the proxy had passed to the
+	// client on this connection when the client sent this one.
+	answered int
+}
+
+// replyCounter counts the replies a server sends one client: every packet
+// after the connect response but watch events (xid -1) and pings (xid -2).
+type replyCounter struct {
+	buf       []byte
+	connected bool
+	replies   int
+}
+
+func (r *replyCounter) feed(b []byte) {
+	r.buf = append(r.buf, b...)
+	for len(r.buf) >= 4 {
+		n := int(binary.BigEndian.Uint32(r.buf))
+		if len(r.buf) < 4+n {
+			break
+		}
+		pkt := r.buf[4 : 4+n]
+		r.buf = r.buf[4+n:]
+		if !r.connected {
+			r.connected = true
+			continue
+		}
+		if len(pkt) >= 4 && int32(binary.BigEndian.Uint32(pkt)) >= 0 {
+			r.replies++
+		}
+	}
 }
 
 // requestParser splits what a client sends into ZooKeeper packets: a
@@ -330,14 +360,15 @@ func (p *proxy) serve() {
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(c, s, nil)
-		go p.pipe(s, c, &requestParser{})
+		replies := &replyCounter{}
+		go p.pipe(c, s, nil, replies)
+		go p.pipe(s, c, &requestParser{}, replies)
 	}
 }
 
 // pipe copies src to dst; with requests, it notes the requests of what
-// goes through (src is a client).
-func (p *proxy) pipe(dst, src net.Conn, requests *requestParser) {
+// goes through (src is a client), else it counts the replies in replies.
+func (p *proxy) pipe(dst, src net.Conn, requests *requestParser, replies *replyCounter) {
 	defer p.wg.Done()
 	defer dst.Close()
 	defer src.Close()
@@ -351,7 +382,12 @@ func (p *proxy) pipe(dst, src net.Conn, requests *requestParser) {
 				p.held = append(p.held, buf[:n]...)
 			}
 			if requests != nil {
-				p.sent = append(p.sent, requests.feed(buf[:n])...)
+				for _, r := range requests.feed(buf[:n]) {
+					r.answered = replies.replies
+					p.sent = append(p.sent, r)
+				}
+			} else {
+				replies.feed(buf[:n])
 			}
 			p.mu.Unlock()
 			<-gate

@@ -118,9 +118,9 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 	defer stop()
 	base := m.base(h.name)
 	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: svc.gatewayID, Limit: h.limit}.bytes()
-	create := func(dir, marker string) func() (string, *zk.Stat, error) {
-		return func() (string, *zk.Stat, error) {
-			return svc.sess.createProtected(ctx, dir, lease.ID, marker, data, lease.epoch)
+	create := func(dir, marker string) func(list bool) (string, *zk.Stat, *listing, error) {
+		return func(list bool) (string, *zk.Stat, *listing, error) {
+			return svc.sess.createProtected(ctx, dir, lease.ID, marker, data, lease.epoch, list)
 		}
 	}
 	for {
@@ -134,14 +134,15 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 		h.mu.Unlock()
 		// First the admission mutex, unless a slot node is already made.
 		if !admitted {
-			queued, _, err := h.ensureNode(admissionRole, create(base+"/locks", "lock-"))
+			queued, _, after, done, err := h.ensureInLine(admissionRole, base+"/locks", create(base+"/locks", "lock-"))
 			if errors.Is(err, errHoldGone) {
 				return SemaphoreGrant{}, h.goneErr("semaphore")
 			}
 			if err != nil {
 				return SemaphoreGrant{}, waitErr(ctx, lease, err)
 			}
-			_, again, err := h.waitInLine(ctx, admissionRole, base+"/locks", queued, lockMarkers, lockBlocks, wait <= 0)
+			_, again, err := h.waitInLine(ctx, admissionRole, base+"/locks", queued, after, lockMarkers, lockBlocks, wait <= 0)
+			done()
 			if again {
 				continue
 			}
@@ -149,7 +150,10 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 				return SemaphoreGrant{}, err
 			}
 		}
-		slot, _, err := h.ensureNode(slotRole, create(base+"/leases", "lease-"))
+		slot, _, err := h.ensureNode(slotRole, func() (string, *zk.Stat, error) {
+			p, st, _, err := create(base+"/leases", "lease-")(false)
+			return p, st, err
+		})
 		if errors.Is(err, errHoldGone) {
 			return SemaphoreGrant{}, h.goneErr("semaphore")
 		}

@@ -91,12 +91,17 @@ func (s *Session) ensureContainers(ctx context.Context, p string, epoch uint64) 
 // again after an ambiguous error). The lease-derived prefix makes it safe to
 // retry: after an ambiguous error the children are searched for the prefix
 // before anything is created again.
-func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker string, data []byte, epoch uint64) (string, *zk.Stat, error) {
+//
+// With list, the parent is listed right behind the create, in the same
+// round trip, and that listing (made after the create: ZooKeeper runs a
+// session's requests in order) is returned too when both succeeded; nil
+// otherwise.
+func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker string, data []byte, epoch uint64, list bool) (string, *zk.Stat, *listing, error) {
 	prefix := "_c_" + leaseID + "-" + marker
 	recovering := false
 	for {
 		if err := s.check(epoch); err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		conn := s.Conn()
 		if recovering {
@@ -104,37 +109,56 @@ func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker s
 			if err == nil {
 				for _, c := range children {
 					if strings.HasPrefix(c, prefix) {
-						return s.ownedBy(parent+"/"+c, nil, epoch)
+						p, stat, err := s.ownedBy(parent+"/"+c, nil, epoch)
+						return p, stat, nil, err
 					}
 				}
 				recovering = false
 			} else if !errors.Is(err, zk.ErrNoNode) {
 				if ambiguous(err) {
 					if werr := s.waitEpoch(ctx, epoch); werr != nil {
-						return "", nil, werr
+						return "", nil, nil, werr
 					}
 					continue
 				}
-				return "", nil, internal(err, "list "+parent)
+				return "", nil, nil, internal(err, "list "+parent)
 			}
 		}
 		// create2: the node's stat comes with it, where a create and then
 		// an exists would be two round trips.
-		p, stat, err := conn.CreateWithStat(parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl())
+		var (
+			p     string
+			stat  *zk.Stat
+			after *listing
+			err   error
+		)
+		if list {
+			var l zk.ChildrenResult
+			p, stat, l, err = conn.CreateWithStatThenChildren(parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl(), parent)
+			if err == nil && l.Err == nil {
+				after = &listing{children: l.Children, stat: l.Stat}
+			}
+		} else {
+			p, stat, err = conn.CreateWithStat(parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl())
+		}
 		switch {
 		case err == nil:
-			return s.ownedBy(p, stat, epoch)
+			p, stat, err := s.ownedBy(p, stat, epoch)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			return p, stat, after, nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := s.ensureContainers(ctx, parent, epoch); err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 		case ambiguous(err):
 			recovering = true
 			if werr := s.waitEpoch(ctx, epoch); werr != nil {
-				return "", nil, werr
+				return "", nil, nil, werr
 			}
 		default:
-			return "", nil, internal(err, fmt.Sprintf("create under %s", parent))
+			return "", nil, nil, internal(err, fmt.Sprintf("create under %s", parent))
 		}
 	}
 }
