@@ -62,14 +62,16 @@ type latencyResult struct {
 	keepalive              summary // one POST keepalive: the HTTP floor
 	exists                 summary // one zk Exists: the ZooKeeper round-trip floor
 	create, children, del  summary // zk.Lock's own requests, timed raw
+	createThenList         summary // the gateway's acquire: create2 with the listing behind it
 	blocks                 int
 }
 
-// floorRaw is the direct client's requests timed raw: one Create of an
-// ephemeral sequential node, one Children, one Delete (what zk.Lock sends
-// for an uncontended Lock + Unlock).
+// floorRaw is the gateway's ZooKeeper requests timed raw on the direct
+// client's connection: a create2 of an ephemeral sequential node with the
+// listing of its parent sent right behind it (one round trip), then a
+// Delete: what an uncontended acquire + release sends.
 func (r latencyResult) floorRaw(f func(summary) time.Duration) time.Duration {
-	return f(r.create) + f(r.children) + f(r.del)
+	return f(r.createThenList) + f(r.del)
 }
 
 // floorRatio is (those requests timed raw + one HTTP exchange per gateway
@@ -133,7 +135,7 @@ func (e *env) latency(ctx context.Context) (latencyResult, error) {
 			return res, fmt.Errorf("create %s: %w", p, err)
 		}
 	}
-	var ka, ex, cr, ch, del dist
+	var ka, ex, cr, ch, del, cl dist
 	floorBlock := func(n int) error {
 		for i := 0; i < n; i++ {
 			t0 := time.Now()
@@ -159,8 +161,20 @@ func (e *env) latency(ctx context.Context) (latencyResult, error) {
 				return fmt.Errorf("zk Delete: %w", err)
 			}
 			t5 := time.Now()
+			node, _, list, err := e.conn.CreateWithStatThenChildren(floorParent+"/floor-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll), floorParent)
+			if err == nil {
+				err = list.Err
+			}
+			if err != nil {
+				return fmt.Errorf("zk CreateWithStatThenChildren: %w", err)
+			}
+			t6 := time.Now()
+			if err := e.conn.Delete(node, -1); err != nil {
+				return fmt.Errorf("zk Delete: %w", err)
+			}
 			ka, ex = append(ka, t1.Sub(t0)), append(ex, t2.Sub(t1))
 			cr, ch, del = append(cr, t3.Sub(t2)), append(ch, t4.Sub(t3)), append(del, t5.Sub(t4))
+			cl = append(cl, t6.Sub(t5))
 		}
 		return nil
 	}
@@ -220,6 +234,7 @@ func (e *env) latency(ctx context.Context) (latencyResult, error) {
 	res.direct, res.directLock, res.directUnlk = summarize(d), summarize(dAcq), summarize(dRel)
 	res.keepalive, res.exists = summarize(ka), summarize(ex)
 	res.create, res.children, res.del = summarize(cr), summarize(ch), summarize(del)
+	res.createThenList = summarize(cl)
 	_ = e.conn.Delete(floorParent, -1)
 	after, err := e.gw.scrape(ctx)
 	if err != nil {

@@ -6,8 +6,8 @@
 //
 //  1. uncontended acquire+release latency, gateway vs. zk.Lock (target: the
 //     gateway at most 1.2x the direct client, p50 and mean), with the floor
-//     (zk.Lock's ZooKeeper requests timed raw plus one HTTP exchange per
-//     call);
+//     (the gateway's ZooKeeper requests timed raw on a direct connection,
+//     plus one HTTP exchange per call);
 //     1b. the same against etcd's HTTP lock API, if etcd is on PATH (a
 //     stretch target: at most 1.0x);
 //  2. grants per second with 32 contenders on one lock, gateway vs. zk.Lock,

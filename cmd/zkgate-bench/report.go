@@ -128,7 +128,7 @@ func (r *report) print(w io.Writer) {
 		build += " at " + r.gw.build
 	}
 	p("| gateway | child process pid %d, %s: `zkgate %s` |", r.gw.pid, build, r.gw.args)
-	p("| direct client | go-zookeeper v1.0.4 with the patch zkgate carries (third_party/go-zookeeper: batched writes, buffered reads, create2; `zk.Lock` itself unchanged), the same library the gateway uses: locks `zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))`; queues the gateway's recipe (kazoo LockingQueue layout) by hand; session timeout %s |", zkTimeout)
+	p("| direct client | go-zookeeper v1.0.4 with the patch zkgate carries (third_party/go-zookeeper: batched writes, buffered reads, create2, a create with a listing behind it; `zk.Lock` itself unchanged), the same library the gateway uses: locks `zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))`; queues the gateway's recipe (kazoo LockingQueue layout) by hand; session timeout %s |", zkTimeout)
 	p("| limits | open files: bench %d, gateway %d; ephemeral ports %s; somaxconn %s |", r.nofile, r.gw.nofile, m.portLo, m.somaxcn)
 	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); etcd iterations %d; contenders %d for %s each (wait %s); distinct locks %d workers for %s each; waiters %d per protocol over %s (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups; dashboard %d WebSocket clients (ramp %d), %d changes |",
 		c.iterations, c.warmup, c.block, c.etcdIterations, c.contenders, c.contentionDur, c.contentionWait, c.distinctWorkers, c.distinctDur,
@@ -166,14 +166,16 @@ func (r *report) print(w io.Writer) {
 		row("floor: direct zk Create, ephemeral sequential (a write)", l.create)
 		row("floor: direct zk Children (a read)", l.children)
 		row("floor: direct zk Delete (a write)", l.del)
+		row("floor: direct zk CreateWithStatThenChildren (the gateway's acquire: a write, the listing behind it)", l.createThenList)
 		p("")
 		if l.serverAcq > 0 {
 			p("Inside the gateway (mean of its own `zkgate_http_request_duration_seconds`, handler and middleware, over the measured blocks): acquire %s, release %s, keepalive %s; the rest of the client-side mean (acquire %s, release %s, keepalive %s) is HTTP transport and scheduling.",
 				msf(l.serverAcq), msf(l.serverRel), msf(l.serverKA), msf(l.gwAcq.mean), msf(l.gwRel.mean), msf(l.keepalive.mean))
 			p("")
 		}
-		p("`zk.Lock` sends 2 ZooKeeper requests per Lock (a Create of an ephemeral sequential node, a write, then Children) and 1 per Unlock (a Delete, a write); the gateway needs at least as many, plus one HTTP exchange per call. The floor rows (%d samples each, interleaved with the blocks, on the direct client's connection) time those three requests raw and one HTTP exchange (a keepalive, served without ZooKeeper). A gateway with no cost of its own would be at (Create + Children + Delete + 2 x keepalive) / direct Lock+Unlock = (%s + %s + %s + 2 x %s) / %s = **%.2fx** at the means, and %.2fx with the p50s (a sum of p50s, an estimate). With ZooKeeper's forceSync=%s, the writes cost %s and %s (mean) against %s for a read.",
-			l.keepalive.n, msf(l.create.mean), msf(l.children.mean), msf(l.del.mean), msf(l.keepalive.mean), msf(l.direct.mean),
+		p("`zk.Lock` sends 2 ZooKeeper requests per Lock (a Create of an ephemeral sequential node, a write, then Children, a read, once the Create is answered) and 1 per Unlock (a Delete, a write): %s + %s + %s = %s timed raw (means). The gateway sends the same requests, but its listing goes right behind its create (`CreateWithStatThenChildren`: ZooKeeper runs a session's requests in order, so the listing shows the new node), which makes an acquire one round trip; plus one HTTP exchange per call. The floor rows (%d samples each, interleaved with the blocks, on the direct client's connection) time those requests raw and one HTTP exchange (a keepalive, served without ZooKeeper). A gateway with no cost of its own would be at (create with listing + Delete + 2 x keepalive) / direct Lock+Unlock = (%s + %s + 2 x %s) / %s = **%.2fx** at the means, and %.2fx with the p50s (a sum of p50s, an estimate). With ZooKeeper's forceSync=%s, the writes cost %s and %s (mean) against %s for a read.",
+			msf(l.create.mean), msf(l.children.mean), msf(l.del.mean), msf(l.create.mean+l.children.mean+l.del.mean),
+			l.keepalive.n, msf(l.createThenList.mean), msf(l.del.mean), msf(l.keepalive.mean), msf(l.direct.mean),
 			l.floorRatio(meanOf), l.floorRatio(p50Of), r.zk.forceSync, msf(l.create.mean), msf(l.del.mean), msf(l.exists.mean))
 		p("")
 		p("Target: gateway at most %.2fx the direct client. p50: %.2fx %s; mean: %.2fx %s.", targetLatencyRatio,
