@@ -241,51 +241,53 @@ type zkRequest struct {
 // replyCounter counts the replies a server sends one client: every packet
 // after the connect response but watch events (xid -1) and pings (xid -2).
 type replyCounter struct {
-	buf       []byte
-	connected bool
-	replies   int
+	framer
+	replies int
 }
 
 func (r *replyCounter) feed(b []byte) {
-	r.buf = append(r.buf, b...)
-	for len(r.buf) >= 4 {
-		n := int(binary.BigEndian.Uint32(r.buf))
-		if len(r.buf) < 4+n {
-			break
-		}
-		pkt := r.buf[4 : 4+n]
-		r.buf = r.buf[4+n:]
-		if !r.connected {
-			r.connected = true
-			continue
-		}
+	for _, pkt := range r.framer.feed(b) {
 		if len(pkt) >= 4 && int32(binary.BigEndian.Uint32(pkt)) >= 0 {
 			r.replies++
 		}
 	}
 }
 
-// requestParser splits what a client sends into ZooKeeper packets: a
-// 4-byte length, then (after the connect request) xid, opcode and body.
-type requestParser struct {
+// framer splits one direction of a ZooKeeper connection into its packets
+// (each a 4-byte length, then the body), leaving out the first: the connect
+// request or response, which has no header.
+type framer struct {
 	buf       []byte
 	connected bool
 }
 
-func (r *requestParser) feed(b []byte) []zkRequest {
-	r.buf = append(r.buf, b...)
-	var out []zkRequest
-	for len(r.buf) >= 4 {
-		n := int(binary.BigEndian.Uint32(r.buf))
-		if len(r.buf) < 4+n {
+// feed returns the whole packets that b completes.
+func (f *framer) feed(b []byte) [][]byte {
+	f.buf = append(f.buf, b...)
+	var out [][]byte
+	for len(f.buf) >= 4 {
+		n := int(binary.BigEndian.Uint32(f.buf))
+		if len(f.buf) < 4+n {
 			break
 		}
-		pkt := r.buf[4 : 4+n]
-		r.buf = r.buf[4+n:]
-		if !r.connected {
-			r.connected = true // the connect request has no header
+		pkt := f.buf[4 : 4+n]
+		f.buf = f.buf[4+n:]
+		if !f.connected {
+			f.connected = true
 			continue
 		}
+		out = append(out, pkt)
+	}
+	return out
+}
+
+// requestParser reads the requests a client sends: after the connect
+// request, each packet is xid, opcode and body.
+type requestParser struct{ framer }
+
+func (r *requestParser) feed(b []byte) []zkRequest {
+	var out []zkRequest
+	for _, pkt := range r.framer.feed(b) {
 		if len(pkt) < 8 {
 			continue
 		}
