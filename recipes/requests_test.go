@@ -45,13 +45,14 @@ func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
 		}
 		// The first acquire also makes the parent: a create2 and its
 		// listing that fail, the container's create, and the pair again.
+		// So may a later one: the test server reaps an empty container
+		// every 100 ms, and the release left this one empty.
 		want := []int32{opCreate2, opGetChildren2}
-		if i == 0 {
+		if slices.Contains(got, opCreateContainer) {
 			got = slices.DeleteFunc(got, func(op int32) bool { return op == opCreateContainer })
 			if slices.Equal(got, append(slices.Clone(want), want...)) {
-				got = got[2:]
+				got, sent = got[2:], sent[len(sent)-2:]
 			}
-			sent = sent[len(sent)-2:]
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("acquire %d sent %v, want %v (create2, getChildren2)", i, got, want)
