@@ -65,6 +65,7 @@ type cacheEntry struct {
 	err      error
 	ready    chan struct{} // closed once the first load is done
 	changed  chan struct{} // closed and replaced at every new snapshot
+	offered  bool          // snap came from offer, not from a load
 	refs     int
 	lastUsed time.Time
 	stop     chan struct{}
@@ -300,7 +301,26 @@ func (c *watchCache) waitLive(e *cacheEntry) error {
 
 func (c *watchCache) publish(e *cacheEntry, snap *Snapshot, err error) {
 	c.mu.Lock()
+	subs := c.publishLocked(e, snap, err, false)
+	c.mu.Unlock()
+	for _, fn := range subs {
+		fn(e.path)
+	}
+}
+
+// publishLocked is publish with c.mu held; it returns the subscribers to
+// tell, once c.mu is released, of a new snapshot (none when nothing changed).
+//
+// offered says that snap comes from offer, not from the entry's own load.
+func (c *watchCache) publishLocked(e *cacheEntry, snap *Snapshot, err error, offered bool) []func(string) {
 	first := e.snap == nil && e.err == nil
+	if err == nil && e.offered && e.snap != nil && snap.Index < e.snap.Index {
+		// A load that an offered listing overtook (see offer) is older than
+		// what readers have seen: dropped. The watch it armed was set before
+		// the change it missed, so the next load is on its way.
+		return nil
+	}
+	e.offered = offered
 	same := err == nil && e.snap != nil && e.err == nil && e.snap.Index == snap.Index && len(e.snap.Children) == len(snap.Children) ||
 		err != nil && e.err != nil && err.Error() == e.err.Error()
 	if err == nil && e.snap != nil && snap.Index < e.snap.Index {
@@ -314,12 +334,55 @@ func (c *watchCache) publish(e *cacheEntry, snap *Snapshot, err error) {
 	if first {
 		close(e.ready)
 	}
-	subs := c.subs
+	if same {
+		return nil
+	}
+	return c.subs
+}
+
+// offerLimit bounds the listings offered to the cache (see offer): a
+// listing of a long directory at every change would cost more than the
+// round trip it saves.
+const offerLimit = 1024
+
+// waited reports whether readers wait on the name-only entry of p, with a
+// listing short enough to be worth offering a fresh one (see offer).
+func (c *watchCache) waited(p string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[p]
+	return e != nil && e.refs > 0 && e.opts.namesOnly && e.snap != nil && e.snap.Exists && len(e.snap.Children) <= offerLimit
+}
+
+// offer gives the name-only entry of p a listing of p (its children's names
+// and p's stat) that this gateway read on its own, so that the readers
+// waiting there see a change of its own making (a queue's produce, whose
+// listing goes right behind its create) without waiting for the watch to
+// fire and p to be listed again: one ZooKeeper round trip sooner. A listing
+// no newer than the entry's snapshot is dropped: the snapshot never goes
+// back. The watch still fires and p is listed again; that listing publishes
+// nothing new unless more has changed since.
+func (c *watchCache) offer(p string, names []string, stat *zk.Stat) {
+	c.mu.Lock()
+	e := c.entries[p]
+	if e == nil || !e.opts.namesOnly || e.err != nil || e.snap == nil || stat == nil {
+		c.mu.Unlock()
+		return
+	}
+	snap := &Snapshot{Path: p, Exists: true, Stat: *stat, Index: max(stat.Pzxid, stat.Mzxid)}
+	if snap.Index <= e.snap.Index {
+		c.mu.Unlock()
+		return
+	}
+	snap.Children = make([]Node, len(names))
+	for i, n := range names {
+		snap.Children[i] = Node{Name: n}
+	}
+	slices.SortFunc(snap.Children, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	subs := c.publishLocked(e, snap, nil, true)
 	c.mu.Unlock()
-	if !same {
-		for _, fn := range subs {
-			fn(e.path)
-		}
+	for _, fn := range subs {
+		fn(p)
 	}
 }
 

@@ -225,6 +225,16 @@ type proxy struct {
 	conns  []net.Conn
 	wg     sync.WaitGroup
 	sent   []zkRequest // the requests clients sent through it, in order
+	// holdEvents keeps the watch events servers send back, in events, until
+	// ReleaseEvents.
+	holdEvents bool
+	events     []heldEvents
+}
+
+// heldEvents are watch events held back from the client of conn.
+type heldEvents struct {
+	conn    net.Conn
+	packets []byte
 }
 
 // zkRequest is a request a client sent through a proxy: its opcode and, for
@@ -245,12 +255,25 @@ type replyCounter struct {
 	replies int
 }
 
-func (r *replyCounter) feed(b []byte) {
-	for _, pkt := range r.framer.feed(b) {
-		if len(pkt) >= 4 && int32(binary.BigEndian.Uint32(pkt)) >= 0 {
+// feed counts the replies among the packets b completes, and returns those
+// packets whole (length prefix included) in two lists: the watch events
+// when holdEvents is set, and everything else.
+func (r *replyCounter) feed(b []byte, holdEvents bool) (pass, events []byte) {
+	for _, pkt := range r.framer.packets(b) {
+		xid := int32(-3)
+		if !pkt.connect && len(pkt.raw) >= 8 {
+			xid = int32(binary.BigEndian.Uint32(pkt.raw[4:]))
+		}
+		if xid >= 0 {
 			r.replies++
 		}
+		if holdEvents && xid == -1 {
+			events = append(events, pkt.raw...)
+		} else {
+			pass = append(pass, pkt.raw...)
+		}
 	}
+	return pass, events
 }
 
 // framer splits one direction of a ZooKeeper connection into its packets
@@ -261,22 +284,36 @@ type framer struct {
 	connected bool
 }
 
-// feed returns the whole packets that b completes.
+// feed returns the bodies of the whole packets that b completes.
 func (f *framer) feed(b []byte) [][]byte {
-	f.buf = append(f.buf, b...)
 	var out [][]byte
+	for _, pkt := range f.packets(b) {
+		if !pkt.connect {
+			out = append(out, pkt.raw[4:])
+		}
+	}
+	return out
+}
+
+// framedPacket is one packet, length prefix included; connect says that it
+// is the connect request or response.
+type framedPacket struct {
+	raw     []byte
+	connect bool
+}
+
+// packets returns the whole packets that b completes, the connect one too.
+func (f *framer) packets(b []byte) []framedPacket {
+	f.buf = append(f.buf, b...)
+	var out []framedPacket
 	for len(f.buf) >= 4 {
 		n := int(binary.BigEndian.Uint32(f.buf))
 		if len(f.buf) < 4+n {
 			break
 		}
-		pkt := f.buf[4 : 4+n]
+		out = append(out, framedPacket{raw: f.buf[: 4+n : 4+n], connect: !f.connected})
+		f.connected = true
 		f.buf = f.buf[4+n:]
-		if !f.connected {
-			f.connected = true
-			continue
-		}
-		out = append(out, pkt)
 	}
 	return out
 }
@@ -383,17 +420,23 @@ func (p *proxy) pipe(dst, src net.Conn, requests *requestParser, replies *replyC
 			if p.paused {
 				p.held = append(p.held, buf[:n]...)
 			}
+			out := buf[:n]
 			if requests != nil {
 				for _, r := range requests.feed(buf[:n]) {
 					r.answered = replies.replies
 					p.sent = append(p.sent, r)
 				}
 			} else {
-				replies.feed(buf[:n])
+				// A server's bytes go to the client in whole packets.
+				var events []byte
+				out, events = replies.feed(buf[:n], p.holdEvents)
+				if len(events) > 0 {
+					p.events = append(p.events, heldEvents{dst, events})
+				}
 			}
 			p.mu.Unlock()
 			<-gate
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if _, werr := dst.Write(out); werr != nil {
 				return
 			}
 		}
@@ -401,6 +444,37 @@ func (p *proxy) pipe(dst, src net.Conn, requests *requestParser, replies *replyC
 			return
 		}
 	}
+}
+
+// HoldEvents holds the watch events servers send from now on, until
+// ReleaseEvents; replies still go through.
+func (p *proxy) HoldEvents() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdEvents = true
+}
+
+// ReleaseEvents sends the held watch events on, in order, and stops holding
+// them. It holds p.mu while it writes, so that no packet overtakes them.
+func (p *proxy) ReleaseEvents() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdEvents = false
+	for _, h := range p.events {
+		_, _ = h.conn.Write(h.packets)
+	}
+	p.events = nil
+}
+
+// HeldEvents is how many bytes of watch events are held.
+func (p *proxy) HeldEvents() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, h := range p.events {
+		n += len(h.packets)
+	}
+	return n
 }
 
 // Pause holds every byte from now on until Resume.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -85,11 +86,12 @@ func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority
 			return Item{}, unavailable()
 		}
 		_, epoch, _ := sess.Status()
-		p, err := sess.Conn().Create(prefix, data, zk.FlagSequence, sess.acl())
+		p, err := q.create(prefix, data)
 		switch {
 		case err == nil:
-			_, seq, _ := ParseItemID(p[strings.LastIndexByte(p, '/')+1:])
-			return Item{ID: p[strings.LastIndexByte(p, '/')+1:], Priority: priority, Size: len(data), CreatedAt: time.Now().UTC(), seq: seq}, nil
+			id := p[strings.LastIndexByte(p, '/')+1:]
+			_, seq, _ := ParseItemID(id)
+			return Item{ID: id, Priority: priority, Size: len(data), CreatedAt: time.Now().UTC(), seq: seq}, nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := q.ensure(ctx, name, epoch); err != nil {
 				return Item{}, withoutLease(err)
@@ -102,6 +104,26 @@ func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority
 			return Item{}, internal(err, "produce")
 		}
 	}
+}
+
+// create makes the item node prefix<seq> under the entries directory.
+// When takes or claims of this gateway wait on the queue (they wait on the
+// watch cache's listing of the entries), the entries are listed right
+// behind the create, in the same round trip (ZooKeeper runs a session's
+// requests in order, so the listing shows the item), and the listing goes
+// to the cache: the waiters get the item without waiting for the watch to
+// fire and the cache to list the entries again.
+func (q *Queues) create(prefix string, data []byte) (string, error) {
+	sess := q.svc.sess
+	entries := path.Dir(prefix)
+	if !q.svc.cache.waited(entries) {
+		return sess.Conn().Create(prefix, data, zk.FlagSequence, sess.acl())
+	}
+	p, _, list, err := sess.Conn().CreateWithStatThenChildren(prefix, data, zk.FlagSequence, sess.acl(), entries)
+	if err == nil && list.Err == nil {
+		q.svc.cache.offer(entries, list.Children, list.Stat)
+	}
+	return p, err
 }
 
 // ensure makes the queue's directories. They are PERSISTENT, as kazoo makes

@@ -222,9 +222,40 @@ func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
 	}
 }
 
-// A waiting take woken by a produce takes the entries from the listing the
-// watch cache made when the change came, and lists them no more itself.
-func TestAWokenTakeUsesTheCachedListing(t *testing.T) {
+// waitingTake starts a take of queue name with a long wait on svc and
+// returns once the take is waiting (the watch cache has listed the taken
+// directory: nothing else lists it here), with the channels of its answer.
+func waitingTake(t *testing.T, svc *testService, px *proxy, name string) (<-chan Taken, <-chan error) {
+	t.Helper()
+	mark := len(px.Requests(svc.Queues.taken(name)))
+	taken := make(chan Taken, 1)
+	failed := make(chan error, 1)
+	go func() {
+		it, err := svc.Queues.Take(context.Background(), name, 30*time.Second)
+		if err != nil {
+			failed <- err
+			return
+		}
+		taken <- it
+	}()
+	eventually(t, 10*time.Second, func() error {
+		for _, r := range px.Requests(svc.Queues.taken(name))[mark:] {
+			if r.op == opGetChildren2 {
+				return nil
+			}
+		}
+		return fmt.Errorf("the taken directory is not watched yet")
+	})
+	return taken, failed
+}
+
+// A waiting take gets an item produced through its own gateway without
+// waiting for ZooKeeper's watch event and a new listing of the entries: the
+// produce folds its item into the cached listing it was made on top of.
+// Here the proxy holds every watch event back: the take still gets the item,
+// and nothing lists the entries between the produce and the take's removal
+// of the item.
+func TestAWaitingTakeGetsAnItemProducedHereBeforeTheWatchFires(t *testing.T) {
 	px := newProxy(t, sharedServer(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
@@ -235,26 +266,9 @@ func TestAWokenTakeUsesTheCachedListing(t *testing.T) {
 	if _, err := svc.Queues.Take(ctx, "w", 0); err != nil {
 		t.Fatal(err)
 	}
-	taken := make(chan Taken, 1)
-	failed := make(chan error, 1)
-	go func() {
-		it, err := svc.Queues.Take(ctx, "w", 30*time.Second)
-		if err != nil {
-			failed <- err
-			return
-		}
-		taken <- it
-	}()
-	// Waiting: the cache has listed the taken directory too (nothing else
-	// lists it here).
-	eventually(t, 10*time.Second, func() error {
-		for _, r := range px.Requests(svc.Queues.taken("w")) {
-			if r.op == opGetChildren2 {
-				return nil
-			}
-		}
-		return fmt.Errorf("the taken directory is not watched yet")
-	})
+	taken, failed := waitingTake(t, svc, px, "w")
+	px.HoldEvents()
+	defer px.ReleaseEvents()
 	mark := len(px.Requests(entries))
 	if _, err := svc.Queues.Produce(ctx, "w", []byte("second"), 0); err != nil {
 		t.Fatal(err)
@@ -266,22 +280,69 @@ func TestAWokenTakeUsesTheCachedListing(t *testing.T) {
 		}
 	case err := <-failed:
 		t.Fatal(err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the waiting take was not woken")
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the waiting take was not given the item produced through its gateway (%d bytes of watch events held)", px.HeldEvents())
 	}
-	// Up to the multi that removes the item: the produce, the cache's one
-	// listing, the claim's read of the item.
-	var listings int
-	for _, r := range px.Requests(entries)[mark:] {
+	if px.HeldEvents() == 0 {
+		t.Fatal("no watch event was held: the test proves nothing")
+	}
+	// Up to the multi that removes the item: the produce's create with the
+	// listing right behind it (sent before the create's reply), the claim's
+	// read of the item; no other listing.
+	sent := px.Requests(entries)[mark:]
+	if len(sent) < 2 || sent[0].op != opCreate2 || sent[1].op != opGetChildren2 || sent[1].path != entries ||
+		sent[1].answered != sent[0].answered {
+		t.Fatalf("the produce sent %+v; want a create2 with the listing of the entries behind it", sent)
+	}
+	for _, r := range sent[2:] {
 		if r.op == opMulti {
 			break
 		}
 		if r.op == opGetChildren2 && r.path == entries {
-			listings++
+			t.Fatalf("the entries were listed again between the produce and the take: %+v", sent)
 		}
 	}
-	if listings != 1 {
-		t.Fatalf("the entries were listed %d times between the produce and the take, want once (the cache's)", listings)
+}
+
+// The listing a produce gives the cache is a listing of ZooKeeper, never
+// the cached one with the new item added: an item another client added
+// before, which the cache has not heard of yet (the watch events are held
+// here), is in it, and the waiting take, woken by the produce, takes that
+// item first, in the queue's order.
+func TestAProduceGivesTheCacheARealListing(t *testing.T) {
+	px := newProxy(t, sharedServer(t).Addr())
+	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	ctx := context.Background()
+	if _, err := svc.Queues.Produce(ctx, "u", []byte("first"), 0); err != nil {
+		t.Fatal(err) // makes the queue
+	}
+	if _, err := svc.Queues.Take(ctx, "u", 0); err != nil {
+		t.Fatal(err)
+	}
+	taken, failed := waitingTake(t, svc, px, "u")
+	px.HoldEvents()
+	defer px.ReleaseEvents()
+	if _, err := rawClient(t).Create(svc.Queues.entries("u")+"/entry-000-", []byte("other"), zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Queues.Produce(ctx, "u", []byte("mine"), 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case it := <-taken:
+		if string(it.Data) != "other" {
+			t.Fatalf("took %q, want the other client's item, produced first", it.Data)
+		}
+	case err := <-failed:
+		t.Fatal(err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting take was not woken by the produce")
+	}
+	if px.HeldEvents() == 0 {
+		t.Fatal("no watch event was held: the test proves nothing")
+	}
+	if it, err := svc.Queues.Take(ctx, "u", 0); err != nil || string(it.Data) != "mine" {
+		t.Fatalf("the next take: %q, %v", it.Data, err)
 	}
 }
 
