@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,13 +79,14 @@ func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority
 		return Item{}, Errorf(CodeInvalid, "priority must be between %d and %d", MinPriority, MaxPriority)
 	}
 	sess := q.svc.sess
-	prefix := q.entries(name) + fmt.Sprintf("/entry-%03d-", priority)
+	entries := q.entries(name)
+	prefix := entries + fmt.Sprintf("/entry-%03d-", priority)
 	for {
 		if st, _, _ := sess.Status(); st != StateLive {
 			return Item{}, unavailable()
 		}
 		_, epoch, _ := sess.Status()
-		p, err := q.create(prefix, data)
+		p, err := q.create(entries, prefix, data)
 		switch {
 		case err == nil:
 			id := p[strings.LastIndexByte(p, '/')+1:]
@@ -106,16 +106,15 @@ func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority
 	}
 }
 
-// create makes the item node prefix<seq> under the entries directory.
+// create makes the item node prefix<seq> in the directory entries.
 // When takes or claims of this gateway wait on the queue (they wait on the
 // watch cache's listing of the entries), the entries are listed right
 // behind the create, in the same round trip (ZooKeeper runs a session's
 // requests in order, so the listing shows the item), and the listing goes
 // to the cache: the waiters get the item without waiting for the watch to
 // fire and the cache to list the entries again.
-func (q *Queues) create(prefix string, data []byte) (string, error) {
+func (q *Queues) create(entries, prefix string, data []byte) (string, error) {
 	sess := q.svc.sess
-	entries := path.Dir(prefix)
 	if !q.svc.cache.waited(entries) {
 		return sess.Conn().Create(prefix, data, zk.FlagSequence, sess.acl())
 	}

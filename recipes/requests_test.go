@@ -222,16 +222,26 @@ func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
 	}
 }
 
-// waitingTake starts a take of queue name with a long wait on svc and
-// returns once the take is waiting (the watch cache has listed the taken
-// directory: nothing else lists it here), with the channels of its answer.
-func waitingTake(t *testing.T, svc *testService, px *proxy, name string) (<-chan Taken, <-chan error) {
+// waitingTakeUnheard makes the queue name (empty) on svc, starts a take of
+// it with a long wait, and returns once the take is waiting (the watch
+// cache has listed the taken directory: nothing else lists it here) and the
+// proxy holds every watch event back, until the test ends. took waits for
+// the take's answer, which must be want, and checks that an event was held
+// meanwhile (else the test would prove nothing).
+func waitingTakeUnheard(t *testing.T, svc *testService, px *proxy, name string) (took func(want string)) {
 	t.Helper()
+	ctx := context.Background()
+	if _, err := svc.Queues.Produce(ctx, name, []byte("first"), 0); err != nil {
+		t.Fatal(err) // makes the queue
+	}
+	if _, err := svc.Queues.Take(ctx, name, 0); err != nil {
+		t.Fatal(err)
+	}
 	mark := len(px.Requests(svc.Queues.taken(name)))
 	taken := make(chan Taken, 1)
 	failed := make(chan error, 1)
 	go func() {
-		it, err := svc.Queues.Take(context.Background(), name, 30*time.Second)
+		it, err := svc.Queues.Take(ctx, name, 30*time.Second)
 		if err != nil {
 			failed <- err
 			return
@@ -246,7 +256,24 @@ func waitingTake(t *testing.T, svc *testService, px *proxy, name string) (<-chan
 		}
 		return fmt.Errorf("the taken directory is not watched yet")
 	})
-	return taken, failed
+	px.HoldEvents()
+	t.Cleanup(px.ReleaseEvents)
+	return func(want string) {
+		t.Helper()
+		select {
+		case it := <-taken:
+			if string(it.Data) != want {
+				t.Fatalf("took %q, want %q", it.Data, want)
+			}
+		case err := <-failed:
+			t.Fatal(err)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the waiting take was not woken by the produce through its gateway (%d bytes of watch events held)", px.HeldEvents())
+		}
+		if px.HeldEvents() == 0 {
+			t.Fatal("no watch event was held: the test proves nothing")
+		}
+	}
 }
 
 // A waiting take gets an item produced through its own gateway without
@@ -258,34 +285,13 @@ func waitingTake(t *testing.T, svc *testService, px *proxy, name string) (<-chan
 func TestAWaitingTakeGetsAnItemProducedHereBeforeTheWatchFires(t *testing.T) {
 	px := newProxy(t, sharedServer(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
-	ctx := context.Background()
 	entries := svc.Queues.entries("w")
-	if _, err := svc.Queues.Produce(ctx, "w", []byte("first"), 0); err != nil {
-		t.Fatal(err) // makes the queue
-	}
-	if _, err := svc.Queues.Take(ctx, "w", 0); err != nil {
-		t.Fatal(err)
-	}
-	taken, failed := waitingTake(t, svc, px, "w")
-	px.HoldEvents()
-	defer px.ReleaseEvents()
+	took := waitingTakeUnheard(t, svc, px, "w")
 	mark := len(px.Requests(entries))
-	if _, err := svc.Queues.Produce(ctx, "w", []byte("second"), 0); err != nil {
+	if _, err := svc.Queues.Produce(context.Background(), "w", []byte("second"), 0); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case it := <-taken:
-		if string(it.Data) != "second" {
-			t.Fatalf("took %q", it.Data)
-		}
-	case err := <-failed:
-		t.Fatal(err)
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the waiting take was not given the item produced through its gateway (%d bytes of watch events held)", px.HeldEvents())
-	}
-	if px.HeldEvents() == 0 {
-		t.Fatal("no watch event was held: the test proves nothing")
-	}
+	took("second")
 	// Up to the multi that removes the item: the produce's create with the
 	// listing right behind it (sent before the create's reply), the claim's
 	// read of the item; no other listing.
@@ -313,34 +319,14 @@ func TestAProduceGivesTheCacheARealListing(t *testing.T) {
 	px := newProxy(t, sharedServer(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
-	if _, err := svc.Queues.Produce(ctx, "u", []byte("first"), 0); err != nil {
-		t.Fatal(err) // makes the queue
-	}
-	if _, err := svc.Queues.Take(ctx, "u", 0); err != nil {
-		t.Fatal(err)
-	}
-	taken, failed := waitingTake(t, svc, px, "u")
-	px.HoldEvents()
-	defer px.ReleaseEvents()
+	took := waitingTakeUnheard(t, svc, px, "u")
 	if _, err := rawClient(t).Create(svc.Queues.entries("u")+"/entry-000-", []byte("other"), zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Queues.Produce(ctx, "u", []byte("mine"), 0); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case it := <-taken:
-		if string(it.Data) != "other" {
-			t.Fatalf("took %q, want the other client's item, produced first", it.Data)
-		}
-	case err := <-failed:
-		t.Fatal(err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the waiting take was not woken by the produce")
-	}
-	if px.HeldEvents() == 0 {
-		t.Fatal("no watch event was held: the test proves nothing")
-	}
+	took("other") // the other client's item, produced first
 	if it, err := svc.Queues.Take(ctx, "u", 0); err != nil || string(it.Data) != "mine" {
 		t.Fatalf("the next take: %q, %v", it.Data, err)
 	}
