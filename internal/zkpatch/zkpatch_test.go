@@ -800,3 +800,52 @@ func TestLargeAndManyReplies(t *testing.T) {
 		}
 	}
 }
+
+// TestLastHeard: LastHeard is when the latest answered request was sent,
+// not when its answer came; pings alone keep it moving on an idle
+// connection; SessionTimeout is what the server granted.
+func TestLastHeard(t *testing.T) {
+	d := &dialer{}
+	before := time.Now()
+	c := connect(t, d)
+	if h := c.LastHeard(); h.Before(before) || h.After(time.Now()) {
+		t.Fatalf("LastHeard after connect = %v, want between %v and now: the connect request's send time", h, before)
+	}
+	if got := c.SessionTimeout(); got != 20*time.Second {
+		t.Fatalf("SessionTimeout = %v, want the 20s asked for (within the server's bounds)", got)
+	}
+
+	// An answer held back: LastHeard becomes the request's send time.
+	release := d.holdReads()
+	sent := time.Now()
+	answered := make(chan error, 1)
+	go func() {
+		_, _, err := c.Exists("/")
+		answered <- err
+	}()
+	waitFor(t, "the exists request to be written", func() bool { return d.written(3) > 0 })
+	time.Sleep(300 * time.Millisecond) // the answer's delay, which LastHeard must not count
+	releasedAt := time.Now()
+	release()
+	if err := <-answered; err != nil {
+		t.Fatalf("exists: %v", err)
+	}
+	if h := c.LastHeard(); h.Before(sent) || !h.Before(releasedAt) {
+		t.Fatalf("LastHeard = %v; want the send time, between %v and %v (the answer came after %v)", h, sent, releasedAt, releasedAt)
+	}
+
+	// The server clamps the session timeout to its bounds (400ms..1m here);
+	// an idle connection is kept heard by its pings.
+	srv := server(t)
+	short, _, err := zk.Connect([]string{srv.Addr()}, 100*time.Millisecond)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer short.Close()
+	waitFor(t, "a session", func() bool { return short.State() == zk.StateHasSession })
+	if got := short.SessionTimeout(); got != 400*time.Millisecond {
+		t.Fatalf("SessionTimeout = %v, want 400ms: the server's minimum, not the 100ms asked for", got)
+	}
+	first := short.LastHeard()
+	waitFor(t, "a ping to be answered", func() bool { return short.LastHeard().After(first) })
+}

@@ -73,6 +73,7 @@ type authCreds struct {
 type Conn struct {
 	lastZxid         int64
 	sessionID        int64
+	heard            int64 // see LastHeard: nanoseconds after monoBase, read and written atomically
 	state            State // must be 32-bit aligned
 	xid              uint32
 	sessionTimeoutMs int32 // session timeout in milliseconds
@@ -115,7 +116,16 @@ type Conn struct {
 	logInfo bool // true if information messages are logged; false if only errors are logged
 
 	buf []byte
+
+	pingsMu sync.Mutex
+	pings   []int64 // when each unanswered ping was sent (see LastHeard), oldest first
 }
+
+// monoBase is the origin of the monotonic clock readings kept as integers
+// (request.sent, Conn.heard).
+var monoBase = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoBase)) }
 
 // connOption represents a connection option.
 type connOption func(c *Conn)
@@ -135,6 +145,8 @@ type request struct {
 	// loop the caller can use recvFunc to insert some synchronously code
 	// after a response.
 	recvFunc func(*request, *responseHeader, error)
+
+	sent int64 // when it was written (see LastHeard)
 }
 
 type response struct {
@@ -335,6 +347,40 @@ func (c *Conn) SessionID() int64 {
 	return atomic.LoadInt64(&c.sessionID)
 }
 
+// SessionTimeout returns the session timeout the server granted for the
+// current session (it clamps the one asked for to its own bounds), or the
+// one asked for until a session is established.
+func (c *Conn) SessionTimeout() time.Duration {
+	return time.Duration(atomic.LoadInt32(&c.sessionTimeoutMs)) * time.Millisecond
+}
+
+// LastHeard returns when the most recent request that the server answered
+// within the session was sent (a ping, the connect request, or any
+// operation, whatever its result, except an answer that the session has
+// expired or moved), or the zero Time if none was. The server had not
+// expired the session when it received that request, and it expires a
+// session only after a whole SessionTimeout without hearing from its
+// client, so the session, and its ephemeral nodes, live at least until
+// LastHeard plus SessionTimeout (by the client's clock, as far as the two
+// clocks run at the same rate). The time carries a monotonic clock reading.
+func (c *Conn) LastHeard() time.Time {
+	h := atomic.LoadInt64(&c.heard)
+	if h == 0 {
+		return time.Time{}
+	}
+	return monoBase.Add(time.Duration(h))
+}
+
+// noteHeard records that a request sent at sent (see monoNow) was answered.
+func (c *Conn) noteHeard(sent int64) {
+	for {
+		cur := atomic.LoadInt64(&c.heard)
+		if sent <= cur || atomic.CompareAndSwapInt64(&c.heard, cur, sent) {
+			return
+		}
+	}
+}
+
 // SetLogger sets the logger to be used for printing errors.
 // Logger is an interface provided by this package.
 func (c *Conn) SetLogger(l Logger) {
@@ -342,7 +388,7 @@ func (c *Conn) SetLogger(l Logger) {
 }
 
 func (c *Conn) setTimeouts(sessionTimeoutMs int32) {
-	c.sessionTimeoutMs = sessionTimeoutMs
+	atomic.StoreInt32(&c.sessionTimeoutMs, sessionTimeoutMs)
 	sessionTimeout := time.Duration(sessionTimeoutMs) * time.Millisecond
 	c.recvTimeout = sessionTimeout * 2 / 3
 	c.pingInterval = c.recvTimeout / 2
@@ -664,7 +710,7 @@ func (c *Conn) authenticate() error {
 	n, err := encodePacket(buf[4:], &connectRequest{
 		ProtocolVersion: protocolVersion,
 		LastZxidSeen:    c.lastZxid,
-		TimeOut:         c.sessionTimeoutMs,
+		TimeOut:         atomic.LoadInt32(&c.sessionTimeoutMs),
 		SessionID:       c.SessionID(),
 		Passwd:          c.passwd,
 	})
@@ -674,6 +720,7 @@ func (c *Conn) authenticate() error {
 
 	binary.BigEndian.PutUint32(buf[:4], uint32(n))
 
+	sent := monoNow()
 	c.conn.SetWriteDeadline(time.Now().Add(c.recvTimeout * 10))
 	_, err = c.conn.Write(buf[:n+4])
 	c.conn.SetWriteDeadline(time.Time{})
@@ -715,6 +762,10 @@ func (c *Conn) authenticate() error {
 	atomic.StoreInt64(&c.sessionID, r.SessionID)
 	c.setTimeouts(r.TimeOut)
 	c.passwd = r.Passwd
+	c.pingsMu.Lock()
+	c.pings = c.pings[:0] // a new connection: no ping of the old one will be answered
+	c.pingsMu.Unlock()
+	c.noteHeard(sent)
 	c.setState(StateHasSession)
 
 	return nil
@@ -827,7 +878,9 @@ func (c *Conn) writeRequests(reqs []*request, n int) error {
 		return ErrConnectionClosed
 	default:
 	}
+	sent := monoNow()
 	for _, req := range reqs {
+		req.sent = sent
 		c.requests[req.xid] = req
 	}
 	c.requestsLock.Unlock()
@@ -871,6 +924,9 @@ func (c *Conn) sendLoop() error {
 
 			binary.BigEndian.PutUint32(c.buf[:4], uint32(n))
 
+			c.pingsMu.Lock()
+			c.pings = append(c.pings, monoNow())
+			c.pingsMu.Unlock()
 			c.conn.SetWriteDeadline(time.Now().Add(c.recvTimeout))
 			_, err = c.conn.Write(c.buf[:n+4])
 			c.conn.SetWriteDeadline(time.Time{})
@@ -942,7 +998,13 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 			c.sendEvent(ev)
 			c.notifyWatches(ev)
 		} else if res.Xid == -2 {
-			// Ping response. Ignore.
+			// Ping response: pings are answered in the order they were sent.
+			c.pingsMu.Lock()
+			if len(c.pings) > 0 {
+				c.noteHeard(c.pings[0])
+				c.pings = c.pings[1:]
+			}
+			c.pingsMu.Unlock()
 		} else if res.Xid < 0 {
 			c.logger.Printf("Xid < 0 (%d) but not ping or watcher event", res.Xid)
 		} else {
@@ -960,6 +1022,9 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 			if !ok {
 				c.logger.Printf("Response for unknown request with xid %d", res.Xid)
 			} else {
+				if res.Err != errSessionExpired && res.Err != errSessionMoved {
+					c.noteHeard(req.sent)
+				}
 				if res.Err != 0 {
 					err = res.Err.toError()
 				} else {
