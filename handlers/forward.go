@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"time"
 
 	"github.com/zkgate/zkgate/recipes"
 )
@@ -12,6 +13,20 @@ import (
 // forwardedHeader marks a request one gateway passed to another, so that
 // it is never passed on again.
 const forwardedHeader = "X-Zkgate-Forwarded"
+
+// LeaseEndsHeader is set on every answer of a draining gateway: every lease
+// it keeps ends at that time (RFC 3339), so a client should take a new lease
+// through another gateway before then.
+const LeaseEndsHeader = "X-Zkgate-Lease-Ends"
+
+// TimeHeader carries the gateway's clock (RFC 3339) on every answer that
+// carries a lease's expires_at or LeaseEndsHeader, so that a client whose
+// clock is set differently can tell how far ahead they are: the answer's
+// times less this one, counted from when it sent its request.
+const TimeHeader = "X-Zkgate-Time"
+
+// stampTime sets TimeHeader to now.
+func stampTime(h http.Header) { h.Set(TimeHeader, time.Now().UTC().Format(time.RFC3339Nano)) }
 
 // elsewhere says that a lease lives on another gateway. Behind a load
 // balancer, a client's requests reach any gateway; the one that owns the
@@ -60,6 +75,11 @@ func forward(w http.ResponseWriter, r *http.Request, e *elsewhere) bool {
 				Detail: "the lease's gateway at " + e.owner + " does not answer", Err: err})
 		},
 	}
+	// The owner's answer says when its own leases end, on its own clock:
+	// whatever this gateway would have said of its own leases is not about
+	// this one.
+	w.Header().Del(LeaseEndsHeader)
+	w.Header().Del(TimeHeader)
 	proxy.ServeHTTP(w, r)
 	return true
 }

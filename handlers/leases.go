@@ -128,6 +128,7 @@ func (a *API) CreateLease() http.Handler {
 		}
 		info := l.Info()
 		w.Header().Set("Location", "/v1/leases/"+l.ID)
+		stampTime(w.Header())
 		writeJSON(w, http.StatusCreated, info)
 	})
 }
@@ -154,7 +155,9 @@ func (a *API) KeepAlive() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, l.Info())
+		info := l.Info()
+		stampTime(w.Header())
+		writeJSON(w, http.StatusOK, info)
 	})
 }
 
@@ -169,7 +172,9 @@ func (a *API) GetLease() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, l.Info())
+		info := l.Info()
+		stampTime(w.Header())
+		writeJSON(w, http.StatusOK, info)
 	})
 }
 
@@ -193,6 +198,7 @@ func (a *API) ListLeases() http.Handler {
 			}
 		}
 		doc := map[string]any{"leases": out}
+		stampTime(w.Header())
 		if scope == "gateway" || r.Header.Get(forwardedHeader) != "" || a.Gateways == nil {
 			writeJSON(w, http.StatusOK, doc)
 			return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path"
 	"time"
@@ -155,58 +156,102 @@ func (ls *Leases) endRecords(ctx context.Context, leases []*Lease, reason string
 	}
 }
 
-// Locate finds what another gateway knows of lease id: the advertised
-// host:port of the live gateway that owns it, or, from its history, the
+// Locate finds what the other gateways know of lease id: the advertised
+// host:port of the live gateway that keeps it, or, from its history, the
 // lease_expired error of a lease that has ended; "" and nil when no gateway
 // ever made it (or its history was swept). A gateway that cannot read
 // ZooKeeper now cannot tell: it answers unavailable, never "not found".
+//
+// It first syncs its ZooKeeper server with the leader, so that a lease made
+// a moment ago through another gateway (whose server may be ahead of ours)
+// is found. Then it reads the history before the record: the two are made
+// in one transaction, and ended in one (the record deleted, the reason
+// written), so a record gone after a history read without a reason is a
+// lease that ended in between, whose reason a second read of the history
+// tells (none: its gateway's session went).
 func (ls *Leases) Locate(id string) (string, error) {
+	if len(id) < 2 {
+		return "", nil
+	}
 	if st, _, _ := ls.sess.Status(); st != StateLive {
 		return "", unavailable()
 	}
 	conn := ls.sess.Conn()
-	raw, _, err := conn.Get(ls.recordPath(id))
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if _, err := conn.Sync(ls.sess.Root()); err != nil {
 		return "", unavailable()
 	}
-	if err == nil {
-		var rec struct {
-			Gateway string `json:"gateway"`
-		}
-		if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || rec.Gateway == ls.cfg.GatewayID || ValidName(rec.Gateway) != nil {
-			return "", nil
-		}
-		raw, _, err = conn.Get(ls.sess.Root() + "/gateways/" + rec.Gateway)
-		if err != nil {
-			// Unreadable, or its gateway is not registered at this moment
-			// (the two go with the same session): ask again shortly.
-			return "", unavailable()
-		}
-		var gw struct {
-			Advertise string `json:"advertise"`
-		}
-		if json.Unmarshal(raw, &gw) != nil {
-			return "", nil
-		}
-		return gw.Advertise, nil
+	hist, err := ls.readHistory(conn, id)
+	if err != nil {
+		return "", err
 	}
-	if len(id) < 2 {
-		return "", nil
+	if hist != nil && hist.Reason != "" {
+		return "", leaseEnded(id, hist.Reason)
 	}
-	raw, _, err = conn.Get(ls.historyPath(id))
+	raw, _, err := conn.Get(ls.recordPath(id))
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return "", nil
+		if hist == nil {
+			return "", nil // no gateway ever made it, or long ago
+		}
+		if hist, err = ls.readHistory(conn, id); err != nil {
+			return "", err
+		}
+		if hist == nil || hist.Reason == "" {
+			return "", leaseEnded(id, EndSessionLost) // its gateway's session went, and the record with it
+		}
+		return "", leaseEnded(id, hist.Reason)
 	case err != nil:
 		return "", unavailable()
 	}
+	var rec struct {
+		Gateway string `json:"gateway"`
+	}
+	if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || ValidName(rec.Gateway) != nil {
+		return "", nil
+	}
+	if rec.Gateway == ls.cfg.GatewayID {
+		// Ours, yet not in the table: its ending is under way.
+		return "", unavailable()
+	}
+	raw, _, err = conn.Get(ls.sess.Root() + "/gateways/" + rec.Gateway)
+	if err != nil {
+		// Unreadable, or its gateway is not registered at this moment
+		// (the two go with the same session): ask again shortly.
+		return "", unavailable()
+	}
+	var gw struct {
+		Advertise string `json:"advertise"`
+	}
+	if json.Unmarshal(raw, &gw) != nil {
+		return "", nil
+	}
+	if self := ls.advertise.Load(); self != nil && gw.Advertise == *self {
+		// The gateway that keeps it was at this gateway's address, where
+		// this one serves now: it is gone, and its leases with it, though
+		// ZooKeeper has not expired its session yet.
+		return "", &Error{Code: CodeLeaseExpired, Extra: map[string]any{"reason": EndSessionLost},
+			Detail: fmt.Sprintf("lease %s has ended: %s (its gateway %s at %s is gone; this gateway serves that address now)",
+				quote(id), EndSessionLost, rec.Gateway, gw.Advertise)}
+	}
+	return gw.Advertise, nil
+}
+
+// readHistory reads the history of lease id: nil when there is none.
+func (ls *Leases) readHistory(conn *zk.Conn, id string) (*historyEntry, error) {
+	raw, _, err := conn.Get(ls.historyPath(id))
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return nil, nil
+	case err != nil:
+		return nil, unavailable()
+	}
 	var h historyEntry
 	_ = json.Unmarshal(raw, &h)
-	if h.Reason == "" {
-		h.Reason = EndSessionLost // its gateway's session went, and the record with it
-	}
-	return "", leaseEnded(id, h.Reason)
+	return &h, nil
 }
+
+// Serving records the address this gateway is reached at (see Locate).
+func (ls *Leases) Serving(advertise string) { ls.advertise.Store(&advertise) }
 
 // sweepHistory runs until ctx ends: now and then (about every twelfth of
 // Remember, at random so that gateways spread out), it stamps the history

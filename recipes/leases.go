@@ -74,6 +74,9 @@ type Leases struct {
 	created, expired, revoked, lost atomic.Int64
 	stopListen                      func()
 	stopSweep                       context.CancelFunc
+
+	drainEnd  atomic.Pointer[time.Time] // set while the gateway drains: every lease ends then
+	advertise atomic.Pointer[string]    // the address this gateway serves (see Locate)
 }
 
 type endedLease struct {
@@ -341,12 +344,15 @@ func (ls *Leases) Stats() LeaseStats {
 	return LeaseStats{ls.created.Load(), ls.expired.Load(), ls.revoked.Load(), ls.lost.Load()}
 }
 
-// Info is the client's view of the lease, with what it holds.
+// Info is the client's view of the lease, with what it holds. Its
+// ExpiresAt is what the gateway promises (see promise), not merely the end
+// of the TTL.
 func (l *Lease) Info() LeaseInfo {
+	bound := l.table.bound(l.epoch)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	info := LeaseInfo{ID: l.ID, Gateway: l.table.cfg.GatewayID, TTL: Duration(l.TTL), Holder: l.Holder, Owner: l.Owner,
-		ExpiresAt: l.expiresAt.UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
+		ExpiresAt: earliest(l.expiresAt, bound).UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
 	for _, h := range l.holds {
 		info.Holds = append(info.Holds, h.info())
 	}
@@ -361,6 +367,32 @@ func (l *Lease) Info() LeaseInfo {
 		return a.Mode < b.Mode
 	})
 	return info
+}
+
+// bound is the latest that the gateway may promise of a lease of epoch
+// now: what the session is known to keep (Session.Promise; now, when it
+// keeps nothing), and no later than the end of a drain under way, when
+// every lease of the gateway ends.
+func (ls *Leases) bound(epoch uint64) time.Time {
+	b := ls.sess.Promise(epoch)
+	if b.IsZero() {
+		b = time.Now()
+	}
+	if d := ls.drainEnd.Load(); d != nil {
+		b = earliest(b, *d)
+	}
+	return b
+}
+
+// Draining records that the gateway drains until end: no lease is promised
+// past it.
+func (ls *Leases) Draining(end time.Time) { ls.drainEnd.Store(&end) }
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // Done is closed when the lease has ended and released all it held.

@@ -198,8 +198,10 @@ func (s *Service) Gateways(ctx context.Context) ([]GatewayInfo, error) {
 }
 
 // Draining tells the other gateways (and their dashboards), through this
-// gateway's registration, that it drains until until.
+// gateway's registration, that it drains until until, and makes sure that
+// no lease is promised past it.
 func (s *Service) Draining(until time.Time) {
+	s.Leases.Draining(until)
 	info := s.registered.Load()
 	if info == nil {
 		return
@@ -219,6 +221,7 @@ func (s *Service) GatewayID() string { return s.gatewayID }
 // session, so that other gateways and the dashboard know it.
 func (s *Service) Register(info GatewayInfo) {
 	info.ID = s.gatewayID
+	s.Leases.Serving(info.Advertise)
 	data := info.record()
 	p := s.sess.Root() + "/gateways/" + s.gatewayID
 	s.registered.Store(&info)

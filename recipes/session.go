@@ -101,10 +101,11 @@ type Session struct {
 	sessionsNew atomic.Int64
 	losses      atomic.Int64
 
-	// heard is when ZooKeeper last answered (nanoseconds on the monotonic
-	// clock since born): a session is vouched for only while it is recent.
+	// current is conn, for the readers that must not take mu: the time
+	// ZooKeeper last answered (see silence) and the granted session timeout.
+	// A session is vouched for only while its last answer is recent.
+	current atomic.Pointer[zk.Conn]
 	born    time.Time
-	heard   atomic.Int64
 	probeMu sync.Mutex
 	probing chan struct{} // closed when the probe in flight ends
 }
@@ -181,6 +182,7 @@ func (s *Session) redial(gen uint64) {
 		}
 		if err == nil {
 			s.conn, s.connGen, s.dialing, s.dialErr = conn, gen, false, nil
+			s.current.Store(conn)
 			if s.cfg.Security.Digest != "" {
 				go s.authenticate(gen, conn)
 			}
@@ -262,7 +264,6 @@ func (s *Session) applyLocked(ev zk.Event) {
 			s.reconnects.Add(1)
 		}
 		s.stopLossTimerLocked()
-		s.markHeard()
 		s.setStateLocked(StateLive)
 	case zk.StateDisconnected, zk.StateConnecting:
 		if s.state == StateLive {
@@ -287,7 +288,7 @@ func (s *Session) applyLocked(ev zk.Event) {
 func (s *Session) startLossTimerLocked() {
 	s.stopLossTimerLocked()
 	id := s.id
-	s.lossTimer = time.AfterFunc(max(s.cfg.Timeout-s.silence(), 0), func() {
+	s.lossTimer = time.AfterFunc(max(s.timeout()-s.silence(), 0), func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.state != StateSuspended || s.id != id {
@@ -443,15 +444,16 @@ func (s *Session) waitEpoch(ctx context.Context, epoch uint64) error {
 // gateway knows.
 func (s *Session) check(epoch uint64) error {
 	s.mu.Lock()
-	if (s.state == StateLive || s.state == StateSuspended) && s.epoch == epoch && s.silence() > s.cfg.Timeout {
+	timeout := s.timeout()
+	if (s.state == StateLive || s.state == StateSuspended) && s.epoch == epoch && s.silence() > timeout {
 		s.giveUpLocked("silent") // the loss timer's rule, though its timer has not run yet
 	}
 	st, cur := s.state, s.epoch
 	s.mu.Unlock()
-	if st == StateLive && cur == epoch && s.silence() > s.cfg.Timeout*2/3 {
+	if st == StateLive && cur == epoch && s.silence() > timeout*2/3 {
 		s.probe()
 		st, cur, _ = s.Status()
-		if st == StateLive && cur == epoch && s.silence() > s.cfg.Timeout*2/3 {
+		if st == StateLive && cur == epoch && s.silence() > timeout*2/3 {
 			st = StateSuspended // still no answer: nothing can be vouched for
 		}
 	}
@@ -491,17 +493,72 @@ func (s *Session) Close() {
 	}
 }
 
-func (s *Session) markHeard() { s.heard.Store(int64(time.Since(s.born))) }
+// timeout is the session timeout ZooKeeper granted (it clamps the one asked
+// for to its own bounds): how long it keeps the session of a silent gateway.
+func (s *Session) timeout() time.Duration {
+	if c := s.current.Load(); c != nil {
+		if t := c.SessionTimeout(); t > 0 {
+			return t
+		}
+	}
+	return s.cfg.Timeout
+}
 
-// silence is how long ZooKeeper has not answered.
+// lastHeard is when the latest request that ZooKeeper answered in the
+// session was sent (see zk.Conn.LastHeard); zero before any.
+func (s *Session) lastHeard() time.Time {
+	if c := s.current.Load(); c != nil {
+		return c.LastHeard()
+	}
+	return time.Time{}
+}
+
+// silence is how long ago the latest request that ZooKeeper answered was
+// sent.
 func (s *Session) silence() time.Duration {
-	return time.Since(s.born) - time.Duration(s.heard.Load())
+	h := s.lastHeard()
+	if h.IsZero() {
+		return time.Since(s.born)
+	}
+	return time.Since(h)
+}
+
+// PromiseMargin is what a promise about the session keeps back from the
+// bound ZooKeeper sets (see Promise): a twentieth of the session timeout,
+// and at least 200 ms. It covers clocks that run at slightly different
+// rates (the gateway's, ZooKeeper's, the client's) and the time a holder
+// takes to stop once its deadline comes.
+func PromiseMargin(timeout time.Duration) time.Duration {
+	return max(timeout/20, 200*time.Millisecond)
+}
+
+// Promise is the latest time, on this gateway's clock, until which the
+// session of epoch is known to keep its ephemeral nodes (and so every grant
+// made in it): ZooKeeper expires a session only after a whole session
+// timeout without a request from it, so the session lives at least until
+// the send time of the latest request ZooKeeper answered plus the timeout it
+// granted; the promise keeps PromiseMargin back. It is the zero Time when
+// epoch is not the session's current one, or the session is lost or closed:
+// nothing is promised then.
+func (s *Session) Promise(epoch uint64) time.Time {
+	s.mu.Lock()
+	st, cur, id, conn := s.state, s.epoch, s.id, s.conn
+	s.mu.Unlock()
+	if cur != epoch || st != StateLive && st != StateSuspended || conn == nil || conn.SessionID() != id {
+		return time.Time{}
+	}
+	heard := conn.LastHeard()
+	if heard.IsZero() {
+		return time.Time{}
+	}
+	t := conn.SessionTimeout()
+	return heard.Add(t - PromiseMargin(t))
 }
 
 // heartbeat asks ZooKeeper a third of a session timeout after it last
 // answered, so that a healthy session is always known to be recent.
 func (s *Session) heartbeat() {
-	t := time.NewTimer(s.cfg.Timeout / 3)
+	t := time.NewTimer(s.timeout() / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -509,7 +566,8 @@ func (s *Session) heartbeat() {
 			if st, _, _ := s.Status(); st == StateLive {
 				s.probe()
 			}
-			t.Reset(max(s.cfg.Timeout/3-s.silence(), s.cfg.Timeout/10))
+			timeout := s.timeout()
+			t.Reset(max(timeout/3-s.silence(), timeout/10))
 		case <-s.done:
 			return
 		}
@@ -536,13 +594,12 @@ func (s *Session) probe() {
 		s.probeMu.Unlock()
 		close(ch)
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout())
 	defer cancel()
 	for ctx.Err() == nil {
 		_, _, err := s.Conn().Exists(s.cfg.Root)
 		if err == nil {
-			s.markHeard()
-			return
+			return // the answer moved the connection's LastHeard
 		}
 		if !ambiguous(err) {
 			return

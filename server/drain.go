@@ -9,11 +9,6 @@ import (
 	"github.com/zkgate/zkgate/recipes"
 )
 
-// LeaseEndsHeader is set on every answer of a draining gateway: every lease
-// it keeps ends at that time (RFC 3339), so a client should take a new lease
-// through another gateway before then.
-const LeaseEndsHeader = "X-Zkgate-Lease-Ends"
-
 // drain is the state of a gateway on its way out. Until it ends, holders
 // keep their leases and release normally, but nothing new starts here: a
 // load balancer sends new work elsewhere once /readyz answers 503.

@@ -63,7 +63,8 @@ func (fd *frontDoor) enter(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 	}
 	h.Set("X-Request-Id", id)
 	if ends, ok := fd.drain.until(); ok {
-		h.Set(LeaseEndsHeader, ends.UTC().Format(time.RFC3339Nano))
+		h.Set(handlers.LeaseEndsHeader, ends.UTC().Format(time.RFC3339Nano))
+		h.Set(handlers.TimeHeader, time.Now().UTC().Format(time.RFC3339Nano))
 	}
 	// No MIME sniffing, no framing.
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -607,11 +607,15 @@ func TestOpenAPIScenario(t *testing.T) {
 		t.Errorf("GET /v1/leases lists %d leases, want 6", len(list))
 	}
 	s.do(t, 200, specReq("GET", "/v1/leases/"+a, nil))
-	before := specJSON(t, s.do(t, 200, specReq("GET", "/v1/leases/"+dID, nil)))["expires_at"].(string)
-	after := specJSON(t, s.do(t, 200, specReq("POST", "/v1/leases/"+dID+"/keepalive", nil)))["expires_at"].(string)
+	// A TTL shorter than what the session keeps (2s here): a keepalive
+	// moves expires_at, the end of the TTL.
+	short := specJSON(t, s.do(t, 201, specReq("POST", "/v1/leases", `{"ttl":"1s"}`)))["id"].(string)
+	before := specJSON(t, s.do(t, 200, specReq("GET", "/v1/leases/"+short, nil)))["expires_at"].(string)
+	after := specJSON(t, s.do(t, 200, specReq("POST", "/v1/leases/"+short+"/keepalive", nil)))["expires_at"].(string)
 	if !specLater(t, after, before) {
 		t.Errorf("keepalive did not move expires_at: %s then %s", before, after)
 	}
+	s.do(t, 204, specReq("DELETE", "/v1/leases/"+short, nil))
 	s.do(t, 204, specReq("DELETE", "/v1/leases/"+dID, nil))
 
 	// Lease errors.
