@@ -140,11 +140,11 @@ func TestDecodeBodyFieldNames(t *testing.T) {
 		v     any
 		names []string
 	}{
-		{&leaseBody{}, []string{"ttl", "holder"}},
-		{&acquireBody{}, []string{"lease", "ttl", "holder", "mode"}},
-		{&semAcquireBody{}, []string{"lease", "ttl", "holder", "limit"}},
+		{&leaseBody{}, []string{"ttl", "holder", "lock_delay"}},
+		{&acquireBody{}, []string{"lease", "ttl", "holder", "lock_delay", "mode"}},
+		{&semAcquireBody{}, []string{"lease", "ttl", "holder", "lock_delay", "limit"}},
 		{&releaseBody{}, []string{"lease", "mode"}},
-		{&leaseRef{}, []string{"lease", "ttl", "holder"}},
+		{&leaseRef{}, []string{"lease", "ttl", "holder", "lock_delay"}},
 	}
 	for _, tt := range tests {
 		names := map[string]bool{}

@@ -18,9 +18,9 @@ import (
 
 // LeaseStore is what the handlers need of the lease table.
 type LeaseStore interface {
-	// Create makes a lease for owner, the name of the caller's token ("" when
-	// tokens are off).
-	Create(ctx context.Context, ttl time.Duration, holder, owner string) (*recipes.Lease, error)
+	// Grant makes the lease spec asks for (its Owner is the name of the
+	// caller's token, "" when tokens are off).
+	Grant(ctx context.Context, spec recipes.LeaseSpec) (*recipes.Lease, error)
 	Get(id string) (*recipes.Lease, error)
 	// Lookup returns a live lease as it is, to learn its owner.
 	Lookup(id string) (*recipes.Lease, bool)
@@ -57,15 +57,22 @@ type API struct {
 }
 
 type leaseBody struct {
-	TTL    *Duration `json:"ttl"`
-	Holder string    `json:"holder"`
+	TTL       *Duration `json:"ttl"`
+	Holder    string    `json:"holder"`
+	LockDelay *Duration `json:"lock_delay"`
 }
 
-func (b leaseBody) ttl() time.Duration {
-	if b.TTL == nil {
-		return 0
+// spec is the lease the body asks for, for owner.
+func (b leaseBody) spec(owner string) recipes.LeaseSpec {
+	s := recipes.LeaseSpec{Holder: b.Holder, Owner: owner}
+	if b.TTL != nil {
+		s.TTL = time.Duration(*b.TTL)
 	}
-	return time.Duration(*b.TTL)
+	if b.LockDelay != nil {
+		d := time.Duration(*b.LockDelay)
+		s.LockDelay = &d
+	}
+	return s
 }
 
 // validLeaseID checks the form of a lease id (a UUID) before any lookup.
@@ -121,7 +128,7 @@ func (a *API) CreateLease() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
-		l, err := a.Leases.Create(r.Context(), body.ttl(), body.Holder, ownerOf(r.Context()))
+		l, err := a.Leases.Grant(r.Context(), body.spec(ownerOf(r.Context())))
 		if err != nil {
 			WriteError(w, r, err)
 			return
@@ -323,11 +330,13 @@ func (a *API) RevokeLease() http.Handler {
 }
 
 // leaseRef is the lease part of a body that acts for a lease: either an
-// existing lease, or the ttl and holder of one to create for the caller.
+// existing lease, or the ttl, holder and lock-delay of one to create for
+// the caller.
 type leaseRef struct {
-	Lease  string    `json:"lease"`
-	TTL    *Duration `json:"ttl"`
-	Holder string    `json:"holder"`
+	Lease     string    `json:"lease"`
+	TTL       *Duration `json:"ttl"`
+	Holder    string    `json:"holder"`
+	LockDelay *Duration `json:"lock_delay"`
 }
 
 // resolve returns the lease a request acts for. implicit is true when it was
@@ -335,8 +344,8 @@ type leaseRef struct {
 // request fails.
 func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *recipes.Lease, implicit bool, err error) {
 	if ref.Lease != "" {
-		if ref.TTL != nil || ref.Holder != "" {
-			return nil, false, invalid("give either lease, or ttl and holder for a new lease, not both")
+		if ref.TTL != nil || ref.Holder != "" || ref.LockDelay != nil {
+			return nil, false, invalid("give either lease, or ttl, holder and lock_delay for a new lease, not both")
 		}
 		if err := validLeaseID(ref.Lease); err != nil {
 			return nil, false, err
@@ -350,11 +359,7 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 	if !mayCreate {
 		return nil, false, invalid("lease is required")
 	}
-	var ttl time.Duration
-	if ref.TTL != nil {
-		ttl = time.Duration(*ref.TTL)
-	}
-	l, err = a.Leases.Create(ctx, ttl, ref.Holder, ownerOf(ctx))
+	l, err = a.Leases.Grant(ctx, leaseBody{TTL: ref.TTL, Holder: ref.Holder, LockDelay: ref.LockDelay}.spec(ownerOf(ctx)))
 	return l, err == nil, err
 }
 

@@ -31,6 +31,21 @@ type LeaseConfig struct {
 	// RememberMax how many of them at most (100,000).
 	Remember    time.Duration
 	RememberMax int
+	// LockDelay is the lock-delay of a lease that asks for none, and
+	// MaxLockDelay the most a lease may ask for (--lock-delay 0s and
+	// --max-lock-delay 1m).
+	LockDelay, MaxLockDelay time.Duration
+}
+
+// LeaseSpec is what a client asks of a new lease.
+type LeaseSpec struct {
+	TTL    time.Duration // 0: the default
+	Holder string
+	Owner  string // the name of the token that makes it, "" when tokens are off
+	// LockDelay, when set, is how long after the lease ends without
+	// releasing what it holds no zkgate grant of it is made (see
+	// lockdelay.go); nil: the gateway's default.
+	LockDelay *time.Duration
 }
 
 // LeaseInfo is what clients see of a lease.
@@ -40,6 +55,7 @@ type LeaseInfo struct {
 	TTL       Duration   `json:"ttl"`
 	Holder    string     `json:"holder"`
 	Owner     string     `json:"owner,omitempty"` // the name of the token that made it, when tokens are on
+	LockDelay Duration   `json:"lock_delay"`
 	ExpiresAt time.Time  `json:"expires_at"`
 	CreatedAt time.Time  `json:"created_at"`
 	Holds     []HoldInfo `json:"holds"`
@@ -94,6 +110,9 @@ type Lease struct {
 	// gateway a request is forwarded to knows it too.
 	Owner     string
 	TTL       time.Duration
+	// LockDelay is how long after the lease ends without releasing what it
+	// holds no zkgate grant of it is made.
+	LockDelay time.Duration
 	CreatedAt time.Time
 	epoch     uint64
 	table     *Leases
@@ -148,9 +167,15 @@ func NewLeases(sess *Session, cfg LeaseConfig, log *slog.Logger) *Leases {
 	return ls
 }
 
-// Create makes a lease for owner (a token's name, or ""). ttl 0 means the
-// default.
+// Create makes a lease for owner (a token's name, or ""), with the default
+// lock-delay. ttl 0 means the default.
 func (ls *Leases) Create(ctx context.Context, ttl time.Duration, holder, owner string) (*Lease, error) {
+	return ls.Grant(ctx, LeaseSpec{TTL: ttl, Holder: holder, Owner: owner})
+}
+
+// Grant makes the lease spec asks for.
+func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
+	ttl, holder, owner := spec.TTL, spec.Holder, spec.Owner
 	if ttl == 0 {
 		ttl = ls.cfg.DefaultTTL
 	}
@@ -160,6 +185,13 @@ func (ls *Leases) Create(ctx context.Context, ttl time.Duration, holder, owner s
 	if len(holder) > 200 {
 		return nil, Errorf(CodeInvalid, "holder must be at most 200 bytes")
 	}
+	lockDelay := ls.cfg.LockDelay
+	if spec.LockDelay != nil {
+		lockDelay = *spec.LockDelay
+		if lockDelay < 0 || lockDelay > ls.cfg.MaxLockDelay {
+			return nil, Errorf(CodeInvalid, "lock_delay must be between 0s and %s (--max-lock-delay)", ls.cfg.MaxLockDelay)
+		}
+	}
 	st, epoch, _ := ls.sess.Status()
 	if st != StateLive {
 		return nil, unavailable()
@@ -167,12 +199,15 @@ func (ls *Leases) Create(ctx context.Context, ttl time.Duration, holder, owner s
 	id := newLeaseID()
 	now := time.Now().UTC()
 	lctx, cancel := context.WithCancel(context.Background())
-	l := &Lease{ID: id, Holder: holder, Owner: owner, TTL: ttl, CreatedAt: now, epoch: epoch, table: ls,
+	l := &Lease{ID: id, Holder: holder, Owner: owner, TTL: ttl, LockDelay: lockDelay, CreatedAt: now, epoch: epoch, table: ls,
 		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
 
 	record := map[string]any{"holder": holder, "ttl": ttl.String(), "gateway": ls.cfg.GatewayID}
 	if owner != "" {
 		record["owner"] = owner
+	}
+	if lockDelay > 0 {
+		record["lock_delay"] = lockDelay.String()
 	}
 	data, _ := json.Marshal(record)
 	if err := ls.createRecord(ctx, id, data, historyEntry{Gateway: ls.cfg.GatewayID, Holder: holder}, epoch); err != nil {
@@ -351,7 +386,7 @@ func (l *Lease) Info() LeaseInfo {
 	bound := l.table.bound(l.epoch)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	info := LeaseInfo{ID: l.ID, Gateway: l.table.cfg.GatewayID, TTL: Duration(l.TTL), Holder: l.Holder, Owner: l.Owner,
+	info := LeaseInfo{ID: l.ID, Gateway: l.table.cfg.GatewayID, TTL: Duration(l.TTL), Holder: l.Holder, Owner: l.Owner, LockDelay: Duration(l.LockDelay),
 		ExpiresAt: earliest(l.expiresAt, bound).UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
 	for _, h := range l.holds {
 		info.Holds = append(info.Holds, h.info())

@@ -24,6 +24,8 @@ type Config struct {
 	MaxWait        time.Duration
 	MaxTTL         time.Duration
 	DrainTimeout   time.Duration // 0: close the session at once on SIGTERM
+	LockDelay      time.Duration // the lock-delay of a lease that asks for none
+	MaxLockDelay   time.Duration // the most a lease may ask for
 	MaxItemBytes   int64
 	LogFormat      string
 	LogLevel       string
@@ -78,6 +80,8 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	maxWait := fs.String("max-wait", env("ZKGATE_MAX_WAIT", "5m"), "cap on ?wait= (ZKGATE_MAX_WAIT)")
 	maxTTL := fs.String("max-ttl", env("ZKGATE_MAX_TTL", "1h"), "cap on lease TTLs (ZKGATE_MAX_TTL)")
 	drainTimeout := fs.String("drain-timeout", env("ZKGATE_DRAIN_TIMEOUT", "5s"), "on SIGTERM, how long holders may finish before the session closes; 0 closes it at once (ZKGATE_DRAIN_TIMEOUT)")
+	lockDelay := fs.String("lock-delay", env("ZKGATE_LOCK_DELAY", "0s"), "after a lease ends without releasing (expired, its gateway gone, revoked by an admin), no grant of what it held for this long, unless the lease asks for its own lock_delay (ZKGATE_LOCK_DELAY)")
+	maxLockDelay := fs.String("max-lock-delay", env("ZKGATE_MAX_LOCK_DELAY", "1m"), "cap on a lease's lock_delay (ZKGATE_MAX_LOCK_DELAY)")
 	maxItem := fs.String("max-item-bytes", env("ZKGATE_MAX_ITEM_BYTES", "512KiB"), "cap on queue item size (ZKGATE_MAX_ITEM_BYTES)")
 	logFormat := fs.String("log-format", env("ZKGATE_LOG_FORMAT", "text"), "text or json (ZKGATE_LOG_FORMAT)")
 	logLevel := fs.String("log-level", env("ZKGATE_LOG_LEVEL", "info"), "debug, info, warn or error (ZKGATE_LOG_LEVEL)")
@@ -140,6 +144,8 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		{"--max-wait", *maxWait, &cfg.MaxWait, time.Second, 24 * time.Hour},
 		{"--max-ttl", *maxTTL, &cfg.MaxTTL, time.Second, 7 * 24 * time.Hour},
 		{"--drain-timeout", *drainTimeout, &cfg.DrainTimeout, 0, time.Hour},
+		{"--max-lock-delay", *maxLockDelay, &cfg.MaxLockDelay, 0, 10 * time.Minute},
+		{"--lock-delay", *lockDelay, &cfg.LockDelay, 0, 10 * time.Minute},
 	}
 	for _, d := range durations {
 		v, err := time.ParseDuration(d.raw)
@@ -147,6 +153,9 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 			return Config{}, usagef("%s %q must be a duration from %s to %s", d.name, d.raw, d.min, d.max)
 		}
 		*d.dst = v
+	}
+	if cfg.LockDelay > cfg.MaxLockDelay {
+		return Config{}, usagef("--lock-delay %s is above --max-lock-delay %s", cfg.LockDelay, cfg.MaxLockDelay)
 	}
 	if cfg.MaxItemBytes, err = parseBytes(*maxItem); err != nil {
 		return Config{}, usagef("--max-item-bytes: %v", err)

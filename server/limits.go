@@ -171,15 +171,15 @@ type limitedLeases struct {
 	lim *limits
 }
 
-// Create reserves the lease against the limits first; the reservation is
+// Grant reserves the lease against the limits first; the reservation is
 // given back when the lease ends (its context is cancelled when it starts
 // ending, whatever the reason), or at once if it is not made.
-func (t limitedLeases) Create(ctx context.Context, ttl time.Duration, holder, owner string) (*recipes.Lease, error) {
-	release, err := t.lim.admitLease(owner)
+func (t limitedLeases) Grant(ctx context.Context, spec recipes.LeaseSpec) (*recipes.Lease, error) {
+	release, err := t.lim.admitLease(spec.Owner)
 	if err != nil {
 		return nil, err
 	}
-	l, err := t.Leases.Create(ctx, ttl, holder, owner)
+	l, err := t.Leases.Grant(ctx, spec)
 	if err != nil {
 		release()
 		return nil, err
