@@ -26,6 +26,9 @@ type LeaseStore interface {
 	Lookup(id string) (*recipes.Lease, bool)
 	KeepAlive(id string) (*recipes.Lease, error)
 	Revoke(id string) error
+	// Terminate is a revoke by an admin, not by the lease's own client: the
+	// lease's lock-delay applies to what it held.
+	Terminate(id string) error
 	List() []*recipes.Lease
 	// Locate says what the other gateways know of a lease this one does
 	// not: the host:port of the gateway that owns it, or the lease_expired
@@ -311,13 +314,17 @@ func (a *API) RevokeLease() http.Handler {
 			WriteError(w, r, err)
 			return
 		}
+		revoke := a.Leases.Revoke
 		if l, ok := a.Leases.Lookup(id); ok {
 			if err := a.mayUse(r.Context(), l); err != nil {
 				WriteError(w, r, err)
 				return
 			}
+			if c := CallerOf(r.Context()); c != nil && l.Owner != c.Name {
+				revoke = a.Leases.Terminate // an admin's: not a release by its client
+			}
 		}
-		err := a.Leases.Revoke(id)
+		err := revoke(id)
 		if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
 			_, err = a.lookup(id)
 		}

@@ -114,6 +114,12 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 	switch {
 	case err == nil:
 		token, serr := svc.tokenOf(ctx, lease, &c.hold, node, czxid, t)
+		if serr == nil {
+			serr = svc.markDelay(ctx, &c.hold, e.parent(name), node)
+		}
+		if errors.Is(serr, errHoldGone) {
+			return Campaign{}, false, c.goneErr("the candidacy in election")
+		}
 		if serr != nil {
 			return Campaign{}, false, serr
 		}

@@ -124,7 +124,7 @@ func (h *hold) leave(told bool) {
 	h.mu.Unlock()
 	if abandon {
 		h.lease.detach(h.key, h.self)
-		h.removeNodes(nodes)
+		h.removeNodes(nodes, released) // no client holds it: nothing for a lock-delay to cover
 	}
 }
 
@@ -139,31 +139,52 @@ func (h *hold) markGoneLocked() []heldNode {
 	return nodes
 }
 
+// ending is how a hold goes.
+type ending int
+
+const (
+	// released: by its client (a release, a resign, a revoke by the lease's
+	// own client): every node goes, its lock-delay marker first.
+	released ending = iota
+	// abandoned: its lease ended without releasing it (expired, revoked by
+	// an admin): its nodes go, but its lock-delay marker stays behind.
+	abandoned
+	// lapsed: with its session (lost, or closed at shutdown), which takes
+	// its nodes: nothing to delete, and the marker stays behind.
+	lapsed
+)
+
 // drop is a release by the client: h is detached from its lease and its
 // nodes deleted before drop returns, whatever happens to the request that
 // asked (the deletion is bounded by the session: it gives up once the
 // session is lost, which takes the nodes with it).
-func (h *hold) drop() error { return h.finish(true, true) }
+func (h *hold) drop() error {
+	nodes, ok := h.markGone()
+	if !ok {
+		return nil
+	}
+	h.lease.detach(h.key, h.self)
+	return h.removeNodes(nodes, released)
+}
 
 // end is h's part of its lease's end. Its waiters have been cancelled
-// already; deleteNodes is false when the session takes the nodes anyway.
-func (h *hold) end(deleteNodes bool) error { return h.finish(false, deleteNodes) }
+// already.
+func (h *hold) end(how ending) error {
+	nodes, ok := h.markGone()
+	if !ok || how == lapsed {
+		return nil
+	}
+	return h.removeNodes(nodes, how)
+}
 
-func (h *hold) finish(detach, deleteNodes bool) error {
+// markGone marks h gone and hands over its nodes; false if it was already.
+func (h *hold) markGone() ([]heldNode, bool) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.gone {
-		h.mu.Unlock()
-		return nil
+		return nil, false
 	}
-	nodes := h.markGoneLocked()
-	h.mu.Unlock()
-	if detach {
-		h.lease.detach(h.key, h.self)
-	}
-	if !deleteNodes {
-		return nil
-	}
-	return h.removeNodes(nodes)
+	return h.markGoneLocked(), true
 }
 
 // waitInLine waits for the turn of h's node in role under parent (see
@@ -182,11 +203,20 @@ func (h *hold) waitInLine(ctx context.Context, role, parent, node string, after 
 	return t, false, err
 }
 
-// removeNodes deletes nodes, newest first, with a context of their own: no
-// client may stop it half way.
-func (h *hold) removeNodes(nodes []heldNode) error {
+// removeNodes deletes nodes, newest first (a lock-delay marker, made last,
+// goes before its node), with a context of their own: no client may stop it
+// half way. Unless the hold was released, its marker stays.
+func (h *hold) removeNodes(nodes []heldNode, how ending) error {
 	var first error
 	for i := len(nodes) - 1; i >= 0; i-- {
+		if nodes[i].role == delayRole {
+			if how == released {
+				if err := h.svc.deleteMark(nodes[i].path); err != nil {
+					h.svc.log.Warn("delete the lock-delay marker of a released hold (it delays the next grant)", "marker", nodes[i].path, "err", err)
+				}
+			}
+			continue
+		}
 		if err := h.svc.deleteVouching(context.Background(), nodes[i].path, h.lease.epoch); err != nil {
 			h.svc.log.Error("delete node of a released hold", "kind", h.kind, "node", nodes[i].path, "err", err)
 			if first == nil {

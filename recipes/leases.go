@@ -108,8 +108,8 @@ type Lease struct {
 	// Owner is the name of the client token that made the lease ("" when
 	// tokens are off). It is written into the lease record, so that the
 	// gateway a request is forwarded to knows it too.
-	Owner     string
-	TTL       time.Duration
+	Owner string
+	TTL   time.Duration
 	// LockDelay is how long after the lease ends without releasing what it
 	// holds no zkgate grant of it is made.
 	LockDelay time.Duration
@@ -127,6 +127,7 @@ type Lease struct {
 	holds     map[string]holding
 	ending    bool
 	reason    string
+	byAdmin   bool // revoked by another token's admin: its lock-delay applies
 }
 
 // NewLeases makes the lease table of a session.
@@ -347,6 +348,23 @@ func (ls *Leases) Revoke(id string) error {
 	return nil
 }
 
+// Terminate is a revoke by an admin, not by the lease's own client: the
+// lease's lock-delay applies to what it held, as to any lease that ends
+// without releasing.
+func (ls *Leases) Terminate(id string) error {
+	l, err := ls.Get(id)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if !l.ending {
+		l.byAdmin = true
+	}
+	l.mu.Unlock()
+	l.end(EndRevoked)
+	return nil
+}
+
 // List returns the live leases, oldest first.
 func (ls *Leases) List() []*Lease {
 	ls.mu.Lock()
@@ -466,6 +484,7 @@ func (l *Lease) end(reason string) {
 	for _, h := range l.holds {
 		holds = append(holds, h)
 	}
+	byAdmin := l.byAdmin
 	l.mu.Unlock()
 
 	ls := l.table
@@ -478,13 +497,19 @@ func (l *Lease) end(reason string) {
 	// deleted; that needs no deadline of its own: deleteNode gives up as soon
 	// as the session is lost, and a suspended session is lost within one
 	// session timeout.
-	deleteNodes := reason != EndSessionLost && reason != EndShutdown
+	how := abandoned
+	switch {
+	case reason == EndSessionLost || reason == EndShutdown:
+		how = lapsed
+	case reason == EndRevoked && !byAdmin:
+		how = released // its own client let go of what it held
+	}
 	for _, h := range holds {
-		if err := h.core().end(deleteNodes); err != nil {
+		if err := h.core().end(how); err != nil {
 			ls.log.Error("release on lease end", "lease", l.ID, "hold", h.core().name, "err", err)
 		}
 	}
-	if deleteNodes {
+	if how != lapsed {
 		if err := ls.endRecord(context.Background(), l, reason); err != nil {
 			ls.log.Error("end lease record", "lease", l.ID, "err", err)
 		}

@@ -40,6 +40,7 @@ type listing struct {
 	sortOnce sync.Once
 	sorted   []seqNode
 	index    map[string]int
+	marks    []delayMark // lock-delay markers among the children
 }
 
 func newLister() *lister { return &lister{paths: map[string]*listState{}, lines: map[string]int{}} }
@@ -113,7 +114,10 @@ func (f *listing) find(node string, markers []marker) (turn, error) {
 	if !ok {
 		return turn{}, errNodeGone
 	}
-	t := turn{contenders: cs, index: i}
+	t := turn{contenders: cs, index: i, marks: f.marks}
+	if len(f.marks) > 0 {
+		t.present = func(name string) bool { _, ok := index[name]; return ok }
+	}
 	if f.stat != nil {
 		t.parentID = f.stat.Czxid
 	}
@@ -130,6 +134,7 @@ func (f *listing) contenders(markers []marker) ([]seqNode, map[string]int) {
 		for i, c := range f.sorted {
 			f.index[c.Name] = i
 		}
+		f.marks = marksOf(f.children)
 	})
 	return f.sorted, f.index
 }

@@ -151,7 +151,7 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	}
 	if e, ok := err.(*Error); ok && e.Code == CodeTimeout && ctx.Err() == nil {
 		// Tell the caller where it stood, from the line its wait last saw.
-		e.Extra = k.svc.lineState(h.parent, last)
+		e.Extra = withExtra(e, k.svc.lineState(h.parent, last))
 	}
 	return LockGrant{}, err
 }
@@ -191,14 +191,20 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			continue // our node went though our lease lives: a new one, unless released
 		}
 		if err != nil {
-			if ErrorCode(err) == CodeTimeout && wait <= 0 {
+			if ErrorCode(err) == CodeTimeout && wait <= 0 && !heldBackErr(err) {
 				return LockGrant{}, &Error{Code: CodeTimeout, Detail: fmt.Sprintf("lock %q is held", h.name)}
 			}
 			return LockGrant{}, err
 		}
 		token, err := k.svc.tokenOf(ctx, lease, &h.hold, node, czxid, t)
+		if err == nil {
+			err = k.svc.markDelay(ctx, &h.hold, h.parent, node)
+		}
 		if errors.Is(err, errNodeGone) {
 			continue // the next turn finds out why
+		}
+		if errors.Is(err, errHoldGone) {
+			return LockGrant{}, h.goneErr("lock")
 		}
 		if err != nil {
 			return LockGrant{}, err
@@ -228,6 +234,20 @@ type turn struct {
 	// that ended that wait checked it (see handoffs).
 	seen     bool
 	parentID int64 // the parent's czxid: which incarnation of a container parent
+	// marks are the line's lock-delay markers (see lockdelay.go), and
+	// present says whether a node of the line exists (set when marks are).
+	marks   []delayMark
+	present func(name string) bool
+}
+
+// marked says whether the node named name has a lock-delay marker in t.
+func (t turn) marked(name string) bool {
+	for _, m := range t.marks {
+		if m.holder == name {
+			return true
+		}
+	}
+	return false
 }
 
 // waitTurn waits until no earlier seqNode of parent that blocks node (as
@@ -270,6 +290,19 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 			last, listed, floor = t, true, -1
 		}
 		b, bi := last.blocker(floor, blocks)
+		if b == "" && len(last.marks) > 0 {
+			// Nothing before the caller is left, but the lock-delay of one
+			// that ended without releasing may still hold it back.
+			until, _, _, expired := s.heldBack(parent, last.marks, last.contenders[last.index], last.present, blocks)
+			s.dropMarks(expired)
+			if !until.IsZero() {
+				if err := s.waitHeldBack(ctx, lease, until, tryOnce); err != nil {
+					return last, err
+				}
+				listed = false
+				continue
+			}
+		}
 		if b == "" {
 			last.seen = floor < 0 || vouched
 			if !last.contenders[last.index].Reader {
@@ -304,7 +337,9 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 		}
 		vouched = false
 		switch {
-		case ev.Type == zk.EventNodeDeleted && s.passed.was(parent, b, last.parentID):
+		case ev.Type == zk.EventNodeDeleted && s.passed.was(parent, b, last.parentID) && !last.marked(b):
+			// (A node with a lock-delay marker may have gone without a
+			// release: its marker then stands in its place; listed again.)
 			floor = bi // a hand-over: nothing before us is left up to b
 			vouched = s.handoffs.vouched(ctx, ho)
 		case ev.Type == zk.EventNotWatching:

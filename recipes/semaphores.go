@@ -101,8 +101,10 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 	h.leave(false)
 	if err != nil {
 		if e, ok := err.(*Error); ok && e.Code == CodeTimeout {
-			e.Detail = fmt.Sprintf("no slot of semaphore %q became free in time", name)
-			e.Extra = m.timeoutState(name)
+			if !heldBackErr(e) {
+				e.Detail = fmt.Sprintf("no slot of semaphore %q became free in time", name)
+			}
+			e.Extra = withExtra(e, m.timeoutState(name))
 		}
 		return SemaphoreGrant{}, err
 	}
@@ -123,6 +125,7 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 			return svc.sess.createProtected(ctx, dir, lease.ID, marker, data, lease.epoch, list)
 		}
 	}
+	var marks []delayMark // the lock-delay markers the admission line showed
 	for {
 		h.mu.Lock()
 		if h.granted && !h.gone {
@@ -141,8 +144,9 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 			if err != nil {
 				return SemaphoreGrant{}, waitErr(ctx, lease, err)
 			}
-			_, again, err := h.waitInLine(ctx, admissionRole, base+"/locks", queued, after, lockMarkers, lockBlocks, wait <= 0)
+			t, again, err := h.waitInLine(ctx, admissionRole, base+"/locks", queued, after, lockMarkers, lockBlocks, wait <= 0)
 			done()
+			marks = t.marks
 			if again {
 				continue
 			}
@@ -160,10 +164,16 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 		if err != nil {
 			return SemaphoreGrant{}, waitErr(ctx, lease, err)
 		}
-		stat, err := m.waitSlot(ctx, lease, base+"/leases", slot, h.limit, wait <= 0)
+		stat, err := m.waitSlot(ctx, lease, base, slot, h.limit, wait <= 0, marks)
+		if err == nil {
+			err = svc.markDelay(ctx, &h.hold, base+"/locks", slot)
+		}
 		if errors.Is(err, errNodeGone) {
 			h.forgetNode(slotRole, slot)
 			continue
+		}
+		if errors.Is(err, errHoldGone) {
+			return SemaphoreGrant{}, h.goneErr("semaphore")
 		}
 		if err != nil {
 			return SemaphoreGrant{}, err
@@ -189,11 +199,21 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 }
 
 // waitSlot waits until the leases directory holds at most limit nodes, ours
-// among them, checking that zkgate holders agree on the limit. It watches
+// among them, checking that zkgate holders agree on the limit; a slot whose
+// holder ended without releasing counts as taken while its lock-delay runs
+// (marks: the markers of the admission line, which cannot change while
+// this call holds the admission mutex but for markers going). It watches
 // the directory through the shared watch cache: one watch, however many
 // tries.
-func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, dir, slot string, limit int, tryOnce bool) (*zk.Stat, error) {
+func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, base, slot string, limit int, tryOnce bool, marks []delayMark) (*zk.Stat, error) {
 	svc := m.svc
+	dir := base + "/leases"
+	var slotMarks []delayMark
+	for _, mk := range marks {
+		if mk.code == 's' {
+			slotMarks = append(slotMarks, mk)
+		}
+	}
 	for {
 		snap, changed, release, err := svc.cache.view(ctx, dir, seqOpts)
 		if err != nil {
@@ -215,10 +235,28 @@ func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, dir, slot strin
 					Extra:  map[string]any{"limit": d.Limit}}
 			}
 		}
+		held := 0 // slots held back by a lock-delay
+		var heldUntil time.Time
+		if len(slotMarks) > 0 {
+			present := func(name string) bool {
+				for _, n := range snap.Children {
+					if n.Name == name {
+						return true
+					}
+				}
+				return false
+			}
+			var expired []string
+			_, heldUntil, held, expired = svc.heldBack(base+"/locks", slotMarks, seqNode{Lease: lease.ID}, present, nil)
+			svc.dropMarks(expired)
+		}
 		switch {
-		case mine && len(snap.Children) <= limit:
+		case mine && len(snap.Children)+held <= limit:
 			release()
 			return svc.ownNode(ctx, lease, slot)
+		case mine && len(snap.Children) <= limit && tryOnce:
+			release()
+			return nil, svc.waitHeldBack(ctx, lease, heldUntil, true)
 		case !mine:
 			// Not in the cache yet (made after its last load), or gone.
 			ok, _, err := svc.sess.Conn().Exists(slot)
@@ -230,12 +268,22 @@ func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, dir, slot strin
 			release()
 			return nil, &Error{Code: CodeTimeout, Detail: "every slot is taken"}
 		}
+		var lapse <-chan time.Time // when a lock-delay runs out
+		var timer *time.Timer
+		if held > 0 {
+			timer = time.NewTimer(time.Until(heldUntil))
+			lapse = timer.C
+		}
 		select {
 		case <-changed:
-			release()
+		case <-lapse:
 		case <-ctx.Done():
 			release()
 			return nil, waitErr(ctx, lease, context.Cause(ctx))
+		}
+		release()
+		if timer != nil {
+			timer.Stop()
 		}
 	}
 }

@@ -57,6 +57,9 @@ type Service struct {
 	lister    *lister
 	passed    passedWriters
 	handoffs  handoffs
+	orphans   orphans // lock-delay markers found orphaned, and since when
+
+	stopSweep context.CancelFunc
 
 	registered atomic.Pointer[GatewayInfo] // what Register published
 
@@ -87,6 +90,9 @@ func New(sess *Session, cfg Config) *Service {
 	s.Barriers = &Barriers{svc: s}
 	s.DoubleBarriers = &DoubleBarriers{svc: s}
 	s.Queues = &Queues{svc: s}
+	sweep, stop := context.WithCancel(context.Background())
+	s.stopSweep = stop
+	go s.sweepDelays(sweep)
 	return s
 }
 
@@ -98,6 +104,7 @@ func (s *Service) WatchedPaths() int64 { return s.cache.Watching() }
 
 // Close ends every lease, releasing what it holds, and stops the watches.
 func (s *Service) Close() {
+	s.stopSweep()
 	s.Leases.Close()
 	s.cache.Close()
 }

@@ -660,7 +660,7 @@ func (s *Session) ensureRoot(ctx context.Context) error {
 }
 
 // topLevel are the parents under --root, one per kind of primitive.
-var topLevel = []string{"leases", "history", "gateways", "locks", "semaphores", "elections", "barriers", "double-barriers", "queues"}
+var topLevel = []string{"leases", "history", "gateways", "locks", "semaphores", "elections", "barriers", "double-barriers", "queues", "delays"}
 
 // createPersistent makes path and any missing ancestor.
 func (s *Session) createPersistent(ctx context.Context, path string) error {

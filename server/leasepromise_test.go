@@ -190,3 +190,38 @@ func TestARestartedGatewayDisownsNoLeaseWith404(t *testing.T) {
 		mustStatus(t, gwtest.Do(t, "GET", url+"/v1/leases/"+lease, nil), http.StatusGone, "the dead process's lease")
 	}
 }
+
+// Lock-delay across gateways: a lease with a lock_delay whose gateway is
+// SIGKILLed holds its lock back from everyone, through any gateway, until
+// that delay after its session ended; a lock_delay above the cap is a 400.
+func TestLockDelayAcrossGateways(t *testing.T) {
+	p := gwtest.StartProcess(t, gwtest.GatewayOptions{SessionTimeout: 2 * time.Second})
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: p.Root})
+	r := gwtest.Do(t, "POST", p.URL+"/v1/leases", map[string]any{"ttl": "1m", "holder": "delayed", "lock_delay": "4s"})
+	mustStatus(t, r, http.StatusCreated, "a lease with a lock_delay")
+	if got := r.JSON(t)["lock_delay"]; got != "4s" {
+		t.Fatalf("lock_delay answered %v, want 4s", got)
+	}
+	lease := r.JSON(t)["id"].(string)
+	mustStatus(t, acquire(t, p.URL, "delayed", lease, "0s"), http.StatusOK, "acquire")
+	waiter := newLease(t, g.URL, "1m", "next")
+	got := make(chan gwtest.Response, 1)
+	go func() {
+		r, _ := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/locks/delayed/acquire?wait=30s", map[string]any{"lease": waiter})
+		got <- r
+	}()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if n := len(lockState(t, g.URL, "delayed")["waiters"].([]any)); n != 1 {
+			return fmt.Errorf("%d waiters", n)
+		}
+		return nil
+	})
+	killed := time.Now()
+	p.Kill()
+	next := <-got
+	mustStatus(t, next, http.StatusOK, "the lock after its holder's gateway died")
+	if held := time.Since(killed); held < 4*time.Second {
+		t.Fatalf("the lock was granted %s after its holder's gateway died; its lock_delay is 4s", held)
+	}
+	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/leases", map[string]any{"lock_delay": "2m"}), http.StatusBadRequest, "a lock_delay above --max-lock-delay")
+}

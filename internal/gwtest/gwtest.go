@@ -346,7 +346,7 @@ func (quietLogger) Printf(string, ...any) {}
 
 // skeleton are the persistent nodes a gateway makes under its root.
 var skeleton = map[string]bool{"leases": true, "gateways": true, "locks": true, "semaphores": true,
-	"elections": true, "barriers": true, "double-barriers": true, "queues": true}
+	"elections": true, "barriers": true, "double-barriers": true, "queues": true, "delays": true}
 
 // Znodes lists every znode under root except the root's persistent
 // skeleton, the gateways' own registrations and the lease history (kept,
