@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
 )
@@ -238,6 +239,79 @@ func watchdogOf(t *testing.T, pgid int) *os.Process {
 		return fmt.Errorf("no watchdog in CMD's group %d: %v", pgid, ms)
 	})
 	return held(t, pid)
+}
+
+// TestKilledZkgateInTheForeground: in the foreground of a terminal, CMD
+// shares its process group with zkgate and with the script that called
+// zkgate. When zkgate is killed, CMD dies with it; the script goes on, and
+// so does what CMD started (the terminal's Ctrl-C or hang-up reach it).
+func TestKilledZkgateInTheForeground(t *testing.T) {
+	g := cliGateway(t)
+	dir := t.TempDir()
+	script := `"$1" lock foreground -- sh -c 'sleep 301 >/dev/null 2>&1 & echo $! > "$1/grandchild"; echo $PPID > "$1/zkgate"; echo $$ > "$1/cmd"; wait' sh "$2"
+echo $? > "$2/after"
+while [ ! -e "$2/end" ]; do sleep 0.02; done`
+	caller := exec.Command("sh", "-c", script, "sh", gwtest.Binary(t), dir)
+	caller.Env = append(os.Environ(), "ZKGATE_URL="+g.URL, "ZKGATE_TOKEN=")
+	var out syncBuffer
+	caller.Stdin, caller.Stdout, caller.Stderr = terminal(t), &out, &out
+	// The caller leads a session whose terminal is stdin: its process
+	// group, and zkgate's, is the terminal's foreground.
+	caller.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := caller.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = caller.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-caller.Process.Pid, syscall.SIGKILL)
+		<-done
+	})
+	cmd, grandchild := cmdAndGrandchild(t, dir)
+	zkgate := held(t, pidIn(t, filepath.Join(dir, "zkgate")))
+	if pgid, err := syscall.Getpgid(cmd.Pid); err != nil || pgid != caller.Process.Pid {
+		t.Fatalf("CMD's process group %d (%v), want the caller's %d: zkgate did not see the terminal", pgid, err, caller.Process.Pid)
+	}
+	if err := zkgate.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(waitForFile(t, filepath.Join(dir, "after"), 30*time.Second)); got != "137" {
+		t.Fatalf("zkgate's exit status %s, want 137 (SIGKILL); output %q", got, out.String())
+	}
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if !exited(cmd) {
+			return errors.New("CMD outlived zkgate")
+		}
+		return nil
+	})
+	if exited(grandchild) {
+		t.Fatal("what CMD started was stopped, in the terminal's job")
+	}
+}
+
+// terminal opens a pseudo-terminal and returns its terminal side, closed
+// with its other side at the end of the test.
+func terminal(t *testing.T) *os.File {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	var unlock int32
+	var n uint32
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, ptmx.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); errno != 0 {
+		t.Fatal(errno)
+	}
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, ptmx.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); errno != 0 {
+		t.Fatal(errno)
+	}
+	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tty.Close() })
+	return tty
 }
 
 // TestWatchdogByHandRefuses: `zkgate __watchdog PGID` kills nothing unless
