@@ -204,6 +204,7 @@ http://127.0.0.1:8080, and --token T, default $ZKGATE_TOKEN; -h lists the flags)
 
 lock and elect pass stdin, stdout, stderr and signals (HUP, INT, QUIT, TERM, USR1,
 USR2) on to CMD, then release, resign and revoke when it ends. If the lease is lost
-while CMD runs, CMD gets SIGTERM, then SIGKILL after --kill-grace.
+while CMD runs, CMD gets SIGTERM, then SIGKILL after --kill-grace. If zkgate dies,
+CMD's process group is killed (Linux; in the foreground of a terminal, CMD alone).
 
 ` + exitCodesHelp + "\n"

@@ -22,6 +22,11 @@ import (
 )
 
 func main() {
+	// Before anything else: the watchdog of lock and elect ignores the
+	// signals that main's context would catch.
+	if code, ok := watchdogMode(os.Args); ok {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
 	stop()

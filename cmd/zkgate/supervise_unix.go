@@ -117,8 +117,13 @@ type outcome struct {
 // foreground of a terminal CMD shares zkgate's process group, so that it
 // can read the terminal and job control works; the terminal sends its
 // SIGINT, SIGQUIT and SIGHUP to both, so zkgate does not pass those on, and
-// the kill reaches CMD alone. On Linux CMD is killed too if zkgate itself
-// dies (PR_SET_PDEATHSIG).
+// the kill reaches CMD alone.
+//
+// On Linux, if zkgate itself dies, CMD is killed (PR_SET_PDEATHSIG), and
+// so is its whole process group unless zkgate runs in the foreground of a
+// terminal (a watchdog, see watchdog_linux.go). In the foreground, the
+// group is the terminal's job, which may hold the shell script that called
+// zkgate: what CMD started is not stopped.
 func (ch *child) run(ctx context.Context, r *signalRelay, lost <-chan struct{}) (outcome, error) {
 	interactive := foregroundOfTerminal()
 	cmd := exec.Command(ch.argv[0], ch.argv[1:]...)
@@ -129,12 +134,20 @@ func (ch *child) run(ctx context.Context, r *signalRelay, lost <-chan struct{}) 
 	// Pdeathsig fires when the thread that started the child exits: start
 	// and wait on one locked thread.
 	started, exited := make(chan error, 1), make(chan error, 1)
+	var dog *watchdog
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
+		}
+		if !interactive {
+			// Before CMD is reaped: until then its pid is its group's id.
+			var err error
+			if dog, err = guardGroup(cmd.Process.Pid); err != nil {
+				fmt.Fprintf(ch.stderr, "zkgate: %v: if zkgate dies, what %s started runs on\n", err, ch.argv[0])
+			}
 		}
 		started <- nil
 		exited <- cmd.Wait()
@@ -186,9 +199,12 @@ func (ch *child) run(ctx context.Context, r *signalRelay, lost <-chan struct{}) 
 			send(syscall.SIGKILL)
 		case err := <-exited:
 			if stopped && !interactive {
-				// Whatever CMD left running in its group goes too.
+				// Whatever CMD left running in its group goes too. The
+				// watchdog, in the group until dismissed, keeps pid from
+				// naming another group.
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
 			}
+			dog.dismiss()
 			var exit *exec.ExitError
 			if err != nil && !errors.As(err, &exit) {
 				return outcome{}, fmt.Errorf("waiting for %s: %v", ch.argv[0], err)
