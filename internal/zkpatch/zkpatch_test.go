@@ -849,3 +849,108 @@ func TestLastHeard(t *testing.T) {
 	first := short.LastHeard()
 	waitFor(t, "a ping to be answered", func() bool { return short.LastHeard().After(first) })
 }
+
+// TestResumeSession: a connection detached from its session leaves it,
+// ephemeral nodes and all, to a connection that presents its id and
+// password; the detached one never takes it back; an expired session is
+// reported expired, not resumed.
+func TestResumeSession(t *testing.T) {
+	srv := server(t)
+	first := connect(t, &dialer{})
+	r := root(t, first)
+	eph := r + "/eph"
+	if _, err := first.Create(eph, []byte("kept"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	id, pw := first.SessionID(), first.Password()
+	if len(pw) == 0 {
+		t.Fatal("no password")
+	}
+	first.Detach()
+	if st := first.State(); st == zk.StateHasSession {
+		t.Fatalf("a detached connection is %v", st)
+	}
+	if _, _, err := first.Exists(eph); !errors.Is(err, zk.ErrClosing) && !errors.Is(err, zk.ErrConnectionClosed) {
+		t.Fatalf("a request on a detached connection: %v", err)
+	}
+
+	second, _, err := zk.Connect([]string{srv.Addr()}, 20*time.Second, zk.WithSession(id, pw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	waitFor(t, "the resumed session", func() bool { return second.State() == zk.StateHasSession })
+	if got := second.SessionID(); got != id {
+		t.Fatalf("resumed session 0x%x, want 0x%x", got, id)
+	}
+	_, st, err := second.Get(eph)
+	if err != nil || st.EphemeralOwner != id {
+		t.Fatalf("the ephemeral node after the resume: %v %+v", err, st)
+	}
+	// The session stays with the new connection (the old one does not
+	// reconnect): its requests go on succeeding, and it may delete its node.
+	for range 20 {
+		if _, _, err := second.Exists(eph); err != nil {
+			t.Fatalf("the resumed session lost its connection: %v", err)
+		}
+	}
+	if err := second.Delete(eph, -1); err != nil {
+		t.Fatalf("delete the session's own node: %v", err)
+	}
+
+	// A session that is gone: reported expired.
+	events := make(chan zk.Event, 16)
+	third, _, err := zk.Connect([]string{srv.Addr()}, 20*time.Second, zk.WithSession(id^0x5a5a, pw),
+		zk.WithEventCallback(func(ev zk.Event) {
+			select {
+			case events <- ev:
+			default:
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				t.Fatalf("resumed a session that does not exist")
+			}
+			if ev.State == zk.StateExpired {
+				return
+			}
+		case <-time.After(wait):
+			t.Fatal("no expiry reported for a session that does not exist")
+		}
+	}
+}
+
+// TestDetachKeepsTheSession: after Detach the session outlives the
+// connection by its timeout, with its ephemeral nodes; Close ends it at once.
+func TestDetachKeepsTheSession(t *testing.T) {
+	srv := server(t)
+	c, _, err := zk.Connect([]string{srv.Addr()}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a session", func() bool { return c.State() == zk.StateHasSession })
+	r := root(t, c)
+	eph := r + "/eph"
+	if _, err := c.Create(eph, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	watcher := connect(t, &dialer{})
+	detached := time.Now()
+	c.Detach()
+	if ok, _, err := watcher.Exists(eph); err != nil || !ok {
+		t.Fatalf("the node of a detached session: %v %v, want still there", ok, err)
+	}
+	waitFor(t, "the session to expire", func() bool {
+		ok, _, err := watcher.Exists(eph)
+		return err == nil && !ok
+	})
+	if lived := time.Since(detached); lived < time.Second {
+		t.Fatalf("the detached session's node went after %s, before its 1s timeout", lived)
+	}
+}

@@ -119,6 +119,10 @@ type Conn struct {
 
 	pingsMu sync.Mutex
 	pings   []int64 // when each unanswered ping was sent (see LastHeard), oldest first
+
+	passwdMu sync.Mutex    // guards passwd for Password, beside the connection goroutine that writes it
+	connMu   sync.Mutex    // guards conn against Detach, which closes it
+	loopDone chan struct{} // closed once the connection goroutine has returned
 }
 
 // monoBase is the origin of the monotonic clock readings kept as integers
@@ -234,13 +238,30 @@ func Connect(servers []string, sessionTimeout time.Duration, options ...connOpti
 	// TODO: This context should be passed in by the caller to be the connection lifecycle context.
 	ctx := context.Background()
 
+	conn.loopDone = make(chan struct{})
 	go func() {
+		defer close(conn.loopDone)
 		conn.loop(ctx)
 		conn.flushRequests(ErrClosing)
 		conn.invalidateWatches(ErrClosing)
 		close(conn.eventChan)
 	}()
 	return conn, ec, nil
+}
+
+// WithSession makes the connection resume the session id, whose password
+// is passwd (see Password), instead of starting a new one: its ephemeral
+// nodes stay. ZooKeeper moves a session to its newest connection and closes
+// the older ones (see Detach, for the client that gives the session up). If
+// the ensemble has expired the session, the first session event is
+// StateExpired, after which the connection starts a new session as any
+// does: a caller that wants the old session alone closes the connection
+// then.
+func WithSession(id int64, passwd []byte) connOption {
+	return func(c *Conn) {
+		c.sessionID = id
+		c.passwd = append([]byte(nil), passwd...)
+	}
 }
 
 // WithDialer returns a connection option specifying a non-default Dialer.
@@ -335,6 +356,34 @@ func (c *Conn) Close() {
 		case <-time.After(time.Second):
 		}
 	})
+}
+
+// Detach stops the connection without ending its session, and returns once
+// it has stopped: no close request is sent, the connection to the server is
+// closed, and it never connects again. The session lives on in the ensemble
+// for its timeout, ephemeral nodes and all, for a client that presents its
+// SessionID and Password (WithSession) to take over; nothing of this client
+// can take it back after Detach returns. Pending requests are answered
+// ErrClosing.
+func (c *Conn) Detach() {
+	c.shouldQuitOnce.Do(func() {
+		c.connMu.Lock()
+		close(c.shouldQuit)
+		if c.conn != nil {
+			c.conn.Close()
+		}
+		c.connMu.Unlock()
+	})
+	<-c.loopDone
+}
+
+// Password returns a copy of the current session's password: with
+// SessionID, what resumes the session (WithSession). Whoever holds both
+// owns the session: keep it secret.
+func (c *Conn) Password() []byte {
+	c.passwdMu.Lock()
+	defer c.passwdMu.Unlock()
+	return append([]byte(nil), c.passwd...)
 }
 
 // State returns the current state of the connection.
@@ -434,7 +483,20 @@ func (c *Conn) connect() error {
 
 		zkConn, err := c.dialer("tcp", c.Server(), c.connectTimeout)
 		if err == nil {
+			c.connMu.Lock()
+			select {
+			case <-c.shouldQuit:
+				// Closed or detached meanwhile: a detached session must not
+				// be taken back by a connect request of this client.
+				c.connMu.Unlock()
+				zkConn.Close()
+				c.setState(StateDisconnected)
+				c.flushUnsentRequests(ErrClosing)
+				return ErrClosing
+			default:
+			}
 			c.conn = zkConn
+			c.connMu.Unlock()
 			c.setState(StateConnected)
 			if c.logInfo {
 				c.logger.Printf("connected to %s", c.Server())
@@ -753,7 +815,9 @@ func (c *Conn) authenticate() error {
 	}
 	if r.SessionID == 0 {
 		atomic.StoreInt64(&c.sessionID, int64(0))
+		c.passwdMu.Lock()
 		c.passwd = emptyPassword
+		c.passwdMu.Unlock()
 		c.lastZxid = 0
 		c.setState(StateExpired)
 		return ErrSessionExpired
@@ -761,7 +825,9 @@ func (c *Conn) authenticate() error {
 
 	atomic.StoreInt64(&c.sessionID, r.SessionID)
 	c.setTimeouts(r.TimeOut)
+	c.passwdMu.Lock()
 	c.passwd = r.Passwd
+	c.passwdMu.Unlock()
 	c.pingsMu.Lock()
 	c.pings = c.pings[:0] // a new connection: no ping of the old one will be answered
 	c.pingsMu.Unlock()
