@@ -63,10 +63,29 @@ type SessionConfig struct {
 	// Security is the gateway's identity, its nodes' ACL and the transport.
 	Security ZKSecurity
 
+	// Resume, when set, is a session to take over (one another gateway, or
+	// this gateway's previous run, gave up with Session.Detach) instead of
+	// starting a new one: Connect fails with ErrSessionGone if the ensemble
+	// has expired it.
+	Resume *SavedSession
+
 	// hosts, when set, replaces go-zookeeper's DNS host provider (tests use
 	// it to make the ensemble's names fail to resolve for a while).
 	hosts func() zk.HostProvider
 }
+
+// SavedSession is what resumes a ZooKeeper session: its id and password.
+// Whoever has both owns the session: it is never logged or shown.
+type SavedSession struct {
+	ID       int64  `json:"id"`
+	Password []byte `json:"password"`
+}
+
+// String keeps the password out of any log or format.
+func (s SavedSession) String() string { return fmt.Sprintf("session 0x%x", uint64(s.ID)) }
+
+// ErrSessionGone: the session to resume has expired.
+var ErrSessionGone = errors.New("the ZooKeeper session to resume has expired")
 
 // Bounds of the back-off between failed dials (a name that does not
 // resolve, for instance).
@@ -145,6 +164,12 @@ func Connect(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		s.Close()
 		return nil, fmt.Errorf("no ZooKeeper session with %s: %w", strings.Join(cfg.Servers, ","), err)
 	}
+	if cfg.Resume != nil {
+		if _, _, id := s.Status(); id != cfg.Resume.ID {
+			s.Close() // a new session, made after the old one was found expired
+			return nil, ErrSessionGone
+		}
+	}
 	if err := s.ensureRoot(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -212,12 +237,17 @@ func (s *Session) dial(gen uint64) (*zk.Conn, error) {
 	if s.cfg.hosts != nil {
 		hosts = s.cfg.hosts()
 	}
+	resume := zk.WithLogInfo(false)
+	if r := s.cfg.Resume; r != nil && gen == 1 {
+		resume = zk.WithSession(r.ID, r.Password) // only the first connection: a redial starts anew
+	}
 	conn, _, err := zk.Connect(s.cfg.Servers, s.cfg.Timeout,
 		zk.WithLogger(zkLogger{s.log}),
 		zk.WithLogInfo(false),
 		zk.WithHostProvider(hosts),
 		zk.WithEventCallback(func(ev zk.Event) { s.onEvent(gen, ev) }),
 		s.cfg.Security.dialOption(),
+		resume,
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connect to ZooKeeper: %w", err)
@@ -473,6 +503,34 @@ func epochVerdict(st State, cur, epoch uint64) error {
 		return errClosed
 	default:
 		return unavailable()
+	}
+}
+
+// Saved is what resumes the current session (see SessionConfig.Resume).
+// Keep it secret.
+func (s *Session) Saved() SavedSession {
+	c := s.Conn()
+	return SavedSession{ID: c.SessionID(), Password: c.Password()}
+}
+
+// Detach gives the session up without ending it: the connection stops and
+// never connects again, and the session lives on in the ensemble, with its
+// ephemeral nodes, for a session timeout, for whoever resumes it with what
+// Saved returned before. It returns once nothing of this gateway can reach
+// ZooKeeper through the session any more.
+func (s *Session) Detach() {
+	s.mu.Lock()
+	if s.state == StateClosed {
+		s.mu.Unlock()
+		return
+	}
+	s.stopLossTimerLocked()
+	s.setStateLocked(StateClosed)
+	close(s.done)
+	conn := s.conn
+	s.mu.Unlock()
+	if conn != nil {
+		conn.Detach()
 	}
 }
 
