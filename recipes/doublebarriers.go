@@ -71,6 +71,9 @@ func memberKey(name, member string) string { return "double-barrier\x00" + name 
 // entering again resumes the wait; if every call waiting on a membership no
 // client was told of goes away instead (the client hung up), it is removed.
 func (d *DoubleBarriers) Enter(ctx context.Context, lease *Lease, name, member string, count int, wait time.Duration) (DoubleBarrierState, error) {
+	if s := lease.service(); s != d.svc {
+		return s.DoubleBarriers.Enter(ctx, lease, name, member, count, wait)
+	}
 	if err := d.validate(name, member); err != nil {
 		return DoubleBarrierState{}, err
 	}
@@ -262,6 +265,9 @@ func (d *DoubleBarriers) countOrReady(ctx context.Context, lease *Lease, name st
 
 // Leave takes member out and waits up to wait until every member has left.
 func (d *DoubleBarriers) Leave(ctx context.Context, lease *Lease, name, member string, wait time.Duration) (DoubleBarrierState, error) {
+	if s := lease.service(); s != d.svc {
+		return s.DoubleBarriers.Leave(ctx, lease, name, member, wait)
+	}
 	if err := d.validate(name, member); err != nil {
 		return DoubleBarrierState{}, err
 	}

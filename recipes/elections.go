@@ -72,6 +72,9 @@ func (c *candidacy) dataLocked() []byte {
 // client was ever told of is withdrawn if every call waiting on it goes
 // away (the client hung up).
 func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value string, wait time.Duration) (Campaign, error) {
+	if s := lease.service(); s != e.svc {
+		return s.Elections.Campaign(ctx, lease, name, value, wait)
+	}
 	if err := checkCandidate(lease, name, value); err != nil {
 		return Campaign{}, err
 	}
@@ -172,6 +175,9 @@ func checkCandidate(lease *Lease, name, value string) error {
 
 // Resign withdraws lease's candidacy (and leadership).
 func (e *Elections) Resign(ctx context.Context, lease *Lease, name string) error {
+	if s := lease.service(); s != e.svc {
+		return s.Elections.Resign(ctx, lease, name)
+	}
 	if err := ValidName(name); err != nil {
 		return err
 	}
@@ -190,6 +196,9 @@ func (e *Elections) Resign(ctx context.Context, lease *Lease, name string) error
 
 // Proclaim sets the leader's value. Only the current leader may.
 func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value string) (Campaign, error) {
+	if s := lease.service(); s != e.svc {
+		return s.Elections.Proclaim(ctx, lease, name, value)
+	}
 	if err := checkCandidate(lease, name, value); err != nil {
 		return Campaign{}, err
 	}

@@ -116,7 +116,9 @@ func (h *hold) leave(told bool) {
 	if told {
 		h.told = true
 	}
-	abandon := h.waiters == 0 && !h.gone && !h.told && (!h.granted || h.dropUntold)
+	// A hold of a lease being handed over stays for the gateway it moves to,
+	// where the client's retry finds it (see handover.go).
+	abandon := h.waiters == 0 && !h.gone && !h.told && (!h.granted || h.dropUntold) && !h.lease.moving.Load()
 	var nodes []heldNode
 	if abandon {
 		nodes = h.markGoneLocked()

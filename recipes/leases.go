@@ -78,6 +78,7 @@ type HoldInfo struct {
 // memory; ZooKeeper only learns of a lease's birth and death.
 type Leases struct {
 	sess *Session
+	svc  *Service // the service the table belongs to
 	cfg  LeaseConfig
 	log  *slog.Logger
 
@@ -91,7 +92,8 @@ type Leases struct {
 	stopListen                      func()
 	stopSweep                       context.CancelFunc
 
-	drainEnd  atomic.Pointer[time.Time] // set while the gateway drains: every lease ends then
+	drainEnd    atomic.Pointer[time.Time] // set while the gateway drains: every lease ends then
+	handingOver bool                      // guarded by mu: the session is being handed over (no new lease)
 	advertise atomic.Pointer[string]    // the address this gateway serves (see Locate)
 }
 
@@ -118,17 +120,21 @@ type Lease struct {
 	table     *Leases
 
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc // errLeaseEnding, or ErrMoved
 	done   chan struct{} // closed when all it held is released
 
 	mu        sync.Mutex
 	expiresAt time.Time
 	timer     *time.Timer
+	moving    atomic.Bool // being handed over (see handover.go): nothing starts, nothing ends here
 	holds     map[string]holding
 	ending    bool
 	reason    string
 	byAdmin   bool // revoked by another token's admin: its lock-delay applies
 }
+
+// errLeaseEnding is the cause of a lease's context when it ends.
+var errLeaseEnding = errors.New("lease ending")
 
 // NewLeases makes the lease table of a session.
 func NewLeases(sess *Session, cfg LeaseConfig, log *slog.Logger) *Leases {
@@ -193,13 +199,19 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 			return nil, Errorf(CodeInvalid, "lock_delay must be between 0s and %s (--max-lock-delay)", ls.cfg.MaxLockDelay)
 		}
 	}
+	ls.mu.Lock()
+	moving := ls.handingOver
+	ls.mu.Unlock()
+	if moving {
+		return nil, ErrMoving
+	}
 	st, epoch, _ := ls.sess.Status()
 	if st != StateLive {
 		return nil, unavailable()
 	}
 	id := newLeaseID()
 	now := time.Now().UTC()
-	lctx, cancel := context.WithCancel(context.Background())
+	lctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{ID: id, Holder: holder, Owner: owner, TTL: ttl, LockDelay: lockDelay, CreatedAt: now, epoch: epoch, table: ls,
 		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
 
@@ -212,7 +224,7 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 	}
 	data, _ := json.Marshal(record)
 	if err := ls.createRecord(ctx, id, data, historyEntry{Gateway: ls.cfg.GatewayID, Holder: holder}, epoch); err != nil {
-		cancel()
+		cancel(errLeaseEnding)
 		if ctx.Err() == nil {
 			// No lease ever was if the session it was being made in is
 			// gone (its record with it): a new session is on its way.
@@ -253,18 +265,18 @@ func (ls *Leases) sessionID() int64 {
 // A lease found past its expiry, or of a lost session, is ended first, so
 // the answer never says it still holds anything.
 func (ls *Leases) Get(id string) (*Lease, error) {
-	ls.mu.Lock()
-	l, ok := ls.live[id]
-	var e endedLease
+	l, ok := ls.find(id)
 	if !ok {
-		e, ok = ls.ended[id]
-		ls.mu.Unlock()
-		if ok {
-			return nil, leaseEnded(id, e.reason)
+		for _, t := range ls.tables() {
+			t.mu.Lock()
+			e, ok := t.ended[id]
+			t.mu.Unlock()
+			if ok {
+				return nil, leaseEnded(id, e.reason)
+			}
 		}
 		return nil, &Error{Code: CodeLeaseNotFound, Detail: "no lease " + quote(id)}
 	}
-	ls.mu.Unlock()
 	if err := l.alive(); err != nil {
 		return nil, err
 	}
@@ -283,6 +295,9 @@ func (l *Lease) alive() error {
 	ending, reason := l.ending, l.reason
 	expired := !ending && time.Now().After(l.expiresAt)
 	l.mu.Unlock()
+	if l.moving.Load() {
+		return ErrMoving
+	}
 	if ending {
 		<-l.done
 		return leaseEnded(l.ID, reason)
@@ -303,11 +318,37 @@ func (l *Lease) alive() error {
 
 // Lookup returns the live lease with id as it is, without ending it if its
 // time has run out: for reading who owns it before acting on it.
-func (ls *Leases) Lookup(id string) (*Lease, bool) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	l, ok := ls.live[id]
-	return l, ok
+func (ls *Leases) Lookup(id string) (*Lease, bool) { return ls.find(id) }
+
+// find returns the live lease id of this table or of a session the gateway
+// adopted (see handover.go).
+func (ls *Leases) find(id string) (*Lease, bool) {
+	for _, t := range ls.tables() {
+		t.mu.Lock()
+		l, ok := t.live[id]
+		t.mu.Unlock()
+		if ok {
+			return l, true
+		}
+	}
+	return nil, false
+}
+
+// tables is this table and, for the gateway's own service, those of the
+// sessions it adopted.
+func (ls *Leases) tables() []*Leases {
+	s := ls.svc
+	if s == nil || s.parent != nil {
+		return []*Leases{ls}
+	}
+	s.adoptMu.Lock()
+	defer s.adoptMu.Unlock()
+	out := make([]*Leases, 0, 1+len(s.adopted))
+	out = append(out, ls)
+	for _, a := range s.adopted {
+		out = append(out, a.Leases)
+	}
+	return out
 }
 
 // KeepAlive extends the lease by its TTL, in memory only. While the session
@@ -315,9 +356,7 @@ func (ls *Leases) Lookup(id string) (*Lease, bool) {
 // cost clients their locks) but the call answers unavailable: its holds can
 // not be vouched for until the session is back.
 func (ls *Leases) KeepAlive(id string) (*Lease, error) {
-	ls.mu.Lock()
-	l, ok := ls.live[id]
-	ls.mu.Unlock()
+	l, ok := ls.find(id)
 	if !ok {
 		_, err := ls.Get(id)
 		return nil, err
@@ -327,6 +366,10 @@ func (ls *Leases) KeepAlive(id string) (*Lease, error) {
 		return nil, err
 	}
 	l.mu.Lock()
+	if l.moving.Load() {
+		l.mu.Unlock()
+		return nil, ErrMoving
+	}
 	if !l.ending {
 		l.expiresAt = time.Now().Add(l.TTL)
 		l.timer.Reset(l.TTL)
@@ -367,12 +410,14 @@ func (ls *Leases) Terminate(id string) error {
 
 // List returns the live leases, oldest first.
 func (ls *Leases) List() []*Lease {
-	ls.mu.Lock()
-	out := make([]*Lease, 0, len(ls.live))
-	for _, l := range ls.live {
-		out = append(out, l)
+	var out []*Lease
+	for _, t := range ls.tables() {
+		t.mu.Lock()
+		for _, l := range t.live {
+			out = append(out, l)
+		}
+		t.mu.Unlock()
 	}
-	ls.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
 			return out[i].CreatedAt.Before(out[j].CreatedAt)
@@ -384,9 +429,13 @@ func (ls *Leases) List() []*Lease {
 
 // Count is the number of live leases.
 func (ls *Leases) Count() int {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return len(ls.live)
+	n := 0
+	for _, t := range ls.tables() {
+		t.mu.Lock()
+		n += len(t.live)
+		t.mu.Unlock()
+	}
+	return n
 }
 
 // LeaseStats are counters for metrics.
@@ -448,6 +497,10 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
+// service is the service whose session keeps the lease: the gateway's own,
+// or that of a session it adopted (see handover.go). Its recipes act for it.
+func (l *Lease) service() *Service { return l.table.svc }
+
 // Done is closed when the lease has ended and released all it held.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
@@ -490,7 +543,7 @@ func (l *Lease) end(reason string) {
 	ls := l.table
 	ls.wg.Add(1)
 	defer ls.wg.Done()
-	l.cancel()
+	l.cancel(errLeaseEnding)
 	// On a lost session, or at shutdown (the session is closed next), every
 	// node goes with the session at once: deleting them one by one would only
 	// slow that down. Otherwise each hold's nodes, then the record, are
@@ -593,6 +646,9 @@ func (l *Lease) attach(key string, h holding) (holding, error) {
 	defer l.mu.Unlock()
 	if l.ending {
 		return nil, leaseEnded(l.ID, l.reason)
+	}
+	if l.moving.Load() {
+		return nil, ErrMoving
 	}
 	if cur, ok := l.holds[key]; ok {
 		return cur, nil

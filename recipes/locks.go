@@ -111,6 +111,9 @@ func ValidMode(mode string) (string, error) {
 // wait ends first, or ctx is cancelled, the waiter node is deleted before
 // Acquire returns, and the error is a timeout carrying the lock's state.
 func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wait time.Duration) (LockGrant, error) {
+	if s := lease.service(); s != k.svc {
+		return s.Locks.Acquire(ctx, lease, name, mode, wait)
+	}
 	if err := ValidName(name); err != nil {
 		return LockGrant{}, err
 	}
@@ -466,6 +469,9 @@ var errWaitElapsed = errors.New("wait elapsed")
 // waitErr turns the end of a wait into the error the client should see.
 func waitErr(ctx context.Context, lease *Lease, err error) error {
 	if lease != nil && lease.ctx.Err() != nil {
+		if errors.Is(context.Cause(lease.ctx), ErrMoving) {
+			return ErrMoving // the wait resumes on the gateway the lease moves to
+		}
 		<-lease.done
 		return leaseEnded(lease.ID, lease.reason)
 	}
@@ -536,6 +542,9 @@ func (s *Service) lineState(parent string, t turn) map[string]any {
 // Release gives up what lease holds (or waits for) of lock name: every mode,
 // or only mode when it is not "".
 func (k *Locks) Release(ctx context.Context, lease *Lease, name, mode string) error {
+	if s := lease.service(); s != k.svc {
+		return s.Locks.Release(ctx, lease, name, mode)
+	}
 	if err := ValidName(name); err != nil {
 		return err
 	}

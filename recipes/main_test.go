@@ -99,6 +99,7 @@ type serviceOptions struct {
 	hosts   func() zk.HostProvider
 	leases  LeaseConfig
 	root    string // default: a root of its own
+	gateway string // default gw-test
 }
 
 func newService(t testing.TB, o serviceOptions) *testService {
@@ -123,7 +124,10 @@ func newService(t testing.TB, o serviceOptions) *testService {
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	svc := New(sess, Config{GatewayID: "gw-test", Logger: log, Leases: o.leases})
+	if o.gateway == "" {
+		o.gateway = "gw-test"
+	}
+	svc := New(sess, Config{GatewayID: o.gateway, Logger: log, Leases: o.leases})
 	t.Cleanup(func() {
 		svc.Close()
 		sess.Close()

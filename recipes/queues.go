@@ -508,6 +508,9 @@ func (c *claimHold) info() HoldInfo {
 // A claim that no caller could be told of (every client hung up) is put
 // back at once.
 func (q *Queues) Claim(ctx context.Context, lease *Lease, name string, wait time.Duration) (Taken, error) {
+	if s := lease.service(); s != q.svc {
+		return s.Queues.Claim(ctx, lease, name, wait)
+	}
 	if err := ValidName(name); err != nil {
 		return Taken{}, err
 	}
@@ -620,6 +623,9 @@ func (q *Queues) claimOf(lease *Lease, name, id string) (*claimHold, error) {
 
 // Ack consumes a claimed item: the item and the claim go in one transaction.
 func (q *Queues) Ack(ctx context.Context, lease *Lease, name, id string) error {
+	if s := lease.service(); s != q.svc {
+		return s.Queues.Ack(ctx, lease, name, id)
+	}
 	c, err := q.claimOf(lease, name, id)
 	if err != nil {
 		return err
@@ -651,6 +657,9 @@ func (q *Queues) Ack(ctx context.Context, lease *Lease, name, id string) error {
 
 // Nack drops the claim: the item is served again.
 func (q *Queues) Nack(ctx context.Context, lease *Lease, name, id string) error {
+	if s := lease.service(); s != q.svc {
+		return s.Queues.Nack(ctx, lease, name, id)
+	}
 	c, err := q.claimOf(lease, name, id)
 	if err != nil {
 		return err

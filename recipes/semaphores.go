@@ -71,6 +71,9 @@ func semaphoreKey(name string) string { return "semaphore\x00" + name }
 // A limit different from the one its current zkgate holders use is
 // limit_mismatch.
 func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, limit int, wait time.Duration) (SemaphoreGrant, error) {
+	if s := lease.service(); s != m.svc {
+		return s.Semaphores.Acquire(ctx, lease, name, limit, wait)
+	}
 	if err := ValidName(name); err != nil {
 		return SemaphoreGrant{}, err
 	}
@@ -316,6 +319,9 @@ func (m *Semaphores) timeoutState(name string) map[string]any {
 
 // Release gives up lease's slot (or its place in the queue).
 func (m *Semaphores) Release(ctx context.Context, lease *Lease, name string) error {
+	if s := lease.service(); s != m.svc {
+		return s.Semaphores.Release(ctx, lease, name)
+	}
 	if err := ValidName(name); err != nil {
 		return err
 	}

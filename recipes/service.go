@@ -61,6 +61,12 @@ type Service struct {
 
 	stopSweep context.CancelFunc
 
+	// parent is the gateway's own service, for a service of a session it
+	// adopted (see handover.go); adopted are those sessions' services.
+	parent  *Service
+	adoptMu sync.Mutex
+	adopted []*Service
+
 	registered atomic.Pointer[GatewayInfo] // what Register published
 
 	Leases         *Leases
@@ -84,6 +90,7 @@ func New(sess *Session, cfg Config) *Service {
 	s := &Service{sess: sess, gatewayID: cfg.GatewayID, metrics: cfg.Metrics, log: cfg.Logger,
 		cache: newWatchCache(sess, cfg.Logger), watches: newNodeWatches(sess), lister: newLister()}
 	s.Leases = NewLeases(sess, cfg.Leases, cfg.Logger)
+	s.Leases.svc = s
 	s.Locks = &Locks{svc: s}
 	s.Semaphores = &Semaphores{svc: s}
 	s.Elections = &Elections{svc: s}

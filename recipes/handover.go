@@ -1,0 +1,376 @@
+package recipes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// A handover moves one ZooKeeper session of a gateway, with every lease
+// made in it and everything they hold or wait for, to another gateway (or to
+// this gateway's next run): a restart then costs its clients nothing.
+//
+// ZooKeeper keeps a session alive for its timeout after its connection
+// closes, and any client that presents its id and password resumes it,
+// ephemeral nodes and all. So the giver freezes the session's leases
+// (nothing starts or ends; waits answer ErrMoving, 503, and keep their place
+// in line), writes down their state, and gives the session up without ending
+// it (Session.Detach: it never reconnects). The taker resumes the session,
+// rebuilds the leases and holds from that state, and rewrites the lease
+// records to name itself. The nodes, their sequence numbers and czxids (the
+// fencing tokens) do not change: the same session keeps them. A lease is
+// kept by one gateway at a time: the giver never touches the session again
+// once Detach returns, and ZooKeeper moves a session to its newest
+// connection.
+//
+// A waiting hold that no client was told of (a lock acquire that was
+// waiting when its gateway began to hand over) stays in line for its
+// client's retry, which joins it: for handoverGrace, after which it is
+// abandoned as any hold whose caller went away.
+
+// ErrMoving answers a request for a lease that is being handed over to
+// another gateway: retry, shortly, through any gateway.
+var ErrMoving = &Error{Code: CodeUnavailable, Detail: "the lease is moving to another gateway; retry"}
+
+// handoverGrace is how long a handed-over waiting hold that no client was
+// told of waits for its client's retry.
+const handoverGrace = 10 * time.Second
+
+// Handover is one session handed over: what resumes it, and its leases.
+// Session.Password is secret: a Handover is never logged or shown.
+type Handover struct {
+	Session SavedSession `json:"session"`
+	From    string       `json:"from"` // the id of the gateway that gave it
+	Leases  []LeaseState `json:"leases"`
+}
+
+// String keeps the session's password out of any log.
+func (h *Handover) String() string {
+	return fmt.Sprintf("handover of %v from %s (%d leases)", h.Session, h.From, len(h.Leases))
+}
+
+// LeaseState is a lease as it is handed over.
+type LeaseState struct {
+	ID        string      `json:"id"`
+	Holder    string      `json:"holder"`
+	Owner     string      `json:"owner,omitempty"`
+	TTL       Duration    `json:"ttl"`
+	LockDelay Duration    `json:"lock_delay"`
+	CreatedAt time.Time   `json:"created_at"`
+	Left      Duration    `json:"left"` // of its TTL when it was handed over
+	Holds     []HoldState `json:"holds"`
+}
+
+// HoldState is one hold as it is handed over: the common part, and what
+// its recipe keeps.
+type HoldState struct {
+	Kind      string      `json:"kind"`
+	Key       string      `json:"key"`
+	Name      string      `json:"name"`
+	Since     time.Time   `json:"since"`
+	Nodes     []NodeState `json:"nodes"`
+	Granted   bool        `json:"granted"`
+	Token     int64       `json:"token,omitempty"`
+	GrantedAt time.Time   `json:"granted_at"`
+	Told      bool        `json:"told"`
+
+	Mode   string `json:"mode,omitempty"`   // lock
+	Limit  int    `json:"limit,omitempty"`  // semaphore
+	Value  string `json:"value,omitempty"`  // election
+	Member string `json:"member,omitempty"` // double barrier
+	Count  int    `json:"count,omitempty"`  // double barrier
+	Item   *Item  `json:"item,omitempty"`   // claim
+}
+
+// NodeState is one node of a hold.
+type NodeState struct {
+	Role  string `json:"role"`
+	Path  string `json:"path"`
+	Czxid int64  `json:"czxid,omitempty"`
+}
+
+// stateOf is h's common part; h.mu is held.
+func (h *hold) stateLocked() HoldState {
+	st := HoldState{Kind: h.kind, Key: h.key, Name: h.name, Since: h.since, Granted: h.granted, Token: h.token,
+		GrantedAt: h.grantedAt, Told: h.told}
+	for _, n := range h.nodes {
+		st.Nodes = append(st.Nodes, NodeState{Role: n.role, Path: n.path, Czxid: n.czxid})
+	}
+	return st
+}
+
+// restoreLocked sets h's common part from st.
+func (h *hold) restoreLocked(st HoldState) {
+	h.since, h.granted, h.token, h.grantedAt, h.told = st.Since, st.Granted, st.Token, st.GrantedAt, st.Told
+	for _, n := range st.Nodes {
+		h.nodes = append(h.nodes, heldNode{role: n.Role, path: n.Path, czxid: n.Czxid})
+	}
+}
+
+// state is what hs holds, for a handover: the common part and its recipe's.
+func state(hs holding) HoldState {
+	c := hs.core()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.stateLocked()
+	switch h := hs.(type) {
+	case *lockHold:
+		st.Mode = h.mode
+	case *semHold:
+		st.Limit = h.limit
+	case *candidacy:
+		st.Value = h.value
+	case *membership:
+		st.Member, st.Count = h.member, h.count
+	case *claimHold:
+		if h.granted {
+			item := h.item
+			st.Item = &item
+		}
+	}
+	return st
+}
+
+// restore makes the hold st describes, for lease, in svc.
+func (s *Service) restore(lease *Lease, st HoldState) (holding, error) {
+	var hs holding
+	switch st.Kind {
+	case "lock":
+		if _, err := ValidMode(st.Mode); err != nil {
+			return nil, err
+		}
+		hs = &lockHold{hold: newHold(s, lease, st.Kind, st.Key, st.Name), mode: st.Mode, parent: s.Locks.parent(st.Name)}
+	case "semaphore":
+		hs = &semHold{hold: newHold(s, lease, st.Kind, st.Key, st.Name), limit: st.Limit}
+	case "election":
+		hs = &candidacy{hold: newHold(s, lease, st.Kind, st.Key, st.Name), value: st.Value}
+	case "double-barrier":
+		hs = &membership{hold: newHold(s, lease, st.Kind, st.Key, st.Name), member: st.Member, count: st.Count,
+			path: s.DoubleBarriers.path(st.Name) + "/" + st.Member}
+	case "claim":
+		c := &claimHold{hold: newHold(s, lease, st.Kind, st.Key, st.Name), q: s.Queues}
+		c.dropUntold = true
+		if st.Item != nil {
+			c.item = *st.Item
+			_, c.item.seq, _ = ParseItemID(c.item.ID)
+		}
+		hs = c
+	default:
+		return nil, fmt.Errorf("a hold of unknown kind %q", st.Kind)
+	}
+	if err := ValidName(st.Name); err != nil {
+		return nil, err
+	}
+	c := hs.core()
+	c.self = hs
+	c.mu.Lock()
+	c.restoreLocked(st)
+	c.mu.Unlock()
+	return hs, nil
+}
+
+// HandOver freezes the leases of the service's session, writes down their
+// state and gives the session up without ending it (Session.Detach), for
+// another gateway (or this gateway's next run) to Adopt. From then on the
+// leases are not this gateway's: every request for one answers ErrMoving
+// until the taker keeps it (the lease records then name the taker). It
+// fails, and changes nothing, if the session is not live; ctx bounds the
+// wait for the holds' operations under way.
+func (s *Service) HandOver(ctx context.Context) (*Handover, error) {
+	if st, _, _ := s.sess.Status(); st != StateLive {
+		return nil, unavailable()
+	}
+	ls := s.Leases
+	ls.mu.Lock()
+	ls.handingOver = true // no new lease: Grant answers ErrMoving
+	leases := make([]*Lease, 0, len(ls.live))
+	for _, l := range ls.live {
+		leases = append(leases, l)
+	}
+	ls.mu.Unlock()
+	for _, l := range leases {
+		l.moving.Store(true)
+		l.cancel(ErrMoving) // every wait of the lease ends, its holds stay
+	}
+	// Holds' operations under way (a create) finish under their hold's
+	// lock: state waits for each.
+	h := &Handover{From: s.gatewayID}
+	for _, l := range leases {
+		l.mu.Lock()
+		ending := l.ending
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+		left := time.Until(l.expiresAt)
+		holds := make([]holding, 0, len(l.holds))
+		for _, hs := range l.holds {
+			holds = append(holds, hs)
+		}
+		l.mu.Unlock()
+		if ending {
+			<-l.done // it ended before it froze: not handed over
+			continue
+		}
+		st := LeaseState{ID: l.ID, Holder: l.Holder, Owner: l.Owner, TTL: Duration(l.TTL), LockDelay: Duration(l.LockDelay),
+			CreatedAt: l.CreatedAt, Left: Duration(max(left, 0))}
+		for _, hs := range holds {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			hst := state(hs)
+			if len(hst.Nodes) == 0 && !hst.Granted {
+				continue // nothing in ZooKeeper yet: the client's retry starts anew
+			}
+			st.Holds = append(st.Holds, hst)
+		}
+		sort.Slice(st.Holds, func(i, j int) bool { return st.Holds[i].Key < st.Holds[j].Key })
+		h.Leases = append(h.Leases, st)
+	}
+	h.Session = s.sess.Saved()
+	s.sess.Detach()
+	ls.mu.Lock()
+	for _, l := range leases {
+		delete(ls.live, l.ID) // not this gateway's any more; not remembered as ended either
+	}
+	ls.mu.Unlock()
+	return h, nil
+}
+
+// Adopt resumes the session h hands over and keeps its leases from now on:
+// a service of its own on that session (with this gateway's id), whose
+// leases Leases finds as its own. The lease records are rewritten to name
+// this gateway. ErrSessionGone: the session expired before it could be
+// resumed (its leases are gone).
+func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) error {
+	cfg.Resume = &h.Session
+	sess, err := Connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	sub := New(sess, Config{GatewayID: s.gatewayID, Metrics: s.metrics, Logger: s.log, Leases: s.Leases.cfg})
+	sub.parent = s
+	_, epoch, _ := sess.Status()
+	for _, st := range h.Leases {
+		if err := sub.Leases.restore(st, epoch); err != nil {
+			s.log.Error("a handed-over lease could not be kept", "lease", st.ID, "err", err)
+		}
+	}
+	if err := sub.Leases.rewriteRecords(ctx); err != nil {
+		s.log.Warn("rewrite the records of handed-over leases", "err", err)
+	}
+	// The giver's registration went with it: its session is ours now.
+	if h.From != s.gatewayID && ValidName(h.From) == nil {
+		_ = sess.Conn().Delete(sess.Root()+"/gateways/"+h.From, -1)
+	}
+	s.adoptMu.Lock()
+	s.adopted = append(s.adopted, sub)
+	s.adoptMu.Unlock()
+	go s.retire(sub)
+	s.log.Info("adopted a handed-over session", "session", h.Session, "from", h.From, "leases", len(h.Leases))
+	return nil
+}
+
+// retire closes an adopted service once its last lease has ended (or its
+// session is lost): its session has nothing left to keep.
+func (s *Service) retire(sub *Service) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for range t.C {
+		st, _, _ := sub.sess.Status()
+		if st == StateClosed {
+			break // handed over again, or closed with the gateway
+		}
+		if sub.Leases.Count() == 0 {
+			sub.Close()
+			sub.sess.Close()
+			break
+		}
+	}
+	s.adoptMu.Lock()
+	for i, a := range s.adopted {
+		if a == sub {
+			s.adopted = append(s.adopted[:i], s.adopted[i+1:]...)
+			break
+		}
+	}
+	s.adoptMu.Unlock()
+}
+
+// Services is this service and those it adopted: every session whose
+// leases this gateway keeps.
+func (s *Service) Services() []*Service {
+	s.adoptMu.Lock()
+	defer s.adoptMu.Unlock()
+	return append([]*Service{s}, s.adopted...)
+}
+
+// restore rebuilds a handed-over lease in this table, bound to epoch (the
+// resumed session's), with its TTL left and its holds.
+func (ls *Leases) restore(st LeaseState, epoch uint64) error {
+	if len(st.ID) != 36 {
+		return fmt.Errorf("a lease id %q", st.ID)
+	}
+	lctx, cancel := context.WithCancelCause(context.Background())
+	l := &Lease{ID: st.ID, Holder: st.Holder, Owner: st.Owner, TTL: time.Duration(st.TTL), LockDelay: time.Duration(st.LockDelay),
+		CreatedAt: st.CreatedAt, epoch: epoch, table: ls, ctx: lctx, cancel: cancel, done: make(chan struct{}),
+		expiresAt: time.Now().Add(time.Duration(st.Left)), holds: map[string]holding{}}
+	for _, hst := range st.Holds {
+		hs, err := ls.svc.restore(l, hst)
+		if err != nil {
+			ls.log.Error("a handed-over hold could not be kept; its nodes stay until the lease ends", "lease", st.ID, "hold", hst.Key, "err", err)
+			continue
+		}
+		l.holds[hst.Key] = hs
+		c := hs.core()
+		if !hst.Told && !hst.Granted {
+			// A wait that its client will retry: its place in line is kept
+			// for handoverGrace, as if a call still waited on it.
+			c.mu.Lock()
+			c.waiters++
+			c.mu.Unlock()
+			time.AfterFunc(handoverGrace, func() { c.leave(false) })
+		}
+	}
+	l.timer = time.AfterFunc(time.Duration(st.Left), l.onTimer)
+	ls.mu.Lock()
+	ls.live[l.ID] = l
+	ls.mu.Unlock()
+	return nil
+}
+
+// rewriteRecords makes the records of this table's leases name this
+// gateway, so that the others forward their requests here.
+func (ls *Leases) rewriteRecords(ctx context.Context) error {
+	var first error
+	for _, l := range ls.List() {
+		record := map[string]any{"holder": l.Holder, "ttl": l.TTL.String(), "gateway": ls.cfg.GatewayID}
+		if l.Owner != "" {
+			record["owner"] = l.Owner
+		}
+		if l.LockDelay > 0 {
+			record["lock_delay"] = l.LockDelay.String()
+		}
+		data, _ := json.Marshal(record)
+		for {
+			_, err := ls.sess.Conn().Set(ls.recordPath(l.ID), data, -1)
+			if err == nil || errors.Is(err, zk.ErrNoNode) {
+				break
+			}
+			if !ambiguous(err) {
+				if first == nil {
+					first = err
+				}
+				break
+			}
+			if werr := ls.sess.waitEpoch(ctx, l.epoch); werr != nil {
+				return werr
+			}
+		}
+	}
+	return first
+}

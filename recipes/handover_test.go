@@ -1,0 +1,177 @@
+package recipes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A session handed over keeps every lease and hold it had, on the gateway
+// that adopts it: the same ids, nodes and tokens; releases, campaigns, acks
+// and keepalives go on there; a wait cut by the handover resumes in its
+// place in line on retry; the lease records name the new keeper; the
+// adopted session closes once its last lease ends, leaving nothing.
+func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
+	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
+	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
+	ctx := context.Background()
+	holder, _ := giver.Leases.Create(ctx, time.Minute, "holder", "")
+	waiter, _ := giver.Leases.Create(ctx, time.Minute, "waiter", "")
+
+	lock, err := giver.Locks.Acquire(ctx, holder, "x", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sem, err := giver.Semaphores.Acquire(ctx, holder, "s", 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := giver.Elections.Campaign(ctx, holder, "e", "v1", 0)
+	if err != nil || !lead.Elected {
+		t.Fatalf("campaign: %+v %v", lead, err)
+	}
+	if _, err := giver.Queues.Produce(ctx, "q", []byte("work"), 100); err != nil {
+		t.Fatal(err)
+	}
+	claim, err := giver.Queues.Claim(ctx, holder, "q", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := giver.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
+		waiting <- err
+	}()
+	var waitNode string
+	eventually(t, 10*time.Second, func() error {
+		for _, h := range waiter.Info().Holds {
+			if h.Node != "" {
+				waitNode = h.Node
+				return nil
+			}
+		}
+		return errors.New("the waiter has no node yet")
+	})
+
+	h, err := giver.HandOver(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiting; !errors.Is(err, ErrMoving) {
+		t.Fatalf("the wait under way at the handover: %v, want ErrMoving", err)
+	}
+	if text := h.String(); strings.Contains(text, string(h.Session.Password)) {
+		t.Fatalf("a handover's text shows its session's password: %s", text)
+	}
+	if _, err := giver.Leases.Get(holder.ID); ErrorCode(err) != CodeLeaseNotFound {
+		t.Fatalf("the giver after the handover: %v, want no such lease here", err)
+	}
+	if _, err := giver.Leases.Create(ctx, time.Minute, "late", ""); !errors.Is(err, ErrMoving) {
+		t.Fatalf("a new lease on the giver: %v, want ErrMoving", err)
+	}
+	// Over the wire, as a peer receives it.
+	raw, _ := json.Marshal(h)
+	var got Handover
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}
+	if err := taker.Adopt(ctx, cfg, &got); err != nil {
+		t.Fatalf("adopt: %v", err)
+	}
+
+	kept, err := taker.Leases.KeepAlive(holder.ID)
+	if err != nil {
+		t.Fatalf("keepalive on the taker: %v", err)
+	}
+	info := kept.Info()
+	if info.Gateway != "gw-taker" || len(info.Holds) != 4 {
+		t.Fatalf("the lease on the taker: %+v", info)
+	}
+	rec, _, err := rawClient(t).Get(taker.root + "/leases/" + holder.ID)
+	if err != nil || !strings.Contains(string(rec), `"gateway":"gw-taker"`) {
+		t.Fatalf("the lease record after the handover: %s %v", rec, err)
+	}
+	again, err := taker.Locks.Acquire(ctx, kept, "x", "", 0)
+	if err != nil || again.Token != lock.Token || again.Node != lock.Node {
+		t.Fatalf("the lock on the taker: %+v %v, want the same grant %+v", again, err, lock)
+	}
+	if g, err := taker.Semaphores.Acquire(ctx, kept, "s", 2, 0); err != nil || g.Token != sem.Token {
+		t.Fatalf("the semaphore slot on the taker: %+v %v", g, err)
+	}
+	if c, err := taker.Elections.Proclaim(ctx, kept, "e", "v2"); err != nil || !c.Elected || c.Token != lead.Token {
+		t.Fatalf("proclaim on the taker: %+v %v", c, err)
+	}
+
+	// The cut wait, retried: the same node, its place in line.
+	w, err := taker.Leases.Get(waiter.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan LockGrant, 1)
+	go func() {
+		g, err := taker.Locks.Acquire(ctx, w, "x", "", 30*time.Second)
+		if err != nil {
+			t.Errorf("the retried wait: %v", err)
+		}
+		granted <- g
+	}()
+	if err := taker.Locks.Release(ctx, kept, "x", ""); err != nil {
+		t.Fatal(err)
+	}
+	g := <-granted
+	if g.Node != waitNode || g.Token <= lock.Token {
+		t.Fatalf("the retried wait was granted %+v; want its node %s from before the handover, and a later token than %d", g, waitNode, lock.Token)
+	}
+	if err := taker.Queues.Ack(ctx, kept, "q", claim.ID); err != nil {
+		t.Fatalf("ack on the taker: %v", err)
+	}
+	for _, l := range []*Lease{kept, w} {
+		if err := taker.Leases.Revoke(l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := rawClient(t)
+	eventually(t, 10*time.Second, func() error {
+		if n := len(taker.Services()); n != 1 {
+			return fmt.Errorf("%d services: the adopted one is not closed", n)
+		}
+		if e := ephemeralsUnder(t, conn, taker.root); len(e) > 0 {
+			return fmt.Errorf("ephemeral nodes left: %v", e)
+		}
+		return nil
+	})
+}
+
+// A handover of a session that expires before it is adopted: ErrSessionGone.
+func TestAdoptAnExpiredSession(t *testing.T) {
+	giver := newService(t, serviceOptions{timeout: time.Second, gateway: "gw-giver"})
+	taker := newService(t, serviceOptions{root: giver.root, gateway: "gw-taker"})
+	ctx := context.Background()
+	if _, err := giver.Leases.Create(ctx, time.Minute, "doomed", ""); err != nil {
+		t.Fatal(err)
+	}
+	h, err := giver.HandOver(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := rawClient(t)
+	eventually(t, 20*time.Second, func() error {
+		if ok, _, _ := conn.Exists(giver.root + "/leases/" + h.Leases[0].ID); ok {
+			return errors.New("the record is still there")
+		}
+		return nil
+	})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	err = taker.Adopt(ctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: time.Second, Root: taker.root, Logger: log}, h)
+	if !errors.Is(err, ErrSessionGone) {
+		t.Fatalf("adopt an expired session: %v, want ErrSessionGone", err)
+	}
+}
