@@ -94,7 +94,7 @@ type Leases struct {
 
 	drainEnd    atomic.Pointer[time.Time] // set while the gateway drains: every lease ends then
 	handingOver bool                      // guarded by mu: the session is being handed over (no new lease)
-	advertise atomic.Pointer[string]    // the address this gateway serves (see Locate)
+	advertise   atomic.Pointer[string]    // the address this gateway serves (see Locate)
 }
 
 type endedLease struct {
@@ -121,7 +121,7 @@ type Lease struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc // errLeaseEnding, or ErrMoved
-	done   chan struct{} // closed when all it held is released
+	done   chan struct{}           // closed when all it held is released
 
 	mu        sync.Mutex
 	expiresAt time.Time
