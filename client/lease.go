@@ -414,8 +414,15 @@ func (l *Lease) settle() {
 func (l *Lease) expire() {
 	l.mu.Lock()
 	last := l.lastErr
-	if l.revoked || l.ctx.Err() != nil || time.Now().Before(l.deadline) {
-		l.mu.Unlock() // revoked, lost already, or moved by a confirmation meanwhile
+	if l.revoked || l.ctx.Err() != nil {
+		l.mu.Unlock()
+		return
+	}
+	if left := time.Until(l.deadline); left > 0 {
+		if l.expiry != nil {
+			l.expiry.Reset(left) // moved by a confirmation meanwhile
+		}
+		l.mu.Unlock()
 		return
 	}
 	forgotten := make(chan struct{})
