@@ -93,13 +93,13 @@ func (c *Client) Grant(ctx context.Context, ttl time.Duration, holder string, op
 	l := &Lease{c: c, id: info.ID, ttl: info.TTL, holder: info.Holder, lockDelay: info.LockDelay,
 		looped: make(chan struct{}), changed: make(chan struct{}), holding: map[holdKey]bool{}}
 	l.ctx, l.end = context.WithCancelCause(context.Background())
+	loopCtx, stop := context.WithCancel(context.Background())
+	l.stop = stop
 	l.heard(resp.sent, resp.header)
 	l.confirmed(resp.sent, resp.header, info.ExpiresAt)
 	l.mu.Lock()
 	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
 	l.mu.Unlock()
-	loopCtx, stop := context.WithCancel(context.Background())
-	l.stop = stop
 	go l.keepAlive(loopCtx, resp.sent)
 	return l, nil
 }
