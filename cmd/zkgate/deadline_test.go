@@ -41,19 +41,23 @@ func lastBeat(t *testing.T, path string) (time.Time, bool) {
 // confirmed, which ZooKeeper and the drain keep, whatever the lease's TTL
 // of 15s says. Before, CMD was stopped only once the TTL had passed
 // without a keepalive, and worked on for seconds beside the second holder.
-// The last case has a grace that only SIGTERM sent that long before the
-// deadline keeps within it: SIGTERM at the deadline would leave CMD a
-// second past it.
+// The long-grace cases have a grace that only SIGTERM sent that long before
+// the deadline keeps within it: SIGTERM at the deadline would leave CMD a
+// second past it. `zkgate elect` is held to the same, against the second
+// candidate's election (its since).
 func TestLockStopsByTheDeadline(t *testing.T) {
+	pause := func(a *gwtest.Proc) { a.Pause() }
 	for _, c := range []struct {
 		name    string
+		command string        // lock or elect
 		session time.Duration // A's session timeout
 		grace   string
 		gone    func(a *gwtest.Proc)
 	}{
-		{"frozen", 2 * time.Second, "200ms", func(a *gwtest.Proc) { a.Pause() }},
-		{"drained", 2 * time.Second, "200ms", func(a *gwtest.Proc) { a.Terminate() }},
-		{"frozen-long-grace", 4 * time.Second, "1s", func(a *gwtest.Proc) { a.Pause() }},
+		{"frozen", "lock", 2 * time.Second, "200ms", pause},
+		{"drained", "lock", 2 * time.Second, "200ms", func(a *gwtest.Proc) { a.Terminate() }},
+		{"frozen-long-grace", "lock", 4 * time.Second, "1s", pause},
+		{"elect-frozen-long-grace", "elect", 4 * time.Second, "1s", pause},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := gwtest.StartProcess(t, gwtest.GatewayOptions{SessionTimeout: c.session, DrainTimeout: 3 * time.Second})
@@ -61,7 +65,7 @@ func TestLockStopsByTheDeadline(t *testing.T) {
 			b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root})
 			beats := filepath.Join(t.TempDir(), "beats")
 			t.Setenv("BEATS", beats)
-			z := startZkgate(t, a.URL, nil, "lock", "--ttl", "15s", "--kill-grace", c.grace, "held", "--",
+			z := startZkgate(t, a.URL, nil, c.command, "--ttl", "15s", "--kill-grace", c.grace, "held", "--",
 				"sh", "-c", `trap '' TERM; while :; do date +%s%N >> "$BEATS"; sleep 0.005; done`)
 			gwtest.Eventually(t, 30*time.Second, func() error {
 				if _, ok := lastBeat(t, beats); !ok {
@@ -73,15 +77,23 @@ func TestLockStopsByTheDeadline(t *testing.T) {
 			if exited, _ := z.exitedYet(); exited {
 				t.Fatalf("zkgate ended before A went away: %s", z.stderr)
 			}
-			second := gwtest.Do(t, "POST", b.URL+"/v1/locks/held/acquire?wait=50s", map[string]any{"ttl": "30s", "holder": "second"})
+			path := "/v1/locks/held/acquire?wait=50s"
+			if c.command == "elect" {
+				path = "/v1/elections/held/campaign?wait=50s"
+			}
+			second := gwtest.Do(t, "POST", b.URL+path, map[string]any{"ttl": "30s", "holder": "second"})
 			if second.Status != 200 {
 				t.Fatalf("the second holder's acquire through B: %d %s", second.Status, second.Body)
 			}
 			var g struct {
 				AcquiredAt time.Time `json:"acquired_at"`
+				Since      time.Time `json:"since"` // an election's
 			}
-			if err := json.Unmarshal(second.Body, &g); err != nil || g.AcquiredAt.IsZero() {
+			if err := json.Unmarshal(second.Body, &g); err != nil || g.AcquiredAt.IsZero() && g.Since.IsZero() {
 				t.Fatalf("grant %s: %v", second.Body, err)
+			}
+			if c.command == "elect" {
+				g.AcquiredAt = g.Since
 			}
 			a.Resume()
 			if code := z.wait(t, time.Minute); code != exitLost {
