@@ -76,7 +76,7 @@ func (l *Lease) Enter(ctx context.Context, name, member string, count int, wait 
 	}
 	ctx, cancel := l.bind(ctx)
 	defer cancel()
-	resp, err := l.c.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
+	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
 		body: map[string]any{"lease": l.id, "member": member, "count": count}})
 	if err != nil {
 		return nil, err
@@ -98,7 +98,7 @@ func (l *Lease) Leave(ctx context.Context, name, member string, wait time.Durati
 	}
 	ctx, cancel := l.bind(ctx)
 	defer cancel()
-	resp, err := l.c.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
+	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
 		okOnRetry: []string{"not_held"}, body: map[string]string{"lease": l.id, "member": member}})
 	if err != nil {
 		return nil, err

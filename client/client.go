@@ -118,6 +118,10 @@ type request struct {
 	okOnRetry []string
 	// until, when set, bounds the retries instead of wait plus the window.
 	until time.Time
+	// seen, when set, is shown every answer's headers (error answers too)
+	// with the send time of its request: a lease learns from them when its
+	// gateway says it ends.
+	seen func(sent time.Time, h http.Header)
 }
 
 // response is a successful answer, read whole.
@@ -125,6 +129,7 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+	sent   time.Time // when its request was sent
 }
 
 // do sends r, retrying transient failures when r.retry allows, and returns
@@ -158,7 +163,7 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 			left := max(r.wait-time.Since(start), 0)
 			q.Set("wait", left.Truncate(time.Millisecond).String())
 		}
-		resp, err := c.once(ctx, r.method, r.path, q, body, contentType)
+		resp, err := c.once(ctx, r.method, r.path, q, body, contentType, r.seen)
 		if err == nil {
 			return resp, nil
 		}
@@ -204,8 +209,10 @@ func backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// once sends one request and reads the answer.
-func (c *Client) once(ctx context.Context, method, path string, q url.Values, body []byte, contentType string) (*response, error) {
+// once sends one request and reads the answer, showing its headers to seen
+// (when not nil).
+func (c *Client) once(ctx context.Context, method, path string, q url.Values, body []byte, contentType string,
+	seen func(time.Time, http.Header)) (*response, error) {
 	u := *c.base
 	u.Path = c.base.Path + path
 	u.RawPath = c.base.EscapedPath() + path
@@ -226,11 +233,15 @@ func (c *Client) once(ctx context.Context, method, path string, q url.Values, bo
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	sent := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if seen != nil {
+		seen(sent, resp.Header)
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return nil, fmt.Errorf("zkgate: %s %s: reading the answer: %w", method, u.Path, err)
@@ -238,7 +249,7 @@ func (c *Client) once(ctx context.Context, method, path string, q url.Values, bo
 	if resp.StatusCode >= 400 {
 		return nil, problemOf(resp, data)
 	}
-	return &response{status: resp.StatusCode, header: resp.Header, body: data}, nil
+	return &response{status: resp.StatusCode, header: resp.Header, body: data, sent: sent}, nil
 }
 
 // decode reads a JSON answer into v.

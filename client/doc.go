@@ -4,12 +4,21 @@
 //
 // It does the hard parts that every client of the API needs:
 //
-//   - A Lease (from Client.Grant) keeps itself alive on its own goroutine,
-//     about every third of its TTL, and rides out network failures and 503s
-//     until the lease would have expired. Its Done channel is closed when it
-//     is lost or revoked and Err says why; every call made through the lease
-//     is cancelled at that moment. Stop the work the lease protects when
-//     Done is closed.
+//   - A Lease (from Client.Grant) keeps the deadline the gateway last
+//     confirmed (Lease.Deadline: the lease's expires_at, or the end of its
+//     gateway's drain, counted on this process's clock) and keeps itself
+//     alive on its own goroutine a third of the way to it, riding out
+//     network failures and 503s until then. When the deadline comes without
+//     a newer confirmation the lease ends at once: its Done channel is
+//     closed (also when it is lost or revoked, and Err says why), every
+//     call made through the lease is cancelled, and it is revoked at the
+//     gateway in the background. Stop the work the lease protects when Done
+//     is closed, or a little before the deadline with Lease.Ending.
+//   - One lease per concurrent holder. The gateway answers a lease's
+//     repeated acquire with the same grant, so two goroutines sharing a
+//     lease would share one lock and one fencing token; a Lease refuses a
+//     second Lock, AcquireSemaphore or Campaign of a name it holds or is
+//     acquiring with ErrAlreadyHeld.
 //   - Acquire, campaign, enter and claim are idempotent per lease at the
 //     gateway, so this package retries them, with the same lease and what is
 //     left of the wait, after a network failure or a 503: a lost answer never

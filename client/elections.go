@@ -14,21 +14,34 @@ import (
 // candidacy stays until Resign or the end of the lease, so calling
 // Campaign again resumes the wait; it is idempotent per lease, and network
 // failures are retried as for Lock. A candidacy made by a call whose
-// context ends before the answer is withdrawn by the gateway.
+// context ends before the answer is withdrawn by the gateway. While a
+// Campaign of name is under way, or the lease leads name, another Campaign
+// of it through the lease fails with ErrAlreadyHeld (until Resign).
 func (l *Lease) Campaign(ctx context.Context, name, value string, wait time.Duration) (*Campaign, error) {
 	path, err := namePath("elections", name, "campaign")
 	if err != nil {
 		return nil, err
 	}
+	k := holdKey{kind: "election", name: name}
+	if err := l.take(k); err != nil {
+		return nil, err
+	}
 	ctx, cancel := l.bind(ctx)
 	defer cancel()
-	resp, err := l.c.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
+	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
 		body: map[string]string{"lease": l.id, "value": value}})
+	var c Campaign
+	if err == nil {
+		err = resp.decode(&c)
+	}
+	if err != nil || !c.Elected {
+		// A candidate in line holds nothing yet: Campaign again resumes.
+		l.drop(k)
+	}
 	if err != nil {
 		return nil, err
 	}
-	var c Campaign
-	return &c, resp.decode(&c)
+	return &c, nil
 }
 
 // Lead campaigns in rounds of round (the gateway's --max-wait at most)
@@ -64,7 +77,9 @@ func (l *Lease) Lead(ctx context.Context, name, value string, round time.Duratio
 // Resign withdraws the lease's candidacy (and its leadership) of the
 // election name.
 func (l *Lease) Resign(ctx context.Context, name string) error {
-	return l.leaseAction(ctx, "elections", name, "resign")
+	err := l.leaseAction(ctx, "elections", name, "resign")
+	l.dropAll("election", name, "")
+	return err
 }
 
 // Proclaim sets the value the leader shows. Only the current leader may:
@@ -74,7 +89,7 @@ func (l *Lease) Proclaim(ctx context.Context, name, value string) (*Campaign, er
 	if err != nil {
 		return nil, err
 	}
-	resp, err := l.c.do(ctx, request{method: http.MethodPut, path: path, retry: true,
+	resp, err := l.do(ctx, request{method: http.MethodPut, path: path, retry: true,
 		body: map[string]string{"lease": l.id, "value": value}})
 	if err != nil {
 		return nil, err

@@ -21,8 +21,6 @@ type Error struct {
 	Instance   string                     // urn:zkgate:request:<X-Request-Id>
 	RetryAfter time.Duration              // from Retry-After, when the answer had one
 	Extra      map[string]json.RawMessage // every other member of the problem document (holders, reason, position...)
-
-	fromGateway bool // a problem document, not a bare status from a proxy
 }
 
 func (e *Error) Error() string {
@@ -107,6 +105,12 @@ var (
 	// ErrEmpty is what Take and Claim return when the queue stayed empty
 	// for the whole wait.
 	ErrEmpty = errors.New("queue empty")
+	// ErrAlreadyHeld is what Lock, AcquireSemaphore and Campaign return
+	// when the same Lease already holds, or is acquiring, that name: the
+	// gateway would answer the second call with the first one's grant (an
+	// acquire is idempotent per lease), and two holders would share one
+	// token.
+	ErrAlreadyHeld = errors.New("one lease is one holder; take a lease per concurrent holder")
 )
 
 // codeOfStatus names the code of an error answer that is not a problem
@@ -160,7 +164,6 @@ func problemOf(resp *http.Response, body []byte) *Error {
 			}
 		}
 		if e.Code != "" {
-			e.fromGateway = true
 			return e
 		}
 	}

@@ -22,7 +22,8 @@ func Example() {
 	ctx := context.Background()
 
 	// The lease is the liveness of this process: it keeps itself alive
-	// until Revoke, and everything it holds is released when it ends.
+	// until Revoke, and everything it holds is released when it ends. One
+	// lease per concurrent holder: a lease is one holder of each name.
 	lease, err := c.Grant(ctx, 15*time.Second, "billing-worker-3")
 	if err != nil {
 		log.Fatal(err)
@@ -39,8 +40,9 @@ func Example() {
 	}
 	fmt.Println("holding", lock.Name, "in mode", lock.Mode)
 
-	// Work under lease.Context() stops when the lease is lost; pass the
-	// fencing token to whatever the lock protects.
+	// Work under lease.Context() stops when the lease is lost, at the
+	// latest at lease.Deadline(); pass the fencing token to whatever the
+	// lock protects.
 	if err := writeInvoices(lease.Context(), c, lock); err != nil {
 		log.Fatal(err)
 	}

@@ -11,17 +11,28 @@ import (
 
 // Lease is the liveness of this client at the gateway: everything it holds
 // (locks, semaphore slots, candidacies, barrier memberships, queue claims)
-// is released when the lease ends. A Lease keeps itself alive on a
-// goroutine of its own, sending a keepalive about every third of its TTL and
-// retrying transient failures (network errors, 503, 429) until the lease
-// would have expired. Done is closed when the lease is lost or revoked, and
-// Err says why; the calls made through a Lease are cancelled at that moment
-// and return that same error.
+// is released when the lease ends.
+//
+// A Lease keeps the deadline the gateway last confirmed (see Deadline) and
+// keeps itself alive on a goroutine of its own, a third of the way from
+// each keepalive's send time to that deadline, retrying transient failures
+// (network errors, 503, 429). When the deadline comes without a newer
+// confirmation the lease ends here at once: Done is closed, Err is
+// ErrLeaseExpired, the calls made through the lease are cancelled, and the
+// lease is revoked at the gateway in the background, so that what it held
+// is freed rather than kept until its TTL. Done is closed too when the
+// gateway says the lease ended, or after Revoke; Err says why.
+//
+// One Lease is one holder: it refuses a second Lock, AcquireSemaphore or
+// Campaign of a name it already holds or is acquiring (ErrAlreadyHeld),
+// since the gateway would answer it with the first one's grant. Take a
+// lease per concurrent holder.
 type Lease struct {
-	c      *Client
-	id     string
-	ttl    time.Duration
-	holder string
+	c         *Client
+	id        string
+	ttl       time.Duration
+	holder    string
+	lockDelay time.Duration
 
 	// ctx ends, with the reason as its cause, when the lease is lost or
 	// revoked: it is what Done, Err and the calls made through the lease
@@ -31,37 +42,76 @@ type Lease struct {
 	stop   context.CancelFunc // ends the keepalive loop
 	looped chan struct{}      // closed when the keepalive loop has returned
 
-	mu      sync.Mutex
-	expiry  time.Time // when the lease ends at the latest if no keepalive gets through
-	revoked bool
-	revoke  sync.Mutex // one Revoke at a time
+	mu sync.Mutex
+	// promised is the latest expires_at the gateway confirmed and drainEnd
+	// the earliest end of a drain it announced (zero: none), both on this
+	// process's clock; deadline is the earlier of the two. A promise made
+	// before a drain began is cut short by the drain, so the two are kept
+	// apart and answers may arrive in any order.
+	promised, drainEnd, deadline time.Time
+	changed                      chan struct{}    // closed, and replaced, when deadline changes
+	expiry                       *time.Timer      // ends the lease at deadline
+	lastErr                      error            // the latest keepalive's failure
+	holding                      map[holdKey]bool // what the lease holds or is acquiring (see take)
+	forgotten                    chan struct{}    // closed when the revoke after an expiry has ended
+	revoked                      bool
+	revoke                       sync.Mutex // one Revoke at a time
 }
+
+// A LeaseOption sets something of a lease being made.
+type LeaseOption func(*leaseSpec)
+
+type leaseSpec struct {
+	lockDelay *time.Duration
+}
+
+// LockDelay asks for a lock-delay: when the lease ends without releasing
+// what it holds (it expired, its gateway's session was lost or its gateway
+// went away, or an admin revoked it), no zkgate grant of its locks,
+// semaphore slots and leaderships is made for d, through any gateway. It
+// covers a holder paused or slow past its deadline. From 0s to the
+// gateway's --max-lock-delay (default 1m); without it, the gateway's
+// --lock-delay (default 0s).
+func LockDelay(d time.Duration) LeaseOption {
+	return func(s *leaseSpec) { s.lockDelay = &d }
+}
+
+// minKeepAlive is the shortest time between keepalives, however near the
+// deadline is (as it is near the end of a drain).
+const minKeepAlive = 100 * time.Millisecond
 
 // Grant creates a lease of the given TTL (0: the gateway's default, 15s;
 // it must be from 1s to the gateway's --max-ttl) with a holder label that
-// other clients see, and keeps it alive until Revoke or its loss.
-func (c *Client) Grant(ctx context.Context, ttl time.Duration, holder string) (*Lease, error) {
-	sent := time.Now()
-	info, err := c.CreateLease(ctx, ttl, holder)
+// other clients see, and keeps it alive until Revoke or its loss. The TTL
+// is how long the gateway keeps a lease whose client went silent; the
+// deadline (see Deadline) is often sooner.
+func (c *Client) Grant(ctx context.Context, ttl time.Duration, holder string, opts ...LeaseOption) (*Lease, error) {
+	info, resp, err := c.createLease(ctx, ttl, holder, opts)
 	if err != nil {
 		return nil, err
 	}
-	l := &Lease{c: c, id: info.ID, ttl: info.TTL, holder: info.Holder, expiry: sent.Add(info.TTL),
-		looped: make(chan struct{})}
+	l := &Lease{c: c, id: info.ID, ttl: info.TTL, holder: info.Holder, lockDelay: info.LockDelay,
+		looped: make(chan struct{}), changed: make(chan struct{}), holding: map[holdKey]bool{}}
 	l.ctx, l.end = context.WithCancelCause(context.Background())
 	loopCtx, stop := context.WithCancel(context.Background())
 	l.stop = stop
-	go l.keepAlive(loopCtx)
+	l.heard(resp.sent, resp.header)
+	l.confirmed(resp.sent, resp.header, info.ExpiresAt)
+	l.mu.Lock()
+	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.mu.Unlock()
+	go l.keepAlive(loopCtx, resp.sent)
 	return l, nil
 }
 
 // Lease is a handle of the existing lease id that this client does not keep
 // alive: someone else does (another process, a script running
 // "zkgate lease keepalive"), or the lease is short-lived. Its Done is
-// closed only by Revoke, and TTL is 0. Use it to act for a lease made
-// elsewhere, such as acking an item another process claimed.
+// closed only by Revoke, TTL is 0 and Deadline is the zero Time. Use it to
+// act for a lease made elsewhere, such as acking an item another process
+// claimed.
 func (c *Client) Lease(id string) *Lease {
-	l := &Lease{c: c, id: id, looped: make(chan struct{})}
+	l := &Lease{c: c, id: id, looped: make(chan struct{}), changed: make(chan struct{}), holding: map[holdKey]bool{}}
 	l.ctx, l.end = context.WithCancelCause(context.Background())
 	l.stop = func() {}
 	close(l.looped)
@@ -71,9 +121,18 @@ func (c *Client) Lease(id string) *Lease {
 // CreateLease creates a lease and returns it without keeping it alive (see
 // Grant for one that keeps itself alive): for a client that sends its own
 // keepalives, or work shorter than the TTL.
-func (c *Client) CreateLease(ctx context.Context, ttl time.Duration, holder string) (LeaseInfo, error) {
+func (c *Client) CreateLease(ctx context.Context, ttl time.Duration, holder string, opts ...LeaseOption) (LeaseInfo, error) {
+	info, _, err := c.createLease(ctx, ttl, holder, opts)
+	return info, err
+}
+
+func (c *Client) createLease(ctx context.Context, ttl time.Duration, holder string, opts []LeaseOption) (LeaseInfo, *response, error) {
 	if ttl < 0 {
-		return LeaseInfo{}, fmt.Errorf("%w: ttl %s is negative", ErrInvalid, ttl)
+		return LeaseInfo{}, nil, fmt.Errorf("%w: ttl %s is negative", ErrInvalid, ttl)
+	}
+	var spec leaseSpec
+	for _, o := range opts {
+		o(&spec)
 	}
 	body := map[string]string{}
 	if ttl > 0 {
@@ -82,27 +141,38 @@ func (c *Client) CreateLease(ctx context.Context, ttl time.Duration, holder stri
 	if holder != "" {
 		body["holder"] = holder
 	}
+	if spec.lockDelay != nil {
+		if *spec.lockDelay < 0 {
+			return LeaseInfo{}, nil, fmt.Errorf("%w: lock delay %s is negative", ErrInvalid, *spec.lockDelay)
+		}
+		body["lock_delay"] = spec.lockDelay.String()
+	}
 	// A retried create may leave a lease whose answer was lost: nobody
 	// keeps it alive, and it expires after its TTL holding nothing.
 	resp, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/leases", body: body, retry: true})
 	if err != nil {
-		return LeaseInfo{}, err
+		return LeaseInfo{}, nil, err
 	}
 	var info LeaseInfo
 	if err := resp.decode(&info); err != nil {
-		return LeaseInfo{}, err
+		return LeaseInfo{}, nil, err
 	}
 	if info.ID == "" || info.TTL <= 0 {
-		return LeaseInfo{}, fmt.Errorf("zkgate: the gateway answered a lease without id or ttl: %s", resp.body)
+		return LeaseInfo{}, nil, fmt.Errorf("zkgate: the gateway answered a lease without id or ttl: %s", resp.body)
 	}
-	return info, nil
+	return info, resp, nil
 }
 
 // ID is the lease's id, as the gateway knows it.
 func (l *Lease) ID() string { return l.id }
 
-// TTL is the lease's time to live.
+// TTL is the lease's time to live: how long the gateway keeps it without a
+// keepalive.
 func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// LockDelay is the lease's lock-delay, as the gateway granted it (see the
+// LockDelay option).
+func (l *Lease) LockDelay() time.Duration { return l.lockDelay }
 
 // Holder is the lease's holder label.
 func (l *Lease) Holder() string { return l.holder }
@@ -110,16 +180,67 @@ func (l *Lease) Holder() string { return l.holder }
 // Client is the client the lease was granted through.
 func (l *Lease) Client() *Client { return l.c }
 
+// Deadline is when the lease ends on this side unless a newer keepalive is
+// confirmed first: the earlier of the latest expires_at the gateway
+// confirmed and the end of a drain it announced (X-Zkgate-Lease-Ends), each
+// counted on this process's clock from when its request was sent (their
+// distance from the answer's X-Zkgate-Time; sent + TTL from a gateway
+// without that header). Until then what the lease holds is certainly its
+// own. It moves with every keepalive; stop the work the lease guards by
+// then (see Ending). Zero for a lease from Client.Lease.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Ending returns a channel that is closed once the lease's deadline is less
+// than before away without a newer confirmation, or the lease has ended: a
+// signal to stop the work the lease guards early enough to be done by the
+// deadline. It follows every keepalive (a confirmed keepalive moves the
+// moment on; the end of a drain brings it forward).
+func (l *Lease) Ending(before time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		for {
+			l.mu.Lock()
+			deadline, changed := l.deadline, l.changed
+			l.mu.Unlock()
+			// A lease from Client.Lease has no deadline: it ends by Revoke.
+			t := time.NewTimer(time.Hour)
+			if !deadline.IsZero() {
+				left := time.Until(deadline) - before
+				if left <= 0 {
+					t.Stop()
+					return
+				}
+				t.Reset(left)
+			}
+			select {
+			case <-t.C: // look again: a confirmation may have come meanwhile
+			case <-changed:
+			case <-l.ctx.Done():
+				t.Stop()
+				return
+			}
+			t.Stop()
+		}
+	}()
+	return ch
+}
+
 // Done is closed when the lease is lost or revoked.
 func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 
 // Err is nil while the lease lives, and then why it ended:
+//   - an error that is ErrLeaseExpired, saying that no keepalive was
+//     confirmed before the deadline (and what the last failure was), when
+//     the deadline came first;
 //   - an *Error of code lease_expired (errors.Is(err, ErrLeaseExpired)) when
 //     the gateway says the lease ended; its Reason() is "expired", "revoked"
 //     (by someone else), "session_lost" or "gateway_shutdown";
 //   - an *Error of code lease_not_found when the gateway does not know it;
-//   - an error that is ErrLeaseExpired, wrapping the last failure, when no
-//     keepalive got through for a whole TTL;
 //   - ErrRevoked after Revoke;
 //   - any other *Error the gateway answered a keepalive with (forbidden...).
 func (l *Lease) Err() error {
@@ -133,9 +254,23 @@ func (l *Lease) Err() error {
 // ends: give it to work that must stop then.
 func (l *Lease) Context() context.Context { return l.ctx }
 
-// Info reads the lease from the gateway, with what it holds.
+// Info reads the lease from the gateway, with what it holds; its expires_at
+// counts as a confirmation of the deadline.
 func (l *Lease) Info(ctx context.Context) (LeaseInfo, error) {
-	return l.c.LeaseInfo(ctx, l.id)
+	path, err := pathOf("leases", l.id)
+	if err != nil {
+		return LeaseInfo{}, err
+	}
+	resp, err := l.do(ctx, request{method: http.MethodGet, path: path, retry: true})
+	if err != nil {
+		return LeaseInfo{}, err
+	}
+	var info LeaseInfo
+	if err := resp.decode(&info); err != nil {
+		return LeaseInfo{}, err
+	}
+	l.confirmed(resp.sent, resp.header, info.ExpiresAt)
+	return info, nil
 }
 
 // Revoke stops the keepalives and ends the lease at the gateway, which
@@ -143,7 +278,9 @@ func (l *Lease) Info(ctx context.Context) (LeaseInfo, error) {
 // and Err is ErrRevoked (or the loss that came first). Revoking a lease the
 // gateway already ended is not an error; revoking twice is a no-op. If the
 // gateway cannot be reached the error is returned, and the lease, no longer
-// kept alive, ends by itself within its TTL.
+// kept alive, ends by itself within its TTL. After a deadline that came
+// without a confirmation, Revoke waits (within ctx) for the revoke the
+// lease sent by itself.
 func (l *Lease) Revoke(ctx context.Context) error {
 	l.revoke.Lock()
 	defer l.revoke.Unlock()
@@ -154,10 +291,20 @@ func (l *Lease) Revoke(ctx context.Context) error {
 	<-l.looped
 	l.mu.Lock()
 	l.revoked = true
+	if l.expiry != nil {
+		l.expiry.Stop()
+	}
+	forgotten := l.forgotten
 	l.mu.Unlock()
 	lost := l.ctx.Err() != nil
 	l.end(ErrRevoked)
 	if lost {
+		if forgotten != nil {
+			select {
+			case <-forgotten:
+			case <-ctx.Done():
+			}
+		}
 		return nil
 	}
 	err := l.c.RevokeLease(ctx, l.id)
@@ -184,13 +331,129 @@ func (l *Lease) bind(ctx context.Context) (context.Context, context.CancelFunc) 
 	}
 }
 
-// keepAlive extends the lease about every third of its TTL until stopped
-// or lost.
-func (l *Lease) keepAlive(ctx context.Context) {
+// do sends a call made for the lease: what its answers say of the lease's
+// end (a draining gateway's X-Zkgate-Lease-Ends) moves the deadline.
+func (l *Lease) do(ctx context.Context, r request) (*response, error) {
+	r.seen = l.heard
+	return l.c.do(ctx, r)
+}
+
+// onOurClock is the time t of the gateway's clock, from the answer with
+// headers h to a request sent at sent, on this process's (monotonic) clock:
+// sent plus t's distance from the answer's X-Zkgate-Time. Counted from the
+// send time, never later than the truth, whatever the clocks' offset. ok is
+// false when the answer has no X-Zkgate-Time.
+func onOurClock(sent time.Time, h http.Header, t time.Time) (_ time.Time, ok bool) {
+	now, err := time.Parse(time.RFC3339Nano, h.Get("X-Zkgate-Time"))
+	if err != nil {
+		return time.Time{}, false
+	}
+	return sent.Add(t.Sub(now)), true
+}
+
+// heard takes the end of a drain from an answer to a call made for the
+// lease. A gateway without X-Zkgate-Time is taken to share this clock.
+func (l *Lease) heard(sent time.Time, h http.Header) {
+	v := h.Get("X-Zkgate-Lease-Ends")
+	if v == "" {
+		return
+	}
+	ends, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return
+	}
+	at, ok := onOurClock(sent, h, ends)
+	if !ok {
+		at = sent.Add(ends.Sub(sent))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.drainEnd.IsZero() || at.Before(l.drainEnd) {
+		l.drainEnd = at
+		l.settle()
+	}
+}
+
+// confirmed takes a lease's expires_at from an answer to a request sent at
+// sent (sent + TTL from a gateway without X-Zkgate-Time).
+func (l *Lease) confirmed(sent time.Time, h http.Header, expiresAt time.Time) {
+	at, ok := onOurClock(sent, h, expiresAt)
+	if !ok {
+		at = sent.Add(l.ttl)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if at.After(l.promised) {
+		l.promised = at
+		l.settle()
+	}
+}
+
+// settle sets the deadline from what the gateway said, and tells whoever
+// follows it. l.mu is held.
+func (l *Lease) settle() {
+	d := l.promised
+	if !l.drainEnd.IsZero() && l.drainEnd.Before(d) {
+		d = l.drainEnd
+	}
+	if d.Equal(l.deadline) {
+		return
+	}
+	l.deadline = d
+	close(l.changed)
+	l.changed = make(chan struct{})
+	if l.expiry != nil {
+		l.expiry.Reset(time.Until(d))
+	}
+}
+
+// expire ends the lease when its deadline has come without a newer
+// confirmation: it stops the keepalives and revokes the lease at the
+// gateway in the background, so that what it held is freed now rather
+// than after its TTL.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	last := l.lastErr
+	if l.revoked || l.ctx.Err() != nil {
+		l.mu.Unlock()
+		return
+	}
+	if left := time.Until(l.deadline); left > 0 {
+		if l.expiry != nil {
+			l.expiry.Reset(left) // moved by a confirmation meanwhile
+		}
+		l.mu.Unlock()
+		return
+	}
+	forgotten := make(chan struct{})
+	l.forgotten = forgotten
+	l.mu.Unlock()
+	err := fmt.Errorf("%w: lease %s: no keepalive was confirmed before the deadline the gateway promised",
+		ErrLeaseExpired, l.id)
+	if last != nil {
+		// Only its text: the end is the client's own, not an answer.
+		err = fmt.Errorf("%w; the last failure: %v", err, last)
+	}
+	l.end(err)
+	l.stop()
+	go func() {
+		defer close(forgotten)
+		// The gateway ends a silent lease after its TTL anyway.
+		ctx, cancel := context.WithTimeout(context.Background(), max(l.ttl, time.Second))
+		defer cancel()
+		_ = l.c.RevokeLease(ctx, l.id)
+	}()
+}
+
+// keepAlive extends the lease a third of the way from each keepalive's
+// send time to the deadline it confirmed, until stopped or lost. sent is
+// when the lease's creation was sent.
+func (l *Lease) keepAlive(ctx context.Context, sent time.Time) {
 	defer close(l.looped)
-	interval := l.ttl / 3
-	next := time.Now().Add(interval)
 	for {
+		l.mu.Lock()
+		next := sent.Add(max(l.deadline.Sub(sent)/3, minKeepAlive))
+		l.mu.Unlock()
 		t := time.NewTimer(time.Until(next))
 		select {
 		case <-ctx.Done():
@@ -198,61 +461,59 @@ func (l *Lease) keepAlive(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		sent, err := l.extend(ctx)
+		var err error
+		sent, err = l.extend(ctx)
 		if ctx.Err() != nil {
-			return // Revoke stopped us: it ends the lease itself
+			return // Revoke or the deadline stopped us, and end the lease themselves
 		}
 		if err != nil {
 			l.end(err)
 			return
 		}
-		next = sent.Add(interval)
 	}
 }
 
-// extend sends keepalives until one gets through, the gateway says the
-// lease is gone, or the lease would have expired. It returns when the
-// successful keepalive was sent.
+// extend sends keepalives until one is confirmed (it returns its send
+// time), the gateway says the lease is gone, or ctx ends (as it does at the
+// deadline). A 503 confirms nothing: the gateway's ZooKeeper session is
+// suspended, and what the lease holds is not vouched for.
 func (l *Lease) extend(ctx context.Context) (time.Time, error) {
-	var last error
+	path, err := pathOf("leases", l.id, "keepalive")
+	if err != nil {
+		return time.Time{}, err
+	}
 	for attempt := 0; ; attempt++ {
-		l.mu.Lock()
-		deadline := l.expiry
-		l.mu.Unlock()
+		deadline := l.Deadline()
 		if !time.Now().Before(deadline) {
-			return time.Time{}, fmt.Errorf("%w: lease %s: no keepalive got through within its TTL of %s: %w",
-				ErrLeaseExpired, l.id, l.ttl, last)
+			l.expire() // its timer may not have run yet
+			<-ctx.Done()
+			return time.Time{}, ctx.Err()
 		}
-		sent := time.Now()
 		actx, cancel := context.WithDeadline(ctx, deadline)
-		_, err := l.c.keepAlive(actx, l.id)
+		resp, err := l.do(actx, request{method: http.MethodPost, path: path})
 		cancel()
 		if ctx.Err() != nil {
 			return time.Time{}, ctx.Err()
 		}
+		if err == nil {
+			var info LeaseInfo
+			if err = resp.decode(&info); err == nil {
+				l.confirmed(resp.sent, resp.header, info.ExpiresAt)
+				return resp.sent, nil
+			}
+		}
 		var problem *Error
-		isProblem := errors.As(err, &problem)
-		switch {
-		case err == nil,
-			// The gateway extends a lease while its ZooKeeper session is
-			// suspended, and says so with a 503 problem: a ZooKeeper blip
-			// must not cost the lease. A 503 from something in front of the
-			// gateway proves nothing and is retried.
-			isProblem && problem.Code == "unavailable" && problem.fromGateway:
-			l.mu.Lock()
-			l.expiry = sent.Add(l.ttl)
-			l.mu.Unlock()
-			return sent, nil
-		case isProblem && problem.Code != "unavailable" && problem.Code != "too_many":
+		if errors.As(err, &problem) && problem.Code != "unavailable" && problem.Code != "too_many" {
 			return time.Time{}, err // gone, not found, forbidden: final
 		}
-		last = err
+		l.mu.Lock()
+		l.lastErr = err
+		l.mu.Unlock()
 		pause := backoff(attempt)
-		if isProblem && problem.RetryAfter > 0 {
+		if problem != nil && problem.RetryAfter > 0 {
 			pause = problem.RetryAfter
 		}
-		pause = min(pause, time.Until(deadline))
-		t := time.NewTimer(max(pause, 0))
+		t := time.NewTimer(max(min(pause, time.Until(deadline)), 0))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -262,8 +523,54 @@ func (l *Lease) extend(ctx context.Context) (time.Time, error) {
 	}
 }
 
-// keepAlive sends one keepalive.
-func (c *Client) keepAlive(ctx context.Context, id string) (LeaseInfo, error) {
+// holdKey is what of a name a lease holds or is acquiring.
+type holdKey struct {
+	kind, name string
+	mode       LockMode // a lock's
+}
+
+func (k holdKey) String() string {
+	if k.mode != "" && k.mode != Exclusive {
+		return fmt.Sprintf("%s %q (%s)", k.kind, k.name, k.mode)
+	}
+	return fmt.Sprintf("%s %q", k.kind, k.name)
+}
+
+// take marks k as held or being acquired by the lease, unless it already
+// is: ErrAlreadyHeld then. A retry inside one call is not a second call.
+func (l *Lease) take(k holdKey) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holding[k] {
+		return fmt.Errorf("zkgate: lease %s already holds (or is acquiring) %s: %w", l.id, k, ErrAlreadyHeld)
+	}
+	l.holding[k] = true
+	return nil
+}
+
+// drop frees k once its acquire failed.
+func (l *Lease) drop(k holdKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.holding, k)
+}
+
+// dropAll frees what of name the lease held (every mode of a lock when mode
+// is ""), once a release of it was sent: whatever its answer, the caller is
+// done with the hold.
+func (l *Lease) dropAll(kind, name string, mode LockMode) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k := range l.holding {
+		if k.kind == kind && k.name == name && (mode == "" || k.mode == mode) {
+			delete(l.holding, k)
+		}
+	}
+}
+
+// KeepAlive extends the lease id once, for clients that keep a lease alive
+// themselves (a Lease from Grant does it on its own).
+func (c *Client) KeepAlive(ctx context.Context, id string) (LeaseInfo, error) {
 	path, err := pathOf("leases", id, "keepalive")
 	if err != nil {
 		return LeaseInfo{}, err
@@ -274,12 +581,6 @@ func (c *Client) keepAlive(ctx context.Context, id string) (LeaseInfo, error) {
 	}
 	var info LeaseInfo
 	return info, resp.decode(&info)
-}
-
-// KeepAlive extends the lease id once, for clients that keep a lease alive
-// themselves (a Lease from Grant does it on its own).
-func (c *Client) KeepAlive(ctx context.Context, id string) (LeaseInfo, error) {
-	return c.keepAlive(ctx, id)
 }
 
 // LeaseInfo reads the lease id, with what it holds.

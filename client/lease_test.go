@@ -2,8 +2,10 @@ package client_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -137,7 +139,7 @@ func TestLeaseLostWhenRevokedElsewhere(t *testing.T) {
 	}
 }
 
-// TestKeepAliveSlowServer: every request takes 40% of the TTL to get
+// TestKeepAliveSlowServer: every request takes a sixth of the TTL to get
 // through and 503s from a proxy come and go; the lease lives on.
 func TestKeepAliveSlowServer(t *testing.T) {
 	g, _ := gateway(t)
@@ -161,7 +163,7 @@ func TestKeepAliveSlowServer(t *testing.T) {
 			return
 		}
 		select {
-		case <-time.After(ttl * 4 / 10):
+		case <-time.After(ttl / 6):
 		case <-r.Context().Done():
 			return
 		}
@@ -178,9 +180,10 @@ func TestKeepAliveSlowServer(t *testing.T) {
 	}
 }
 
-// TestLeaseLostWhenUnreachable: when no keepalive gets through for a whole
-// TTL the lease is lost on the client's side, as ErrLeaseExpired wrapping
-// the last failure, although the gateway never answered 410.
+// TestLeaseLostWhenUnreachable: when no keepalive gets through before the
+// confirmed deadline the lease is lost on the client's side, then and not
+// before, as ErrLeaseExpired wrapping the last failure, although the
+// gateway never answered 410.
 func TestLeaseLostWhenUnreachable(t *testing.T) {
 	g, _ := gateway(t)
 	p := newProxy(t, g.URL)
@@ -193,15 +196,14 @@ func TestLeaseLostWhenUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	p.set(func(w http.ResponseWriter, r *http.Request, next http.Handler) { cut(w) })
 	select {
 	case <-l.Done():
 	case <-time.After(15 * time.Second):
 		t.Fatal("Done not closed within 15s of losing the gateway")
 	}
-	if d := time.Since(start); d < time.Second {
-		t.Fatalf("lost after %s, before the lease could have expired", d)
+	if early := time.Until(l.Deadline()); early > 0 {
+		t.Fatalf("lost %s before the deadline the gateway confirmed", early)
 	}
 	err = l.Err()
 	var e *client.Error
@@ -214,29 +216,34 @@ func TestLeaseLostWhenUnreachable(t *testing.T) {
 	}
 }
 
-// TestKeepAliveUnavailableExtends: a 503 problem from the gateway itself
-// (its ZooKeeper session is suspended) extends the lease, as the API says,
-// so a blip longer than the TTL does not cost the lease; a 410 then ends it.
-func TestKeepAliveUnavailableExtends(t *testing.T) {
-	var gone atomic.Bool
+// TestKeepAliveUnavailableConfirmsNothing: a 503 problem from the gateway
+// itself (its ZooKeeper session is suspended) vouches for nothing, so the
+// deadline the creation confirmed stays: the lease ends at it, as the
+// client's own ErrLeaseExpired, and is revoked at the gateway. Before, a 503
+// extended the lease here for as long as the gateway kept answering it.
+func TestKeepAliveUnavailableConfirmsNothing(t *testing.T) {
+	const id = "0b5c6f7e-1a2b-4c3d-8e9f-001122334455"
 	var keepalives atomic.Int32
+	revoked := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now().UTC()
 		switch {
 		case r.Method == http.MethodPost && r.URL.Path == "/v1/leases":
+			// A TTL of a minute, a promise of 1.5s.
 			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Zkgate-Time", now.Format(time.RFC3339Nano))
 			w.WriteHeader(http.StatusCreated)
-			w.Write([]byte(`{"id":"0b5c6f7e-1a2b-4c3d-8e9f-001122334455","ttl":"1s","holder":"h","expires_at":"2030-01-01T00:00:00Z","created_at":"2030-01-01T00:00:00Z","holds":[]}`))
-		case r.Method == http.MethodPost && r.URL.Path == "/v1/leases/0b5c6f7e-1a2b-4c3d-8e9f-001122334455/keepalive":
+			fmt.Fprintf(w, `{"id":%q,"ttl":"1m","holder":"h","lock_delay":"0s","expires_at":%q,"created_at":%q,"holds":[]}`,
+				id, now.Add(1500*time.Millisecond).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/leases/"+id+"/keepalive":
 			keepalives.Add(1)
 			w.Header().Set("Content-Type", "application/problem+json")
-			if gone.Load() {
-				w.WriteHeader(http.StatusGone)
-				w.Write([]byte(`{"type":"urn:zkgate:problem:lease_expired","title":"Lease expired","status":410,"detail":"lease has ended: session_lost","code":"lease_expired","reason":"session_lost"}`))
-				return
-			}
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte(`{"type":"urn:zkgate:problem:unavailable","title":"ZooKeeper unavailable","status":503,"detail":"suspended","code":"unavailable"}`))
+		case r.Method == http.MethodDelete && r.URL.Path == "/v1/leases/"+id:
+			close(revoked)
+			w.WriteHeader(http.StatusNoContent)
 		default:
 			http.NotFound(w, r)
 		}
@@ -247,22 +254,33 @@ func TestKeepAliveUnavailableExtends(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxFor(t, time.Minute)
-	l, err := c.Grant(ctx, 0, "")
+	start := time.Now()
+	l, err := c.Grant(ctx, time.Minute, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	outlives(t, l, 3*time.Second)
-	if keepalives.Load() < 3 {
-		t.Fatalf("%d keepalives in 3 TTLs", keepalives.Load())
+	if d := l.Deadline().Sub(start); d <= 0 || d > 1500*time.Millisecond+time.Second {
+		t.Fatalf("deadline %s after the grant was asked for, want the promise of 1.5s", d)
 	}
-	gone.Store(true)
 	select {
 	case <-l.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("a 410 did not end the lease")
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the lease outlived its deadline by 10s on %d keepalives answered 503", keepalives.Load())
 	}
 	var e *client.Error
-	if err := l.Err(); !errors.As(err, &e) || e.Reason() != "session_lost" {
+	if err := l.Err(); !errors.Is(err, client.ErrLeaseExpired) || errors.As(err, &e) ||
+		!strings.Contains(err.Error(), "no keepalive was confirmed before the deadline") {
 		t.Fatalf("Err: %v", err)
+	}
+	if keepalives.Load() < 1 {
+		t.Fatal("no keepalive was sent")
+	}
+	select {
+	case <-revoked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the expired lease was not revoked at the gateway")
+	}
+	if err := l.Revoke(ctx); err != nil {
+		t.Fatalf("Revoke after the expiry: %v", err)
 	}
 }

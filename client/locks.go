@@ -18,7 +18,10 @@ import (
 // The call is bound by ctx and by the lease. A network failure or a 503 is
 // retried with the same lease, with what is left of the wait: acquire is
 // idempotent per lease at the gateway, so a retry after a lost answer gets
-// the same grant (same token, same node), never a second node.
+// the same grant (same token, same node), never a second node. For the same
+// reason a lease is one holder: while it holds or acquires the lock name in
+// mode, another Lock of it through the lease fails with ErrAlreadyHeld
+// (until Release or Unlock, or the end of the failed acquire).
 func (l *Lease) Lock(ctx context.Context, name string, mode LockMode, wait time.Duration) (*LockGrant, error) {
 	switch mode {
 	case "":
@@ -31,15 +34,23 @@ func (l *Lease) Lock(ctx context.Context, name string, mode LockMode, wait time.
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := l.bind(ctx)
-	defer cancel()
-	resp, err := l.c.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
-		body: map[string]string{"lease": l.id, "mode": string(mode)}})
-	if err != nil {
+	k := holdKey{kind: "lock", name: name, mode: mode}
+	if err := l.take(k); err != nil {
 		return nil, err
 	}
+	ctx, cancel := l.bind(ctx)
+	defer cancel()
+	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
+		body: map[string]string{"lease": l.id, "mode": string(mode)}})
 	g := &LockGrant{lease: l}
-	return g, resp.decode(g)
+	if err == nil {
+		err = resp.decode(g)
+	}
+	if err != nil {
+		l.drop(k)
+		return nil, err
+	}
+	return g, nil
 }
 
 // Release gives up the lock in the grant's mode. A repeat after a lost
@@ -63,7 +74,8 @@ func (l *Lease) Unlock(ctx context.Context, name string, mode LockMode) error {
 	if mode != "" {
 		body["mode"] = string(mode)
 	}
-	_, err = l.c.do(ctx, request{method: http.MethodPost, path: path, body: body, retry: true, okOnRetry: []string{"not_held"}})
+	_, err = l.do(ctx, request{method: http.MethodPost, path: path, body: body, retry: true, okOnRetry: []string{"not_held"}})
+	l.dropAll("lock", name, mode)
 	return err
 }
 
@@ -116,8 +128,9 @@ func (c *Client) Fence(ctx context.Context, name string, token int64) error {
 }
 
 // AcquireSemaphore takes one of the limit slots of the semaphore name for
-// the lease, waiting up to wait; as Lock for timeouts, retries and the
-// token. Every holder must give the same limit (ErrLimitMismatch otherwise).
+// the lease, waiting up to wait; as Lock for timeouts, retries, the token
+// and ErrAlreadyHeld (a lease holds one slot of a semaphore). Every holder
+// must give the same limit (ErrLimitMismatch otherwise).
 func (l *Lease) AcquireSemaphore(ctx context.Context, name string, limit int, wait time.Duration) (*SemaphoreGrant, error) {
 	path, err := namePath("semaphores", name, "acquire")
 	if err != nil {
@@ -126,15 +139,23 @@ func (l *Lease) AcquireSemaphore(ctx context.Context, name string, limit int, wa
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: a semaphore limit is at least 1", ErrInvalid)
 	}
-	ctx, cancel := l.bind(ctx)
-	defer cancel()
-	resp, err := l.c.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
-		body: map[string]any{"lease": l.id, "limit": limit}})
-	if err != nil {
+	k := holdKey{kind: "semaphore", name: name}
+	if err := l.take(k); err != nil {
 		return nil, err
 	}
+	ctx, cancel := l.bind(ctx)
+	defer cancel()
+	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
+		body: map[string]any{"lease": l.id, "limit": limit}})
 	g := &SemaphoreGrant{lease: l}
-	return g, resp.decode(g)
+	if err == nil {
+		err = resp.decode(g)
+	}
+	if err != nil {
+		l.drop(k)
+		return nil, err
+	}
+	return g, nil
 }
 
 // Release gives the slot back.
@@ -148,7 +169,9 @@ func (g *SemaphoreGrant) Release(ctx context.Context) error {
 // ReleaseSemaphore gives up the lease's slot of the semaphore name, or its
 // place in line for one.
 func (l *Lease) ReleaseSemaphore(ctx context.Context, name string) error {
-	return l.leaseAction(ctx, "semaphores", name, "release")
+	err := l.leaseAction(ctx, "semaphores", name, "release")
+	l.dropAll("semaphore", name, "")
+	return err
 }
 
 // SemaphoreState reads who holds the semaphore's slots and who waits.
@@ -164,7 +187,7 @@ func (l *Lease) leaseAction(ctx context.Context, kind, name, verb string) error 
 	if err != nil {
 		return err
 	}
-	_, err = l.c.do(ctx, request{method: http.MethodPost, path: path, body: map[string]string{"lease": l.id},
+	_, err = l.do(ctx, request{method: http.MethodPost, path: path, body: map[string]string{"lease": l.id},
 		retry: true, okOnRetry: []string{"not_held"}})
 	return err
 }

@@ -87,7 +87,7 @@ func (l *Lease) Claim(ctx context.Context, name string, wait time.Duration) (*It
 	}
 	ctx, cancel := l.bind(ctx)
 	defer cancel()
-	resp, err := l.c.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
+	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
 		body: map[string]string{"lease": l.id}})
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (l *Lease) itemAction(ctx context.Context, name, id, verb string) error {
 	if err != nil {
 		return err
 	}
-	_, err = l.c.do(ctx, request{method: http.MethodPost, path: path, body: map[string]string{"lease": l.id},
+	_, err = l.do(ctx, request{method: http.MethodPost, path: path, body: map[string]string{"lease": l.id},
 		retry: true, okOnRetry: []string{"not_claimed"}})
 	return err
 }

@@ -21,45 +21,57 @@ const (
 // priorities go from 0 (served first) to 999.
 const DefaultPriority = 100
 
-// LeaseInfo is a lease as the gateway reports it.
+// LeaseInfo is a lease as the gateway reports it. ExpiresAt is on the
+// gateway's clock: until then what the lease holds is certainly its own
+// (a Lease counts it on this process's clock, see Lease.Deadline).
 type LeaseInfo struct {
 	ID        string        `json:"id"`
 	Gateway   string        `json:"gateway"` // the id of the gateway that keeps it
 	TTL       time.Duration `json:"-"`
 	Holder    string        `json:"holder"`
+	LockDelay time.Duration `json:"-"` // see LockDelay
 	ExpiresAt time.Time     `json:"expires_at"`
 	CreatedAt time.Time     `json:"created_at"`
 	Holds     []Hold        `json:"holds"`
 }
 
-// UnmarshalJSON reads the ttl, a Go duration string.
+// UnmarshalJSON reads the ttl and the lock_delay, Go duration strings.
 func (l *LeaseInfo) UnmarshalJSON(b []byte) error {
 	type plain LeaseInfo
 	var v struct {
 		plain
-		TTL string `json:"ttl"`
+		TTL       string `json:"ttl"`
+		LockDelay string `json:"lock_delay"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	*l = LeaseInfo(v.plain)
-	if v.TTL != "" {
-		d, err := time.ParseDuration(v.TTL)
-		if err != nil {
-			return fmt.Errorf("lease ttl %q: %v", v.TTL, err)
+	for _, f := range []struct {
+		name, text string
+		to         *time.Duration
+	}{{"ttl", v.TTL, &l.TTL}, {"lock_delay", v.LockDelay, &l.LockDelay}} {
+		if f.text == "" {
+			continue
 		}
-		l.TTL = d
+		d, err := time.ParseDuration(f.text)
+		if err != nil {
+			return fmt.Errorf("lease %s %q: %v", f.name, f.text, err)
+		}
+		*f.to = d
 	}
 	return nil
 }
 
-// MarshalJSON writes the ttl as a Go duration string, as the gateway does.
+// MarshalJSON writes the ttl and the lock_delay as Go duration strings, as
+// the gateway does.
 func (l LeaseInfo) MarshalJSON() ([]byte, error) {
 	type plain LeaseInfo
 	return json.Marshal(struct {
 		plain
-		TTL string `json:"ttl"`
-	}{plain(l), l.TTL.String()})
+		TTL       string `json:"ttl"`
+		LockDelay string `json:"lock_delay"`
+	}{plain(l), l.TTL.String(), l.LockDelay.String()})
 }
 
 // Hold is something a lease holds or waits for.

@@ -131,7 +131,9 @@ export type Queries = [
 
 // The patterns the README shows compile as written.
 export async function usage(gate: zk.Gateway, signal: AbortSignal): Promise<number> {
-  await using lease = await gate.lease({ ttl: "15s", holder: "billing-worker-3", onLost: (e: zk.LeaseLost) => console.error(e.message) });
+  await using lease = await gate.lease({ ttl: "15s", holder: "billing-worker-3", lockDelay: "10s", onLost: (e: zk.LeaseLost) => console.error(e.message) });
+  const deadline: number = lease.deadline;
+  void deadline;
   await using grant = await lease.lock("invoices", { wait: "10s", signal });
   const token: number = grant.token;
   for await (const item of lease.consume("emails", { wait: "30s", signal: lease.signal, untilEmpty: true })) {

@@ -45,8 +45,13 @@ export interface Hold {
 
 export interface LeaseInfo {
   id: string;
+  /** The id of the gateway that keeps the lease. */
+  gateway: string;
+  /** How long the gateway keeps the lease without a keepalive. */
   ttl: string;
   holder: string;
+  lock_delay: string;
+  /** Until when what the lease holds is certainly its own, on the gateway's clock (see Lease.deadline). */
   expires_at: string;
   created_at: string;
   holds: Hold[];
@@ -178,6 +183,7 @@ export namespace wire {
   interface LeaseRequest {
     ttl?: string;
     holder?: string;
+    lock_delay?: string;
   }
   interface LockAcquireRequest {
     lease: string;
@@ -237,7 +243,12 @@ export declare class ZkgateError extends Error {
 export declare class TransportError extends ZkgateError {}
 /** 400 invalid_request, or a request the client refuses to send (a bad name or duration). */
 export declare class InvalidRequest extends ZkgateError {}
-/** The lease is gone (expired, revoked, its gateway's session lost, or no keepalive answered within its TTL). */
+/**
+ * The lease already holds, or is acquiring, that lock, semaphore or election:
+ * one lease is one holder. Take a lease per concurrent holder. No request was sent.
+ */
+export declare class AlreadyHeld extends InvalidRequest {}
+/** The lease is gone (expired, revoked, its gateway's session lost, or no keepalive confirmed before its deadline). */
 export declare class LeaseLost extends ZkgateError {}
 /** 410 lease_expired; `reason` says why. */
 export declare class LeaseExpired extends LeaseLost {
@@ -315,9 +326,11 @@ export interface WaitOptions extends CallOptions {
 }
 
 export interface LeaseOptions extends CallOptions {
-  /** Default "15s". */
+  /** How long the gateway keeps the lease if this client goes silent; default "15s". */
   ttl?: Duration;
   holder?: string;
+  /** When the lease ends without releasing, nobody is granted what it held for this long (default: the gateway's --lock-delay). */
+  lockDelay?: Duration;
   /** Called when the lease is lost. */
   onLost?: (err: LeaseLost) => void;
 }
@@ -328,7 +341,7 @@ export declare class Gateway {
   token: string | undefined;
   timeout: number;
   retryFor: number;
-  /** Creates a lease and keeps it alive until it is revoked. */
+  /** Creates a lease and keeps it alive until it is revoked. One lease per concurrent holder. */
   lease(options?: LeaseOptions): Promise<Lease>;
   leaseInfo(id: string, options?: CallOptions): Promise<LeaseInfo>;
   leases(options?: CallOptions): Promise<LeaseInfo[]>;
@@ -360,6 +373,15 @@ export declare class Lease {
   readonly holder: string;
   /** The TTL in ms. */
   readonly ttl: number;
+  /** The lock-delay in ms. */
+  readonly lockDelay: number;
+  /**
+   * Until when the gateway last confirmed the lease, on performance.now()'s clock (ms): the
+   * earlier of its expires_at and the end of its gateway's drain, counted from when the request
+   * was sent. A keepalive goes a third of the way to it; if it comes first, the lease is lost
+   * then (signal aborts) and revoked in the background.
+   */
+  get deadline(): number;
   /** The lease as the last keepalive returned it. */
   info: LeaseInfo;
   /** Why the lease was lost, once it was. */
@@ -374,6 +396,7 @@ export declare class Lease {
   /** Stops the keepalive and revokes the lease; throws the LeaseLost if it was lost. */
   revoke(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
+  /** AlreadyHeld while this lease holds or acquires the lock in that mode: one lease is one holder. */
   lock(name: string, options?: WaitOptions & { mode?: LockMode }): Promise<Grant>;
   semaphore(name: string, limit: number, options?: WaitOptions): Promise<Grant>;
   release(kind: "lock" | "semaphore", name: string, options?: CallOptions & { mode?: LockMode }): Promise<void>;

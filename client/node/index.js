@@ -31,7 +31,7 @@
 /** @typedef {import("./index.js").wire.ProclaimRequest} ProclaimRequest */
 /** @typedef {import("./index.js").wire.EnterRequest} EnterRequest */
 /** @typedef {import("./index.js").wire.LeaveRequest} LeaveRequest */
-/** @typedef {{status: number, headers: Headers, body: Uint8Array}} Reply */
+/** @typedef {{status: number, headers: Headers, body: Uint8Array, sent: number}} Reply  sent: performance.now() when its request was sent */
 
 export const VERSION = "0.1.0";
 export const DEFAULT_URL = "http://127.0.0.1:8080";
@@ -69,6 +69,12 @@ export class ZkgateError extends Error {
 }
 export class TransportError extends ZkgateError {}
 export class InvalidRequest extends ZkgateError { static code = "invalid_request"; }
+/**
+ * The lease already holds, or is acquiring, that lock, semaphore or election:
+ * one lease is one holder (the gateway would answer a second call with the
+ * first one's grant). Take a lease per concurrent holder. No request was sent.
+ */
+export class AlreadyHeld extends InvalidRequest {}
 export class LeaseLost extends ZkgateError {}
 export class LeaseExpired extends LeaseLost {
   static code = "lease_expired";
@@ -327,9 +333,10 @@ export class Gateway {
     if (o.body !== undefined) headers["Content-Type"] = o.type ?? "application/json";
     const l = linked(o.signals ?? [], o.timeoutMs);
     try {
+      const sent = performance.now();
       const res = await this.fetch(target, { method, headers, body: o.body, signal: l.signal });
       const body = new Uint8Array(await res.arrayBuffer());
-      return { status: res.status, headers: res.headers, body };
+      return { status: res.status, headers: res.headers, body, sent };
     } catch (e) {
       if (l.signal.aborted) throw l.signal.reason;
       const cause = /** @type {{cause?: {message?: string}, message?: string}} */ (e);
@@ -377,6 +384,7 @@ export class Gateway {
       if (o.wait !== undefined && attempt > 0) query.wait = formatDuration(left);
       try {
         const r = await this._send(method, path, { query, body, type, timeoutMs: left + this.timeout, signals });
+        o.lease?._heard(r);
         if (r.status >= 400) throw errorFrom(r.status, r.headers.get("Content-Type") ?? "", r.body, r.headers.get("Retry-After"));
         return r;
       } catch (e) {
@@ -392,7 +400,7 @@ export class Gateway {
         }
         if (o.lease && e instanceof LeaseLost) o.lease._lose(e);
         if (attempt > 0 && o.doneOnRetry?.some((c) => e instanceof c)) {
-          return { status: 204, headers: new Headers(), body: new Uint8Array() };
+          return { status: 204, headers: new Headers(), body: new Uint8Array(), sent: start };
         }
         throw e;
       }
@@ -401,7 +409,8 @@ export class Gateway {
 
   /**
    * Creates a lease and keeps it alive until it is revoked (`await using`
-   * revokes it at the end of the block).
+   * revokes it at the end of the block). One lease per concurrent holder:
+   * a lease is one holder of each name.
    * @param {LeaseOptions} [options]
    * @returns {Promise<Lease>}
    */
@@ -409,9 +418,9 @@ export class Gateway {
     /** @type {LeaseRequest} */
     const req = { ttl: wireDuration(options.ttl ?? "15s")[0] };
     if (options.holder !== undefined) req.holder = options.holder;
-    const asked = performance.now();
+    if (options.lockDelay !== undefined) req.lock_delay = wireDuration(options.lockDelay)[0];
     const r = await this._call("POST", "/v1/leases", { json: req, signal: options.signal });
-    return new Lease(this, /** @type {LeaseInfo} */ (json(r)), options.onLost, asked);
+    return new Lease(this, /** @type {LeaseInfo} */ (json(r)), options.onLost, r.sent, r.headers);
   }
 
   /**
@@ -559,11 +568,32 @@ export class Gateway {
 // ---------------------------------------------------------------------------
 // Leases.
 
+/** The shortest time between keepalives, however near the deadline, in ms. */
+const minKeepAlive = 100;
+
+/**
+ * The gateway's time `at` on this process's clock (performance.now()): its
+ * distance from the answer's X-Zkgate-Time, counted from when the request was
+ * sent (never later than the truth, whatever the clocks' offset); undefined
+ * without X-Zkgate-Time.
+ * @param {number} sent
+ * @param {Headers} headers
+ * @param {string | null | undefined} at
+ */
+function onOurClock(sent, headers, at) {
+  const then = Date.parse(at ?? "");
+  const now = Date.parse(headers.get("X-Zkgate-Time") ?? "");
+  if (Number.isNaN(then) || Number.isNaN(now)) return undefined;
+  return sent + (then - now);
+}
+
 export class Lease {
   /** @type {AbortController} */
   #lost = new AbortController();
-  /** @type {NodeJS.Timeout | undefined} */
+  /** @type {NodeJS.Timeout | undefined} the next keepalive */
   #timer;
+  /** @type {NodeJS.Timeout | undefined} ends the lease at its deadline */
+  #expiry;
   /** @type {AbortController | undefined} */
   #inflight;
   /** @type {Promise<void> | undefined} */
@@ -572,27 +602,47 @@ export class Lease {
   #revoked = false;
   /** @type {((err: LeaseLost) => void) | undefined} */
   #onLost;
-  /** when the gateway last extended the lease, at the latest (performance.now()) */
-  #extended;
+  // The latest expires_at the gateway confirmed and the earliest end of a drain
+  // it announced, on this process's clock (performance.now(), ms); the deadline
+  // is the earlier. A promise made before a drain began is cut short by the
+  // drain, so the two are kept apart and answers may come in any order.
+  #promised = -Infinity;
+  #drainEnd = Infinity;
+  #deadline = -Infinity;
+  /** @type {unknown} the latest keepalive's failure */
+  #lastFailure;
+  /** @type {Set<string>} what the lease holds or is acquiring (see #take) */
+  #holding = new Set();
 
   /**
    * @param {Gateway} gateway
    * @param {LeaseInfo} info
    * @param {(err: LeaseLost) => void} [onLost]
-   * @param {number} [asked]
+   * @param {number} [asked] performance.now() when the lease was asked for
+   * @param {Headers} [headers] the headers of the answer that made it
    */
-  constructor(gateway, info, onLost, asked) {
+  constructor(gateway, info, onLost, asked, headers) {
     this.gateway = gateway;
     this.info = info;
     this.id = info.id;
     this.holder = info.holder;
-    /** The TTL in ms. */
+    /** The TTL in ms: how long the gateway keeps the lease if this client goes silent. */
     this.ttl = parseDuration(info.ttl);
+    /** The lock-delay in ms. */
+    this.lockDelay = parseDuration(info.lock_delay ?? "0s");
     /** @type {LeaseLost | undefined} */
     this.error = undefined;
     this.#onLost = onLost;
-    this.#extended = asked ?? performance.now();
-    this.#schedule(this.ttl / 3);
+    const sent = asked ?? performance.now();
+    if (headers) {
+      this._heard({ status: 201, headers, body: new Uint8Array(), sent });
+      this.#confirmed(sent, headers, info.expires_at);
+    } else {
+      // The lease runs from the moment it was asked for, at the latest.
+      this.#promised = sent + this.ttl;
+      this.#settle();
+    }
+    this.#schedule(this.#untilKeepAlive(sent));
   }
 
   /** Aborted, with the LeaseLost as its reason, when the lease is lost. */
@@ -605,15 +655,26 @@ export class Lease {
     return this.error !== undefined;
   }
 
-  /** Throws the LeaseLost that ended the lease, if it ended. */
+  /**
+   * Until when the gateway last confirmed the lease, on performance.now()'s
+   * clock (ms): the earlier of its expires_at and the end of a drain of its
+   * gateway, counted from when the request was sent. Stop the work the lease
+   * guards by then; it moves with each keepalive.
+   */
+  get deadline() {
+    return this.#deadline;
+  }
+
+  /** Throws the LeaseLost that ended the lease, if it ended (also if its deadline has passed). */
   check() {
+    if (!this.error && !this.#revoked && performance.now() >= this.#deadline) this.#expire();
     if (this.error) throw this.error;
     if (this.#revoked) throw new LeaseExpired("the lease was revoked by this client", { problem: { reason: "revoked" } });
   }
 
-  /** @param {LeaseLost} err */
+  /** @param {LeaseLost} err @returns {boolean} whether this call ended the lease */
   _lose(err) {
-    if (this.error || this.#revoked) return;
+    if (this.error || this.#revoked) return false;
     this.error = err;
     this.#stop();
     this.#lost.abort(err);
@@ -622,50 +683,144 @@ export class Lease {
     } catch {
       // a callback's failure must not hide the loss: it is in `error` and `signal`
     }
+    return true;
+  }
+
+  /**
+   * Takes the end of a drain from any answer to a call made for the lease. A
+   * gateway without X-Zkgate-Time is taken to share this clock.
+   * @param {Reply} r
+   */
+  _heard(r) {
+    const ends = r.headers.get("X-Zkgate-Lease-Ends");
+    if (!ends) return;
+    let at = onOurClock(r.sent, r.headers, ends);
+    if (at === undefined) {
+      const wall = Date.parse(ends);
+      if (Number.isNaN(wall)) return;
+      at = r.sent + (wall - Date.now());
+    }
+    if (at < this.#drainEnd) {
+      this.#drainEnd = at;
+      this.#settle();
+    }
+  }
+
+  /**
+   * Takes a lease's expires_at from an answer (sent + TTL from a gateway without X-Zkgate-Time).
+   * @param {number} sent
+   * @param {Headers} headers
+   * @param {string | undefined} expiresAt
+   */
+  #confirmed(sent, headers, expiresAt) {
+    const at = onOurClock(sent, headers, expiresAt) ?? sent + this.ttl;
+    if (at > this.#promised) {
+      this.#promised = at;
+      this.#settle();
+    }
+  }
+
+  /** Sets the deadline from what the gateway said, and the timer that ends the lease then. */
+  #settle() {
+    const d = Math.min(this.#promised, this.#drainEnd);
+    if (d === this.#deadline) return;
+    this.#deadline = d;
+    this.#arm();
+  }
+
+  /** Sets the timer that ends the lease at its deadline. */
+  #arm() {
+    if (this.#stopped) return;
+    clearTimeout(this.#expiry);
+    // A timer may fire a little before performance.now() reaches its time: +1.
+    this.#expiry = setTimeout(() => this.#expire(), Math.max(0, this.#deadline - performance.now() + 1));
+    this.#expiry.unref?.();
+  }
+
+  /**
+   * Ends the lease when its deadline has come without a newer confirmation,
+   * stops the keepalives, and revokes it at the gateway in the background,
+   * so that what it held is freed now rather than after its TTL.
+   */
+  #expire() {
+    if (this.error || this.#revoked) return;
+    if (performance.now() < this.#deadline) {
+      this.#arm(); // early, or a confirmation moved it meanwhile
+      return;
+    }
+    let why = `no keepalive of lease ${this.id} was confirmed before the deadline the gateway promised`;
+    if (this.#lastFailure !== undefined) {
+      why += ` (the last failure: ${this.#lastFailure instanceof Error ? this.#lastFailure.message : String(this.#lastFailure)})`;
+    }
+    if (this._lose(new LeaseLost(`${why}: it must be taken as lost`))) void this.#forget();
+  }
+
+  /** Revokes the lease at the gateway, best-effort, for at most its TTL (the gateway ends a silent lease then anyway). */
+  async #forget() {
+    const until = performance.now() + Math.max(this.ttl, 1000);
+    let pause = 100;
+    for (;;) {
+      const left = until - performance.now();
+      if (left <= 0) return;
+      try {
+        const r = await this.gateway._send("DELETE", `/v1/leases/${this.id}`, { timeoutMs: Math.min(left, this.gateway.timeout) });
+        if (![429, 502, 503, 504].includes(r.status)) return; // revoked, or ended already
+      } catch {
+        // no answer: try again
+      }
+      await sleep(Math.min(pause, Math.max(0, until - performance.now())), []);
+      pause = Math.min(pause * 2, 2000);
+    }
   }
 
   #stop() {
     this.#stopped = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    clearTimeout(this.#expiry);
+    this.#expiry = undefined;
     this.#inflight?.abort();
+  }
+
+  /** The time until the keepalive after one sent at `sent`: a third of the way to the deadline. @param {number} sent */
+  #untilKeepAlive(sent) {
+    return Math.max((this.#deadline - sent) / 3, minKeepAlive) - (performance.now() - sent);
   }
 
   /** @param {number} ms */
   #schedule(ms) {
     this.#timer = setTimeout(() => {
       this.#ticking = this.#tick();
-    }, ms);
+    }, Math.max(0, ms));
     this.#timer.unref?.();
   }
 
   async #tick() {
     this.#timer = undefined;
     if (this.#stopped) return;
-    const interval = this.ttl / 3;
-    const sent = performance.now();
-    const left = this.#extended + this.ttl - sent;
-    if (left <= 0) {
-      this._lose(new LeaseLost(`no keepalive of lease ${this.id} was answered within its TTL of ${formatDuration(this.ttl)}: it must be taken as lost`));
-      return;
-    }
-    let next = interval;
+    const left = this.#deadline - performance.now();
+    if (left <= 0) return; // the expiry timer ends the lease
+    let next;
     const inflight = new AbortController();
     this.#inflight = inflight;
     try {
       const r = await this.gateway._send("POST", `/v1/leases/${this.id}/keepalive`, {
-        timeoutMs: Math.max(200, Math.min(interval, left)), signals: [inflight.signal],
+        timeoutMs: Math.max(50, left), signals: [inflight.signal],
       });
+      this._heard(r);
       if (r.status >= 400) throw errorFrom(r.status, r.headers.get("Content-Type") ?? "", r.body, r.headers.get("Retry-After"));
       this.info = json(r);
-      this.#extended = sent;
+      this.#confirmed(r.sent, r.headers, this.info.expires_at);
+      next = this.#untilKeepAlive(r.sent);
     } catch (e) {
       if (this.#stopped) return;
       if (transient(e)) {
-        // Try again soon, until the lease would have expired.
+        // Transient, and confirms nothing (a 503 says the gateway's ZooKeeper
+        // session is suspended): try again soon, until the deadline.
+        this.#lastFailure = e;
         const err = /** @type {ZkgateError} */ (e);
-        const wait = err.retryAfter === undefined ? 250 : Math.min(err.retryAfter * 1000, interval);
-        next = Math.max(50, Math.min(wait, this.#extended + this.ttl - performance.now()));
+        const wait = err.retryAfter === undefined ? 250 : err.retryAfter * 1000;
+        next = Math.max(50, Math.min(wait, this.#deadline - performance.now()));
       } else if (e instanceof LeaseLost) {
         this._lose(e);
         return;
@@ -683,10 +838,41 @@ export class Lease {
     if (!this.#stopped) this.#schedule(next);
   }
 
+  /**
+   * Marks what the lease is acquiring, unless it holds or acquires it already:
+   * AlreadyHeld then.
+   * @param {string} kind
+   * @param {string} name
+   * @param {string} [mode]
+   */
+  #take(kind, name, mode) {
+    const key = `${kind}\0${name}\0${mode ?? ""}`;
+    if (this.#holding.has(key)) {
+      const what = `${kind} ${JSON.stringify(name)}${mode && mode !== "exclusive" ? ` (${mode})` : ""}`;
+      throw new AlreadyHeld(`lease ${this.id} already holds (or is acquiring) ${what}: one lease is one holder; take a lease per concurrent holder`);
+    }
+    this.#holding.add(key);
+  }
+
+  /**
+   * Frees what of `name` the lease held (every mode of a lock without `mode`),
+   * once it was released or its acquire failed.
+   * @param {string} kind
+   * @param {string} name
+   * @param {string} [mode]
+   */
+  #drop(kind, name, mode) {
+    for (const key of [...this.#holding]) {
+      const [k, n, m] = key.split("\0");
+      if (k === kind && n === name && (mode === undefined || m === mode)) this.#holding.delete(key);
+    }
+  }
+
   /** Extends the lease now (the keepalive does it anyway). @param {CallOptions} [options] @returns {Promise<LeaseInfo>} */
   async keepAlive(options = {}) {
     const r = await this.gateway._call("POST", `/v1/leases/${this.id}/keepalive`, { safe: true, lease: this, signal: options.signal });
     this.info = json(r);
+    this.#confirmed(r.sent, r.headers, this.info.expires_at);
     return this.info;
   }
 
@@ -728,10 +914,17 @@ export class Lease {
     if (!["exclusive", "read", "write"].includes(mode)) throw new InvalidRequest(`bad mode ${JSON.stringify(mode)}: exclusive, read or write`);
     /** @type {LockAcquireRequest} */
     const req = { lease: this.id, mode };
-    const r = await this.gateway._call("POST", `/v1/locks/${pathName(name)}/acquire`, {
-      json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
-    });
-    return new Grant(this, "lock", /** @type {LockGrantInfo} */ (json(r)));
+    const path = `/v1/locks/${pathName(name)}/acquire`;
+    this.#take("lock", name, mode);
+    try {
+      const r = await this.gateway._call("POST", path, {
+        json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+      });
+      return new Grant(this, "lock", /** @type {LockGrantInfo} */ (json(r)));
+    } catch (e) {
+      this.#drop("lock", name, mode);
+      throw e;
+    }
   }
 
   /**
@@ -744,10 +937,17 @@ export class Lease {
   async semaphore(name, limit, options = {}) {
     /** @type {SemaphoreAcquireRequest} */
     const req = { lease: this.id, limit };
-    const r = await this.gateway._call("POST", `/v1/semaphores/${pathName(name)}/acquire`, {
-      json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
-    });
-    return new Grant(this, "semaphore", /** @type {SemaphoreGrantInfo} */ (json(r)));
+    const path = `/v1/semaphores/${pathName(name)}/acquire`;
+    this.#take("semaphore", name);
+    try {
+      const r = await this.gateway._call("POST", path, {
+        json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+      });
+      return new Grant(this, "semaphore", /** @type {SemaphoreGrantInfo} */ (json(r)));
+    } catch (e) {
+      this.#drop("semaphore", name);
+      throw e;
+    }
   }
 
   /**
@@ -773,7 +973,11 @@ export class Lease {
     } else {
       throw new InvalidRequest(`bad kind ${JSON.stringify(kind)}: lock or semaphore`);
     }
-    await this.gateway._call("POST", path, { json: req, safe: true, lease: this, doneOnRetry: [NotHeld], signal: options.signal });
+    try {
+      await this.gateway._call("POST", path, { json: req, safe: true, lease: this, doneOnRetry: [NotHeld], signal: options.signal });
+    } finally {
+      this.#drop(kind, name, kind === "lock" ? options.mode : undefined);
+    }
   }
 
   /**
@@ -786,10 +990,19 @@ export class Lease {
   async campaign(name, options = {}) {
     /** @type {CampaignRequest} */
     const req = { lease: this.id, value: options.value ?? "" };
-    const r = await this.gateway._call("POST", `/v1/elections/${pathName(name)}/campaign`, {
-      json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
-    });
-    return new Campaign(this, /** @type {CampaignInfo} */ (json(r)));
+    const path = `/v1/elections/${pathName(name)}/campaign`;
+    this.#take("election", name);
+    let elected = false;
+    try {
+      const r = await this.gateway._call("POST", path, {
+        json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+      });
+      const c = new Campaign(this, /** @type {CampaignInfo} */ (json(r)));
+      elected = c.elected;
+      return c;
+    } finally {
+      if (!elected) this.#drop("election", name); // a candidate in line holds nothing yet: campaign again resumes
+    }
   }
 
   /**
@@ -809,9 +1022,13 @@ export class Lease {
   async resign(name, options = {}) {
     /** @type {LeaseOnlyRequest} */
     const req = { lease: this.id };
-    await this.gateway._call("POST", `/v1/elections/${pathName(name)}/resign`, {
-      json: req, safe: true, lease: this, doneOnRetry: [NotHeld], signal: options.signal,
-    });
+    try {
+      await this.gateway._call("POST", `/v1/elections/${pathName(name)}/resign`, {
+        json: req, safe: true, lease: this, doneOnRetry: [NotHeld], signal: options.signal,
+      });
+    } finally {
+      this.#drop("election", name);
+    }
   }
 
   /**

@@ -30,8 +30,8 @@ const exitCodesHelp = `Exit codes of lock and elect: CMD's own exit code (128+N 
   1    the gateway answered an error, or could not be reached
   2    a bad command line
   75   the wait ended first (lock not granted, not elected): CMD was not run
-  76   the lease, lock or leadership was lost while CMD ran: CMD got SIGTERM,
-       then SIGKILL after --kill-grace
+  76   the lease, lock or leadership was lost (or no keepalive was confirmed in
+       time) while CMD ran: CMD got SIGTERM, then SIGKILL after --kill-grace
   126  CMD could not be started; 127 CMD was not found
   128+N  zkgate was interrupted by signal N while it waited
 queue take/claim exit 75 when the queue stayed empty, barrier wait when the
@@ -186,11 +186,11 @@ The gateway:
 
 The client (every command takes --gateway URL, default $ZKGATE_URL or
 http://127.0.0.1:8080, and --token T, default $ZKGATE_TOKEN; -h lists the flags):
-  zkgate lock [--wait 30s] [--ttl 15s] [--mode exclusive|read|write] [--semaphore N]
-              [--kill-grace 5s] [--holder H] NAME -- CMD [ARGS...]
+  zkgate lock [--wait 30s] [--ttl 10s] [--mode exclusive|read|write] [--semaphore N]
+              [--kill-grace 2s] [--lock-delay D] [--holder H] NAME -- CMD [ARGS...]
       run CMD while holding the lock NAME (or a slot of the semaphore NAME), with
       ZKGATE_LOCK, ZKGATE_LEASE, ZKGATE_FENCING_TOKEN and ZKGATE_URL in its environment
-  zkgate elect [--value V] [--wait D] [--ttl 15s] [--kill-grace 5s] NAME -- CMD [ARGS...]
+  zkgate elect [--value V] [--wait D] [--ttl 10s] [--kill-grace 2s] [--lock-delay D] NAME -- CMD [ARGS...]
       run CMD only while leading the election NAME (ZKGATE_ELECTION, ZKGATE_LEASE,
       ZKGATE_FENCING_TOKEN, ZKGATE_URL in its environment); resign when it ends
   zkgate status [--json]         who holds, waits for and leads what
@@ -203,8 +203,11 @@ http://127.0.0.1:8080, and --token T, default $ZKGATE_TOKEN; -h lists the flags)
   zkgate lease grant [--ttl 60s] [--holder H] | keepalive ID | revoke ID
 
 lock and elect pass stdin, stdout, stderr and signals (HUP, INT, QUIT, TERM, USR1,
-USR2) on to CMD, then release, resign and revoke when it ends. If the lease is lost
-while CMD runs, CMD gets SIGTERM, then SIGKILL after --kill-grace. If zkgate dies,
-CMD's process group is killed (Linux; in the foreground of a terminal, CMD alone).
+USR2) on to CMD, then release, resign and revoke when it ends. If no keepalive is
+confirmed in time, CMD gets SIGTERM, then SIGKILL after --kill-grace, so that it is dead
+before the lease's deadline (what the gateway promised: with its default --session-timeout
+of 10s, 6 to 9.5s ahead after each keepalive); also if the lease is lost, or someone
+else leads. If zkgate dies, CMD's process group is killed (Linux; in the foreground of a
+terminal, CMD alone).
 
 ` + exitCodesHelp + "\n"

@@ -21,10 +21,12 @@ import (
 	"github.com/zkgate/zkgate/server"
 )
 
-// cliGateway starts a gateway for the tests of the client commands.
+// cliGateway starts a gateway for the tests of the client commands, with
+// the default session timeout of a real gateway (10s): the commands'
+// default --kill-grace must fit in the deadlines it promises.
 func cliGateway(t *testing.T) *gwtest.Gateway {
 	t.Helper()
-	return gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	return gwtest.StartGateway(t, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second})
 }
 
 // zkgate is one run of the built binary against a gateway.

@@ -13,7 +13,7 @@ import (
 	"github.com/zkgate/zkgate/client"
 )
 
-const electUsage = "zkgate elect [--gateway URL] [--token T] [--value V] [--wait D] [--ttl 15s] [--kill-grace 5s] [--holder H] NAME -- CMD [ARGS...]"
+const electUsage = "zkgate elect [--gateway URL] [--token T] [--value V] [--wait D] [--ttl 10s] [--kill-grace 2s] [--lock-delay D] [--holder H] NAME -- CMD [ARGS...]"
 
 // campaignRound is the wait of each campaign call while zkgate elect waits
 // to lead; the candidacy stays between calls, so its place in line too.
@@ -27,9 +27,10 @@ func electCommand(ctx context.Context, args []string, getenv func(string) string
 	gw.register(fs, getenv)
 	value := fs.String("value", "", "the value the leader shows to everyone (an address, say)")
 	wait := fs.Duration("wait", 0, "give up if not elected within this long (exit 75); 0 waits as long as it takes")
-	ttl := fs.Duration("ttl", 15*time.Second, "the lease's TTL: how soon another candidate leads if zkgate dies")
-	grace := fs.Duration("kill-grace", 5*time.Second, "between SIGTERM and SIGKILL when the leadership is lost")
+	ttl := fs.Duration("ttl", defaultTTL, "the lease's TTL: how soon another candidate leads if zkgate dies")
+	grace := fs.Duration("kill-grace", defaultKillGrace, "between SIGTERM and SIGKILL, which lands before the lease's deadline")
 	holder := fs.String("holder", "", "how other clients see this candidate (default: host[pid] CMD)")
+	lockDelay := fs.Duration("lock-delay", 0, "if the lease ends without resigning, nobody else leads for this long (default: the gateway's --lock-delay)")
 	pos, argv, err := parseArgs(fs, args, true, electUsage, stderr)
 	if err != nil {
 		return err
@@ -38,12 +39,12 @@ func electCommand(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	if err := checkRunFlags(*wait, *grace, *ttl); err != nil {
+	if err := checkRunFlags(fs, *wait, *grace, *ttl, *lockDelay); err != nil {
 		return err
 	}
 	relay := newSignalRelay()
 	defer relay.stop()
-	c, lease, err := leaseForCommand(ctx, &gw, *ttl, *holder, argv)
+	c, lease, err := leaseForCommand(ctx, &gw, fs, *ttl, *lockDelay, *grace, *holder, argv)
 	if err != nil {
 		return err
 	}
@@ -59,13 +60,14 @@ func electCommand(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 
-	// Follow the election: CMD must stop when someone else leads.
+	// Follow the election: CMD must stop when someone else leads, or in
+	// time for the lease's deadline.
 	mctx, stopMonitor := context.WithCancel(context.Background())
 	lost, monitored := make(chan struct{}), make(chan struct{})
 	var why error
 	go func() {
 		defer close(monitored)
-		why = followLeadership(mctx, c, lease, name)
+		why = followLeadership(mctx, c, lease, stopBy(lease, *grace), name)
 		if why != nil {
 			close(lost)
 		}
@@ -122,8 +124,9 @@ func campaign(ctx context.Context, lease *client.Lease, name, value string, wait
 }
 
 // followLeadership returns nil when ctx ends while lease still leads the
-// election, or why the leadership was lost.
-func followLeadership(ctx context.Context, c *client.Client, lease *client.Lease, name string) error {
+// election, or why the leadership was lost (or is to be given up: ending
+// is closed when CMD must stop for the lease's deadline).
+func followLeadership(ctx context.Context, c *client.Client, lease *client.Lease, ending <-chan struct{}, name string) error {
 	w, err := c.WatchElection(ctx, name)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -135,8 +138,11 @@ func followLeadership(ctx context.Context, c *client.Client, lease *client.Lease
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-lease.Done():
-			return lease.Err()
+		case <-ending:
+			if err := lease.Err(); err != nil {
+				return err
+			}
+			return errUnconfirmed
 		case st, ok := <-w.C:
 			if !ok {
 				if ctx.Err() != nil {

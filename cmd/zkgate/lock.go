@@ -14,7 +14,7 @@ import (
 	"github.com/zkgate/zkgate/client"
 )
 
-const lockUsage = "zkgate lock [--gateway URL] [--token T] [--wait 30s] [--ttl 15s] [--mode exclusive|read|write] [--semaphore N] [--kill-grace 5s] [--holder H] NAME -- CMD [ARGS...]"
+const lockUsage = "zkgate lock [--gateway URL] [--token T] [--wait 30s] [--ttl 10s] [--mode exclusive|read|write] [--semaphore N] [--kill-grace 2s] [--lock-delay D] [--holder H] NAME -- CMD [ARGS...]"
 
 // lockCommand is `zkgate lock`: CMD runs while this process holds the lock
 // NAME (or a slot of the semaphore NAME), on a lease kept alive meanwhile.
@@ -23,11 +23,12 @@ func lockCommand(ctx context.Context, args []string, getenv func(string) string,
 	var gw gatewayFlags
 	gw.register(fs, getenv)
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the lock; 0 tries once")
-	ttl := fs.Duration("ttl", 15*time.Second, "the lease's TTL: how soon the lock is freed if zkgate dies")
+	ttl := fs.Duration("ttl", defaultTTL, "the lease's TTL: how soon the lock is freed if zkgate dies")
 	mode := fs.String("mode", "exclusive", "exclusive, read or write (a read/write lock)")
 	semaphore := fs.Int("semaphore", 0, "take one of N slots of the semaphore NAME instead of a lock")
-	grace := fs.Duration("kill-grace", 5*time.Second, "between SIGTERM and SIGKILL when the lock is lost")
+	grace := fs.Duration("kill-grace", defaultKillGrace, "between SIGTERM and SIGKILL, which lands before the lease's deadline")
 	holder := fs.String("holder", "", "how other clients see this holder (default: host[pid] CMD)")
+	lockDelay := fs.Duration("lock-delay", 0, "if the lease ends without releasing, nobody is granted the lock for this long (default: the gateway's --lock-delay)")
 	pos, argv, err := parseArgs(fs, args, true, lockUsage, stderr)
 	if err != nil {
 		return err
@@ -46,12 +47,12 @@ func lockCommand(ctx context.Context, args []string, getenv func(string) string,
 	case client.LockMode(*mode) != client.Exclusive && client.LockMode(*mode) != client.Read && client.LockMode(*mode) != client.Write:
 		return usageErr("--mode %q is not exclusive, read or write", *mode)
 	}
-	if err := checkRunFlags(*wait, *grace, *ttl); err != nil {
+	if err := checkRunFlags(fs, *wait, *grace, *ttl, *lockDelay); err != nil {
 		return err
 	}
 	relay := newSignalRelay()
 	defer relay.stop()
-	c, lease, err := leaseForCommand(ctx, &gw, *ttl, *holder, argv)
+	c, lease, err := leaseForCommand(ctx, &gw, fs, *ttl, *lockDelay, *grace, *holder, argv)
 	if err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func lockCommand(ctx context.Context, args []string, getenv func(string) string,
 	env := []string{"ZKGATE_LOCK=" + name, "ZKGATE_LEASE=" + lease.ID(),
 		"ZKGATE_FENCING_TOKEN=" + strconv.FormatInt(token, 10), "ZKGATE_URL=" + c.URL()}
 	ch := &child{argv: argv, env: env, stdout: stdout, stderr: stderr, grace: *grace}
-	out, err := ch.run(ctx, relay, lease.Done())
+	out, err := ch.run(ctx, relay, stopBy(lease, *grace))
 	if err != nil {
 		return err
 	}
@@ -95,6 +96,9 @@ func lockCommand(ctx context.Context, args []string, getenv func(string) string,
 		why := lease.Err()
 		if why == nil {
 			why = context.Cause(ctx)
+		}
+		if why == nil {
+			why = errUnconfirmed
 		}
 		return exitWith(exitLost, "%s lost while %s ran (%v): it was stopped", what, argv[0], why)
 	}
@@ -151,8 +155,8 @@ func nameAndCommand(kind, usage string, pos, argv []string) (string, error) {
 }
 
 // checkRunFlags checks the durations that lock and elect share.
-func checkRunFlags(wait, grace, ttl time.Duration) error {
-	for n, d := range map[string]time.Duration{"wait": wait, "kill-grace": grace} {
+func checkRunFlags(fs *flag.FlagSet, wait, grace, ttl, lockDelay time.Duration) error {
+	for n, d := range map[string]time.Duration{"wait": wait, "kill-grace": grace, "lock-delay": lockDelay} {
 		if err := notNegative(n, d); err != nil {
 			return err
 		}
@@ -163,9 +167,50 @@ func checkRunFlags(wait, grace, ttl time.Duration) error {
 	return nil
 }
 
+// The defaults of lock and elect suit the gateway's default
+// --session-timeout of 10s, under which a lease's deadline is 6.2 to 9.5s
+// ahead after each keepalive. A TTL of 10s frees what a dead zkgate held
+// about as soon as a dead gateway's session would; a longer one would
+// extend no deadline. A grace of 2s leaves a keepalive, due a third of the
+// way to the deadline, about 2s (at least) to get through before SIGTERM.
+const (
+	defaultTTL       = 10 * time.Second
+	defaultKillGrace = 2 * time.Second
+)
+
+// killMargin is how long before the lease's deadline SIGKILL is sent: time
+// for zkgate's timer to fire and the kill to land.
+const killMargin = 250 * time.Millisecond
+
+// errUnconfirmed is why CMD was stopped while the lease still lived.
+var errUnconfirmed = errors.New("no keepalive was confirmed in time: the lease's deadline came within --kill-grace")
+
+// stopBy is closed when CMD must get SIGTERM for SIGKILL, grace later, to
+// land before the lease's deadline: grace and killMargin before it,
+// following every keepalive that moves it (and the lease's end).
+func stopBy(lease *client.Lease, grace time.Duration) <-chan struct{} {
+	return lease.Ending(grace + killMargin)
+}
+
+// graceFits refuses a --kill-grace that leaves no room for a keepalive in
+// the first deadline the gateway gave, window after the lease was asked
+// for: SIGTERM, grace and killMargin before the deadline, would come before
+// the keepalive due a third of the way there, every time.
+func graceFits(grace, window time.Duration) error {
+	most := window*2/3 - killMargin
+	if grace < most {
+		return nil
+	}
+	return usageErr("--kill-grace %s does not fit in the %s the gateway promised for the lease: CMD would get SIGTERM "+
+		"before a keepalive could extend it; give less than %s (the promise is about 0.6 to 0.95 of the gateway's --session-timeout)",
+		grace, window.Round(10*time.Millisecond), max(most, 0).Round(10*time.Millisecond))
+}
+
 // leaseForCommand takes the lease that a command of lock or elect runs
 // under, kept alive in the background; holder "" names it after argv.
-func leaseForCommand(ctx context.Context, gw *gatewayFlags, ttl time.Duration, holder string, argv []string) (*client.Client, *client.Lease, error) {
+// It refuses a grace that does not fit in the lease's first deadline.
+func leaseForCommand(ctx context.Context, gw *gatewayFlags, fs *flag.FlagSet, ttl, lockDelay, grace time.Duration,
+	holder string, argv []string) (*client.Client, *client.Lease, error) {
 	c, err := gw.client()
 	if err != nil {
 		return nil, nil, err
@@ -173,9 +218,22 @@ func leaseForCommand(ctx context.Context, gw *gatewayFlags, ttl time.Duration, h
 	if holder == "" {
 		holder = defaultHolder(argv)
 	}
-	lease, err := c.Grant(ctx, ttl, holder)
+	var opts []client.LeaseOption
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "lock-delay" {
+			opts = append(opts, client.LockDelay(lockDelay))
+		}
+	})
+	asked := time.Now()
+	lease, err := c.Grant(ctx, ttl, holder, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lease: %w", err)
+	}
+	if err := graceFits(grace, lease.Deadline().Sub(asked)); err != nil {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = lease.Revoke(rctx)
+		return nil, nil, err
 	}
 	return c, lease, nil
 }

@@ -6,6 +6,7 @@
 
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import http from "node:http";
 import net from "node:net";
 import { afterEach, beforeEach, describe, test } from "node:test";
 
@@ -294,7 +295,8 @@ describe("locks", () => {
         assert.deepEqual(e.problem.holders?.map((/** @type {zk.Holder} */ h) => h.lease), [a.id]);
         return true;
       });
-      assert.equal((await a.lock(name)).token, grant.token);
+      // One lease is one holder: asking again through it is refused.
+      await assert.rejects(a.lock(name), zk.AlreadyHeld);
       await grant[Symbol.asyncDispose]();
       assert.equal(await gate.fence(name, grant.token), false);
       const later = await b.lock(name, { wait: "5s" });
@@ -580,5 +582,187 @@ describe("queues", () => {
     })(), zk.LeaseExpired);
     // The claim ended with the lease: the item is served again.
     assert.equal((await gate.take(q, { wait: "5s" }))?.text, "x");
+  });
+});
+
+/**
+ * An HTTP server that answers a lease's creation with a promise and
+ * X-Zkgate-Lease-Ends of its choosing and every keepalive with a 503 (a
+ * suspended ZooKeeper session), and records the revokes.
+ * @param {number} promise ms
+ * @param {number | undefined} drain ms
+ */
+async function fakeGateway(promise, drain) {
+  const lease = "0b5c6f7e-1a2b-4c3d-8e9f-001122334455";
+  const seen = { keepalives: 0, revoked: false };
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      const now = Date.now();
+      const stamp = (/** @type {number} */ t) => new Date(t).toISOString();
+      if (req.method === "POST" && req.url === "/v1/leases") {
+        /** @type {Record<string, string>} */
+        const headers = { "Content-Type": "application/json", "X-Zkgate-Time": stamp(now) };
+        if (drain !== undefined) headers["X-Zkgate-Lease-Ends"] = stamp(now + drain);
+        res.writeHead(201, headers);
+        res.end(JSON.stringify({ id: lease, gateway: "g", ttl: "1m", holder: "h", lock_delay: "0s",
+          expires_at: stamp(now + promise), created_at: stamp(now), holds: [] }));
+      } else if (req.method === "POST" && req.url === `/v1/leases/${lease}/keepalive`) {
+        seen.keepalives++;
+        res.writeHead(503, { "Content-Type": "application/problem+json", "Retry-After": "1" });
+        res.end(JSON.stringify({ type: "urn:zkgate:problem:unavailable", title: "t", status: 503, detail: "suspended", code: "unavailable" }));
+      } else if (req.method === "DELETE" && req.url === `/v1/leases/${lease}`) {
+        seen.revoked = true;
+        res.writeHead(204);
+        res.end();
+      } else {
+        res.writeHead(404);
+        res.end();
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(undefined)));
+  const a = /** @type {net.AddressInfo} */ (server.address());
+  return {
+    url: `http://127.0.0.1:${a.port}`,
+    seen,
+    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve(undefined)); }),
+  };
+}
+
+describe("deadlines: the lease ends where the gateway's promise ends, not at its TTL", () => {
+  test("the deadline follows expires_at", async () => {
+    const lease = await gate.lease({ ttl: "30s" });
+    try {
+      // The gateway promises what its ZooKeeper session is known to keep:
+      // under its session timeout (10s here), whatever the TTL.
+      const first = lease.deadline;
+      assert.ok(first - performance.now() > 0 && first - performance.now() < 10_000, `${first - performance.now()} ms ahead`);
+      await eventually("a keepalive moves the deadline", () => lease.deadline > first);
+      assert.ok(lease.deadline - performance.now() < 10_000);
+    } finally {
+      await lease.revoke();
+    }
+  });
+
+  test("a lease ends at its deadline when no keepalive is confirmed, and is revoked", async () => {
+    const proxy = new Proxy(URL);
+    const g = new zk.Gateway({ url: await proxy.listen(), retryFor: 1000 });
+    try {
+      /** @type {zk.LeaseLost[]} */
+      const seen = [];
+      const asked = performance.now();
+      const lease = await g.lease({ ttl: "30s", onLost: (e) => seen.push(e) });
+      proxy.goDown();
+      // Past the deadline (and a scheduling allowance), the lease has ended.
+      await eventually("the deadline passes", () => performance.now() > lease.deadline + 500);
+      assert.equal(lease.signal.aborted, true, "the lease outlived its deadline");
+      assert.ok(lease.deadline - asked < 10_000, "the lease lived as if its TTL of 30s counted");
+      const reason = lease.signal.reason;
+      assert.equal(reason.constructor, zk.LeaseLost);
+      assert.match(reason.message, /no keepalive of lease .* was confirmed before the deadline/);
+      assert.deepEqual(seen, [reason]);
+      assert.throws(() => lease.check(), zk.LeaseLost);
+      // The client revokes the lease at the gateway once it can.
+      proxy.down = false;
+      const until = Date.now() + PATIENCE;
+      for (;;) {
+        const e = await gate.leaseInfo(lease.id).then(() => undefined, (/** @type {unknown} */ err) => err);
+        if (e instanceof zk.LeaseExpired && e.reason === "revoked") break;
+        if (Date.now() > until) assert.fail(`the lease is not revoked at the gateway: ${e}`);
+        await pause(50);
+      }
+      await assert.rejects(lease.revoke(), zk.LeaseLost);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test("a 503 keepalive confirms nothing, and a drain's end comes first", async () => {
+    /** @type {[number, number | undefined][]} */
+    const cases = [[30_000, 1500], [1500, undefined]];
+    for (const [promise, drain] of cases) {
+      const fake = await fakeGateway(promise, drain);
+      try {
+        const asked = performance.now();
+        const lease = await new zk.Gateway({ url: fake.url }).lease({ ttl: "1m" });
+        assert.ok(lease.deadline - asked < 2000, `deadline ${lease.deadline - asked} ms after the ask`);
+        await aborted(lease.signal);
+        assert.ok(performance.now() >= lease.deadline);
+        assert.ok(fake.seen.keepalives > 0);
+        await eventually("the expired lease is revoked", () => fake.seen.revoked);
+      } finally {
+        await fake.close();
+      }
+    }
+  });
+
+  test("lockDelay", async () => {
+    const lease = await gate.lease({ ttl: "10s", lockDelay: "2s" });
+    try {
+      assert.equal(lease.lockDelay, 2000);
+      assert.equal((await gate.leaseInfo(lease.id)).lock_delay, "2s");
+    } finally {
+      await lease.revoke();
+    }
+    await assert.rejects(gate.lease({ lockDelay: "2h" }), zk.InvalidRequest); // above the gateway's --max-lock-delay
+  });
+});
+
+describe("one lease is one holder", () => {
+  /**
+   * @param {string} what
+   * @param {PromiseSettledResult<unknown>[]} results
+   */
+  function oneHolder(what, results) {
+    assert.equal(results.filter((r) => r.status === "fulfilled").length, 1, what);
+    for (const r of results) {
+      if (r.status === "fulfilled") continue;
+      assert.ok(r.reason instanceof zk.AlreadyHeld, String(r.reason));
+      assert.ok(r.reason instanceof zk.InvalidRequest);
+      assert.ok(r.reason.message.includes(`already holds (or is acquiring) ${what}`), r.reason.message);
+      assert.ok(r.reason.message.includes("one lease is one holder; take a lease per concurrent holder"), r.reason.message);
+    }
+  }
+
+  test("concurrent acquires of one name through one lease: one holds, the others are refused", async () => {
+    // The finding: one lease per process and lease.lock() per request gave
+    // concurrent requests the same grant, and the same token.
+    const name = unique("invoices");
+    const lease = await gate.lease();
+    try {
+      const results = await Promise.allSettled(Array.from({ length: 8 }, () => lease.lock(name, { wait: "5s" })));
+      oneHolder(`lock ${JSON.stringify(name)}`, results);
+      const grant = /** @type {PromiseFulfilledResult<zk.Grant>} */ (results.find((r) => r.status === "fulfilled")).value;
+      const { state } = await gate.state("locks", name);
+      assert.deepEqual(state.holders.map((h) => h.token), [grant.token]);
+      await grant.release();
+      const again = await lease.lock(name); // free again after the release
+      assert.ok(again.token > grant.token);
+      await again.release();
+
+      const sem = unique("gpu");
+      oneHolder(`semaphore ${JSON.stringify(sem)}`, await Promise.allSettled([1, 2, 3, 4].map(() => lease.semaphore(sem, 3, { wait: "5s" }))));
+      await lease.release("semaphore", sem);
+      await (await lease.semaphore(sem, 3)).release();
+
+      const election = unique("scheduler");
+      oneHolder(`election ${JSON.stringify(election)}`, await Promise.allSettled([1, 2, 3, 4].map(() => lease.campaign(election, { wait: "5s" }))));
+      await lease.resign(election);
+      await (await lease.campaign(election)).resign();
+    } finally {
+      await lease.revoke();
+    }
+  });
+
+  test("a failed acquire frees the name", async () => {
+    const name = unique("busy");
+    const [holder, lease] = await Promise.all([gate.lease(), gate.lease()]);
+    try {
+      await holder.lock(name);
+      for (let i = 0; i < 2; i++) await assert.rejects(lease.lock(name), zk.Timeout);
+    } finally {
+      await Promise.all([holder.revoke(), lease.revoke()]);
+    }
   });
 });

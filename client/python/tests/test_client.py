@@ -7,6 +7,7 @@ Run by scripts/test-clients.sh, which starts one and sets ZKGATE_URL:
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -14,7 +15,7 @@ import threading
 import time
 import unittest
 import uuid
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 # The client next to these tests, not one installed elsewhere.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -300,8 +301,9 @@ class LockTest(ClientTest):
                     b.lock(name)  # try once
                 self.assertEqual(cm.exception.status, 409)
                 self.assertEqual([h["lease"] for h in cm.exception.problem["holders"]], [a.id])
-                # Idempotent: the same lease asking again gets the same grant.
-                self.assertEqual(a.lock(name).token, grant.token)
+                # One lease is one holder: asking again through it is refused.
+                with self.assertRaises(zkgate.AlreadyHeld):
+                    a.lock(name)
             self.assertFalse(self.gate.fence(name, grant.token))
             with b.lock(name, wait="5s") as later:
                 self.assertGreater(later.token, grant.token)
@@ -556,6 +558,208 @@ class QueueTest(ClientTest):
         # The claim ended with the lease: the item is served again.
         item = self.gate.take(q, wait="5s")
         self.assertEqual(item.text if item else None, "x")
+
+
+class FakeGateway:
+    """An HTTP server that answers a lease's creation with a promise and
+    X-Zkgate-Lease-Ends of its choosing and every keepalive with a 503
+    (a suspended ZooKeeper session), and records the revokes."""
+
+    LEASE = "0b5c6f7e-1a2b-4c3d-8e9f-001122334455"
+
+    def __init__(self, promise: float, drain: Optional[float]) -> None:
+        import http.server
+
+        fake = self
+        self.keepalives = 0
+        self.revoked = threading.Event()
+
+        def stamp(t: float) -> str:
+            return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%09dZ" % int((t % 1) * 1e9)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def answer(self, status: int, body: bytes, ctype: str, headers: Dict[str, str]) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                now = time.time()
+                if self.path == "/v1/leases":
+                    headers = {"X-Zkgate-Time": stamp(now)}
+                    if drain is not None:
+                        headers["X-Zkgate-Lease-Ends"] = stamp(now + drain)
+                    doc = {"id": fake.LEASE, "gateway": "g", "ttl": "1m", "holder": "h", "lock_delay": "0s",
+                           "expires_at": stamp(now + promise), "created_at": stamp(now), "holds": []}
+                    self.answer(201, json.dumps(doc).encode(), "application/json", headers)
+                elif self.path == f"/v1/leases/{fake.LEASE}/keepalive":
+                    fake.keepalives += 1
+                    problem = {"type": "urn:zkgate:problem:unavailable", "title": "t", "status": 503,
+                               "detail": "suspended", "code": "unavailable"}
+                    self.answer(503, json.dumps(problem).encode(), "application/problem+json", {"Retry-After": "1"})
+                else:
+                    self.answer(404, b"{}", "application/json", {})
+
+            def do_DELETE(self) -> None:
+                if self.path == f"/v1/leases/{fake.LEASE}":
+                    fake.revoked.set()
+                self.answer(204, b"", "application/json", {})
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(PATIENCE)
+
+
+class DeadlineTest(ClientTest):
+    """The lease ends where the gateway's promise ends, not at its TTL."""
+
+    def test_deadline_follows_expires_at(self) -> None:
+        with self.gate.lease(ttl="30s") as lease:
+            # The gateway promises what its ZooKeeper session is known to keep:
+            # under its session timeout (10s here), whatever the TTL.
+            first = lease.deadline
+            self.assertLess(first - time.monotonic(), 10.0)
+            self.assertGreater(first - time.monotonic(), 0.0)
+            eventually("a keepalive moves the deadline", lambda: lease.deadline > first)
+            self.assertLess(lease.deadline - time.monotonic(), 10.0)
+
+    def test_lease_ends_at_its_deadline_when_unreachable(self) -> None:
+        proxy = Proxy(URL)
+        try:
+            called = threading.Event()
+            gate = zkgate.Gateway(proxy.url, retry_for=1.0)
+            lease = gate.lease(ttl="30s", on_lost=lambda err: called.set())
+            asked = time.monotonic()
+            proxy.down.set()
+            # Past the deadline (and a scheduling allowance), the lease has ended.
+            eventually("the deadline passes", lambda: time.monotonic() > lease.deadline + 0.5)
+            self.assertTrue(lease.lost.is_set(), "the lease outlived its deadline")
+            self.assertLess(lease.deadline - asked, 10.0, "the lease lived as if its TTL of 30s counted")
+            self.assertTrue(called.is_set())
+            self.assertIs(type(lease.error), zkgate.LeaseLost)
+            self.assertIn("no keepalive", str(lease.error))
+            self.assertIn("confirmed before the deadline", str(lease.error))
+            with self.assertRaises(zkgate.LeaseLost):
+                lease.check()
+            # The client revokes the lease at the gateway once it can.
+            proxy.down.clear()
+
+            def revoked() -> bool:
+                try:
+                    self.gate.lease_info(lease.id)
+                    return False
+                except zkgate.LeaseExpired as e:
+                    return e.reason == "revoked"
+
+            eventually("the lease is revoked at the gateway", revoked)
+            with self.assertRaises(zkgate.LeaseLost):
+                lease.revoke()
+        finally:
+            proxy.close()
+
+    def test_unavailable_confirms_nothing_and_the_drain_ends_it(self) -> None:
+        # A promise of 30s cut short by a drain ending in 1.5s; every keepalive
+        # answered 503. The lease ends with the drain, and is revoked.
+        fake = FakeGateway(promise=30.0, drain=1.5)
+        try:
+            gate = zkgate.Gateway(fake.url)
+            asked = time.monotonic()
+            lease = gate.lease(ttl="1m")
+            self.assertLess(lease.deadline - asked, 1.5 + 0.5)
+            self.assertTrue(lease.lost.wait(PATIENCE), "a drain's end and 503 keepalives did not end the lease")
+            self.assertGreaterEqual(time.monotonic(), lease.deadline)
+            self.assertGreater(fake.keepalives, 0)
+            self.assertTrue(fake.revoked.wait(PATIENCE), "the expired lease was not revoked")
+        finally:
+            fake.close()
+        fake = FakeGateway(promise=1.5, drain=None)
+        try:
+            lease = zkgate.Gateway(fake.url).lease(ttl="1m")
+            self.assertTrue(lease.lost.wait(PATIENCE), "503 keepalives kept the lease past its promise")
+            self.assertTrue(fake.revoked.wait(PATIENCE))
+        finally:
+            fake.close()
+
+    def test_lock_delay(self) -> None:
+        with self.gate.lease(ttl="10s", lock_delay="2s") as lease:
+            self.assertEqual(lease.lock_delay, 2.0)
+            self.assertEqual(self.gate.lease_info(lease.id)["lock_delay"], "2s")
+        with self.assertRaises(zkgate.InvalidRequest):
+            self.gate.lease(lock_delay="2h")  # above the gateway's --max-lock-delay
+
+
+class OneHolderTest(ClientTest):
+    """The gateway answers a lease's repeated acquire with the same grant: a
+    lease is one holder, and the client says so."""
+
+    def concurrently(self, n: int, fn) -> List[Optional[BaseException]]:
+        start = threading.Barrier(n)
+        out: List[Optional[BaseException]] = [None] * n
+
+        def run(i: int) -> None:
+            start.wait()
+            try:
+                fn()
+            except BaseException as e:
+                out[i] = e
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(PATIENCE)
+        return out
+
+    def assert_one_holder(self, what: str, errors: List[Optional[BaseException]]) -> None:
+        self.assertEqual(sum(e is None for e in errors), 1, errors)
+        for e in errors:
+            if e is not None:
+                self.assertIsInstance(e, zkgate.AlreadyHeld)
+                self.assertIn(f"already holds (or is acquiring) {what}", str(e))
+                self.assertIn("one lease is one holder; take a lease per concurrent holder", str(e))
+
+    def test_concurrent_acquires_through_one_lease(self) -> None:
+        name = unique("invoices")
+        with self.gate.lease(ttl="10s") as lease:
+            grants: List[zkgate.Grant] = []
+            self.assert_one_holder(f"lock {name!r}", self.concurrently(8, lambda: grants.append(
+                lease.lock(name, wait="5s"))))
+            state, _ = self.gate.state("locks", name)
+            self.assertEqual([h["token"] for h in state["holders"]], [grants[0].token])
+            grants[0].release()
+            with lease.lock(name) as again:  # free again after the release
+                self.assertGreater(again.token, grants[0].token)
+            sem = unique("gpu")
+            self.assert_one_holder(f"semaphore {sem!r}", self.concurrently(4, lambda: lease.semaphore(sem, 3, wait="5s")))
+            lease.release("semaphore", sem)
+            lease.semaphore(sem, 3).release()
+            election = unique("scheduler")
+            self.assert_one_holder(f"election {election!r}",
+                                   self.concurrently(4, lambda: lease.campaign(election, wait="5s")))
+            lease.resign(election)
+            lease.campaign(election).resign()
+
+    def test_failed_acquire_frees_the_name(self) -> None:
+        name = unique("busy")
+        with self.gate.lease() as holder, self.gate.lease() as lease:
+            holder.lock(name)
+            for _ in range(2):
+                with self.assertRaises(zkgate.Timeout):
+                    lease.lock(name)
 
 
 if __name__ == "__main__":

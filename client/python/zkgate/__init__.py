@@ -3,6 +3,7 @@
     import zkgate
 
     gate = zkgate.Gateway()                      # $ZKGATE_URL, $ZKGATE_TOKEN
+    # one lease per concurrent holder (a thread that holds locks)
     with gate.lease(ttl="15s", holder="billing-worker-3") as lease:
         with lease.lock("invoices", wait="10s") as grant:
             write_invoices(fencing_token=grant.token)
@@ -28,6 +29,7 @@ from ._client import (
     parse_duration,
 )
 from ._errors import (
+    AlreadyHeld,
     CountMismatch,
     Forbidden,
     InternalError,
@@ -57,7 +59,7 @@ from ._errors import (
 __all__ = [
     "DEFAULT_URL", "KINDS", "Campaign", "Claim", "Duration", "Gateway", "Grant", "Item", "Lease",
     "Membership", "__version__", "format_duration", "parse_duration",
-    "CountMismatch", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
+    "AlreadyHeld", "CountMismatch", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
     "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",
     "NotHeld", "NotLeader", "StaleToken", "Timeout", "TooLarge", "TooMany", "TransportError",
     "Unauthenticated", "Unavailable", "UnsupportedMediaType", "WouldDeadlock", "ZkgateError",

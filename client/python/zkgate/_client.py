@@ -14,6 +14,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from ._errors import (
+    AlreadyHeld,
     InvalidRequest,
     LeaseExpired,
     LeaseLost,
@@ -33,6 +34,7 @@ Duration = Union[str, int, float, datetime.timedelta]
 """A Go duration string (``"500ms"``, ``"15s"``, ``"2m"``), or seconds, or a timedelta."""
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+_MIN_KEEPALIVE = 0.1  # the shortest time between keepalives, however near the deadline
 KINDS = ("locks", "semaphores", "elections", "barriers", "double-barriers", "queues")
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
@@ -86,13 +88,31 @@ def _name(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
 
-class _Reply:
-    __slots__ = ("status", "headers", "body")
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)", re.IGNORECASE)
 
-    def __init__(self, status: int, headers: http.client.HTTPMessage, body: bytes) -> None:
+
+def _rfc3339(value: Optional[str]) -> Optional[float]:
+    """Seconds since the epoch of an RFC 3339 time (nanoseconds and all), or None."""
+    m = _RFC3339.fullmatch((value or "").strip())
+    if not m:
+        return None
+    base = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+    secs = base.timestamp() + (float(m.group(2)) if m.group(2) else 0.0)
+    zone = m.group(3).upper()
+    if zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        secs -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    return secs
+
+
+class _Reply:
+    __slots__ = ("status", "headers", "body", "sent")
+
+    def __init__(self, status: int, headers: http.client.HTTPMessage, body: bytes, sent: float = 0.0) -> None:
         self.status = status
         self.headers = headers
         self.body = body
+        self.sent = sent  # time.monotonic() when its request was sent
 
     def json(self) -> Any:
         try:
@@ -165,10 +185,11 @@ class Gateway:
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
         try:
+            sent = time.monotonic()
             conn.request(method, target, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
-            return _Reply(resp.status, resp.headers, data)
+            return _Reply(resp.status, resp.headers, data, sent)
         except (OSError, http.client.HTTPException) as e:
             raise TransportError(f"{method} {self.url}{path}: {e or type(e).__name__}") from e
         finally:
@@ -211,6 +232,8 @@ class Gateway:
                 query["wait"] = format_duration(left)
             try:
                 reply = self._send(method, path, query, data, ctype, left + self.timeout)
+                if lease is not None:
+                    lease._heard(reply)
                 if reply.status >= 400:
                     raise error_from(reply.status, reply.headers.get("Content-Type", ""), reply.body,
                                      reply.headers.get("Retry-After"))
@@ -243,17 +266,25 @@ class Gateway:
         ttl: Duration = "15s",
         holder: Optional[str] = None,
         *,
+        lock_delay: Optional[Duration] = None,
         on_lost: Optional[Callable[[LeaseLost], None]] = None,
     ) -> "Lease":
         """Creates a lease and keeps it alive on a background thread until it
         is revoked (``with gate.lease() as lease:`` revokes it at the end).
-        ``on_lost`` is called, on the keepalive thread, if the lease is lost."""
+        One lease per concurrent holder: a lease is one holder of each name.
+        ``ttl`` is how long the gateway keeps the lease if this client goes
+        silent; ``lease.deadline`` is how long it is certainly kept, often
+        sooner. ``lock_delay``: when the lease ends without releasing what it
+        holds, nobody is granted it for that long (default: the gateway's
+        ``--lock-delay``). ``on_lost`` is called, on a thread of the lease,
+        if the lease is lost."""
         body: Dict[str, Any] = {"ttl": _wire_duration(ttl)[0]}
         if holder is not None:
             body["holder"] = holder
-        asked = time.monotonic()
-        info = self._call("POST", "/v1/leases", body=body).json()
-        return Lease(self, info, on_lost, asked)
+        if lock_delay is not None:
+            body["lock_delay"] = _wire_duration(lock_delay)[0]
+        reply = self._call("POST", "/v1/leases", body=body)
+        return Lease(self, reply.json(), on_lost, reply.sent, reply.headers)
 
     def lease_info(self, lease_id: str) -> Dict[str, Any]:
         """The lease and what it holds (``GET /v1/leases/{id}``)."""
@@ -361,13 +392,25 @@ class Gateway:
 
 
 class Lease:
-    """A lease, kept alive by a background thread at a third of its TTL.
+    """A lease, kept alive by a background thread.
 
-    If the lease is lost (a keepalive is answered 410 or 404, or none is
-    answered before the lease would have expired), ``lost`` is set, ``error``
-    holds why, and every later call on the lease, ``check()``, and the end of
-    its ``with`` block raise that error (a ``LeaseLost``) in the thread that
-    uses the lease.
+    ``deadline`` (a ``time.monotonic()`` value) is until when the gateway
+    last confirmed the lease: the earlier of its ``expires_at`` and the end
+    of a drain of its gateway (``X-Zkgate-Lease-Ends``), counted from when
+    the request was sent. A keepalive goes a third of the way from its send
+    time to the deadline, and a failing one is retried until then. If the
+    deadline comes without a newer confirmation the lease is lost at that
+    moment (and revoked at the gateway in the background, so that what it
+    held is freed rather than kept until its TTL); it is lost too when the
+    gateway answers 410 or 404. Then ``lost`` is set, ``error`` holds why,
+    ``on_lost`` is called, and every later call on the lease, ``check()``,
+    and the end of its ``with`` block raise that error (a ``LeaseLost``) in
+    the thread that uses the lease.
+
+    A lease is one holder: a second ``lock``, ``semaphore`` or ``campaign``
+    of a name it holds or is acquiring raises ``AlreadyHeld`` (the gateway
+    would answer it with the first one's grant). Take a lease per
+    concurrent holder.
     """
 
     def __init__(
@@ -376,22 +419,40 @@ class Lease:
         info: Dict[str, Any],
         on_lost: Optional[Callable[[LeaseLost], None]] = None,
         asked: Optional[float] = None,
+        headers: Optional[Mapping[str, str]] = None,
     ) -> None:
         self.gateway = gateway
         self.info: Dict[str, Any] = info
         self.id: str = info["id"]
         self.holder: str = info.get("holder", "")
         self.ttl: float = parse_duration(info["ttl"])
+        self.lock_delay: float = parse_duration(info.get("lock_delay") or "0s")
         self.lost = threading.Event()
         self.error: Optional[LeaseLost] = None
         self._on_lost = on_lost
         self._mu = threading.Lock()
+        self._changed = threading.Condition(self._mu)  # the deadline moved, or the lease stopped
         self._revoked = False
         self._stop = threading.Event()
-        # The lease runs from the moment it was asked for, at the latest.
-        self._extended = time.monotonic() if asked is None else asked
-        self._thread = threading.Thread(target=self._keep_alive, name=f"zkgate-keepalive-{self.id[:8]}", daemon=True)
+        self._holding: set = set()
+        self._last_failure: Optional[ZkgateError] = None
+        self._expired = False  # ended here at its deadline: the deadline thread revokes it at the gateway
+        sent = time.monotonic() if asked is None else asked
+        self._drain_end: Optional[float] = None
+        if headers is None:
+            # The lease runs from the moment it was asked for, at the latest.
+            self._promised = self._deadline = sent + self.ttl
+        else:
+            self._promised = self._deadline = float("-inf")
+            self._heard(_Reply(201, headers, b"", sent))  # type: ignore[arg-type]
+            self._confirmed(sent, headers, info.get("expires_at"))
+        short = self.id[:8]
+        self._thread = threading.Thread(target=self._keep_alive, args=(sent,), name=f"zkgate-keepalive-{short}",
+                                        daemon=True)
+        self._watch = threading.Thread(target=self._watch_deadline, name=f"zkgate-keepalive-{short}-deadline",
+                                       daemon=True)
         self._thread.start()
+        self._watch.start()
 
     def __repr__(self) -> str:
         state = "lost" if self.lost.is_set() else ("revoked" if self._revoked else "live")
@@ -409,50 +470,158 @@ class Lease:
 
     # -- liveness ------------------------------------------------------------
 
+    @property
+    def deadline(self) -> float:
+        """The ``time.monotonic()`` until which the gateway last confirmed the
+        lease: stop the work it guards by then. It moves with each keepalive."""
+        with self._mu:
+            return self._deadline
+
     def check(self) -> None:
-        """Raises the LeaseLost that ended the lease, if it ended."""
+        """Raises the LeaseLost that ended the lease, if it ended (also if its
+        deadline has passed without a newer confirmation)."""
+        if self.error is None and not self._revoked and time.monotonic() >= self.deadline:
+            self._expire()
         if self.error is not None:
             raise self.error
         if self._revoked:
             raise LeaseExpired("the lease was revoked by this client", code="lease_expired",
                                problem={"reason": "revoked"})
 
-    def _lose(self, err: LeaseLost) -> None:
+    def _lose(self, err: LeaseLost) -> bool:
         with self._mu:
             if self.error is not None or self._revoked:
-                return
+                return False
             self.error = err
-        self._stop.set()
+            self._stop.set()
+            self._changed.notify_all()
         self.lost.set()
         if self._on_lost is not None:
             try:
                 self._on_lost(err)
             except Exception:  # a callback's failure must not kill the keepalive's report
                 pass
+        return True
 
-    def _keep_alive(self) -> None:
-        interval = self.ttl / 3
-        path = f"/v1/leases/{self.id}/keepalive"
-        extended = self._extended  # when the gateway last extended the lease, at the latest
-        pause = interval
-        while not self._stop.wait(pause):
-            sent = time.monotonic()
-            left = extended + self.ttl - sent
+    def _on_our_clock(self, sent: float, headers: Mapping[str, str], at: Optional[str]) -> Optional[float]:
+        """The gateway's time ``at`` on this process's monotonic clock: its
+        distance from the answer's X-Zkgate-Time, counted from when the request
+        was sent (never later than the truth, whatever the clocks' offset).
+        None without X-Zkgate-Time."""
+        then, now = _rfc3339(at), _rfc3339(headers.get("X-Zkgate-Time"))
+        if then is None or now is None:
+            return None
+        return sent + (then - now)
+
+    def _heard(self, reply: _Reply) -> None:
+        """Takes the end of a drain from any answer to a call made for the
+        lease. A gateway without X-Zkgate-Time is taken to share this clock."""
+        ends = reply.headers.get("X-Zkgate-Lease-Ends")
+        if not ends:
+            return
+        at = self._on_our_clock(reply.sent, reply.headers, ends)
+        if at is None:
+            wall = _rfc3339(ends)
+            if wall is None:
+                return
+            at = reply.sent + (wall - time.time())
+        with self._mu:
+            if self._drain_end is None or at < self._drain_end:
+                self._drain_end = at
+                self._settle()
+
+    def _confirmed(self, sent: float, headers: Mapping[str, str], expires_at: Optional[str]) -> None:
+        """Takes a lease's expires_at from an answer (sent + TTL from a gateway
+        without X-Zkgate-Time)."""
+        at = self._on_our_clock(sent, headers, expires_at)
+        if at is None:
+            at = sent + self.ttl
+        with self._mu:
+            if at > self._promised:
+                self._promised = at
+                self._settle()
+
+    def _settle(self) -> None:
+        """Sets the deadline from what the gateway said. self._mu is held."""
+        d = self._promised if self._drain_end is None else min(self._promised, self._drain_end)
+        if d != self._deadline:
+            self._deadline = d
+            self._changed.notify_all()
+
+    def _expire(self) -> None:
+        """Ends the lease if its deadline has passed (a no-op otherwise, or if
+        it ended already)."""
+        with self._mu:
+            if time.monotonic() < self._deadline:
+                return
+            last = self._last_failure
+        why = f"no keepalive of lease {self.id} was confirmed before the deadline the gateway promised"
+        if last is not None:
+            why += f" (the last failure: {last})"
+        if self._lose(LeaseLost(why + ": it must be taken as lost")):
+            with self._mu:
+                self._expired = True
+
+    def _watch_deadline(self) -> None:
+        """Ends the lease at its deadline, unless it is stopped first; then
+        revokes it at the gateway if it expired here (at this deadline, or
+        at a check() that found it passed)."""
+        with self._mu:
+            while not self._stop.is_set():
+                left = self._deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+        self._expire()
+        with self._mu:
+            expired = self._expired
+        if expired:
+            self._forget()
+
+    def _forget(self) -> None:
+        """Revokes the lease at the gateway after its expiry here, best-effort,
+        for at most its TTL (the gateway ends a silent lease then anyway)."""
+        until = time.monotonic() + max(self.ttl, 1.0)
+        pause = 0.1
+        while True:
+            left = until - time.monotonic()
             if left <= 0:
-                self._lose(LeaseLost(f"no keepalive of lease {self.id} was answered within its TTL of "
-                                     f"{format_duration(self.ttl)}: it must be taken as lost"))
                 return
             try:
-                reply = self.gateway._send("POST", path, None, None, "", max(0.2, min(interval, left)))
+                reply = self.gateway._send("DELETE", f"/v1/leases/{self.id}", None, None, "",
+                                           min(left, self.gateway.timeout))
+                if reply.status not in (429, 502, 503, 504):
+                    return  # revoked, or ended already
+            except TransportError:
+                pass
+            time.sleep(min(pause, max(0.0, until - time.monotonic())))
+            pause = min(pause * 2, 2.0)
+
+    def _keep_alive(self, sent: float) -> None:
+        path = f"/v1/leases/{self.id}/keepalive"
+        pause = max((self.deadline - sent) / 3, _MIN_KEEPALIVE) - (time.monotonic() - sent)
+        while not self._stop.wait(max(pause, 0.0)):
+            deadline = self.deadline
+            now = time.monotonic()
+            if now >= deadline:
+                return  # the deadline thread ends the lease
+            try:
+                reply = self.gateway._send("POST", path, None, None, "", max(0.05, deadline - now))
+                self._heard(reply)
                 if reply.status >= 400:
                     raise error_from(reply.status, reply.headers.get("Content-Type", ""), reply.body,
                                      reply.headers.get("Retry-After"))
-                self.info = reply.json()
-                extended, pause = sent, interval
+                info = reply.json()
+                self.info = info
+                self._confirmed(reply.sent, reply.headers, info.get("expires_at"))
+                pause = max((self.deadline - reply.sent) / 3, _MIN_KEEPALIVE) - (time.monotonic() - reply.sent)
             except (TransportError, Unavailable, TooMany) as e:
-                # Transient: try again soon, until the lease would have expired.
-                wait = 0.25 if e.retry_after is None else min(e.retry_after, interval)
-                pause = max(0.05, min(wait, extended + self.ttl - time.monotonic()))
+                # Transient, and confirms nothing (a 503 says the gateway's ZooKeeper
+                # session is suspended): try again soon, until the deadline.
+                with self._mu:
+                    self._last_failure = e
+                wait = 0.25 if e.retry_after is None else e.retry_after
+                pause = max(0.05, min(wait, self.deadline - time.monotonic()))
             except LeaseLost as e:
                 self._lose(e)
                 return
@@ -464,7 +633,9 @@ class Lease:
     def keepalive(self) -> Dict[str, Any]:
         """Extends the lease now (the background thread does it anyway)."""
         self.check()
-        self.info = self.gateway._call("POST", f"/v1/leases/{self.id}/keepalive", safe=True, lease=self).json()
+        reply = self.gateway._call("POST", f"/v1/leases/{self.id}/keepalive", safe=True, lease=self)
+        self.info = reply.json()
+        self._confirmed(reply.sent, reply.headers, self.info.get("expires_at"))
         return self.info
 
     def revoke(self) -> None:
@@ -473,9 +644,13 @@ class Lease:
         with self._mu:
             already = self._revoked
             self._revoked = True
-        self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
+            self._stop.set()
+            self._changed.notify_all()
+            expired = self._expired
+        for t in (self._thread, self._watch):
+            # The revoke after an expiry is left to finish on its own (bounded by the TTL).
+            if t is not threading.current_thread() and not (t is self._watch and expired):
+                t.join()
         if already:
             return
         if self.error is not None:
@@ -488,6 +663,27 @@ class Lease:
                 self.lost.set()
                 raise
 
+    # -- one holder ----------------------------------------------------------
+
+    def _take(self, kind: str, name: str, mode: Optional[str] = None) -> Tuple[str, str, Optional[str]]:
+        """Marks what the lease is acquiring, unless it holds or acquires it
+        already: AlreadyHeld then."""
+        key = (kind, name, mode)
+        with self._mu:
+            if key in self._holding:
+                what = f"{kind} {name!r}" + (f" ({mode})" if mode not in (None, "exclusive") else "")
+                raise AlreadyHeld(f"lease {self.id} already holds (or is acquiring) {what}: "
+                                  "one lease is one holder; take a lease per concurrent holder")
+            self._holding.add(key)
+        return key
+
+    def _drop(self, kind: str, name: str, mode: Optional[str] = None) -> None:
+        """Frees what of ``name`` the lease held (every mode of a lock when
+        ``mode`` is None), once it was released or its acquire failed."""
+        with self._mu:
+            self._holding = {k for k in self._holding if not (k[0] == kind and k[1] == name
+                                                                and (mode is None or k[2] == mode))}
+
     # -- locks and semaphores ------------------------------------------------
 
     def lock(self, name: str, wait: Duration = "0s", mode: str = "exclusive") -> "Grant":
@@ -496,15 +692,27 @@ class Lease:
         grant's ``token`` is its fencing token; ``with`` releases it."""
         if mode not in ("exclusive", "read", "write"):
             raise InvalidRequest(f"bad mode {mode!r}: exclusive, read or write")
-        reply = self.gateway._call("POST", f"/v1/locks/{_name(name)}/acquire", wait=wait, safe=True, lease=self,
-                                   body={"lease": self.id, "mode": mode})
-        return Grant(self, "lock", reply.json())
+        path = f"/v1/locks/{_name(name)}/acquire"
+        self._take("lock", name, mode)
+        try:
+            reply = self.gateway._call("POST", path, wait=wait, safe=True, lease=self,
+                                       body={"lease": self.id, "mode": mode})
+            return Grant(self, "lock", reply.json())
+        except BaseException:
+            self._drop("lock", name, mode)
+            raise
 
     def semaphore(self, name: str, limit: int, wait: Duration = "0s") -> "Grant":
         """Acquires one of the ``limit`` slots of the semaphore, waiting up to ``wait``."""
-        reply = self.gateway._call("POST", f"/v1/semaphores/{_name(name)}/acquire", wait=wait, safe=True, lease=self,
-                                   body={"lease": self.id, "limit": int(limit)})
-        return Grant(self, "semaphore", reply.json())
+        path = f"/v1/semaphores/{_name(name)}/acquire"
+        self._take("semaphore", name)
+        try:
+            reply = self.gateway._call("POST", path, wait=wait, safe=True, lease=self,
+                                       body={"lease": self.id, "limit": int(limit)})
+            return Grant(self, "semaphore", reply.json())
+        except BaseException:
+            self._drop("semaphore", name)
+            raise
 
     def release(self, kind: str, name: str, mode: Optional[str] = None) -> None:
         """Releases a lock (every mode, or ``mode``) or a semaphore slot (``kind``
@@ -518,7 +726,10 @@ class Lease:
             path = f"/v1/semaphores/{_name(name)}/release"
         else:
             raise InvalidRequest(f"bad kind {kind!r}: lock or semaphore")
-        self.gateway._call("POST", path, body=body, safe=True, lease=self, done_on_retry=(NotHeld,))
+        try:
+            self.gateway._call("POST", path, body=body, safe=True, lease=self, done_on_retry=(NotHeld,))
+        finally:
+            self._drop(kind, name, mode)
 
     # -- elections -----------------------------------------------------------
 
@@ -527,9 +738,18 @@ class Lease:
         The result says whether it is (``elected``, ``token``) or its
         ``position`` in line; the candidacy stays until ``resign`` (``with``
         resigns) or the end of the lease: campaign again to go on waiting."""
-        reply = self.gateway._call("POST", f"/v1/elections/{_name(name)}/campaign", wait=wait, safe=True, lease=self,
-                                   body={"lease": self.id, "value": value})
-        return Campaign(self, reply.json())
+        path = f"/v1/elections/{_name(name)}/campaign"
+        self._take("election", name)
+        elected = False
+        try:
+            reply = self.gateway._call("POST", path, wait=wait, safe=True, lease=self,
+                                       body={"lease": self.id, "value": value})
+            campaign = Campaign(self, reply.json())
+            elected = campaign.elected
+            return campaign
+        finally:
+            if not elected:  # a candidate in line holds nothing yet: campaign again resumes
+                self._drop("election", name)
 
     def proclaim(self, name: str, value: str) -> Dict[str, Any]:
         """Sets the leader's value; NotLeader unless this lease leads."""
@@ -538,8 +758,11 @@ class Lease:
 
     def resign(self, name: str) -> None:
         """Withdraws the candidacy (and leadership)."""
-        self.gateway._call("POST", f"/v1/elections/{_name(name)}/resign", body={"lease": self.id}, safe=True,
-                           lease=self, done_on_retry=(NotHeld,))
+        try:
+            self.gateway._call("POST", f"/v1/elections/{_name(name)}/resign", body={"lease": self.id}, safe=True,
+                               lease=self, done_on_retry=(NotHeld,))
+        finally:
+            self._drop("election", name)
 
     # -- double barriers -----------------------------------------------------
 

@@ -58,10 +58,18 @@ class InvalidRequest(ZkgateError, ValueError):
     code = "invalid_request"
 
 
+class AlreadyHeld(InvalidRequest):
+    """The lease already holds, or is acquiring, that lock, semaphore or
+    election: one lease is one holder (the gateway would answer the second
+    call with the first one's grant, and two holders would share a token).
+    Take a lease per concurrent holder. Raised by the client, with no request
+    sent."""
+
+
 class LeaseLost(ZkgateError):
     """The lease is gone: it expired, was revoked, its gateway lost its
-    ZooKeeper session, or no keepalive was answered within its TTL. Whatever
-    it held may now be held by someone else."""
+    ZooKeeper session, or no keepalive was confirmed before its deadline.
+    Whatever it held may now be held by someone else."""
 
 
 class LeaseExpired(LeaseLost):

@@ -1,0 +1,218 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkgate/zkgate/client"
+	"github.com/zkgate/zkgate/internal/gwtest"
+)
+
+// allowance is how late past a deadline a test still accepts the lease to
+// be seen ended: the scheduling of a timer on a busy machine, not a
+// measure of the client.
+const allowance = 500 * time.Millisecond
+
+// endsByDeadline polls until the lease's deadline (and the allowance) has
+// passed, then requires the lease to have ended with ErrLeaseExpired.
+func endsByDeadline(t *testing.T, l *client.Lease) {
+	t.Helper()
+	gwtest.Eventually(t, time.Minute, func() error {
+		if d := l.Deadline(); time.Now().Before(d.Add(allowance)) {
+			return fmt.Errorf("the deadline is %s away", time.Until(d).Round(time.Millisecond))
+		}
+		return nil
+	})
+	if err := l.Context().Err(); err == nil {
+		t.Fatalf("lease %s still lives %s past its deadline", l.ID(), time.Since(l.Deadline()).Round(time.Millisecond))
+	}
+	if err := l.Err(); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Fatalf("Err: %v", err)
+	}
+}
+
+// TestDeadlineFollowsExpiresAt: a lease's deadline is the gateway's
+// expires_at, bounded by what its ZooKeeper session is known to keep (the
+// test gateway's session timeout is 2s), not the TTL of 30s; keepalives
+// move it on, and it stays within the session timeout of now.
+func TestDeadlineFollowsExpiresAt(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	l, err := c.Grant(ctx, 30*time.Second, "deadline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Revoke(ctx)
+	first := l.Deadline()
+	if ahead := time.Until(first); ahead <= 0 || ahead > 2*time.Second {
+		t.Fatalf("the deadline is %s ahead: want the gateway's promise, within its session timeout of 2s", ahead)
+	}
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if !l.Deadline().After(first) {
+			return errors.New("no keepalive moved the deadline")
+		}
+		return nil
+	})
+	if ahead := time.Until(l.Deadline()); ahead <= 0 || ahead > 2*time.Second {
+		t.Fatalf("after a keepalive the deadline is %s ahead", ahead)
+	}
+	info, err := l.Info(ctx)
+	if err != nil || info.TTL != 30*time.Second || !info.ExpiresAt.Before(time.Now().Add(2*time.Second)) {
+		t.Fatalf("the gateway's view: %+v %v", info, err)
+	}
+	if l.Err() != nil {
+		t.Fatalf("the lease ended: %v", l.Err())
+	}
+}
+
+// TestLeaseEndsAtItsDeadlineWhenTheGatewayFreezes: with the gateway process
+// stopped (SIGSTOP), no keepalive is confirmed, and the lease ends on the
+// client's side once the deadline the gateway last confirmed has passed,
+// long before its TTL of 30s would have; its context is done then. Once
+// the gateway runs again the lease is gone there too (the client revoked
+// it, or the gateway gave up its frozen session).
+func TestLeaseEndsAtItsDeadlineWhenTheGatewayFreezes(t *testing.T) {
+	gwtest.NoGoroutinesLeft(t)
+	p := gwtest.StartProcess(t, gwtest.GatewayOptions{})
+	c, err := client.New(p.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	granted := time.Now()
+	l, err := c.Grant(ctx, 30*time.Second, "frozen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Lock(ctx, "frozen", client.Exclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	p.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			p.Resume()
+		}
+	}()
+	endsByDeadline(t, l)
+	if !strings.Contains(l.Err().Error(), "no keepalive was confirmed before the deadline") {
+		t.Fatalf("Err should say that no keepalive was confirmed in time: %v", l.Err())
+	}
+	if lived := l.Deadline().Sub(granted); lived > 10*time.Second {
+		t.Fatalf("the lease lived %s, as if its TTL of 30s counted", lived)
+	}
+	if _, err := l.Lock(ctx, "other", client.Exclusive, 0); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Fatalf("a call through the ended lease: %v", err)
+	}
+	p.Resume()
+	resumed = true
+	gwtest.Eventually(t, 30*time.Second, func() error {
+		_, err := c.LeaseInfo(ctx, l.ID())
+		if !errors.Is(err, client.ErrLeaseExpired) {
+			return fmt.Errorf("the gateway still has the lease: %v", err)
+		}
+		return nil
+	})
+	if err := l.Revoke(ctx); err != nil {
+		t.Fatalf("Revoke of the expired lease: %v", err)
+	}
+}
+
+// TestDeadlineFollowsDrain: once the lease's gateway drains, the end of
+// the drain (X-Zkgate-Lease-Ends, counted from X-Zkgate-Time) becomes the
+// deadline as soon as any answer for the lease says so, an acquire's 503
+// included: here keepalives are held back at a proxy, and the refused
+// acquire alone brings the deadline forward from the session's promise
+// (about 6 to 9.5s with a session timeout of 10s) to the drain's end (3s).
+// The lease then ends by the drain's end.
+func TestDeadlineFollowsDrain(t *testing.T) {
+	gwtest.NoGoroutinesLeft(t)
+	const drain = 3 * time.Second
+	p := gwtest.StartProcess(t, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second, DrainTimeout: drain})
+	proxy := newProxy(t, p.URL)
+	c, err := client.New(proxy.URL(), client.WithRetryWindow(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	l, err := c.Grant(ctx, 30*time.Second, "drained")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.set(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		if strings.HasSuffix(r.URL.Path, "/keepalive") {
+			<-r.Context().Done() // held until the client gives up on it
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+	before := l.Deadline()
+	terminated := time.Now()
+	p.Terminate()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		r, err := http.Get(p.URL + "/readyz")
+		if err != nil {
+			return err
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusServiceUnavailable {
+			return fmt.Errorf("readyz %d: not draining yet", r.StatusCode)
+		}
+		return nil
+	})
+	draining := time.Now() // the drain began before this, and ends within drain of it
+	if !before.After(terminated.Add(drain)) {
+		t.Fatalf("the promise before the drain (%s after SIGTERM) should reach past the drain's end",
+			before.Sub(terminated).Round(time.Millisecond))
+	}
+	if _, err := l.Lock(ctx, "during-drain", client.Exclusive, 0); !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("an acquire through a draining gateway: %v", err)
+	}
+	if got := l.Deadline(); got.After(draining.Add(drain)) {
+		t.Fatalf("after the drain's 503 the deadline is %s after the drain was seen, past the drain's end (%s)",
+			got.Sub(draining).Round(time.Millisecond), drain)
+	}
+	proxy.set(nil)
+	endsByDeadline(t, l)
+	if err := l.Revoke(context.Background()); err != nil {
+		t.Fatalf("Revoke of the ended lease: %v", err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not exit after its drain")
+	}
+}
+
+// TestLeaseLockDelay: the lock-delay asked for is granted and shown; a
+// negative one is refused before sending, one above --max-lock-delay by the
+// gateway.
+func TestLeaseLockDelay(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	l, err := c.Grant(ctx, 10*time.Second, "delayed", client.LockDelay(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Revoke(ctx)
+	if l.LockDelay() != 3*time.Second {
+		t.Fatalf("LockDelay %s", l.LockDelay())
+	}
+	if info, err := l.Info(ctx); err != nil || info.LockDelay != 3*time.Second {
+		t.Fatalf("the gateway's view: %+v %v", info, err)
+	}
+	if plain, err := c.Grant(ctx, 10*time.Second, "plain"); err != nil || plain.LockDelay() != 0 {
+		t.Fatalf("a lease without lock-delay: %v", err)
+	} else {
+		plain.Revoke(ctx)
+	}
+	if _, err := c.Grant(ctx, 10*time.Second, "", client.LockDelay(-time.Second)); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("a negative lock-delay: %v", err)
+	}
+	wantCode(t, errOf(c.Grant(ctx, 10*time.Second, "", client.LockDelay(time.Hour))), client.ErrInvalid, 400)
+}
