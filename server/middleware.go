@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -30,6 +32,8 @@ type frontDoor struct {
 	mux    *chi.Mux
 	auth   *auth
 	limits *limits
+
+	refusedLog refusedLog
 }
 
 func (fd *frontDoor) wrap(next http.Handler) http.Handler {
@@ -92,17 +96,137 @@ func (fd *frontDoor) done(ww middleware.WrapResponseWriter, r *http.Request, sta
 		status = http.StatusOK
 	}
 	elapsed := time.Since(start)
-	fd.m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
-	fd.m.latency.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+	method := methodLabel(r.Method)
+	fd.m.requests.WithLabelValues(route, method, statusLabel(status)).Inc()
+	fd.m.latency.WithLabelValues(route, method).Observe(elapsed.Seconds())
 	level := slog.LevelInfo
 	if route == "/metrics" || route == "/healthz" || route == "/readyz" {
 		level = slog.LevelDebug
 	}
-	fd.log.LogAttrs(r.Context(), level, "http",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
-		slog.Int("status", status), slog.Int("bytes", ww.BytesWritten()),
+	ctx := r.Context()
+	if !fd.log.Enabled(ctx, level) {
+		return
+	}
+	second := start.Add(elapsed).Unix()
+	if refused(status) && !fd.refusedLog.take(second) {
+		return
+	}
+	if n := fd.refusedLog.flush(second); n > 0 {
+		fd.log.LogAttrs(ctx, slog.LevelWarn, "refused requests not logged",
+			slog.Int("count", n), slog.Int("most_a_second", refusedLogsPerSecond))
+	}
+	fd.log.LogAttrs(ctx, level, "http",
+		slog.String("method", handlers.Clip(r.Method, maxLoggedMethod)), slog.String("path", handlers.Clip(r.URL.Path, maxLoggedPath)),
+		slog.String("route", route), slog.Int("status", status), slog.Int("bytes", ww.BytesWritten()),
 		slog.Float64("ms", float64(elapsed.Microseconds())/1000),
 		slog.String("request_id", ww.Header().Get("X-Request-Id")), slog.String("remote", r.RemoteAddr))
+}
+
+// What of a request's method and path a log line carries: enough to tell
+// any route of the gateway, never the megabyte a client may send.
+const (
+	maxLoggedMethod = 32
+	maxLoggedPath   = 320
+)
+
+// methodLabel is the method label of the request metrics: one of the
+// methods of RFC 9110 (and PATCH), or "other", so that made-up methods,
+// which any caller may send before any token is checked, cannot grow the
+// label set.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet:
+		return http.MethodGet
+	case http.MethodHead:
+		return http.MethodHead
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodDelete:
+		return http.MethodDelete
+	case http.MethodPatch:
+		return http.MethodPatch
+	case http.MethodOptions:
+		return http.MethodOptions
+	case http.MethodConnect:
+		return http.MethodConnect
+	case http.MethodTrace:
+		return http.MethodTrace
+	}
+	return "other"
+}
+
+// statusLabel is the code label: the common ones without an allocation.
+func statusLabel(status int) string {
+	switch status {
+	case http.StatusOK:
+		return "200"
+	case http.StatusCreated:
+		return "201"
+	case http.StatusNoContent:
+		return "204"
+	case http.StatusConflict:
+		return "409"
+	}
+	return strconv.Itoa(status)
+}
+
+// refused says whether an answer refuses the request outright (a bad
+// request, no or a wrong token, no such route or method, too large, too
+// slow, too many): what a caller can have answered as often as it likes,
+// so its log lines are capped. 409 and 410 are answers about the state of
+// a primitive or lease, logged as any other.
+func refused(status int) bool {
+	return status >= 400 && status < 500 && status != http.StatusConflict && status != http.StatusGone
+}
+
+// refusedLogsPerSecond caps the log lines of refused requests.
+const refusedLogsPerSecond = 20
+
+// refusedLog counts the log lines of refused requests in the current
+// second, and those left out; the number left out in a second is logged
+// with the first line logged after it.
+type refusedLog struct {
+	mu     sync.Mutex
+	second int64
+	logged int
+	// dropped (this second) and pending (seconds gone by, not reported
+	// yet) are read without the lock on every logged line.
+	dropped, pending atomic.Int64
+}
+
+// rollLocked starts second, if it is a new one.
+func (c *refusedLog) rollLocked(second int64) {
+	if second != c.second {
+		c.pending.Add(c.dropped.Swap(0))
+		c.second, c.logged = second, 0
+	}
+}
+
+// take reports whether a refused request's line may be logged in second.
+func (c *refusedLog) take(second int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rollLocked(second)
+	if c.logged >= refusedLogsPerSecond {
+		c.dropped.Add(1)
+		return false
+	}
+	c.logged++
+	return true
+}
+
+// flush returns, once, the number of lines left out in the seconds before
+// second.
+func (c *refusedLog) flush(second int64) int {
+	if c.pending.Load() == 0 && c.dropped.Load() == 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rollLocked(second)
+	return int(c.pending.Swap(0))
 }
 
 func saneID(id string) bool {
