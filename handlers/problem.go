@@ -33,14 +33,16 @@ var statusOf = map[recipes.Code]int{
 	recipes.CodeInternal:      http.StatusInternalServerError,
 	codeMethod:                http.StatusMethodNotAllowed,
 	codeMediaType:             http.StatusUnsupportedMediaType,
+	codeBodyTimeout:           http.StatusRequestTimeout,
 	CodeUnauthenticated:       http.StatusUnauthorized,
 	CodeForbidden:             http.StatusForbidden,
 	CodeTooMany:               http.StatusTooManyRequests,
 }
 
 const (
-	codeMethod    recipes.Code = "method_not_allowed"
-	codeMediaType recipes.Code = "unsupported_media_type"
+	codeMethod      recipes.Code = "method_not_allowed"
+	codeMediaType   recipes.Code = "unsupported_media_type"
+	codeBodyTimeout recipes.Code = "body_timeout"
 )
 
 var titles = map[recipes.Code]string{
@@ -62,6 +64,7 @@ var titles = map[recipes.Code]string{
 	recipes.CodeInternal:      "Internal error",
 	codeMethod:                "Method not allowed",
 	codeMediaType:             "Unsupported media type",
+	codeBodyTimeout:           "Body too slow",
 	CodeUnauthenticated:       "Unauthenticated",
 	CodeForbidden:             "Forbidden",
 	CodeTooMany:               "Too many",

@@ -35,11 +35,15 @@ type rule struct {
 	// waits marks the routes that take ?wait=: a request with a wait above
 	// 0 counts against the waiter limits while it runs.
 	waits bool
+	// probe routes answer at once from memory (health, readiness): they
+	// count against no limit, so that they answer at every cap.
+	probe bool
 }
 
 var (
-	openRoute = rule{open: true}
-	dashRead  = rule{kind: "*", level: handlers.LevelRead}
+	openRoute  = rule{open: true}
+	probeRoute = rule{open: true, probe: true}
+	dashRead   = rule{kind: "*", level: handlers.LevelRead}
 )
 
 func read(kind string) rule    { return rule{kind: kind, level: handlers.LevelRead, param: "name"} }
@@ -56,8 +60,8 @@ func leaseRule(l handlers.Level) rule {
 // routeAccess maps every route ("METHOD PATTERN", as chi.Walk names it) to
 // what it needs of the caller's token.
 var routeAccess = map[string]rule{
-	"GET /healthz":          openRoute,
-	"GET /readyz":           openRoute,
+	"GET /healthz":          probeRoute,
+	"GET /readyz":           probeRoute,
 	"GET /openapi.yaml":     openRoute,
 	"GET /metrics":          dashRead,
 	"GET /":                 {kind: "*", level: handlers.LevelRead, page: true},
@@ -157,12 +161,12 @@ func secretOf(r *http.Request) (secret string, fromCookie bool) {
 }
 
 // admit authenticates and authorizes a request before it reaches its
-// route, by the route's rule, and then applies the limits on waiting
-// requests: release, if not nil, must be called when the request ends.
+// route, by the route's rule, and then counts it against the limits of its
+// client: the slot, if held, must be released when the request ends.
 // Routes are found with the router itself, so that the rule is the one of
 // the route that will serve the request. When ok is false, admit has
 // answered.
-func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Request, release func(), ok bool) {
+func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Request, _ slot, ok bool) {
 	rctx := chi.NewRouteContext()
 	path := r.URL.RawPath
 	if path == "" {
@@ -170,34 +174,36 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 	}
 	pattern := fd.mux.Find(rctx, r.Method, path)
 	if pattern == "" {
-		return r, nil, true // the router answers 404 or 405
+		return r, slot{}, true // the router answers 404 or 405
 	}
 	route := r.Method + " " + pattern
 	ru, known := routeAccess[route]
 	if !known {
 		// Fail closed; a test keeps this from happening.
 		handlers.Problem(w, r, handlers.CodeForbidden, "no access rule for "+route)
-		return r, nil, false
+		return r, slot{}, false
 	}
 	target := ru.target(r, rctx)
+	var caller *handlers.Caller
 	if !ru.open && fd.auth.enabled() {
-		caller, allowed := authorize(w, r, fd.auth.tokens.Load(), ru, route, target)
+		var allowed bool
+		caller, allowed = authorize(w, r, fd.auth.tokens.Load(), ru, route, target)
 		if !allowed {
 			routeAnswered(r, pattern)
-			return r, nil, false
+			return r, slot{}, false
 		}
 		r = r.WithContext(handlers.WithCaller(r.Context(), caller))
 	}
-	if fd.limits != nil && ru.waits {
-		rel, err := fd.limits.admitWaiter(r, ru.kind, target)
-		if err != nil {
-			routeAnswered(r, pattern)
-			handlers.WriteError(w, r, err)
-			return r, nil, false
-		}
-		return r, rel, true
+	if fd.limits == nil || ru.probe {
+		return r, slot{}, true
 	}
-	return r, nil, true
+	s, err := fd.limits.admit(r, clientOf(r, caller), ru.waits, ru.kind, target)
+	if err != nil {
+		routeAnswered(r, pattern)
+		handlers.WriteError(w, r, err)
+		return r, slot{}, false
+	}
+	return r, s, true
 }
 
 // authorize answers 401 or 403 and reports false, or returns the caller.

@@ -23,6 +23,7 @@ type Config struct {
 	SessionTimeout time.Duration
 	MaxWait        time.Duration
 	MaxTTL         time.Duration
+	BodyTimeout    time.Duration // reading a request's body, from the end of its headers
 	DrainTimeout   time.Duration // 0: close the session at once on SIGTERM
 	MaxItemBytes   int64
 	LogFormat      string
@@ -102,6 +103,8 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	leaseRate := fs.String("lease-rate", env("ZKGATE_LEASE_RATE", "100"), "cap on new leases per second of one token (ZKGATE_LEASE_RATE)")
 	maxWaiters := fs.String("max-waiters", env("ZKGATE_MAX_WAITERS", "20000"), "cap on requests waiting at once (?wait= above 0) (ZKGATE_MAX_WAITERS)")
 	maxWaitersPerName := fs.String("max-waiters-per-name", env("ZKGATE_MAX_WAITERS_PER_NAME", "10000"), "cap on requests waiting at once on one lock, semaphore, election, barrier or queue (ZKGATE_MAX_WAITERS_PER_NAME)")
+	maxRequestsPerToken := fs.String("max-requests-per-token", env("ZKGATE_MAX_REQUESTS_PER_TOKEN", "1000"), "cap on requests under way at once of one token (tokens off: of one client address) that do not wait (ZKGATE_MAX_REQUESTS_PER_TOKEN)")
+	bodyTimeout := fs.String("body-timeout", env("ZKGATE_BODY_TIMEOUT", "10s"), "time a client has to send a request's body, from the end of its headers (ZKGATE_BODY_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
@@ -140,6 +143,7 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		{"--max-wait", *maxWait, &cfg.MaxWait, time.Second, 24 * time.Hour},
 		{"--max-ttl", *maxTTL, &cfg.MaxTTL, time.Second, 7 * 24 * time.Hour},
 		{"--drain-timeout", *drainTimeout, &cfg.DrainTimeout, 0, time.Hour},
+		{"--body-timeout", *bodyTimeout, &cfg.BodyTimeout, time.Second, time.Hour},
 	}
 	for _, d := range durations {
 		v, err := time.ParseDuration(d.raw)
@@ -159,7 +163,7 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	default:
 		return Config{}, usagef("--log-level must be debug, info, warn or error")
 	}
-	if cfg.Limits, err = parseLimits(*maxLeases, *maxLeasesPerToken, *leaseRate, *maxWaiters, *maxWaitersPerName); err != nil {
+	if cfg.Limits, err = parseLimits(*maxLeases, *maxLeasesPerToken, *leaseRate, *maxWaiters, *maxWaitersPerName, *maxRequestsPerToken); err != nil {
 		return Config{}, err
 	}
 	if err := cfg.parseSecurity(*zkAuthFile); err != nil {

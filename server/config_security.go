@@ -153,7 +153,7 @@ func loopback(addr string) bool {
 }
 
 // parseLimits reads the limit flags.
-func parseLimits(maxLeases, perToken, rate, maxWaiters, perName string) (Limits, error) {
+func parseLimits(maxLeases, perToken, rate, maxWaiters, perName, requestsPerToken string) (Limits, error) {
 	var l Limits
 	counts := []struct {
 		flag string
@@ -164,6 +164,7 @@ func parseLimits(maxLeases, perToken, rate, maxWaiters, perName string) (Limits,
 		{"--max-leases-per-token", perToken, &l.MaxLeasesPerToken},
 		{"--max-waiters", maxWaiters, &l.MaxWaiters},
 		{"--max-waiters-per-name", perName, &l.MaxWaitersPerName},
+		{"--max-requests-per-token", requestsPerToken, &l.MaxRequestsPerToken},
 	}
 	for _, c := range counts {
 		n, err := strconv.Atoi(c.raw)

@@ -308,7 +308,13 @@ func TestWSDropsSlowReader(t *testing.T) {
 // metricValue reads one unlabelled metric of /metrics.
 func metricValue(t *testing.T, base, name string) float64 {
 	t.Helper()
-	r := gwtest.Do(t, "GET", base+"/metrics", nil)
+	return metricValueAs(t, base, "", name)
+}
+
+// metricValueAs is metricValue with a token ("" for none).
+func metricValueAs(t *testing.T, base, secret, name string) float64 {
+	t.Helper()
+	r := doAs(t, base, secret, "GET", "/metrics", nil)
 	for _, line := range strings.Split(string(r.Body), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)

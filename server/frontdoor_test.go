@@ -2,14 +2,20 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,4 +201,309 @@ func rawStatus(t *testing.T, base, method, path string) int {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// trickleBody is the body of a trickled request: valid JSON, padded.
+var trickleBody = `{"ttl":"30s"}` + strings.Repeat(" ", 287)
+
+// trickleH1 sends a request over HTTP/1.1 whose body comes a byte every
+// 100 ms (30 s in all), and returns the status of its answer once the
+// gateway has closed the connection, or an error if the whole body went
+// out first.
+func trickleH1(ctx context.Context, base, secret, path string, local net.Addr) (int, error) {
+	d := net.Dialer{LocalAddr: local}
+	conn, err := d.DialContext(ctx, "tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", path, len(trickleBody))
+	if secret != "" {
+		head += "Authorization: Bearer " + secret + "\r\n"
+	}
+	if _, err := io.WriteString(conn, head+"\r\n"); err != nil {
+		return 0, err
+	}
+	type answer struct {
+		status int
+		err    error
+	}
+	closed := make(chan answer, 1)
+	go func() {
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			closed <- answer{0, err}
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		// Then nothing more: the gateway must close the connection (a
+		// reset, when bytes it did not read were left).
+		_, err = conn.Read(make([]byte, 1))
+		if err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
+			closed <- answer{resp.StatusCode, fmt.Errorf("after the answer %d: %v, want the connection closed", resp.StatusCode, err)}
+			return
+		}
+		closed <- answer{resp.StatusCode, nil}
+	}()
+	pace := time.NewTicker(100 * time.Millisecond)
+	defer pace.Stop()
+	for i := 0; i < len(trickleBody); i++ {
+		select {
+		case a := <-closed:
+			return a.status, a.err
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-pace.C:
+		}
+		if _, err := conn.Write([]byte{trickleBody[i]}); err != nil {
+			break // the gateway closed: its answer, if any, is read
+		}
+	}
+	select {
+	case a := <-closed:
+		if a.err == nil && a.status == 0 {
+			a.err = errors.New("no answer")
+		}
+		return a.status, a.err
+	case <-ctx.Done():
+		return 0, fmt.Errorf("the whole body went out (30 s) and the request was not cut off: %w", ctx.Err())
+	}
+}
+
+// trickleH2 sends a request over c (h2c) whose body comes a byte every
+// 100 ms, and returns its answer.
+func trickleH2(ctx context.Context, c *http.Client, base, secret, path string) (gwtest.Response, error) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() {
+		pace := time.NewTicker(100 * time.Millisecond)
+		defer pace.Stop()
+		for i := 0; i < len(trickleBody); i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-pace.C:
+			}
+			if _, err := pw.Write([]byte{trickleBody[i]}); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	req, err := http.NewRequestWithContext(ctx, "POST", base+path, pr)
+	if err != nil {
+		return gwtest.Response{}, err
+	}
+	req.ContentLength = int64(len(trickleBody))
+	req.Header.Set("Content-Type", "application/json")
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return gwtest.Response{}, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, err
+}
+
+func h2cClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{Protocols: h2cOnly()}}
+}
+
+// TestSlowBodiesAreCutOff: bodies that come a byte every 100 ms (30 s in
+// all) are cut off after --body-timeout (1 s here), over HTTP/1.1 and h2c,
+// with and without a token: a request whose handler reads the body answers
+// 408 body_timeout; one refused before (401) has its connection closed
+// instead of read to the end. Then the gateway's goroutines are back to
+// what they were. Such a body held its goroutine as long as it trickled.
+func TestSlowBodiesAreCutOff(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--auth-file", file, "--body-timeout", "1s"}})
+	lease := newLeaseWith(t, g.URL, secrets["writer"])
+	http.DefaultClient.CloseIdleConnections()
+	baseline := runtime.NumGoroutine()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	h2 := h2cClient()
+	defer h2.CloseIdleConnections()
+	var wg sync.WaitGroup
+	errs := make(chan error, 60)
+	for i := range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			acquire := "/v1/locks/slow-" + strconv.Itoa(i) + "/acquire"
+			var status int
+			var err error
+			var what string
+			switch i % 3 {
+			case 0:
+				what = "HTTP/1.1 without a token"
+				status, err = trickleH1(ctx, g.URL, "", "/v1/leases", nil)
+				if err == nil && status != 401 {
+					err = fmt.Errorf("status %d, want 401", status)
+				}
+			case 1:
+				what = "HTTP/1.1 with a token"
+				status, err = trickleH1(ctx, g.URL, secrets["writer"], acquire, nil)
+				if err == nil && status != 408 {
+					err = fmt.Errorf("status %d, want 408", status)
+				}
+			case 2:
+				what = "h2c with a token"
+				var r gwtest.Response
+				r, err = trickleH2(ctx, h2, g.URL, secrets["writer"], acquire)
+				if err == nil && (r.Status != 408 || !strings.Contains(string(r.Body), `"body_timeout"`)) {
+					err = fmt.Errorf("%d %s, want 408 body_timeout", r.Status, r.Body)
+				}
+			}
+			if err != nil {
+				errs <- fmt.Errorf("a slow body, %s: %w", what, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	mustStatus(t, doAs(t, g.URL, secrets["writer"], "POST", "/v1/locks/slow-1/acquire", map[string]any{"lease": lease}), 200,
+		"an acquire sent at once")
+	h2.CloseIdleConnections()
+	http.DefaultClient.CloseIdleConnections()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if n := runtime.NumGoroutine(); n > baseline {
+			return fmt.Errorf("%d goroutines, %d before the slow bodies", n, baseline)
+		}
+		return nil
+	})
+}
+
+// newLeaseWith makes a lease of 1m with secret ("" for none).
+func newLeaseWith(t *testing.T, base, secret string) string {
+	t.Helper()
+	r := doAs(t, base, secret, "POST", "/v1/leases", map[string]any{"ttl": "1m"})
+	mustStatus(t, r, 201, "lease")
+	return r.JSON(t)["id"].(string)
+}
+
+// TestWaitsOutliveTheBodyTimeout: the body deadline covers the body only:
+// waiting acquires with a body, over HTTP/1.1 and h2c, wait their whole
+// ?wait= (3 s, past the 1 s --body-timeout) and answer 409 timeout, as a
+// wait does; over HTTP/1.1 a read deadline left on the connection would cut
+// them (net/http reads on to notice a hang-up, and ends the request).
+func TestWaitsOutliveTheBodyTimeout(t *testing.T) {
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--body-timeout", "1s"}})
+	holder := newLease(t, g.URL, "1m", "holder")
+	mustStatus(t, acquire(t, g.URL, "held", holder, "0s"), 200, "hold")
+	waiter := newLease(t, g.URL, "1m", "waiter")
+	body, _ := json.Marshal(map[string]any{"lease": waiter})
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+	}{{"HTTP/1.1", &http.Client{Transport: &http.Transport{}}}, {"h2c", h2cClient()}} {
+		start := time.Now()
+		resp, err := tc.client.Post(g.URL+"/v1/locks/held/acquire?wait=3s", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("%s: a waiting acquire: %v", tc.name, err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 409 || !strings.Contains(string(data), `"timeout"`) {
+			t.Errorf("%s: a waiting acquire: %d %s, want 409 timeout", tc.name, resp.StatusCode, data)
+		}
+		if waited := time.Since(start); waited < 3*time.Second {
+			t.Errorf("%s: the wait of 3s ended after %s", tc.name, waited)
+		}
+		tc.client.CloseIdleConnections()
+	}
+}
+
+// fromAddr is a client whose connections come from the loopback address
+// ip (any of 127.0.0.0/8), to play another client address.
+func fromAddr(ip string) (*http.Client, net.Addr) {
+	local := &net.TCPAddr{IP: net.ParseIP(ip)}
+	d := &net.Dialer{LocalAddr: local}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}, local
+}
+
+func getWith(t *testing.T, c *http.Client, url, secret string) gwtest.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+}
+
+// TestRequestsUnderWayPerClient: every request that holds a handler counts
+// against its token's cap on requests under way (--max-requests-per-token),
+// or, without a token, its client address's: three slow bodies of one
+// token (or address) leave it no room, and other tokens (addresses), and
+// /readyz, are served as usual. One token could hold any number.
+func TestRequestsUnderWayPerClient(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	extra := []string{"--max-requests-per-token", "3", "--body-timeout", "1m"}
+	for _, tc := range []struct {
+		name             string
+		tokens           bool
+		greedy, innocent string // token names, or client addresses
+	}{
+		{"tokens on", true, "writer", "other"},
+		{"tokens off", false, "127.0.0.2", "127.0.0.3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := gwtest.GatewayOptions{Extra: extra}
+			if tc.tokens {
+				opts.Extra = append([]string{"--auth-file", file}, extra...)
+			}
+			g := gwtest.StartGateway(t, opts)
+			greedy, innocent, secret, innocentSecret := http.DefaultClient, http.DefaultClient, "", ""
+			var local net.Addr
+			if tc.tokens {
+				secret, innocentSecret = secrets[tc.greedy], secrets[tc.innocent]
+			} else {
+				greedy, local = fromAddr(tc.greedy)
+				innocent, _ = fromAddr(tc.innocent)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, _ = trickleH1(ctx, g.URL, secret, "/v1/leases", local)
+				}()
+			}
+			// The slow bodies are in once the scrape (of another client)
+			// counts 3 requests under way besides itself.
+			gwtest.Eventually(t, 10*time.Second, func() error {
+				if n := metricValueAs(t, g.URL, secrets["reader"], "zkgate_requests_under_way"); n != 4 {
+					return fmt.Errorf("%v requests under way, want 3 and the scrape", n)
+				}
+				return nil
+			})
+			wantTooMany(t, getWith(t, greedy, g.URL+"/v1/locks", secret), "max-requests-per-token", "a fourth request")
+			mustStatus(t, getWith(t, greedy, g.URL+"/readyz", ""), 200, "readyz at the cap")
+			mustStatus(t, getWith(t, innocent, g.URL+"/v1/locks", innocentSecret), 200, "another client at the cap")
+			cancel()
+			wg.Wait()
+			gwtest.Eventually(t, 10*time.Second, func() error {
+				if r := getWith(t, greedy, g.URL+"/v1/locks", secret); r.Status != 200 {
+					return fmt.Errorf("once the slow bodies are gone: %d, want 200", r.Status)
+				}
+				return nil
+			})
+		})
+	}
 }

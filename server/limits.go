@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,22 +28,57 @@ type Limits struct {
 	// ?wait= above 0, blocking reads included), and MaxWaitersPerName those
 	// on one lock (or semaphore, election, barrier, queue).
 	MaxWaiters, MaxWaitersPerName int
+	// MaxRequestsPerToken caps the other requests under way at once of one
+	// client: its token, or its address when it has none (see client).
+	MaxRequestsPerToken int
 }
 
 // retryCount is what Retry-After says of a count limit: a slot may free
 // any moment.
 const retryCount = time.Second
 
+// client is who a request counts against: the token it carries, or, with
+// no token (tokens off, or an open route), the address it comes from. One
+// address may be many clients (a NAT, a reverse proxy: X-Forwarded-For is
+// not believed, anyone can send it).
+type client struct {
+	token string // the token's name
+	addr  string // the client's IP address, when token is ""
+}
+
+// clientOf is the client of a request: its caller's token, or its address.
+func clientOf(r *http.Request, caller *handlers.Caller) client {
+	if caller != nil {
+		return client{token: caller.Name}
+	}
+	addr := r.RemoteAddr
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		addr = addr[:i]
+	}
+	return client{addr: strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")}
+}
+
+// String names the client in a problem's detail.
+func (c client) String() string {
+	if c.token != "" {
+		return "token " + strconv.Quote(c.token)
+	}
+	return "client address " + c.addr
+}
+
 // limits enforces Limits on the requests of one gateway.
 type limits struct {
 	cfg Limits
 	now func() time.Time
 
-	// Entries that drop to zero are deleted, so perName and perOwner stay
-	// bounded by the caps; buckets holds one entry per token name.
+	// Entries that drop to zero are deleted, so perName, perOwner and
+	// requests stay bounded by the caps; buckets holds one entry per token
+	// name.
 	mu       sync.Mutex
 	waiting  int
 	perName  map[string]int // "kind/name" -> waiting requests
+	requests map[client]int // requests under way that do not wait
+	busy     int            // the sum of requests
 	leases   int
 	perOwner map[string]int // token name -> live leases
 	buckets  map[string]*bucket
@@ -50,7 +87,8 @@ type limits struct {
 }
 
 func newLimits(cfg Limits) *limits {
-	return &limits{cfg: cfg, now: time.Now, perName: map[string]int{}, perOwner: map[string]int{}, buckets: map[string]*bucket{},
+	return &limits{cfg: cfg, now: time.Now, perName: map[string]int{}, requests: map[client]int{}, perOwner: map[string]int{},
+		buckets: map[string]*bucket{},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zkgate_limited_total", Help: "Requests refused with 429 too_many, by the limit reached.",
 		}, []string{"limit"})}
@@ -64,6 +102,12 @@ func (l *limits) register(reg prometheus.Registerer) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return float64(l.waiting)
+	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "zkgate_requests_under_way", Help: "Other requests under way (a scrape counts itself), counted against --max-requests-per-token.",
+	}, func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return float64(l.busy)
 	}))
 }
 
@@ -73,38 +117,72 @@ func (l *limits) refuse(e *handlers.LimitError) error {
 	return e
 }
 
-// admitWaiter counts a request that may wait (?wait= above 0) against the
-// waiter caps; release uncounts it. Other requests pass uncounted.
-func (l *limits) admitWaiter(r *http.Request, kind, name string) (release func(), err error) {
-	w := r.URL.Query().Get("wait")
-	if w == "" {
-		return func() {}, nil
+// slot is what a request holds of the limits while it runs; release gives
+// it back. A value, not a closure: every request takes one.
+type slot struct {
+	held    bool
+	client  client
+	waiting string // "kind/name" of a waiting request; "" for any other
+}
+
+// admit counts a request of c against the caps: one that may wait (a
+// route that takes ?wait=, with a wait above 0) against the waiter caps,
+// any other against c's cap on requests under way.
+func (l *limits) admit(r *http.Request, c client, waits bool, kind, name string) (slot, error) {
+	if waits {
+		if w := r.URL.Query().Get("wait"); w != "" {
+			if d, err := time.ParseDuration(w); err == nil && d > 0 {
+				return l.admitWaiter(c, kind, name)
+			} // else: the handler answers a bad wait
+		}
 	}
-	d, perr := time.ParseDuration(w)
-	if perr != nil || d <= 0 {
-		return func() {}, nil // the handler answers a bad wait
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := l.requests[c]; n >= l.cfg.MaxRequestsPerToken {
+		return slot{}, l.refuse(&handlers.LimitError{Limit: "max-requests-per-token", Max: float64(l.cfg.MaxRequestsPerToken), RetryAfter: retryCount,
+			Detail: fmt.Sprintf("%s has %d requests under way, the most one may have (--max-requests-per-token); wait for them to end", c, n)})
 	}
+	l.requests[c]++
+	l.busy++
+	return slot{held: true, client: c}, nil
+}
+
+// admitWaiter counts a request that waits against the waiter caps.
+func (l *limits) admitWaiter(c client, kind, name string) (slot, error) {
 	key := kind + "/" + name
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.waiting >= l.cfg.MaxWaiters {
-		return nil, l.refuse(&handlers.LimitError{Limit: "max-waiters", Max: float64(l.cfg.MaxWaiters), RetryAfter: retryCount,
+		return slot{}, l.refuse(&handlers.LimitError{Limit: "max-waiters", Max: float64(l.cfg.MaxWaiters), RetryAfter: retryCount,
 			Detail: fmt.Sprintf("%d requests are waiting already, the most this gateway lets wait (--max-waiters); retry later or on another gateway", l.waiting)})
 	}
 	if name != "*" && l.perName[key] >= l.cfg.MaxWaitersPerName {
-		return nil, l.refuse(&handlers.LimitError{Limit: "max-waiters-per-name", Max: float64(l.cfg.MaxWaitersPerName), RetryAfter: retryCount,
+		return slot{}, l.refuse(&handlers.LimitError{Limit: "max-waiters-per-name", Max: float64(l.cfg.MaxWaitersPerName), RetryAfter: retryCount,
 			Detail: fmt.Sprintf("%d requests are waiting on %s %q already, the most this gateway lets wait on one (--max-waiters-per-name)", l.perName[key], kind, name)})
 	}
 	l.waiting++
 	l.perName[key]++
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
+	return slot{held: true, client: c, waiting: key}, nil
+}
+
+// release gives s back.
+func (l *limits) release(s slot) {
+	if !s.held {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s.waiting != "" {
 		l.waiting--
-		if l.perName[key]--; l.perName[key] <= 0 {
-			delete(l.perName, key)
+		if l.perName[s.waiting]--; l.perName[s.waiting] <= 0 {
+			delete(l.perName, s.waiting)
 		}
-	}, nil
+		return
+	}
+	l.busy--
+	if l.requests[s.client]--; l.requests[s.client] <= 0 {
+		delete(l.requests, s.client)
+	}
 }
 
 // admitLease reserves a lease for owner against the lease caps and the

@@ -32,21 +32,26 @@ type frontDoor struct {
 	mux    *chi.Mux
 	auth   *auth
 	limits *limits
+	// bodyTimeout bounds the reading of a request's body (0: no bound).
+	bodyTimeout time.Duration
 
 	refusedLog refusedLog
 }
 
 func (fd *frontDoor) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && fd.bodyTimeout > 0 {
+			bodyDeadline(w, fd.bodyTimeout)
+		}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		start := time.Now()
 		defer fd.done(ww, r, start)
-		r, release, ok := fd.enter(ww, r)
+		r, held, ok := fd.enter(ww, r)
 		if !ok {
 			return
 		}
-		if release != nil {
-			defer release()
+		if held.held {
+			defer fd.limits.release(held)
 		}
 		next.ServeHTTP(ww, r)
 	})
@@ -56,7 +61,7 @@ func (fd *frontDoor) wrap(next http.Handler) http.Handler {
 // answers the request itself when ok is false.
 //
 //go:noinline
-func (fd *frontDoor) enter(w http.ResponseWriter, r *http.Request) (_ *http.Request, release func(), ok bool) {
+func (fd *frontDoor) enter(w http.ResponseWriter, r *http.Request) (_ *http.Request, _ slot, ok bool) {
 	h := w.Header()
 	// A sane X-Request-Id from the client, or one of ours, on the answer.
 	id := r.Header.Get("X-Request-Id")
@@ -260,3 +265,19 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 // dashboard page (those send dashboardCSP): nothing may load, and nothing
 // may frame it.
 const apiCSP = "default-src 'none'; frame-ancestors 'none'"
+
+// bodyDeadline bounds the reading of a request's body (--body-timeout),
+// set before anything else happens to the request: a client that sends its
+// body slowly, or never, holds a handler (or, once the handler has
+// answered, the connection that net/http reads the rest of the body from)
+// for no longer. It covers the body only, never a wait after it: over
+// HTTP/1.1 net/http lifts the connection's read deadline once the body is
+// read to its end (it reads on, to notice a hang-up, and a deadline would
+// end the request); over HTTP/2 it is the deadline of the stream's body.
+// Both of net/http's writers have the method, so no ResponseController is
+// made for it.
+func bodyDeadline(w http.ResponseWriter, timeout time.Duration) {
+	if d, ok := w.(interface{ SetReadDeadline(time.Time) error }); ok {
+		_ = d.SetReadDeadline(time.Now().Add(timeout))
+	}
+}
