@@ -64,7 +64,7 @@ func decodeJSON(r *http.Request, v any) error {
 		jsonish := mt == "application/json" || strings.HasSuffix(mt, "+json") ||
 			mt == "application/x-www-form-urlencoded" || mt == "text/plain"
 		if err != nil || !jsonish {
-			return &recipes.Error{Code: codeMediaType, Detail: "the body must be application/json"}
+			return &recipes.Error{Code: CodeMediaType, Detail: "the body must be application/json"}
 		}
 	}
 	body, err := readBody(r)

@@ -32,7 +32,7 @@ var statusOf = map[recipes.Code]int{
 	recipes.CodeUnavailable:   http.StatusServiceUnavailable,
 	recipes.CodeInternal:      http.StatusInternalServerError,
 	codeMethod:                http.StatusMethodNotAllowed,
-	codeMediaType:             http.StatusUnsupportedMediaType,
+	CodeMediaType:             http.StatusUnsupportedMediaType,
 	codeBodyTimeout:           http.StatusRequestTimeout,
 	CodeUnauthenticated:       http.StatusUnauthorized,
 	CodeForbidden:             http.StatusForbidden,
@@ -40,8 +40,9 @@ var statusOf = map[recipes.Code]int{
 }
 
 const (
-	codeMethod      recipes.Code = "method_not_allowed"
-	codeMediaType   recipes.Code = "unsupported_media_type"
+	codeMethod recipes.Code = "method_not_allowed"
+	// CodeMediaType is a body of a type the route does not read.
+	CodeMediaType   recipes.Code = "unsupported_media_type"
 	codeBodyTimeout recipes.Code = "body_timeout"
 )
 
@@ -63,7 +64,7 @@ var titles = map[recipes.Code]string{
 	recipes.CodeUnavailable:   "ZooKeeper unavailable",
 	recipes.CodeInternal:      "Internal error",
 	codeMethod:                "Method not allowed",
-	codeMediaType:             "Unsupported media type",
+	CodeMediaType:             "Unsupported media type",
 	codeBodyTimeout:           "Body too slow",
 	CodeUnauthenticated:       "Unauthenticated",
 	CodeForbidden:             "Forbidden",

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/zkgate/zkgate/handlers"
+	"github.com/zkgate/zkgate/recipes"
 )
 
 // rule is what a route needs of the caller's token: the one table of them,
@@ -183,6 +185,13 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 		handlers.Problem(w, r, handlers.CodeForbidden, "no access rule for "+route)
 		return r, slot{}, false
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if refusal := fromBrowser(r, !ru.open && ru.kind != "*", fd.auth.enabled()); refusal != nil {
+			routeAnswered(r, pattern)
+			handlers.WriteError(w, r, refusal)
+			return r, slot{}, false
+		}
+	}
 	target := ru.target(r, rctx)
 	var caller *handlers.Caller
 	if !ru.open && fd.auth.enabled() {
@@ -250,4 +259,74 @@ func routeAnswered(r *http.Request, pattern string) {
 	if rc := chi.RouteContext(r.Context()); rc != nil {
 		rc.RoutePatterns = []string{pattern}
 	}
+}
+
+// fromBrowser refuses a request that would change something when a web
+// page made a browser send it, whatever the page's script may do: a form
+// or a no-cors fetch of another site is sent without asking (no CORS
+// preflight), with the gateway's sign-in cookie when it is not SameSite's,
+// and a gateway without tokens asks for nothing else. A request that
+// carries neither Sec-Fetch-Site nor Origin is not a browser's (curl, the
+// clients) and passes.
+//
+// A browser says where a request comes from in Sec-Fetch-Site, which no
+// script can set; only same-origin and none (the user's own navigation)
+// pass. Browsers too old to send it send Origin on cross-origin requests:
+// it must be the gateway's own (its host as the request names it; "null",
+// an opaque origin, is not). Past that, a request of the gateway's own
+// origin:
+//   - without tokens, must name the gateway by an IP address or localhost:
+//     a page of any other name may be the attacker's rebound to 127.0.0.1
+//     (DNS rebinding), which is the same origin to the browser;
+//   - on an API route (api), must not carry a body of a type a form or a
+//     no-cors fetch sends (text/plain, multipart/form-data,
+//     application/x-www-form-urlencoded, or none at all).
+func fromBrowser(r *http.Request, api, tokens bool) error {
+	site := r.Header.Get("Sec-Fetch-Site")
+	origin := r.Header.Get("Origin")
+	switch {
+	case site == "" && origin == "":
+		return nil
+	case site == "same-origin" || site == "none":
+	case site != "":
+		return handlers.Forbidden("a request from another site (Sec-Fetch-Site: %s) may not change anything on this gateway", handlers.Clip(site, 32))
+	case !sameHost(origin, r.Host):
+		return handlers.Forbidden("a request from another origin (Origin: %s) may not change anything on this gateway", handlers.Clip(origin, 100))
+	}
+	if !tokens && !addressedByAddress(r.Host) {
+		return handlers.Forbidden("a browser may change something on a gateway without tokens only at an IP address or localhost, not at %q (DNS rebinding)",
+			handlers.Clip(r.Host, 100))
+	}
+	if api && r.ContentLength != 0 && formType(r.Header.Get("Content-Type")) {
+		return &recipes.Error{Code: handlers.CodeMediaType,
+			Detail: "a browser must send an API body as application/json (a queue item: any type but text/plain and the form types)"}
+	}
+	return nil
+}
+
+// sameHost reports whether origin (scheme://host[:port]) names host.
+func sameHost(origin, host string) bool {
+	_, rest, ok := strings.Cut(origin, "://")
+	return ok && rest == host
+}
+
+// addressedByAddress reports whether host (host[:port], as in the Host
+// header) is an IP address, localhost or a name under .localhost, which
+// browsers resolve to loopback themselves: no DNS answer can rebind them.
+func addressedByAddress(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return strings.EqualFold(host, "localhost") || len(host) > len(".localhost") &&
+		strings.EqualFold(host[len(host)-len(".localhost"):], ".localhost") || net.ParseIP(host) != nil
+}
+
+// formType reports whether a Content-Type is one that a page may send
+// without a CORS preflight (the CORS-safelisted ones), or is missing.
+func formType(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.TrimSpace(mt)
+	return mt == "" || strings.EqualFold(mt, "text/plain") || strings.EqualFold(mt, "multipart/form-data") ||
+		strings.EqualFold(mt, "application/x-www-form-urlencoded")
 }

@@ -507,3 +507,92 @@ func TestRequestsUnderWayPerClient(t *testing.T) {
 		})
 	}
 }
+
+// sendRaw sends a request with the given headers ("Host" sets the Host
+// header) and body (sent with Content-Type ct unless ct is empty).
+func sendRaw(t *testing.T, base, method, path string, header map[string]string, ct, body string) gwtest.Response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+}
+
+// TestBrowserRequestsRefused: what a browser says of a request that
+// changes something decides whether it is served. Another site's
+// (Sec-Fetch-Site cross-site or same-site, or a foreign or opaque Origin)
+// is 403 with or without tokens; without tokens, a page that names the
+// gateway by a DNS name may be an attacker's rebound to it, 403 too; a
+// body of a type a form sends is 415 from a browser; clients that send
+// neither header (curl, the clients) are served as they were, curl's form
+// type included.
+func TestBrowserRequestsRefused(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	off := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	on := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--auth-file", file}})
+	hostOf := func(g *gwtest.Gateway) string { return strings.TrimPrefix(g.URL, "http://") }
+	port := func(g *gwtest.Gateway) string { return hostOf(g)[strings.LastIndexByte(hostOf(g), ':'):] }
+	const acquire, produce = "/v1/locks/b/acquire", "/v1/queues/b/items"
+	json := `{"ttl":"1m"}`
+	cases := []struct {
+		name         string
+		g            *gwtest.Gateway
+		path         string
+		header       map[string]string
+		ct, body     string
+		status       int
+		code, detail string
+	}{
+		{"another site", off, acquire, map[string]string{"Sec-Fetch-Site": "cross-site"}, "application/json", json, 403, "forbidden", "another site"},
+		{"the same site, another origin", off, acquire, map[string]string{"Sec-Fetch-Site": "same-site"}, "application/json", json, 403, "forbidden", "another site"},
+		{"an old browser, another origin", off, produce, map[string]string{"Origin": "http://evil.example"}, "application/octet-stream", "x", 403, "forbidden", "another origin"},
+		{"an old browser, an opaque origin", off, acquire, map[string]string{"Origin": "null"}, "application/json", json, 403, "forbidden", "another origin"},
+		{"a take from another site", off, "/v1/queues/b/take", map[string]string{"Sec-Fetch-Site": "cross-site"}, "", "", 403, "forbidden", "another site"},
+		{"DNS rebinding", off, acquire, map[string]string{"Sec-Fetch-Site": "same-origin", "Host": "evil.example" + port(off)}, "application/json", json, 403, "forbidden", "DNS rebinding"},
+		{"DNS rebinding, an old browser", off, acquire, map[string]string{"Origin": "http://evil.example" + port(off), "Host": "evil.example" + port(off)}, "application/json", json, 403, "forbidden", "DNS rebinding"},
+		{"the gateway's page, a form type", off, acquire, map[string]string{"Sec-Fetch-Site": "same-origin"}, "text/plain", json, 415, "unsupported_media_type", "application/json"},
+		{"the gateway's page, an item as a form", off, produce, map[string]string{"Sec-Fetch-Site": "same-origin"}, "multipart/form-data; boundary=x", "x", 415, "unsupported_media_type", ""},
+		{"the gateway's page", off, acquire, map[string]string{"Sec-Fetch-Site": "same-origin"}, "application/json", json, 200, "", ""},
+		{"the gateway's page at localhost", off, acquire, map[string]string{"Sec-Fetch-Site": "same-origin", "Host": "localhost" + port(off)}, "application/json", json, 200, "", ""},
+		{"an old browser, the gateway's origin", off, produce, map[string]string{"Origin": off.URL}, "application/octet-stream", "x", 201, "", ""},
+		{"curl -d", off, acquire, nil, "application/x-www-form-urlencoded", json, 200, "", ""},
+		{"curl --data-binary", off, produce, nil, "application/x-www-form-urlencoded", "x", 201, "", ""},
+		{"a client's take", off, "/v1/queues/b/take", nil, "", "", 200, "", ""},
+		{"tokens: another site", on, acquire, map[string]string{"Sec-Fetch-Site": "cross-site", "Authorization": "Bearer " + secrets["writer"]}, "application/json", json, 403, "forbidden", "another site"},
+		{"tokens: a DNS name", on, acquire, map[string]string{"Sec-Fetch-Site": "same-origin", "Host": "gw.example" + port(on), "Authorization": "Bearer " + secrets["writer"]}, "application/json", json, 200, "", ""},
+	}
+	for i, c := range cases {
+		if c.path == acquire { // a lock of its own: an acquire holds it
+			c.path = "/v1/locks/b" + strconv.Itoa(i) + "/acquire"
+		}
+		r := sendRaw(t, c.g.URL, "POST", c.path, c.header, c.ct, c.body)
+		if c.code == "" {
+			mustStatus(t, r, c.status, c.name)
+			continue
+		}
+		if p := wantProblem(t, r, c.status, c.code, c.name); p != nil && !strings.Contains(p["detail"].(string), c.detail) {
+			t.Errorf("%s: detail %q, want it to say %q", c.name, p["detail"], c.detail)
+		}
+	}
+}
