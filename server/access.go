@@ -40,6 +40,11 @@ type rule struct {
 	// probe routes answer at once from memory (health, readiness): they
 	// count against no limit, so that they answer at every cap.
 	probe bool
+	// makesLeases marks the routes that may make a lease: POST /v1/leases,
+	// and those that make one when given a ttl instead of a lease. Without
+	// a token, the lease limits count such a lease against the client's
+	// address, which the front door gives them.
+	makesLeases bool
 }
 
 var (
@@ -54,6 +59,9 @@ func readAll(kind string) rule { return rule{kind: kind, level: handlers.LevelRe
 
 // waiting is r for a route that takes ?wait=.
 func waiting(r rule) rule { r.waits = true; return r }
+
+// makingLeases is r for a route that may make a lease.
+func makingLeases(r rule) rule { r.makesLeases = true; return r }
 
 func leaseRule(l handlers.Level) rule {
 	return rule{kind: "leases", level: l, param: "id", lease: true}
@@ -74,7 +82,7 @@ var routeAccess = map[string]rule{
 	"POST /signin":          openRoute,
 	"POST /signout":         openRoute,
 
-	"POST /v1/leases":                {kind: "leases", level: handlers.LevelWrite},
+	"POST /v1/leases":                {kind: "leases", level: handlers.LevelWrite, makesLeases: true},
 	"GET /v1/leases":                 {kind: "leases", level: handlers.LevelRead, lease: true},
 	"GET /v1/leases/{id}":            leaseRule(handlers.LevelRead),
 	"DELETE /v1/leases/{id}":         leaseRule(handlers.LevelWrite),
@@ -82,18 +90,18 @@ var routeAccess = map[string]rule{
 
 	"GET /v1/locks":                 {kind: "locks", level: handlers.LevelRead, query: "prefix"},
 	"GET /v1/locks/{name}":          waiting(read("locks")),
-	"POST /v1/locks/{name}/acquire": waiting(write("locks")),
+	"POST /v1/locks/{name}/acquire": makingLeases(waiting(write("locks"))),
 	"POST /v1/locks/{name}/release": write("locks"),
 	"GET /v1/locks/{name}/fence":    read("locks"),
 
 	"GET /v1/semaphores":                 readAll("semaphores"),
 	"GET /v1/semaphores/{name}":          waiting(read("semaphores")),
-	"POST /v1/semaphores/{name}/acquire": waiting(write("semaphores")),
+	"POST /v1/semaphores/{name}/acquire": makingLeases(waiting(write("semaphores"))),
 	"POST /v1/semaphores/{name}/release": write("semaphores"),
 
 	"GET /v1/elections":                  readAll("elections"),
 	"GET /v1/elections/{name}":           waiting(read("elections")),
-	"POST /v1/elections/{name}/campaign": waiting(write("elections")),
+	"POST /v1/elections/{name}/campaign": makingLeases(waiting(write("elections"))),
 	"POST /v1/elections/{name}/resign":   write("elections"),
 	"PUT /v1/elections/{name}/value":     write("elections"),
 
@@ -105,7 +113,7 @@ var routeAccess = map[string]rule{
 
 	"GET /v1/double-barriers":               readAll("double-barriers"),
 	"GET /v1/double-barriers/{name}":        waiting(read("double-barriers")),
-	"POST /v1/double-barriers/{name}/enter": waiting(write("double-barriers")),
+	"POST /v1/double-barriers/{name}/enter": makingLeases(waiting(write("double-barriers"))),
 	"POST /v1/double-barriers/{name}/leave": waiting(write("double-barriers")),
 
 	"GET /v1/queues":                         readAll("queues"),
@@ -116,7 +124,7 @@ var routeAccess = map[string]rule{
 	"POST /v1/queues/{name}/items/{id}/ack":  write("queues"),
 	"POST /v1/queues/{name}/items/{id}/nack": write("queues"),
 	"POST /v1/queues/{name}/take":            waiting(write("queues")),
-	"POST /v1/queues/{name}/claim":           waiting(write("queues")),
+	"POST /v1/queues/{name}/claim":           makingLeases(waiting(write("queues"))),
 }
 
 // target is the name a request acts on under r, or "*" for every name.
@@ -206,7 +214,11 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 	if fd.limits == nil || ru.probe {
 		return r, slot{}, true
 	}
-	s, err := fd.limits.admit(r, clientOf(r, caller), ru.waits, ru.kind, target)
+	c := clientOf(r, caller)
+	if ru.makesLeases && caller == nil {
+		r = r.WithContext(withLeaseClient(r.Context(), c))
+	}
+	s, err := fd.limits.admit(r, c, ru.waits, ru.kind, target)
 	if err != nil {
 		routeAnswered(r, pattern)
 		handlers.WriteError(w, r, err)

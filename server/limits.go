@@ -17,19 +17,23 @@ import (
 // Limits are the caps that keep one client, or all of them, from taking the
 // gateway down. Each is a flag; each is answered with 429 too_many and
 // Retry-After, before anything is spent on the request.
+//
+// The caps "per token" are per client (see client): per token with tokens
+// on, per client address with tokens off.
 type Limits struct {
 	// MaxLeases caps the live leases of this gateway, and MaxLeasesPerToken
-	// those of one token (tokens on only).
+	// those of one client.
 	MaxLeases, MaxLeasesPerToken int
-	// LeaseRate caps the new leases of one token per second (tokens on
-	// only), with bursts of as many.
+	// LeaseRate caps the new leases of one client per second, with bursts
+	// of as many.
 	LeaseRate float64
 	// MaxWaiters caps the requests waiting at once (any request with
-	// ?wait= above 0, blocking reads included), and MaxWaitersPerName those
-	// on one lock (or semaphore, election, barrier, queue).
-	MaxWaiters, MaxWaitersPerName int
+	// ?wait= above 0, blocking reads included), MaxWaitersPerToken those of
+	// one client, and MaxWaitersPerName those on one lock (or semaphore,
+	// election, barrier, queue).
+	MaxWaiters, MaxWaitersPerToken, MaxWaitersPerName int
 	// MaxRequestsPerToken caps the other requests under way at once of one
-	// client: its token, or its address when it has none (see client).
+	// client.
 	MaxRequestsPerToken int
 }
 
@@ -40,7 +44,8 @@ const retryCount = time.Second
 // client is who a request counts against: the token it carries, or, with
 // no token (tokens off, or an open route), the address it comes from. One
 // address may be many clients (a NAT, a reverse proxy: X-Forwarded-For is
-// not believed, anyone can send it).
+// not believed, anyone can send it). The zero client is nobody's: no
+// per-client cap applies to it.
 type client struct {
 	token string // the token's name
 	addr  string // the client's IP address, when token is ""
@@ -71,24 +76,26 @@ type limits struct {
 	cfg Limits
 	now func() time.Time
 
-	// Entries that drop to zero are deleted, so perName, perOwner and
-	// requests stay bounded by the caps; buckets holds one entry per token
-	// name.
-	mu       sync.Mutex
-	waiting  int
-	perName  map[string]int // "kind/name" -> waiting requests
-	requests map[client]int // requests under way that do not wait
-	busy     int            // the sum of requests
-	leases   int
-	perOwner map[string]int // token name -> live leases
-	buckets  map[string]*bucket
+	// Entries that drop to zero are deleted, so the maps of counts stay
+	// bounded by the caps; buckets that have filled up again are swept
+	// (see bucketOf).
+	mu         sync.Mutex
+	waiting    int
+	perName    map[string]int // "kind/name" -> waiting requests
+	perClient  map[client]int // waiting requests
+	requests   map[client]int // requests under way that do not wait
+	busy       int            // the sum of requests
+	leases     int
+	perOwner   map[client]int // live leases
+	buckets    map[client]*bucket
+	sweepAbove int // sweep buckets when they are more
 
 	refused *prometheus.CounterVec // 429s by limit
 }
 
 func newLimits(cfg Limits) *limits {
-	return &limits{cfg: cfg, now: time.Now, perName: map[string]int{}, requests: map[client]int{}, perOwner: map[string]int{},
-		buckets: map[string]*bucket{},
+	return &limits{cfg: cfg, now: time.Now, perName: map[string]int{}, perClient: map[client]int{}, requests: map[client]int{},
+		perOwner: map[client]int{}, buckets: map[client]*bucket{}, sweepAbove: minSweep,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zkgate_limited_total", Help: "Requests refused with 429 too_many, by the limit reached.",
 		}, []string{"limit"})}
@@ -152,6 +159,10 @@ func (l *limits) admitWaiter(c client, kind, name string) (slot, error) {
 	key := kind + "/" + name
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if n := l.perClient[c]; c != (client{}) && n >= l.cfg.MaxWaitersPerToken {
+		return slot{}, l.refuse(&handlers.LimitError{Limit: "max-waiters-per-token", Max: float64(l.cfg.MaxWaitersPerToken), RetryAfter: retryCount,
+			Detail: fmt.Sprintf("%s has %d requests waiting already, the most one may have (--max-waiters-per-token)", c, n)})
+	}
 	if l.waiting >= l.cfg.MaxWaiters {
 		return slot{}, l.refuse(&handlers.LimitError{Limit: "max-waiters", Max: float64(l.cfg.MaxWaiters), RetryAfter: retryCount,
 			Detail: fmt.Sprintf("%d requests are waiting already, the most this gateway lets wait (--max-waiters); retry later or on another gateway", l.waiting)})
@@ -162,6 +173,7 @@ func (l *limits) admitWaiter(c client, kind, name string) (slot, error) {
 	}
 	l.waiting++
 	l.perName[key]++
+	l.perClient[c]++
 	return slot{held: true, client: c, waiting: key}, nil
 }
 
@@ -177,6 +189,9 @@ func (l *limits) release(s slot) {
 		if l.perName[s.waiting]--; l.perName[s.waiting] <= 0 {
 			delete(l.perName, s.waiting)
 		}
+		if l.perClient[s.client]--; l.perClient[s.client] <= 0 {
+			delete(l.perClient, s.client)
+		}
 		return
 	}
 	l.busy--
@@ -185,42 +200,62 @@ func (l *limits) release(s slot) {
 	}
 }
 
-// admitLease reserves a lease for owner against the lease caps and the
-// owner's rate; release gives it back.
-func (l *limits) admitLease(owner string) (release func(), err error) {
+// admitLease reserves a lease for c against the lease caps and c's rate;
+// release gives it back.
+func (l *limits) admitLease(c client) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.leases >= l.cfg.MaxLeases {
 		return nil, l.refuse(&handlers.LimitError{Limit: "max-leases", Max: float64(l.cfg.MaxLeases), RetryAfter: retryCount,
 			Detail: fmt.Sprintf("this gateway has %d live leases, its most (--max-leases); revoke leases you no longer need, or retry later", l.leases)})
 	}
-	if owner != "" {
-		if n := l.perOwner[owner]; n >= l.cfg.MaxLeasesPerToken {
+	if c != (client{}) {
+		if n := l.perOwner[c]; n >= l.cfg.MaxLeasesPerToken {
 			return nil, l.refuse(&handlers.LimitError{Limit: "max-leases-per-token", Max: float64(l.cfg.MaxLeasesPerToken), RetryAfter: retryCount,
-				Detail: fmt.Sprintf("token %q has %d live leases, the most one token may have (--max-leases-per-token); revoke leases it no longer needs", owner, n)})
+				Detail: fmt.Sprintf("%s has %d live leases, the most one may have (--max-leases-per-token); revoke leases it no longer needs", c, n)})
 		}
-		b := l.buckets[owner]
-		if b == nil {
-			b = &bucket{tokens: burst(l.cfg.LeaseRate), at: l.now()}
-			l.buckets[owner] = b
-		}
-		if wait := b.take(l.cfg.LeaseRate, l.now()); wait > 0 {
+		now := l.now()
+		if wait := l.bucketOf(c, now).take(l.cfg.LeaseRate, now); wait > 0 {
 			return nil, l.refuse(&handlers.LimitError{Limit: "lease-rate", Max: l.cfg.LeaseRate, RetryAfter: wait,
-				Detail: fmt.Sprintf("token %q makes leases faster than %g a second (--lease-rate); reuse a lease for many acquires", owner, l.cfg.LeaseRate)})
+				Detail: fmt.Sprintf("%s makes leases faster than %g a second (--lease-rate); reuse a lease for many acquires", c, l.cfg.LeaseRate)})
 		}
-		l.perOwner[owner]++
+		l.perOwner[c]++
 	}
 	l.leases++
 	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.leases--
-		if owner != "" {
-			if l.perOwner[owner]--; l.perOwner[owner] <= 0 {
-				delete(l.perOwner, owner)
+		if c != (client{}) {
+			if l.perOwner[c]--; l.perOwner[c] <= 0 {
+				delete(l.perOwner, c)
 			}
 		}
 	}, nil
+}
+
+// minSweep is the number of buckets below which none is swept.
+const minSweep = 1024
+
+// bucketOf returns c's bucket. A bucket that has filled up again is the
+// same as a new one, so, once there are more than sweepAbove, those are
+// dropped: buckets stay as many as the clients that made leases within
+// the last second or so (burst/rate), however many addresses come and go.
+func (l *limits) bucketOf(c client, now time.Time) *bucket {
+	if b := l.buckets[c]; b != nil {
+		return b
+	}
+	if len(l.buckets) >= l.sweepAbove {
+		for k, b := range l.buckets {
+			if b.tokens+now.Sub(b.at).Seconds()*l.cfg.LeaseRate >= burst(l.cfg.LeaseRate) {
+				delete(l.buckets, k)
+			}
+		}
+		l.sweepAbove = max(minSweep, 2*len(l.buckets))
+	}
+	b := &bucket{tokens: burst(l.cfg.LeaseRate), at: now}
+	l.buckets[c] = b
+	return b
 }
 
 // bucket is a token bucket of rate tokens a second, holding at most
@@ -249,11 +284,26 @@ type limitedLeases struct {
 	lim *limits
 }
 
-// Create reserves the lease against the limits first; the reservation is
-// given back when the lease ends (its context is cancelled when it starts
-// ending, whatever the reason), or at once if it is not made.
+// leaseClientKey carries, in the context of a request without a token
+// that may make a lease, its client (see withLeaseClient).
+type leaseClientKey struct{}
+
+// withLeaseClient tells Create who a request without a token is.
+func withLeaseClient(ctx context.Context, c client) context.Context {
+	return context.WithValue(ctx, leaseClientKey{}, c)
+}
+
+// Create reserves the lease against the limits of its owner (the token;
+// without one, the client the front door put in ctx) first; the
+// reservation is given back when the lease ends (its context is cancelled
+// when it starts ending, whatever the reason), or at once if it is not
+// made.
 func (t limitedLeases) Create(ctx context.Context, ttl time.Duration, holder, owner string) (*recipes.Lease, error) {
-	release, err := t.lim.admitLease(owner)
+	c := client{token: owner}
+	if owner == "" {
+		c, _ = ctx.Value(leaseClientKey{}).(client)
+	}
+	release, err := t.lim.admitLease(c)
 	if err != nil {
 		return nil, err
 	}
