@@ -88,7 +88,8 @@ type limits struct {
 	leases     int
 	perOwner   map[client]int // live leases
 	buckets    map[client]*bucket
-	sweepAbove int // sweep buckets when they are more
+	sweepAbove int       // sweep buckets when they are more
+	sweptAt    time.Time // or a second after the last sweep
 
 	refused *prometheus.CounterVec // 429s by limit
 }
@@ -238,20 +239,21 @@ func (l *limits) admitLease(c client) (release func(), err error) {
 const minSweep = 1024
 
 // bucketOf returns c's bucket. A bucket that has filled up again is the
-// same as a new one, so, once there are more than sweepAbove, those are
-// dropped: buckets stay as many as the clients that made leases within
-// the last second or so (burst/rate), however many addresses come and go.
+// same as a new one, so those are dropped once there are more than
+// minSweep buckets, at most once a second unless they double: buckets stay
+// about as many as the clients that made leases within the last second or
+// so (burst/rate), however many addresses come and go.
 func (l *limits) bucketOf(c client, now time.Time) *bucket {
 	if b := l.buckets[c]; b != nil {
 		return b
 	}
-	if len(l.buckets) >= l.sweepAbove {
+	if n := len(l.buckets); n >= l.sweepAbove || n > minSweep && now.Sub(l.sweptAt) >= time.Second {
 		for k, b := range l.buckets {
 			if b.tokens+now.Sub(b.at).Seconds()*l.cfg.LeaseRate >= burst(l.cfg.LeaseRate) {
 				delete(l.buckets, k)
 			}
 		}
-		l.sweepAbove = max(minSweep, 2*len(l.buckets))
+		l.sweptAt, l.sweepAbove = now, max(minSweep, 2*len(l.buckets))
 	}
 	b := &bucket{tokens: burst(l.cfg.LeaseRate), at: now}
 	l.buckets[c] = b
