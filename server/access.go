@@ -4,7 +4,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
@@ -144,12 +146,43 @@ func (ru rule) target(req *http.Request, rctx *chi.Context) string {
 const sessionCookie = "zkgate_token"
 
 // auth holds the tokens in force; nil while tokens are off. SIGHUP swaps
-// in a new set without touching anything else.
+// in a new set without touching leases or waits; what lasts beyond one
+// answer (a dashboard's WebSocket) hears of it on changes.
 type auth struct {
 	tokens atomic.Pointer[Tokens]
+
+	mu      sync.Mutex
+	changed chan struct{} // closed when the tokens are swapped, then replaced
 }
 
 func (a *auth) enabled() bool { return a != nil && a.tokens.Load() != nil }
+
+// swap puts ts in force and tells those listening.
+func (a *auth) swap(ts *Tokens) {
+	a.tokens.Store(ts)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.changed != nil {
+		close(a.changed)
+		a.changed = nil
+	}
+}
+
+// changes returns a channel closed at the next swap.
+func (a *auth) changes() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.changed == nil {
+		a.changed = make(chan struct{})
+	}
+	return a.changed
+}
+
+// sameGrant reports whether two versions of a token grant the same: its
+// name (the owner of its leases) and its permissions.
+func sameGrant(a, b *Token) bool {
+	return a != nil && b != nil && a.Name == b.Name && slices.Equal(a.Permissions, b.Permissions)
+}
 
 // secretOf returns the secret a request carries: its bearer token, or on
 // a GET the dashboard's sign-in cookie (SameSite=Strict, so another site

@@ -382,7 +382,9 @@ func metricsOnly(m *Metrics) http.Handler {
 
 // reloadOnHangup reloads the tokens file on SIGHUP. A file that does not
 // load is logged and the tokens in force stay; leases and waits are never
-// touched either way. It returns a function that stops it.
+// touched either way, but a dashboard's WebSocket of a token removed or
+// changed is closed (see dashboard.ws). It returns a function that stops
+// it.
 func reloadOnHangup(ctx context.Context, path string, a *auth, log *slog.Logger) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -400,7 +402,7 @@ func reloadOnHangup(ctx context.Context, path string, a *auth, log *slog.Logger)
 					log.Error("tokens file not reloaded; the tokens in force stay", "err", err)
 					continue
 				}
-				a.tokens.Store(ts)
+				a.swap(ts)
 				log.Info("tokens file reloaded", "file", path, "tokens", ts.Len())
 			}
 		}
