@@ -46,6 +46,10 @@ type Config struct {
 	ZKTLSKey      string
 	Limits        Limits
 
+	// Warnings are logged at start: what the command line does that works
+	// but should not be done.
+	Warnings []string
+
 	// What the security flags load, checked at start so that a bad file is
 	// a usage error (exit 2) rather than a failure later.
 	tokens     *Tokens
@@ -170,6 +174,12 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if err := cfg.parseSecurity(*zkAuthFile); err != nil {
 		return Config{}, err
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "zk-auth" {
+			cfg.Warnings = append(cfg.Warnings, "--zk-auth on the command line shows the ZooKeeper password to anyone who can list "+
+				"processes (ps, /proc/PID/cmdline): give it in a file with --zk-auth-file, or in ZKGATE_ZK_AUTH")
+		}
+	})
 	if len(cfg.ZK) == 0 {
 		if err := usableDir(cfg.DataDir); err != nil {
 			return Config{}, err

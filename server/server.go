@@ -82,6 +82,9 @@ func NewLogger(w io.Writer, format, level string) *slog.Logger {
 // stdout once it serves.
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log := NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 	servers := cfg.ZK
 	var zkFailed <-chan error // the embedded ZooKeeper could not be kept running
 	if len(servers) == 0 {
