@@ -18,13 +18,14 @@ import (
 	"github.com/zkgate/zkgate/recipes"
 )
 
-// frontDoor is the way in of every request, in one stack frame: its id,
-// its log line and metrics, a panic turned into a 500, the drain's header,
-// the security headers, and the access check (see admit). One layer where
-// there were six: a request that waits parks its goroutine under every
-// frame above it, and the six layers' frames took the stack of a waiting
-// acquire from 8 KiB to 16 KiB, most of what a waiter costs (make bench,
-// the waiters' memory).
+// frontDoor is the way in of every request, in one stack frame: the
+// deadline of its body, its id, its log line and metrics, a panic turned
+// into a 500, the drain's header, the security headers, the browser check,
+// the access check and the limits (see admit). One frame, not a chain of
+// middlewares: a request that waits parks its goroutine under every frame
+// above it, and six such frames take the stack of a waiting acquire from
+// 8 KiB to 16 KiB, most of what a waiter costs (make bench, the waiters'
+// memory).
 type frontDoor struct {
 	log    *slog.Logger
 	m      *Metrics
