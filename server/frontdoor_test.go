@@ -163,6 +163,7 @@ func TestRefusedRequestsLogLittle(t *testing.T) {
 		}
 		return fmt.Errorf("no count of the refused requests left out of the log")
 	})
+	t.Logf("100 requests with 1 MiB paths: %d bytes of log", len(logs))
 	if len(logs) > 256<<10 {
 		t.Fatalf("100 requests with 1 MiB paths wrote %d KiB of log", len(logs)>>10)
 	}
