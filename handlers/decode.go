@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -63,21 +64,31 @@ func decodeJSON(r *http.Request, v any) error {
 		jsonish := mt == "application/json" || strings.HasSuffix(mt, "+json") ||
 			mt == "application/x-www-form-urlencoded" || mt == "text/plain"
 		if err != nil || !jsonish {
-			return &recipes.Error{Code: codeMediaType, Detail: "the body must be application/json"}
+			return &recipes.Error{Code: CodeMediaType, Detail: "the body must be application/json"}
 		}
 	}
 	body, err := readBody(r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", tooBig.Limit)
-		}
-		return invalid("could not read the body: %v", err)
+		return bodyError(err, "the body is larger than %d bytes", "could not read the body")
 	}
 	// Keep the body: a request for a lease of another gateway is forwarded
 	// to it whole.
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return decodeBody(body, v)
+}
+
+// bodyError is the problem of a body that could not be read whole: larger
+// than its cap (413, tooLarge given the cap), not sent within the
+// gateway's --body-timeout (408), or cut (400).
+func bodyError(err error, tooLarge, broken string) error {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return recipes.Errorf(recipes.CodeTooLarge, tooLarge, tooBig.Limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &recipes.Error{Code: codeBodyTimeout, Detail: "the body did not arrive in time (the gateway's --body-timeout); send it whole, at once"}
+	}
+	return invalid("%s: %v", broken, err)
 }
 
 // readBody reads r's body into a buffer of its announced length when it has

@@ -174,14 +174,14 @@ func TestDecodeJSONContentType(t *testing.T) {
 		{"application/x-www-form-urlencoded", ""}, // curl -d
 		{"text/plain", ""},
 		{"text/plain; charset=utf-8", ""},
-		{"application/xml", codeMediaType},
-		{"text/html", codeMediaType},
-		{"multipart/form-data; boundary=x", codeMediaType},
-		{"application/octet-stream", codeMediaType},
-		{"image/png", codeMediaType},
-		{"json", codeMediaType},
-		{"application/json; charset", codeMediaType}, // not a media type
-		{";;;", codeMediaType},
+		{"application/xml", CodeMediaType},
+		{"text/html", CodeMediaType},
+		{"multipart/form-data; boundary=x", CodeMediaType},
+		{"application/octet-stream", CodeMediaType},
+		{"image/png", CodeMediaType},
+		{"json", CodeMediaType},
+		{"application/json; charset", CodeMediaType}, // not a media type
+		{";;;", CodeMediaType},
 	}
 	for _, tt := range tests {
 		t.Run(tt.contentType, func(t *testing.T) {

@@ -32,15 +32,18 @@ var statusOf = map[recipes.Code]int{
 	recipes.CodeUnavailable:   http.StatusServiceUnavailable,
 	recipes.CodeInternal:      http.StatusInternalServerError,
 	codeMethod:                http.StatusMethodNotAllowed,
-	codeMediaType:             http.StatusUnsupportedMediaType,
+	CodeMediaType:             http.StatusUnsupportedMediaType,
+	codeBodyTimeout:           http.StatusRequestTimeout,
 	CodeUnauthenticated:       http.StatusUnauthorized,
 	CodeForbidden:             http.StatusForbidden,
 	CodeTooMany:               http.StatusTooManyRequests,
 }
 
 const (
-	codeMethod    recipes.Code = "method_not_allowed"
-	codeMediaType recipes.Code = "unsupported_media_type"
+	codeMethod recipes.Code = "method_not_allowed"
+	// CodeMediaType is a body of a type the route does not read.
+	CodeMediaType   recipes.Code = "unsupported_media_type"
+	codeBodyTimeout recipes.Code = "body_timeout"
 )
 
 var titles = map[recipes.Code]string{
@@ -61,7 +64,8 @@ var titles = map[recipes.Code]string{
 	recipes.CodeUnavailable:   "ZooKeeper unavailable",
 	recipes.CodeInternal:      "Internal error",
 	codeMethod:                "Method not allowed",
-	codeMediaType:             "Unsupported media type",
+	CodeMediaType:             "Unsupported media type",
+	codeBodyTimeout:           "Body too slow",
 	CodeUnauthenticated:       "Unauthenticated",
 	CodeForbidden:             "Forbidden",
 	CodeTooMany:               "Too many",
@@ -92,7 +96,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	detail := e.Detail
 	if e.Code == recipes.CodeInternal {
 		slog.ErrorContext(r.Context(), "internal error", "err", err, "request_id", w.Header().Get("X-Request-Id"),
-			"method", r.Method, "path", r.URL.Path)
+			"method", Clip(r.Method, 32), "path", Clip(r.URL.Path, 320))
 		detail = "internal error"
 	}
 	doc := map[string]any{}
@@ -133,4 +137,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeIndexed(w http.ResponseWriter, index int64, v any) {
 	w.Header().Set("X-Zkgate-Index", strconv.FormatInt(index, 10))
 	writeJSON(w, http.StatusOK, v)
+}
+
+// Clip bounds what a log line or a problem carries of client input (a
+// method, a path): at most n bytes of s, then how long s was. Log
+// handlers escape control characters; Clip bounds the size.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…(" + strconv.Itoa(len(s)) + " bytes)"
 }

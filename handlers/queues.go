@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -59,12 +58,7 @@ func (a *API) Produce() http.Handler {
 		}
 		data, err := io.ReadAll(r.Body)
 		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				WriteError(w, r, recipes.Errorf(recipes.CodeTooLarge, "an item may hold at most %d bytes", tooBig.Limit))
-				return
-			}
-			WriteError(w, r, invalid("could not read the item: %v", err))
+			WriteError(w, r, bodyError(err, "an item may hold at most %d bytes", "could not read the item"))
 			return
 		}
 		item, err := a.Queues.Produce(r.Context(), name, data, priority)

@@ -714,6 +714,7 @@ func (s *Session) ensureRoot(ctx context.Context) error {
 			return fmt.Errorf("create %s: %w", p, err)
 		}
 	}
+	s.warnOpenParents(paths)
 	return nil
 }
 

@@ -3,6 +3,8 @@ package recipes
 import (
 	"crypto/tls"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -34,6 +36,34 @@ func (s *Session) acl() []zk.ACL {
 		}
 	}
 	return zk.WorldACL(zk.PermAll)
+}
+
+// warnOpenParents logs, under CreatorACL, the nodes of paths (the root
+// and the parents under it) that were there already with an ACL that lets
+// anyone write to them: ZooKeeper keeps the ACL a node was created with, so
+// a root made by a gateway with the open ACL stays open to anonymous
+// clients (they may add and delete nodes under it), whatever this
+// gateway's --zk-acl says.
+func (s *Session) warnOpenParents(paths []string) {
+	if !s.cfg.Security.CreatorACL {
+		return
+	}
+	var open []string
+	for _, p := range paths {
+		acl, _, err := s.Conn().GetACL(p)
+		if err == nil && slices.ContainsFunc(acl, func(a zk.ACL) bool {
+			return a.Scheme == "world" && a.ID == "anyone" && a.Perms&^zk.PermRead != 0
+		}) {
+			open = append(open, p)
+		}
+	}
+	if len(open) == 0 {
+		return
+	}
+	s.log.Warn("--zk-acl creator does not cover nodes that were there already: these keep an ACL that lets anyone write to them",
+		"root", s.cfg.Root, "open", strings.Join(open, ","),
+		"fix", "as the gateway's ZooKeeper user, in zkCli.sh: addauth digest USER:PASSWORD, then setAcl -R "+s.cfg.Root+
+			" auth::cdrwa,world:anyone:r (this resets the ACL of every node under it); or use a new --root")
 }
 
 // dialOption is go-zookeeper's dialer for the configured transport.

@@ -1,13 +1,17 @@
 package server
 
 import (
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/zkgate/zkgate/handlers"
+	"github.com/zkgate/zkgate/recipes"
 )
 
 // rule is what a route needs of the caller's token: the one table of them,
@@ -35,11 +39,20 @@ type rule struct {
 	// waits marks the routes that take ?wait=: a request with a wait above
 	// 0 counts against the waiter limits while it runs.
 	waits bool
+	// probe routes answer at once from memory (health, readiness): they
+	// count against no limit, so that they answer at every cap.
+	probe bool
+	// makesLeases marks the routes that may make a lease: POST /v1/leases,
+	// and those that make one when given a ttl instead of a lease. Without
+	// a token, the lease limits count such a lease against the client's
+	// address, which the front door gives them.
+	makesLeases bool
 }
 
 var (
-	openRoute = rule{open: true}
-	dashRead  = rule{kind: "*", level: handlers.LevelRead}
+	openRoute  = rule{open: true}
+	probeRoute = rule{open: true, probe: true}
+	dashRead   = rule{kind: "*", level: handlers.LevelRead}
 )
 
 func read(kind string) rule    { return rule{kind: kind, level: handlers.LevelRead, param: "name"} }
@@ -49,6 +62,9 @@ func readAll(kind string) rule { return rule{kind: kind, level: handlers.LevelRe
 // waiting is r for a route that takes ?wait=.
 func waiting(r rule) rule { r.waits = true; return r }
 
+// makingLeases is r for a route that may make a lease.
+func makingLeases(r rule) rule { r.makesLeases = true; return r }
+
 func leaseRule(l handlers.Level) rule {
 	return rule{kind: "leases", level: l, param: "id", lease: true}
 }
@@ -56,8 +72,8 @@ func leaseRule(l handlers.Level) rule {
 // routeAccess maps every route ("METHOD PATTERN", as chi.Walk names it) to
 // what it needs of the caller's token.
 var routeAccess = map[string]rule{
-	"GET /healthz":          openRoute,
-	"GET /readyz":           openRoute,
+	"GET /healthz":          probeRoute,
+	"GET /readyz":           probeRoute,
 	"GET /openapi.yaml":     openRoute,
 	"GET /metrics":          dashRead,
 	"GET /":                 {kind: "*", level: handlers.LevelRead, page: true},
@@ -68,7 +84,7 @@ var routeAccess = map[string]rule{
 	"POST /signin":          openRoute,
 	"POST /signout":         openRoute,
 
-	"POST /v1/leases":                {kind: "leases", level: handlers.LevelWrite},
+	"POST /v1/leases":                {kind: "leases", level: handlers.LevelWrite, makesLeases: true},
 	"GET /v1/leases":                 {kind: "leases", level: handlers.LevelRead, lease: true},
 	"GET /v1/leases/{id}":            leaseRule(handlers.LevelRead),
 	"DELETE /v1/leases/{id}":         leaseRule(handlers.LevelWrite),
@@ -76,18 +92,18 @@ var routeAccess = map[string]rule{
 
 	"GET /v1/locks":                 {kind: "locks", level: handlers.LevelRead, query: "prefix"},
 	"GET /v1/locks/{name}":          waiting(read("locks")),
-	"POST /v1/locks/{name}/acquire": waiting(write("locks")),
+	"POST /v1/locks/{name}/acquire": makingLeases(waiting(write("locks"))),
 	"POST /v1/locks/{name}/release": write("locks"),
 	"GET /v1/locks/{name}/fence":    read("locks"),
 
 	"GET /v1/semaphores":                 readAll("semaphores"),
 	"GET /v1/semaphores/{name}":          waiting(read("semaphores")),
-	"POST /v1/semaphores/{name}/acquire": waiting(write("semaphores")),
+	"POST /v1/semaphores/{name}/acquire": makingLeases(waiting(write("semaphores"))),
 	"POST /v1/semaphores/{name}/release": write("semaphores"),
 
 	"GET /v1/elections":                  readAll("elections"),
 	"GET /v1/elections/{name}":           waiting(read("elections")),
-	"POST /v1/elections/{name}/campaign": waiting(write("elections")),
+	"POST /v1/elections/{name}/campaign": makingLeases(waiting(write("elections"))),
 	"POST /v1/elections/{name}/resign":   write("elections"),
 	"PUT /v1/elections/{name}/value":     write("elections"),
 
@@ -99,7 +115,7 @@ var routeAccess = map[string]rule{
 
 	"GET /v1/double-barriers":               readAll("double-barriers"),
 	"GET /v1/double-barriers/{name}":        waiting(read("double-barriers")),
-	"POST /v1/double-barriers/{name}/enter": waiting(write("double-barriers")),
+	"POST /v1/double-barriers/{name}/enter": makingLeases(waiting(write("double-barriers"))),
 	"POST /v1/double-barriers/{name}/leave": waiting(write("double-barriers")),
 
 	"GET /v1/queues":                         readAll("queues"),
@@ -110,7 +126,7 @@ var routeAccess = map[string]rule{
 	"POST /v1/queues/{name}/items/{id}/ack":  write("queues"),
 	"POST /v1/queues/{name}/items/{id}/nack": write("queues"),
 	"POST /v1/queues/{name}/take":            waiting(write("queues")),
-	"POST /v1/queues/{name}/claim":           waiting(write("queues")),
+	"POST /v1/queues/{name}/claim":           makingLeases(waiting(write("queues"))),
 }
 
 // target is the name a request acts on under r, or "*" for every name.
@@ -130,12 +146,43 @@ func (ru rule) target(req *http.Request, rctx *chi.Context) string {
 const sessionCookie = "zkgate_token"
 
 // auth holds the tokens in force; nil while tokens are off. SIGHUP swaps
-// in a new set without touching anything else.
+// in a new set without touching leases or waits; what lasts beyond one
+// answer (a dashboard's WebSocket) hears of it on changes.
 type auth struct {
 	tokens atomic.Pointer[Tokens]
+
+	mu      sync.Mutex
+	changed chan struct{} // closed when the tokens are swapped, then replaced
 }
 
 func (a *auth) enabled() bool { return a != nil && a.tokens.Load() != nil }
+
+// swap puts ts in force and tells those listening.
+func (a *auth) swap(ts *Tokens) {
+	a.tokens.Store(ts)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.changed != nil {
+		close(a.changed)
+		a.changed = nil
+	}
+}
+
+// changes returns a channel closed at the next swap.
+func (a *auth) changes() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.changed == nil {
+		a.changed = make(chan struct{})
+	}
+	return a.changed
+}
+
+// sameGrant reports whether two versions of a token grant the same: its
+// name (the owner of its leases) and its permissions.
+func sameGrant(a, b *Token) bool {
+	return a != nil && b != nil && a.Name == b.Name && slices.Equal(a.Permissions, b.Permissions)
+}
 
 // secretOf returns the secret a request carries: its bearer token, or on
 // a GET the dashboard's sign-in cookie (SameSite=Strict, so another site
@@ -157,12 +204,12 @@ func secretOf(r *http.Request) (secret string, fromCookie bool) {
 }
 
 // admit authenticates and authorizes a request before it reaches its
-// route, by the route's rule, and then applies the limits on waiting
-// requests: release, if not nil, must be called when the request ends.
+// route, by the route's rule, and then counts it against the limits of its
+// client: the slot, if held, must be released when the request ends.
 // Routes are found with the router itself, so that the rule is the one of
 // the route that will serve the request. When ok is false, admit has
 // answered.
-func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Request, release func(), ok bool) {
+func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Request, _ slot, ok bool) {
 	rctx := chi.NewRouteContext()
 	path := r.URL.RawPath
 	if path == "" {
@@ -170,34 +217,47 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 	}
 	pattern := fd.mux.Find(rctx, r.Method, path)
 	if pattern == "" {
-		return r, nil, true // the router answers 404 or 405
+		return r, slot{}, true // the router answers 404 or 405
 	}
 	route := r.Method + " " + pattern
 	ru, known := routeAccess[route]
 	if !known {
 		// Fail closed; a test keeps this from happening.
 		handlers.Problem(w, r, handlers.CodeForbidden, "no access rule for "+route)
-		return r, nil, false
+		return r, slot{}, false
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if refusal := fromBrowser(r, !ru.open && ru.kind != "*", fd.auth.enabled()); refusal != nil {
+			routeAnswered(r, pattern)
+			handlers.WriteError(w, r, refusal)
+			return r, slot{}, false
+		}
 	}
 	target := ru.target(r, rctx)
+	var caller *handlers.Caller
 	if !ru.open && fd.auth.enabled() {
-		caller, allowed := authorize(w, r, fd.auth.tokens.Load(), ru, route, target)
+		var allowed bool
+		caller, allowed = authorize(w, r, fd.auth.tokens.Load(), ru, route, target)
 		if !allowed {
 			routeAnswered(r, pattern)
-			return r, nil, false
+			return r, slot{}, false
 		}
 		r = r.WithContext(handlers.WithCaller(r.Context(), caller))
 	}
-	if fd.limits != nil && ru.waits {
-		rel, err := fd.limits.admitWaiter(r, ru.kind, target)
-		if err != nil {
-			routeAnswered(r, pattern)
-			handlers.WriteError(w, r, err)
-			return r, nil, false
-		}
-		return r, rel, true
+	if fd.limits == nil || ru.probe {
+		return r, slot{}, true
 	}
-	return r, nil, true
+	c := clientOf(r, caller)
+	if ru.makesLeases && caller == nil {
+		r = r.WithContext(withLeaseClient(r.Context(), c))
+	}
+	s, err := fd.limits.admit(r, c, ru.waits, ru.kind, target)
+	if err != nil {
+		routeAnswered(r, pattern)
+		handlers.WriteError(w, r, err)
+		return r, slot{}, false
+	}
+	return r, s, true
 }
 
 // authorize answers 401 or 403 and reports false, or returns the caller.
@@ -244,4 +304,74 @@ func routeAnswered(r *http.Request, pattern string) {
 	if rc := chi.RouteContext(r.Context()); rc != nil {
 		rc.RoutePatterns = []string{pattern}
 	}
+}
+
+// fromBrowser refuses a request that would change something when a web
+// page made a browser send it, whatever the page's script may do: a form
+// or a no-cors fetch of another site is sent without asking (no CORS
+// preflight), with the gateway's sign-in cookie when it is not SameSite's,
+// and a gateway without tokens asks for nothing else. A request that
+// carries neither Sec-Fetch-Site nor Origin is not a browser's (curl, the
+// clients) and passes.
+//
+// A browser says where a request comes from in Sec-Fetch-Site, which no
+// script can set; only same-origin and none (the user's own navigation)
+// pass. Browsers too old to send it send Origin on cross-origin requests:
+// it must be the gateway's own (its host as the request names it; "null",
+// an opaque origin, is not). Past that, a request of the gateway's own
+// origin:
+//   - without tokens, must name the gateway by an IP address or localhost:
+//     a page of any other name may be the attacker's rebound to 127.0.0.1
+//     (DNS rebinding), which is the same origin to the browser;
+//   - on an API route (api), must not carry a body of a type a form or a
+//     no-cors fetch sends (text/plain, multipart/form-data,
+//     application/x-www-form-urlencoded, or none at all).
+func fromBrowser(r *http.Request, api, tokens bool) error {
+	site := r.Header.Get("Sec-Fetch-Site")
+	origin := r.Header.Get("Origin")
+	switch {
+	case site == "" && origin == "":
+		return nil
+	case site == "same-origin" || site == "none":
+	case site != "":
+		return handlers.Forbidden("a request from another site (Sec-Fetch-Site: %s) may not change anything on this gateway", handlers.Clip(site, 32))
+	case !sameHost(origin, r.Host):
+		return handlers.Forbidden("a request from another origin (Origin: %s) may not change anything on this gateway", handlers.Clip(origin, 100))
+	}
+	if !tokens && !addressedByAddress(r.Host) {
+		return handlers.Forbidden("a browser may change something on a gateway without tokens only at an IP address or localhost, not at %q (DNS rebinding)",
+			handlers.Clip(r.Host, 100))
+	}
+	if api && r.ContentLength != 0 && formType(r.Header.Get("Content-Type")) {
+		return &recipes.Error{Code: handlers.CodeMediaType,
+			Detail: "a browser must send an API body as application/json (a queue item: any type but text/plain and the form types)"}
+	}
+	return nil
+}
+
+// sameHost reports whether origin (scheme://host[:port]) names host.
+func sameHost(origin, host string) bool {
+	_, rest, ok := strings.Cut(origin, "://")
+	return ok && rest == host
+}
+
+// addressedByAddress reports whether host (host[:port], as in the Host
+// header) is an IP address, localhost or a name under .localhost, which
+// browsers resolve to loopback themselves: no DNS answer can rebind them.
+func addressedByAddress(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return strings.EqualFold(host, "localhost") || len(host) > len(".localhost") &&
+		strings.EqualFold(host[len(host)-len(".localhost"):], ".localhost") || net.ParseIP(host) != nil
+}
+
+// formType reports whether a Content-Type is one that a page may send
+// without a CORS preflight (the CORS-safelisted ones), or is missing.
+func formType(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.TrimSpace(mt)
+	return mt == "" || strings.EqualFold(mt, "text/plain") || strings.EqualFold(mt, "multipart/form-data") ||
+		strings.EqualFold(mt, "application/x-www-form-urlencoded")
 }

@@ -23,6 +23,7 @@ type Config struct {
 	SessionTimeout time.Duration
 	MaxWait        time.Duration
 	MaxTTL         time.Duration
+	BodyTimeout    time.Duration // reading a request's body, from the end of its headers
 	DrainTimeout   time.Duration // 0: close the session at once on SIGTERM
 	LockDelay      time.Duration // the lock-delay of a lease that asks for none
 	MaxLockDelay   time.Duration // the most a lease may ask for
@@ -46,6 +47,10 @@ type Config struct {
 	ZKTLSCert     string
 	ZKTLSKey      string
 	Limits        Limits
+
+	// Warnings are logged at start: what the command line does that works
+	// but should not be done.
+	Warnings []string
 
 	// What the security flags load, checked at start so that a bad file is
 	// a usage error (exit 2) rather than a failure later.
@@ -102,10 +107,13 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	zkTLSCert := fs.String("zk-tls-cert", env("ZKGATE_ZK_TLS_CERT", ""), "client certificate (PEM) for ZooKeeper's TLS port (ZKGATE_ZK_TLS_CERT)")
 	zkTLSKey := fs.String("zk-tls-key", env("ZKGATE_ZK_TLS_KEY", ""), "the PEM private key of --zk-tls-cert (ZKGATE_ZK_TLS_KEY)")
 	maxLeases := fs.String("max-leases", env("ZKGATE_MAX_LEASES", "20000"), "cap on live leases of this gateway (ZKGATE_MAX_LEASES)")
-	maxLeasesPerToken := fs.String("max-leases-per-token", env("ZKGATE_MAX_LEASES_PER_TOKEN", "2000"), "cap on live leases of one token (ZKGATE_MAX_LEASES_PER_TOKEN)")
-	leaseRate := fs.String("lease-rate", env("ZKGATE_LEASE_RATE", "100"), "cap on new leases per second of one token (ZKGATE_LEASE_RATE)")
+	maxLeasesPerToken := fs.String("max-leases-per-token", env("ZKGATE_MAX_LEASES_PER_TOKEN", "2000"), "cap on live leases of one token (tokens off: of one client address) (ZKGATE_MAX_LEASES_PER_TOKEN)")
+	leaseRate := fs.String("lease-rate", env("ZKGATE_LEASE_RATE", "100"), "cap on new leases per second of one token (tokens off: of one client address) (ZKGATE_LEASE_RATE)")
 	maxWaiters := fs.String("max-waiters", env("ZKGATE_MAX_WAITERS", "20000"), "cap on requests waiting at once (?wait= above 0) (ZKGATE_MAX_WAITERS)")
+	maxWaitersPerToken := fs.String("max-waiters-per-token", env("ZKGATE_MAX_WAITERS_PER_TOKEN", ""), "cap on requests waiting at once of one token (tokens off: of one client address); default half of --max-waiters (ZKGATE_MAX_WAITERS_PER_TOKEN)")
 	maxWaitersPerName := fs.String("max-waiters-per-name", env("ZKGATE_MAX_WAITERS_PER_NAME", "10000"), "cap on requests waiting at once on one lock, semaphore, election, barrier or queue (ZKGATE_MAX_WAITERS_PER_NAME)")
+	maxRequestsPerToken := fs.String("max-requests-per-token", env("ZKGATE_MAX_REQUESTS_PER_TOKEN", "1000"), "cap on requests under way at once of one token (tokens off: of one client address) that do not wait (ZKGATE_MAX_REQUESTS_PER_TOKEN)")
+	bodyTimeout := fs.String("body-timeout", env("ZKGATE_BODY_TIMEOUT", "10s"), "time a client has to send a request's body, from the end of its headers (ZKGATE_BODY_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
@@ -146,6 +154,7 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		{"--drain-timeout", *drainTimeout, &cfg.DrainTimeout, 0, time.Hour},
 		{"--max-lock-delay", *maxLockDelay, &cfg.MaxLockDelay, 0, 10 * time.Minute},
 		{"--lock-delay", *lockDelay, &cfg.LockDelay, 0, 10 * time.Minute},
+		{"--body-timeout", *bodyTimeout, &cfg.BodyTimeout, time.Second, time.Hour},
 	}
 	for _, d := range durations {
 		v, err := time.ParseDuration(d.raw)
@@ -168,12 +177,18 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	default:
 		return Config{}, usagef("--log-level must be debug, info, warn or error")
 	}
-	if cfg.Limits, err = parseLimits(*maxLeases, *maxLeasesPerToken, *leaseRate, *maxWaiters, *maxWaitersPerName); err != nil {
+	if cfg.Limits, err = parseLimits(*maxLeases, *maxLeasesPerToken, *leaseRate, *maxWaiters, *maxWaitersPerToken, *maxWaitersPerName, *maxRequestsPerToken); err != nil {
 		return Config{}, err
 	}
 	if err := cfg.parseSecurity(*zkAuthFile); err != nil {
 		return Config{}, err
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "zk-auth" {
+			cfg.Warnings = append(cfg.Warnings, "--zk-auth on the command line shows the ZooKeeper password to anyone who can list "+
+				"processes (ps, /proc/PID/cmdline): give it in a file with --zk-auth-file, or in ZKGATE_ZK_AUTH")
+		}
+	})
 	if len(cfg.ZK) == 0 {
 		if err := usableDir(cfg.DataDir); err != nil {
 			return Config{}, err

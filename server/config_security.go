@@ -153,7 +153,7 @@ func loopback(addr string) bool {
 }
 
 // parseLimits reads the limit flags.
-func parseLimits(maxLeases, perToken, rate, maxWaiters, perName string) (Limits, error) {
+func parseLimits(maxLeases, perToken, rate, maxWaiters, waitersPerToken, perName, requestsPerToken string) (Limits, error) {
 	var l Limits
 	counts := []struct {
 		flag string
@@ -163,14 +163,23 @@ func parseLimits(maxLeases, perToken, rate, maxWaiters, perName string) (Limits,
 		{"--max-leases", maxLeases, &l.MaxLeases},
 		{"--max-leases-per-token", perToken, &l.MaxLeasesPerToken},
 		{"--max-waiters", maxWaiters, &l.MaxWaiters},
+		{"--max-waiters-per-token", waitersPerToken, &l.MaxWaitersPerToken},
 		{"--max-waiters-per-name", perName, &l.MaxWaitersPerName},
+		{"--max-requests-per-token", requestsPerToken, &l.MaxRequestsPerToken},
 	}
 	for _, c := range counts {
+		if c.raw == "" && c.dst == &l.MaxWaitersPerToken {
+			continue // half of --max-waiters, below
+		}
 		n, err := strconv.Atoi(c.raw)
 		if err != nil || n < 1 || n > 10_000_000 {
 			return Limits{}, usagef("%s %q must be a whole number from 1 to 10000000", c.flag, c.raw)
 		}
 		*c.dst = n
+	}
+	if waitersPerToken == "" {
+		// Half: one token, or one address, never takes every slot.
+		l.MaxWaitersPerToken = max(l.MaxWaiters/2, 1)
 	}
 	r, err := strconv.ParseFloat(rate, 64)
 	if err != nil || math.IsNaN(r) || r < 0.01 || r > 1e6 {

@@ -47,6 +47,7 @@ type dashboard struct {
 	rates    *rateSampler
 	hub      *hub
 	version  string // of the static files
+	auth     *auth
 
 	clients  prometheus.Gauge
 	nclients atomic.Int64
@@ -62,6 +63,7 @@ func newDashboard(d Deps) *dashboard {
 		ensemble: &ensemble{servers: d.ZooKeeper},
 		rates:    newRateSampler(d.Metrics),
 		version:  static.Version(),
+		auth:     d.auth,
 		clients: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "zkgate_dashboard_clients", Help: "Dashboards connected to /ws.",
 		}),
@@ -220,13 +222,25 @@ func (d *dashboard) static() http.HandlerFunc {
 
 // ws is GET /ws?page=NAME: a snapshot of the page on connect, then its
 // updates as they happen. The stream is push-only; a client that falls
-// behind is dropped and reconnects for a new snapshot.
+// behind is dropped and reconnects for a new snapshot. With tokens, a
+// stream whose token (bearer or sign-in cookie) is removed or changed by a
+// reload of the tokens file is closed with 1008 (policy violation): it
+// would otherwise show everything to a token no longer allowed to see it
+// for as long as it stays open.
 func (d *dashboard) ws() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		page := r.URL.Query().Get("page")
 		if !slices.Contains(livePages, page) {
 			handlers.Problem(w, r, recipes.CodeInvalid, "page must be one of "+strings.Join(livePages, ", "))
 			return
+		}
+		var reloaded <-chan struct{} // nil without tokens: never
+		var secret string
+		var granted *Token
+		if d.auth.enabled() {
+			reloaded = d.auth.changes() // before the check: no reload is missed
+			secret, _ = secretOf(r)
+			granted = d.auth.tokens.Load().Authenticate(secret)
 		}
 		// Same host only (the default of Accept): another site's page can
 		// not read the dashboard through a visitor's browser.
@@ -245,7 +259,16 @@ func (d *dashboard) ws() http.HandlerFunc {
 		ping := time.NewTicker(wsPingEvery)
 		defer ping.Stop()
 		for {
+			if reloaded != nil && granted == nil {
+				_ = c.Close(websocket.StatusPolicyViolation, "the token was removed or changed")
+				return
+			}
 			select {
+			case <-reloaded:
+				reloaded = d.auth.changes()
+				if now := d.auth.tokens.Load().Authenticate(secret); !sameGrant(granted, now) {
+					granted = nil
+				}
 			case msg := <-sub.ch:
 				wctx, cancel := context.WithTimeout(sub.ctx, wsWriteTimeout)
 				err := c.Write(wctx, websocket.MessageText, msg)

@@ -22,13 +22,14 @@ import (
 const chromiumPath = "/usr/bin/chromium"
 
 // startBrowser runs headless Chromium for the test, with the flags of
-// FACTS.md. A missing Chromium fails the test: it is never skipped.
-func startBrowser(t *testing.T) context.Context {
+// FACTS.md and any more given. A missing Chromium fails the test: it is
+// never skipped.
+func startBrowser(t *testing.T, more ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("this test needs headless Chromium at %s (%v): install it with: apt-get install -y chromium", chromiumPath, err)
 	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
 		chromedp.Headless,
 		chromedp.NoSandbox,
@@ -37,7 +38,7 @@ func startBrowser(t *testing.T) context.Context {
 		chromedp.NoFirstRun,
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
-	)
+	}, more...)...)
 	ctx, cancel := chromedp.NewContext(alloc)
 	t.Cleanup(func() {
 		cancel()

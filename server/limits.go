@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,42 +17,86 @@ import (
 // Limits are the caps that keep one client, or all of them, from taking the
 // gateway down. Each is a flag; each is answered with 429 too_many and
 // Retry-After, before anything is spent on the request.
+//
+// The caps "per token" are per client (see client): per token with tokens
+// on, per client address with tokens off.
 type Limits struct {
 	// MaxLeases caps the live leases of this gateway, and MaxLeasesPerToken
-	// those of one token (tokens on only).
+	// those of one client.
 	MaxLeases, MaxLeasesPerToken int
-	// LeaseRate caps the new leases of one token per second (tokens on
-	// only), with bursts of as many.
+	// LeaseRate caps the new leases of one client per second, with bursts
+	// of as many.
 	LeaseRate float64
 	// MaxWaiters caps the requests waiting at once (any request with
-	// ?wait= above 0, blocking reads included), and MaxWaitersPerName those
-	// on one lock (or semaphore, election, barrier, queue).
-	MaxWaiters, MaxWaitersPerName int
+	// ?wait= above 0, blocking reads included), MaxWaitersPerToken those of
+	// one client, and MaxWaitersPerName those on one lock (or semaphore,
+	// election, barrier, queue).
+	MaxWaiters, MaxWaitersPerToken, MaxWaitersPerName int
+	// MaxRequestsPerToken caps the other requests under way at once of one
+	// client.
+	MaxRequestsPerToken int
 }
 
 // retryCount is what Retry-After says of a count limit: a slot may free
 // any moment.
 const retryCount = time.Second
 
+// client is who a request counts against: the token it carries, or, with
+// no token (tokens off, or an open route), the address it comes from. One
+// address may be many clients (a NAT, a reverse proxy: X-Forwarded-For is
+// not believed, anyone can send it). The zero client is nobody's: no
+// per-client cap applies to it.
+type client struct {
+	token string // the token's name
+	addr  string // the client's IP address, when token is ""
+}
+
+// clientOf is the client of a request: its caller's token, or its address.
+func clientOf(r *http.Request, caller *handlers.Caller) client {
+	if caller != nil {
+		return client{token: caller.Name}
+	}
+	addr := r.RemoteAddr
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		addr = addr[:i]
+	}
+	return client{addr: strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")}
+}
+
+// String names the client in a problem's detail.
+func (c client) String() string {
+	if c.token != "" {
+		return "token " + strconv.Quote(c.token)
+	}
+	return "client address " + c.addr
+}
+
 // limits enforces Limits on the requests of one gateway.
 type limits struct {
 	cfg Limits
 	now func() time.Time
 
-	// Entries that drop to zero are deleted, so perName and perOwner stay
-	// bounded by the caps; buckets holds one entry per token name.
-	mu       sync.Mutex
-	waiting  int
-	perName  map[string]int // "kind/name" -> waiting requests
-	leases   int
-	perOwner map[string]int // token name -> live leases
-	buckets  map[string]*bucket
+	// Entries that drop to zero are deleted, so the maps of counts stay
+	// bounded by the caps; buckets that have filled up again are swept
+	// (see bucketOf).
+	mu         sync.Mutex
+	waiting    int
+	perName    map[string]int // "kind/name" -> waiting requests
+	perClient  map[client]int // waiting requests
+	requests   map[client]int // requests under way that do not wait
+	busy       int            // the sum of requests
+	leases     int
+	perOwner   map[client]int // live leases
+	buckets    map[client]*bucket
+	sweepAbove int       // sweep buckets when they are more
+	sweptAt    time.Time // or a second after the last sweep
 
 	refused *prometheus.CounterVec // 429s by limit
 }
 
 func newLimits(cfg Limits) *limits {
-	return &limits{cfg: cfg, now: time.Now, perName: map[string]int{}, perOwner: map[string]int{}, buckets: map[string]*bucket{},
+	return &limits{cfg: cfg, now: time.Now, perName: map[string]int{}, perClient: map[client]int{}, requests: map[client]int{},
+		perOwner: map[client]int{}, buckets: map[client]*bucket{}, sweepAbove: minSweep,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zkgate_limited_total", Help: "Requests refused with 429 too_many, by the limit reached.",
 		}, []string{"limit"})}
@@ -64,6 +110,12 @@ func (l *limits) register(reg prometheus.Registerer) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return float64(l.waiting)
+	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "zkgate_requests_under_way", Help: "Other requests under way (a scrape counts itself), counted against --max-requests-per-token.",
+	}, func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return float64(l.busy)
 	}))
 }
 
@@ -73,76 +125,139 @@ func (l *limits) refuse(e *handlers.LimitError) error {
 	return e
 }
 
-// admitWaiter counts a request that may wait (?wait= above 0) against the
-// waiter caps; release uncounts it. Other requests pass uncounted.
-func (l *limits) admitWaiter(r *http.Request, kind, name string) (release func(), err error) {
-	w := r.URL.Query().Get("wait")
-	if w == "" {
-		return func() {}, nil
+// slot is what a request holds of the limits while it runs; release gives
+// it back. A value, not a closure: every request takes one.
+type slot struct {
+	held    bool
+	client  client
+	waiting string // "kind/name" of a waiting request; "" for any other
+}
+
+// admit counts a request of c against the caps: one that may wait (a
+// route that takes ?wait=, with a wait above 0) against the waiter caps,
+// any other against c's cap on requests under way.
+func (l *limits) admit(r *http.Request, c client, waits bool, kind, name string) (slot, error) {
+	if waits {
+		if w := r.URL.Query().Get("wait"); w != "" {
+			if d, err := time.ParseDuration(w); err == nil && d > 0 {
+				return l.admitWaiter(c, kind, name)
+			} // else: the handler answers a bad wait
+		}
 	}
-	d, perr := time.ParseDuration(w)
-	if perr != nil || d <= 0 {
-		return func() {}, nil // the handler answers a bad wait
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := l.requests[c]; n >= l.cfg.MaxRequestsPerToken {
+		return slot{}, l.refuse(&handlers.LimitError{Limit: "max-requests-per-token", Max: float64(l.cfg.MaxRequestsPerToken), RetryAfter: retryCount,
+			Detail: fmt.Sprintf("%s has %d requests under way, the most one may have (--max-requests-per-token); wait for them to end", c, n)})
 	}
+	l.requests[c]++
+	l.busy++
+	return slot{held: true, client: c}, nil
+}
+
+// admitWaiter counts a request that waits against the waiter caps.
+func (l *limits) admitWaiter(c client, kind, name string) (slot, error) {
 	key := kind + "/" + name
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if n := l.perClient[c]; c != (client{}) && n >= l.cfg.MaxWaitersPerToken {
+		return slot{}, l.refuse(&handlers.LimitError{Limit: "max-waiters-per-token", Max: float64(l.cfg.MaxWaitersPerToken), RetryAfter: retryCount,
+			Detail: fmt.Sprintf("%s has %d requests waiting already, the most one may have (--max-waiters-per-token)", c, n)})
+	}
 	if l.waiting >= l.cfg.MaxWaiters {
-		return nil, l.refuse(&handlers.LimitError{Limit: "max-waiters", Max: float64(l.cfg.MaxWaiters), RetryAfter: retryCount,
+		return slot{}, l.refuse(&handlers.LimitError{Limit: "max-waiters", Max: float64(l.cfg.MaxWaiters), RetryAfter: retryCount,
 			Detail: fmt.Sprintf("%d requests are waiting already, the most this gateway lets wait (--max-waiters); retry later or on another gateway", l.waiting)})
 	}
 	if name != "*" && l.perName[key] >= l.cfg.MaxWaitersPerName {
-		return nil, l.refuse(&handlers.LimitError{Limit: "max-waiters-per-name", Max: float64(l.cfg.MaxWaitersPerName), RetryAfter: retryCount,
+		return slot{}, l.refuse(&handlers.LimitError{Limit: "max-waiters-per-name", Max: float64(l.cfg.MaxWaitersPerName), RetryAfter: retryCount,
 			Detail: fmt.Sprintf("%d requests are waiting on %s %q already, the most this gateway lets wait on one (--max-waiters-per-name)", l.perName[key], kind, name)})
 	}
 	l.waiting++
 	l.perName[key]++
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.waiting--
-		if l.perName[key]--; l.perName[key] <= 0 {
-			delete(l.perName, key)
-		}
-	}, nil
+	l.perClient[c]++
+	return slot{held: true, client: c, waiting: key}, nil
 }
 
-// admitLease reserves a lease for owner against the lease caps and the
-// owner's rate; release gives it back.
-func (l *limits) admitLease(owner string) (release func(), err error) {
+// release gives s back.
+func (l *limits) release(s slot) {
+	if !s.held {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s.waiting != "" {
+		l.waiting--
+		if l.perName[s.waiting]--; l.perName[s.waiting] <= 0 {
+			delete(l.perName, s.waiting)
+		}
+		if l.perClient[s.client]--; l.perClient[s.client] <= 0 {
+			delete(l.perClient, s.client)
+		}
+		return
+	}
+	l.busy--
+	if l.requests[s.client]--; l.requests[s.client] <= 0 {
+		delete(l.requests, s.client)
+	}
+}
+
+// admitLease reserves a lease for c against the lease caps and c's rate;
+// release gives it back.
+func (l *limits) admitLease(c client) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.leases >= l.cfg.MaxLeases {
 		return nil, l.refuse(&handlers.LimitError{Limit: "max-leases", Max: float64(l.cfg.MaxLeases), RetryAfter: retryCount,
 			Detail: fmt.Sprintf("this gateway has %d live leases, its most (--max-leases); revoke leases you no longer need, or retry later", l.leases)})
 	}
-	if owner != "" {
-		if n := l.perOwner[owner]; n >= l.cfg.MaxLeasesPerToken {
+	if c != (client{}) {
+		if n := l.perOwner[c]; n >= l.cfg.MaxLeasesPerToken {
 			return nil, l.refuse(&handlers.LimitError{Limit: "max-leases-per-token", Max: float64(l.cfg.MaxLeasesPerToken), RetryAfter: retryCount,
-				Detail: fmt.Sprintf("token %q has %d live leases, the most one token may have (--max-leases-per-token); revoke leases it no longer needs", owner, n)})
+				Detail: fmt.Sprintf("%s has %d live leases, the most one may have (--max-leases-per-token); revoke leases it no longer needs", c, n)})
 		}
-		b := l.buckets[owner]
-		if b == nil {
-			b = &bucket{tokens: burst(l.cfg.LeaseRate), at: l.now()}
-			l.buckets[owner] = b
-		}
-		if wait := b.take(l.cfg.LeaseRate, l.now()); wait > 0 {
+		now := l.now()
+		if wait := l.bucketOf(c, now).take(l.cfg.LeaseRate, now); wait > 0 {
 			return nil, l.refuse(&handlers.LimitError{Limit: "lease-rate", Max: l.cfg.LeaseRate, RetryAfter: wait,
-				Detail: fmt.Sprintf("token %q makes leases faster than %g a second (--lease-rate); reuse a lease for many acquires", owner, l.cfg.LeaseRate)})
+				Detail: fmt.Sprintf("%s makes leases faster than %g a second (--lease-rate); reuse a lease for many acquires", c, l.cfg.LeaseRate)})
 		}
-		l.perOwner[owner]++
+		l.perOwner[c]++
 	}
 	l.leases++
 	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.leases--
-		if owner != "" {
-			if l.perOwner[owner]--; l.perOwner[owner] <= 0 {
-				delete(l.perOwner, owner)
+		if c != (client{}) {
+			if l.perOwner[c]--; l.perOwner[c] <= 0 {
+				delete(l.perOwner, c)
 			}
 		}
 	}, nil
+}
+
+// minSweep is the number of buckets below which none is swept.
+const minSweep = 1024
+
+// bucketOf returns c's bucket. A bucket that has filled up again is the
+// same as a new one, so those are dropped once there are more than
+// minSweep buckets, at most once a second unless they double: buckets stay
+// about as many as the clients that made leases within the last second or
+// so (burst/rate), however many addresses come and go.
+func (l *limits) bucketOf(c client, now time.Time) *bucket {
+	if b := l.buckets[c]; b != nil {
+		return b
+	}
+	if n := len(l.buckets); n >= l.sweepAbove || n > minSweep && now.Sub(l.sweptAt) >= time.Second {
+		for k, b := range l.buckets {
+			if b.tokens+now.Sub(b.at).Seconds()*l.cfg.LeaseRate >= burst(l.cfg.LeaseRate) {
+				delete(l.buckets, k)
+			}
+		}
+		l.sweptAt, l.sweepAbove = now, max(minSweep, 2*len(l.buckets))
+	}
+	b := &bucket{tokens: burst(l.cfg.LeaseRate), at: now}
+	l.buckets[c] = b
+	return b
 }
 
 // bucket is a token bucket of rate tokens a second, holding at most
@@ -171,11 +286,26 @@ type limitedLeases struct {
 	lim *limits
 }
 
-// Grant reserves the lease against the limits first; the reservation is
-// given back when the lease ends (its context is cancelled when it starts
-// ending, whatever the reason), or at once if it is not made.
+// leaseClientKey carries, in the context of a request without a token
+// that may make a lease, its client (see withLeaseClient).
+type leaseClientKey struct{}
+
+// withLeaseClient tells Grant who a request without a token is.
+func withLeaseClient(ctx context.Context, c client) context.Context {
+	return context.WithValue(ctx, leaseClientKey{}, c)
+}
+
+// Grant reserves the lease against the limits of its owner (the token;
+// without one, the client the front door put in ctx) first; the
+// reservation is given back when the lease ends (its context is cancelled
+// when it starts ending, whatever the reason), or at once if it is not
+// made.
 func (t limitedLeases) Grant(ctx context.Context, spec recipes.LeaseSpec) (*recipes.Lease, error) {
-	release, err := t.lim.admitLease(spec.Owner)
+	c := client{token: spec.Owner}
+	if spec.Owner == "" {
+		c, _ = ctx.Value(leaseClientKey{}).(client)
+	}
+	release, err := t.lim.admitLease(c)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,12 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,11 +147,13 @@ func TestLimitsLeaseRate(t *testing.T) {
 }
 
 // TestLimitsWaiters floods the waiter caps with blocking reads and waiting
-// acquires: per name, then in all. The gateway stays ready and serves
-// try-once requests, and an ended wait gives its slot back.
+// acquires: per name, then in all (one token may take them all here). The
+// gateway stays ready and serves try-once requests, and an ended wait
+// gives its slot back.
 func TestLimitsWaiters(t *testing.T) {
 	file, secrets := newTokensFile(t)
-	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--max-waiters", "4", "--max-waiters-per-name", "2"}}, file, secrets)
+	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--max-waiters", "4", "--max-waiters-per-token", "5",
+		"--max-waiters-per-name", "2"}}, file, secrets)
 	base := g.newLeaseAs(t, "writer")
 	holder := g.newLeaseAs(t, "other")
 	mustStatus(t, g.as(t, "other", "POST", "/v1/locks/w/acquire", map[string]any{"lease": holder}), 200, "hold w")
@@ -250,4 +256,147 @@ func (s *secured) metric(t *testing.T, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// postWith sends a JSON body with c ("" secret: no token).
+func postWith(t *testing.T, c *http.Client, url, secret string, body any) gwtest.Response {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(data))
+	req.Header.Set("Content-Type", "application/json")
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: out}
+}
+
+// TestLimitsWaitersPerToken: one token's blocking reads take at most its
+// share of the waiting slots (half of --max-waiters by default), so
+// another's waits are let in; without tokens, one client address's
+// (--max-waiters-per-token). 20 blocking reads of one read-only token under
+// --max-waiters 20 left the admin's waits nothing but 429.
+func TestLimitsWaitersPerToken(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	for _, tc := range []struct {
+		name              string
+		extra             []string
+		greedy, other     string // token names, or client addresses
+		share, tries, cap int
+	}{
+		{"tokens on, the default share", []string{"--auth-file", file, "--max-waiters", "20"}, "reader", "admin", 10, 20, 20},
+		{"tokens off", []string{"--max-waiters", "100", "--max-waiters-per-token", "3"}, "127.0.0.2", "127.0.0.3", 3, 6, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: tc.extra})
+			greedy, other, secret, otherSecret := http.DefaultClient, http.DefaultClient, secrets[tc.greedy], secrets[tc.other]
+			if secret == "" {
+				greedy, _ = fromAddr(tc.greedy)
+				other, _ = fromAddr(tc.other)
+			}
+			idx := getWith(t, greedy, g.URL+"/v1/locks/w", secret).Header.Get("X-Zkgate-Index")
+			blocking := g.URL + "/v1/locks/w?index=" + idx + "&wait=1m"
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			defer func() { cancel(); wg.Wait() }()
+			refused := make(chan gwtest.Response, tc.tries)
+			for range tc.tries {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req, _ := http.NewRequestWithContext(ctx, "GET", blocking, nil)
+					if secret != "" {
+						req.Header.Set("Authorization", "Bearer "+secret)
+					}
+					resp, err := greedy.Do(req)
+					if err != nil {
+						return // ended by the test
+					}
+					defer resp.Body.Close()
+					data, _ := io.ReadAll(resp.Body)
+					refused <- gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+				}()
+			}
+			for range tc.tries - tc.share {
+				select {
+				case r := <-refused:
+					wantTooMany(t, r, "max-waiters-per-token", "a wait past the token's share")
+				case <-time.After(30 * time.Second):
+					t.Fatalf("fewer than %d of %d waits refused", tc.tries-tc.share, tc.tries)
+				}
+			}
+			gwtest.Eventually(t, 10*time.Second, func() error {
+				if n := metricValueAs(t, g.URL, secrets["reader"], "zkgate_waiting_requests"); n != float64(tc.share) {
+					return fmt.Errorf("%v waiting, want %d", n, tc.share)
+				}
+				return nil
+			})
+			// Another token (address) still waits.
+			req, _ := http.NewRequestWithContext(ctx, "GET", blocking, nil)
+			if otherSecret != "" {
+				req.Header.Set("Authorization", "Bearer "+otherSecret)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if resp, err := other.Do(req); err == nil {
+					resp.Body.Close()
+					refused <- gwtest.Response{Status: resp.StatusCode}
+				}
+			}()
+			gwtest.Eventually(t, 10*time.Second, func() error {
+				if n := metricValueAs(t, g.URL, secrets["reader"], "zkgate_waiting_requests"); n != float64(tc.share+1) {
+					return fmt.Errorf("%v waiting, want %d", n, tc.share+1)
+				}
+				return nil
+			})
+			select {
+			case r := <-refused:
+				t.Fatalf("a wait answered early: %d %s", r.Status, r.Body)
+			default:
+			}
+		})
+	}
+}
+
+// TestLimitsLeasesPerAddress: without tokens, --lease-rate and
+// --max-leases-per-token apply per client address (2,528 leases a second
+// from one address left 502,266 znodes in ZooKeeper); other addresses have
+// their own.
+func TestLimitsLeasesPerAddress(t *testing.T) {
+	greedy, _ := fromAddr("127.0.0.2")
+	other, _ := fromAddr("127.0.0.3")
+	lease := map[string]any{"ttl": "1m"}
+
+	slow := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--lease-rate", "0.01"}})
+	mustStatus(t, postWith(t, greedy, slow.URL+"/v1/leases", "", lease), 201, "a first lease")
+	r := postWith(t, greedy, slow.URL+"/v1/leases", "", lease)
+	wantTooMany(t, r, "lease-rate", "a second lease at 0.01 a second")
+	if n, _ := strconv.Atoi(r.Header.Get("Retry-After")); n < 50 || n > 100 {
+		t.Errorf("Retry-After %q, want the time until the next lease (about 100s)", r.Header.Get("Retry-After"))
+	}
+	wantTooMany(t, postWith(t, greedy, slow.URL+"/v1/locks/l/acquire", "", lease), "lease-rate", "a lease made by an acquire")
+	mustStatus(t, postWith(t, other, slow.URL+"/v1/leases", "", lease), 201, "a lease from another address")
+
+	few := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--max-leases-per-token", "2"}})
+	var ids []string
+	for range 2 {
+		r := postWith(t, greedy, few.URL+"/v1/leases", "", lease)
+		mustStatus(t, r, 201, "a lease under the cap")
+		ids = append(ids, r.JSON(t)["id"].(string))
+	}
+	wantTooMany(t, postWith(t, greedy, few.URL+"/v1/leases", "", lease), "max-leases-per-token", "a third lease of one address")
+	mustStatus(t, postWith(t, other, few.URL+"/v1/leases", "", lease), 201, "a lease from another address")
+	mustStatus(t, gwtest.Do(t, "DELETE", few.URL+"/v1/leases/"+ids[0], nil), 204, "revoke")
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if r := postWith(t, greedy, few.URL+"/v1/leases", "", lease); r.Status != 201 {
+			return fmt.Errorf("a lease after a revoke: %d %s", r.Status, r.Body)
+		}
+		return nil
+	})
 }

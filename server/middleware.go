@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -16,13 +18,14 @@ import (
 	"github.com/zkgate/zkgate/recipes"
 )
 
-// frontDoor is the way in of every request, in one stack frame: its id,
-// its log line and metrics, a panic turned into a 500, the drain's header,
-// the security headers, and the access check (see admit). One layer where
-// there were six: a request that waits parks its goroutine under every
-// frame above it, and the six layers' frames took the stack of a waiting
-// acquire from 8 KiB to 16 KiB, most of what a waiter costs (make bench,
-// the waiters' memory).
+// frontDoor is the way in of every request, in one stack frame: the
+// deadline of its body, its id, its log line and metrics, a panic turned
+// into a 500, the drain's header, the security headers, the browser check,
+// the access check and the limits (see admit). One frame, not a chain of
+// middlewares: a request that waits parks its goroutine under every frame
+// above it, and six such frames take the stack of a waiting acquire from
+// 8 KiB to 16 KiB, most of what a waiter costs (make bench, the waiters'
+// memory).
 type frontDoor struct {
 	log    *slog.Logger
 	m      *Metrics
@@ -30,19 +33,26 @@ type frontDoor struct {
 	mux    *chi.Mux
 	auth   *auth
 	limits *limits
+	// bodyTimeout bounds the reading of a request's body (0: no bound).
+	bodyTimeout time.Duration
+
+	refusedLog refusedLog
 }
 
 func (fd *frontDoor) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && fd.bodyTimeout > 0 {
+			bodyDeadline(w, fd.bodyTimeout)
+		}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		start := time.Now()
 		defer fd.done(ww, r, start)
-		r, release, ok := fd.enter(ww, r)
+		r, held, ok := fd.enter(ww, r)
 		if !ok {
 			return
 		}
-		if release != nil {
-			defer release()
+		if held.held {
+			defer fd.limits.release(held)
 		}
 		next.ServeHTTP(ww, r)
 	})
@@ -52,7 +62,7 @@ func (fd *frontDoor) wrap(next http.Handler) http.Handler {
 // answers the request itself when ok is false.
 //
 //go:noinline
-func (fd *frontDoor) enter(w http.ResponseWriter, r *http.Request) (_ *http.Request, release func(), ok bool) {
+func (fd *frontDoor) enter(w http.ResponseWriter, r *http.Request) (_ *http.Request, _ slot, ok bool) {
 	h := w.Header()
 	// A sane X-Request-Id from the client, or one of ours, on the answer.
 	id := r.Header.Get("X-Request-Id")
@@ -93,17 +103,137 @@ func (fd *frontDoor) done(ww middleware.WrapResponseWriter, r *http.Request, sta
 		status = http.StatusOK
 	}
 	elapsed := time.Since(start)
-	fd.m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
-	fd.m.latency.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+	method := methodLabel(r.Method)
+	fd.m.requests.WithLabelValues(route, method, statusLabel(status)).Inc()
+	fd.m.latency.WithLabelValues(route, method).Observe(elapsed.Seconds())
 	level := slog.LevelInfo
 	if route == "/metrics" || route == "/healthz" || route == "/readyz" {
 		level = slog.LevelDebug
 	}
-	fd.log.LogAttrs(r.Context(), level, "http",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
-		slog.Int("status", status), slog.Int("bytes", ww.BytesWritten()),
+	ctx := r.Context()
+	if !fd.log.Enabled(ctx, level) {
+		return
+	}
+	second := start.Add(elapsed).Unix()
+	if refused(status) && !fd.refusedLog.take(second) {
+		return
+	}
+	if n := fd.refusedLog.flush(second); n > 0 {
+		fd.log.LogAttrs(ctx, slog.LevelWarn, "refused requests not logged",
+			slog.Int("count", n), slog.Int("most_a_second", refusedLogsPerSecond))
+	}
+	fd.log.LogAttrs(ctx, level, "http",
+		slog.String("method", handlers.Clip(r.Method, maxLoggedMethod)), slog.String("path", handlers.Clip(r.URL.Path, maxLoggedPath)),
+		slog.String("route", route), slog.Int("status", status), slog.Int("bytes", ww.BytesWritten()),
 		slog.Float64("ms", float64(elapsed.Microseconds())/1000),
 		slog.String("request_id", ww.Header().Get("X-Request-Id")), slog.String("remote", r.RemoteAddr))
+}
+
+// What of a request's method and path a log line carries: enough to tell
+// any route of the gateway, never the megabyte a client may send.
+const (
+	maxLoggedMethod = 32
+	maxLoggedPath   = 320
+)
+
+// methodLabel is the method label of the request metrics: one of the
+// methods of RFC 9110 (and PATCH), or "other", so that made-up methods,
+// which any caller may send before any token is checked, cannot grow the
+// label set.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet:
+		return http.MethodGet
+	case http.MethodHead:
+		return http.MethodHead
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodDelete:
+		return http.MethodDelete
+	case http.MethodPatch:
+		return http.MethodPatch
+	case http.MethodOptions:
+		return http.MethodOptions
+	case http.MethodConnect:
+		return http.MethodConnect
+	case http.MethodTrace:
+		return http.MethodTrace
+	}
+	return "other"
+}
+
+// statusLabel is the code label: the common ones without an allocation.
+func statusLabel(status int) string {
+	switch status {
+	case http.StatusOK:
+		return "200"
+	case http.StatusCreated:
+		return "201"
+	case http.StatusNoContent:
+		return "204"
+	case http.StatusConflict:
+		return "409"
+	}
+	return strconv.Itoa(status)
+}
+
+// refused says whether an answer refuses the request outright (a bad
+// request, no or a wrong token, no such route or method, too large, too
+// slow, too many): what a caller can have answered as often as it likes,
+// so its log lines are capped. 409 and 410 are answers about the state of
+// a primitive or lease, logged as any other.
+func refused(status int) bool {
+	return status >= 400 && status < 500 && status != http.StatusConflict && status != http.StatusGone
+}
+
+// refusedLogsPerSecond caps the log lines of refused requests.
+const refusedLogsPerSecond = 20
+
+// refusedLog counts the log lines of refused requests in the current
+// second, and those left out; the number left out in a second is logged
+// with the first line logged after it.
+type refusedLog struct {
+	mu     sync.Mutex
+	second int64
+	logged int
+	// dropped (this second) and pending (seconds gone by, not reported
+	// yet) are read without the lock on every logged line.
+	dropped, pending atomic.Int64
+}
+
+// rollLocked starts second, if it is a new one.
+func (c *refusedLog) rollLocked(second int64) {
+	if second != c.second {
+		c.pending.Add(c.dropped.Swap(0))
+		c.second, c.logged = second, 0
+	}
+}
+
+// take reports whether a refused request's line may be logged in second.
+func (c *refusedLog) take(second int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rollLocked(second)
+	if c.logged >= refusedLogsPerSecond {
+		c.dropped.Add(1)
+		return false
+	}
+	c.logged++
+	return true
+}
+
+// flush returns, once, the number of lines left out in the seconds before
+// second.
+func (c *refusedLog) flush(second int64) int {
+	if c.pending.Load() == 0 && c.dropped.Load() == 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rollLocked(second)
+	return int(c.pending.Swap(0))
 }
 
 func saneID(id string) bool {
@@ -137,3 +267,19 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 // dashboard page (those send dashboardCSP): nothing may load, and nothing
 // may frame it.
 const apiCSP = "default-src 'none'; frame-ancestors 'none'"
+
+// bodyDeadline bounds the reading of a request's body (--body-timeout),
+// set before anything else happens to the request: a client that sends its
+// body slowly, or never, holds a handler (or, once the handler has
+// answered, the connection that net/http reads the rest of the body from)
+// for no longer. It covers the body only, never a wait after it: over
+// HTTP/1.1 net/http lifts the connection's read deadline once the body is
+// read to its end (it reads on, to notice a hang-up, and a deadline would
+// end the request); over HTTP/2 it is the deadline of the stream's body.
+// Both of net/http's writers have the method, so no ResponseController is
+// made for it.
+func bodyDeadline(w http.ResponseWriter, timeout time.Duration) {
+	if d, ok := w.(interface{ SetReadDeadline(time.Time) error }); ok {
+		_ = d.SetReadDeadline(time.Now().Add(timeout))
+	}
+}

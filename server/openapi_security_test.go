@@ -64,6 +64,8 @@ func TestOpenAPISecurity(t *testing.T) {
 
 	// The API: 401, 403 and 429 of leases, locks and waits.
 	s.do(t, 401, specReq("POST", "/v1/leases", map[string]any{"ttl": "1m"}))
+	specWantCode(t, s.do(t, 403, specReq("POST", "/v1/leases", map[string]any{"ttl": "1m"}, specToken(writer),
+		specHeader("Sec-Fetch-Site", "cross-site"))), "forbidden")
 	s.do(t, 403, specReq("POST", "/v1/leases", map[string]any{"ttl": "1m"}, specToken(reader)))
 	lease := specJSON(t, s.do(t, 201, specReq("POST", "/v1/leases", map[string]any{"ttl": "1m"}, specToken(writer))))["id"].(string)
 	s.do(t, 201, specReq("POST", "/v1/leases", map[string]any{"ttl": "1m"}, specToken(writer)))

@@ -77,9 +77,10 @@ func routes(r chi.Router, d Deps) {
 	})
 
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		handlers.Problem(w, r, recipes.CodeNotFound, "no route for "+r.URL.Path)
+		handlers.Problem(w, r, recipes.CodeNotFound, "no route for "+handlers.Clip(r.URL.Path, maxLoggedPath))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		handlers.Problem(w, r, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+		handlers.Problem(w, r, "method_not_allowed",
+			handlers.Clip(r.Method, maxLoggedMethod)+" is not allowed on "+handlers.Clip(r.URL.Path, maxLoggedPath))
 	})
 }

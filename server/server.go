@@ -41,6 +41,8 @@ type Deps struct {
 	ZooKeeper []string
 	// Drain says whether the gateway is on its way out (nil: never).
 	Drain *drain
+	// BodyTimeout bounds the reading of a request's body (0: no bound).
+	BodyTimeout time.Duration
 
 	// auth holds the client tokens (nil or empty: tokens off), limits the
 	// caps on waiting requests (nil: none); Run sets both.
@@ -57,7 +59,7 @@ func New(d Deps) http.Handler {
 		d.auth = &auth{}
 	}
 	r := chi.NewRouter()
-	fd := &frontDoor{log: d.Log, m: d.Metrics, drain: d.Drain, mux: r, auth: d.auth, limits: d.limits}
+	fd := &frontDoor{log: d.Log, m: d.Metrics, drain: d.Drain, mux: r, auth: d.auth, limits: d.limits, bodyTimeout: d.BodyTimeout}
 	r.Use(fd.wrap)
 	routes(r, d)
 	return r
@@ -80,6 +82,9 @@ func NewLogger(w io.Writer, format, level string) *slog.Logger {
 // stdout once it serves.
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log := NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 	servers := cfg.ZK
 	var zkFailed <-chan error // the embedded ZooKeeper could not be kept running
 	if len(servers) == 0 {
@@ -146,18 +151,27 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	dr := &drain{}
 	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers,
-		Drain: dr, auth: tokens, limits: lim})
+		Drain: dr, BodyTimeout: cfg.BodyTimeout, auth: tokens, limits: lim})
 
 	// Every request context derives from base, so that shutdown can end the
 	// long waits at once instead of waiting for them.
 	base, stopRequests := context.WithCancelCause(context.Background())
 	defer stopRequests(nil)
+	// No ReadTimeout or WriteTimeout: they bound the whole request, and a
+	// wait may last --max-wait; the front door bounds the reading of the
+	// body instead (--body-timeout).
 	srv := &http.Server{
 		Handler:           handler,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// HTTP/2 (h2c, and over TLS): at most 250 streams a connection (Go's
+		// default, said here: every one counts against its token's limits
+		// too), and a connection that sends nothing for 30 s is pinged and
+		// closed if it does not answer within 15 s. IdleTimeout closes one
+		// without streams.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 250, SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
 	}
 	scheme := "http"
 	serveErr := make(chan error, 3)
@@ -371,7 +385,9 @@ func metricsOnly(m *Metrics) http.Handler {
 
 // reloadOnHangup reloads the tokens file on SIGHUP. A file that does not
 // load is logged and the tokens in force stay; leases and waits are never
-// touched either way. It returns a function that stops it.
+// touched either way, but a dashboard's WebSocket of a token removed or
+// changed is closed (see dashboard.ws). It returns a function that stops
+// it.
 func reloadOnHangup(ctx context.Context, path string, a *auth, log *slog.Logger) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -389,7 +405,7 @@ func reloadOnHangup(ctx context.Context, path string, a *auth, log *slog.Logger)
 					log.Error("tokens file not reloaded; the tokens in force stay", "err", err)
 					continue
 				}
-				a.tokens.Store(ts)
+				a.swap(ts)
 				log.Info("tokens file reloaded", "file", path, "tokens", ts.Len())
 			}
 		}

@@ -151,8 +151,11 @@
         status('live', 'live');
       }
     };
-    ws.onclose = function () {
+    ws.onclose = function (ev) {
       ws = null;
+      // 1008: the token this page was shown to was removed or changed; a
+      // reload signs in again.
+      if (ev.code === 1008) { location.reload(); return; }
       retry();
     };
   }

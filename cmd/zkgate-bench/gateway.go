@@ -44,10 +44,12 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tl
 		return nil, err
 	}
 	// The benchmark measures what the gateway can carry, so its limits on
-	// leases and waiters are lifted (-waiters may ask for more than the
-	// defaults allow).
+	// leases (and their rate), waiters and requests are lifted (-waiters may ask for more
+	// than the defaults allow, and every client of the bench comes from
+	// 127.0.0.1, one client address to a gateway without tokens).
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--zk", zkAddr, "--root", gatewayRoot,
-		"--log-level", logLevel, "--max-leases", "10000000", "--max-waiters", "10000000", "--max-waiters-per-name", "10000000")
+		"--log-level", logLevel, "--max-leases", "10000000", "--max-waiters", "10000000", "--max-waiters-per-name", "10000000",
+		"--max-requests-per-token", "10000000", "--max-leases-per-token", "10000000", "--lease-rate", "1000000")
 	metrics := newTransport(2)
 	if tlsFiles != nil {
 		cmd.Args = append(cmd.Args, "--tls-cert", tlsFiles.cert, "--tls-key", tlsFiles.key)

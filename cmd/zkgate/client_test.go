@@ -569,6 +569,44 @@ func TestStatusCommand(t *testing.T) {
 	<-waiter
 }
 
+// TestStatusShowsControlCharactersEscaped: holder labels and election
+// values come from clients (and foreign nodes' data from anyone who can
+// write to ZooKeeper); the table shows their control and format characters
+// escaped as Go's %q does, where it printed a holder's terminal escapes
+// raw (retitling, clearing or recolouring the reader's terminal). --json
+// keeps them, JSON-escaped.
+func TestStatusShowsControlCharactersEscaped(t *testing.T) {
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	const holder = "\x1b]0;pwned\a\x1b[2Jworker" // retitle the terminal, clear it
+	mustOK := func(r gwtest.Response, what string) {
+		t.Helper()
+		if r.Status >= 300 {
+			t.Fatalf("%s: %d %s", what, r.Status, r.Body)
+		}
+	}
+	mustOK(gwtest.Do(t, "POST", g.URL+"/v1/locks/term/acquire", map[string]any{"ttl": "1m", "holder": holder}), "acquire")
+	mustOK(gwtest.Do(t, "POST", g.URL+"/v1/elections/e/campaign", map[string]any{"ttl": "1m", "holder": "c",
+		"value": "right\u202eleft"}), "campaign")
+
+	code, out, stderr := runZkgate(t, g.URL, nil, "status")
+	if code != 0 {
+		t.Fatalf("status: %d %s", code, stderr)
+	}
+	if strings.ContainsAny(out, "\x1b\a\u202e") {
+		t.Errorf("the table prints control characters raw: %q", out)
+	}
+	for _, want := range []string{`\x1b]0;pwned\a\x1b[2Jworker`, `right\u202eleft`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %s:\n%s", want, out)
+		}
+	}
+	code, out, _ = runZkgate(t, g.URL, nil, "status", "--json")
+	var st status
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || len(st.Locks) != 1 || st.Locks[0].Holders[0].Holder != holder {
+		t.Errorf("status --json: %d %v, want the holder as it is: %s", code, err, out)
+	}
+}
+
 // TestClientCommandLines: bad command lines are one line and exit 2;
 // --gateway falls back to ZKGATE_URL, then the default; help lists the
 // exit codes.

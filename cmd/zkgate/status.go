@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/zkgate/zkgate/client"
 )
@@ -126,7 +128,7 @@ func printStatus(w io.Writer, st *status, now time.Time) error {
 		if !since.IsZero() {
 			age = now.Sub(since).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", kind, name, role, cell(holder), short(lease), tok, age)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", kind, cell(name), role, cell(holder), cell(short(lease)), tok, age)
 	}
 	contender := func(kind, name, role string, h client.Holder) {
 		who := h.Holder
@@ -211,11 +213,40 @@ func short(id string) string {
 	return id
 }
 
-// cell keeps a table cell on one line and of a readable width.
+// cell keeps a table cell on one line, of a readable width, and inert:
+// names, holder labels, values and foreign nodes' data come from clients.
 func cell(s string) string {
 	s = oneLine(s)
 	if len(s) > 48 {
 		s = strings.ToValidUTF8(s[:47], "") + "…"
 	}
-	return s
+	return printable(s)
+}
+
+// printable escapes what a terminal would act on rather than show (control
+// characters such as ESC and BEL, format characters such as bidi
+// overrides, invalid UTF-8) as Go's %q does (\x1b, \a, \u202e), so that a
+// holder label cannot retitle, clear or rewrite the terminal it is shown
+// in.
+func printable(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for len(s[i:]) > 0 {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRune(r) // '\x1b'
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }
