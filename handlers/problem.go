@@ -36,6 +36,7 @@ var statusOf = map[recipes.Code]int{
 	CodeUnauthenticated:       http.StatusUnauthorized,
 	CodeForbidden:             http.StatusForbidden,
 	CodeTooMany:               http.StatusTooManyRequests,
+	codeMisdirected:           http.StatusMisdirectedRequest,
 }
 
 const (
@@ -65,6 +66,7 @@ var titles = map[recipes.Code]string{
 	CodeUnauthenticated:       "Unauthenticated",
 	CodeForbidden:             "Forbidden",
 	CodeTooMany:               "Too many",
+	codeMisdirected:           "Misdirected",
 }
 
 // WriteError writes err as application/problem+json. Internal errors are

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/peer"
 )
 
 // Why a lease ended, as told to clients in lease_expired problems.
@@ -35,6 +37,9 @@ type LeaseConfig struct {
 	// MaxLockDelay the most a lease may ask for (--lock-delay 0s and
 	// --max-lock-delay 1m).
 	LockDelay, MaxLockDelay time.Duration
+	// PeerSecret, the gateways' shared secret (nil: none), signs every
+	// lease record and checks the others' (see peerproof.go).
+	PeerSecret *peer.Secret
 }
 
 // LeaseSpec is what a client asks of a new lease.
@@ -93,6 +98,7 @@ type Leases struct {
 
 	drainEnd  atomic.Pointer[time.Time] // set while the gateway drains: every lease ends then
 	advertise atomic.Pointer[string]    // the address this gateway serves (see Locate)
+	proofs    *proofs                   // of the records and registrations
 }
 
 type endedLease struct {
@@ -108,8 +114,8 @@ type Lease struct {
 	// Owner is the name of the client token that made the lease ("" when
 	// tokens are off). It is written into the lease record, so that the
 	// gateway a request is forwarded to knows it too.
-	Owner     string
-	TTL       time.Duration
+	Owner string
+	TTL   time.Duration
 	// LockDelay is how long after the lease ends without releasing what it
 	// holds no zkgate grant of it is made.
 	LockDelay time.Duration
@@ -150,7 +156,8 @@ func NewLeases(sess *Session, cfg LeaseConfig, log *slog.Logger) *Leases {
 		log = slog.Default()
 	}
 	ls := &Leases{sess: sess, cfg: cfg, log: log.With("component", "leases"),
-		live: map[string]*Lease{}, ended: map[string]endedLease{}}
+		live: map[string]*Lease{}, ended: map[string]endedLease{},
+		proofs: &proofs{secret: cfg.PeerSecret, root: sess.Root(), log: log.With("component", "peers")}}
 	// A lost session takes every lease of its epoch with it. The listener must
 	// not block: the ending runs on its own goroutine, and every lookup checks
 	// the epoch anyway, so no reply can claim a lost lease in between.
@@ -203,6 +210,9 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
 
 	record := map[string]any{"holder": holder, "ttl": ttl.String(), "gateway": ls.cfg.GatewayID}
+	if proof := ls.proofs.lease(id, ls.cfg.GatewayID); proof != "" {
+		record["proof"] = proof
+	}
 	if owner != "" {
 		record["owner"] = owner
 	}

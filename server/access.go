@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -179,6 +180,15 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 		handlers.Problem(w, r, handlers.CodeForbidden, "no access rule for "+route)
 		return r, nil, false
 	}
+	if _, forwarded := r.Header[handlers.ForwardedHeader]; forwarded {
+		// Another gateway's request, or a forgery: proven before anything.
+		var err error
+		if r, err = fd.peers.Admit(r); err != nil {
+			routeAnswered(r, pattern)
+			handlers.WriteError(w, r, err)
+			return r, nil, false
+		}
+	}
 	target := ru.target(r, rctx)
 	if !ru.open && fd.auth.enabled() {
 		caller, allowed := authorize(w, r, fd.auth.tokens.Load(), ru, route, target)
@@ -201,7 +211,11 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 }
 
 // authorize answers 401 or 403 and reports false, or returns the caller.
+// The caller of a request another gateway forwarded is the token it names.
 func authorize(w http.ResponseWriter, r *http.Request, tokens *Tokens, ru rule, route, target string) (*handlers.Caller, bool) {
+	if pc := handlers.PeerOf(r.Context()); pc != nil {
+		return authorizePeer(w, r, tokens, pc, ru, route, target)
+	}
 	secret, fromCookie := secretOf(r)
 	var tok *Token
 	if secret != "" {
@@ -225,6 +239,30 @@ func authorize(w http.ResponseWriter, r *http.Request, tokens *Tokens, ru rule, 
 		}
 		return nil, false
 	}
+	return permit(w, r, tok, ru, route, target)
+}
+
+// authorizePeer authorizes a forwarded request as the token its gateway
+// names, looked up in this gateway's own tokens file (the gateways of a
+// root share it).
+func authorizePeer(w http.ResponseWriter, r *http.Request, tokens *Tokens, pc *handlers.PeerCall, ru rule, route, target string) (*handlers.Caller, bool) {
+	if pc.Caller == "" {
+		handlers.Unauthenticated(w, r, false, "gateway "+strconv.Quote(pc.Gateway)+" forwarded a request without a token "+
+			"(tokens are off there): the gateways of a root must share --auth-file")
+		return nil, false
+	}
+	tok := tokens.Named(pc.Caller)
+	if tok == nil {
+		handlers.Unauthenticated(w, r, true, "the token "+strconv.Quote(pc.Caller)+" of gateway "+strconv.Quote(pc.Gateway)+
+			" is not in this gateway's tokens file: the gateways of a root must share --auth-file")
+		return nil, false
+	}
+	return permit(w, r, tok, ru, route, target)
+}
+
+// permit checks tok against the route's rule: it answers 403 and reports
+// false, or returns the caller.
+func permit(w http.ResponseWriter, r *http.Request, tok *Token, ru rule, route, target string) (*handlers.Caller, bool) {
 	granted := tok.Permits(ru.kind, target, ru.level)
 	if !granted && !ru.lease {
 		need := Permission{Kind: ru.kind, Prefix: target, Level: ru.level}

@@ -30,6 +30,7 @@ type frontDoor struct {
 	mux    *chi.Mux
 	auth   *auth
 	limits *limits
+	peers  *handlers.Peers // checks forwarded requests and signs their answers (nil: none taken)
 }
 
 func (fd *frontDoor) wrap(next http.Handler) http.Handler {
@@ -37,6 +38,10 @@ func (fd *frontDoor) wrap(next http.Handler) http.Handler {
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		start := time.Now()
 		defer fd.done(ww, r, start)
+		if _, forwarded := r.Header[handlers.ForwardedHeader]; forwarded {
+			fd.servePeer(ww, r, next)
+			return
+		}
 		r, release, ok := fd.enter(ww, r)
 		if !ok {
 			return
@@ -46,6 +51,27 @@ func (fd *frontDoor) wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(ww, r)
 	})
+}
+
+// servePeer serves a request that says another gateway forwarded it: the
+// front door proves it (see admit), and whatever answers it, the route or
+// a refusal, is held until whole and sent with this gateway's proof when
+// the request proved itself with the shared secret.
+//
+//go:noinline
+func (fd *frontDoor) servePeer(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	held := handlers.Hold(w)
+	r, release, ok := fd.enter(held, r)
+	if ok {
+		func() {
+			if release != nil {
+				defer release()
+			}
+			next.ServeHTTP(held, r)
+		}()
+	}
+	// Not deferred: after a panic, done answers 500 in its place.
+	fd.peers.Release(held, r)
 }
 
 // enter sets the headers every answer carries and checks access; it
