@@ -192,15 +192,6 @@ func TestForwardOnlyToProvenPeers(t *testing.T) {
 		}
 	}
 
-	// The dashboard shows the stranger's registration for what it is.
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		_, _, page := getPage(t, a.URL+"/")
-		if i := strings.Index(page, evil.addr()); i < 0 || !strings.Contains(page[i:], ">unverified<") {
-			return fmt.Errorf("a's overview does not mark the stranger's registration unverified")
-		}
-		return nil
-	})
-
 	original := rewrite(t, conn, record, map[string]any{"gateway": "evil"})
 	notTheStranger("a record naming the stranger's registration")
 	var rec struct{ Gateway string }
@@ -221,6 +212,15 @@ func TestForwardOnlyToProvenPeers(t *testing.T) {
 			t.Errorf("%d lines about nodes that do not check out, %d about %s, want one: %s", n, strings.Count(b.Logs(), "path="+p+"\n"), p, b.Logs())
 		}
 	}
+
+	// The dashboard shows the stranger's registration for what it is.
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		_, _, page := getPage(t, a.URL+"/")
+		if i := strings.Index(page, evil.addr()); i < 0 || !strings.Contains(page[i:], ">unverified<") {
+			return fmt.Errorf("a's overview does not mark the stranger's registration unverified")
+		}
+		return nil
+	})
 }
 
 // TestAnswerOfAProvenAddressMustProveItself: a registration and a lease
