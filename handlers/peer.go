@@ -31,8 +31,9 @@ import (
 //     carries ForwardedHeader: "v1 from=ID to=ID t=UNIX n=NONCE caller=NAME
 //     mac=MAC", the MAC an HMAC-SHA256 over those fields, the method, the
 //     path and query, and the SHA-256 of the body. The receiver takes it
-//     once (the nonce), within PeerClockSkew of its own clock, and only
-//     when it is the gateway named by to. Its answer carries answerHeader,
+//     once (the nonce), within PeerClockSkew of its own clock, and serves
+//     it only when it is the gateway named by to (another, at the address
+//     of one gone, answers 421: see forward). Its answer carries answerHeader,
 //     an HMAC over the request's nonce, the status, the headers relayed to
 //     the client and the SHA-256 of the body, which the sender checks
 //     before relaying anything.

@@ -1,9 +1,18 @@
 package handlers
 
 import (
+	"crypto/rand"
+	"encoding/base64"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/zkgate/zkgate/internal/peer"
+	"github.com/zkgate/zkgate/recipes"
 )
 
 // TestParseProof: the forwarding header is read strictly; what a gateway
@@ -75,5 +84,90 @@ func TestAnswerFieldsCoverWhatIsRelayed(t *testing.T) {
 		if strings.Join(other, "|") == base {
 			t.Errorf("another %s: the proof covers the same", name)
 		}
+	}
+}
+
+// signedRequest is a request as gateway "gw-a" sends it to "gw-b", its
+// proof made at time at.
+func signedRequest(t *testing.T, secret *peer.Secret, method, uri, body string, at time.Time, caller string) *http.Request {
+	t.Helper()
+	r := httptest.NewRequest(method, uri, strings.NewReader(body))
+	var n [16]byte
+	_, _ = rand.Read(n[:])
+	f := proof{from: "gw-a", to: "gw-b", caller: caller, nonce: base64.RawURLEncoding.EncodeToString(n[:]), at: at.Unix()}
+	f.mac = secret.Sign("request", f.requestFields(method, r.RequestURI, []byte(body))...)
+	r.Header.Set(ForwardedHeader, f.String())
+	return r
+}
+
+// TestAdmit: a forwarded request is taken once, only with a proof of the
+// shared secret over what it asks, within PeerClockSkew of the receiver's
+// clock; a proven request meant for another gateway is answered 421.
+func TestAdmit(t *testing.T) {
+	secret, err := peer.ParseSecret("f", []byte(strings.Repeat("s", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := peer.ParseSecret("f", []byte(strings.Repeat("o", 32)))
+	b := NewPeers("gw-b", secret, nil, slog.New(slog.DiscardHandler))
+	now := time.Now()
+
+	r := signedRequest(t, secret, "POST", "/v1/locks/x/acquire?wait=1s", `{"lease":"l"}`, now, "billing")
+	got, err := b.Admit(r)
+	if err != nil {
+		t.Fatalf("a proven request: %v", err)
+	}
+	if pc := PeerOf(got.Context()); pc == nil || pc.Gateway != "gw-a" || pc.Caller != "billing" || !pc.signed {
+		t.Fatalf("the proven call: %+v", pc)
+	}
+	if body, _ := io.ReadAll(got.Body); string(body) != `{"lease":"l"}` {
+		t.Errorf("the body after the check: %q", body)
+	}
+	replay := httptest.NewRequest("POST", "/v1/locks/x/acquire?wait=1s", strings.NewReader(`{"lease":"l"}`))
+	replay.Header = r.Header.Clone()
+	if _, err := b.Admit(replay); recipes.ErrorCode(err) != CodeForbidden || !strings.Contains(err.Error(), "replay") {
+		t.Errorf("a replay: %v", err)
+	}
+
+	for name, c := range map[string]struct {
+		r    *http.Request
+		want string
+	}{
+		"another secret's": {signedRequest(t, other, "GET", "/v1/leases", "", now, ""), "does not check out"},
+		"old":              {signedRequest(t, secret, "GET", "/v1/leases", "", now.Add(-PeerClockSkew-time.Minute), ""), "off this gateway's clock"},
+		"from the future":  {signedRequest(t, secret, "GET", "/v1/leases", "", now.Add(PeerClockSkew+time.Minute), ""), "off this gateway's clock"},
+		"malformed": {func() *http.Request {
+			r := httptest.NewRequest("GET", "/v1/leases", nil)
+			r.Header.Set(ForwardedHeader, "1")
+			return r
+		}(), "malformed"},
+	} {
+		if _, err := b.Admit(c.r); recipes.ErrorCode(err) != CodeForbidden || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want forbidden, %q", name, err, c.want)
+		}
+	}
+	for name, change := range map[string]func(*http.Request){
+		"another body":   func(r *http.Request) { r.Body = io.NopCloser(strings.NewReader(`{"lease":"m"}`)) },
+		"another method": func(r *http.Request) { r.Method = "DELETE" },
+		"another query":  func(r *http.Request) { r.RequestURI = "/v1/locks/x/acquire?wait=1m" },
+		"another caller": func(r *http.Request) {
+			r.Header.Set(ForwardedHeader, strings.Replace(r.Header.Get(ForwardedHeader), "caller=billing", "caller=admin", 1))
+		},
+	} {
+		r := signedRequest(t, secret, "POST", "/v1/locks/x/acquire?wait=1s", `{"lease":"l"}`, now, "billing")
+		change(r)
+		if _, err := b.Admit(r); recipes.ErrorCode(err) != CodeForbidden || !strings.Contains(err.Error(), "does not check out") {
+			t.Errorf("%s: %v, want forbidden", name, err)
+		}
+	}
+
+	c := NewPeers("gw-c", secret, nil, slog.New(slog.DiscardHandler))
+	if got, err := c.Admit(signedRequest(t, secret, "GET", "/v1/leases", "", now, "")); recipes.ErrorCode(err) != codeMisdirected || PeerOf(got.Context()) == nil {
+		t.Errorf("a proven request meant for another gateway: %v, want misdirected with the call proven", err)
+	}
+	var none *Peers
+	if _, err := none.Admit(signedRequest(t, secret, "GET", "/v1/leases", "", now, "")); recipes.ErrorCode(err) != CodeForbidden ||
+		!strings.Contains(err.Error(), "--peer-secret-file") {
+		t.Errorf("a gateway without a credential: %v", err)
 	}
 }

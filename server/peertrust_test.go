@@ -458,8 +458,10 @@ func TestForwardedRequestsCarryNoSecret(t *testing.T) {
 		t.Errorf("the refusal should be a's: %v", r.Header)
 	}
 
-	// The captured request, sent again: refused.
+	// The captured request, sent again: refused; to another gateway, which
+	// it does not name: not served there either.
 	wantProblem(t, fwd.send(t, a.URL, nil), 403, "forbidden", "the forwarded request replayed")
+	wantProblem(t, fwd.send(t, b.URL, nil), 421, "misdirected", "the forwarded request sent to another gateway")
 	// Changed to act on another lease: refused.
 	wantProblem(t, fwd.send(t, a.URL, func(req *http.Request) {
 		req.URL.Path = "/v1/leases/" + other + "/keepalive"

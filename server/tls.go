@@ -162,7 +162,7 @@ type gatewayTLS struct {
 
 // serverConfig asks for client certificates: of --tls-client-ca from every
 // client when it is given, and of --tls-peer-ca from the other gateways
-// (see verifyPeer), which need not show one of --tls-client-ca.
+// (see peers), which need not show one of --tls-client-ca.
 func (g *gatewayTLS) serverConfig() *tls.Config {
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
