@@ -2,17 +2,13 @@ package handlers
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"time"
 
 	"github.com/zkgate/zkgate/recipes"
 )
-
-// forwardedHeader marks a request one gateway passed to another, so that
-// it is never passed on again.
-const forwardedHeader = "X-Zkgate-Forwarded"
 
 // LeaseEndsHeader is set on every answer of a draining gateway: every lease
 // it keeps ends at that time (RFC 3339), so a client should take a new lease
@@ -29,58 +25,67 @@ const TimeHeader = "X-Zkgate-Time"
 func stampTime(h http.Header) { h.Set(TimeHeader, time.Now().UTC().Format(time.RFC3339Nano)) }
 
 // elsewhere says that a lease lives on another gateway. Behind a load
-// balancer, a client's requests reach any gateway; the one that owns the
+// balancer, a client's requests reach any gateway; the one that keeps the
 // lease (its ZooKeeper session holds the lease's nodes) must serve them.
 type elsewhere struct {
-	owner string // host:port
-	err   error  // lease_not_found, answered when forwarding is not possible
-	via   Forwarding
+	lease  string
+	keeper recipes.Keeper
+	err    error // lease_not_found, answered when forwarding is not possible
+	via    *Peers
 }
 
-// Forwarding is how a gateway reaches the others: over plain HTTP with the
-// default transport, or over TLS (with this gateway's client certificate
-// when they ask for one).
-type Forwarding struct {
-	TLS       bool
-	Transport http.RoundTripper // nil: http.DefaultTransport
-}
-
-func (e *elsewhere) Error() string { return "lease owned by the gateway at " + e.owner }
+func (e *elsewhere) Error() string { return "lease kept by the gateway at " + e.keeper.Advertise }
 func (e *elsewhere) Unwrap() error { return e.err }
 
-// forward passes r, whose JSON body decodeJSON kept, to the owning gateway
-// and relays its answer. It reports false when r may not be forwarded.
+// forward passes r, whose JSON body decodeJSON kept, to the gateway that
+// keeps the lease, with this gateway's proof and the caller's name (never
+// the client's secret), and relays its answer once proven. It reports
+// false when r may not be forwarded: it was forwarded already.
 func forward(w http.ResponseWriter, r *http.Request, e *elsewhere) bool {
-	if r.Header.Get(forwardedHeader) != "" {
+	if PeerOf(r.Context()) != nil {
 		return false
 	}
-	target := &url.URL{Scheme: "http", Host: e.owner}
-	if e.via.TLS {
-		target.Scheme = "https"
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxPeerBody+1))
+	switch {
+	case err != nil:
+		WriteError(w, r, invalid("could not read the body: %v", err))
+		return true
+	case len(body) > maxPeerBody:
+		WriteError(w, r, recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", maxPeerBody))
+		return true
 	}
-	proxy := &httputil.ReverseProxy{
-		Transport: e.via.Transport,
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.Host = r.Host
-			pr.Out.Header.Set(forwardedHeader, w.Header().Get("X-Request-Id"))
-		},
-		ModifyResponse: func(resp *http.Response) error {
-			resp.Header.Del("X-Request-Id") // ours is set already
-			resp.Header.Set("X-Zkgate-Served-By", e.owner)
-			return nil
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			WriteError(w, r, &recipes.Error{Code: recipes.CodeUnavailable,
-				Detail: "the lease's gateway at " + e.owner + " does not answer", Err: err})
-		},
+	caller := ""
+	if c := CallerOf(r.Context()); c != nil {
+		caller = c.Name
 	}
-	// The owner's answer says when its own leases end, on its own clock:
+	answer, err := e.via.ask(r.Context(), e.keeper, r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"),
+		w.Header().Get("X-Request-Id"), caller, body)
+	if err != nil {
+		WriteError(w, r, err)
+		return true
+	}
+	if answer.status == http.StatusMisdirectedRequest {
+		// Another gateway serves the keeper's address now: the keeper is
+		// gone, and its leases with it (an address names one gateway).
+		WriteError(w, r, &recipes.Error{Code: recipes.CodeLeaseExpired, Extra: map[string]any{"reason": recipes.EndSessionLost},
+			Detail: fmt.Sprintf("lease %q has ended: %s (its gateway %s at %s is gone; another gateway serves that address now)",
+				e.lease, recipes.EndSessionLost, e.keeper.Gateway, e.keeper.Advertise)})
+		return true
+	}
+	h := w.Header()
+	// The keeper's answer says when its own leases end, on its own clock:
 	// whatever this gateway would have said of its own leases is not about
 	// this one.
-	w.Header().Del(LeaseEndsHeader)
-	w.Header().Del(TimeHeader)
-	proxy.ServeHTTP(w, r)
+	h.Del(LeaseEndsHeader)
+	h.Del(TimeHeader)
+	for k, v := range answer.header {
+		if relayed(k) {
+			h[k] = v
+		}
+	}
+	h.Set(servedByHeader, e.keeper.Advertise)
+	w.WriteHeader(answer.status)
+	_, _ = w.Write(answer.body)
 	return true
 }
 

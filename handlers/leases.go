@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -31,9 +31,9 @@ type LeaseStore interface {
 	Terminate(id string) error
 	List() []*recipes.Lease
 	// Locate says what the other gateways know of a lease this one does
-	// not: the host:port of the gateway that owns it, or the lease_expired
-	// error of one that has ended; "" and nil when nobody knows it.
-	Locate(id string) (string, error)
+	// not: the gateway that keeps it, or the lease_expired error of one
+	// that has ended; no keeper and nil when nobody knows it.
+	Locate(id string) (recipes.Keeper, error)
 }
 
 // GatewayDirectory lists the gateways that serve the same ZooKeeper root.
@@ -55,8 +55,9 @@ type API struct {
 	Limits         Limits
 	// Audit receives the records of admin actions on other tokens' leases.
 	Audit *slog.Logger
-	// Forward is how requests for leases of other gateways reach them.
-	Forward Forwarding
+	// Peers is how requests for leases of other gateways, and the list of
+	// every gateway's leases, reach them (nil: they do not).
+	Peers *Peers
 }
 
 type leaseBody struct {
@@ -112,12 +113,12 @@ func (a *API) leaseParam(r *http.Request) (*recipes.Lease, error) {
 func (a *API) lookup(id string) (*recipes.Lease, error) {
 	l, err := a.Leases.Get(id)
 	if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
-		owner, ended := a.Leases.Locate(id)
+		keeper, ended := a.Leases.Locate(id)
 		switch {
 		case ended != nil:
 			return nil, ended
-		case owner != "":
-			return nil, &elsewhere{owner: owner, err: err, via: a.Forward}
+		case keeper.Advertise != "":
+			return nil, &elsewhere{lease: id, keeper: keeper, err: err, via: a.Peers}
 		}
 	}
 	return l, err
@@ -209,11 +210,11 @@ func (a *API) ListLeases() http.Handler {
 		}
 		doc := map[string]any{"leases": out}
 		stampTime(w.Header())
-		if scope == "gateway" || r.Header.Get(forwardedHeader) != "" || a.Gateways == nil {
+		if scope == "gateway" || PeerOf(r.Context()) != nil || a.Gateways == nil {
 			writeJSON(w, http.StatusOK, doc)
 			return
 		}
-		others, unreachable := a.peerLeases(r)
+		others, unreachable := a.peerLeases(r, w.Header().Get("X-Request-Id"))
 		out = append(out, others...)
 		slices.SortFunc(out, func(x, y recipes.LeaseInfo) int {
 			return cmp.Or(x.CreatedAt.Compare(y.CreatedAt), cmp.Compare(x.ID, y.ID))
@@ -237,13 +238,18 @@ type unreachableGateway struct {
 }
 
 // peerLeases asks every other registered gateway for its own leases, at
-// once, each bounded by peerTimeout.
-func (a *API) peerLeases(r *http.Request) ([]recipes.LeaseInfo, []unreachableGateway) {
+// once, each bounded by peerTimeout, as the caller (see Peers). Only
+// registrations that check out are listed (see recipes.Service.Gateways).
+func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo, []unreachableGateway) {
 	ctx, cancel := context.WithTimeout(r.Context(), peerTimeout)
 	defer cancel()
 	gws, err := a.Gateways.Gateways(ctx)
 	if err != nil {
 		return nil, []unreachableGateway{{Gateway: "*", Error: "the gateways could not be listed: " + string(recipes.ErrorCode(err))}}
+	}
+	caller := ""
+	if c := CallerOf(r.Context()); c != nil {
+		caller = c.Name
 	}
 	var (
 		mu          sync.Mutex
@@ -255,10 +261,8 @@ func (a *API) peerLeases(r *http.Request) ([]recipes.LeaseInfo, []unreachableGat
 		if g.ID == a.Gateways.GatewayID() {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got, err := askPeer(ctx, r, a.Forward, g.Advertise)
+		wg.Go(func() {
+			got, err := a.Peers.leasesOf(ctx, recipes.Keeper{Gateway: g.ID, Advertise: g.Advertise}, caller, requestID)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -266,41 +270,35 @@ func (a *API) peerLeases(r *http.Request) ([]recipes.LeaseInfo, []unreachableGat
 				return
 			}
 			leases = append(leases, got...)
-		}()
+		})
 	}
 	wg.Wait()
 	slices.SortFunc(unreachable, func(x, y unreachableGateway) int { return cmp.Compare(x.Gateway, y.Gateway) })
 	return leases, unreachable
 }
 
-// askPeer lists the leases of the gateway at advertise, the way requests
-// are forwarded to it (over TLS when that is on).
-func askPeer(ctx context.Context, r *http.Request, via Forwarding, advertise string) ([]recipes.LeaseInfo, error) {
-	scheme := "http"
-	if via.TLS {
-		scheme = "https"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+advertise+"/v1/leases?scope=gateway", nil)
+// leasesOf lists the leases of gateway k, the way requests are forwarded
+// to it.
+func (p *Peers) leasesOf(ctx context.Context, k recipes.Keeper, caller, requestID string) ([]recipes.LeaseInfo, error) {
+	answer, err := p.ask(ctx, k, http.MethodGet, "/v1/leases?scope=gateway", "", requestID, caller, nil)
 	if err != nil {
+		var e *recipes.Error
+		if errors.As(err, &e) && e.Err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Detail, e.Err)
+		}
 		return nil, err
 	}
-	req.Header.Set(forwardedHeader, r.Header.Get("X-Request-Id"))
-	if auth := r.Header.Get("Authorization"); auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	client := &http.Client{Timeout: peerTimeout, Transport: via.Transport} // nil: the default transport
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("answered %s", resp.Status)
+	switch answer.status {
+	case http.StatusOK:
+	case http.StatusMisdirectedRequest:
+		return nil, nil // gone: another gateway serves its address, and lists its own leases
+	default:
+		return nil, fmt.Errorf("answered %d %s", answer.status, http.StatusText(answer.status))
 	}
 	var doc struct {
 		Leases []recipes.LeaseInfo `json:"leases"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&doc); err != nil {
+	if err := json.Unmarshal(answer.body, &doc); err != nil {
 		return nil, fmt.Errorf("an answer that is not a lease list: %w", err)
 	}
 	return doc.Leases, nil

@@ -37,6 +37,7 @@ var statusOf = map[recipes.Code]int{
 	CodeUnauthenticated:       http.StatusUnauthorized,
 	CodeForbidden:             http.StatusForbidden,
 	CodeTooMany:               http.StatusTooManyRequests,
+	codeMisdirected:           http.StatusMisdirectedRequest,
 }
 
 const (
@@ -69,6 +70,7 @@ var titles = map[recipes.Code]string{
 	CodeUnauthenticated:       "Unauthenticated",
 	CodeForbidden:             "Forbidden",
 	CodeTooMany:               "Too many",
+	codeMisdirected:           "Misdirected",
 }
 
 // WriteError writes err as application/problem+json. Internal errors are

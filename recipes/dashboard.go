@@ -174,14 +174,12 @@ func LeaseRecords(snap *Snapshot) []DashboardLease {
 }
 
 // GatewayRecords reads the gateways registered in a snapshot of
-// {root}/gateways.
-func GatewayRecords(snap *Snapshot) []GatewayInfo {
+// {root}/gateways; those that do not check out with the gateways' shared
+// secret are marked Unverified.
+func (d Dashboard) GatewayRecords(snap *Snapshot) []GatewayInfo {
 	out := make([]GatewayInfo, 0, len(snap.Children))
 	for _, n := range snap.Children {
-		var g GatewayInfo
-		_ = json.Unmarshal(n.Data, &g)
-		g.ID = n.Name
-		out = append(out, g)
+		out = append(out, d.svc.readRegistration(snap.Path+"/"+n.Name, n.Name, n.Data))
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package recipes
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -348,14 +347,7 @@ func (ls *Leases) restore(st LeaseState, epoch uint64) error {
 func (ls *Leases) rewriteRecords(ctx context.Context) error {
 	var first error
 	for _, l := range ls.List() {
-		record := map[string]any{"holder": l.Holder, "ttl": l.TTL.String(), "gateway": ls.cfg.GatewayID}
-		if l.Owner != "" {
-			record["owner"] = l.Owner
-		}
-		if l.LockDelay > 0 {
-			record["lock_delay"] = l.LockDelay.String()
-		}
-		data, _ := json.Marshal(record)
+		data := ls.recordOf(l)
 		for {
 			_, err := ls.sess.Conn().Set(ls.recordPath(l.ID), data, -1)
 			if err == nil || errors.Is(err, zk.ErrNoNode) {

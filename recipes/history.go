@@ -156,11 +156,17 @@ func (ls *Leases) endRecords(ctx context.Context, leases []*Lease, reason string
 	}
 }
 
-// Locate finds what the other gateways know of lease id: the advertised
-// host:port of the live gateway that keeps it, or, from its history, the
-// lease_expired error of a lease that has ended; "" and nil when no gateway
-// ever made it (or its history was swept). A gateway that cannot read
-// ZooKeeper now cannot tell: it answers unavailable, never "not found".
+// Keeper is the gateway that keeps a lease: its id, and the host:port it
+// is reached at.
+type Keeper struct {
+	Gateway, Advertise string
+}
+
+// Locate finds what the other gateways know of lease id: the live gateway
+// that keeps it, or, from its history, the lease_expired error of a lease
+// that has ended; no Keeper and nil when no gateway ever made it (or its
+// history was swept). A gateway that cannot read ZooKeeper now cannot
+// tell: it answers unavailable, never "not found".
 //
 // It first syncs its ZooKeeper server with the leader, so that a lease made
 // a moment ago through another gateway (whose server may be ahead of ours)
@@ -169,71 +175,92 @@ func (ls *Leases) endRecords(ctx context.Context, leases []*Lease, reason string
 // written), so a record gone after a history read without a reason is a
 // lease that ended in between, whose reason a second read of the history
 // tells (none: its gateway's session went).
-func (ls *Leases) Locate(id string) (string, error) {
+//
+// With the gateways' shared secret, the record and the registration of its
+// gateway must check out (see proofs): one that does not is not a gateway's
+// word, and the lease is not located through it (unavailable, logged).
+func (ls *Leases) Locate(id string) (Keeper, error) {
 	if len(id) < 2 {
-		return "", nil
+		return Keeper{}, nil
 	}
 	if st, _, _ := ls.sess.Status(); st != StateLive {
-		return "", unavailable()
+		return Keeper{}, unavailable()
 	}
 	conn := ls.sess.Conn()
 	if _, err := conn.Sync(ls.sess.Root()); err != nil {
-		return "", unavailable()
+		return Keeper{}, unavailable()
 	}
 	hist, err := ls.readHistory(conn, id)
 	if err != nil {
-		return "", err
+		return Keeper{}, err
 	}
 	if hist != nil && hist.Reason != "" {
-		return "", leaseEnded(id, hist.Reason)
+		return Keeper{}, leaseEnded(id, hist.Reason)
 	}
 	raw, _, err := conn.Get(ls.recordPath(id))
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		if hist == nil {
-			return "", nil // no gateway ever made it, or long ago
+			return Keeper{}, nil // no gateway ever made it, or long ago
 		}
 		if hist, err = ls.readHistory(conn, id); err != nil {
-			return "", err
+			return Keeper{}, err
 		}
 		if hist == nil || hist.Reason == "" {
-			return "", leaseEnded(id, EndSessionLost) // its gateway's session went, and the record with it
+			return Keeper{}, leaseEnded(id, EndSessionLost) // its gateway's session went, and the record with it
 		}
-		return "", leaseEnded(id, hist.Reason)
+		return Keeper{}, leaseEnded(id, hist.Reason)
 	case err != nil:
-		return "", unavailable()
+		return Keeper{}, unavailable()
 	}
 	var rec struct {
 		Gateway string `json:"gateway"`
+		Proof   string `json:"proof"`
 	}
 	if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || ValidName(rec.Gateway) != nil {
-		return "", nil
+		return Keeper{}, nil
+	}
+	if !ls.proofs.leaseOK(ls.recordPath(id), id, rec.Gateway, rec.Proof) {
+		return Keeper{}, notProven(id, "its record")
 	}
 	if rec.Gateway == ls.cfg.GatewayID {
 		// Ours, yet not in the table: its ending is under way.
-		return "", unavailable()
+		return Keeper{}, unavailable()
 	}
-	raw, _, err = conn.Get(ls.sess.Root() + "/gateways/" + rec.Gateway)
+	regPath := ls.sess.Root() + "/gateways/" + rec.Gateway
+	raw, _, err = conn.Get(regPath)
 	if err != nil {
 		// Unreadable, or its gateway is not registered at this moment
 		// (the two go with the same session): ask again shortly.
-		return "", unavailable()
+		return Keeper{}, unavailable()
 	}
 	var gw struct {
 		Advertise string `json:"advertise"`
+		Proof     string `json:"proof"`
 	}
 	if json.Unmarshal(raw, &gw) != nil {
-		return "", nil
+		return Keeper{}, nil
+	}
+	if !ls.proofs.registrationOK(regPath, rec.Gateway, gw.Advertise, gw.Proof) {
+		return Keeper{}, notProven(id, "the registration of its gateway "+quote(rec.Gateway))
 	}
 	if self := ls.advertise.Load(); self != nil && gw.Advertise == *self {
 		// The gateway that keeps it was at this gateway's address, where
 		// this one serves now: it is gone, and its leases with it, though
 		// ZooKeeper has not expired its session yet.
-		return "", &Error{Code: CodeLeaseExpired, Extra: map[string]any{"reason": EndSessionLost},
+		return Keeper{}, &Error{Code: CodeLeaseExpired, Extra: map[string]any{"reason": EndSessionLost},
 			Detail: fmt.Sprintf("lease %s has ended: %s (its gateway %s at %s is gone; this gateway serves that address now)",
 				quote(id), EndSessionLost, rec.Gateway, gw.Advertise)}
 	}
-	return gw.Advertise, nil
+	return Keeper{Gateway: rec.Gateway, Advertise: gw.Advertise}, nil
+}
+
+// notProven is the error of a lease whose record, or its gateway's
+// registration, does not check out with the gateways' shared secret.
+func notProven(id, what string) *Error {
+	return &Error{Code: CodeUnavailable, Detail: fmt.Sprintf("lease %s is not located: %s in ZooKeeper does not check out "+
+		"with --peer-secret-file (written by something that does not hold the gateways' secret, or by a gateway with another one)",
+		quote(id), what)}
 }
 
 // readHistory reads the history of lease id: nil when there is none.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/peer"
 )
 
 // Why a lease ended, as told to clients in lease_expired problems.
@@ -35,6 +37,9 @@ type LeaseConfig struct {
 	// MaxLockDelay the most a lease may ask for (--lock-delay 0s and
 	// --max-lock-delay 1m).
 	LockDelay, MaxLockDelay time.Duration
+	// PeerSecret, the gateways' shared secret (nil: none), signs every
+	// lease record and checks the others' (see peerproof.go).
+	PeerSecret *peer.Secret
 }
 
 // LeaseSpec is what a client asks of a new lease.
@@ -95,6 +100,7 @@ type Leases struct {
 	drainEnd    atomic.Pointer[time.Time] // set while the gateway drains: every lease ends then
 	handingOver bool                      // guarded by mu: the session is being handed over (no new lease)
 	advertise   atomic.Pointer[string]    // the address this gateway serves (see Locate)
+	proofs      *proofs                   // of the records and registrations
 }
 
 type endedLease struct {
@@ -157,7 +163,8 @@ func NewLeases(sess *Session, cfg LeaseConfig, log *slog.Logger) *Leases {
 		log = slog.Default()
 	}
 	ls := &Leases{sess: sess, cfg: cfg, log: log.With("component", "leases"),
-		live: map[string]*Lease{}, ended: map[string]endedLease{}}
+		live: map[string]*Lease{}, ended: map[string]endedLease{},
+		proofs: &proofs{secret: cfg.PeerSecret, root: sess.Root(), log: log.With("component", "peers")}}
 	// A lost session takes every lease of its epoch with it. The listener must
 	// not block: the ending runs on its own goroutine, and every lookup checks
 	// the epoch anyway, so no reply can claim a lost lease in between.
@@ -215,14 +222,7 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 	l := &Lease{ID: id, Holder: holder, Owner: owner, TTL: ttl, LockDelay: lockDelay, CreatedAt: now, epoch: epoch, table: ls,
 		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
 
-	record := map[string]any{"holder": holder, "ttl": ttl.String(), "gateway": ls.cfg.GatewayID}
-	if owner != "" {
-		record["owner"] = owner
-	}
-	if lockDelay > 0 {
-		record["lock_delay"] = lockDelay.String()
-	}
-	data, _ := json.Marshal(record)
+	data := ls.recordOf(l)
 	if err := ls.createRecord(ctx, id, data, historyEntry{Gateway: ls.cfg.GatewayID, Holder: holder}, epoch); err != nil {
 		cancel(errLeaseEnding)
 		if ctx.Err() == nil {
@@ -253,6 +253,23 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 	ls.mu.Unlock()
 	ls.created.Add(1)
 	return l, nil
+}
+
+// recordOf is the data of l's record: what every gateway reads of it, with
+// this gateway as its keeper (signed, with the gateways' secret).
+func (ls *Leases) recordOf(l *Lease) []byte {
+	record := map[string]any{"holder": l.Holder, "ttl": l.TTL.String(), "gateway": ls.cfg.GatewayID}
+	if proof := ls.proofs.lease(l.ID, ls.cfg.GatewayID); proof != "" {
+		record["proof"] = proof
+	}
+	if l.Owner != "" {
+		record["owner"] = l.Owner
+	}
+	if l.LockDelay > 0 {
+		record["lock_delay"] = l.LockDelay.String()
+	}
+	data, _ := json.Marshal(record)
+	return data
 }
 
 func (ls *Leases) sessionID() int64 {

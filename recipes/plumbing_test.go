@@ -188,8 +188,8 @@ func TestLeaseHistorySweep(t *testing.T) {
 		}
 		return nil
 	})
-	if owner, err := svc.Leases.Locate(revoked.ID); owner != "" || err != nil {
-		t.Fatalf("a swept lease: %q %v, want nothing known", owner, err)
+	if owner, err := svc.Leases.Locate(revoked.ID); owner != (Keeper{}) || err != nil {
+		t.Fatalf("a swept lease: %+v %v, want nothing known", owner, err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/peer"
 )
 
 // tryOnceBound bounds the ZooKeeper work of a request that asked not to wait.
@@ -44,6 +45,10 @@ type Config struct {
 	Leases    LeaseConfig
 	Metrics   Metrics
 	Logger    *slog.Logger
+	// PeerSecret is the gateways' shared secret (--peer-secret-file; nil:
+	// none): it signs this gateway's registration and lease records, and
+	// the others' that do not check out with it are ignored.
+	PeerSecret *peer.Secret
 }
 
 // Service bundles the recipes on one session.
@@ -87,6 +92,7 @@ func New(sess *Session, cfg Config) *Service {
 		cfg.Metrics = nopMetrics{}
 	}
 	cfg.Leases.GatewayID = cfg.GatewayID
+	cfg.Leases.PeerSecret = cfg.PeerSecret
 	s := &Service{sess: sess, gatewayID: cfg.GatewayID, metrics: cfg.Metrics, log: cfg.Logger,
 		cache: newWatchCache(sess, cfg.Logger), watches: newNodeWatches(sess), lister: newLister()}
 	s.Leases = NewLeases(sess, cfg.Leases, cfg.Logger)
@@ -178,20 +184,42 @@ type GatewayInfo struct {
 	StartedAt time.Time `json:"started_at"`
 	// DrainingUntil is set while the gateway drains before it stops.
 	DrainingUntil *time.Time `json:"draining_until,omitempty"`
+	// Unverified marks a registration that does not check out with the
+	// gateways' shared secret: no gateway wrote it, or one with another
+	// secret. Nothing is sent to its address.
+	Unverified bool `json:"-"`
 }
 
-// record is the data of the gateway's registration: the id is its name.
-func (g GatewayInfo) record() []byte {
-	b, _ := json.Marshal(struct {
-		Advertise     string     `json:"advertise"`
-		Version       string     `json:"version"`
-		StartedAt     time.Time  `json:"started_at"`
-		DrainingUntil *time.Time `json:"draining_until,omitempty"`
-	}{g.Advertise, g.Version, g.StartedAt, g.DrainingUntil})
+// registration is the data of a gateway's registration (the id is its
+// name), with the proof of its id and address.
+type registration struct {
+	Advertise     string     `json:"advertise"`
+	Version       string     `json:"version"`
+	StartedAt     time.Time  `json:"started_at"`
+	DrainingUntil *time.Time `json:"draining_until,omitempty"`
+	Proof         string     `json:"proof,omitempty"`
+}
+
+// registration is what this gateway writes of g under {root}/gateways.
+func (s *Service) registration(g GatewayInfo) []byte {
+	b, _ := json.Marshal(registration{Advertise: g.Advertise, Version: g.Version, StartedAt: g.StartedAt,
+		DrainingUntil: g.DrainingUntil, Proof: s.Leases.proofs.registration(g.ID, g.Advertise)})
 	return b
 }
 
-// Gateways lists the gateways registered now, this one included.
+// readRegistration reads the registration of gateway id from its data,
+// marked Unverified when it does not check out (and logged, see proofs).
+func (s *Service) readRegistration(path, id string, data []byte) GatewayInfo {
+	var r registration
+	_ = json.Unmarshal(data, &r) // a registration that is not JSON is an id alone, and does not check out
+	g := GatewayInfo{ID: id, Advertise: r.Advertise, Version: r.Version, StartedAt: r.StartedAt, DrainingUntil: r.DrainingUntil}
+	g.Unverified = !s.Leases.proofs.registrationOK(path, id, r.Advertise, r.Proof)
+	return g
+}
+
+// Gateways lists the gateways registered now, this one included. With the
+// gateways' shared secret, a registration that does not check out is left
+// out (and logged): no gateway made it.
 func (s *Service) Gateways(ctx context.Context) ([]GatewayInfo, error) {
 	dir := s.sess.Root() + "/gateways"
 	names, err := s.children(ctx, dir)
@@ -199,14 +227,28 @@ func (s *Service) Gateways(ctx context.Context) ([]GatewayInfo, error) {
 		return nil, err
 	}
 	out := make([]GatewayInfo, len(names))
+	gone := make([]bool, len(names))
 	err = s.forEach(ctx, len(names), func(i int) error {
-		out[i].ID = names[i]
-		if raw, _, err := s.sess.Conn().Get(dir + "/" + names[i]); err == nil {
-			_ = json.Unmarshal(raw, &out[i])
-			out[i].ID = names[i]
+		p := dir + "/" + names[i]
+		raw, _, err := s.sess.Conn().Get(p)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			gone[i] = true
+		case err != nil:
+			out[i].ID = names[i] // out of reach: an id alone, which does not answer
+		default:
+			out[i] = s.readRegistration(p, names[i], raw)
+			gone[i] = out[i].Unverified
 		}
 		return nil
 	})
+	kept := out[:0]
+	for i, g := range out {
+		if !gone[i] {
+			kept = append(kept, g)
+		}
+	}
+	out = kept
 	sortByName(out, func(g GatewayInfo) string { return g.ID })
 	return out, err
 }
@@ -223,7 +265,7 @@ func (s *Service) Draining(until time.Time) {
 	draining := *info
 	until = until.UTC()
 	draining.DrainingUntil = &until
-	if _, err := s.sess.Conn().Set(s.sess.Root()+"/gateways/"+s.gatewayID, draining.record(), -1); err != nil {
+	if _, err := s.sess.Conn().Set(s.sess.Root()+"/gateways/"+s.gatewayID, s.registration(draining), -1); err != nil {
 		s.log.Warn("mark the registration draining", "err", err)
 	}
 }
@@ -236,7 +278,7 @@ func (s *Service) GatewayID() string { return s.gatewayID }
 func (s *Service) Register(info GatewayInfo) {
 	info.ID = s.gatewayID
 	s.Leases.Serving(info.Advertise)
-	data := info.record()
+	data := s.registration(info)
 	p := s.sess.Root() + "/gateways/" + s.gatewayID
 	s.registered.Store(&info)
 	publish := func(epoch uint64) {

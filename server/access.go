@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -233,6 +234,15 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 			return r, slot{}, false
 		}
 	}
+	if _, forwarded := r.Header[handlers.ForwardedHeader]; forwarded {
+		// Another gateway's request, or a forgery: proven before anything.
+		var err error
+		if r, err = fd.peers.Admit(r); err != nil {
+			routeAnswered(r, pattern)
+			handlers.WriteError(w, r, err)
+			return r, slot{}, false
+		}
+	}
 	target := ru.target(r, rctx)
 	var caller *handlers.Caller
 	if !ru.open && fd.auth.enabled() {
@@ -261,7 +271,11 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 }
 
 // authorize answers 401 or 403 and reports false, or returns the caller.
+// The caller of a request another gateway forwarded is the token it names.
 func authorize(w http.ResponseWriter, r *http.Request, tokens *Tokens, ru rule, route, target string) (*handlers.Caller, bool) {
+	if pc := handlers.PeerOf(r.Context()); pc != nil {
+		return authorizePeer(w, r, tokens, pc, ru, route, target)
+	}
 	secret, fromCookie := secretOf(r)
 	var tok *Token
 	if secret != "" {
@@ -285,6 +299,30 @@ func authorize(w http.ResponseWriter, r *http.Request, tokens *Tokens, ru rule, 
 		}
 		return nil, false
 	}
+	return permit(w, r, tok, ru, route, target)
+}
+
+// authorizePeer authorizes a forwarded request as the token its gateway
+// names, looked up in this gateway's own tokens file (the gateways of a
+// root share it).
+func authorizePeer(w http.ResponseWriter, r *http.Request, tokens *Tokens, pc *handlers.PeerCall, ru rule, route, target string) (*handlers.Caller, bool) {
+	if pc.Caller == "" {
+		handlers.Unauthenticated(w, r, false, "gateway "+strconv.Quote(pc.Gateway)+" forwarded a request without a token "+
+			"(tokens are off there): the gateways of a root must share --auth-file")
+		return nil, false
+	}
+	tok := tokens.Named(pc.Caller)
+	if tok == nil {
+		handlers.Unauthenticated(w, r, true, "the token "+strconv.Quote(pc.Caller)+" of gateway "+strconv.Quote(pc.Gateway)+
+			" is not in this gateway's tokens file: the gateways of a root must share --auth-file")
+		return nil, false
+	}
+	return permit(w, r, tok, ru, route, target)
+}
+
+// permit checks tok against the route's rule: it answers 403 and reports
+// false, or returns the caller.
+func permit(w http.ResponseWriter, r *http.Request, tok *Token, ru rule, route, target string) (*handlers.Caller, bool) {
 	granted := tok.Permits(ru.kind, target, ru.level)
 	if !granted && !ru.lease {
 		need := Permission{Kind: ru.kind, Prefix: target, Level: ru.level}

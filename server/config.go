@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -51,12 +52,16 @@ type Config struct {
 	// Warnings are logged at start: what the command line does that works
 	// but should not be done.
 	Warnings []string
+	// PeerSecretFile is --peer-secret-file: the secret the gateways of one
+	// root share to prove themselves to each other.
+	PeerSecretFile string
 
 	// What the security flags load, checked at start so that a bad file is
 	// a usage error (exit 2) rather than a failure later.
 	tokens     *Tokens
 	gatewayTLS *gatewayTLS
 	zkSecurity recipes.ZKSecurity
+	peerSecret *peer.Secret
 }
 
 // UsageError is a bad command line: the caller prints it and exits 2.
@@ -99,7 +104,8 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	tlsCert := fs.String("tls-cert", env("ZKGATE_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reloaded when it changes (ZKGATE_TLS_CERT)")
 	tlsKey := fs.String("tls-key", env("ZKGATE_TLS_KEY", ""), "the PEM private key of --tls-cert (ZKGATE_TLS_KEY)")
 	tlsClientCA := fs.String("tls-client-ca", env("ZKGATE_TLS_CLIENT_CA", ""), "require client certificates signed by these PEM CAs (ZKGATE_TLS_CLIENT_CA)")
-	tlsPeerCA := fs.String("tls-peer-ca", env("ZKGATE_TLS_PEER_CA", ""), "PEM CAs of the other gateways' certificates, for forwarding; the system's roots and --tls-client-ca are trusted too (ZKGATE_TLS_PEER_CA)")
+	tlsPeerCA := fs.String("tls-peer-ca", env("ZKGATE_TLS_PEER_CA", ""), "PEM CAs of the other gateways' certificates: the only CAs trusted for forwarding, both ways (ZKGATE_TLS_PEER_CA)")
+	peerSecretFile := fs.String("peer-secret-file", env("ZKGATE_PEER_SECRET_FILE", ""), "a secret the gateways of one root share (zkgate peer-secret new), so that they forward requests only to each other (ZKGATE_PEER_SECRET_FILE)")
 	zkAuth := fs.String("zk-auth", env("ZKGATE_ZK_AUTH", ""), "authenticate to ZooKeeper as digest:USER:PASSWORD (ZKGATE_ZK_AUTH)")
 	zkAuthFile := fs.String("zk-auth-file", env("ZKGATE_ZK_AUTH_FILE", ""), "read --zk-auth from this file (ZKGATE_ZK_AUTH_FILE)")
 	zkACL := fs.String("zk-acl", env("ZKGATE_ZK_ACL", "open"), "ACL of the nodes the gateway creates: open (world-writable) or creator (all for --zk-auth's identity, read for the world) (ZKGATE_ZK_ACL)")
@@ -127,7 +133,7 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	cfg := Config{Listen: *listen, Root: *root, DataDir: *dataDir, LogFormat: *logFormat, LogLevel: *logLevel, Advertise: *advertise,
 		AuthFile: *authFile, MetricsListen: *metricsListen, DebugListen: *debugListen, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSClientCA: *tlsClientCA,
-		TLSPeerCA: *tlsPeerCA, ZKAuth: *zkAuth, ZKACL: *zkACL, ZKTLSCA: *zkTLSCA, ZKTLSCert: *zkTLSCert, ZKTLSKey: *zkTLSKey}
+		TLSPeerCA: *tlsPeerCA, PeerSecretFile: *peerSecretFile, ZKAuth: *zkAuth, ZKACL: *zkACL, ZKTLSCA: *zkTLSCA, ZKTLSCert: *zkTLSCert, ZKTLSKey: *zkTLSKey}
 	var err error
 	if insecureErr != nil {
 		return Config{}, usagef("ZKGATE_INSECURE %q must be true or false", getenv("ZKGATE_INSECURE"))

@@ -7,8 +7,11 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/zkgate/zkgate/internal/peer"
 )
 
 // parseSecurity checks the security flags and loads what they name: the
@@ -63,8 +66,25 @@ func (cfg *Config) parseSecurity(zkAuthFile string) error {
 			if g.peerCA, err = loadCAs(cfg.TLSPeerCA); err != nil {
 				return usagef("--tls-peer-ca: %v", err)
 			}
+			// A certificate of --tls-peer-ca is a gateway's, which may act
+			// as any token: a CA that signs clients must not be one.
+			for _, p := range g.peerCA {
+				if slices.ContainsFunc(g.clientCA, p.Equal) {
+					return usagef("--tls-peer-ca: the CA %q is also in --tls-client-ca: every client would pass for a gateway; "+
+						"sign the gateways' certificates with a CA of their own", p.Subject.CommonName)
+				}
+			}
 		}
 		cfg.gatewayTLS = g
+	}
+
+	// The other gateways.
+	if cfg.PeerSecretFile != "" {
+		secret, err := peer.LoadSecret(cfg.PeerSecretFile)
+		if err != nil {
+			return usagef("--peer-secret-file: %v", err)
+		}
+		cfg.peerSecret = secret
 	}
 
 	// ZooKeeper.

@@ -141,7 +141,7 @@ func (s *dashSource) loadKind(ctx context.Context, st *dashState, kind string, w
 		st.leases = recipes.LeaseRecords(snap)
 		return nil
 	case kindGateways:
-		st.gateways = recipes.GatewayRecords(snap)
+		st.gateways = s.dash.GatewayRecords(snap)
 		return nil
 	}
 	names := make([]string, 0, len(snap.Children))

@@ -33,6 +33,7 @@ type frontDoor struct {
 	mux    *chi.Mux
 	auth   *auth
 	limits *limits
+	peers  *handlers.Peers // checks forwarded requests and signs their answers (nil: none taken)
 	// bodyTimeout bounds the reading of a request's body (0: no bound).
 	bodyTimeout time.Duration
 
@@ -47,6 +48,10 @@ func (fd *frontDoor) wrap(next http.Handler) http.Handler {
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		start := time.Now()
 		defer fd.done(ww, r, start)
+		if _, forwarded := r.Header[handlers.ForwardedHeader]; forwarded {
+			fd.servePeer(ww, r, next)
+			return
+		}
 		r, held, ok := fd.enter(ww, r)
 		if !ok {
 			return
@@ -56,6 +61,27 @@ func (fd *frontDoor) wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(ww, r)
 	})
+}
+
+// servePeer serves a request that says another gateway forwarded it: the
+// front door proves it (see admit), and whatever answers it, the route or
+// a refusal, is held until whole and sent with this gateway's proof when
+// the request proved itself with the shared secret.
+//
+//go:noinline
+func (fd *frontDoor) servePeer(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	answer := handlers.Hold(w)
+	r, held, ok := fd.enter(answer, r)
+	if ok {
+		func() {
+			if held.held {
+				defer fd.limits.release(held)
+			}
+			next.ServeHTTP(answer, r)
+		}()
+	}
+	// Not deferred: after a panic, done answers 500 in its place.
+	fd.peers.Release(answer, r)
 }
 
 // enter sets the headers every answer carries and checks access; it

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,6 +61,9 @@ func New(d Deps) http.Handler {
 	}
 	r := chi.NewRouter()
 	fd := &frontDoor{log: d.Log, m: d.Metrics, drain: d.Drain, mux: r, auth: d.auth, limits: d.limits, bodyTimeout: d.BodyTimeout}
+	if d.API != nil {
+		fd.peers = d.API.Peers
+	}
 	r.Use(fd.wrap)
 	routes(r, d)
 	return r
@@ -116,7 +120,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	gatewayID := newGatewayID()
 	svc := recipes.New(sess, recipes.Config{
 		GatewayID: gatewayID, Metrics: metrics, Logger: log,
-		Leases: recipes.LeaseConfig{MaxTTL: cfg.MaxTTL, LockDelay: cfg.LockDelay, MaxLockDelay: cfg.MaxLockDelay},
+		Leases:     recipes.LeaseConfig{MaxTTL: cfg.MaxTTL, LockDelay: cfg.LockDelay, MaxLockDelay: cfg.MaxLockDelay},
+		PeerSecret: cfg.peerSecret,
 	})
 	defer svc.Close()
 	metrics.observeService(svc)
@@ -129,6 +134,10 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if advertise == "" {
 		advertise = ln.Addr().String()
 	}
+	if err := checkPeers(ctx, cfg, svc, advertise, log); err != nil {
+		ln.Close()
+		return err
+	}
 	svc.Register(recipes.GatewayInfo{Advertise: advertise, Version: Version, StartedAt: time.Now().UTC()})
 
 	lim := newLimits(cfg.Limits)
@@ -138,10 +147,12 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Limits: handlers.Limits{MaxWait: cfg.MaxWait},
 		// The audit trail is written whatever --log-level says.
 		Audit: NewLogger(stderr, cfg.LogFormat, "info").With("component", "audit")}
+	var peerTLS *handlers.PeerTLS
 	if cfg.gatewayTLS != nil {
 		cfg.gatewayTLS.certs.log = log
-		api.Forward = handlers.Forwarding{TLS: true, Transport: cfg.gatewayTLS.forwardTransport()}
+		peerTLS = cfg.gatewayTLS.peers()
 	}
+	api.Peers = handlers.NewPeers(gatewayID, cfg.peerSecret, peerTLS, log.With("component", "peers"))
 	tokens := &auth{}
 	if cfg.tokens != nil {
 		tokens.tokens.Store(cfg.tokens)
@@ -225,6 +236,44 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	drainLeases(log, dr, svc, cfg.DrainTimeout)
 	shutdown(log, stopRequests, srv, metricsSrv, debugSrv)
+	return nil
+}
+
+// peerCredential says whether the gateway can prove itself to the other
+// gateways of its root: a shared secret, or under TLS the peer CA.
+func (cfg Config) peerCredential() bool {
+	return cfg.peerSecret != nil || cfg.gatewayTLS != nil && len(cfg.gatewayTLS.peerCA) > 0
+}
+
+// checkPeers refuses to start a gateway with tokens and no peer credential
+// beside other gateways (not counting one that was at its own address, a
+// predecessor whose session has yet to expire): it could neither pass them
+// a caller's requests nor take theirs, since a client's secret never goes
+// from one gateway to another. Without tokens it starts, and says so.
+func checkPeers(ctx context.Context, cfg Config, svc *recipes.Service, advertise string, log *slog.Logger) error {
+	if cfg.peerCredential() {
+		return nil
+	}
+	gws, err := svc.Gateways(ctx)
+	if err != nil {
+		return fmt.Errorf("list the gateways of %s: %w", cfg.Root, err)
+	}
+	var others []string
+	for _, g := range gws {
+		if g.Advertise != advertise {
+			others = append(others, g.ID+" at "+g.Advertise)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	if cfg.tokens != nil {
+		return usagef("other gateways serve the root %s (%s), and with --auth-file gateways must prove themselves to each other: "+
+			"give every gateway the same --peer-secret-file (make one with: zkgate peer-secret new), or under TLS --tls-peer-ca",
+			cfg.Root, strings.Join(others, ", "))
+	}
+	log.Warn("other gateways serve this root, and this gateway has no peer credential: requests for their leases answer 503, "+
+		"and GET /v1/leases lists them as unreachable; give every gateway the same --peer-secret-file", "gateways", others)
 	return nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/zkgate/zkgate/handlers"
 )
 
 // certReloader serves a certificate pair from files and loads them again
@@ -155,9 +157,12 @@ func poolOf(base *x509.CertPool, certs ...[]*x509.Certificate) *x509.CertPool {
 type gatewayTLS struct {
 	certs    *certReloader
 	clientCA []*x509.Certificate // none: no client certificates asked for
-	peerCA   []*x509.Certificate // CAs of the other gateways, beside the system's roots
+	peerCA   []*x509.Certificate // CAs of the other gateways; none: their certificates prove nothing
 }
 
+// serverConfig asks for client certificates: of --tls-client-ca from every
+// client when it is given, and of --tls-peer-ca from the other gateways
+// (see peers), which need not show one of --tls-client-ca.
 func (g *gatewayTLS) serverConfig() *tls.Config {
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -166,22 +171,30 @@ func (g *gatewayTLS) serverConfig() *tls.Config {
 			return g.certs.current(), nil
 		},
 	}
-	if len(g.clientCA) > 0 {
-		cfg.ClientCAs = poolOf(nil, g.clientCA)
+	switch {
+	case len(g.clientCA) > 0:
+		cfg.ClientCAs = poolOf(nil, g.clientCA, g.peerCA)
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	case len(g.peerCA) > 0:
+		cfg.ClientCAs = poolOf(nil, g.peerCA)
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	return cfg
 }
 
-// forwardTransport reaches the other gateways over TLS: it trusts the
-// system's roots, --tls-client-ca and --tls-peer-ca, and shows this
-// gateway's own certificate to those that ask for a client certificate.
+// forwardTransport reaches the other gateways over TLS, showing this
+// gateway's own certificate to those that ask for a client certificate. It
+// trusts --tls-peer-ca alone when it is given: a certificate of any other
+// CA (the system's roots, --tls-client-ca) is no gateway's. Without it, the
+// system's roots serve for privacy, and the shared secret (which the
+// configuration then requires for forwarding) for proof.
 func (g *gatewayTLS) forwardTransport() http.RoundTripper {
-	system, err := x509.SystemCertPool()
-	if err != nil {
-		system = nil
+	var roots *x509.CertPool
+	if len(g.peerCA) > 0 {
+		roots = poolOf(nil, g.peerCA)
+	} else if system, err := x509.SystemCertPool(); err == nil {
+		roots = system
 	}
-	roots := poolOf(system, g.clientCA, g.peerCA)
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -193,4 +206,28 @@ func (g *gatewayTLS) forwardTransport() http.RoundTripper {
 	t.ForceAttemptHTTP2 = true
 	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	return t
+}
+
+// peers is the TLS side of the peer credential. With --tls-peer-ca, a
+// connection is a gateway's when its client certificate verifies against
+// that CA alone (the handshake may have taken it for --tls-client-ca).
+func (g *gatewayTLS) peers() *handlers.PeerTLS {
+	p := &handlers.PeerTLS{Transport: g.forwardTransport()}
+	if len(g.peerCA) == 0 {
+		return p
+	}
+	roots := poolOf(nil, g.peerCA)
+	p.VerifyClient = func(cs *tls.ConnectionState) bool {
+		if len(cs.PeerCertificates) == 0 {
+			return false
+		}
+		inter := x509.NewCertPool()
+		for _, c := range cs.PeerCertificates[1:] {
+			inter.AddCert(c)
+		}
+		_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		return err == nil
+	}
+	return p
 }

@@ -204,10 +204,13 @@ func newLeaseTLS(t *testing.T, c *http.Client, base string) string {
 
 // TestHTTPSClientCertificatesAndForwarding: with --tls-client-ca a client
 // without a certificate of that CA cannot even connect; gateways forward
-// to each other over TLS, showing their own certificates.
+// to each other over TLS, showing their own certificates, which
+// --tls-peer-ca signed: with no shared secret, those certificates are the
+// proof both ways, and a client's certificate is none.
 func TestHTTPSClientCertificatesAndForwarding(t *testing.T) {
 	dir := t.TempDir()
 	ca := newTestCA(t, dir, "ca")
+	peers := newTestCA(t, dir, "peers")
 	stranger := newTestCA(t, dir, "stranger")
 	var gws []*gwtest.Gateway
 	clientCertFile, clientKeyFile := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
@@ -216,13 +219,13 @@ func TestHTTPSClientCertificatesAndForwarding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := tlsClient(ca, &clientCert)
+	client := tlsClient(peers, &clientCert)
 	root := gwtest.UniqueRoot(t)
 	for i := range 2 {
 		certFile, keyFile := filepath.Join(dir, fmt.Sprintf("gw%d.pem", i)), filepath.Join(dir, fmt.Sprintf("gw%d.key", i))
-		ca.issue(t, int64(300+i), certFile, keyFile, time.Now().Add(-time.Minute))
-		gws = append(gws, gwtest.StartGateway(t, gwtest.GatewayOptions{Root: root, Client: client,
-			Extra: []string{"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", ca.file}}))
+		peers.issue(t, int64(300+i), certFile, keyFile, time.Now().Add(-time.Minute))
+		gws = append(gws, gwtest.StartGateway(t, gwtest.GatewayOptions{Root: root, Client: client, NoPeerSecret: true,
+			Extra: []string{"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", ca.file, "--tls-peer-ca", peers.file}}))
 	}
 	a, b := gws[0], gws[1]
 
@@ -233,7 +236,7 @@ func TestHTTPSClientCertificatesAndForwarding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, c := range map[string]*http.Client{"no certificate": tlsClient(ca, nil), "another CA's": tlsClient(ca, &strangerCert)} {
+	for name, c := range map[string]*http.Client{"no certificate": tlsClient(peers, nil), "another CA's": tlsClient(peers, &strangerCert)} {
 		resp, err := c.Get(a.URL + "/readyz")
 		if err == nil {
 			resp.Body.Close()
@@ -256,6 +259,33 @@ func TestHTTPSClientCertificatesAndForwarding(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("X-Zkgate-Served-By") != strings.TrimPrefix(a.URL, "https://") {
 		t.Fatalf("acquire through b: %d served by %q: %s", resp.StatusCode, resp.Header.Get("X-Zkgate-Served-By"), body)
 	}
+
+	// A client, whose certificate the peer CA did not sign, saying that it
+	// forwards a request: refused.
+	var aID string
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		_, body := tlsGet(t, client, a.URL+"/v1/leases/"+lease)
+		var l struct{ Gateway string }
+		if err := jsonUnmarshal(body, &l); err != nil || l.Gateway == "" {
+			return fmt.Errorf("no gateway in %s", body)
+		}
+		aID = l.Gateway
+		return nil
+	})
+	forged, _ := http.NewRequest("DELETE", a.URL+"/v1/leases/"+lease, nil)
+	forged.Header.Set("X-Zkgate-Forwarded", "v1 from=gw to="+aID+" t="+fmt.Sprint(time.Now().Unix())+" n=AAAAAAAAAAAAAAAAAAAAAA caller=")
+	resp, err = client.Do(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	p := wantProblem(t, gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, 403, "forbidden",
+		"a forwarded request over a client's connection")
+	if detail, _ := p["detail"].(string); !strings.Contains(detail, "certificate of --tls-peer-ca") {
+		t.Errorf("the refusal should say that the connection has no certificate of the peer CA: %q", detail)
+	}
+
 	req, _ := http.NewRequest("DELETE", b.URL+"/v1/leases/"+lease, nil)
 	resp, err = client.Do(req)
 	if err != nil {
@@ -289,6 +319,7 @@ func TestTLSBadFilesAtStart(t *testing.T) {
 		{[]string{"--tls-cert", good}, "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-client-ca", ca.file}, "need --tls-cert"},
 		{[]string{"--tls-cert", good, "--tls-key", goodKey, "--tls-client-ca", goodKey}, "holds no PEM certificate"},
+		{[]string{"--tls-cert", good, "--tls-key", goodKey, "--tls-client-ca", ca.file, "--tls-peer-ca", ca.file}, "is also in --tls-client-ca"},
 	}
 	for _, c := range cases {
 		_, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, c.args...), func(string) string { return "" }, io.Discard)

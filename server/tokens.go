@@ -97,7 +97,7 @@ func (t *Token) Permits(kind, name string, level handlers.Level) bool {
 // Tokens are the tokens of one version of the file.
 type Tokens struct {
 	byHash map[[sha256.Size]byte]*Token
-	names  map[string]bool
+	names  map[string]*Token
 }
 
 // Len is the number of tokens.
@@ -116,6 +116,15 @@ func (ts *Tokens) Authenticate(secret string) *Token {
 		return nil
 	}
 	return t
+}
+
+// Named returns the token called name, or nil: for a request another
+// gateway forwarded, which names its caller's token, never its secret.
+func (ts *Tokens) Named(name string) *Token {
+	if ts == nil {
+		return nil
+	}
+	return ts.names[name]
 }
 
 // TokensError is a bad tokens file: its path and line say where.
@@ -177,7 +186,7 @@ func unwrapPathError(err error) string {
 
 // ParseTokens parses the text of a tokens file; path only names it in errors.
 func ParseTokens(path string, data []byte) (*Tokens, error) {
-	ts := &Tokens{byHash: map[[sha256.Size]byte]*Token{}, names: map[string]bool{}}
+	ts := &Tokens{byHash: map[[sha256.Size]byte]*Token{}, names: map[string]*Token{}}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	line := 0
@@ -191,13 +200,13 @@ func ParseTokens(path string, data []byte) (*Tokens, error) {
 		if err != nil {
 			return nil, &TokensError{Path: path, Line: line, Msg: err.Error()}
 		}
-		if ts.names[t.Name] {
+		if ts.names[t.Name] != nil {
 			return nil, &TokensError{Path: path, Line: line, Msg: fmt.Sprintf("token name %q is given twice", t.Name)}
 		}
 		if _, dup := ts.byHash[t.hash]; dup {
 			return nil, &TokensError{Path: path, Line: line, Msg: fmt.Sprintf("token %q has the same secret hash as another token", t.Name)}
 		}
-		ts.names[t.Name] = true
+		ts.names[t.Name] = t
 		ts.byHash[t.hash] = t
 	}
 	if err := sc.Err(); err != nil {
@@ -342,7 +351,7 @@ func AddToken(path, name string, perms []string) (string, error) {
 		if perr != nil {
 			return "", perr
 		}
-		if ts.names[name] {
+		if ts.names[name] != nil {
 			return "", fmt.Errorf("tokens file %s already has a token named %q", path, name)
 		}
 	case errors.Is(err, fs.ErrNotExist):

@@ -182,6 +182,7 @@ const helpText = `usage: zkgate [command] [flags]
 
 The gateway:
   zkgate [serve] [flags]         serve the HTTP API and the dashboard (zkgate serve -h lists the flags)
+  zkgate peer-secret new         a secret for --peer-secret-file, shared by the gateways of a root
   zkgate version
 
 The client (every command takes --gateway URL, default $ZKGATE_URL or

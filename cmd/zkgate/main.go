@@ -8,6 +8,8 @@
 //	zkgate queue put|take|claim|ack|nack NAME ...
 //	zkgate barrier raise|lower|wait NAME
 //	zkgate lease grant|keepalive|revoke ...
+//	zkgate token new ...
+//	zkgate peer-secret new
 package main
 
 import (
@@ -61,6 +63,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return leaseCommand(ctx, rest, getenv, stdout, stderr)
 	case "token":
 		return tokenCmd(rest, getenv, stdout, stderr)
+	case "peer-secret":
+		return peerSecretCmd(rest, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "zkgate", server.Version)
 		return nil

@@ -161,3 +161,45 @@ func TestEveryFlagDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerSecretNew: `zkgate peer-secret new` prints a new secret, alone,
+// on stdout, which --peer-secret-file takes; a file of a short secret is a
+// bad command line that names the flag.
+func TestPeerSecretNew(t *testing.T) {
+	dir := t.TempDir()
+	var secrets []string
+	for range 2 {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"zkgate", "peer-secret", "new"}, func(string) string { return "" }, &out, &bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+		secret := strings.TrimSuffix(out.String(), "\n")
+		if !regexp.MustCompile(`^zkp_[A-Za-z0-9_-]{43}$`).MatchString(secret) {
+			t.Fatalf("stdout %q, want a secret alone on one line", out.String())
+		}
+		secrets = append(secrets, secret)
+	}
+	if secrets[0] == secrets[1] {
+		t.Fatalf("two secrets alike: %s", secrets[0])
+	}
+	good, short := filepath.Join(dir, "good"), filepath.Join(dir, "short")
+	if err := os.WriteFile(good, []byte(secrets[0]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(short, []byte("zkp_tooshort\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.ParseConfig([]string{"--zk", "127.0.0.1:2181", "--peer-secret-file", good}, func(string) string { return "" }, &bytes.Buffer{}); err != nil {
+		t.Errorf("--peer-secret-file of a new secret: %v", err)
+	}
+	_, err := server.ParseConfig([]string{"--zk", "127.0.0.1:2181"}, func(k string) string {
+		return map[string]string{"ZKGATE_PEER_SECRET_FILE": short}[k]
+	}, &bytes.Buffer{})
+	var stderr bytes.Buffer
+	if code := exitCode(err, &stderr); code != 2 || !strings.Contains(stderr.String(), "--peer-secret-file") || !strings.Contains(stderr.String(), "at least 32") {
+		t.Errorf("ZKGATE_PEER_SECRET_FILE of a short secret: exit %d, %q", code, stderr.String())
+	}
+	if err := run(context.Background(), []string{"zkgate", "peer-secret"}, func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{}); exitCode(err, &bytes.Buffer{}) != 2 {
+		t.Errorf("peer-secret without new: %v", err)
+	}
+}

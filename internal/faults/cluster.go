@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
@@ -59,6 +60,17 @@ func startCluster(ctx context.Context, cfg Config, logDir string) (*cluster, err
 		return nil, fmt.Errorf("start the ZooKeeper ensemble: %w", err)
 	}
 	c.ens = ens
+	// The gateways forward to each other: they share a peer secret.
+	secret, err := peer.NewSecret()
+	if err != nil {
+		c.stop()
+		return nil, err
+	}
+	secretFile := filepath.Join(logDir, "peer-secret")
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+		c.stop()
+		return nil, err
+	}
 	for i := 0; i < cfg.Gateways; i++ {
 		l, err := newLink(ens.Addrs())
 		if err != nil {
@@ -67,7 +79,8 @@ func startCluster(ctx context.Context, cfg Config, logDir string) (*cluster, err
 		}
 		g := &gateway{index: i, bin: cfg.Binary, link: l, logf: filepath.Join(logDir, fmt.Sprintf("gateway-%d.log", i)),
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--zk", strings.Join(l.addrs(), ","), "--root", cfg.Root,
-				"--session-timeout", cfg.SessionTimeout.String(), "--max-wait", "1m", "--max-ttl", "1h", "--log-level", "info"}}
+				"--session-timeout", cfg.SessionTimeout.String(), "--max-wait", "1m", "--max-ttl", "1h", "--log-level", "info",
+				"--peer-secret-file", secretFile}}
 		c.gateways = append(c.gateways, g)
 	}
 	errs := make([]error, len(c.gateways))

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/server"
 	"github.com/zkgate/zkgate/zkserver"
 )
@@ -43,6 +45,13 @@ var shared struct {
 		dir  string
 		err  error
 	}
+	// peerSecrets are the peer secret files of the roots, one for all the
+	// gateways of a root, in dir.
+	peerSecrets struct {
+		mu    sync.Mutex
+		dir   string
+		files map[string]string // root -> file
+	}
 }
 
 // Main runs the tests of a package and then stops what the harness started.
@@ -54,6 +63,9 @@ func Main(m *testing.M) {
 	}
 	if shared.bin.dir != "" {
 		os.RemoveAll(shared.bin.dir)
+	}
+	if shared.peerSecrets.dir != "" {
+		os.RemoveAll(shared.peerSecrets.dir)
 	}
 	os.Exit(code)
 }
@@ -110,6 +122,12 @@ type GatewayOptions struct {
 	Embedded bool
 	DataDir  string
 	Extra    []string // more flags
+	// PeerSecretFile is --peer-secret-file; by default every gateway of a
+	// root gets the same one, made for the root, so that the gateways of a
+	// test prove themselves to each other. NoPeerSecret starts the gateway
+	// without one (as does a --peer-secret-file in Extra).
+	PeerSecretFile string
+	NoPeerSecret   bool
 	// Client polls /readyz (default http.DefaultClient); a gateway serving
 	// HTTPS needs one that trusts its certificate.
 	Client *http.Client
@@ -134,6 +152,38 @@ func (o *GatewayOptions) defaults(t testing.TB) {
 	if o.MaxTTL == 0 {
 		o.MaxTTL = time.Hour
 	}
+	if o.PeerSecretFile == "" && !o.NoPeerSecret && !slices.Contains(o.Extra, "--peer-secret-file") {
+		o.PeerSecretFile = PeerSecretFile(t, o.Root)
+	}
+}
+
+// PeerSecretFile returns the peer secret file of root, made on first use:
+// the one every gateway of root gets unless told otherwise.
+func PeerSecretFile(t testing.TB, root string) string {
+	t.Helper()
+	ps := &shared.peerSecrets
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if f, ok := ps.files[root]; ok {
+		return f
+	}
+	if ps.dir == "" {
+		dir, err := os.MkdirTemp("", "zkgate-peer-secrets-")
+		if err != nil {
+			t.Fatalf("peer secret: %v", err)
+		}
+		ps.dir, ps.files = dir, map[string]string{}
+	}
+	secret, err := peer.NewSecret()
+	if err != nil {
+		t.Fatalf("peer secret: %v", err)
+	}
+	f := filepath.Join(ps.dir, strings.ReplaceAll(strings.TrimPrefix(root, "/"), "/", "_"))
+	if err := os.WriteFile(f, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatalf("peer secret: %v", err)
+	}
+	ps.files[root] = f
+	return f
 }
 
 func (o GatewayOptions) args() []string {
@@ -144,6 +194,9 @@ func (o GatewayOptions) args() []string {
 		args = append(args, "--data-dir", o.DataDir)
 	} else {
 		args = append(args, "--zk", strings.Join(o.ZK, ","))
+	}
+	if o.PeerSecretFile != "" {
+		args = append(args, "--peer-secret-file", o.PeerSecretFile)
 	}
 	return append(args, o.Extra...)
 }

@@ -1,0 +1,420 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/zkgate/zkgate/internal/peer"
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// A gateway passes a request to another (forwarding, and the fan-out of
+// GET /v1/leases) only with a proof that it is one, and relays only an
+// answer proven to come from the gateway it asked:
+//
+//   - With the gateways' shared secret (--peer-secret-file), the request
+//     carries ForwardedHeader: "v1 from=ID to=ID t=UNIX n=NONCE caller=NAME
+//     mac=MAC", the MAC an HMAC-SHA256 over those fields, the method, the
+//     path and query, and the SHA-256 of the body. The receiver takes it
+//     once (the nonce), within PeerClockSkew of its own clock, and serves
+//     it only when it is the gateway named by to (another, at the address
+//     of one gone, answers 421: see forward). Its answer carries answerHeader,
+//     an HMAC over the request's nonce, the status, the headers relayed to
+//     the client and the SHA-256 of the body, which the sender checks
+//     before relaying anything.
+//   - Under TLS with --tls-peer-ca, the gateways' certificates are the
+//     proof: the sender trusts only that CA for the receiver's, and the
+//     receiver takes the request only over a connection whose client
+//     certificate that CA signed. The header then has no mac.
+//
+// A request never carries the client's own secret (Authorization, the
+// sign-in cookie): the receiver learns the caller's token by its name, in
+// the proof, and applies that token of its own tokens file.
+
+// ForwardedHeader marks a request one gateway passes to another, and
+// carries its proof. A request that has it and does not prove it is
+// refused; one that proves it is never passed on again.
+const ForwardedHeader = "X-Zkgate-Forwarded"
+
+// answerHeader carries the proof of the answer to a forwarded request.
+const answerHeader = "X-Zkgate-Answer-Proof"
+
+// PeerClockSkew is how far apart the clocks of two gateways may be: a
+// proof is taken within that much of its time.
+const PeerClockSkew = 5 * time.Minute
+
+// Bounds of what passes between gateways: a forwarded request's body (a
+// JSON body is at most 64 KiB), and an answer (a lease list may be long).
+const (
+	maxPeerBody   = 1 << 20
+	maxPeerAnswer = 64 << 20
+	// maxNonces bounds the proofs remembered against replays: over two
+	// windows of 2*PeerClockSkew, a thousand forwarded requests a second.
+	maxNonces = 1 << 20
+)
+
+// Peers is how this gateway proves itself to the other gateways of its root
+// and checks their proofs. A nil *Peers has no credential: it forwards
+// nothing and takes no forwarded request.
+type Peers struct {
+	self   string       // this gateway's id
+	secret *peer.Secret // nil: none
+	tls    *PeerTLS     // nil: plain HTTP
+	nonces peer.Nonces
+	log    *slog.Logger
+	logged atomic.Int64 // when a refusal was last logged (unix nanoseconds)
+}
+
+// PeerTLS is how the gateways reach each other under TLS.
+type PeerTLS struct {
+	// Transport reaches the other gateways over HTTPS, showing this
+	// gateway's certificate; with --tls-peer-ca it trusts that CA alone.
+	Transport http.RoundTripper
+	// VerifyClient reports whether a connection's client certificate was
+	// signed by --tls-peer-ca; nil without it.
+	VerifyClient func(*tls.ConnectionState) bool
+}
+
+// NewPeers returns the peer credential of gateway self: the shared secret
+// (nil: none) and, under TLS, the gateways' certificates (nil: plain HTTP).
+func NewPeers(self string, secret *peer.Secret, tlsPeers *PeerTLS, log *slog.Logger) *Peers {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Peers{self: self, secret: secret, tls: tlsPeers, log: log,
+		nonces: peer.Nonces{Window: PeerClockSkew, Max: maxNonces}}
+}
+
+// proven says whether this gateway can prove itself to the others, and
+// check their proofs.
+func (p *Peers) proven() bool {
+	return p != nil && (p.secret != nil || p.tls != nil && p.tls.VerifyClient != nil)
+}
+
+// noCredential is the problem of a gateway asked to reach another without
+// a way to prove either of them.
+const noCredential = "this gateway has no peer credential: give every gateway the same --peer-secret-file " +
+	"(zkgate peer-secret new), or under TLS --tls-peer-ca"
+
+// PeerCall is a request another gateway forwarded, once proven.
+type PeerCall struct {
+	// Gateway is the id of the gateway that forwarded it.
+	Gateway string
+	// Caller is the name of the token the request was made with on that
+	// gateway ("" when tokens are off there).
+	Caller string
+	nonce  string
+	signed bool // proven with the secret: the answer is signed too
+}
+
+type peerKey struct{}
+
+// PeerOf returns the proven peer call of a request, or nil for a client's.
+func PeerOf(ctx context.Context) *PeerCall {
+	pc, _ := ctx.Value(peerKey{}).(*PeerCall)
+	return pc
+}
+
+// proof is the content of ForwardedHeader.
+type proof struct {
+	from, to, caller, nonce, mac string
+	at                           int64 // unix seconds
+}
+
+func (f proof) String() string {
+	s := "v1 from=" + f.from + " to=" + f.to + " t=" + strconv.FormatInt(f.at, 10) + " n=" + f.nonce + " caller=" + f.caller
+	if f.mac != "" {
+		s += " mac=" + f.mac
+	}
+	return s
+}
+
+// parseProof reads ForwardedHeader strictly: v1, then each field once, in
+// any order; mac may be absent. Ids and names are of [A-Za-z0-9._-].
+func parseProof(h string) (proof, error) {
+	fields := strings.Fields(h)
+	if len(fields) == 0 || fields[0] != "v1" {
+		return proof{}, errors.New("not a v1 proof")
+	}
+	var f proof
+	seen := map[string]bool{}
+	for _, kv := range fields[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || seen[k] {
+			return proof{}, fmt.Errorf("field %q given twice or without a value", k)
+		}
+		seen[k] = true
+		switch k {
+		case "from":
+			f.from = v
+		case "to":
+			f.to = v
+		case "caller":
+			f.caller = v
+		case "n":
+			f.nonce = v
+		case "mac":
+			f.mac = v
+		case "t":
+			at, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return proof{}, errors.New("t is not a unix time")
+			}
+			f.at = at
+		default:
+			return proof{}, fmt.Errorf("unknown field %q", k)
+		}
+	}
+	for _, k := range []string{"from", "to", "t", "n", "caller"} {
+		if !seen[k] {
+			return proof{}, fmt.Errorf("field %s is missing", k)
+		}
+	}
+	if !peerName(f.from, false) || !peerName(f.to, false) || !peerName(f.caller, true) {
+		return proof{}, errors.New("a gateway id or caller name outside [A-Za-z0-9._-]")
+	}
+	if n, err := base64.RawURLEncoding.DecodeString(f.nonce); err != nil || len(n) != 16 {
+		return proof{}, errors.New("the nonce is not 16 bytes of URL-safe base64")
+	}
+	return f, nil
+}
+
+// peerName checks a gateway id or token name: 1 to 200 of [A-Za-z0-9._-]
+// (or empty, when allowed).
+func peerName(s string, empty bool) bool {
+	if s == "" {
+		return empty
+	}
+	if len(s) > 200 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// requestFields are what the MAC of a request covers.
+func (f proof) requestFields(method, uri string, body []byte) []string {
+	sum := sha256.Sum256(body)
+	return []string{f.from, f.to, strconv.FormatInt(f.at, 10), f.nonce, f.caller, method, uri, hex.EncodeToString(sum[:])}
+}
+
+// refuse is the problem of a forwarded request that does not prove itself.
+func (p *Peers) refuse(r *http.Request, why string) error {
+	now := time.Now().UnixNano()
+	// One line a second at most: anyone may send such requests.
+	if last := p.logged.Load(); now-last >= int64(time.Second) && p.logged.CompareAndSwap(last, now) {
+		p.log.Warn("refused a request that claims to be forwarded by a gateway", "why", why,
+			"remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+	}
+	return &recipes.Error{Code: CodeForbidden, Detail: "the " + ForwardedHeader + " header is for gateways: " + why}
+}
+
+// Admit checks the proof of a request that carries ForwardedHeader: it
+// returns the request with the proven call in its context, or the problem
+// to answer (403 for a proof that does not check out).
+func (p *Peers) Admit(r *http.Request) (*http.Request, error) {
+	if !p.proven() {
+		return r, &recipes.Error{Code: CodeForbidden, Detail: "the " + ForwardedHeader + " header is for gateways, and " + noCredential}
+	}
+	f, err := parseProof(r.Header.Get(ForwardedHeader))
+	if err != nil {
+		return r, p.refuse(r, "malformed: "+err.Error())
+	}
+	now := time.Now()
+	if d := now.Sub(time.Unix(f.at, 0)); d > PeerClockSkew || d < -PeerClockSkew {
+		return r, p.refuse(r, fmt.Sprintf("the proof's time is %s off this gateway's clock (at most %s)", d.Round(time.Second), PeerClockSkew))
+	}
+	signed := p.secret != nil
+	if signed {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxPeerBody+1))
+		if err != nil {
+			return r, invalid("could not read the body: %v", err)
+		}
+		if len(body) > maxPeerBody {
+			return r, recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", maxPeerBody)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !p.secret.Check(f.mac, "request", f.requestFields(r.Method, r.RequestURI, body)...) {
+			return r, p.refuse(r, "its proof does not check out with --peer-secret-file")
+		}
+	} else if p.tls.VerifyClient == nil || r.TLS == nil || !p.tls.VerifyClient(r.TLS) {
+		return r, p.refuse(r, "it did not come over a connection with a certificate of --tls-peer-ca")
+	}
+	switch err := p.nonces.Take(f.nonce, now); {
+	case errors.Is(err, peer.ErrReplayed):
+		return r, p.refuse(r, "its proof was taken before (a replay)")
+	case err != nil:
+		return r, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "too many forwarded requests in the last minutes; retry shortly"}
+	}
+	pc := &PeerCall{Gateway: f.from, Caller: f.caller, nonce: f.nonce, signed: signed}
+	r = r.WithContext(context.WithValue(r.Context(), peerKey{}, pc))
+	if f.to != p.self {
+		// Meant for a gateway that was at this address: it is gone, and
+		// this one says so, with its proof (see forward).
+		return r, &recipes.Error{Code: codeMisdirected, Detail: "gateway " + strconv.Quote(f.to) + " is not here: this is gateway " +
+			strconv.Quote(p.self)}
+	}
+	return r, nil
+}
+
+// codeMisdirected answers a proven request meant for another gateway: 421.
+const codeMisdirected recipes.Code = "misdirected"
+
+// relayed says whether an answer's header is relayed from the gateway that
+// answered a forwarded request to the client (and covered by the proof of
+// the answer): those the handlers set, and none about the connection.
+func relayed(name string) bool {
+	switch name {
+	case "Content-Type", "Cache-Control", "Location", "Retry-After", "Www-Authenticate":
+		return true
+	case ForwardedHeader, answerHeader, servedByHeader:
+		return false
+	}
+	return strings.HasPrefix(name, "X-Zkgate-")
+}
+
+// servedByHeader names the gateway that answered a forwarded request.
+const servedByHeader = "X-Zkgate-Served-By"
+
+// answerFields are what the MAC of an answer covers: the request's nonce,
+// the status, each relayed header and the body's SHA-256.
+func answerFields(nonce string, status int, h http.Header, body []byte) []string {
+	names := make([]string, 0, 8)
+	for k := range h {
+		if relayed(k) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	sum := sha256.Sum256(body)
+	fields := []string{nonce, strconv.Itoa(status), hex.EncodeToString(sum[:])}
+	for _, k := range names {
+		fields = append(fields, k, strings.Join(h[k], "\n"))
+	}
+	return fields
+}
+
+// HeldAnswer holds the answer to a request that claims to be forwarded
+// until it is whole, to be signed (see Peers.Release).
+type HeldAnswer struct {
+	w      http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+// Hold returns a writer that holds what is written to it for w.
+func Hold(w http.ResponseWriter) *HeldAnswer { return &HeldAnswer{w: w} }
+
+// Header is w's header: what is set there is sent with the answer.
+func (a *HeldAnswer) Header() http.Header { return a.w.Header() }
+
+func (a *HeldAnswer) WriteHeader(status int) {
+	if a.status == 0 {
+		a.status = status
+	}
+}
+
+func (a *HeldAnswer) Write(b []byte) (int, error) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	return a.body.Write(b)
+}
+
+// Release writes the held answer to r, with its proof when r is a call of
+// another gateway proven with the secret (whatever answered it: the route,
+// or a refusal of the front door).
+func (p *Peers) Release(a *HeldAnswer, r *http.Request) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	h := a.w.Header()
+	if pc := PeerOf(r.Context()); pc != nil && pc.signed {
+		if a.body.Len() > 0 && h.Get("Content-Type") == "" {
+			// What net/http would add after the proof is made.
+			h.Set("Content-Type", http.DetectContentType(a.body.Bytes()))
+		}
+		h.Set(answerHeader, p.secret.Sign("answer", answerFields(pc.nonce, a.status, h, a.body.Bytes())...))
+	}
+	a.w.WriteHeader(a.status)
+	_, _ = a.w.Write(a.body.Bytes())
+}
+
+// peerAnswer is the proven answer of another gateway.
+type peerAnswer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// ask sends a request to the gateway k: its method, path and query (uri),
+// Content-Type and body, with this gateway's proof for caller and no
+// client secret. It returns the answer once proven, or an unavailable
+// problem: without a peer credential, when k does not answer, or when its
+// answer does not prove itself (logged).
+func (p *Peers) ask(ctx context.Context, k recipes.Keeper, method, uri, contentType, requestID, caller string, body []byte) (*peerAnswer, error) {
+	if !p.proven() {
+		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "not passed to the gateway at " + k.Advertise + ": " + noCredential}
+	}
+	scheme := "http"
+	transport := http.DefaultTransport
+	if p.tls != nil {
+		scheme, transport = "https", p.tls.Transport
+	}
+	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+k.Advertise+uri, bytes.NewReader(body))
+	if err != nil {
+		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the gateway at " + k.Advertise + " cannot be reached: " + err.Error()}
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if requestID != "" {
+		req.Header.Set("X-Request-Id", requestID)
+	}
+	var n [16]byte
+	_, _ = rand.Read(n[:])
+	f := proof{from: p.self, to: k.Gateway, caller: caller, nonce: base64.RawURLEncoding.EncodeToString(n[:]), at: time.Now().Unix()}
+	if p.secret != nil {
+		f.mac = p.secret.Sign("request", f.requestFields(method, req.URL.RequestURI(), body)...)
+	}
+	req.Header.Set(ForwardedHeader, f.String())
+	resp, err := transport.RoundTrip(req)
+	if err != nil {
+		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the gateway at " + k.Advertise + " does not answer", Err: err}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerAnswer+1))
+	if err == nil && len(data) > maxPeerAnswer {
+		err = fmt.Errorf("an answer longer than %d bytes", maxPeerAnswer)
+	}
+	if err != nil {
+		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the gateway at " + k.Advertise + " did not answer whole", Err: err}
+	}
+	if p.secret != nil && !p.secret.Check(resp.Header.Get(answerHeader), "answer", answerFields(f.nonce, resp.StatusCode, resp.Header, data)...) {
+		p.log.Warn("refused an answer that does not prove itself: not relayed", "gateway", k.Gateway, "advertise", k.Advertise,
+			"status", resp.StatusCode, "request_id", requestID)
+		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the answer from " + k.Advertise +
+			" does not check out with --peer-secret-file: it is not gateway " + strconv.Quote(k.Gateway) + "'s, and is not relayed"}
+	}
+	return &peerAnswer{status: resp.StatusCode, header: resp.Header, body: data}, nil
+}

@@ -1,0 +1,560 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/peer"
+	"github.com/zkgate/zkgate/server"
+)
+
+// plantedHolder marks every answer of a stranger: a gateway that relays
+// one has taken an answer from something that is no gateway.
+const plantedHolder = "planted-by-a-stranger"
+
+// plantedLease is the lease a stranger lists as its own.
+const plantedLease = "00000000-0000-4000-8000-0000000e1111"
+
+// stranger is an HTTP server that is no gateway: it records every request
+// that reaches it and answers each as a gateway would, with plantedHolder.
+type stranger struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got []recorded
+}
+
+// recorded is a request as it reached a server.
+type recorded struct {
+	Method, URI string
+	Header      http.Header
+	Body        []byte
+}
+
+func newStranger(t *testing.T) *stranger {
+	t.Helper()
+	s := &stranger{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.got = append(s.got, recorded{Method: r.Method, URI: r.RequestURI, Header: r.Header.Clone(), Body: body})
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/leases" {
+			_ = json.NewEncoder(w).Encode(map[string]any{"leases": []map[string]any{{
+				"id": plantedLease, "gateway": "evil", "ttl": "1m0s", "holder": plantedHolder, "lock_delay": "0s",
+				"expires_at": time.Now().Add(time.Minute), "created_at": time.Now(), "holds": []any{}}}})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"name": "x", "mode": "exclusive", "lease": plantedLease,
+			"holder": plantedHolder, "token": 1, "node": "/planted", "acquired_at": time.Now()})
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// addr is the stranger's host:port.
+func (s *stranger) addr() string { return strings.TrimPrefix(s.srv.URL, "http://") }
+
+// requests is what reached the stranger so far.
+func (s *stranger) requests() []recorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]recorded(nil), s.got...)
+}
+
+// registerAs writes a registration {root}/gateways/{id} that advertises
+// addr, as any ZooKeeper client may under the default open ACL.
+func registerAs(t *testing.T, conn *zk.Conn, root, id, addr string) {
+	t.Helper()
+	data, _ := json.Marshal(map[string]any{"advertise": addr, "version": "dev", "started_at": time.Now().UTC()})
+	if _, err := conn.Create(root+"/gateways/"+id, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatalf("register %s: %v", id, err)
+	}
+}
+
+// rewrite replaces the named JSON fields of the node at p, keeping the
+// others, and returns the data it had.
+func rewrite(t *testing.T, conn *zk.Conn, p string, fields map[string]any) []byte {
+	t.Helper()
+	data, stat, err := conn.Get(p)
+	if err != nil {
+		t.Fatalf("get %s: %v", p, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("%s holds no JSON object: %s", p, data)
+	}
+	for k, v := range fields {
+		doc[k] = v
+	}
+	changed, _ := json.Marshal(doc)
+	if _, err := conn.Set(p, changed, stat.Version); err != nil {
+		t.Fatalf("set %s: %v", p, err)
+	}
+	return data
+}
+
+// leaseIDs are the ids of a GET /v1/leases answer.
+func leaseIDs(t *testing.T, r gwtest.Response) map[string]bool {
+	t.Helper()
+	var doc struct {
+		Leases []struct {
+			ID, Holder string
+		} `json:"leases"`
+	}
+	if err := json.Unmarshal(r.Body, &doc); err != nil {
+		t.Fatalf("not a lease list: %s", r.Body)
+	}
+	ids := map[string]bool{}
+	for _, l := range doc.Leases {
+		ids[l.ID] = true
+		if l.Holder == plantedHolder {
+			ids[plantedHolder] = true
+		}
+	}
+	return ids
+}
+
+// TestFanOutAsksOnlyProvenPeers: a registration that anyone may write under
+// {root}/gateways does not make its address a peer. GET /v1/leases with an
+// admin's token sends that address nothing (no request, so no token), and
+// the list holds no lease of its answer; the other gateway, a proven peer,
+// is asked and its leases are listed.
+func TestFanOutAsksOnlyProvenPeers(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	a := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
+	b := startSecured(t, gwtest.GatewayOptions{Root: a.Root}, file, secrets)
+	evil := newStranger(t)
+	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
+	registerAs(t, conn, a.Root, "evil", evil.addr())
+	onB := b.newLeaseAs(t, "writer")
+
+	r := a.as(t, "admin", "GET", "/v1/leases", nil)
+	mustStatus(t, r, 200, "the list of every gateway's leases")
+	ids := leaseIDs(t, r)
+	if !ids[onB] {
+		t.Errorf("the lease of the other gateway is not listed: %s", r.Body)
+	}
+	if ids[plantedLease] || ids[plantedHolder] {
+		t.Errorf("the stranger's answer is in the list: %s", r.Body)
+	}
+	for _, got := range evil.requests() {
+		t.Errorf("the stranger received %s %s with Authorization %q", got.Method, got.URI, got.Header.Get("Authorization"))
+	}
+}
+
+// TestForwardOnlyToProvenPeers: a lease record rewritten to name a gateway
+// registered by a stranger, or the registration of the lease's own gateway
+// rewritten to advertise the stranger, sends requests for the lease nowhere
+// near the stranger; the answer is a problem of the gateway asked, never
+// the stranger's.
+func TestForwardOnlyToProvenPeers(t *testing.T) {
+	a := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	b := gwtest.StartProcess(t, gwtest.GatewayOptions{Root: a.Root, Extra: []string{"--log-level", "info"}})
+	evil := newStranger(t)
+	conn := gwtest.Client(t, a.ZK, 5*time.Second)
+	registerAs(t, conn, a.Root, "evil", evil.addr())
+	lease := newLease(t, a.URL, "1m", "on-a")
+	record := a.Root + "/leases/" + lease
+
+	notTheStranger := func(what string) {
+		t.Helper()
+		for _, r := range []gwtest.Response{
+			acquire(t, b.URL, "x", lease, "0s"),
+			gwtest.Do(t, "POST", b.URL+"/v1/leases/"+lease+"/keepalive", nil),
+			gwtest.Do(t, "GET", b.URL+"/v1/leases/"+lease, nil),
+		} {
+			if r.Status == 200 || bytes.Contains(r.Body, []byte(plantedHolder)) {
+				t.Errorf("%s: the stranger's answer was relayed: %d %s", what, r.Status, r.Body)
+			}
+		}
+		for _, got := range evil.requests() {
+			t.Errorf("%s: the stranger received %s %s", what, got.Method, got.URI)
+		}
+	}
+
+	original := rewrite(t, conn, record, map[string]any{"gateway": "evil"})
+	notTheStranger("a record naming the stranger's registration")
+	var rec struct{ Gateway string }
+	_ = json.Unmarshal(original, &rec)
+	if _, err := conn.Set(record, original, -1); err != nil {
+		t.Fatal(err)
+	}
+	mustStatus(t, acquire(t, b.URL, "x", lease, "0s"), 200, "the record restored: forwarded to a")
+	mustStatus(t, gwtest.Do(t, "POST", b.URL+"/v1/locks/x/release", map[string]any{"lease": lease}), 204, "release through b")
+
+	registration := a.Root + "/gateways/" + rec.Gateway
+	rewrite(t, conn, registration, map[string]any{"advertise": evil.addr()})
+	notTheStranger("the registration of a rewritten to advertise the stranger")
+
+	// Each node that does not check out is logged, once however often it is read.
+	for _, p := range []string{record, registration} {
+		if n := strings.Count(b.Logs(), "does not check out with --peer-secret-file"); n == 0 || strings.Count(b.Logs(), "path="+p+"\n") != 1 {
+			t.Errorf("%d lines about nodes that do not check out, %d about %s, want one: %s", n, strings.Count(b.Logs(), "path="+p+"\n"), p, b.Logs())
+		}
+	}
+
+	// The dashboard shows the stranger's registration for what it is.
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		_, _, page := getPage(t, a.URL+"/")
+		if i := strings.Index(page, evil.addr()); i < 0 || !strings.Contains(page[i:], ">unverified<") {
+			return fmt.Errorf("a's overview does not mark the stranger's registration unverified")
+		}
+		return nil
+	})
+}
+
+// TestAnswerOfAProvenAddressMustProveItself: a registration and a lease
+// record that check out (here signed by the test, as by a gateway whose
+// address a stranger took over) send a request to the stranger, without
+// any client secret; its answer, which it cannot sign, is not relayed.
+func TestAnswerOfAProvenAddressMustProveItself(t *testing.T) {
+	a := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root})
+	secret, err := peer.LoadSecret(gwtest.PeerSecretFile(t, a.Root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := newStranger(t)
+	conn := gwtest.Client(t, a.ZK, 5*time.Second)
+	data, _ := json.Marshal(map[string]any{"advertise": evil.addr(), "version": "dev", "started_at": time.Now().UTC(),
+		"proof": secret.Sign("registration", a.Root, "taken-over", evil.addr())})
+	if _, err := conn.Create(a.Root+"/gateways/taken-over", data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	lease := newLease(t, a.URL, "1m", "on-a")
+	rewrite(t, conn, a.Root+"/leases/"+lease, map[string]any{"gateway": "taken-over",
+		"proof": secret.Sign("lease", a.Root, lease, "taken-over")})
+
+	r := acquire(t, b.URL, "x", lease, "0s")
+	p := wantProblem(t, r, 503, "unavailable", "an answer that does not prove itself")
+	if detail, _ := p["detail"].(string); !strings.Contains(detail, "does not check out") {
+		t.Errorf("the problem should say that the answer does not check out: %q", detail)
+	}
+	if bytes.Contains(r.Body, []byte(plantedHolder)) {
+		t.Errorf("the stranger's answer was relayed: %s", r.Body)
+	}
+	got := evil.requests()
+	if len(got) != 1 {
+		t.Fatalf("the stranger received %d requests, want the one forwarded", len(got))
+	}
+	if got[0].Header.Get("Authorization") != "" || got[0].Header.Get("Cookie") != "" {
+		t.Errorf("the forwarded request carries a client secret: %v", got[0].Header)
+	}
+
+	// Its list of leases is not taken either: b lists it as unreachable.
+	list := gwtest.Do(t, "GET", b.URL+"/v1/leases", nil)
+	mustStatus(t, list, 200, "the list of every gateway's leases")
+	if ids := leaseIDs(t, list); ids[plantedLease] || !ids[lease] {
+		t.Errorf("the list should hold a's lease and not the stranger's: %s", list.Body)
+	}
+	if !bytes.Contains(list.Body, []byte(`"gateway":"taken-over"`)) {
+		t.Errorf("the stranger's address should be listed as unreachable: %s", list.Body)
+	}
+}
+
+// TestPeersWithoutCredential: gateways without a peer credential serve
+// their own leases as ever, and neither pass requests to each other nor
+// take them: a request for the other's lease is a 503 that names the flag,
+// and the list of leases names the other as unreachable.
+func TestPeersWithoutCredential(t *testing.T) {
+	a := gwtest.StartGateway(t, gwtest.GatewayOptions{NoPeerSecret: true})
+	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root, NoPeerSecret: true})
+	lease := newLease(t, a.URL, "1m", "on-a")
+	mustStatus(t, acquire(t, a.URL, "x", lease, "0s"), 200, "on its own gateway")
+
+	p := wantProblem(t, acquire(t, b.URL, "y", lease, "0s"), 503, "unavailable", "through the other gateway")
+	if detail, _ := p["detail"].(string); !strings.Contains(detail, "--peer-secret-file") {
+		t.Errorf("the problem should name --peer-secret-file: %q", detail)
+	}
+	list := gwtest.Do(t, "GET", b.URL+"/v1/leases", nil)
+	mustStatus(t, list, 200, "the list of every gateway's leases")
+	if !bytes.Contains(list.Body, []byte("unreachable")) || !bytes.Contains(list.Body, []byte("--peer-secret-file")) {
+		t.Errorf("a should be listed as unreachable, naming the flag: %s", list.Body)
+	}
+	mustStatus(t, gwtest.Do(t, "POST", a.URL+"/v1/locks/x/release", map[string]any{"lease": lease}), 204, "release")
+}
+
+// TestTokensNeedAPeerCredentialBesideOtherGateways: with tokens, a gateway
+// without a peer credential does not start beside other gateways (a usage
+// error naming the flag); one at its own address (a predecessor whose
+// session has yet to expire) does not count.
+func TestTokensNeedAPeerCredentialBesideOtherGateways(t *testing.T) {
+	file, _ := newTokensFile(t)
+	a := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	cfg, err := server.ParseConfig([]string{"--listen", "127.0.0.1:0", "--zk", strings.Join(a.ZK, ","), "--root", a.Root,
+		"--auth-file", file, "--log-level", "error"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout bytes.Buffer
+	err = server.Run(ctx, cfg, &stdout, io.Discard)
+	var usage *server.UsageError
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--peer-secret-file") || !strings.Contains(err.Error(), strings.TrimPrefix(a.URL, "http://")) {
+		t.Fatalf("Run: %v, want a usage error naming --peer-secret-file and the other gateway", err)
+	}
+	if stdout.Len() > 0 {
+		t.Errorf("the gateway served: %s", stdout.String())
+	}
+
+	// At a's address, a is its predecessor: it starts.
+	cfg, err = server.ParseConfig([]string{"--listen", "127.0.0.1:0", "--advertise", strings.TrimPrefix(a.URL, "http://"),
+		"--zk", strings.Join(a.ZK, ","), "--root", a.Root, "--auth-file", file, "--log-level", "error"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := &firstWrite{done: make(chan struct{})}
+	ran := make(chan error, 1)
+	go func() { ran <- server.Run(ctx, cfg, serving, io.Discard) }()
+	select {
+	case <-serving.done:
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case err := <-ran:
+		t.Fatalf("a gateway at the address of the other did not start: %v", err)
+	}
+}
+
+// firstWrite closes done at its first write.
+type firstWrite struct {
+	once sync.Once
+	done chan struct{}
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.done) })
+	return len(p), nil
+}
+
+// relay is a reverse proxy in front of a gateway that keeps a copy of every
+// request it passes: what an eavesdropper between two gateways sees.
+type relay struct {
+	srv    *httptest.Server
+	target atomic.Pointer[url.URL]
+	mu     sync.Mutex
+	got    []recorded
+}
+
+func newRelay(t *testing.T) *relay {
+	t.Helper()
+	rl := &relay{}
+	rl.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rl.mu.Lock()
+		rl.got = append(rl.got, recorded{Method: r.Method, URI: r.RequestURI, Header: r.Header.Clone(), Body: body})
+		rl.mu.Unlock()
+		target := rl.target.Load()
+		if target == nil {
+			http.Error(w, "no target yet", http.StatusBadGateway)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+		}}).ServeHTTP(w, r)
+	}))
+	t.Cleanup(rl.srv.Close)
+	return rl
+}
+
+func (rl *relay) addr() string { return strings.TrimPrefix(rl.srv.URL, "http://") }
+
+func (rl *relay) requests() []recorded {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return append([]recorded(nil), rl.got...)
+}
+
+// send sends a recorded request again, as it was, to base.
+func (rec recorded) send(t *testing.T, base string, change func(*http.Request)) gwtest.Response {
+	t.Helper()
+	req, err := http.NewRequest(rec.Method, base+rec.URI, bytes.NewReader(rec.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range rec.Header {
+		req.Header[k] = v
+	}
+	req.Header.Del("Accept-Encoding")
+	if change != nil {
+		change(req)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+}
+
+// TestForwardedRequestsCarryNoSecret: a request that one gateway forwards
+// to another carries no client secret (no Authorization, no sign-in
+// cookie): an eavesdropper between them learns none. What it does carry
+// cannot be sent again (a replay), nor changed, nor made up by a client that
+// sets the forwarding header itself. The caller's permissions still apply
+// on the lease's gateway.
+func TestForwardedRequestsCarryNoSecret(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	rl := newRelay(t)
+	a := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--advertise", rl.addr()}}, file, secrets)
+	target, _ := url.Parse(a.URL)
+	rl.target.Store(target)
+	b := startSecured(t, gwtest.GatewayOptions{Root: a.Root}, file, secrets)
+	lease := a.newLeaseAs(t, "writer")
+	other := a.newLeaseAs(t, "writer")
+
+	r := b.as(t, "writer", "POST", "/v1/leases/"+lease+"/keepalive", nil)
+	mustStatus(t, r, 200, "keepalive through b")
+	if by := r.Header.Get("X-Zkgate-Served-By"); by != rl.addr() {
+		t.Fatalf("served by %q, want a through the relay at %s", by, rl.addr())
+	}
+	got := rl.requests()
+	if len(got) != 1 {
+		t.Fatalf("%d requests passed the relay, want the one forwarded", len(got))
+	}
+	fwd := got[0]
+	for _, h := range []string{"Authorization", "Cookie"} {
+		if v := fwd.Header.Get(h); v != "" {
+			t.Errorf("the forwarded request carries %s: %q", h, v)
+		}
+	}
+	for name, secret := range secrets {
+		for k, v := range fwd.Header {
+			if strings.Contains(strings.Join(v, " "), secret) {
+				t.Errorf("the forwarded request carries the secret of %s in %s", name, k)
+			}
+		}
+	}
+
+	// The caller's permissions apply on a: reader may not keep writer's lease alive.
+	r = b.as(t, "reader", "POST", "/v1/leases/"+lease+"/keepalive", nil)
+	wantProblem(t, r, 403, "forbidden", "another token's lease, through b")
+	if r.Header.Get("X-Zkgate-Served-By") == "" {
+		t.Errorf("the refusal should be a's: %v", r.Header)
+	}
+
+	// The captured request, sent again: refused; to another gateway, which
+	// it does not name: not served there either.
+	wantProblem(t, fwd.send(t, a.URL, nil), 403, "forbidden", "the forwarded request replayed")
+	wantProblem(t, fwd.send(t, b.URL, nil), 421, "misdirected", "the forwarded request sent to another gateway")
+	// Changed to act on another lease: refused.
+	wantProblem(t, fwd.send(t, a.URL, func(req *http.Request) {
+		req.URL.Path = "/v1/leases/" + other + "/keepalive"
+	}), 403, "forbidden", "the forwarded request changed")
+	// A client's own forwarding header, with a token or without: refused.
+	wantProblem(t, fwd.send(t, a.URL, func(req *http.Request) {
+		req.Method, req.URL.Path = "DELETE", "/v1/leases/"+other
+	}), 403, "forbidden", "a forwarding header made up for a revoke")
+	for _, token := range []string{"admin", ""} {
+		req, _ := http.NewRequest("GET", a.URL+"/v1/leases", nil)
+		req.Header.Set("X-Zkgate-Forwarded", fwd.Header.Get("X-Zkgate-Forwarded"))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+secrets[token])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		wantProblem(t, gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, 403, "forbidden",
+			"a client's own forwarding header, token "+token)
+	}
+	mustStatus(t, a.as(t, "writer", "GET", "/v1/leases/"+other, nil), 200, "the other lease, untouched")
+}
+
+// TestForwardingTrustsOnlyThePeerCA: under TLS a gateway forwards only to
+// a gateway whose certificate --tls-peer-ca signed. A certificate of
+// another CA, even one this gateway trusts for its clients
+// (--tls-client-ca), is refused: the request is not forwarded.
+func TestForwardingTrustsOnlyThePeerCA(t *testing.T) {
+	dir := t.TempDir()
+	peers, clients := newTestCA(t, dir, "peers"), newTestCA(t, dir, "clients")
+	file := func(name string) string { return filepath.Join(dir, name) }
+	clients.issue(t, 500, file("a.pem"), file("a.key"), time.Now().Add(-time.Minute))
+	peers.issue(t, 501, file("b.pem"), file("b.key"), time.Now().Add(-time.Minute))
+	clients.issue(t, 502, file("client.pem"), file("client.key"), time.Now().Add(-time.Minute))
+	clientCert, err := tls.LoadX509KeyPair(file("client.pem"), file("client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := x509.NewCertPool()
+	both.AddCert(peers.cert)
+	both.AddCert(clients.cert)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: both, Certificates: []tls.Certificate{clientCert}}, ForceAttemptHTTP2: true}}
+
+	root := gwtest.UniqueRoot(t)
+	a := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: root, Client: client,
+		Extra: []string{"--tls-cert", file("a.pem"), "--tls-key", file("a.key")}})
+	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: root, Client: client,
+		Extra: []string{"--tls-cert", file("b.pem"), "--tls-key", file("b.key"), "--tls-client-ca", clients.file, "--tls-peer-ca", peers.file}})
+	lease := newLeaseTLS(t, client, a.URL)
+	resp, err := client.Post(b.URL+"/v1/locks/x/acquire", "application/json", strings.NewReader(`{"lease":"`+lease+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	wantProblem(t, gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, 503, "unavailable",
+		"a lease of a gateway whose certificate the peer CA did not sign")
+}
+
+// TestForwardedCallerIsTheTokenOfItsName: the lease's gateway acts for the
+// token that the forwarding gateway names, as its own tokens file has it;
+// a name it does not know is refused there, and that refusal, as any
+// answer of the lease's gateway, reaches the client.
+func TestForwardedCallerIsTheTokenOfItsName(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	a := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(more, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	late, err := server.AddToken(more, "late", []string{"*:*:admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startSecured(t, gwtest.GatewayOptions{Root: a.Root}, more, secrets)
+	lease := a.newLeaseAs(t, "writer")
+
+	r := b.as(t, late, "GET", "/v1/leases/"+lease, nil)
+	p := wantProblem(t, r, 401, "unauthenticated", "a token a does not know, through b")
+	if detail, _ := p["detail"].(string); !strings.Contains(detail, `"late"`) || !strings.Contains(detail, "--auth-file") {
+		t.Errorf("the refusal should name the token and --auth-file: %q", detail)
+	}
+	if r.Header.Get("X-Zkgate-Served-By") == "" {
+		t.Errorf("the refusal should be a's: %v", r.Header)
+	}
+	mustStatus(t, b.as(t, "writer", "GET", "/v1/leases/"+lease, nil), 200, "the owner through b")
+	mustStatus(t, b.as(t, "admin", "POST", "/v1/leases/"+lease+"/keepalive", nil), 200, "an admin through b")
+}
