@@ -722,8 +722,15 @@ func (q *Queues) Peek(ctx context.Context, name, id string) (Taken, error) {
 	return Taken{Item: Item{ID: id, Priority: p, Size: len(data), CreatedAt: time.UnixMilli(stat.Ctime).UTC(), seq: seq}, Data: data}, nil
 }
 
-// State returns the length, claims and first head items (with their size,
-// time and claimant); with index > 0 it is a blocking read.
+// MaxQueueHead bounds the head of a queue's state. Each head item costs
+// ZooKeeper a read (its size and time) and, when claimed, one more (its
+// claimant), so the cap is what keeps one read of a long queue from costing
+// ZooKeeper thousands of requests.
+const MaxQueueHead = 100
+
+// State returns the length, claims and first head items (at most
+// MaxQueueHead, with their size, time and claimant); with index > 0 it is a
+// blocking read.
 func (q *Queues) State(ctx context.Context, name string, head int, index int64, wait time.Duration) (QueueState, error) {
 	if err := ValidName(name); err != nil {
 		return QueueState{}, err
@@ -747,7 +754,7 @@ func (q *Queues) State(ctx context.Context, name string, head int, index int64, 
 			st.Claimed++
 		}
 	}
-	head = min(head, len(items))
+	head = min(head, MaxQueueHead, len(items))
 	st.Head = append(st.Head, items[:head]...)
 	conn := q.svc.sess.Conn()
 	err = q.svc.forEach(ctx, head, func(i int) error {
