@@ -28,9 +28,13 @@ type LeaseConfig struct {
 	MaxTTL     time.Duration // --max-ttl (1h)
 	GatewayID  string        // written into every node the gateway creates
 	// Remember is how long ended ids keep answering lease_expired (1h), and
-	// RememberMax how many of them at most (100,000).
+	// RememberMax how many of them at most (100,000), in this gateway's
+	// memory and in the history in ZooKeeper (see sweepHistory).
 	Remember    time.Duration
 	RememberMax int
+	// historyCheck is the longest time between two counts of the history
+	// (defaultHistoryCheck); tests shorten it.
+	historyCheck time.Duration
 }
 
 // LeaseInfo is what clients see of a lease.

@@ -25,9 +25,12 @@ type Config struct {
 	MaxTTL         time.Duration
 	DrainTimeout   time.Duration // 0: close the session at once on SIGTERM
 	MaxItemBytes   int64
-	LogFormat      string
-	LogLevel       string
-	Advertise      string
+	// MaxLeaseHistory caps the ended leases that answer 410 with their
+	// reason: in each gateway's memory, and in the history in ZooKeeper.
+	MaxLeaseHistory int
+	LogFormat       string
+	LogLevel        string
+	Advertise       string
 
 	// Security (see README, "Security").
 	AuthFile      string // --auth-file: the client tokens; empty: tokens off
@@ -101,6 +104,7 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	maxLeasesPerToken := fs.String("max-leases-per-token", env("ZKGATE_MAX_LEASES_PER_TOKEN", "2000"), "cap on live leases of one token (ZKGATE_MAX_LEASES_PER_TOKEN)")
 	leaseRate := fs.String("lease-rate", env("ZKGATE_LEASE_RATE", "100"), "cap on new leases per second of one token (ZKGATE_LEASE_RATE)")
 	maxWaiters := fs.String("max-waiters", env("ZKGATE_MAX_WAITERS", "20000"), "cap on requests waiting at once (?wait= above 0) (ZKGATE_MAX_WAITERS)")
+	maxLeaseHistory := fs.String("max-lease-history", env("ZKGATE_MAX_LEASE_HISTORY", "100000"), "cap on the ended leases remembered (410 with the reason), oldest dropped first; they are kept an hour at most (ZKGATE_MAX_LEASE_HISTORY)")
 	maxWaitersPerName := fs.String("max-waiters-per-name", env("ZKGATE_MAX_WAITERS_PER_NAME", "10000"), "cap on requests waiting at once on one lock, semaphore, election, barrier or queue (ZKGATE_MAX_WAITERS_PER_NAME)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -161,6 +165,9 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if cfg.Limits, err = parseLimits(*maxLeases, *maxLeasesPerToken, *leaseRate, *maxWaiters, *maxWaitersPerName); err != nil {
 		return Config{}, err
+	}
+	if cfg.MaxLeaseHistory, err = strconv.Atoi(*maxLeaseHistory); err != nil || cfg.MaxLeaseHistory < 1 || cfg.MaxLeaseHistory > 10_000_000 {
+		return Config{}, usagef("--max-lease-history %q must be a whole number from 1 to 10000000", *maxLeaseHistory)
 	}
 	if err := cfg.parseSecurity(*zkAuthFile); err != nil {
 		return Config{}, err

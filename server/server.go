@@ -111,7 +111,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	gatewayID := newGatewayID()
 	svc := recipes.New(sess, recipes.Config{
 		GatewayID: gatewayID, Metrics: metrics, Logger: log,
-		Leases: recipes.LeaseConfig{MaxTTL: cfg.MaxTTL},
+		Leases: recipes.LeaseConfig{MaxTTL: cfg.MaxTTL, RememberMax: cfg.MaxLeaseHistory},
 	})
 	defer svc.Close()
 	metrics.observeService(svc)

@@ -104,6 +104,7 @@ func TestSafeDefault(t *testing.T) {
 		{[]string{"--max-leases", "0"}, "--max-leases"},
 		{[]string{"--lease-rate", "fast"}, "--lease-rate"},
 		{[]string{"--max-waiters-per-name", "-1"}, "--max-waiters-per-name"},
+		{[]string{"--max-lease-history", "0"}, "--max-lease-history"},
 		{[]string{"--metrics-listen", "nope"}, "--metrics-listen"},
 	} {
 		_, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, c.args...), env, &bytes.Buffer{})
