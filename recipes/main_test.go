@@ -98,6 +98,7 @@ type serviceOptions struct {
 	timeout time.Duration // session timeout, default 1s
 	hosts   func() zk.HostProvider
 	leases  LeaseConfig
+	queues  QueueConfig
 	root    string // default: a root of its own
 }
 
@@ -123,7 +124,7 @@ func newService(t testing.TB, o serviceOptions) *testService {
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	svc := New(sess, Config{GatewayID: "gw-test", Logger: log, Leases: o.leases})
+	svc := New(sess, Config{GatewayID: "gw-test", Logger: log, Leases: o.leases, Queues: o.queues})
 	t.Cleanup(func() {
 		svc.Close()
 		sess.Close()

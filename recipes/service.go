@@ -42,6 +42,7 @@ func (nopMetrics) Waiting(string, int)            {}
 type Config struct {
 	GatewayID string
 	Leases    LeaseConfig
+	Queues    QueueConfig
 	Metrics   Metrics
 	Logger    *slog.Logger
 }
@@ -86,7 +87,7 @@ func New(sess *Session, cfg Config) *Service {
 	s.Elections = &Elections{svc: s}
 	s.Barriers = &Barriers{svc: s}
 	s.DoubleBarriers = &DoubleBarriers{svc: s}
-	s.Queues = &Queues{svc: s}
+	s.Queues = &Queues{svc: s, ledger: newQueueLedger(cfg.Queues)}
 	return s
 }
 
