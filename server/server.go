@@ -112,6 +112,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	svc := recipes.New(sess, recipes.Config{
 		GatewayID: gatewayID, Metrics: metrics, Logger: log,
 		Leases: recipes.LeaseConfig{MaxTTL: cfg.MaxTTL, RememberMax: cfg.MaxLeaseHistory},
+		Queues: cfg.Queues,
 	})
 	defer svc.Close()
 	metrics.observeService(svc)
@@ -317,11 +318,15 @@ func restartEmbedded(ctx context.Context, zs *zkserver.Server, log *slog.Logger)
 
 // startEmbedded runs a ZooKeeper child process on the data dir.
 func startEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (*zkserver.Server, error) {
+	heap := embeddedHeap(cfg)
 	opts := zkserver.Options{
 		DataDir:           filepath.Join(cfg.DataDir, "zookeeper"),
 		TickTime:          500 * time.Millisecond,
 		MinSessionTimeout: time.Second,
 		MaxSessionTimeout: 10 * time.Minute,
+		// The heap that the caps let no sequence of requests exhaust
+		// (heap.go), not DefaultJVMArgs' 256 MiB for tests.
+		JVMArgs: []string{fmt.Sprintf("-Xmx%dm", heap>>20)},
 	}
 	if err := zkserver.Check(opts); err != nil {
 		return nil, err
@@ -334,7 +339,7 @@ func startEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (*zkserver
 	if err != nil {
 		return nil, fmt.Errorf("start embedded ZooKeeper: %w", err)
 	}
-	log.Info("embedded ZooKeeper started", "addr", zs.Addr(), "data", opts.DataDir, "took", time.Since(start).Round(time.Millisecond))
+	log.Info("embedded ZooKeeper started", "addr", zs.Addr(), "data", opts.DataDir, "heap_mib", heap>>20, "took", time.Since(start).Round(time.Millisecond))
 	return zs, nil
 }
 
