@@ -42,6 +42,7 @@ from ._errors import (
     NotFound,
     NotHeld,
     NotLeader,
+    QueueFull,
     StaleToken,
     Timeout,
     TooLarge,
@@ -59,6 +60,6 @@ __all__ = [
     "Membership", "__version__", "format_duration", "parse_duration",
     "CountMismatch", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
     "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",
-    "NotHeld", "NotLeader", "StaleToken", "Timeout", "TooLarge", "TooMany", "TransportError",
+    "NotHeld", "NotLeader", "QueueFull", "StaleToken", "Timeout", "TooLarge", "TooMany", "TransportError",
     "Unauthenticated", "Unavailable", "UnsupportedMediaType", "WouldDeadlock", "ZkgateError",
 ]
