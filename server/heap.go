@@ -24,9 +24,11 @@ import (
 //   - 500 creates of 512 KiB items in a row: 1.07 MiB each in the log of
 //     transactions, 2.14 times the item (logCopies: 2.5).
 //
-// What the caps let the gateway's users keep is in heapTerms; what they do
+// What the caps let the gateway's users keep is in heapTerms. What they do
 // not cap (a lease's holds: lock, semaphore and election nodes, a
-// candidacy's value of up to 64 KiB; barriers) is not counted.
+// candidacy's value of up to 64 KiB; barriers) is not counted, nor are
+// other gateways pointed at this ZooKeeper: each adds its leases and its
+// produces under way, and may pass the queue caps by a sixteenth.
 const (
 	// zooKeeperItself is ZooKeeper's own heap, idle and under load, with
 	// nothing stored: 5 MiB idle, 35 MiB after a load of large writes.
