@@ -94,6 +94,7 @@ var (
 	ErrUnauthenticated      = newSentinel("unauthenticated", "unauthenticated")
 	ErrForbidden            = newSentinel("forbidden", "forbidden")
 	ErrTooMany              = newSentinel("too_many", "too many requests")
+	ErrQueueFull            = newSentinel("queue_full", "queue full")
 	ErrUnavailable          = newSentinel("unavailable", "gateway unavailable")
 	ErrInternal             = newSentinel("internal", "internal error")
 )
@@ -135,6 +136,8 @@ func codeOfStatus(status int) string {
 		return "unsupported_media_type"
 	case http.StatusTooManyRequests:
 		return "too_many"
+	case http.StatusInsufficientStorage:
+		return "queue_full"
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return "unavailable"
 	}

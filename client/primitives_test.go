@@ -513,6 +513,7 @@ func TestTypedErrors(t *testing.T) {
 		"/unauth":    {401, "unauthenticated", client.ErrUnauthenticated},
 		"/forbidden": {403, "forbidden", client.ErrForbidden},
 		"/many":      {429, "too_many", client.ErrTooMany},
+		"/full":      {507, "queue_full", client.ErrQueueFull},
 		"/big":       {413, "too_large", client.ErrTooLarge},
 		"/gone":      {410, "lease_expired", client.ErrLeaseExpired},
 		"/busy":      {503, "unavailable", client.ErrUnavailable},

@@ -40,9 +40,6 @@ func (a *API) DeleteQueue() http.Handler {
 	})
 }
 
-// MaxHead bounds ?head= of a queue's state.
-const MaxHead = 1000
-
 // Produce is POST /v1/queues/{name}/items?priority=: the body is the item.
 func (a *API) Produce() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -205,8 +202,8 @@ func (a *API) QueueState() http.Handler {
 		head := 10
 		if s := r.URL.Query().Get("head"); s != "" {
 			n, err := strconv.Atoi(s)
-			if err != nil || n < 0 || n > MaxHead {
-				WriteError(w, r, invalid("head must be a whole number from 0 to %d", MaxHead))
+			if err != nil || n < 0 || n > recipes.MaxQueueHead {
+				WriteError(w, r, invalid("head must be a whole number from 0 to %d", recipes.MaxQueueHead))
 				return
 			}
 			head = n

@@ -28,6 +28,7 @@ const (
 	CodeStaleToken    Code = "stale_token"
 	CodeWouldDeadlock Code = "would_deadlock"
 	CodeNotEmpty      Code = "not_empty"
+	CodeQueueFull     Code = "queue_full"
 	CodeInternal      Code = "internal"
 )
 

@@ -1,12 +1,14 @@
 package recipes
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -280,37 +282,185 @@ func (ls *Leases) readHistory(conn *zk.Conn, id string) (*historyEntry, error) {
 // Serving records the address this gateway is reached at (see Locate).
 func (ls *Leases) Serving(advertise string) { ls.advertise.Store(&advertise) }
 
-// sweepHistory runs until ctx ends: now and then (about every twelfth of
-// Remember, at random so that gateways spread out), it stamps the history
-// of leases whose gateway died with session_lost and the time it found
-// them, and removes the history of leases ended longer than Remember ago.
+// The history is capped in count as well as in age: RememberMax nodes at
+// most, beyond which the ended leases' nodes go, oldest end first (by
+// their mzxid, the same order on every gateway). Nothing on the path that
+// makes a lease checks the cap: the sweeper counts the history now and then
+// (historyCount: one listing of the shards, and a stat of each), more often
+// as it fills, and trims it when it is over. Every gateway does, so a
+// history shared by several gateways is trimmed by whichever counts first;
+// the others' deletes of the same nodes find them gone.
+
+// historyNode is an ended lease's history node, as a sweep read it.
+type historyNode struct {
+	path    string
+	mzxid   int64 // when the lease's end was written
+	version int32
+}
+
+// historyTrimTo is what a trim leaves of the cap: a tenth below it, so
+// that a busy history is not trimmed at every count.
+func historyTrimTo(capacity int) int { return capacity - capacity/10 }
+
+// defaultHistoryCheck is the longest time between two counts of the
+// history, when it is empty; a fuller one is counted more often.
+const defaultHistoryCheck = 32 * time.Second
+
+// nextHistoryCount is when to count a history of n nodes again: every
+// check when it is empty, down to a thirty-second of that as it reaches
+// capacity, so that a history filling at any rate is seen soon after it is
+// full.
+func nextHistoryCount(n, capacity int, check time.Duration) time.Duration {
+	room := max(capacity-n, 0)
+	return max(check*time.Duration(room)/time.Duration(max(capacity, 1)), check/32)
+}
+
+// sweepHistory runs until ctx ends. About every twelfth of Remember (at
+// random, so that gateways spread out) it sweeps: it stamps the history of
+// leases whose gateway died with session_lost and the time it found them,
+// and removes the history of leases ended longer than Remember ago. In
+// between it counts the history, and trims a history over RememberMax,
+// deleting the oldest ended leases' nodes that the last sweep saw (a sweep
+// first, when they are too few).
 func (ls *Leases) sweepHistory(ctx context.Context) {
 	every := ls.cfg.Remember / 12
+	check := ls.cfg.historyCheck
+	if check <= 0 {
+		check = defaultHistoryCheck
+	}
+	sweepAt := time.Now().Add(every/2 + time.Duration(rand.Int64N(int64(every))))
+	countAt := time.Now().Add(check)
+	var oldest []historyNode // the ended leases' nodes, oldest first, from the last sweep
+	n := 0                   // the nodes at the last count
 	for {
-		wait := every/2 + time.Duration(rand.Int64N(int64(every)))
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-time.After(time.Until(minTime(countAt, sweepAt))):
 		}
-		if st, _, _ := ls.sess.Status(); st == StateLive {
-			if err := ls.SweepHistory(ctx); err != nil && ctx.Err() == nil {
-				ls.log.Warn("sweep lease history", "err", err)
+		now := time.Now()
+		if st, _, _ := ls.sess.Status(); st != StateLive {
+			countAt = now.Add(check / 32)
+			sweepAt = maxTime(sweepAt, countAt)
+			continue
+		}
+		var err error
+		if !now.Before(sweepAt) {
+			oldest, err = ls.sweepAndTrim(ctx)
+			sweepAt = now.Add(every/2 + time.Duration(rand.Int64N(int64(every))))
+		}
+		if err == nil {
+			n, err = ls.historyCount(ctx)
+		}
+		if err == nil && n > ls.cfg.RememberMax {
+			if excess := n - historyTrimTo(ls.cfg.RememberMax); len(oldest) < excess {
+				oldest, err = ls.sweepAndTrim(ctx)
+			} else {
+				oldest, err = ls.trimHistory(ctx, oldest, excess)
+			}
+			if err == nil {
+				n, err = ls.historyCount(ctx)
 			}
 		}
+		if err != nil && ctx.Err() == nil {
+			ls.log.Warn("sweep lease history", "err", err)
+		}
+		countAt = time.Now().Add(nextHistoryCount(n, ls.cfg.RememberMax, check))
 	}
 }
 
-// SweepHistory is one sweep of the lease history (see sweepHistory).
-func (ls *Leases) SweepHistory(ctx context.Context) error {
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// historyCount is the number of history nodes: the shards' children, from
+// the stats of the shards (a listing of them, and a stat each).
+func (ls *Leases) historyCount(ctx context.Context) (int, error) {
 	conn := ls.sess.Conn()
 	dir := ls.sess.Root() + "/history"
 	shards, _, err := conn.Children(dir)
 	if errors.Is(err, zk.ErrNoNode) {
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return err
+		return 0, err
+	}
+	counts := make([]int32, len(shards))
+	err = forEach(ctx, len(shards), func(i int) error {
+		ok, stat, err := conn.Exists(dir + "/" + shards[i])
+		if err != nil {
+			return err
+		}
+		if ok {
+			counts[i] = stat.NumChildren
+		}
+		return nil
+	})
+	n := 0
+	for _, c := range counts {
+		n += int(c)
+	}
+	return n, err
+}
+
+// SweepHistory is one sweep of the lease history (see sweepHistory), with
+// the trim of a history over RememberMax.
+func (ls *Leases) SweepHistory(ctx context.Context) error {
+	_, err := ls.sweepAndTrim(ctx)
+	return err
+}
+
+// sweepAndTrim sweeps the history, then trims it to historyTrimTo when the
+// sweep found more than RememberMax nodes; it returns the ended leases'
+// nodes left, oldest first.
+func (ls *Leases) sweepAndTrim(ctx context.Context) ([]historyNode, error) {
+	ended, total, err := ls.sweep(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if total > ls.cfg.RememberMax {
+		return ls.trimHistory(ctx, ended, total-historyTrimTo(ls.cfg.RememberMax))
+	}
+	return ended, nil
+}
+
+// trimHistory deletes the first n of oldest (at most all of them) and
+// returns the rest. A node written since the sweep read it (its version
+// moved) stays.
+func (ls *Leases) trimHistory(ctx context.Context, oldest []historyNode, n int) ([]historyNode, error) {
+	n = min(n, len(oldest))
+	conn := ls.sess.Conn()
+	err := forEach(ctx, n, func(i int) error {
+		err := conn.Delete(oldest[i].path, oldest[i].version)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+			return err
+		}
+		return nil
+	})
+	return oldest[n:], err
+}
+
+// sweep stamps and removes as sweepHistory says, and returns the nodes of
+// the ended leases left, oldest end first, and how many nodes it found.
+func (ls *Leases) sweep(ctx context.Context) (ended []historyNode, total int, err error) {
+	conn := ls.sess.Conn()
+	dir := ls.sess.Root() + "/history"
+	shards, _, err := conn.Children(dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
 	}
 	now := time.Now().UTC()
 	for _, shard := range shards {
@@ -319,8 +469,9 @@ func (ls *Leases) SweepHistory(ctx context.Context) error {
 			if errors.Is(err, zk.ErrNoNode) {
 				continue
 			}
-			return err
+			return nil, 0, err
 		}
+		left := make([]historyNode, len(ids))
 		err = forEach(ctx, len(ids), func(i int) error {
 			id, hp := ids[i], dir+"/"+shard+"/"+ids[i]
 			raw, stat, err := conn.Get(hp)
@@ -332,20 +483,36 @@ func (ls *Leases) SweepHistory(ctx context.Context) error {
 			switch {
 			case h.Reason == "":
 				if ok, _, err := conn.Exists(ls.recordPath(id)); err != nil || ok {
-					return nil // live (or unknown): leave it
+					left[i].path = hp // live (or unknown): leave it
+					return nil
 				}
 				h.Reason, h.EndedAt = EndSessionLost, &now
-				_, _ = conn.Set(hp, h.bytes(), stat.Version)
+				left[i].path = hp
+				if stamped, err := conn.Set(hp, h.bytes(), stat.Version); err == nil {
+					left[i] = historyNode{path: hp, mzxid: stamped.Mzxid, version: stamped.Version}
+				}
 			case h.EndedAt == nil || now.Sub(*h.EndedAt) > ls.cfg.Remember:
 				_ = conn.Delete(hp, stat.Version)
+			default:
+				left[i] = historyNode{path: hp, mzxid: stat.Mzxid, version: stat.Version}
 			}
 			return nil
 		})
 		if err != nil {
-			return err
+			return nil, 0, err
+		}
+		for _, n := range left {
+			if n.path == "" {
+				continue
+			}
+			total++
+			if n.mzxid != 0 {
+				ended = append(ended, n)
+			}
 		}
 	}
-	return nil
+	slices.SortFunc(ended, func(a, b historyNode) int { return cmp.Compare(a.mzxid, b.mzxid) })
+	return ended, total, nil
 }
 
 // forEach runs fn(0..n-1), 32 at a time (go-zookeeper pipelines the

@@ -30,7 +30,8 @@ type LeaseConfig struct {
 	MaxTTL     time.Duration // --max-ttl (1h)
 	GatewayID  string        // written into every node the gateway creates
 	// Remember is how long ended ids keep answering lease_expired (1h), and
-	// RememberMax how many of them at most (100,000).
+	// RememberMax how many of them at most (100,000), in this gateway's
+	// memory and in the history in ZooKeeper (see sweepHistory).
 	Remember    time.Duration
 	RememberMax int
 	// LockDelay is the lock-delay of a lease that asks for none, and
@@ -40,6 +41,9 @@ type LeaseConfig struct {
 	// PeerSecret, the gateways' shared secret (nil: none), signs every
 	// lease record and checks the others' (see peerproof.go).
 	PeerSecret *peer.Secret
+	// historyCheck is the longest time between two counts of the history
+	// (defaultHistoryCheck); tests shorten it.
+	historyCheck time.Duration
 }
 
 // LeaseSpec is what a client asks of a new lease.

@@ -98,6 +98,7 @@ type serviceOptions struct {
 	timeout time.Duration // session timeout, default 1s
 	hosts   func() zk.HostProvider
 	leases  LeaseConfig
+	queues  QueueConfig
 	root    string // default: a root of its own
 	gateway string // default gw-test
 }
@@ -127,7 +128,7 @@ func newService(t testing.TB, o serviceOptions) *testService {
 	if o.gateway == "" {
 		o.gateway = "gw-test"
 	}
-	svc := New(sess, Config{GatewayID: o.gateway, Logger: log, Leases: o.leases})
+	svc := New(sess, Config{GatewayID: o.gateway, Logger: log, Leases: o.leases, Queues: o.queues})
 	t.Cleanup(func() {
 		svc.Close()
 		sess.Close()

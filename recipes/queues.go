@@ -16,7 +16,10 @@ import (
 // node {root}/queues/{name}/entries/entry-<ppp>-<seq10> holding the raw
 // bytes; a consumer claims it with the EPHEMERAL node .../taken/<entry>, and
 // consumes it by deleting both in one transaction.
-type Queues struct{ svc *Service }
+type Queues struct {
+	svc    *Service
+	ledger *queueLedger // what the queues hold, against their caps (queuecaps.go)
+}
 
 // Priorities: lower is served first.
 const (
@@ -70,7 +73,8 @@ func ParseItemID(id string) (priority int, seq int64, err error) {
 	return p, s, nil
 }
 
-// Produce appends data with a priority and returns the new item.
+// Produce appends data with a priority and returns the new item. A produce
+// that would pass a cap of the queues (QueueConfig) is queue_full.
 func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority int) (Item, error) {
 	if err := ValidName(name); err != nil {
 		return Item{}, err
@@ -78,6 +82,25 @@ func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority
 	if priority < MinPriority || priority > MaxPriority {
 		return Item{}, Errorf(CodeInvalid, "priority must be between %d and %d", MinPriority, MaxPriority)
 	}
+	sess := q.svc.sess
+	if st, _, _ := sess.Status(); st != StateLive {
+		return Item{}, unavailable()
+	}
+	r, err := q.reserve(ctx, name, len(data))
+	if err != nil {
+		return Item{}, err
+	}
+	item, err := q.produce(ctx, name, data, priority)
+	if err != nil {
+		r.cancel()
+		return Item{}, err
+	}
+	r.done(item.ID)
+	return item, nil
+}
+
+// produce makes the item of Produce.
+func (q *Queues) produce(ctx context.Context, name string, data []byte, priority int) (Item, error) {
 	sess := q.svc.sess
 	entries := q.entries(name)
 	prefix := entries + fmt.Sprintf("/entry-%03d-", priority)
@@ -174,6 +197,7 @@ func (q *Queues) Delete(ctx context.Context, name string) error {
 	_, err := conn.Multi(ops...)
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
+		q.ledger.forget(name)
 		return nil
 	case errors.Is(err, zk.ErrNotEmpty), errors.Is(err, zk.ErrBadVersion):
 		return &Error{Code: CodeNotEmpty, Detail: fmt.Sprintf("queue %q still has items or claims", name)}
@@ -472,10 +496,12 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 			&zk.DeleteRequest{Path: claimNode, Version: -1},
 		)
 		if err == nil {
+			q.ledger.removed(name, t.ID)
 			return t, nil
 		}
 		_ = q.svc.sess.deleteNode(context.Background(), claimNode, epoch)
 		if errors.Is(err, zk.ErrNoNode) {
+			q.ledger.removed(name, t.ID)
 			continue // consumed by someone else meanwhile
 		}
 		return Taken{}, &Error{Code: CodeUnavailable, Detail: "the connection to ZooKeeper dropped while the item was being removed: it may or may not be gone", Err: err}
@@ -640,10 +666,12 @@ func (q *Queues) Ack(ctx context.Context, lease *Lease, name, id string) error {
 	)
 	switch {
 	case err == nil:
+		q.ledger.removed(name, id)
 		c.forgetNode(claimRole, claimNode) // gone with the item
 	case errors.Is(err, zk.ErrNoNode):
 		// The item was consumed by a client that ignores claims; our claim
 		// goes with the drop below.
+		q.ledger.removed(name, id)
 	case ambiguous(err):
 		return &Error{Code: CodeUnavailable, Detail: "the ack may not have been applied; retry it", Err: err}
 	default:
@@ -731,8 +759,15 @@ func (q *Queues) Peek(ctx context.Context, name, id string) (Taken, error) {
 	return Taken{Item: Item{ID: id, Priority: p, Size: len(data), CreatedAt: time.UnixMilli(stat.Ctime).UTC(), seq: seq}, Data: data}, nil
 }
 
-// State returns the length, claims and first head items (with their size,
-// time and claimant); with index > 0 it is a blocking read.
+// MaxQueueHead bounds the head of a queue's state. Each head item costs
+// ZooKeeper a read (its size and time) and, when claimed, one more (its
+// claimant), so the cap is what keeps one read of a long queue from costing
+// ZooKeeper thousands of requests.
+const MaxQueueHead = 100
+
+// State returns the length, claims and first head items (at most
+// MaxQueueHead, with their size, time and claimant); with index > 0 it is a
+// blocking read.
 func (q *Queues) State(ctx context.Context, name string, head int, index int64, wait time.Duration) (QueueState, error) {
 	if err := ValidName(name); err != nil {
 		return QueueState{}, err
@@ -756,7 +791,7 @@ func (q *Queues) State(ctx context.Context, name string, head int, index int64, 
 			st.Claimed++
 		}
 	}
-	head = min(head, len(items))
+	head = min(head, MaxQueueHead, len(items))
 	st.Head = append(st.Head, items[:head]...)
 	conn := q.svc.sess.Conn()
 	err = q.svc.forEach(ctx, head, func(i int) error {

@@ -503,3 +503,53 @@ func waitBehind(t *testing.T, svc *testService, px *proxy, name string) (grant f
 		return LockGrant{}
 	}
 }
+
+// A read of a queue's state costs ZooKeeper a bounded number of requests,
+// however long the queue and however many head items are asked for: the
+// head is at most MaxQueueHead items, each read once for its size and time
+// (and its claim once for its claimant), behind one sync and the two
+// listings.
+func TestAQueueReadCostsABoundedNumberOfRequests(t *testing.T) {
+	px := newProxy(t, sharedServer(t).Addr())
+	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	ctx := context.Background()
+	const items = 250
+	errs := make(chan error, items)
+	for range items {
+		go func() {
+			_, err := svc.Queues.Produce(ctx, "long", []byte("x"), 0)
+			errs <- err
+		}()
+	}
+	for range items {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Queues.Claim(ctx, lease, "long", 0); err != nil {
+		t.Fatal(err)
+	}
+	mark := len(px.Requests(svc.root))
+	st, err := svc.Queues.State(ctx, "long", 1000, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Length != items || st.Claimed != 1 {
+		t.Fatalf("the state says %d items, %d claimed; want %d and 1", st.Length, st.Claimed, items)
+	}
+	// A sync, the two listings, a stat per head item and the one claim.
+	const maxHead = 100
+	if sent := len(px.Requests(svc.root)) - mark; sent > 3+maxHead+1 {
+		t.Fatalf("a read of the state sent %d requests to ZooKeeper, want at most %d", sent, 3+maxHead+1)
+	}
+	if len(st.Head) != maxHead {
+		t.Fatalf("the head has %d items, want the most a read gives, %d", len(st.Head), maxHead)
+	}
+	if st.Head[0].ClaimedBy == nil || *st.Head[0].ClaimedBy != "consumer" || st.Head[0].Size != 1 || st.Head[0].CreatedAt.IsZero() {
+		t.Fatalf("the first head item is not described: %+v", st.Head[0])
+	}
+}

@@ -43,6 +43,7 @@ func (nopMetrics) Waiting(string, int)            {}
 type Config struct {
 	GatewayID string
 	Leases    LeaseConfig
+	Queues    QueueConfig
 	Metrics   Metrics
 	Logger    *slog.Logger
 	// PeerSecret is the gateways' shared secret (--peer-secret-file; nil:
@@ -102,7 +103,7 @@ func New(sess *Session, cfg Config) *Service {
 	s.Elections = &Elections{svc: s}
 	s.Barriers = &Barriers{svc: s}
 	s.DoubleBarriers = &DoubleBarriers{svc: s}
-	s.Queues = &Queues{svc: s}
+	s.Queues = &Queues{svc: s, ledger: newQueueLedger(cfg.Queues)}
 	sweep, stop := context.WithCancel(context.Background())
 	s.stopSweep = stop
 	go s.sweepDelays(sweep)

@@ -29,9 +29,14 @@ type Config struct {
 	LockDelay      time.Duration // the lock-delay of a lease that asks for none
 	MaxLockDelay   time.Duration // the most a lease may ask for
 	MaxItemBytes   int64
-	LogFormat      string
-	LogLevel       string
-	Advertise      string
+	// MaxLeaseHistory caps the ended leases that answer 410 with their
+	// reason: in each gateway's memory, and in the history in ZooKeeper.
+	MaxLeaseHistory int
+	// Queues caps what the queues hold in ZooKeeper.
+	Queues    recipes.QueueConfig
+	LogFormat string
+	LogLevel  string
+	Advertise string
 
 	// Security (see README, "Security").
 	AuthFile      string // --auth-file: the client tokens; empty: tokens off
@@ -117,6 +122,11 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	leaseRate := fs.String("lease-rate", env("ZKGATE_LEASE_RATE", "100"), "cap on new leases per second of one token (tokens off: of one client address) (ZKGATE_LEASE_RATE)")
 	maxWaiters := fs.String("max-waiters", env("ZKGATE_MAX_WAITERS", "20000"), "cap on requests waiting at once (?wait= above 0) (ZKGATE_MAX_WAITERS)")
 	maxWaitersPerToken := fs.String("max-waiters-per-token", env("ZKGATE_MAX_WAITERS_PER_TOKEN", ""), "cap on requests waiting at once of one token (tokens off: of one client address); default half of --max-waiters (ZKGATE_MAX_WAITERS_PER_TOKEN)")
+	maxQueueItems := fs.String("max-queue-items", env("ZKGATE_MAX_QUEUE_ITEMS", strconv.Itoa(recipes.DefaultMaxQueueItems)), "cap on the items of one queue (ZKGATE_MAX_QUEUE_ITEMS)")
+	maxQueueBytes := fs.String("max-queue-bytes", env("ZKGATE_MAX_QUEUE_BYTES", "16MiB"), "cap on the bytes of one queue's items (ZKGATE_MAX_QUEUE_BYTES)")
+	maxQueuesItems := fs.String("max-queues-items", env("ZKGATE_MAX_QUEUES_ITEMS", strconv.Itoa(recipes.DefaultMaxQueuesItems)), "cap on the items of all queues together, each queue counting 3 more (ZKGATE_MAX_QUEUES_ITEMS)")
+	maxQueuesBytes := fs.String("max-queues-bytes", env("ZKGATE_MAX_QUEUES_BYTES", "64MiB"), "cap on the bytes of all queues' items together (ZKGATE_MAX_QUEUES_BYTES)")
+	maxLeaseHistory := fs.String("max-lease-history", env("ZKGATE_MAX_LEASE_HISTORY", "100000"), "cap on the ended leases remembered (410 with the reason), oldest dropped first; they are kept an hour at most (ZKGATE_MAX_LEASE_HISTORY)")
 	maxWaitersPerName := fs.String("max-waiters-per-name", env("ZKGATE_MAX_WAITERS_PER_NAME", "10000"), "cap on requests waiting at once on one lock, semaphore, election, barrier or queue (ZKGATE_MAX_WAITERS_PER_NAME)")
 	maxRequestsPerToken := fs.String("max-requests-per-token", env("ZKGATE_MAX_REQUESTS_PER_TOKEN", "1000"), "cap on requests under way at once of one token (tokens off: of one client address) that do not wait (ZKGATE_MAX_REQUESTS_PER_TOKEN)")
 	bodyTimeout := fs.String("body-timeout", env("ZKGATE_BODY_TIMEOUT", "10s"), "time a client has to send a request's body, from the end of its headers (ZKGATE_BODY_TIMEOUT)")
@@ -186,6 +196,12 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if cfg.Limits, err = parseLimits(*maxLeases, *maxLeasesPerToken, *leaseRate, *maxWaiters, *maxWaitersPerToken, *maxWaitersPerName, *maxRequestsPerToken); err != nil {
 		return Config{}, err
 	}
+	if cfg.MaxLeaseHistory, err = strconv.Atoi(*maxLeaseHistory); err != nil || cfg.MaxLeaseHistory < 1 || cfg.MaxLeaseHistory > 10_000_000 {
+		return Config{}, usagef("--max-lease-history %q must be a whole number from 1 to 10000000", *maxLeaseHistory)
+	}
+	if cfg.Queues, err = parseQueueCaps(*maxQueueItems, *maxQueueBytes, *maxQueuesItems, *maxQueuesBytes); err != nil {
+		return Config{}, err
+	}
 	if err := cfg.parseSecurity(*zkAuthFile); err != nil {
 		return Config{}, err
 	}
@@ -245,12 +261,25 @@ func validRoot(root string) error {
 	return nil
 }
 
-// parseBytes reads 524288, 512KiB, 1MiB, 64KB...
+// parseBytes reads the size of a znode's data: 524288, 512KiB, 1MiB, 64KB...
 func parseBytes(s string) (int64, error) {
+	n, err := parseSize(s)
+	if err != nil {
+		return 0, err
+	}
+	// ZooKeeper's jute.maxbuffer (1 MiB by default) bounds a znode's data.
+	if n > 1<<20-1024 {
+		return 0, fmt.Errorf("%q is above ZooKeeper's 1 MiB node limit", s)
+	}
+	return n, nil
+}
+
+// parseSize reads a size of at most 1 TiB: 524288, 512KiB, 16MiB, 2GiB, 64KB...
+func parseSize(s string) (int64, error) {
 	units := []struct {
 		suffix string
 		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"KB", 1000}, {"MB", 1000 * 1000}, {"B", 1}}
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"B", 1}}
 	mult := int64(1)
 	num := strings.TrimSpace(s)
 	for _, u := range units {
@@ -260,14 +289,36 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 1 {
+	if err != nil || n < 1 || n > (1<<40)/mult {
 		return 0, fmt.Errorf("%q is not a size such as 524288, 512KiB or 1MiB", s)
 	}
-	// ZooKeeper's jute.maxbuffer (1 MiB by default) bounds a znode's data.
-	if n*mult > 1<<20-1024 {
-		return 0, fmt.Errorf("%q is above ZooKeeper's 1 MiB node limit", s)
-	}
 	return n * mult, nil
+}
+
+// maxQueueItemsCap bounds --max-queue-items: a queue is read in one listing
+// of its entries, which must fit the 1 MiB reply a Java client such as
+// Curator accepts (jute.maxbuffer): an item's name takes at most 25 bytes
+// of it (its sequence is ZooKeeper's 32-bit cversion), and several
+// gateways may pass the cap by a sixteenth each.
+const maxQueueItemsCap = 30_000
+
+// parseQueueCaps reads the caps of the queues.
+func parseQueueCaps(items, bytes, allItems, allBytes string) (recipes.QueueConfig, error) {
+	var c recipes.QueueConfig
+	var err error
+	if c.MaxItems, err = strconv.Atoi(items); err != nil || c.MaxItems < 1 || c.MaxItems > maxQueueItemsCap {
+		return c, usagef("--max-queue-items %q must be a whole number from 1 to %d (a queue is listed in one ZooKeeper reply of at most 1 MiB)", items, maxQueueItemsCap)
+	}
+	if c.MaxTotalItems, err = strconv.Atoi(allItems); err != nil || c.MaxTotalItems < 1 || c.MaxTotalItems > 10_000_000 {
+		return c, usagef("--max-queues-items %q must be a whole number from 1 to 10000000", allItems)
+	}
+	if c.MaxBytes, err = parseSize(bytes); err != nil {
+		return c, usagef("--max-queue-bytes: %v", err)
+	}
+	if c.MaxTotalBytes, err = parseSize(allBytes); err != nil {
+		return c, usagef("--max-queues-bytes: %v", err)
+	}
+	return c, nil
 }
 
 // usableDir makes sure dir exists and is writable.

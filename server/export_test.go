@@ -15,3 +15,6 @@ func AccessRoutes() []string {
 	}
 	return out
 }
+
+// EmbeddedHeap is embeddedHeap, the -Xmx of the embedded ZooKeeper.
+func EmbeddedHeap(cfg Config) int64 { return embeddedHeap(cfg) }

@@ -120,8 +120,9 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	gatewayID := newGatewayID()
 	svc := recipes.New(sess, recipes.Config{
 		GatewayID: gatewayID, Metrics: metrics, Logger: log,
-		Leases:     recipes.LeaseConfig{MaxTTL: cfg.MaxTTL, LockDelay: cfg.LockDelay, MaxLockDelay: cfg.MaxLockDelay},
+		Leases:     recipes.LeaseConfig{MaxTTL: cfg.MaxTTL, RememberMax: cfg.MaxLeaseHistory, LockDelay: cfg.LockDelay, MaxLockDelay: cfg.MaxLockDelay},
 		PeerSecret: cfg.peerSecret,
+		Queues:     cfg.Queues,
 	})
 	defer svc.Close()
 	metrics.observeService(svc)
@@ -380,11 +381,15 @@ func restartEmbedded(ctx context.Context, zs *zkserver.Server, log *slog.Logger)
 
 // startEmbedded runs a ZooKeeper child process on the data dir.
 func startEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (*zkserver.Server, error) {
+	heap := embeddedHeap(cfg)
 	opts := zkserver.Options{
 		DataDir:           filepath.Join(cfg.DataDir, "zookeeper"),
 		TickTime:          500 * time.Millisecond,
 		MinSessionTimeout: time.Second,
 		MaxSessionTimeout: 10 * time.Minute,
+		// The heap that the caps let no sequence of requests exhaust
+		// (heap.go), not DefaultJVMArgs' 256 MiB for tests.
+		JVMArgs: []string{fmt.Sprintf("-Xmx%dm", heap>>20)},
 	}
 	if err := zkserver.Check(opts); err != nil {
 		return nil, err
@@ -397,7 +402,7 @@ func startEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (*zkserver
 	if err != nil {
 		return nil, fmt.Errorf("start embedded ZooKeeper: %w", err)
 	}
-	log.Info("embedded ZooKeeper started", "addr", zs.Addr(), "data", opts.DataDir, "took", time.Since(start).Round(time.Millisecond))
+	log.Info("embedded ZooKeeper started", "addr", zs.Addr(), "data", opts.DataDir, "heap_mib", heap>>20, "took", time.Since(start).Round(time.Millisecond))
 	return zs, nil
 }
 

@@ -63,7 +63,9 @@ type Options struct {
 }
 
 // DefaultJVMArgs keep a server small and quick to start: several share a
-// 2-core machine in tests. Measured on one (Java 17, ZooKeeper 3.8): ready in
+// 2-core machine in tests. A 256 MiB heap suits tests; zkgate's embedded
+// ZooKeeper is given the heap its caps call for (server/heap.go) through
+// Options.JVMArgs. Measured on one (Java 17, ZooKeeper 3.8): ready in
 // about 0.5 s standalone; C1-only or a disabled CDS archive gained nothing.
 // The serial collector needs no GC threads and a small heap pauses briefly.
 var DefaultJVMArgs = []string{

@@ -288,6 +288,8 @@ export declare class TooLarge extends ZkgateError {}
 export declare class UnsupportedMediaType extends ZkgateError {}
 /** 429 too_many; see `retryAfter`. */
 export declare class TooMany extends ZkgateError {}
+/** 507 queue_full: the item would pass a cap of the queues (`problem.exceeded`, `problem.max`). */
+export declare class QueueFull extends ZkgateError {}
 /** 503 unavailable: the gateway's ZooKeeper session is suspended; see `retryAfter`. */
 export declare class Unavailable extends ZkgateError {}
 /** 500 internal. */

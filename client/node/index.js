@@ -101,6 +101,7 @@ export class MethodNotAllowed extends ZkgateError { static code = "method_not_al
 export class TooLarge extends ZkgateError { static code = "too_large"; }
 export class UnsupportedMediaType extends ZkgateError { static code = "unsupported_media_type"; }
 export class TooMany extends ZkgateError { static code = "too_many"; }
+export class QueueFull extends ZkgateError { static code = "queue_full"; }
 export class Unavailable extends ZkgateError { static code = "unavailable"; }
 export class InternalError extends ZkgateError { static code = "internal"; }
 
@@ -108,13 +109,14 @@ export class InternalError extends ZkgateError { static code = "internal"; }
 const byCode = new Map(
   [InvalidRequest, LeaseExpired, LeaseNotFound, NotFound, Timeout, NotHeld, NotLeader, NotClaimed, LimitMismatch,
     CountMismatch, StaleToken, WouldDeadlock, NotEmpty, Unauthenticated, Forbidden, MethodNotAllowed, TooLarge,
-    UnsupportedMediaType, TooMany, Unavailable, InternalError].map((c) => [/** @type {string} */ (c.code), c]),
+    UnsupportedMediaType, TooMany, QueueFull, Unavailable, InternalError].map((c) => [/** @type {string} */ (c.code), c]),
 );
 // Answers that are not problem documents (a proxy's, say) are classed by status.
 /** @type {Record<number, typeof ZkgateError>} */
 const byStatus = {
   400: InvalidRequest, 401: Unauthenticated, 403: Forbidden, 404: NotFound, 405: MethodNotAllowed, 413: TooLarge,
   415: UnsupportedMediaType, 429: TooMany, 500: InternalError, 502: Unavailable, 503: Unavailable, 504: Unavailable,
+  507: QueueFull,
 };
 
 /**

@@ -107,6 +107,11 @@ func TestSafeDefault(t *testing.T) {
 		{[]string{"--max-waiters-per-token", "0"}, "--max-waiters-per-token"},
 		{[]string{"--max-requests-per-token", "many"}, "--max-requests-per-token"},
 		{[]string{"--body-timeout", "0s"}, "--body-timeout"},
+		{[]string{"--max-lease-history", "0"}, "--max-lease-history"},
+		{[]string{"--max-queue-items", "30001"}, "--max-queue-items"},
+		{[]string{"--max-queue-bytes", "lots"}, "--max-queue-bytes"},
+		{[]string{"--max-queues-items", "0"}, "--max-queues-items"},
+		{[]string{"--max-queues-bytes", "2TiB"}, "--max-queues-bytes"},
 		{[]string{"--metrics-listen", "nope"}, "--metrics-listen"},
 	} {
 		_, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, c.args...), env, &bytes.Buffer{})

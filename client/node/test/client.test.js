@@ -175,6 +175,7 @@ describe("durations and errors", () => {
       [401, "unauthenticated", zk.Unauthenticated],
       [403, "forbidden", zk.Forbidden],
       [429, "too_many", zk.TooMany],
+      [507, "queue_full", zk.QueueFull],
       [503, "unavailable", zk.Unavailable],
       [410, "lease_expired", zk.LeaseExpired],
       [409, "would_deadlock", zk.WouldDeadlock],

@@ -175,6 +175,7 @@ class ErrorMappingTest(unittest.TestCase):
             (401, "unauthenticated", zkgate.Unauthenticated),
             (403, "forbidden", zkgate.Forbidden),
             (429, "too_many", zkgate.TooMany),
+            (507, "queue_full", zkgate.QueueFull),
             (503, "unavailable", zkgate.Unavailable),
             (410, "lease_expired", zkgate.LeaseExpired),
             (409, "would_deadlock", zkgate.WouldDeadlock),

@@ -44,6 +44,7 @@ from ._errors import (
     NotFound,
     NotHeld,
     NotLeader,
+    QueueFull,
     StaleToken,
     Timeout,
     TooLarge,
@@ -61,6 +62,6 @@ __all__ = [
     "Membership", "__version__", "format_duration", "parse_duration",
     "AlreadyHeld", "CountMismatch", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
     "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",
-    "NotHeld", "NotLeader", "StaleToken", "Timeout", "TooLarge", "TooMany", "TransportError",
+    "NotHeld", "NotLeader", "QueueFull", "StaleToken", "Timeout", "TooLarge", "TooMany", "TransportError",
     "Unauthenticated", "Unavailable", "UnsupportedMediaType", "WouldDeadlock", "ZkgateError",
 ]

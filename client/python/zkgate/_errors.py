@@ -187,6 +187,13 @@ class TooMany(ZkgateError):
     code = "too_many"
 
 
+class QueueFull(ZkgateError):
+    """507 ``queue_full``: the item would pass a cap of the queues; ``problem`` names it
+    (``exceeded``, ``max``) and what the queue and all queues hold."""
+
+    code = "queue_full"
+
+
 class Unavailable(ZkgateError):
     """503 ``unavailable``: the gateway's ZooKeeper session is suspended or
     being re-established; see ``retry_after``."""
@@ -206,7 +213,7 @@ _BY_CODE: Dict[str, Type[ZkgateError]] = {
         InvalidRequest, LeaseExpired, LeaseNotFound, NotFound, Timeout, NotHeld, NotLeader,
         NotClaimed, LimitMismatch, CountMismatch, StaleToken, WouldDeadlock, NotEmpty,
         Unauthenticated, Forbidden, MethodNotAllowed, TooLarge, UnsupportedMediaType, TooMany,
-        Unavailable, InternalError,
+        QueueFull, Unavailable, InternalError,
     )
 }
 
@@ -214,7 +221,7 @@ _BY_CODE: Dict[str, Type[ZkgateError]] = {
 _BY_STATUS: Dict[int, Type[ZkgateError]] = {
     400: InvalidRequest, 401: Unauthenticated, 403: Forbidden, 404: NotFound,
     405: MethodNotAllowed, 413: TooLarge, 415: UnsupportedMediaType, 429: TooMany,
-    500: InternalError, 502: Unavailable, 503: Unavailable, 504: Unavailable,
+    500: InternalError, 502: Unavailable, 503: Unavailable, 504: Unavailable, 507: QueueFull,
 }
 
 
