@@ -25,8 +25,26 @@ import (
 	"github.com/zkgate/zkgate/zkserver"
 )
 
-// Version is the gateway's version, set at build time with -ldflags.
-var Version = "dev"
+// Version, Commit and Date describe the build; a release stamps them with
+// -ldflags -X (see .goreleaser.yaml), a plain go build leaves the defaults.
+var (
+	Version = "dev"
+	Commit  = ""
+	Date    = ""
+)
+
+// BuildInfo is the one line that zkgate version prints: the version, then
+// the commit and build date when the build was stamped with them.
+func BuildInfo() string {
+	s := "zkgate " + Version
+	switch {
+	case Commit != "" && Date != "":
+		s += " (commit " + Commit + ", built " + Date + ")"
+	case Commit != "":
+		s += " (commit " + Commit + ")"
+	}
+	return s
+}
 
 // Deps are what the HTTP side needs.
 type Deps struct {
