@@ -342,7 +342,9 @@ func startEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (*zkserver
 		MaxSessionTimeout: 10 * time.Minute,
 	}
 	if err := zkserver.Check(opts); err != nil {
-		return nil, err
+		// A gateway without --zk may well have been meant for an ensemble
+		// (a container image has no ZooKeeper to embed): say how.
+		return nil, fmt.Errorf("%w\nor serve an external ensemble: --zk host:port,host:port (ZKGATE_ZK)", err)
 	}
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)

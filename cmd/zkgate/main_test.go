@@ -278,3 +278,15 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestNoZooKeeperToEmbed: a gateway without --zk on a machine without Java
+// (a container image) says how to name an ensemble instead.
+func TestNoZooKeeperToEmbed(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("JAVA_HOME", "")
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"zkgate", "serve", "--data-dir", t.TempDir()}, func(string) string { return "" }, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "--zk host:port") || !strings.Contains(err.Error(), "ZKGATE_ZK") {
+		t.Fatalf("serve without Java: %v", err)
+	}
+}
