@@ -163,6 +163,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		defer stopReload()
 	}
 	dr := &drain{}
+	metrics.observeReadiness(sess, dr)
 	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers,
 		Drain: dr, auth: tokens, limits: lim})
 
