@@ -3,7 +3,7 @@ GO ?= go
 TEST_FLAGS ?= -count=1 -timeout 20m
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run test test-clients test-release check-generated build generate lint bench deps release man install image
+.PHONY: run test test-clients test-release test-deploy check-generated build generate lint bench deps release man install image
 
 ## run: the gateway on an embedded ZooKeeper (installs ZooKeeper and Java if missing)
 run: deps
@@ -21,12 +21,18 @@ test: check-generated
 	$(GO) test -race $(TEST_FLAGS) ./recipes/
 	$(GO) test -race $(TEST_FLAGS) -run '^($(RACE_TESTS))$$' ./server/
 	scripts/test-clients.sh
+	scripts/test-deploy.sh
 	scripts/test-release.sh
 
 ## test-clients: the contract lint and type check, the Python and Node clients' tests and every example, on a real gateway
 test-clients:
 	@scripts/deps.sh test
 	scripts/test-clients.sh
+
+## test-deploy: the Helm chart (helm lint, helm template) and the Prometheus rules (promtool)
+test-deploy:
+	@scripts/deps.sh test
+	scripts/test-deploy.sh
 
 ## test-release: goreleaser's check, a linux/amd64 snapshot, its .deb installed and removed, the image (root only)
 test-release:
