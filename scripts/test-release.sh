@@ -66,6 +66,14 @@ man_page=/usr/share/man/man1/zkgate.1.gz
 warnings=$(zcat "$man_page" | groff -man -Tutf8 -ww -z 2>&1) && [ -z "$warnings" ] || fail "groff on $man_page: $warnings"
 [ "$(stat -c %a /etc/zkgate/zkgate.env)" = 600 ] || fail "/etc/zkgate/zkgate.env is not 0600"
 dpkg-query -W -f='${Conffiles}\n' zkgate | grep -q '^ /etc/zkgate/zkgate.env ' || fail "/etc/zkgate/zkgate.env is not a conffile"
+[ "$(stat -c %a:%G /etc/zkgate)" = 2750:zkgate ] || fail "/etc/zkgate is $(stat -c %a:%G /etc/zkgate), not 2750:zkgate"
+# The tokens file as README's Install says to make it: the service's user
+# reads it, through a rewrite too.
+/usr/bin/zkgate token new --auth-file /etc/zkgate/tokens --name first '*:*:read' >/dev/null 2>&1
+chmod 0640 /etc/zkgate/tokens
+/usr/bin/zkgate token new --auth-file /etc/zkgate/tokens --name second '*:*:read' >/dev/null 2>&1
+runuser -u zkgate -- grep -q '^second ' /etc/zkgate/tokens || fail "user zkgate cannot read /etc/zkgate/tokens: $(ls -l /etc/zkgate/tokens)"
+rm /etc/zkgate/tokens
 unit=/usr/lib/systemd/system/zkgate.service
 out=$(systemd-analyze verify "$unit" 2>&1) && [ -z "$out" ] || fail "systemd-analyze verify $unit: $out"
 # The unit's hardening keeps its exposure at 2.0 or less (of 10).

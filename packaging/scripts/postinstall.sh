@@ -8,6 +8,11 @@ if command -v systemd-sysusers >/dev/null 2>&1; then
 elif ! getent passwd zkgate >/dev/null; then
 	useradd --system --user-group --home-dir /var/lib/zkgate --no-create-home --shell /usr/sbin/nologin zkgate
 fi
+# /etc/zkgate is group zkgate's, and setgid: a tokens file made there
+# (zkgate token new, then chmod 0640 once) stays readable by the service
+# through every rewrite.
+chgrp zkgate /etc/zkgate
+chmod 2750 /etc/zkgate
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload || true
 fi
