@@ -23,8 +23,8 @@ step "goreleaser check"
 goreleaser check
 
 step "snapshot release (linux/amd64 only)"
-ZKGATE_RELEASE_LINUX_AMD64_ONLY=1 goreleaser release --snapshot --clean >dist.log 2>&1 || { cat dist.log >&2; fail "goreleaser release --snapshot"; }
-rm -f dist.log
+log=$(mktemp)
+ZKGATE_RELEASE_LINUX_AMD64_ONLY=1 goreleaser release --snapshot --clean >"$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; fail "goreleaser release --snapshot"; }
 version=$(jq -r .version dist/metadata.json)
 commit=$(jq -r .commit dist/metadata.json)
 date=$(jq -r .date dist/metadata.json | sed -E 's/\.[0-9]+Z$/Z/')
@@ -77,8 +77,8 @@ rm /etc/zkgate/tokens
 unit=/usr/lib/systemd/system/zkgate.service
 out=$(systemd-analyze verify "$unit" 2>&1) && [ -z "$out" ] || fail "systemd-analyze verify $unit: $out"
 # The unit's hardening keeps its exposure at 2.0 or less (of 10).
-systemd-analyze security --offline=yes --threshold=20 "$unit" >security.log 2>&1 || { cat security.log >&2; rm -f security.log; fail "systemd-analyze security: exposure above 2.0"; }
-rm -f security.log
+systemd-analyze security --offline=yes --threshold=20 "$unit" >"$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; fail "systemd-analyze security: exposure above 2.0"; }
+rm -f "$log"
 
 step "dpkg --remove"
 dpkg --remove zkgate >/dev/null
