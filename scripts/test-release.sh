@@ -28,9 +28,11 @@ ZKGATE_RELEASE_LINUX_AMD64_ONLY=1 goreleaser release --snapshot --clean >"$log" 
 version=$(jq -r .version dist/metadata.json)
 commit=$(jq -r .commit dist/metadata.json)
 date=$(jq -r .date dist/metadata.json | sed -E 's/\.[0-9]+Z$/Z/')
+short=$commit
 if git remote | grep -q .; then
   # goreleaser reads the commit only in a clone with a remote.
-  [ "$commit" = "$(git rev-parse --short HEAD)" ] || fail "the snapshot's commit $commit is not HEAD's"
+  [ "$commit" = "$(git rev-parse HEAD)" ] || fail "the snapshot's commit $commit is not HEAD's"
+  short=$(git show -s --format=%h "$commit")
 fi
 artifact() { jq -r --arg t "$1" --arg g "$2" '.[] | select(.type == $t and (.name | test($g))) | .path' dist/artifacts.json; }
 bin=$(artifact Binary '^zkgate$')
@@ -38,7 +40,7 @@ deb=$(artifact 'Linux Package' '\.deb$')
 rpm=$(artifact 'Linux Package' '\.rpm$')
 archive=$(artifact Archive '\.tar\.gz$')
 [ -n "$bin" ] && [ -n "$deb" ] && [ -n "$rpm" ] && [ -n "$archive" ] || fail "missing artifacts in dist/artifacts.json"
-want="zkgate $version (commit $commit, built $date)"
+want="zkgate $version (commit $short, built $date)"
 
 step "static binary, stamped"
 go version -m "$bin" | grep -q 'CGO_ENABLED=0' || fail "$bin was not built with CGO_ENABLED=0"
