@@ -23,8 +23,10 @@ step "goreleaser check"
 goreleaser check
 
 step "snapshot release (linux/amd64 only)"
-log=$(mktemp)
-ZKGATE_RELEASE_LINUX_AMD64_ONLY=1 goreleaser release --snapshot --clean >"$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; fail "goreleaser release --snapshot"; }
+# The logs of the steps, kept for a look after a failure (build/ is ignored).
+mkdir -p build
+log=build/test-release.log
+ZKGATE_RELEASE_LINUX_AMD64_ONLY=1 goreleaser release --snapshot --clean >"$log" 2>&1 || { cat "$log" >&2; fail "goreleaser release --snapshot"; }
 version=$(jq -r .version dist/metadata.json)
 commit=$(jq -r .commit dist/metadata.json)
 date=$(jq -r .date dist/metadata.json | sed -E 's/\.[0-9]+Z$/Z/')
@@ -79,8 +81,7 @@ rm /etc/zkgate/tokens
 unit=/usr/lib/systemd/system/zkgate.service
 out=$(systemd-analyze verify "$unit" 2>&1) && [ -z "$out" ] || fail "systemd-analyze verify $unit: $out"
 # The unit's hardening keeps its exposure at 2.0 or less (of 10).
-systemd-analyze security --offline=yes --threshold=20 "$unit" >"$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; fail "systemd-analyze security: exposure above 2.0"; }
-rm -f "$log"
+systemd-analyze security --offline=yes --threshold=20 "$unit" >"$log" 2>&1 || { cat "$log" >&2; fail "systemd-analyze security: exposure above 2.0"; }
 
 step "dpkg --remove"
 dpkg --remove zkgate >/dev/null
