@@ -51,11 +51,11 @@ build:
 
 # What make install and make image stamp into the binary (a release takes
 # them from goreleaser).
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
-DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
-STATIC_LDFLAGS = -s -w -X github.com/zkgate/zkgate/server.Version=$(VERSION) \
-	-X github.com/zkgate/zkgate/server.Commit=$(COMMIT) -X github.com/zkgate/zkgate/server.Date=$(DATE)
+BUILD_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BUILD_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+STATIC_LDFLAGS = -s -w -X github.com/zkgate/zkgate/server.Version=$(BUILD_VERSION) \
+	-X github.com/zkgate/zkgate/server.Commit=$(BUILD_COMMIT) -X github.com/zkgate/zkgate/server.Date=$(BUILD_DATE)
 
 ## release: archives, checksums, .deb and .rpm in dist/ (goreleaser, pinned); a snapshot unless HEAD is tagged;
 ## publish with RELEASE_FLAGS= and GITHUB_TOKEN set

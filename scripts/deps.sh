@@ -5,7 +5,7 @@
 #   scripts/deps.sh test   plus Curator, kazoo and Chromium for the test suite, and
 #                          Node.js, npm, curl, jq and Python's venv, setuptools and
 #                          wheel for the clients' tests (scripts/test-clients.sh), and
-#                          buildah, promtool, systemd-analyze and groff for the
+#                          buildah, promtool, systemd-analyze, groff and man for the
 #                          release and deployment tests (scripts/test-release.sh,
 #                          scripts/test-deploy.sh)
 set -euo pipefail
@@ -31,6 +31,7 @@ if [ "$what" = test ]; then
   command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
   command -v systemd-analyze >/dev/null 2>&1 || pkgs+=(systemd)
   command -v groff >/dev/null 2>&1 || pkgs+=(groff-base)
+  command -v man >/dev/null 2>&1 || pkgs+=(man-db) # systemd-analyze verify checks Documentation=man:
   [ -s /etc/ssl/certs/ca-certificates.crt ] || pkgs+=(ca-certificates)
 fi
 [ ${#pkgs[@]} -eq 0 ] && exit 0
