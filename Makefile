@@ -3,7 +3,7 @@ GO ?= go
 TEST_FLAGS ?= -count=1 -timeout 20m
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run test test-clients check-generated build generate lint bench deps
+.PHONY: run test test-clients test-release test-deploy check-generated build generate lint bench deps release man install image
 
 ## run: the gateway on an embedded ZooKeeper (installs ZooKeeper and Java if missing)
 run: deps
@@ -21,11 +21,23 @@ test: check-generated
 	$(GO) test -race $(TEST_FLAGS) ./recipes/
 	$(GO) test -race $(TEST_FLAGS) -run '^($(RACE_TESTS))$$' ./server/
 	scripts/test-clients.sh
+	scripts/test-deploy.sh
+	scripts/test-release.sh
 
 ## test-clients: the contract lint and type check, the Python and Node clients' tests and every example, on a real gateway
 test-clients:
 	@scripts/deps.sh test
 	scripts/test-clients.sh
+
+## test-deploy: the Helm chart (helm lint, helm template) and the Prometheus rules (promtool)
+test-deploy:
+	@scripts/deps.sh test
+	scripts/test-deploy.sh
+
+## test-release: goreleaser's check, a linux/amd64 snapshot, its .deb installed and removed, the image (root only)
+test-release:
+	@scripts/deps.sh test
+	scripts/test-release.sh
 
 ## check-generated: the committed templ output is what templ makes of the sources
 check-generated:
@@ -36,6 +48,48 @@ check-generated:
 ## build: bin/zkgate
 build:
 	$(GO) build -o bin/zkgate ./cmd/zkgate
+
+# What make install and make image stamp into the binary (a release takes
+# them from goreleaser).
+BUILD_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BUILD_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+STATIC_LDFLAGS = -s -w -X github.com/zkgate/zkgate/server.Version=$(BUILD_VERSION) \
+	-X github.com/zkgate/zkgate/server.Commit=$(BUILD_COMMIT) -X github.com/zkgate/zkgate/server.Date=$(BUILD_DATE)
+
+## release: archives, checksums, .deb and .rpm in dist/ (goreleaser, pinned); a snapshot unless HEAD is tagged;
+## publish with RELEASE_FLAGS= and GITHUB_TOKEN set
+RELEASE_FLAGS ?= --skip=publish
+release:
+	scripts/gotool.sh goreleaser release --clean $(RELEASE_FLAGS) \
+		$$(git describe --exact-match --tags >/dev/null 2>&1 || echo --snapshot)
+
+## man: build/man/zkgate.1, from the program's own usage
+man:
+	$(GO) run ./tools/mangen -o build/man/zkgate.1
+
+PREFIX ?= /usr/local
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+## install: the static binary to $(PREFIX)/bin, the man page, the systemd unit and its user, and
+## /etc/zkgate/zkgate.env if there is none (DESTDIR for staging); then: systemd-sysusers, systemctl daemon-reload
+install: man
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(STATIC_LDFLAGS)' -o build/install/zkgate ./cmd/zkgate
+	install -D -m 0755 build/install/zkgate $(DESTDIR)$(PREFIX)/bin/zkgate
+	install -D -m 0644 build/man/zkgate.1 $(DESTDIR)$(PREFIX)/share/man/man1/zkgate.1
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/bin/zkgate|$(PREFIX)/bin/zkgate|' packaging/systemd/zkgate.service > $(DESTDIR)$(UNITDIR)/zkgate.service
+	install -D -m 0644 packaging/sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/zkgate.conf
+	@if [ -e $(DESTDIR)/etc/zkgate/zkgate.env ]; then echo "keeping $(DESTDIR)/etc/zkgate/zkgate.env"; \
+	else install -D -m 0600 packaging/zkgate.env $(DESTDIR)/etc/zkgate/zkgate.env; fi
+
+IMAGE ?= zkgate:dev
+CONTAINER_BUILD ?= buildah bud
+## image: the container image $(IMAGE) for gateways in front of an ensemble (Containerfile; builds offline)
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(STATIC_LDFLAGS)' -o build/image/zkgate ./cmd/zkgate
+	cp /etc/ssl/certs/ca-certificates.crt build/image/ca-certificates.crt
+	$(CONTAINER_BUILD) -f Containerfile -t $(IMAGE) .
 
 ## generate: the templ components of the dashboard
 generate:

@@ -118,6 +118,7 @@ type Session struct {
 	nextListen  int
 	reconnects  atomic.Int64
 	sessionsNew atomic.Int64
+	roundTrip   atomic.Int64 // the latest heartbeat's round trip, in ns
 	losses      atomic.Int64
 
 	// current is conn, for the readers that must not take mu: the time
@@ -392,11 +393,15 @@ type Stats struct {
 	Reconnects  int64 // suspended sessions that came back
 	NewSessions int64
 	Losses      int64 // sessions expired or given up
+	// RoundTrip is how long ZooKeeper took to answer the latest heartbeat
+	// (a third of a session timeout apart): zero before the first.
+	RoundTrip time.Duration
 }
 
 // Stats returns the session counters.
 func (s *Session) Stats() Stats {
-	return Stats{Reconnects: s.reconnects.Load(), NewSessions: s.sessionsNew.Load(), Losses: s.losses.Load()}
+	return Stats{Reconnects: s.reconnects.Load(), NewSessions: s.sessionsNew.Load(), Losses: s.losses.Load(),
+		RoundTrip: time.Duration(s.roundTrip.Load())}
 }
 
 // Conn is the current connection.
@@ -655,8 +660,10 @@ func (s *Session) probe() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout())
 	defer cancel()
 	for ctx.Err() == nil {
+		sent := time.Now()
 		_, _, err := s.Conn().Exists(s.cfg.Root)
 		if err == nil {
+			s.roundTrip.Store(int64(time.Since(sent)))
 			return // the answer moved the connection's LastHeard
 		}
 		if !ambiguous(err) {

@@ -4,7 +4,10 @@
 #   scripts/deps.sh run    ZooKeeper and Java: enough to run the gateway
 #   scripts/deps.sh test   plus Curator, kazoo and Chromium for the test suite, and
 #                          Node.js, npm, curl, jq and Python's venv, setuptools and
-#                          wheel for the clients' tests (scripts/test-clients.sh)
+#                          wheel for the clients' tests (scripts/test-clients.sh), and
+#                          buildah, promtool, systemd-analyze, groff and man for the
+#                          release and deployment tests (scripts/test-release.sh,
+#                          scripts/test-deploy.sh)
 set -euo pipefail
 what=${1:-run}
 pkgs=()
@@ -24,6 +27,12 @@ if [ "$what" = test ]; then
   /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
   /usr/bin/python3 -c 'import setuptools' >/dev/null 2>&1 || pkgs+=(python3-setuptools)
   /usr/bin/python3 -c 'import wheel' >/dev/null 2>&1 || pkgs+=(python3-wheel)
+  command -v buildah >/dev/null 2>&1 || pkgs+=(buildah)
+  command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
+  command -v systemd-analyze >/dev/null 2>&1 || pkgs+=(systemd)
+  command -v groff >/dev/null 2>&1 || pkgs+=(groff-base)
+  command -v man >/dev/null 2>&1 || pkgs+=(man-db) # systemd-analyze verify checks Documentation=man:
+  [ -s /etc/ssl/certs/ca-certificates.crt ] || pkgs+=(ca-certificates)
 fi
 [ ${#pkgs[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then

@@ -102,9 +102,19 @@ func newLimits(cfg Limits) *limits {
 		}, []string{"limit"})}
 }
 
-// register adds the limits' metrics to reg.
+// register adds the limits' metrics to reg: the refusals, the waiting
+// requests, and the caps themselves, so that alerts can say "near the cap".
 func (l *limits) register(reg prometheus.Registerer) {
-	reg.MustRegister(l.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	caps := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "zkgate_limit", Help: "The caps, by limit (named as in zkgate_limited_total); lease-rate is new leases a second.",
+	}, []string{"limit"})
+	for name, v := range map[string]float64{
+		"max-leases": float64(l.cfg.MaxLeases), "max-leases-per-token": float64(l.cfg.MaxLeasesPerToken), "lease-rate": l.cfg.LeaseRate,
+		"max-waiters": float64(l.cfg.MaxWaiters), "max-waiters-per-name": float64(l.cfg.MaxWaitersPerName),
+	} {
+		caps.WithLabelValues(name).Set(v)
+	}
+	reg.MustRegister(caps, l.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "zkgate_waiting_requests", Help: "Requests with ?wait= above 0 under way, counted against --max-waiters.",
 	}, func() float64 {
 		l.mu.Lock()

@@ -52,6 +52,20 @@ func NewMetrics() *Metrics {
 	return m
 }
 
+// observeReadiness exports what /readyz says, for alerts: a gateway that is
+// up but not ready (its session not live, or draining) gets no traffic.
+func (m *Metrics) observeReadiness(sess *recipes.Session, dr *drain) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "zkgate_ready", Help: "1 while /readyz answers 200: the ZooKeeper session is live and the gateway is not draining.",
+	}, func() float64 {
+		st, _, _ := sess.Status()
+		if _, draining := dr.until(); isReady(st, draining) {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // Granted implements recipes.Metrics.
 func (m *Metrics) Granted(kind string, waited time.Duration) {
 	m.grants.WithLabelValues(kind).Inc()
@@ -90,6 +104,9 @@ func (m *Metrics) observeService(svc *recipes.Service) {
 	counter("zkgate_zk_reconnects_total", "Suspended ZooKeeper sessions that reconnected.", func() int64 { return sess.Stats().Reconnects })
 	counter("zkgate_zk_sessions_total", "ZooKeeper sessions established.", func() int64 { return sess.Stats().NewSessions })
 	counter("zkgate_zk_session_losses_total", "ZooKeeper sessions expired or given up.", func() int64 { return sess.Stats().Losses })
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "zkgate_zk_round_trip_seconds", Help: "How long ZooKeeper took to answer the latest heartbeat (sent a third of a session timeout apart).",
+	}, func() float64 { return sess.Stats().RoundTrip.Seconds() }))
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "zkgate_leases", Help: "Live leases on this gateway.",
 	}, func() float64 { return float64(svc.Leases.Count()) }))

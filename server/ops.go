@@ -14,7 +14,8 @@ func health() http.HandlerFunc {
 	}
 }
 
-// ready answers 200 only while the ZooKeeper session is live.
+// ready answers 200 only while the ZooKeeper session is live and the
+// gateway is not draining.
 func ready(sess *recipes.Session, dr *drain) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		st, _, id := sess.Status()
@@ -24,7 +25,7 @@ func ready(sess *recipes.Session, dr *drain) http.HandlerFunc {
 		if draining {
 			doc["draining_until"] = ends.UTC()
 		}
-		if st != recipes.StateLive || draining {
+		if !isReady(st, draining) {
 			status = http.StatusServiceUnavailable
 			w.Header().Set("Retry-After", "1")
 		}
@@ -33,6 +34,12 @@ func ready(sess *recipes.Session, dr *drain) http.HandlerFunc {
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(doc)
 	}
+}
+
+// isReady is what /readyz answers: the session is live and the gateway is
+// not draining.
+func isReady(st recipes.State, draining bool) bool {
+	return st == recipes.StateLive && !draining
 }
 
 func openAPI(spec []byte) http.HandlerFunc {

@@ -26,8 +26,26 @@ import (
 	"github.com/zkgate/zkgate/zkserver"
 )
 
-// Version is the gateway's version, set at build time with -ldflags.
-var Version = "dev"
+// Version, Commit and Date describe the build; a release stamps them with
+// -ldflags -X (see .goreleaser.yaml), a plain go build leaves the defaults.
+var (
+	Version = "dev"
+	Commit  = ""
+	Date    = ""
+)
+
+// BuildInfo is the one line that zkgate version prints: the version, then
+// the commit and build date when the build was stamped with them.
+func BuildInfo() string {
+	s := "zkgate " + Version
+	switch {
+	case Commit != "" && Date != "":
+		s += " (commit " + Commit + ", built " + Date + ")"
+	case Commit != "":
+		s += " (commit " + Commit + ")"
+	}
+	return s
+}
 
 // Deps are what the HTTP side needs.
 type Deps struct {
@@ -162,6 +180,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		defer stopReload()
 	}
 	dr := &drain{}
+	metrics.observeReadiness(sess, dr)
 	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers,
 		Drain: dr, BodyTimeout: cfg.BodyTimeout, auth: tokens, limits: lim})
 
@@ -392,7 +411,9 @@ func startEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (*zkserver
 		JVMArgs: []string{fmt.Sprintf("-Xmx%dm", heap>>20)},
 	}
 	if err := zkserver.Check(opts); err != nil {
-		return nil, err
+		// A gateway without --zk may well have been meant for an ensemble
+		// (a container image has no ZooKeeper to embed): say how.
+		return nil, fmt.Errorf("%w\nor serve an external ensemble: --zk host:port,host:port (ZKGATE_ZK)", err)
 	}
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)

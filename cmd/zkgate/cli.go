@@ -183,7 +183,7 @@ const helpText = `usage: zkgate [command] [flags]
 The gateway:
   zkgate [serve] [flags]         serve the HTTP API and the dashboard (zkgate serve -h lists the flags)
   zkgate peer-secret new         a secret for --peer-secret-file, shared by the gateways of a root
-  zkgate version
+  zkgate version                 the version, and the commit and build date of a release (also --version)
 
 The client (every command takes --gateway URL, default $ZKGATE_URL or
 http://127.0.0.1:8080, and --token T, default $ZKGATE_TOKEN; -h lists the flags):

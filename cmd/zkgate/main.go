@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/zkgate/zkgate/server"
@@ -39,8 +40,8 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	rest := args[1:]
 	cmd := "serve"
-	if len(rest) > 0 && len(rest[0]) > 0 && rest[0][0] != '-' {
-		cmd, rest = rest[0], rest[1:]
+	if len(rest) > 0 && (len(rest[0]) > 0 && rest[0][0] != '-' || rest[0] == "--version") {
+		cmd, rest = strings.TrimPrefix(rest[0], "--"), rest[1:]
 	}
 	switch cmd {
 	case "serve":
@@ -66,7 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "peer-secret":
 		return peerSecretCmd(rest, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "zkgate", server.Version)
+		fmt.Fprintln(stdout, server.BuildInfo())
 		return nil
 	case "help":
 		fmt.Fprint(stdout, helpText)

@@ -262,3 +262,31 @@ func TestBinarySignalsAndExitCodes(t *testing.T) {
 		return nil
 	})
 }
+
+// TestVersion: zkgate version and zkgate --version print the build's one
+// line, with the commit and date a release stamps in.
+func TestVersion(t *testing.T) {
+	defer func(v, c, d string) { server.Version, server.Commit, server.Date = v, c, d }(server.Version, server.Commit, server.Date)
+	server.Version, server.Commit, server.Date = "1.2.3", "0123abc", "2026-01-02T03:04:05Z"
+	for _, arg := range []string{"version", "--version"} {
+		var out, errOut bytes.Buffer
+		if err := run(context.Background(), []string{"zkgate", arg}, func(string) string { return "" }, &out, &errOut); err != nil {
+			t.Fatalf("zkgate %s: %v", arg, err)
+		}
+		if want := "zkgate 1.2.3 (commit 0123abc, built 2026-01-02T03:04:05Z)\n"; out.String() != want {
+			t.Fatalf("zkgate %s printed %q, want %q", arg, out.String(), want)
+		}
+	}
+}
+
+// TestNoZooKeeperToEmbed: a gateway without --zk on a machine without Java
+// (a container image) says how to name an ensemble instead.
+func TestNoZooKeeperToEmbed(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("JAVA_HOME", "")
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"zkgate", "serve", "--data-dir", t.TempDir()}, func(string) string { return "" }, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "--zk host:port") || !strings.Contains(err.Error(), "ZKGATE_ZK") {
+		t.Fatalf("serve without Java: %v", err)
+	}
+}

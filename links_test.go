@@ -1,0 +1,184 @@
+package zkgate_test
+
+import (
+	"os"
+	"os/exec"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+var (
+	// [text](target "title") and ![alt](target), and [id]: target.
+	inlineLink    = regexp.MustCompile(`!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)`)
+	referenceLink = regexp.MustCompile(`(?m)^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+"[^"]*")?\s*$`)
+	inlineCode    = regexp.MustCompile("`+[^`]*`+")
+	htmlAnchor    = regexp.MustCompile(`<a\s+(?:name|id)="([^"]+)"`)
+	scheme        = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
+)
+
+// markdownFiles are the project's Markdown files: every tracked *.md but
+// the upstream copy of go-zookeeper's.
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("git", "ls-files", "*.md").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	var files []string
+	for _, f := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(f, "third_party/go-zookeeper/zk/") {
+			files = append(files, f)
+		}
+	}
+	return files
+}
+
+// prose is a Markdown file without its fenced code blocks and inline code,
+// where a link is an example, not a link.
+func prose(text string) string {
+	var b strings.Builder
+	fence := ""
+	for _, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case fence == "" && (strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~")):
+			fence = trimmed[:3]
+		case fence != "" && strings.HasPrefix(trimmed, fence):
+			fence = ""
+		case fence == "" && !strings.HasPrefix(line, "    ") && !strings.HasPrefix(line, "\t"):
+			b.WriteString(inlineCode.ReplaceAllString(line, ""))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// anchors are the fragments that a Markdown file's headings (as GitHub
+// makes them: lower case, punctuation dropped, spaces to hyphens, repeats
+// numbered) and HTML anchors give it.
+func anchors(text string) map[string]bool {
+	out := map[string]bool{}
+	for _, line := range strings.Split(prose(text), "\n") {
+		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
+			out[m[1]] = true
+		}
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		heading := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var slug strings.Builder
+		for _, r := range strings.ToLower(heading) {
+			switch {
+			case r == ' ':
+				slug.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r):
+				slug.WriteRune(r)
+			}
+		}
+		s := slug.String()
+		for i := 1; out[s]; i++ {
+			s = slug.String() + "-" + strconv.Itoa(i)
+		}
+		out[s] = true
+	}
+	return out
+}
+
+// brokenLinks lists the relative links of the Markdown file at file (a path
+// from the repository's root) that name no file, or a heading that the
+// Markdown file they name does not have.
+func brokenLinks(t *testing.T, file string) []string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := prose(string(data))
+	var targets []string
+	for _, m := range inlineLink.FindAllStringSubmatch(text, -1) {
+		targets = append(targets, m[1])
+	}
+	for _, m := range referenceLink.FindAllStringSubmatch(text, -1) {
+		targets = append(targets, m[1])
+	}
+	var broken []string
+	for _, target := range targets {
+		if scheme.MatchString(target) || strings.HasPrefix(target, "//") {
+			continue // another site's: not checked offline
+		}
+		ref, fragment, _ := strings.Cut(target, "#")
+		dest := file
+		if ref != "" {
+			if strings.HasPrefix(ref, "/") {
+				dest = path.Clean(strings.TrimPrefix(ref, "/"))
+			} else {
+				dest = path.Join(path.Dir(file), ref)
+			}
+			if _, err := os.Stat(dest); err != nil {
+				broken = append(broken, file+": "+target+" (no "+dest+")")
+				continue
+			}
+		}
+		if fragment == "" || !strings.HasSuffix(dest, ".md") {
+			continue
+		}
+		destText, err := os.ReadFile(dest)
+		if err != nil {
+			broken = append(broken, file+": "+target+" ("+err.Error()+")")
+			continue
+		}
+		if !anchors(string(destText))[fragment] {
+			broken = append(broken, file+": "+target+" (no heading #"+fragment+" in "+dest+")")
+		}
+	}
+	return broken
+}
+
+// TestMarkdownLinks: every relative link of the project's Markdown files
+// (README.md, BENCHMARKS.md, the clients' READMEs, deploy/, docs/) names a
+// file of the repository, and a link to a heading names one that exists.
+func TestMarkdownLinks(t *testing.T) {
+	files := markdownFiles(t)
+	if len(files) < 4 {
+		t.Fatalf("found only %v", files)
+	}
+	var broken []string
+	for _, f := range files {
+		broken = append(broken, brokenLinks(t, f)...)
+	}
+	if len(broken) > 0 {
+		t.Fatalf("broken links:\n  %s", strings.Join(broken, "\n  "))
+	}
+}
+
+// TestBrokenLinksFound: the checker finds a missing file, a missing
+// heading, and passes what exists, and ignores code and other sites.
+func TestBrokenLinksFound(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.MkdirAll("docs", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile("docs/guide.md", []byte("# Guide\n\n## Set-up, on a fresh machine\n\n## Set-up, on a fresh machine\n"), 0o644)
+	os.WriteFile("README.md", []byte(strings.Join([]string{
+		"# Top", "",
+		"[ok](docs/guide.md) [ok](docs/guide.md#set-up-on-a-fresh-machine) [ok](docs/guide.md#set-up-on-a-fresh-machine-1)",
+		"[ok](#top) [ok](/docs/) ![ok](docs/guide.md \"title\") [site](https://example.com/x) `[code](nope.md)`",
+		"[gone](docs/nope.md) [bad heading](docs/guide.md#setup) [self](#nowhere)",
+		"[ref]: docs/missing.png",
+		"```", "[fenced](fenced.md)", "```",
+	}, "\n")), 0o644)
+	got := brokenLinks(t, "README.md")
+	want := []string{
+		"README.md: docs/nope.md (no docs/nope.md)",
+		"README.md: docs/guide.md#setup (no heading #setup in docs/guide.md)",
+		"README.md: #nowhere (no heading #nowhere in README.md)",
+		"README.md: docs/missing.png (no docs/missing.png)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("broken links:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
