@@ -84,6 +84,8 @@ var routeAccess = map[string]rule{
 	"GET /signin":           openRoute,
 	"POST /signin":          openRoute,
 	"POST /signout":         openRoute,
+	// A gateway's own: the handler takes only a proven peer's call.
+	"POST " + handlers.HandoverPath: openRoute,
 
 	"POST /v1/leases":                {kind: "leases", level: handlers.LevelWrite, makesLeases: true},
 	"GET /v1/leases":                 {kind: "leases", level: handlers.LevelRead, lease: true},
