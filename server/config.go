@@ -28,10 +28,10 @@ type Config struct {
 	DrainTimeout   time.Duration // 0: close the session at once on SIGTERM
 	// Handover: on SIGTERM the gateway hands its leases to a peer (or to its
 	// next start) instead of ending them.
-	Handover bool
-	LockDelay      time.Duration // the lock-delay of a lease that asks for none
-	MaxLockDelay   time.Duration // the most a lease may ask for
-	MaxItemBytes   int64
+	Handover     bool
+	LockDelay    time.Duration // the lock-delay of a lease that asks for none
+	MaxLockDelay time.Duration // the most a lease may ask for
+	MaxItemBytes int64
 	// MaxLeaseHistory caps the ended leases that answer 410 with their
 	// reason: in each gateway's memory, and in the history in ZooKeeper.
 	MaxLeaseHistory int
