@@ -32,7 +32,17 @@ type elsewhere struct {
 	keeper recipes.Keeper
 	err    error // lease_not_found, answered when forwarding is not possible
 	via    *Peers
+	// moved: this gateway drains, so the client should send the lease's
+	// requests to its keeper (MovedToHeader) rather than here.
+	moved bool
 }
+
+// MovedToHeader, on an answer of a draining gateway about a lease that
+// another gateway keeps (handed over to it, or always kept there), is the
+// base URL of that gateway: a client that sends its requests to the
+// draining gateway's address sends those of the lease there instead, since
+// the draining gateway is going away. The lease itself goes on.
+const MovedToHeader = "X-Zkgate-Lease-Moved-To"
 
 func (e *elsewhere) Error() string { return "lease kept by the gateway at " + e.keeper.Advertise }
 func (e *elsewhere) Unwrap() error { return e.err }
@@ -84,6 +94,9 @@ func forward(w http.ResponseWriter, r *http.Request, e *elsewhere) bool {
 		}
 	}
 	h.Set(servedByHeader, e.keeper.Advertise)
+	if e.moved {
+		h.Set(MovedToHeader, e.via.baseURL(e.keeper.Advertise))
+	}
 	w.WriteHeader(answer.status)
 	_, _ = w.Write(answer.body)
 	return true

@@ -58,7 +58,21 @@ type API struct {
 	// Peers is how requests for leases of other gateways, and the list of
 	// every gateway's leases, reach them (nil: they do not).
 	Peers *Peers
+	// Draining says that the gateway is on its way out (nil: never): nothing
+	// new starts here, neither a lease nor a hold of one of its leases,
+	// while a hold of another gateway's lease is passed on to it.
+	Draining func() bool
+	// Adopt keeps the leases of a session another gateway hands over (see
+	// recipes.Handover); nil: this gateway takes none.
+	Adopt func(ctx context.Context, h *recipes.Handover) error
 }
+
+// ErrDraining answers whatever would start something new on a draining
+// gateway: 503, with Retry-After.
+var ErrDraining = &recipes.Error{Code: recipes.CodeUnavailable,
+	Detail: "this gateway is shutting down: take a new lease through another gateway"}
+
+func (a *API) draining() bool { return a.Draining != nil && a.Draining() }
 
 type leaseBody struct {
 	TTL       *Duration `json:"ttl"`
@@ -118,7 +132,7 @@ func (a *API) lookup(id string) (*recipes.Lease, error) {
 		case ended != nil:
 			return nil, ended
 		case keeper.Advertise != "":
-			return nil, &elsewhere{lease: id, keeper: keeper, err: err, via: a.Peers}
+			return nil, &elsewhere{lease: id, keeper: keeper, err: err, via: a.Peers, moved: a.draining()}
 		}
 	}
 	return l, err
@@ -359,10 +373,16 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 		if err == nil {
 			err = a.mayUse(ctx, l)
 		}
+		if err == nil && mayCreate && a.draining() {
+			err = ErrDraining // a new hold of a lease of this gateway
+		}
 		return l, false, err
 	}
 	if !mayCreate {
 		return nil, false, invalid("lease is required")
+	}
+	if a.draining() {
+		return nil, false, ErrDraining
 	}
 	l, err = a.Leases.Grant(ctx, leaseBody{TTL: ref.TTL, Holder: ref.Holder, LockDelay: ref.LockDelay}.spec(ownerOf(ctx)))
 	return l, err == nil, err

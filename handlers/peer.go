@@ -100,6 +100,11 @@ func NewPeers(self string, secret *peer.Secret, tlsPeers *PeerTLS, log *slog.Log
 		nonces: peer.Nonces{Window: PeerClockSkew, Max: maxNonces}}
 }
 
+// Proven says whether this gateway can prove itself to the others, and
+// check their proofs: whether it may pass requests, and hand its leases
+// over, to them.
+func (p *Peers) Proven() bool { return p.proven() }
+
 // proven says whether this gateway can prove itself to the others, and
 // check their proofs.
 func (p *Peers) proven() bool {
@@ -367,6 +372,14 @@ type peerAnswer struct {
 	body   []byte
 }
 
+// baseURL is the URL of the gateway at advertise, as this one reaches it.
+func (p *Peers) baseURL(advertise string) string {
+	if p != nil && p.tls != nil {
+		return "https://" + advertise
+	}
+	return "http://" + advertise
+}
+
 // ask sends a request to the gateway k: its method, path and query (uri),
 // Content-Type and body, with this gateway's proof for caller and no
 // client secret. It returns the answer once proven, or an unavailable
@@ -376,12 +389,11 @@ func (p *Peers) ask(ctx context.Context, k recipes.Keeper, method, uri, contentT
 	if !p.proven() {
 		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "not passed to the gateway at " + k.Advertise + ": " + noCredential}
 	}
-	scheme := "http"
 	transport := http.DefaultTransport
 	if p.tls != nil {
-		scheme, transport = "https", p.tls.Transport
+		transport = p.tls.Transport
 	}
-	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+k.Advertise+uri, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, p.baseURL(k.Advertise)+uri, bytes.NewReader(body))
 	if err != nil {
 		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the gateway at " + k.Advertise + " cannot be reached: " + err.Error()}
 	}

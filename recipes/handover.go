@@ -300,6 +300,32 @@ func (s *Service) retire(sub *Service) {
 	s.adoptMu.Unlock()
 }
 
+// Moved records that the leases of h went to the gateway k: a lookup of
+// one of them here answers k from then on, without ZooKeeper (this
+// gateway gave its sessions up).
+func (s *Service) Moved(h *Handover, k Keeper) {
+	ls := s.Leases
+	if s.parent != nil {
+		ls = s.parent.Leases
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.moved == nil {
+		ls.moved = map[string]Keeper{}
+	}
+	for _, l := range h.Leases {
+		ls.moved[l.ID] = k
+	}
+}
+
+// movedTo is where the lease id was handed over to from here, if it was.
+func (ls *Leases) movedTo(id string) (Keeper, bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	k, ok := ls.moved[id]
+	return k, ok
+}
+
 // Services is this service and those it adopted: every session whose
 // leases this gateway keeps.
 func (s *Service) Services() []*Service {

@@ -185,6 +185,9 @@ func (ls *Leases) Locate(id string) (Keeper, error) {
 	if len(id) < 2 {
 		return Keeper{}, nil
 	}
+	if k, ok := ls.movedTo(id); ok {
+		return k, nil // handed over from here: known without ZooKeeper, which may be out of reach now
+	}
 	if st, _, _ := ls.sess.Status(); st != StateLive {
 		return Keeper{}, unavailable()
 	}

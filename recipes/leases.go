@@ -102,7 +102,9 @@ type Leases struct {
 	stopSweep                       context.CancelFunc
 
 	drainEnd    atomic.Pointer[time.Time] // set while the gateway drains: every lease ends then
+	latest      atomic.Int64              // the latest expires_at answered, in Unix nanoseconds (see LatestPromise)
 	handingOver bool                      // guarded by mu: the session is being handed over (no new lease)
+	moved       map[string]Keeper         // guarded by mu: leases handed over from here, and to whom
 	advertise   atomic.Pointer[string]    // the address this gateway serves (see Locate)
 	proofs      *proofs                   // of the records and registrations
 }
@@ -474,8 +476,10 @@ func (l *Lease) Info() LeaseInfo {
 	bound := l.table.bound(l.epoch)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	promised := earliest(l.expiresAt, bound)
+	l.table.promised(promised)
 	info := LeaseInfo{ID: l.ID, Gateway: l.table.cfg.GatewayID, TTL: Duration(l.TTL), Holder: l.Holder, Owner: l.Owner, LockDelay: Duration(l.LockDelay),
-		ExpiresAt: earliest(l.expiresAt, bound).UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
+		ExpiresAt: promised.UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
 	for _, h := range l.holds {
 		info.Holds = append(info.Holds, h.info())
 	}
@@ -510,6 +514,28 @@ func (ls *Leases) bound(epoch uint64) time.Time {
 // Draining records that the gateway drains until end: no lease is promised
 // past it.
 func (ls *Leases) Draining(end time.Time) { ls.drainEnd.Store(&end) }
+
+// promised notes a lease's expires_at as answered (see LatestPromise).
+func (ls *Leases) promised(at time.Time) {
+	n := at.UnixNano()
+	for {
+		cur := ls.latest.Load()
+		if n <= cur || ls.latest.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// LatestPromise is the latest expires_at this table answered: a gateway
+// whose leases end with its drain keeps them until then at least, since
+// their holders were told they hold until then.
+func (ls *Leases) LatestPromise() time.Time {
+	n := ls.latest.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
 
 func earliest(a, b time.Time) time.Time {
 	if b.Before(a) {

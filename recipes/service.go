@@ -256,9 +256,16 @@ func (s *Service) Gateways(ctx context.Context) ([]GatewayInfo, error) {
 
 // Draining tells the other gateways (and their dashboards), through this
 // gateway's registration, that it drains until until, and makes sure that
-// no lease is promised past it.
+// no lease is promised past it: its leases end then.
 func (s *Service) Draining(until time.Time) {
 	s.Leases.Draining(until)
+	s.MarkDraining(until)
+}
+
+// MarkDraining tells the other gateways (and their dashboards), through this
+// gateway's registration, that it drains until until: they hand nothing
+// over to it.
+func (s *Service) MarkDraining(until time.Time) {
 	info := s.registered.Load()
 	if info == nil {
 		return

@@ -37,6 +37,10 @@ type rule struct {
 	lease bool
 	// page routes answer a browser without a token with the sign-in page.
 	page bool
+	// peer routes are between the gateways of the root only: a request
+	// that is not a proven peer call is refused before anything, and one
+	// that is needs no token (the gateway proved itself).
+	peer bool
 	// waits marks the routes that take ?wait=: a request with a wait above
 	// 0 counts against the waiter limits while it runs.
 	waits bool
@@ -84,6 +88,7 @@ var routeAccess = map[string]rule{
 	"GET /signin":           openRoute,
 	"POST /signin":          openRoute,
 	"POST /signout":         openRoute,
+	"POST " + handlers.HandoverPath: {peer: true},
 
 	"POST /v1/leases":                {kind: "leases", level: handlers.LevelWrite, makesLeases: true},
 	"GET /v1/leases":                 {kind: "leases", level: handlers.LevelRead, lease: true},
@@ -234,7 +239,13 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 			return r, slot{}, false
 		}
 	}
-	if _, forwarded := r.Header[handlers.ForwardedHeader]; forwarded {
+	_, forwarded := r.Header[handlers.ForwardedHeader]
+	if ru.peer && !forwarded {
+		routeAnswered(r, pattern)
+		handlers.WriteError(w, r, handlers.Forbidden("%s is for the gateways of this root only", route))
+		return r, slot{}, false
+	}
+	if forwarded {
 		// Another gateway's request, or a forgery: proven before anything.
 		var err error
 		if r, err = fd.peers.Admit(r); err != nil {
@@ -245,7 +256,7 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 	}
 	target := ru.target(r, rctx)
 	var caller *handlers.Caller
-	if !ru.open && fd.auth.enabled() {
+	if !ru.open && !ru.peer && fd.auth.enabled() {
 		var allowed bool
 		caller, allowed = authorize(w, r, fd.auth.tokens.Load(), ru, route, target)
 		if !allowed {

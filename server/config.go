@@ -26,9 +26,12 @@ type Config struct {
 	MaxTTL         time.Duration
 	BodyTimeout    time.Duration // reading a request's body, from the end of its headers
 	DrainTimeout   time.Duration // 0: close the session at once on SIGTERM
-	LockDelay      time.Duration // the lock-delay of a lease that asks for none
-	MaxLockDelay   time.Duration // the most a lease may ask for
-	MaxItemBytes   int64
+	// Handover: on SIGTERM the gateway hands its leases to a peer (or to its
+	// next start) instead of ending them.
+	Handover     bool
+	LockDelay    time.Duration // the lock-delay of a lease that asks for none
+	MaxLockDelay time.Duration // the most a lease may ask for
+	MaxItemBytes int64
 	// MaxLeaseHistory caps the ended leases that answer 410 with their
 	// reason: in each gateway's memory, and in the history in ZooKeeper.
 	MaxLeaseHistory int
@@ -94,6 +97,8 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	sessTimeout := fs.String("session-timeout", env("ZKGATE_SESSION_TIMEOUT", "10s"), "ZooKeeper session timeout (ZKGATE_SESSION_TIMEOUT)")
 	maxWait := fs.String("max-wait", env("ZKGATE_MAX_WAIT", "5m"), "cap on ?wait= (ZKGATE_MAX_WAIT)")
 	maxTTL := fs.String("max-ttl", env("ZKGATE_MAX_TTL", "1h"), "cap on lease TTLs (ZKGATE_MAX_TTL)")
+	handoverEnv, handoverErr := strconv.ParseBool(env("ZKGATE_HANDOVER", "true"))
+	handover := fs.Bool("handover", handoverEnv, "on SIGTERM, hand the leases over to another gateway (or, without one, to the next start, through --data-dir) instead of ending them (ZKGATE_HANDOVER)")
 	drainTimeout := fs.String("drain-timeout", env("ZKGATE_DRAIN_TIMEOUT", "5s"), "on SIGTERM, how long holders may finish before the session closes; 0 closes it at once (ZKGATE_DRAIN_TIMEOUT)")
 	lockDelay := fs.String("lock-delay", env("ZKGATE_LOCK_DELAY", "0s"), "after a lease ends without releasing (expired, its gateway gone, revoked by an admin), no grant of what it held for this long, unless the lease asks for its own lock_delay (ZKGATE_LOCK_DELAY)")
 	maxLockDelay := fs.String("max-lock-delay", env("ZKGATE_MAX_LOCK_DELAY", "1m"), "cap on a lease's lock_delay (ZKGATE_MAX_LOCK_DELAY)")
@@ -149,6 +154,10 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return Config{}, usagef("ZKGATE_INSECURE %q must be true or false", getenv("ZKGATE_INSECURE"))
 	}
 	cfg.Insecure = *insecure
+	if handoverErr != nil {
+		return Config{}, usagef("ZKGATE_HANDOVER %q must be true or false", getenv("ZKGATE_HANDOVER"))
+	}
+	cfg.Handover = *handover
 	if cfg.ZK, err = parseEnsemble(*zkFlag); err != nil {
 		return Config{}, err
 	}

@@ -7,6 +7,9 @@ func AccessRule(route string) (ok, open, page bool, kind, level string, lease bo
 	return ok, r.open, r.page, r.kind, r.level.String(), r.lease
 }
 
+// PeerRoute says whether route is for the gateways of the root only.
+func PeerRoute(route string) bool { return routeAccess[route].peer }
+
 // AccessRoutes lists the routes of routeAccess.
 func AccessRoutes() []string {
 	out := make([]string, 0, len(routeAccess))

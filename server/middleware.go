@@ -98,7 +98,7 @@ func (fd *frontDoor) enter(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 		id = hex.EncodeToString(b[:])
 	}
 	h.Set("X-Request-Id", id)
-	if ends, ok := fd.drain.until(); ok {
+	if ends, ok := fd.drain.leaseEnds(); ok {
 		h.Set(handlers.LeaseEndsHeader, ends.UTC().Format(time.RFC3339Nano))
 		h.Set(handlers.TimeHeader, time.Now().UTC().Format(time.RFC3339Nano))
 	}

@@ -9,14 +9,20 @@ import (
 	"github.com/zkgate/zkgate/recipes"
 )
 
-// jsonBodyLimit caps every JSON request body.
-const jsonBodyLimit = 64 << 10
+// jsonBodyLimit caps every JSON request body, and maxHandoverBody a
+// handover's (see handlers.TakeHandover).
+const (
+	jsonBodyLimit   = 64 << 10
+	maxHandoverBody = 256 << 20
+)
 
 // routes is the one list of every route the gateway serves.
 func routes(r chi.Router, d Deps) {
 	api := d.API
-	// Whatever starts something new (a lease, a hold, a wait) is refused
-	// while the gateway drains; releases, keepalives and reads are not.
+	// Whatever starts something new (a lease, a wait) is refused while the
+	// gateway drains; releases, keepalives and reads are not. A new hold
+	// of a lease is refused by the handler, once it knows that the lease
+	// is this gateway's (another's is passed on to it).
 	starts, waits := d.Drain.refuse, d.Drain.refuseBlocking
 	r.Get("/healthz", health())
 	r.Get("/readyz", ready(d.Service.Session(), d.Drain))
@@ -39,18 +45,18 @@ func routes(r chi.Router, d Deps) {
 
 		r.Method(http.MethodGet, "/v1/locks", api.ListLocks())
 		r.Method(http.MethodGet, "/v1/locks/{name}", waits(api.LockState()))
-		r.Method(http.MethodPost, "/v1/locks/{name}/acquire", starts(api.AcquireLock()))
+		r.Method(http.MethodPost, "/v1/locks/{name}/acquire", api.AcquireLock())
 		r.Method(http.MethodPost, "/v1/locks/{name}/release", api.ReleaseLock())
 		r.Method(http.MethodGet, "/v1/locks/{name}/fence", api.Fence())
 
 		r.Method(http.MethodGet, "/v1/semaphores", api.ListSemaphores())
 		r.Method(http.MethodGet, "/v1/semaphores/{name}", waits(api.SemaphoreState()))
-		r.Method(http.MethodPost, "/v1/semaphores/{name}/acquire", starts(api.AcquireSemaphore()))
+		r.Method(http.MethodPost, "/v1/semaphores/{name}/acquire", api.AcquireSemaphore())
 		r.Method(http.MethodPost, "/v1/semaphores/{name}/release", api.ReleaseSemaphore())
 
 		r.Method(http.MethodGet, "/v1/elections", api.ListElections())
 		r.Method(http.MethodGet, "/v1/elections/{name}", waits(api.ElectionState()))
-		r.Method(http.MethodPost, "/v1/elections/{name}/campaign", starts(api.Campaign()))
+		r.Method(http.MethodPost, "/v1/elections/{name}/campaign", api.Campaign())
 		r.Method(http.MethodPost, "/v1/elections/{name}/resign", api.Resign())
 		r.Method(http.MethodPut, "/v1/elections/{name}/value", api.Proclaim())
 
@@ -62,8 +68,8 @@ func routes(r chi.Router, d Deps) {
 
 		r.Method(http.MethodGet, "/v1/double-barriers", api.ListDoubleBarriers())
 		r.Method(http.MethodGet, "/v1/double-barriers/{name}", waits(api.DoubleBarrierState()))
-		r.Method(http.MethodPost, "/v1/double-barriers/{name}/enter", starts(api.EnterDoubleBarrier()))
-		r.Method(http.MethodPost, "/v1/double-barriers/{name}/leave", starts(api.LeaveDoubleBarrier()))
+		r.Method(http.MethodPost, "/v1/double-barriers/{name}/enter", api.EnterDoubleBarrier())
+		r.Method(http.MethodPost, "/v1/double-barriers/{name}/leave", api.LeaveDoubleBarrier())
 
 		r.Method(http.MethodGet, "/v1/queues", api.ListQueues())
 		r.Method(http.MethodGet, "/v1/queues/{name}", waits(api.QueueState()))
@@ -73,8 +79,12 @@ func routes(r chi.Router, d Deps) {
 		r.Method(http.MethodPost, "/v1/queues/{name}/items/{id}/ack", api.Ack())
 		r.Method(http.MethodPost, "/v1/queues/{name}/items/{id}/nack", api.Nack())
 		r.Method(http.MethodPost, "/v1/queues/{name}/take", starts(api.Take()))
-		r.Method(http.MethodPost, "/v1/queues/{name}/claim", starts(api.Claim()))
+		r.Method(http.MethodPost, "/v1/queues/{name}/claim", api.Claim())
 	})
+
+	// A draining gateway hands its sessions to another: proven peers only
+	// (see handlers.TakeHandover); a handover of many leases is large.
+	r.With(limitBody(maxHandoverBody)).Method(http.MethodPost, handlers.HandoverPath, api.TakeHandover())
 
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		handlers.Problem(w, r, recipes.CodeNotFound, "no route for "+handlers.Clip(r.URL.Path, maxLoggedPath))

@@ -172,6 +172,14 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		peerTLS = cfg.gatewayTLS.peers()
 	}
 	api.Peers = handlers.NewPeers(gatewayID, cfg.peerSecret, peerTLS, log.With("component", "peers"))
+	dr := &drain{}
+	metrics.observeReadiness(sess, dr)
+	api.Draining = dr.draining
+	sessCfg := recipes.SessionConfig{Servers: servers, Timeout: cfg.SessionTimeout, Root: cfg.Root, Logger: log, Security: cfg.zkSecurity}
+	if cfg.Handover {
+		api.Adopt = func(ctx context.Context, h *recipes.Handover) error { return svc.Adopt(ctx, sessCfg, h) }
+		adoptSaved(ctx, log, svc, sessCfg, cfg.DataDir)
+	}
 	tokens := &auth{}
 	if cfg.tokens != nil {
 		tokens.tokens.Store(cfg.tokens)
@@ -179,8 +187,6 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		stopReload := reloadOnHangup(ctx, cfg.AuthFile, tokens, log)
 		defer stopReload()
 	}
-	dr := &drain{}
-	metrics.observeReadiness(sess, dr)
 	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers,
 		Drain: dr, BodyTimeout: cfg.BodyTimeout, auth: tokens, limits: lim})
 
@@ -254,7 +260,11 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		shutdown(log, stopRequests, srv, metricsSrv, debugSrv)
 		return err
 	}
-	drainLeases(log, dr, svc, cfg.DrainTimeout)
+	if cfg.Handover {
+		handOver(log, dr, svc, api.Peers, cfg.DataDir, cfg.DrainTimeout)
+	} else {
+		drainLeases(log, dr, svc, cfg.DrainTimeout)
+	}
 	shutdown(log, stopRequests, srv, metricsSrv, debugSrv)
 	return nil
 }
@@ -305,8 +315,13 @@ func drainLeases(log *slog.Logger, dr *drain, svc *recipes.Service, timeout time
 		return
 	}
 	leases := svc.Leases
+	// Not before the latest expires_at a holder was told: it holds until
+	// then.
 	ends := time.Now().Add(timeout)
-	dr.start(ends)
+	if p := leases.LatestPromise(); p.After(ends) {
+		ends = p
+	}
+	dr.start(ends, true)
 	svc.Draining(ends)
 	log.Info("draining", "until", ends.UTC(), "leases", leases.Count())
 	tick := time.NewTicker(50 * time.Millisecond)

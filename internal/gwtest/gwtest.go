@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -117,10 +118,15 @@ type GatewayOptions struct {
 	// DrainTimeout is --drain-timeout; the default, 0, closes at once
 	// (tests stop many gateways and need not wait for their holders).
 	DrainTimeout time.Duration
-	// Embedded runs the gateway on its own embedded ZooKeeper (no --zk),
-	// with its data under DataDir (default: a temp dir).
+	// Embedded runs the gateway on its own embedded ZooKeeper (no --zk).
+	// DataDir is --data-dir (default: a temp dir of its own): the embedded
+	// ZooKeeper's data, and the sessions a handover saves for the next start.
 	Embedded bool
 	DataDir  string
+	// Handover turns --handover on: on SIGTERM the gateway hands its leases
+	// over instead of ending them. Off by default: tests that stop gateways
+	// expect their leases to end.
+	Handover bool
 	Extra    []string // more flags
 	// PeerSecretFile is --peer-secret-file; by default every gateway of a
 	// root gets the same one, made for the root, so that the gateways of a
@@ -137,7 +143,7 @@ func (o *GatewayOptions) defaults(t testing.TB) {
 	if len(o.ZK) == 0 && !o.Embedded {
 		o.ZK = []string{ZK(t).Addr()}
 	}
-	if o.Embedded && o.DataDir == "" {
+	if o.DataDir == "" {
 		o.DataDir = t.TempDir()
 	}
 	if o.Root == "" {
@@ -189,10 +195,9 @@ func PeerSecretFile(t testing.TB, root string) string {
 func (o GatewayOptions) args() []string {
 	args := []string{"--listen", "127.0.0.1:0", "--root", o.Root,
 		"--session-timeout", o.SessionTimeout.String(), "--max-wait", o.MaxWait.String(),
-		"--max-ttl", o.MaxTTL.String(), "--drain-timeout", o.DrainTimeout.String(), "--log-level", "warn"}
-	if o.Embedded {
-		args = append(args, "--data-dir", o.DataDir)
-	} else {
+		"--max-ttl", o.MaxTTL.String(), "--drain-timeout", o.DrainTimeout.String(), "--log-level", "warn",
+		"--data-dir", o.DataDir, "--handover=" + strconv.FormatBool(o.Handover)}
+	if !o.Embedded {
 		args = append(args, "--zk", strings.Join(o.ZK, ","))
 	}
 	if o.PeerSecretFile != "" {

@@ -119,3 +119,35 @@ func TestNonces(t *testing.T) {
 		t.Errorf("long after: %v", err)
 	}
 }
+
+// What one gateway seals, another with the same secret opens, for the same
+// context only; a gateway with another secret cannot.
+func TestSealOpen(t *testing.T) {
+	a, err := ParseSecret("a", []byte("zkp_"+strings.Repeat("a", 40)+"\nzkp_"+strings.Repeat("b", 40)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := ParseSecret("b", []byte("zkp_"+strings.Repeat("b", 40)))
+	other, _ := ParseSecret("c", []byte("zkp_"+strings.Repeat("c", 40)))
+	sealed, err := a.Seal([]byte("session password"), "handover 0x1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(sealed, "session password") {
+		t.Fatal("sealed text shows the plaintext")
+	}
+	if got, err := a.Open(sealed, "handover 0x1"); err != nil || string(got) != "session password" {
+		t.Fatalf("open: %q %v", got, err)
+	}
+	if _, err := a.Open(sealed, "handover 0x2"); err == nil {
+		t.Fatal("opened for another context")
+	}
+	if _, err := other.Open(sealed, "handover 0x1"); err == nil {
+		t.Fatal("opened with another secret")
+	}
+	// A rolled-over secret: the new first key seals, the old one still opens.
+	sealedB, _ := b.Seal([]byte("x"), "c")
+	if got, err := a.Open(sealedB, "c"); err != nil || string(got) != "x" {
+		t.Fatalf("open with the second key: %q %v", got, err)
+	}
+}

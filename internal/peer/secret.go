@@ -12,6 +12,8 @@ package peer
 import (
 	"bufio"
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -133,4 +135,52 @@ func mac(key []byte, purpose string, fields []string) []byte {
 		h.Write([]byte(f))
 	}
 	return h.Sum(nil)
+}
+
+// Seal encrypts plaintext for the other gateways, bound to context (which
+// must be given again to Open): AES-256-GCM, with a key derived from the
+// first key for that use alone, and a random nonce before the ciphertext;
+// URL-safe base64. What passes between gateways over plain HTTP is proven
+// by its MAC; what must also stay secret there (a ZooKeeper session's
+// password) is sealed.
+func (s *Secret) Seal(plaintext []byte, context string) (string, error) {
+	aead, err := sealer(s.keys[0])
+	if err != nil {
+		return "", err
+	}
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plaintext)+aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(aead.Seal(nonce, nonce, plaintext, []byte(context))), nil
+}
+
+// Open decrypts what Seal made with one of the keys, for the same context.
+func (s *Secret) Open(sealed, context string) ([]byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(sealed)
+	if err != nil {
+		return nil, errors.New("sealed data that is not base64")
+	}
+	for _, k := range s.keys {
+		aead, err := sealer(k)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) < aead.NonceSize() {
+			break
+		}
+		if out, err := aead.Open(nil, b[:aead.NonceSize()], b[aead.NonceSize():], []byte(context)); err == nil {
+			return out, nil
+		}
+	}
+	return nil, errors.New("sealed data that none of the keys opens")
+}
+
+// sealer is the AES-256-GCM of the key derived from key for sealing.
+func sealer(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(mac(key, "seal", nil))
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
 }

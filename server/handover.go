@@ -1,0 +1,195 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/zkgate/zkgate/handlers"
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// A gateway told to stop (SIGTERM) with --handover on hands each of its
+// ZooKeeper sessions, with every lease made in it and all they hold, to a
+// live peer (see recipes.Handover and handlers.TakeHandover), which keeps
+// serving them: the same lease ids, nodes and fencing tokens. Without a
+// peer that takes it, it saves the session to the data dir for its next
+// start, which resumes it if that start comes within the session timeout
+// (as `systemctl restart` does). Nothing ends: no X-Zkgate-Lease-Ends.
+
+// handoverTimeout bounds the handover of one session to one peer.
+const handoverTimeout = 20 * time.Second
+
+// handOver hands every session of svc over, and then serves the drain (so
+// that clients that send their requests to this gateway's address are
+// passed on to the leases' new keepers, with X-Zkgate-Lease-Moved-To)
+// until it ends, unless every session went to the data dir: then a quick
+// exit lets the next start resume them sooner.
+func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers.Peers, dataDir string, drainTimeout time.Duration) {
+	ends := time.Now().Add(drainTimeout)
+	dr.start(ends, false)
+	svc.MarkDraining(ends)
+	targets := handoverTargets(svc, peers, log)
+	toPeers := 0
+	for _, s := range svc.Services() {
+		ctx, cancel := context.WithTimeout(context.Background(), handoverTimeout)
+		h, err := s.HandOver(ctx)
+		cancel()
+		if err != nil {
+			log.Warn("a session could not be handed over: its leases end with the drain", "err", err)
+			continue
+		}
+		if len(h.Leases) == 0 {
+			continue // nothing to keep: the session goes with its timeout
+		}
+		if k, ok := sendHandover(log, peers, targets, h); ok {
+			if k.Gateway != "" {
+				svc.Moved(h, k)
+				toPeers++
+				log.Info("handed a session over", "session", h.Session, "leases", len(h.Leases), "to", k.Gateway, "at", k.Advertise)
+			}
+			continue
+		}
+		if err := saveHandover(dataDir, h); err != nil {
+			log.Error("a session could be handed over to no peer, nor saved for the next start: its leases end with its timeout",
+				"session", h.Session, "leases", len(h.Leases), "err", err)
+			continue
+		}
+		log.Info("saved a session for the next start, which resumes it within its timeout", "session", h.Session,
+			"leases", len(h.Leases), "dir", handoverDir(dataDir))
+	}
+	if toPeers == 0 {
+		return
+	}
+	log.Info("draining: requests for the leases handed over are passed on", "until", ends.UTC())
+	time.Sleep(time.Until(ends))
+}
+
+// sendHandover hands h to one of targets, in random order; ok with the
+// peer that took it (or with none when the session had expired already:
+// nothing left to keep).
+func sendHandover(log *slog.Logger, peers *handlers.Peers, targets []recipes.Keeper, h *recipes.Handover) (recipes.Keeper, bool) {
+	for _, i := range rand.Perm(len(targets)) {
+		k := targets[i]
+		ctx, cancel := context.WithTimeout(context.Background(), handoverTimeout)
+		err := peers.SendHandover(ctx, k, h)
+		cancel()
+		switch {
+		case err == nil:
+			return k, true
+		case errors.Is(err, recipes.ErrSessionGone):
+			log.Warn("the session expired before a peer could take it: its leases are gone", "session", h.Session)
+			return recipes.Keeper{}, true
+		}
+		log.Warn("a peer did not take a handover", "gateway", k.Gateway, "advertise", k.Advertise, "err", err)
+	}
+	return recipes.Keeper{}, false
+}
+
+// handoverTargets are the live gateways of the root that proved
+// themselves and do not drain.
+func handoverTargets(svc *recipes.Service, peers *handlers.Peers, log *slog.Logger) []recipes.Keeper {
+	if !peers.Proven() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	gws, err := svc.Gateways(ctx)
+	if err != nil {
+		log.Warn("the other gateways could not be listed for a handover", "err", err)
+		return nil
+	}
+	var out []recipes.Keeper
+	for _, g := range gws {
+		if g.ID != svc.GatewayID() && !g.Unverified && g.DrainingUntil == nil && g.Advertise != "" {
+			out = append(out, recipes.Keeper{Gateway: g.ID, Advertise: g.Advertise})
+		}
+	}
+	return out
+}
+
+// handoverDir is where sessions are saved for the next start.
+func handoverDir(dataDir string) string { return filepath.Join(dataDir, "handover") }
+
+// saveHandover writes h for the next start: readable by this user alone,
+// since its session's password owns the session.
+func saveHandover(dataDir string, h *recipes.Handover) error {
+	dir := handoverDir(dataDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	data, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("%x.json", uint64(h.Session.ID))
+	tmp, err := os.CreateTemp(dir, name+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
+}
+
+// adoptSaved resumes the sessions a previous run saved (see saveHandover)
+// and keeps their leases; a session that expired meanwhile is gone, with
+// its leases (410 session_lost, as the lease history says). Each file is
+// removed once settled; one that could not be tried (ZooKeeper out of
+// reach) stays for the next start.
+func adoptSaved(ctx context.Context, log *slog.Logger, svc *recipes.Service, cfg recipes.SessionConfig, dataDir string) {
+	dir := handoverDir(dataDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			log.Warn("read the saved sessions", "dir", dir, "err", err)
+		}
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(p)
+		var h recipes.Handover
+		if err == nil {
+			err = json.Unmarshal(data, &h)
+		}
+		if err != nil || h.Session.ID == 0 {
+			log.Error("a saved session that does not read: removed", "file", p, "err", err)
+			_ = os.Remove(p)
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, handoverTimeout)
+		err = svc.Adopt(actx, cfg, &h)
+		cancel()
+		switch {
+		case err == nil:
+			log.Info("resumed a session saved by the previous run", "session", h.Session, "leases", len(h.Leases))
+		case errors.Is(err, recipes.ErrSessionGone):
+			log.Warn("a session saved by the previous run had expired: its leases are gone", "session", h.Session, "leases", len(h.Leases))
+		default:
+			log.Error("resume a session saved by the previous run; kept for the next start", "session", h.Session, "err", err)
+			continue
+		}
+		_ = os.Remove(p)
+	}
+}

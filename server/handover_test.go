@@ -1,0 +1,201 @@
+package server_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkgate/zkgate/internal/gwtest"
+)
+
+// leaseHolds reads a lease's holds by kind and name: state, token, node.
+func leaseHolds(t *testing.T, url, lease string) map[string]map[string]any {
+	t.Helper()
+	r := gwtest.Do(t, "GET", url+"/v1/leases/"+lease, nil)
+	mustStatus(t, r, http.StatusOK, "read the lease")
+	out := map[string]map[string]any{}
+	for _, h := range r.JSON(t)["holds"].([]any) {
+		m := h.(map[string]any)
+		out[m["kind"].(string)+" "+m["name"].(string)] = m
+	}
+	return out
+}
+
+// On SIGTERM a gateway with peers hands its leases over: the holds go on
+// through a peer with the same lease ids, nodes and tokens, the lease
+// records name the peer, the draining gateway passes the leases' requests
+// on (saying where they moved, and never that they end), and a wait cut by
+// the handover rejoins its place in line when retried through the peer.
+func TestHandoverToAPeer(t *testing.T) {
+	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, DrainTimeout: 3 * time.Second, Handover: true}
+	a := gwtest.StartProcess(t, opts)
+	opts.Root = a.Root
+	b := gwtest.StartProcess(t, opts)
+	holder := newLease(t, a.URL, "1m", "holder")
+	waiter := newLease(t, a.URL, "1m", "waiter")
+	first := acquire(t, a.URL, "moving", holder, "0s")
+	mustStatus(t, first, http.StatusOK, "acquire on the gateway that will stop")
+	sem := gwtest.Do(t, "POST", a.URL+"/v1/semaphores/slots/acquire?wait=0s", map[string]any{"lease": holder, "limit": 2})
+	mustStatus(t, sem, http.StatusOK, "a semaphore slot")
+	cut := make(chan gwtest.Response, 1)
+	go func() {
+		r, _ := gwtest.DoCtx(context.Background(), "POST", a.URL+"/v1/locks/moving/acquire?wait=30s", map[string]any{"lease": waiter})
+		cut <- r
+	}()
+	var waitNode string
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		h := leaseHolds(t, a.URL, waiter)["lock moving"]
+		if h == nil || h["node"] == nil {
+			return fmt.Errorf("the waiter has no node yet: %v", h)
+		}
+		waitNode = h["node"].(string)
+		return nil
+	})
+	before := leaseHolds(t, a.URL, holder)
+
+	a.Terminate()
+	if r := <-cut; r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("the wait cut by the handover: %d %s, want 503 with Retry-After", r.Status, r.Body)
+	}
+	var ka gwtest.Response
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if done, _ := a.Exited(); done {
+			t.Fatalf("the draining gateway exited; its last answer to a keepalive: %d %s", ka.Status, ka.Body)
+		}
+		ka = gwtest.Do(t, "POST", a.URL+"/v1/leases/"+holder+"/keepalive", nil)
+		if ka.Status != http.StatusOK || ka.Header.Get("X-Zkgate-Served-By") == "" {
+			return fmt.Errorf("keepalive through the draining gateway: %d %v %s", ka.Status, ka.Header, ka.Body)
+		}
+		return nil
+	})
+	if ends := ka.Header.Get("X-Zkgate-Lease-Ends"); ends != "" {
+		t.Fatalf("a lease handed over was said to end at %s", ends)
+	}
+	if moved := ka.Header.Get("X-Zkgate-Lease-Moved-To"); moved != b.URL {
+		t.Fatalf("X-Zkgate-Lease-Moved-To %q, want the peer %s", moved, b.URL)
+	}
+	after := leaseHolds(t, b.URL, holder)
+	for _, k := range []string{"lock moving", "semaphore slots"} {
+		if after[k]["token"] != before[k]["token"] || after[k]["node"] != before[k]["node"] || after[k]["state"] != "held" {
+			t.Fatalf("%s after the handover: %v, want as before %v", k, after[k], before[k])
+		}
+	}
+	onB := gwtest.Do(t, "POST", b.URL+"/v1/leases", map[string]any{"ttl": "1m"}).JSON(t)
+	if gw := gwtest.Do(t, "GET", b.URL+"/v1/leases/"+holder, nil).JSON(t)["gateway"]; gw != onB["gateway"] {
+		t.Fatalf("the lease's gateway after the handover: %v, want the peer's %v", gw, onB["gateway"])
+	}
+	mustStatus(t, gwtest.Do(t, "DELETE", b.URL+"/v1/leases/"+onB["id"].(string), nil), http.StatusNoContent, "revoke")
+	// The cut wait, retried through the peer: its node, its place.
+	retried := make(chan gwtest.Response, 1)
+	go func() {
+		r, _ := gwtest.DoCtx(context.Background(), "POST", b.URL+"/v1/locks/moving/acquire?wait=30s", map[string]any{"lease": waiter})
+		retried <- r
+	}()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if n := len(lockState(t, b.URL, "moving")["waiters"].([]any)); n != 1 {
+			return fmt.Errorf("%d waiters", n)
+		}
+		return nil
+	})
+	mustStatus(t, gwtest.Do(t, "POST", b.URL+"/v1/locks/moving/release", map[string]any{"lease": holder}), http.StatusNoContent, "release through the peer")
+	next := <-retried
+	mustStatus(t, next, http.StatusOK, "the retried wait")
+	if got := next.JSON(t)["node"]; got != waitNode {
+		t.Fatalf("the retried wait was granted on %v; its node before the handover was %s", got, waitNode)
+	}
+	if tokenOf(t, next) <= tokenOf(t, first) {
+		t.Fatal("the token did not grow")
+	}
+	select {
+	case <-a.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the gateway that handed its leases over did not exit")
+	}
+	for _, l := range []string{holder, waiter} {
+		mustStatus(t, gwtest.Do(t, "DELETE", b.URL+"/v1/leases/"+l, nil), http.StatusNoContent, "revoke through the peer")
+	}
+	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
+	gwtest.NoZnodesLeft(t, conn, a.Root)
+}
+
+// A lone gateway restarted within its session timeout keeps its leases:
+// it saves its session on SIGTERM, and its next start resumes it. The
+// session's password is never shown: not in a log, an answer, /metrics.
+// A start after the session expired finds the leases gone: 410.
+func TestHandoverToTheNextStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dataDir := t.TempDir()
+	opts := gwtest.GatewayOptions{SessionTimeout: 6 * time.Second, Handover: true, DataDir: dataDir, Extra: []string{"--listen", addr}}
+	p := gwtest.StartProcess(t, opts)
+	opts.Root = p.Root
+	lease := newLease(t, p.URL, "1m", "kept")
+	first := acquire(t, p.URL, "restart", lease, "0s")
+	mustStatus(t, first, http.StatusOK, "acquire")
+	p.Signal(t, os.Interrupt, 20*time.Second)
+
+	files, _ := filepath.Glob(filepath.Join(dataDir, "handover", "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("saved sessions: %v, want one", files)
+	}
+	info, err := os.Stat(files[0])
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the saved session's file: %v %v, want mode 0600", info.Mode(), err)
+	}
+	var saved struct {
+		Session struct{ Password []byte }
+	}
+	raw, _ := os.ReadFile(files[0])
+	if err := json.Unmarshal(raw, &saved); err != nil || len(saved.Session.Password) == 0 {
+		t.Fatalf("the saved session: %v", err)
+	}
+
+	q := gwtest.StartProcess(t, opts)
+	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
+		t.Fatalf("the saved session is still there after the restart: %v", err)
+	}
+	mustStatus(t, gwtest.Do(t, "POST", q.URL+"/v1/leases/"+lease+"/keepalive", nil), http.StatusOK, "keepalive after the restart")
+	h := leaseHolds(t, q.URL, lease)["lock restart"]
+	if h == nil || int64(h["token"].(float64)) != tokenOf(t, first) || h["state"] != "held" {
+		t.Fatalf("the lock after the restart: %v, want the same hold (token %d)", h, tokenOf(t, first))
+	}
+	metrics := gwtest.Do(t, "GET", q.URL+"/metrics", nil)
+	secretForms := []string{base64.StdEncoding.EncodeToString(saved.Session.Password), base64.RawURLEncoding.EncodeToString(saved.Session.Password),
+		hex.EncodeToString(saved.Session.Password), string(saved.Session.Password)}
+	for where, text := range map[string]string{"the first run's log": p.Logs(), "the second run's log": q.Logs(),
+		"/metrics": string(metrics.Body), "the lease": string(gwtest.Do(t, "GET", q.URL+"/v1/leases/"+lease, nil).Body)} {
+		for _, f := range secretForms {
+			if strings.Contains(text, f) {
+				t.Fatalf("%s shows the session's password", where)
+			}
+		}
+	}
+
+	// Stopped for longer than the session timeout: the leases are gone.
+	q.Signal(t, os.Interrupt, 20*time.Second)
+	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
+	gwtest.Eventually(t, 30*time.Second, func() error {
+		if ok, _, _ := conn.Exists(p.Root + "/leases/" + lease); ok {
+			return fmt.Errorf("the lease record is still there")
+		}
+		return nil
+	})
+	z := gwtest.StartProcess(t, opts)
+	r := gwtest.Do(t, "POST", z.URL+"/v1/leases/"+lease+"/keepalive", nil)
+	if r.Status != http.StatusGone || r.JSON(t)["reason"] != "session_lost" {
+		t.Fatalf("keepalive after the session expired: %d %s, want 410 session_lost", r.Status, r.Body)
+	}
+}
