@@ -16,6 +16,7 @@ RACE_TESTS ?= TestLockContention|TestReadWriteLock|TestSemaphore|TestElection|Te
 ## server/ again under the race detector; then the clients and examples
 test: check-generated
 	@scripts/deps.sh test
+	@scripts/gotool.sh --warm-up
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -race $(TEST_FLAGS) ./recipes/
