@@ -38,7 +38,8 @@ const (
 	// run out since the last request that extended it was sent.
 	VEndedEarly = "lease_ended_early"
 	// A lease whose keepalives stopped answered 200 to a request sent after
-	// the expires_at it was last given.
+	// its TTL had run out since its client received the last answer that
+	// extended it.
 	VOutlivedTTL = "lease_outlived_ttl"
 	// An acquire whose client hung up mid-wait left its waiter behind.
 	VWaiterLeft = "vanished_waiter_left"
@@ -149,9 +150,9 @@ func Check(h *History) ([]Violation, map[string]int) {
 		}
 	}
 	for _, z := range h.Zombies {
-		if z.Status == 200 {
-			add(VOutlivedTTL, "lease %s, not kept alive, answered 200 (%d holds) to a read sent at %s, after its expires_at %s",
-				z.Lease, z.Holds, ts(z.Sent), ts(z.ExpiresAt))
+		if z.Status == 200 && z.Sent.After(z.EndsBy) {
+			add(VOutlivedTTL, "lease %s, not kept alive, answered 200 (%d holds) to a read sent at %s, after its TTL had run out since its last extension (%s)",
+				z.Lease, z.Holds, ts(z.Sent), ts(z.EndsBy))
 		}
 	}
 	for _, v := range h.Vanished {

@@ -98,15 +98,18 @@ type LeaseEnd struct {
 }
 
 // ZombieCheck: a client that stopped its keepalives asked for its lease
-// once the last expires_at it was told had passed (no other request of the
-// lease under way).
+// once its TTL had run out since the last keepalive answer it received (no
+// other request of the lease under way).
 type ZombieCheck struct {
-	Lease     string
-	ExpiresAt time.Time
-	Sent      time.Time
-	Status    int
-	Holds     int  // holds listed by a 200 answer
-	Skipped   bool // a keepalive went unanswered: the expiry is not known
+	Lease string
+	// EndsBy is the receipt of the last answer that extended the lease
+	// (create, keepalive 200) plus its TTL: the gateway extended it before
+	// it answered, and ends a silent lease a TTL after its last extension.
+	EndsBy  time.Time
+	Sent    time.Time
+	Status  int
+	Holds   int  // holds listed by a 200 answer
+	Skipped bool // a keepalive went unanswered or answered 503: the expiry is not known
 }
 
 // VanishCheck: a client hung up on an acquire mid-wait, then read its lease
