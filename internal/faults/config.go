@@ -36,6 +36,7 @@ type Config struct {
 
 	TickTime       time.Duration // ZooKeeper's tickTime (default 100ms)
 	SessionTimeout time.Duration // the gateways' --session-timeout (default 2s)
+	GatewayDrain   time.Duration // the gateways' --drain-timeout (default 2s)
 	LeaseTTL       time.Duration // the clients' lease TTL (default 2s)
 	// FaultGap is the mean pause between two faults of one kind of target
 	// (ZooKeeper members; gateways), default 1s.
@@ -84,6 +85,7 @@ func (c Config) withDefaults() Config {
 	}
 	defDur(&c.TickTime, 100*time.Millisecond)
 	defDur(&c.SessionTimeout, 2*time.Second)
+	defDur(&c.GatewayDrain, 2*time.Second)
 	defDur(&c.LeaseTTL, 2*time.Second)
 	defDur(&c.FaultGap, time.Second)
 	defDur(&c.RequestMargin, 2*time.Second)
@@ -122,6 +124,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("faults: session timeout %s is below the gateway's minimum of 1s", c.SessionTimeout)
 	case c.SessionTimeout < 4*c.TickTime:
 		return fmt.Errorf("faults: session timeout %s is below 4 ticks of %s", c.SessionTimeout, c.TickTime)
+	case c.GatewayDrain < 0 || c.GatewayDrain > time.Hour:
+		return fmt.Errorf("faults: gateway drain timeout %s must be from 0s to 1h", c.GatewayDrain)
 	case c.LeaseTTL < time.Second:
 		return fmt.Errorf("faults: lease TTL %s is below the gateway's minimum of 1s", c.LeaseTTL)
 	}

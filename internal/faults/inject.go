@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
@@ -40,6 +41,8 @@ const (
 	FZKFollowerKill  = "zookeeper_follower_killed_and_restarted"
 	FGatewayPause    = "gateway_paused_past_session_timeout"
 	FGatewayKill     = "gateway_killed_and_restarted"
+	FGatewayKillHere = "gateway_killed_and_restarted_at_once_on_its_address"
+	FGatewayDrain    = "gateway_drained_and_restarted"
 	FGatewayCut      = "gateway_cut_from_zookeeper_and_healed"
 	FClientVanished  = "client_hung_up_mid_wait"
 	FLeaseMidHold    = "lease_expired_mid_hold"
@@ -84,13 +87,29 @@ func (r *runner) zooKeeperFaults(ctx context.Context, rng *rand.Rand) error {
 	return nil
 }
 
-// gatewayFaults pauses, kills or cuts off one gateway at a time, and heals
-// it after a while (at once when the time is up).
+// The gateway faults, dealt from a shuffled deck so that each comes once
+// in every four.
+const (
+	gwPause = iota
+	gwKill
+	gwCut
+	gwDrain
+	gwFaultKinds
+)
+
+// gatewayFaults pauses, kills, cuts off or drains one gateway at a time,
+// and heals it after a while (at once when the time is up).
 func (r *runner) gatewayFaults(ctx context.Context, rng *rand.Rand) error {
+	var deck []int
 	for sleepCtx(ctx, jitter(rng, r.cfg.FaultGap)) {
 		g := r.cl.gateways[rng.IntN(len(r.cl.gateways))]
-		switch rng.IntN(3) {
-		case 0:
+		if len(deck) == 0 {
+			deck = rng.Perm(gwFaultKinds)
+		}
+		kind := deck[0]
+		deck = deck[1:]
+		switch kind {
+		case gwPause:
 			d := r.cfg.SessionTimeout + between(rng, 500*time.Millisecond, 1500*time.Millisecond)
 			r.logf("fault: pause gateway %d (SIGSTOP) for %s", g.index, d.Round(time.Millisecond))
 			g.pause()
@@ -98,20 +117,28 @@ func (r *runner) gatewayFaults(ctx context.Context, rng *rand.Rand) error {
 			sleepCtx(ctx, d)
 			g.resume()
 			r.logf("heal: gateway %d resumed (SIGCONT)", g.index)
-		case 1:
+		case gwKill:
+			// Half the time started again at once on its own address,
+			// where it answers session_lost for its predecessor's leases.
+			here := rng.IntN(2) == 0
 			d := between(rng, minFaultDowntime, 1500*time.Millisecond)
-			r.logf("fault: kill gateway %d (SIGKILL), restart in %s", g.index, d.Round(time.Millisecond))
-			g.kill()
-			r.fault(FGatewayKill)
-			sleepCtx(ctx, d)
-			sctx, cancel := context.WithTimeout(context.Background(), restartWithin)
-			err := g.start(sctx)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("restart gateway %d: %w", g.index, err)
+			if here {
+				r.logf("fault: kill gateway %d (SIGKILL), restart it at once at %s", g.index, g.URL())
+			} else {
+				r.logf("fault: kill gateway %d (SIGKILL), restart in %s", g.index, d.Round(time.Millisecond))
 			}
-			r.logf("heal: gateway %d serves again at %s", g.index, g.URL())
-		case 2:
+			addr := strings.TrimPrefix(g.URL(), "http://")
+			g.kill()
+			if here {
+				r.fault(FGatewayKillHere)
+			} else {
+				r.fault(FGatewayKill)
+				sleepCtx(ctx, d)
+			}
+			if err := r.restart(g, addr, here); err != nil {
+				return err
+			}
+		case gwCut:
 			// From well within the session timeout (the same session comes
 			// back) to well past it (the session is lost).
 			d := time.Duration(float64(r.cfg.SessionTimeout) * (0.3 + 1.5*rng.Float64()))
@@ -121,7 +148,34 @@ func (r *runner) gatewayFaults(ctx context.Context, rng *rand.Rand) error {
 			sleepCtx(ctx, d)
 			g.link.heal()
 			r.logf("heal: gateway %d reaches ZooKeeper again", g.index)
+		case gwDrain:
+			r.logf("fault: drain gateway %d (SIGTERM, --drain-timeout %s), then restart it", g.index, r.cfg.GatewayDrain)
+			g.terminate()
+			r.fault(FGatewayDrain)
+			if err := r.restart(g, "", false); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
+}
+
+// restart starts g again: on addr when here (falling back to a free port if
+// the address cannot be had), else on a free port.
+func (r *runner) restart(g *gateway, addr string, here bool) error {
+	sctx, cancel := context.WithTimeout(context.Background(), restartWithin)
+	defer cancel()
+	if here {
+		err := g.startOn(sctx, addr)
+		if err == nil {
+			r.logf("heal: gateway %d serves again at %s", g.index, g.URL())
+			return nil
+		}
+		r.logf("gateway %d could not start again at %s (%v): on a free port", g.index, addr, err)
+	}
+	if err := g.start(sctx); err != nil {
+		return fmt.Errorf("restart gateway %d: %w", g.index, err)
+	}
+	r.logf("heal: gateway %d serves again at %s", g.index, g.URL())
 	return nil
 }
