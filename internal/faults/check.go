@@ -41,6 +41,11 @@ const (
 	// its TTL had run out since its client received the last answer that
 	// extended it.
 	VOutlivedTTL = "lease_outlived_ttl"
+	// A 410 said a lease had ended while its record was there for longer
+	// than the gateway can be ahead of ZooKeeper (see goneAllowance), and
+	// its gateway's process was still running.
+	VGoneWhileAlive = "lease_gone_while_alive"
+
 	// An acquire whose client hung up mid-wait left its waiter behind.
 	VWaiterLeft = "vanished_waiter_left"
 	// Two acks of one item were confirmed.
@@ -59,6 +64,107 @@ const (
 
 // maxPerKind bounds the details kept of one kind of violation.
 const maxPerKind = 50
+
+// goneAllowance is how long before the observer sees a lease's record
+// deleted a 410 about the lease may be received. From another gateway
+// (a lookup in ZooKeeper: the record went in the transaction that wrote
+// the reason, or with its session) it is only the observer's own delay.
+// From the lease's own gateway (which answers from memory) it is also the
+// lead a gateway can have over ZooKeeper when it gives up a silent
+// session: it counts the silence from the send time of the latest request
+// ZooKeeper answered, ZooKeeper from the latest request it received (a
+// request whose answer is lost to a cut, at most one heartbeat, a third of
+// the session timeout, later), rounded up to its next tick.
+func goneAllowance(h *History, own bool) time.Duration {
+	const observerDelay = 250 * time.Millisecond
+	if !own {
+		return observerDelay
+	}
+	return h.SessionTimeout/3 + 2*h.TickTime + observerDelay
+}
+
+// goneCheck is a 410 about a lease whose record the observer watched.
+type goneCheck struct {
+	end   LeaseEnd
+	lease *LeaseRecord
+	own   bool          // answered by the lease's own gateway (directly or passed on to it)
+	lead  time.Duration // how long the record was seen after the answer came
+	// excuse, for a lead over goneAllowance, says why it is no violation:
+	// replaced or observer_out (see goneChecks); "" for none.
+	excuse string
+}
+
+// goneChecks judges the 410s about leases whose record the observer
+// watched. A lead over goneAllowance is excused when the lease's gateway
+// process had been killed and replaced at its address by the answer (the
+// successor, or a gateway passing the request there, answers session_lost
+// at once, and ZooKeeper deletes the record a session timeout later), or
+// when the observer had no session at some time from the answer to the
+// deletion it saw (its watch event may have come late; every ZooKeeper
+// leader election is one, and the new leader gives every session a whole
+// timeout again, so a gateway that gave its session up may see it outlive
+// its answer: the lease's own gateway is given the session timeout before
+// its answer for that). A drained gateway needs no excuse: it ends its
+// leases after it stops answering, and its session (their records with
+// it) before it exits.
+func goneChecks(h *History) []goneCheck {
+	outBetween := func(from, to time.Time) bool {
+		for _, s := range h.ObserverOut {
+			if !s.From.After(to) && (s.To.IsZero() || !s.To.Before(from)) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []goneCheck
+	for _, e := range h.Ends {
+		l := h.Leases[e.Lease]
+		if e.Status != 410 || l == nil || l.RecordUntil.IsZero() {
+			continue
+		}
+		c := goneCheck{end: e, lease: l, own: e.ServedBy != "" || e.Gateway == l.Gateway && e.Life == l.Life, lead: l.RecordUntil.Sub(e.Recv)}
+		if c.lead > goneAllowance(h, c.own) {
+			from := e.Recv
+			if c.own {
+				from = from.Add(-h.SessionTimeout)
+			}
+			if killed, ok := h.Replaced[GatewayLife{l.Gateway, l.Life}]; l.Life < 0 || ok && !killed.After(e.Recv) {
+				c.excuse = "replaced"
+			} else if outBetween(from, l.RecordUntil) {
+				c.excuse = "observer_out"
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// String describes the answer and how long the record was seen after it.
+func (c goneCheck) String() string {
+	e := c.end
+	by := fmt.Sprintf("gateway %d", e.Gateway)
+	if c.own {
+		by += " (the lease's own)"
+	}
+	if e.ServedBy != "" {
+		by += ", served by " + e.ServedBy
+	}
+	ts := func(t time.Time) string { return t.Format("15:04:05.000000") }
+	return fmt.Sprintf("lease %s (made on gateway %d): a %s answered 410 %s by %s at %s, but its record was there until %s (%s later)",
+		e.Lease, c.lease.Gateway, e.Kind, e.Reason, by, ts(e.Recv), ts(c.lease.RecordUntil), c.lead.Round(time.Millisecond))
+}
+
+// checkGone finds 410s about leases that were alive: received more than
+// goneAllowance before the observer saw the lease's record deleted, with
+// no excuse.
+func checkGone(h *History, add func(kind, format string, args ...any)) {
+	for _, c := range goneChecks(h) {
+		if c.lead <= goneAllowance(h, c.own) || c.excuse != "" {
+			continue
+		}
+		add(VGoneWhileAlive, "%s", c)
+	}
+}
 
 // Check reads a history and returns its violations, and how many of each
 // kind there were (details are kept for the first few of each kind).
@@ -155,6 +261,7 @@ func Check(h *History) ([]Violation, map[string]int) {
 				z.Lease, z.Holds, ts(z.Sent), ts(z.EndsBy))
 		}
 	}
+	checkGone(h, add)
 	for _, v := range h.Vanished {
 		if v.Outcome == "left_waiting" {
 			add(VWaiterLeft, "lock %s: lease %s still waiting long after its client hung up at %s", v.Lock, v.Lease, ts(v.HungUp))

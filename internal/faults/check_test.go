@@ -18,8 +18,9 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 // item is produced, claimed and acked; the queue drained.
 func cleanHistory() *History {
 	h := newHistory()
-	h.Leases["a"] = &LeaseRecord{ID: "a", TTL: 2 * time.Second, Session: 1, Deadline: at(2000)}
-	h.Leases["b"] = &LeaseRecord{ID: "b", TTL: 2 * time.Second, Session: 2, Deadline: at(2000)}
+	h.SessionTimeout, h.TickTime = 2*time.Second, 100*time.Millisecond
+	h.Leases["a"] = &LeaseRecord{ID: "a", TTL: 2 * time.Second, Gateway: 0, Life: 1, Session: 1, Deadline: at(2000), RecordUntil: at(3050)}
+	h.Leases["b"] = &LeaseRecord{ID: "b", TTL: 2 * time.Second, Gateway: 1, Life: 1, Session: 2, Deadline: at(2000), RecordUntil: at(2100)}
 	h.Grants = []Grant{
 		{Lock: "L", Lease: "a", Token: 10, Sent: at(0), Recv: at(5), AcquiredAt: at(4)},
 		{Lock: "L", Lease: "b", Token: 12, Sent: at(1), Recv: at(30), AcquiredAt: at(29)},
@@ -37,7 +38,10 @@ func cleanHistory() *History {
 	}
 	h.Alive = []LeaseAlive{{Kind: "keepalive", Lease: "a", Sent: at(500), Recv: at(501)}}
 	h.SessionLost[1] = at(3000)
-	h.Ends = []LeaseEnd{{Lease: "a", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(3100)}}
+	h.Ends = []LeaseEnd{
+		{Lease: "a", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(3100), Gateway: 2, Life: 1},
+		{Lease: "b", Kind: "acquire", Status: 410, Reason: "expired", Recv: at(2080), Gateway: 1, Life: 1},
+	}
 	h.Zombies = []ZombieCheck{{Lease: "b", EndsBy: at(2000), Sent: at(2001), Status: 410}}
 	h.Vanished = []VanishCheck{{Lease: "b", Lock: "M", HungUp: at(100), Outcome: "gone"}}
 	h.Produced["p0-0"] = &Produced{BodyID: "p0-0", ItemID: "entry-100-0000000000", Confirmed: true, Sent: at(0)}
@@ -84,10 +88,19 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			h.Writes = append(h.Writes, Write{Lock: "L", Lease: "a", Token: 15, At: at(3200), Accepted: true})
 		}},
 		{VEndedEarly, func(h *History) {
-			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "acquire", Status: 410, Reason: "expired", Recv: at(1500)})
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "acquire", Status: 410, Reason: "expired", Recv: at(1500), Gateway: 1, Life: 1})
 		}},
 		{VOutlivedTTL, func(h *History) {
 			h.Zombies = append(h.Zombies, ZombieCheck{Lease: "b", EndsBy: at(2000), Sent: at(2001), Status: 200})
+		}},
+		{VGoneWhileAlive, func(h *History) { // another gateway said b was gone a second before its record went
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "release", Status: 410, Reason: "session_lost", Recv: at(1100), Gateway: 2, Life: 1})
+		}},
+		{VGoneWhileAlive, func(h *History) { // b's own gateway, further ahead than it can be of ZooKeeper
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(900), Gateway: 1, Life: 1})
+		}},
+		{VGoneWhileAlive, func(h *History) { // passed on to b's gateway (served by it)
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "revoked", Recv: at(900), Gateway: 0, Life: 1, ServedBy: "127.0.0.1:1"})
 		}},
 		{VWaiterLeft, func(h *History) { h.Vanished[0].Outcome = "left_waiting" }},
 		{VDoubleAck, func(h *History) {
@@ -146,5 +159,44 @@ func TestCheckZombieAliveUntilItsTTLEnds(t *testing.T) {
 	h.Zombies = append(h.Zombies, ZombieCheck{Lease: "b", EndsBy: at(2000), Sent: at(1801), Status: 200})
 	if v, _ := Check(h); len(v) != 0 {
 		t.Fatalf("violations: %v", v)
+	}
+}
+
+// The 410s that come before the record goes, legitimately.
+func TestCheckGoneTolerates(t *testing.T) {
+	cases := []struct {
+		name  string
+		spoil func(h *History)
+	}{
+		{"its gateway gave up a silent session a little before ZooKeeper expired it", func(h *History) {
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(1500), Gateway: 1, Life: 1})
+		}},
+		{"its gateway was killed: the successor at its address answers at once", func(h *History) {
+			h.Replaced[GatewayLife{1, 1}] = at(500)
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(600), Gateway: 0, Life: 1, ServedBy: "127.0.0.1:1"})
+		}},
+		{"the observer was out of session meanwhile", func(h *History) {
+			h.ObserverOut = append(h.ObserverOut, Span{From: at(1200), To: at(2050)})
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "release", Status: 410, Reason: "session_lost", Recv: at(1100), Gateway: 2, Life: 1})
+		}},
+		{"the observer is still out of session", func(h *History) {
+			h.ObserverOut = append(h.ObserverOut, Span{From: at(2000)})
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "release", Status: 410, Reason: "session_lost", Recv: at(1100), Gateway: 2, Life: 1})
+		}},
+		{"its own gateway, and the observer out (a leader election) within a session timeout before", func(h *History) {
+			h.ObserverOut = append(h.ObserverOut, Span{From: at(0), To: at(100)})
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(900), Gateway: 1, Life: 1})
+		}},
+		{"the record was never seen", func(h *History) {
+			h.Leases["b"].RecordUntil = time.Time{}
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "release", Status: 410, Reason: "session_lost", Recv: at(100), Gateway: 2, Life: 1})
+		}},
+	}
+	for _, c := range cases {
+		h := cleanHistory()
+		c.spoil(h)
+		if v, _ := Check(h); len(v) != 0 {
+			t.Errorf("%s: violations: %v", c.name, v)
+		}
 	}
 }

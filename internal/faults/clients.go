@@ -91,14 +91,10 @@ func (c *leaseClient) lease(ctx context.Context) string {
 		c.r.unexpectedAnswer("create_lease", a)
 		return ""
 	}
-	rec := &LeaseRecord{ID: info.ID, Client: c.name, TTL: ttl, Gateway: a.Gateway, Created: a.Sent,
+	rec := &LeaseRecord{ID: info.ID, Client: c.name, TTL: ttl, Gateway: a.Gateway, Life: a.Life, Created: a.Sent,
 		Deadline: a.Sent.Add(ttl), ExpiresAt: info.ExpiresAt}
 	c.r.hist.record(func(h *History) { h.Leases[info.ID] = rec })
-	go func() { // which session holds it: for the session-loss checks
-		if s := c.r.obs.leaseSession(info.ID); s != 0 {
-			c.r.hist.record(func(h *History) { rec.Session = s })
-		}
-	}()
+	c.r.obs.watchLease(info.ID, rec)
 	c.mu.Lock()
 	c.id, c.ttl, c.gateway = info.ID, ttl, a.Gateway
 	c.deadline, c.confirmedSent, c.confirmedRecv, c.capped = time.Time{}, time.Time{}, time.Time{}, time.Time{}
@@ -252,7 +248,8 @@ func (c *leaseClient) sendLease(ctx context.Context, id string, req request) ans
 			c.r.hist.unexpected(req.kind+" (404 for a lease that was made)", a)
 		}
 		c.r.hist.record(func(h *History) {
-			h.Ends = append(h.Ends, LeaseEnd{Lease: id, Kind: req.kind, Status: a.Status, Reason: reason, Sent: a.Sent, Recv: now})
+			h.Ends = append(h.Ends, LeaseEnd{Lease: id, Kind: req.kind, Status: a.Status, Reason: reason, Sent: a.Sent, Recv: now,
+				Gateway: a.Gateway, Life: a.Life, ServedBy: a.Header.Get(headerServedBy)})
 		})
 	}
 	return a

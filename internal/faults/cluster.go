@@ -193,6 +193,13 @@ func (g *gateway) startOn(ctx context.Context, listen string) error {
 	}
 }
 
+// life tells the gateway's processes apart: the number of its starts.
+func (g *gateway) life() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.starts
+}
+
 // URL is where the gateway serves now ("" before its first start).
 func (g *gateway) URL() string {
 	g.mu.Lock()

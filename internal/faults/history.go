@@ -27,6 +27,17 @@ type History struct {
 	// gateway's registration node of that session went); later than the
 	// true end, never earlier.
 	SessionLost map[int64]time.Time
+	// ObserverOut are the spans in which the observer had no live session
+	// (To is zero while it still had none): what it saw just after one may
+	// have happened during it.
+	ObserverOut []Span
+	// Replaced is when each gateway process that was killed and started
+	// again at once on its own address was killed (before the signal: its
+	// end is no earlier).
+	Replaced map[GatewayLife]time.Time
+	// SessionTimeout and TickTime are the run's, for the allowances of the
+	// checks.
+	SessionTimeout, TickTime time.Duration
 
 	Produced map[string]*Produced // by the item's body id
 	Claims   []Claim
@@ -43,8 +54,14 @@ type LeaseRecord struct {
 	Client  string
 	TTL     time.Duration
 	Gateway int   // the gateway it was created on
+	Life    int   // that gateway's process (see gateway.life; -1: unknown)
 	Session int64 // the ZooKeeper session holding its record (0: unknown)
-	Created time.Time
+	// RecordUntil is how long the observer saw the lease's record
+	// ({root}/leases/{id}, deleted when the lease ends or its session
+	// does): when it saw it deleted, or when it stopped watching with the
+	// record still there; zero when it never saw the record.
+	RecordUntil time.Time
+	Created     time.Time
 	// Deadline is the client's own bound on the lease: the latest send
 	// time of a request that extended it (create, keepalive 200) plus the
 	// TTL. The gateway's expiry is never earlier.
@@ -95,6 +112,9 @@ type LeaseEnd struct {
 	Status     int
 	Reason     string // the problem's reason (expired, revoked, session_lost...)
 	Sent, Recv time.Time
+	Gateway    int    // the gateway the request went to
+	Life       int    // its process (-1: restarted meanwhile)
+	ServedBy   string // X-Zkgate-Served-By: passed on to the lease's gateway
 }
 
 // ZombieCheck: a client that stopped its keepalives asked for its lease
@@ -111,6 +131,12 @@ type ZombieCheck struct {
 	Holds   int  // holds listed by a 200 answer
 	Skipped bool // a keepalive went unanswered or answered 503: the expiry is not known
 }
+
+// Span is a stretch of time.
+type Span struct{ From, To time.Time }
+
+// GatewayLife is one process of a gateway: its index and its start count.
+type GatewayLife struct{ Gateway, Life int }
 
 // VanishCheck: a client hung up on an acquire mid-wait, then read its lease
 // until the hold was no longer waiting.
@@ -145,7 +171,7 @@ type Ack struct {
 
 func newHistory() *History {
 	return &History{Leases: map[string]*LeaseRecord{}, SessionLost: map[int64]time.Time{},
-		Produced: map[string]*Produced{}, Answers: map[string]int{}}
+		Replaced: map[GatewayLife]time.Time{}, Produced: map[string]*Produced{}, Answers: map[string]int{}}
 }
 
 func (h *History) record(fn func(h *History)) {

@@ -22,7 +22,10 @@ type answer struct {
 	Header     http.Header
 	Sent, Recv time.Time
 	Gateway    int
-	Err        error
+	// Life is the gateway's process that the request went to (see
+	// gateway.life); -1 when the gateway was restarted meanwhile.
+	Life int
+	Err  error
 }
 
 type problem struct {
@@ -59,8 +62,15 @@ func (r *runner) send(ctx context.Context, rng *rand.Rand, req request) answer {
 	return a
 }
 
-func (r *runner) exchange(ctx context.Context, gi int, req request) answer {
-	a := answer{Gateway: gi}
+func (r *runner) exchange(ctx context.Context, gi int, req request) (a answer) {
+	g := r.cl.gateways[gi]
+	life := g.life()
+	a = answer{Gateway: gi, Life: life}
+	defer func() {
+		if g.life() != life {
+			a.Life = -1
+		}
+	}()
 	timeout := req.timeout
 	if timeout == 0 {
 		timeout = req.wait + r.cfg.RequestMargin
@@ -77,7 +87,7 @@ func (r *runner) exchange(ctx context.Context, gi int, req request) answer {
 		data, _ := json.Marshal(b)
 		rd, ct = bytes.NewReader(data), "application/json"
 	}
-	base := r.cl.gateways[gi].URL()
+	base := g.URL()
 	hr, err := http.NewRequestWithContext(ctx, req.method, base+req.path, rd)
 	if err != nil {
 		a.Err = err

@@ -128,6 +128,9 @@ func (r *runner) gatewayFaults(ctx context.Context, rng *rand.Rand) error {
 				r.logf("fault: kill gateway %d (SIGKILL), restart in %s", g.index, d.Round(time.Millisecond))
 			}
 			addr := strings.TrimPrefix(g.URL(), "http://")
+			if here {
+				r.replaced(g)
+			}
 			g.kill()
 			if here {
 				r.fault(FGatewayKillHere)
@@ -158,6 +161,13 @@ func (r *runner) gatewayFaults(ctx context.Context, rng *rand.Rand) error {
 		}
 	}
 	return nil
+}
+
+// replaced records that g's process is about to be killed, to be
+// replaced at once at its address.
+func (r *runner) replaced(g *gateway) {
+	at, gl := time.Now(), GatewayLife{g.index, g.life()}
+	r.hist.record(func(h *History) { h.Replaced[gl] = at })
 }
 
 // restart starts g again: on addr when here (falling back to a free port if

@@ -38,19 +38,35 @@ type Report struct {
 	// their lease had been lost, while the client could not know it (its
 	// lease's TTL had not run out): the window only the fencing token
 	// covers.
-	WritesAfterLoss int            `json:"writes_after_session_loss"`
-	Releases        int            `json:"releases"`
-	Produced        int            `json:"items_produced"`
-	Unconfirmed     int            `json:"items_produce_unanswered"`
-	Claims          int            `json:"claims"`
-	Acks            int            `json:"acks"`
-	Redelivered     int            `json:"items_served_again"`
-	Faults          map[string]int `json:"faults"`
-	Answers         []AnswerCount  `json:"answers"`
-	Violations      int            `json:"violations"`
-	ByKind          map[string]int `json:"violations_by_kind"`
-	Details         []Violation    `json:"violation_details"`
-	WorkDir         string         `json:"work_dir,omitempty"` // kept for its logs
+	WritesAfterLoss int `json:"writes_after_session_loss"`
+	Releases        int `json:"releases"`
+	// GoneOwn and GoneOther count the 410s judged against the lease's
+	// record (answered by the lease's own gateway, or by another from
+	// ZooKeeper), with the longest the record was seen after one;
+	// GoneReplaced and GoneObserverOut those whose record was seen long
+	// after, excused (see goneChecks); ObserverOut is how long the observer
+	// had no session.
+	GoneOwn       int           `json:"gone_judged_own"`
+	GoneOther     int           `json:"gone_judged_other"`
+	GoneOwnLead   time.Duration `json:"gone_longest_lead_own_ns"`
+	GoneOtherLead time.Duration `json:"gone_longest_lead_other_ns"`
+	// GoneOwnLongest and GoneOtherLongest describe the answers of those leads.
+	GoneOwnLongest   string         `json:"gone_longest_lead_own,omitempty"`
+	GoneOtherLongest string         `json:"gone_longest_lead_other,omitempty"`
+	GoneReplaced     int            `json:"gone_unjudged_gateway_replaced"`
+	GoneObserverOut  int            `json:"gone_unjudged_observer_out"`
+	ObserverOut      time.Duration  `json:"observer_out_ns"`
+	Produced         int            `json:"items_produced"`
+	Unconfirmed      int            `json:"items_produce_unanswered"`
+	Claims           int            `json:"claims"`
+	Acks             int            `json:"acks"`
+	Redelivered      int            `json:"items_served_again"`
+	Faults           map[string]int `json:"faults"`
+	Answers          []AnswerCount  `json:"answers"`
+	Violations       int            `json:"violations"`
+	ByKind           map[string]int `json:"violations_by_kind"`
+	Details          []Violation    `json:"violation_details"`
+	WorkDir          string         `json:"work_dir,omitempty"` // kept for its logs
 }
 
 // runner is one run under way.
@@ -91,6 +107,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r := &runner{cfg: cfg, hist: newHistory(), http: newHTTPClient(), faults: map[string]int{}}
+	r.hist.SessionTimeout, r.hist.TickTime = cfg.SessionTimeout, cfg.TickTime
 	r.reg = newRegister(r.hist)
 	r.logf("work dir %s", workDir)
 
@@ -124,6 +141,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := r.drain(ctx); err != nil {
 		return nil, err
 	}
+	r.obs.close() // the records still there are seen until now
 	rep := r.report()
 	rep.Elapsed = time.Since(began).Round(time.Millisecond).String()
 	if rep.Violations > 0 {
@@ -140,7 +158,7 @@ func (r *runner) logf(format string, args ...any) {
 	if !r.start.IsZero() {
 		at = time.Since(r.start)
 	}
-	fmt.Fprintf(r.cfg.Log, "[%7.3fs] %s\n", at.Seconds(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(r.cfg.Log, "[%7.3fs %s] %s\n", at.Seconds(), time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
 func (r *runner) urls() []string {
@@ -257,6 +275,35 @@ func (r *runner) report() *Report {
 		}
 	}
 	rep.SessionsLost = len(h.SessionLost)
+	checks := goneChecks(h)
+	for _, s := range h.ObserverOut {
+		to := s.To
+		if to.IsZero() {
+			to = time.Now()
+		}
+		rep.ObserverOut += to.Sub(s.From)
+	}
+	for _, c := range checks {
+		switch c.excuse {
+		case "replaced":
+			rep.GoneReplaced++
+			continue
+		case "observer_out":
+			rep.GoneObserverOut++
+			continue
+		}
+		if c.own {
+			rep.GoneOwn++
+			if c.lead > rep.GoneOwnLead {
+				rep.GoneOwnLead, rep.GoneOwnLongest = c.lead, c.String()
+			}
+		} else {
+			rep.GoneOther++
+			if c.lead > rep.GoneOtherLead {
+				rep.GoneOtherLead, rep.GoneOtherLongest = c.lead, c.String()
+			}
+		}
+	}
 	for _, w := range h.Writes {
 		if !w.Accepted {
 			rep.WritesFenced++
@@ -311,6 +358,14 @@ func (rep *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "locks: %d leases, %d grants, %d writes accepted, %d writes fenced (stale token refused), %d releases\n",
 		rep.Leases, rep.Grants, rep.Writes, rep.WritesFenced, rep.Releases)
 	fmt.Fprintf(w, "       %d writes accepted after their lease's session was lost (the window the fencing token covers)\n", rep.WritesAfterLoss)
+	fmt.Fprintf(w, "410 answers judged against the lease's record: %d from the lease's gateway (record seen at most %s after), %d from another (at most %s after); excused: %d (the lease's gateway killed and replaced at its address), %d (the observer out of session, %s in all)\n",
+		rep.GoneOwn, rep.GoneOwnLead.Round(time.Millisecond), rep.GoneOther, rep.GoneOtherLead.Round(time.Millisecond),
+		rep.GoneReplaced, rep.GoneObserverOut, rep.ObserverOut.Round(time.Millisecond))
+	for _, d := range []string{rep.GoneOwnLongest, rep.GoneOtherLongest} {
+		if d != "" {
+			fmt.Fprintf(w, "       longest: %s\n", d)
+		}
+	}
 	fmt.Fprintf(w, "queue: %d items produced (%d unanswered), %d claims, %d acks, %d items served more than once\n",
 		rep.Produced, rep.Unconfirmed, rep.Claims, rep.Acks, rep.Redelivered)
 	fmt.Fprintf(w, "faults:")

@@ -47,6 +47,9 @@ func TestShortFaultRun(t *testing.T) {
 	if rep.Grants == 0 || rep.Writes == 0 || rep.Acks == 0 {
 		t.Fatalf("too little happened: %d grants, %d writes, %d acks", rep.Grants, rep.Writes, rep.Acks)
 	}
+	if rep.GoneOwn+rep.GoneOther == 0 {
+		t.Errorf("no 410 was judged against its lease's record")
+	}
 	if rep.Faults[FGatewayDrain] == 0 {
 		t.Errorf("no gateway was drained: %v", rep.Faults)
 	}
