@@ -42,10 +42,12 @@ const (
 	// extended it.
 	VOutlivedTTL = "lease_outlived_ttl"
 	// A 410 said a lease had ended while its record was there for longer
-	// than the gateway can be ahead of ZooKeeper (see goneAllowance), and
-	// its gateway's process was still running.
+	// than a gateway can be ahead of ZooKeeper (see goneAllowance and
+	// goneChecks).
 	VGoneWhileAlive = "lease_gone_while_alive"
-
+	// Two holders without fencing worked at once where the primitive
+	// forbids it (see checkWallClock).
+	VWallClockOverlap = "wallclock_overlap"
 	// An acquire whose client hung up mid-wait left its waiter behind.
 	VWaiterLeft = "vanished_waiter_left"
 	// Two acks of one item were confirmed.
@@ -262,6 +264,7 @@ func Check(h *History) ([]Violation, map[string]int) {
 		}
 	}
 	checkGone(h, add)
+	checkWallClock(h.WallHolds, add)
 	for _, v := range h.Vanished {
 		if v.Outcome == "left_waiting" {
 			add(VWaiterLeft, "lock %s: lease %s still waiting long after its client hung up at %s", v.Lock, v.Lease, ts(v.HungUp))

@@ -52,6 +52,22 @@ func cleanHistory() *History {
 	}
 	h.Acks = []Ack{{BodyID: "p0-0", ItemID: "entry-100-0000000000", Lease: "b", Status: 204, Sent: at(25), Recv: at(26)}}
 	h.Drained = true
+	// Wall-clock holds: a lock handed on by a release and by a lost hold;
+	// readers together, then a writer; two semaphore slots at once; two
+	// leaders in turn.
+	h.WallHolds = []WallHold{
+		{Kind: WallLock, Name: "l", Limit: 1, Worker: "w1", Start: at(0), End: at(100), Deadline: at(1800), Units: 10, Stop: "done"},
+		{Kind: WallLock, Name: "l", Limit: 1, Worker: "w2", Start: at(105), End: at(1790), Deadline: at(1800), Units: 90, Stop: "deadline"},
+		{Kind: WallLock, Name: "l", Limit: 1, Worker: "w3", Start: at(2010), End: at(2100), Deadline: at(3800), Units: 9, Stop: "done"},
+		{Kind: WallRWLock, Name: "rw", Mode: "read", Limit: 1, Worker: "r1", Start: at(0), End: at(300), Units: 30, Stop: "done"},
+		{Kind: WallRWLock, Name: "rw", Mode: "read", Limit: 1, Worker: "r2", Start: at(100), End: at(200), Units: 10, Stop: "done"},
+		{Kind: WallRWLock, Name: "rw", Mode: "write", Limit: 1, Worker: "r3", Start: at(310), End: at(400), Units: 9, Stop: "done"},
+		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "s1", Start: at(0), End: at(300), Units: 30, Stop: "done"},
+		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "s2", Start: at(100), End: at(400), Units: 30, Stop: "done"},
+		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "s3", Start: at(305), End: at(500), Units: 20, Stop: "done"},
+		{Kind: WallElection, Name: "e", Limit: 1, Worker: "e1", Start: at(0), End: at(50), Units: 5, Stop: "done"},
+		{Kind: WallElection, Name: "e", Limit: 1, Worker: "e2", Start: at(60), End: at(90), Units: 3, Stop: "done"},
+	}
 	return h
 }
 
@@ -102,6 +118,21 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{VGoneWhileAlive, func(h *History) { // passed on to b's gateway (served by it)
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "revoked", Recv: at(900), Gateway: 0, Life: 1, ServedBy: "127.0.0.1:1"})
 		}},
+		{VWallClockOverlap, func(h *History) { // the next holder started before the lost one stopped
+			h.WallHolds[2].Start = at(1780)
+		}},
+		{VWallClockOverlap, func(h *History) { // a writer among readers
+			h.WallHolds[5].Start = at(290)
+		}},
+		{VWallClockOverlap, func(h *History) { // a reader while a writer works
+			h.WallHolds = append(h.WallHolds, WallHold{Kind: WallRWLock, Name: "rw", Mode: "read", Limit: 1, Worker: "r4", Start: at(350), End: at(360), Units: 1, Stop: "done"})
+		}},
+		{VWallClockOverlap, func(h *History) { // a third semaphore holder
+			h.WallHolds[8].Start = at(250)
+		}},
+		{VWallClockOverlap, func(h *History) { // two leaders
+			h.WallHolds[10].Start = at(40)
+		}},
 		{VWaiterLeft, func(h *History) { h.Vanished[0].Outcome = "left_waiting" }},
 		{VDoubleAck, func(h *History) {
 			h.Acks = append(h.Acks, Ack{BodyID: "p0-0", ItemID: "entry-100-0000000000", Lease: "a", Status: 204, Sent: at(27), Recv: at(28)})
@@ -146,6 +177,11 @@ func TestCheckTolerates(t *testing.T) {
 	h.Produced["p0-2"] = &Produced{BodyID: "p0-2", ItemID: "entry-100-0000000002", Confirmed: true}
 	h.Acks = append(h.Acks, Ack{BodyID: "p0-2", Lease: "a", Status: 0, Ambiguous: true})
 	h.Writes = append(h.Writes, Write{Lock: "L", Lease: "a", Token: 15, At: at(3050), Accepted: true})
+	// The next holder started 10 ms before the lost one's recorded end,
+	// whose last unit the harness woke from 15 ms late: it was planned to
+	// end 5 ms before.
+	h.WallHolds[1].Overshoot = 15 * time.Millisecond
+	h.WallHolds[2].Start = at(1780)
 	if v, _ := Check(h); len(v) != 0 {
 		t.Fatalf("violations: %v", v)
 	}
@@ -198,5 +234,34 @@ func TestCheckGoneTolerates(t *testing.T) {
 		if v, _ := Check(h); len(v) != 0 {
 			t.Errorf("%s: violations: %v", c.name, v)
 		}
+	}
+}
+
+// The gaps the report gives: the smallest from a hold's end to the start
+// of a conflicting one, apart after a release and after a lost hold.
+func TestWallStats(t *testing.T) {
+	counts, gaps, overrun := wallStats(cleanHistory().WallHolds)
+	if counts[WallLock] != 3 || counts[WallRWLock] != 3 || counts[WallRWLock+"_read"] != 2 || counts[WallSemaphore] != 3 || counts[WallElection] != 2 {
+		t.Errorf("counts %v", counts)
+	}
+	ms := func(d *time.Duration) any {
+		if d == nil {
+			return nil
+		}
+		return d.Milliseconds()
+	}
+	for kind, want := range map[string][3]any{
+		WallLock:      {2, int64(5), int64(220)}, // w2 5 ms after w1's release; w3 220 ms after w2 lost its hold
+		WallRWLock:    {1, int64(10), nil},       // the writer 10 ms after the last reader; readers do not conflict
+		WallSemaphore: {1, int64(5), nil},        // s3 5 ms after s1, the first of the two before it to end
+		WallElection:  {1, int64(10), nil},
+	} {
+		g := gaps[kind]
+		if g == nil || g.Measured != want[0] || ms(g.AfterRelease) != want[1] || ms(g.AfterLoss) != want[2] {
+			t.Errorf("%s: gaps %+v, want %v", kind, g, want)
+		}
+	}
+	if overrun != -10*time.Millisecond {
+		t.Errorf("latest end past a deadline %s, want -10ms (w2)", overrun)
 	}
 }

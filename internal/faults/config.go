@@ -27,7 +27,11 @@ type Config struct {
 	Producers   int // queue producers (default 3)
 	Consumers   int // queue consumers claiming and acking (default 6)
 	Vanishers   int // clients that hang up mid-wait (default 3)
-	Gateways    int // gateway processes (default 3)
+	// WallClockWorkers is how many holders without fencing work on each
+	// kind of primitive (an exclusive lock, a read/write lock, a semaphore,
+	// an election), stopping by their lease's deadline (default 4 each).
+	WallClockWorkers int
+	Gateways         int // gateway processes (default 3)
 
 	// ZombieChance is the chance that a lock holder stops its keepalives
 	// mid-hold, and DeathChance that a consumer's lease dies (revoked or
@@ -76,6 +80,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Producers, 3)
 	def(&c.Consumers, 6)
 	def(&c.Vanishers, 3)
+	def(&c.WallClockWorkers, 4)
 	def(&c.Gateways, 3)
 	if c.ZombieChance == 0 {
 		c.ZombieChance = 0.05
@@ -108,9 +113,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("faults: duration %s must be from 1s to 24h", c.Duration)
 	case c.MaxRequests < 1:
 		return fmt.Errorf("faults: max requests %d must be positive", c.MaxRequests)
-	case c.LockClients < 0 || c.Producers < 0 || c.Consumers < 0 || c.Vanishers < 0:
+	case c.LockClients < 0 || c.Producers < 0 || c.Consumers < 0 || c.Vanishers < 0 || c.WallClockWorkers < 0:
 		return errors.New("faults: client counts may not be negative")
-	case c.LockClients+c.Consumers+c.Vanishers == 0:
+	case c.LockClients+c.Consumers+c.Vanishers+c.WallClockWorkers == 0:
 		return errors.New("faults: no clients")
 	case c.Producers > 0 && c.Consumers == 0:
 		return errors.New("faults: producers need consumers")

@@ -39,6 +39,11 @@ type History struct {
 	// checks.
 	SessionTimeout, TickTime time.Duration
 
+	WallHolds []WallHold
+	// WallLate counts grants that came when their lease's deadline left no
+	// time for a unit of work: no work was done under them.
+	WallLate int
+
 	Produced map[string]*Produced // by the item's body id
 	Claims   []Claim
 	Acks     []Ack

@@ -40,6 +40,16 @@ type Report struct {
 	// covers.
 	WritesAfterLoss int `json:"writes_after_session_loss"`
 	Releases        int `json:"releases"`
+	// WallHolds counts the wall-clock holds by kind (and the read/write
+	// lock's by mode); WallLost those that stopped at their deadline or
+	// when told their lease ended, WallLate the grants that came too late
+	// to work under. WallOverrun is the latest a hold ended past its
+	// deadline (negative: all ended before theirs).
+	WallHolds   map[string]int       `json:"wallclock_holds"`
+	WallLost    int                  `json:"wallclock_holds_lost"`
+	WallLate    int                  `json:"wallclock_grants_too_late"`
+	WallGaps    map[string]*WallGaps `json:"wallclock_smallest_gaps"`
+	WallOverrun *time.Duration       `json:"wallclock_latest_end_past_deadline,omitempty"`
 	// GoneOwn and GoneOther count the 410s judged against the lease's
 	// record (answered by the lease's own gateway, or by another from
 	// ZooKeeper), with the longest the record was seen after one;
@@ -51,22 +61,24 @@ type Report struct {
 	GoneOwnLead   time.Duration `json:"gone_longest_lead_own_ns"`
 	GoneOtherLead time.Duration `json:"gone_longest_lead_other_ns"`
 	// GoneOwnLongest and GoneOtherLongest describe the answers of those leads.
-	GoneOwnLongest   string         `json:"gone_longest_lead_own,omitempty"`
-	GoneOtherLongest string         `json:"gone_longest_lead_other,omitempty"`
-	GoneReplaced     int            `json:"gone_unjudged_gateway_replaced"`
-	GoneObserverOut  int            `json:"gone_unjudged_observer_out"`
-	ObserverOut      time.Duration  `json:"observer_out_ns"`
-	Produced         int            `json:"items_produced"`
-	Unconfirmed      int            `json:"items_produce_unanswered"`
-	Claims           int            `json:"claims"`
-	Acks             int            `json:"acks"`
-	Redelivered      int            `json:"items_served_again"`
-	Faults           map[string]int `json:"faults"`
-	Answers          []AnswerCount  `json:"answers"`
-	Violations       int            `json:"violations"`
-	ByKind           map[string]int `json:"violations_by_kind"`
-	Details          []Violation    `json:"violation_details"`
-	WorkDir          string         `json:"work_dir,omitempty"` // kept for its logs
+	GoneOwnLongest   string        `json:"gone_longest_lead_own,omitempty"`
+	GoneOtherLongest string        `json:"gone_longest_lead_other,omitempty"`
+	GoneReplaced     int           `json:"gone_unjudged_gateway_replaced"`
+	GoneObserverOut  int           `json:"gone_unjudged_observer_out"`
+	ObserverOut      time.Duration `json:"observer_out_ns"`
+	// WallWorst is the hold that ended latest past its deadline.
+	WallWorst   *WallHold      `json:"wallclock_latest_past_deadline,omitempty"`
+	Produced    int            `json:"items_produced"`
+	Unconfirmed int            `json:"items_produce_unanswered"`
+	Claims      int            `json:"claims"`
+	Acks        int            `json:"acks"`
+	Redelivered int            `json:"items_served_again"`
+	Faults      map[string]int `json:"faults"`
+	Answers     []AnswerCount  `json:"answers"`
+	Violations  int            `json:"violations"`
+	ByKind      map[string]int `json:"violations_by_kind"`
+	Details     []Violation    `json:"violation_details"`
+	WorkDir     string         `json:"work_dir,omitempty"` // kept for its logs
 }
 
 // runner is one run under way.
@@ -202,6 +214,11 @@ func (r *runner) work(ctx context.Context) error {
 	for i := 0; i < r.cfg.Consumers; i++ {
 		clients.Go(func() { r.consumer(wctx, i) })
 	}
+	for k, kind := range wallKinds {
+		for i := 0; i < r.cfg.WallClockWorkers; i++ {
+			clients.Go(func() { r.wallWorker(wctx, kind, k, i) })
+		}
+	}
 	<-wctx.Done()
 	r.logf("time is up (%d requests): healing every fault, clients finishing", r.requests.Load())
 	faults.Wait()
@@ -263,7 +280,7 @@ func (r *runner) report() *Report {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rep := &Report{Seed: r.cfg.Seed, Duration: r.cfg.Duration.String(), Ensemble: len(r.cl.ens.Servers),
-		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers,
+		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers + len(wallKinds)*r.cfg.WallClockWorkers,
 		Requests: r.requests.Load(), Leases: len(h.Leases), Grants: len(h.Grants), Faults: map[string]int{},
 		Answers: sortedAnswers(h.Answers), ByKind: byKind, Details: violations}
 	for _, v := range byKind {
@@ -275,6 +292,20 @@ func (r *runner) report() *Report {
 		}
 	}
 	rep.SessionsLost = len(h.SessionLost)
+	var overrun time.Duration
+	rep.WallHolds, rep.WallGaps, overrun = wallStats(h.WallHolds)
+	if len(h.WallHolds) > 0 {
+		rep.WallOverrun = &overrun
+	}
+	for i, w := range h.WallHolds {
+		if w.Stop != "done" {
+			rep.WallLost++
+		}
+		if rep.WallWorst == nil || w.End.Sub(w.Deadline) > rep.WallWorst.End.Sub(rep.WallWorst.Deadline) {
+			rep.WallWorst = &h.WallHolds[i]
+		}
+	}
+	rep.WallLate = h.WallLate
 	checks := goneChecks(h)
 	for _, s := range h.ObserverOut {
 		to := s.To
@@ -358,6 +389,25 @@ func (rep *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "locks: %d leases, %d grants, %d writes accepted, %d writes fenced (stale token refused), %d releases\n",
 		rep.Leases, rep.Grants, rep.Writes, rep.WritesFenced, rep.Releases)
 	fmt.Fprintf(w, "       %d writes accepted after their lease's session was lost (the window the fencing token covers)\n", rep.WritesAfterLoss)
+	fmt.Fprintf(w, "wall-clock holds (no fencing, each stopped by its lease's deadline):")
+	for _, k := range wallKinds {
+		fmt.Fprintf(w, " %s %d,", k, rep.WallHolds[k])
+	}
+	fmt.Fprintf(w, " (rwlock: %d read, %d write); %d lost (stopped at the deadline or told the lease ended), %d grants too late to work under\n",
+		rep.WallHolds[WallRWLock+"_read"], rep.WallHolds[WallRWLock+"_write"], rep.WallLost, rep.WallLate)
+	fmt.Fprintf(w, "       smallest gap from a hold's end to a conflicting hold's start, after a release / after a lost hold:")
+	for _, k := range wallKinds {
+		g := rep.WallGaps[k]
+		if g == nil {
+			fmt.Fprintf(w, " %s -,", k)
+			continue
+		}
+		fmt.Fprintf(w, " %s %s / %s (%d),", k, fmtGap(g.AfterRelease), fmtGap(g.AfterLoss), g.Measured)
+	}
+	fmt.Fprintln(w)
+	if rep.WallOverrun != nil {
+		fmt.Fprintf(w, "       latest end of a hold past its deadline: %s (negative: every hold ended before its deadline)\n", rep.WallOverrun.Round(time.Microsecond))
+	}
 	fmt.Fprintf(w, "410 answers judged against the lease's record: %d from the lease's gateway (record seen at most %s after), %d from another (at most %s after); excused: %d (the lease's gateway killed and replaced at its address), %d (the observer out of session, %s in all)\n",
 		rep.GoneOwn, rep.GoneOwnLead.Round(time.Millisecond), rep.GoneOther, rep.GoneOtherLead.Round(time.Millisecond),
 		rep.GoneReplaced, rep.GoneObserverOut, rep.ObserverOut.Round(time.Millisecond))
@@ -394,6 +444,13 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+func fmtGap(d *time.Duration) string {
+	if d == nil {
+		return "-"
+	}
+	return d.Round(time.Microsecond).String()
 }
 
 func sortedKeys(m map[string]int) []string {

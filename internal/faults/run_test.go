@@ -23,16 +23,17 @@ func TestShortFaultRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Config{
-		Binary:      gwtest.Binary(t),
-		Duration:    6 * time.Second,
-		Seed:        7,
-		LockClients: 12,
-		Locks:       3,
-		Producers:   2,
-		Consumers:   4,
-		Vanishers:   2,
-		FaultGap:    700 * time.Millisecond,
-		Log:         &progress,
+		Binary:           gwtest.Binary(t),
+		Duration:         10 * time.Second,
+		Seed:             7,
+		LockClients:      12,
+		Locks:            3,
+		Producers:        2,
+		Consumers:        4,
+		Vanishers:        2,
+		WallClockWorkers: 3,
+		FaultGap:         700 * time.Millisecond,
+		Log:              &progress,
 	})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, progress.String())
@@ -46,6 +47,18 @@ func TestShortFaultRun(t *testing.T) {
 	// A run that did nothing would check nothing.
 	if rep.Grants == 0 || rep.Writes == 0 || rep.Acks == 0 {
 		t.Fatalf("too little happened: %d grants, %d writes, %d acks", rep.Grants, rep.Writes, rep.Acks)
+	}
+	gaps := 0
+	for _, kind := range wallKinds {
+		if rep.WallHolds[kind] == 0 {
+			t.Errorf("%d wall-clock holds of the %s", rep.WallHolds[kind], kind)
+		}
+		if g := rep.WallGaps[kind]; g != nil {
+			gaps += g.Measured
+		}
+	}
+	if gaps == 0 {
+		t.Errorf("no gap between conflicting wall-clock holds was measured")
 	}
 	if rep.GoneOwn+rep.GoneOther == 0 {
 		t.Errorf("no 410 was judged against its lease's record")
