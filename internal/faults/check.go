@@ -91,24 +91,24 @@ type goneCheck struct {
 	lease *LeaseRecord
 	own   bool          // answered by the lease's own gateway (directly or passed on to it)
 	lead  time.Duration // how long the record was seen after the answer came
-	// excuse, for a lead over goneAllowance, says why it is no violation:
-	// replaced or observer_out (see goneChecks); "" for none.
+	// excuse says why the answer is not judged: replaced, or, for a lead
+	// over goneAllowance, observer_out (see goneChecks); "" for none.
 	excuse string
 }
 
-// goneChecks judges the 410s about leases whose record the observer
-// watched. A lead over goneAllowance is excused when the lease's gateway
-// process had been killed and replaced at its address by the answer (the
-// successor, or a gateway passing the request there, answers session_lost
-// at once, and ZooKeeper deletes the record a session timeout later), or
-// when the observer had no session at some time from the answer to the
-// deletion it saw (its watch event may have come late; every ZooKeeper
-// leader election is one, and the new leader gives every session a whole
-// timeout again, so a gateway that gave its session up may see it outlive
-// its answer: the lease's own gateway is given the session timeout before
-// its answer for that). A drained gateway needs no excuse: it ends its
-// leases after it stops answering, and its session (their records with
-// it) before it exits.
+// goneChecks lists the 410s about leases whose record the observer
+// watched. Not judged: an answer about a lease whose gateway process had
+// been killed and replaced at its address (the successor, or a gateway
+// passing the request there, answers session_lost at once, and ZooKeeper
+// deletes the record a session timeout later); and an answer with a lead
+// over goneAllowance when the observer had no session at some time from
+// the answer to the deletion it saw (its watch event may have come late;
+// every ZooKeeper leader election is such a time, and the new leader gives
+// every session a whole timeout again, so a gateway that gave its session
+// up may see it outlive its answer: the lease's own gateway is given the
+// session timeout before its answer for that). A drained gateway needs no
+// excuse: it ends its leases after it stops answering, and its session
+// (their records with it) before it exits.
 func goneChecks(h *History) []goneCheck {
 	outBetween := func(from, to time.Time) bool {
 		for _, s := range h.ObserverOut {
@@ -125,16 +125,14 @@ func goneChecks(h *History) []goneCheck {
 			continue
 		}
 		c := goneCheck{end: e, lease: l, own: e.ServedBy != "" || e.Gateway == l.Gateway && e.Life == l.Life, lead: l.RecordUntil.Sub(e.Recv)}
-		if c.lead > goneAllowance(h, c.own) {
-			from := e.Recv
-			if c.own {
-				from = from.Add(-h.SessionTimeout)
-			}
-			if killed, ok := h.Replaced[GatewayLife{l.Gateway, l.Life}]; l.Life < 0 || ok && !killed.After(e.Recv) {
-				c.excuse = "replaced"
-			} else if outBetween(from, l.RecordUntil) {
-				c.excuse = "observer_out"
-			}
+		from := e.Recv
+		if c.own {
+			from = from.Add(-h.SessionTimeout)
+		}
+		if killed, ok := h.Replaced[GatewayLife{l.Gateway, l.Life}]; l.Life < 0 || ok && !killed.After(e.Recv) {
+			c.excuse = "replaced"
+		} else if c.lead > goneAllowance(h, c.own) && outBetween(from, l.RecordUntil) {
+			c.excuse = "observer_out"
 		}
 		out = append(out, c)
 	}
