@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -39,6 +40,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 const (
 	FZKLeaderKill    = "zookeeper_leader_killed_and_restarted"
 	FZKFollowerKill  = "zookeeper_follower_killed_and_restarted"
+	FZKFollowerPause = "zookeeper_follower_paused"
 	FGatewayPause    = "gateway_paused_past_session_timeout"
 	FGatewayKill     = "gateway_killed_and_restarted"
 	FGatewayKillHere = "gateway_killed_and_restarted_at_once_on_its_address"
@@ -52,7 +54,8 @@ const (
 )
 
 // zooKeeperFaults kills the ensemble's leader or a follower, one at a time,
-// and restarts it after a while. Quorum is kept: one member down at most.
+// and restarts it after a while, or pauses a follower. Quorum is kept: one
+// member down at most.
 func (r *runner) zooKeeperFaults(ctx context.Context, rng *rand.Rand) error {
 	for sleepCtx(ctx, jitter(rng, r.cfg.FaultGap)) {
 		leaderCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -65,9 +68,13 @@ func (r *runner) zooKeeperFaults(ctx context.Context, rng *rand.Rand) error {
 			return fmt.Errorf("no ZooKeeper leader: %w", err)
 		}
 		kind, victim := FZKLeaderKill, leader
-		if rng.IntN(2) == 0 {
+		switch rng.IntN(3) {
+		case 0:
 			kind = FZKFollowerKill
 			victim = (leader + 1 + rng.IntN(len(r.cl.ens.Servers)-1)) % len(r.cl.ens.Servers)
+		case 1:
+			r.pauseFollower(ctx, rng, (leader+1+rng.IntN(len(r.cl.ens.Servers)-1))%len(r.cl.ens.Servers))
+			continue
 		}
 		down := between(rng, minFaultDowntime, 2*time.Second)
 		r.logf("fault: kill ZooKeeper member %d (%s), down for %s", victim+1, map[bool]string{true: "leader", false: "follower"}[victim == leader], down.Round(time.Millisecond))
@@ -85,6 +92,26 @@ func (r *runner) zooKeeperFaults(ctx context.Context, rng *rand.Rand) error {
 		r.logf("heal: ZooKeeper member %d serves again", victim+1)
 	}
 	return nil
+}
+
+// pauseFollower stops ZooKeeper member victim (SIGSTOP) for 100 to 800
+// ms, as a long garbage collection would, and lets it go on: less than
+// its syncLimit (10 ticks), so that it stays a follower, and wakes to
+// clients waiting for reads and to the leader's commits at once.
+func (r *runner) pauseFollower(ctx context.Context, rng *rand.Rand, victim int) {
+	pid := r.cl.ens.Servers[victim].PID()
+	if pid == 0 {
+		return
+	}
+	d := between(rng, 100*time.Millisecond, 800*time.Millisecond)
+	r.logf("fault: pause ZooKeeper member %d (follower, SIGSTOP) for %s", victim+1, d.Round(time.Millisecond))
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return
+	}
+	r.fault(FZKFollowerPause)
+	sleepCtx(ctx, d)
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+	r.logf("heal: ZooKeeper member %d resumed", victim+1)
 }
 
 // The gateway faults, dealt from a shuffled deck so that each comes once
