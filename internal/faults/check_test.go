@@ -58,7 +58,8 @@ func cleanHistory() *History {
 	h.WallHolds = []WallHold{
 		{Kind: WallLock, Name: "l", Limit: 1, Worker: "w1", Start: at(0), End: at(100), Deadline: at(1800), Units: 10, Stop: "done"},
 		{Kind: WallLock, Name: "l", Limit: 1, Worker: "w2", Start: at(105), End: at(1790), Deadline: at(1800), Units: 90, Stop: "deadline"},
-		{Kind: WallLock, Name: "l", Limit: 1, Worker: "w3", Start: at(2010), End: at(2100), Deadline: at(3800), Units: 9, Stop: "done"},
+		{Kind: WallLock, Name: "l", Limit: 1, Worker: "w3", Start: at(2010), End: at(2100), Deadline: at(3800), Units: 9, Stop: "deadline", Drained: true},
+		{Kind: WallLock, Name: "l", Limit: 1, Worker: "w4", Start: at(2150), End: at(2200), Deadline: at(3800), Units: 5, Stop: "done"},
 		{Kind: WallRWLock, Name: "rw", Mode: "read", Limit: 1, Worker: "r1", Start: at(0), End: at(300), Units: 30, Stop: "done"},
 		{Kind: WallRWLock, Name: "rw", Mode: "read", Limit: 1, Worker: "r2", Start: at(100), End: at(200), Units: 10, Stop: "done"},
 		{Kind: WallRWLock, Name: "rw", Mode: "write", Limit: 1, Worker: "r3", Start: at(310), End: at(400), Units: 9, Stop: "done"},
@@ -122,16 +123,16 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			h.WallHolds[2].Start = at(1780)
 		}},
 		{VWallClockOverlap, func(h *History) { // a writer among readers
-			h.WallHolds[5].Start = at(290)
+			h.WallHolds[6].Start = at(290)
 		}},
 		{VWallClockOverlap, func(h *History) { // a reader while a writer works
 			h.WallHolds = append(h.WallHolds, WallHold{Kind: WallRWLock, Name: "rw", Mode: "read", Limit: 1, Worker: "r4", Start: at(350), End: at(360), Units: 1, Stop: "done"})
 		}},
 		{VWallClockOverlap, func(h *History) { // a third semaphore holder
-			h.WallHolds[8].Start = at(250)
+			h.WallHolds[9].Start = at(250)
 		}},
 		{VWallClockOverlap, func(h *History) { // two leaders
-			h.WallHolds[10].Start = at(40)
+			h.WallHolds[11].Start = at(40)
 		}},
 		{VWaiterLeft, func(h *History) { h.Vanished[0].Outcome = "left_waiting" }},
 		{VDoubleAck, func(h *History) {
@@ -241,7 +242,7 @@ func TestCheckGoneTolerates(t *testing.T) {
 // of a conflicting one, apart after a release and after a lost hold.
 func TestWallStats(t *testing.T) {
 	counts, gaps, overrun := wallStats(cleanHistory().WallHolds)
-	if counts[WallLock] != 3 || counts[WallRWLock] != 3 || counts[WallRWLock+"_read"] != 2 || counts[WallSemaphore] != 3 || counts[WallElection] != 2 {
+	if counts[WallLock] != 4 || counts[WallRWLock] != 3 || counts[WallRWLock+"_read"] != 2 || counts[WallSemaphore] != 3 || counts[WallElection] != 2 {
 		t.Errorf("counts %v", counts)
 	}
 	ms := func(d *time.Duration) any {
@@ -250,14 +251,14 @@ func TestWallStats(t *testing.T) {
 		}
 		return d.Milliseconds()
 	}
-	for kind, want := range map[string][3]any{
-		WallLock:      {2, int64(5), int64(220)}, // w2 5 ms after w1's release; w3 220 ms after w2 lost its hold
-		WallRWLock:    {1, int64(10), nil},       // the writer 10 ms after the last reader; readers do not conflict
-		WallSemaphore: {1, int64(5), nil},        // s3 5 ms after s1, the first of the two before it to end
-		WallElection:  {1, int64(10), nil},
+	for kind, want := range map[string][4]any{
+		WallLock:      {3, int64(5), int64(220), int64(50)}, // w2 5 ms after w1's release; w3 220 ms after w2 lost its hold; w4 50 ms after w3's drain
+		WallRWLock:    {1, int64(10), nil, nil},             // the writer 10 ms after the last reader; readers do not conflict
+		WallSemaphore: {1, int64(5), nil, nil},              // s3 5 ms after s1, the first of the two before it to end
+		WallElection:  {1, int64(10), nil, nil},
 	} {
 		g := gaps[kind]
-		if g == nil || g.Measured != want[0] || ms(g.AfterRelease) != want[1] || ms(g.AfterLoss) != want[2] {
+		if g == nil || g.Measured != want[0] || ms(g.AfterRelease) != want[1] || ms(g.AfterLoss) != want[2] || ms(g.AfterDrain) != want[3] {
 			t.Errorf("%s: gaps %+v, want %v", kind, g, want)
 		}
 	}

@@ -395,14 +395,14 @@ func (rep *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, " (rwlock: %d read, %d write); %d lost (stopped at the deadline or told the lease ended), %d grants too late to work under\n",
 		rep.WallHolds[WallRWLock+"_read"], rep.WallHolds[WallRWLock+"_write"], rep.WallLost, rep.WallLate)
-	fmt.Fprintf(w, "       smallest gap from a hold's end to a conflicting hold's start, after a release / after a lost hold:")
+	fmt.Fprintf(w, "       smallest gap from a hold's end to a conflicting hold's start, after a release / a lost hold / a hold lost to its gateway's drain:")
 	for _, k := range wallKinds {
 		g := rep.WallGaps[k]
 		if g == nil {
 			fmt.Fprintf(w, " %s -,", k)
 			continue
 		}
-		fmt.Fprintf(w, " %s %s / %s (%d),", k, fmtGap(g.AfterRelease), fmtGap(g.AfterLoss), g.Measured)
+		fmt.Fprintf(w, " %s %s / %s / %s (%d),", k, fmtGap(g.AfterRelease), fmtGap(g.AfterLoss), fmtGap(g.AfterDrain), g.Measured)
 	}
 	fmt.Fprintln(w)
 	if rep.WallOverrun != nil {

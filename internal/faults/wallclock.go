@@ -64,6 +64,8 @@ type WallHold struct {
 	// answer said so).
 	Stop   string
 	Silent bool // its keepalives were stopped at the grant, on purpose
+	// Drained says that Deadline was the end of its gateway's drain.
+	Drained bool
 	// Overshoot is how much longer than planned the last unit took: the
 	// harness's own scheduling delay.
 	Overshoot time.Duration
@@ -175,6 +177,7 @@ func (r *runner) wallHold(c *leaseClient, kind, mode, id string, a answer) {
 		unit := between(c.rng, 5*time.Millisecond, 20*time.Millisecond)
 		c.mu.Lock()
 		deadline, over := c.deadline, c.ended || c.id != id
+		drained := !c.capped.IsZero() && !c.capped.After(deadline)
 		c.mu.Unlock()
 		now := time.Now()
 		switch {
@@ -187,11 +190,11 @@ func (r *runner) wallHold(c *leaseClient, kind, mode, id string, a answer) {
 		}
 		if h.Stop != "" {
 			if h.Units == 0 {
-				h.Deadline = deadline
+				h.Deadline, h.Drained = deadline, drained
 			}
 			break
 		}
-		h.Deadline = deadline
+		h.Deadline, h.Drained = deadline, drained
 		time.Sleep(unit) // the holder's work
 		h.End = time.Now()
 		h.Overshoot = h.End.Sub(now) - unit
@@ -294,12 +297,15 @@ type WallGaps struct {
 	// AfterRelease is after a hold that was released; AfterLoss after one
 	// that stopped at its deadline or when told its lease ended, whose
 	// grant went only when the lease or its session ended: the margin the
-	// deadline kept. Nil when none was measured.
+	// deadline kept; AfterDrain after one whose deadline was its gateway's
+	// drain end. Nil when none was measured.
 	AfterRelease *time.Duration `json:"after_release,omitempty"`
 	AfterLoss    *time.Duration `json:"after_loss,omitempty"`
-	// Tightest is the pair of holds of AfterLoss: the lost one, then the
-	// conflicting one.
-	Tightest []WallHold `json:"tightest_after_loss,omitempty"`
+	AfterDrain   *time.Duration `json:"after_drain,omitempty"`
+	// Tightest and TightestDrain are the pairs of holds of AfterLoss and
+	// AfterDrain: the lost one, then the conflicting one.
+	Tightest      []WallHold `json:"tightest_after_loss,omitempty"`
+	TightestDrain []WallHold `json:"tightest_after_drain,omitempty"`
 }
 
 // wallStats sums up the wall-clock holds: how many of each kind, the
@@ -331,9 +337,15 @@ func wallStats(holds []WallHold) (counts map[string]int, gaps map[string]*WallGa
 		if gap < 0 && !wallOverlap(p, gap) {
 			g.Excused++
 		}
-		if p.Stop == "done" {
+		switch {
+		case p.Stop == "done":
 			lower(&g.AfterRelease, gap)
-		} else if g.AfterLoss == nil || gap < *g.AfterLoss {
+		case p.Drained:
+			if g.AfterDrain == nil || gap < *g.AfterDrain {
+				lower(&g.AfterDrain, gap)
+				g.TightestDrain = []WallHold{p, b}
+			}
+		case g.AfterLoss == nil || gap < *g.AfterLoss:
 			lower(&g.AfterLoss, gap)
 			g.Tightest = []WallHold{p, b}
 		}
