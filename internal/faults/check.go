@@ -41,9 +41,8 @@ const (
 	// its TTL had run out since its client received the last answer that
 	// extended it.
 	VOutlivedTTL = "lease_outlived_ttl"
-	// A 410 said a lease had ended while its record was there for longer
-	// than a gateway can be ahead of ZooKeeper (see goneAllowance and
-	// goneChecks).
+	// A 410 said a lease had ended while its record was still there, for
+	// longer than the observer's delay (see goneAllowance and goneChecks).
 	VGoneWhileAlive = "lease_gone_while_alive"
 	// Two holders without fencing worked at once where the primitive
 	// forbids it (see checkWallClock).
@@ -68,22 +67,12 @@ const (
 const maxPerKind = 50
 
 // goneAllowance is how long before the observer sees a lease's record
-// deleted a 410 about the lease may be received. From another gateway
-// (a lookup in ZooKeeper: the record went in the transaction that wrote
-// the reason, or with its session) it is only the observer's own delay.
-// From the lease's own gateway (which answers from memory) it is also the
-// lead a gateway can have over ZooKeeper when it gives up a silent
-// session: it counts the silence from the send time of the latest request
-// ZooKeeper answered, ZooKeeper from the latest request it received (a
-// request whose answer is lost to a cut, at most one heartbeat, a third of
-// the session timeout, later), rounded up to its next tick.
-func goneAllowance(h *History, own bool) time.Duration {
-	const observerDelay = 250 * time.Millisecond
-	if !own {
-		return observerDelay
-	}
-	return h.SessionTimeout/3 + 2*h.TickTime + observerDelay
-}
+// deleted a 410 about the lease may be received: the observer's own delay.
+// A gateway that reads the lease's end from ZooKeeper finds it after the
+// record went (in the transaction that wrote the reason, or with its
+// session), and a gateway that ends its own lease answers 410 once it has
+// deleted the record.
+const goneAllowance = 250 * time.Millisecond
 
 // goneCheck is a 410 about a lease whose record the observer watched.
 type goneCheck struct {
@@ -91,24 +80,38 @@ type goneCheck struct {
 	lease *LeaseRecord
 	own   bool          // answered by the lease's own gateway (directly or passed on to it)
 	lead  time.Duration // how long the record was seen after the answer came
-	// excuse says why the answer is not judged: replaced, or, for a lead
-	// over goneAllowance, observer_out (see goneChecks); "" for none.
+	// excuse says why a lead over goneAllowance is no violation (see
+	// goneChecks); "" for none.
 	excuse string
 }
 
+// The excuses of goneCheck.
+const (
+	excuseReplaced    = "replaced"
+	excuseSessionGone = "session_ended"
+	excuseObserverOut = "observer_out"
+)
+
 // goneChecks lists the 410s about leases whose record the observer
-// watched. Not judged: an answer about a lease whose gateway process had
-// been killed and replaced at its address (the successor, or a gateway
-// passing the request there, answers session_lost at once, and ZooKeeper
-// deletes the record a session timeout later); and an answer with a lead
-// over goneAllowance when the observer had no session at some time from
-// the answer to the deletion it saw (its watch event may have come late;
-// every ZooKeeper leader election is such a time, and the new leader gives
-// every session a whole timeout again, so a gateway that gave its session
-// up may see it outlive its answer: the lease's own gateway is given the
-// session timeout before its answer for that). A drained gateway needs no
-// excuse: it ends its leases after it stops answering, and its session
-// (their records with it) before it exits.
+// watched. Not judged:
+//   - an answer about a lease whose gateway process had been killed and
+//     replaced at its address: the successor, or a gateway passing the
+//     request there, answers session_lost at once, and ZooKeeper deletes
+//     the record a session timeout later;
+//   - an answer of the lease's own gateway, with a lead over
+//     goneAllowance, when the record went with the lease's session (the
+//     observer saw the session end, its registration gone or replaced, by
+//     then): the gateway gave the session up, and ZooKeeper may keep a
+//     silent session past its timeout as it likes: it counts from the last
+//     request it received, a new leader restarts every session's timeout,
+//     and a follower that rejoins and replays a session's creation touches
+//     it;
+//   - an answer with a lead over goneAllowance when the observer had no
+//     session at some time from the answer to the deletion it saw: its
+//     watch event may have come late.
+//
+// A drained gateway needs no excuse: it ends its leases after it stops
+// answering, and its session (their records with it) before it exits.
 func goneChecks(h *History) []goneCheck {
 	outBetween := func(from, to time.Time) bool {
 		for _, s := range h.ObserverOut {
@@ -125,14 +128,15 @@ func goneChecks(h *History) []goneCheck {
 			continue
 		}
 		c := goneCheck{end: e, lease: l, own: e.ServedBy != "" || e.Gateway == l.Gateway && e.Life == l.Life, lead: l.RecordUntil.Sub(e.Recv)}
-		from := e.Recv
-		if c.own {
-			from = from.Add(-h.SessionTimeout)
-		}
-		if killed, ok := h.Replaced[GatewayLife{l.Gateway, l.Life}]; l.Life < 0 || ok && !killed.After(e.Recv) {
-			c.excuse = "replaced"
-		} else if c.lead > goneAllowance(h, c.own) && outBetween(from, l.RecordUntil) {
-			c.excuse = "observer_out"
+		sessionEnded, ok := h.SessionLost[l.Session]
+		switch killed, replaced := h.Replaced[GatewayLife{l.Gateway, l.Life}]; {
+		case l.Life < 0 || replaced && !killed.After(e.Recv):
+			c.excuse = excuseReplaced
+		case c.lead <= goneAllowance:
+		case c.own && l.Session != 0 && ok && !sessionEnded.After(l.RecordUntil.Add(goneAllowance)):
+			c.excuse = excuseSessionGone
+		case outBetween(e.Recv, l.RecordUntil):
+			c.excuse = excuseObserverOut
 		}
 		out = append(out, c)
 	}
@@ -159,7 +163,7 @@ func (c goneCheck) String() string {
 // no excuse.
 func checkGone(h *History, add func(kind, format string, args ...any)) {
 	for _, c := range goneChecks(h) {
-		if c.lead <= goneAllowance(h, c.own) || c.excuse != "" {
+		if c.lead <= goneAllowance || c.excuse != "" {
 			continue
 		}
 		add(VGoneWhileAlive, "%s", c)

@@ -105,7 +105,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			h.Writes = append(h.Writes, Write{Lock: "L", Lease: "a", Token: 15, At: at(3200), Accepted: true})
 		}},
 		{VEndedEarly, func(h *History) {
-			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "acquire", Status: 410, Reason: "expired", Recv: at(1500), Gateway: 1, Life: 1})
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "acquire", Status: 410, Reason: "expired", Recv: at(1900), Gateway: 1, Life: 1})
 		}},
 		{VOutlivedTTL, func(h *History) {
 			h.Zombies = append(h.Zombies, ZombieCheck{Lease: "b", EndsBy: at(2000), Sent: at(2001), Status: 200})
@@ -113,8 +113,12 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{VGoneWhileAlive, func(h *History) { // another gateway said b was gone a second before its record went
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "release", Status: 410, Reason: "session_lost", Recv: at(1100), Gateway: 2, Life: 1})
 		}},
-		{VGoneWhileAlive, func(h *History) { // b's own gateway, further ahead than it can be of ZooKeeper
+		{VGoneWhileAlive, func(h *History) { // b's own gateway, its session alive until the record went
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(900), Gateway: 1, Life: 1})
+		}},
+		{VGoneWhileAlive, func(h *History) { // b's own gateway, its session seen ended only after the record went
+			h.SessionLost[2] = at(2400)
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "revoked", Recv: at(900), Gateway: 1, Life: 1})
 		}},
 		{VGoneWhileAlive, func(h *History) { // passed on to b's gateway (served by it)
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "revoked", Recv: at(900), Gateway: 0, Life: 1, ServedBy: "127.0.0.1:1"})
@@ -205,8 +209,16 @@ func TestCheckGoneTolerates(t *testing.T) {
 		name  string
 		spoil func(h *History)
 	}{
-		{"its gateway gave up a silent session a little before ZooKeeper expired it", func(h *History) {
-			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(1500), Gateway: 1, Life: 1})
+		// ZooKeeper keeps a session given up as long as it likes: a
+		// follower that rejoined and replayed its creation touched it (seed
+		// 20261125, 90 s: records went 1.3 to 2 s after the answers).
+		{"its own gateway gave its session up, which ZooKeeper expired 2 s later (the record and the registration went together)", func(h *History) {
+			h.SessionLost[2] = at(2110)
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(100), Gateway: 1, Life: 1})
+		}},
+		{"its own gateway gave its session up and registered with a new one, 2 s before ZooKeeper let the old one go", func(h *History) {
+			h.SessionLost[2] = at(900)
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(100), Gateway: 1, Life: 1})
 		}},
 		{"its gateway was killed: the successor at its address answers at once", func(h *History) {
 			h.Replaced[GatewayLife{1, 1}] = at(500)
@@ -219,10 +231,6 @@ func TestCheckGoneTolerates(t *testing.T) {
 		{"the observer is still out of session", func(h *History) {
 			h.ObserverOut = append(h.ObserverOut, Span{From: at(2000)})
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "release", Status: 410, Reason: "session_lost", Recv: at(1100), Gateway: 2, Life: 1})
-		}},
-		{"its own gateway, and the observer out (a leader election) within a session timeout before", func(h *History) {
-			h.ObserverOut = append(h.ObserverOut, Span{From: at(0), To: at(100)})
-			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(900), Gateway: 1, Life: 1})
 		}},
 		{"the record was never seen", func(h *History) {
 			h.Leases["b"].RecordUntil = time.Time{}

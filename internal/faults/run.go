@@ -53,9 +53,9 @@ type Report struct {
 	// GoneOwn and GoneOther count the 410s judged against the lease's
 	// record (answered by the lease's own gateway, or by another from
 	// ZooKeeper), with the longest the record was seen after one;
-	// GoneReplaced and GoneObserverOut those whose record was seen long
-	// after, excused (see goneChecks); ObserverOut is how long the observer
-	// had no session.
+	// GoneReplaced, GoneSessionEnded and GoneObserverOut count those not
+	// judged (see goneChecks); ObserverOut is how long the observer had no
+	// session.
 	GoneOwn       int           `json:"gone_judged_own"`
 	GoneOther     int           `json:"gone_judged_other"`
 	GoneOwnLead   time.Duration `json:"gone_longest_lead_own_ns"`
@@ -64,6 +64,7 @@ type Report struct {
 	GoneOwnLongest   string        `json:"gone_longest_lead_own,omitempty"`
 	GoneOtherLongest string        `json:"gone_longest_lead_other,omitempty"`
 	GoneReplaced     int           `json:"gone_unjudged_gateway_replaced"`
+	GoneSessionEnded int           `json:"gone_unjudged_session_ended"`
 	GoneObserverOut  int           `json:"gone_unjudged_observer_out"`
 	ObserverOut      time.Duration `json:"observer_out_ns"`
 	// WallWorst is the hold that ended latest past its deadline.
@@ -316,10 +317,13 @@ func (r *runner) report() *Report {
 	}
 	for _, c := range checks {
 		switch c.excuse {
-		case "replaced":
+		case excuseReplaced:
 			rep.GoneReplaced++
 			continue
-		case "observer_out":
+		case excuseSessionGone:
+			rep.GoneSessionEnded++
+			continue
+		case excuseObserverOut:
 			rep.GoneObserverOut++
 			continue
 		}
@@ -408,9 +412,9 @@ func (rep *Report) Print(w io.Writer) {
 	if rep.WallOverrun != nil {
 		fmt.Fprintf(w, "       latest end of a hold past its deadline: %s (negative: every hold ended before its deadline)\n", rep.WallOverrun.Round(time.Microsecond))
 	}
-	fmt.Fprintf(w, "410 answers judged against the lease's record: %d from the lease's gateway (record seen at most %s after), %d from another (at most %s after); excused: %d (the lease's gateway killed and replaced at its address), %d (the observer out of session, %s in all)\n",
+	fmt.Fprintf(w, "410 answers judged against the lease's record: %d from the lease's gateway (record seen at most %s after), %d from another (at most %s after); not judged: %d (the lease's gateway killed and replaced at its address), %d (its own gateway's, its session ended: ZooKeeper's time), %d (the observer out of session, %s in all)\n",
 		rep.GoneOwn, rep.GoneOwnLead.Round(time.Millisecond), rep.GoneOther, rep.GoneOtherLead.Round(time.Millisecond),
-		rep.GoneReplaced, rep.GoneObserverOut, rep.ObserverOut.Round(time.Millisecond))
+		rep.GoneReplaced, rep.GoneSessionEnded, rep.GoneObserverOut, rep.ObserverOut.Round(time.Millisecond))
 	for _, d := range []string{rep.GoneOwnLongest, rep.GoneOtherLongest} {
 		if d != "" {
 			fmt.Fprintf(w, "       longest: %s\n", d)
