@@ -65,7 +65,9 @@ func cleanHistory() *History {
 		{Kind: WallRWLock, Name: "rw", Mode: "write", Limit: 1, Worker: "r3", Start: at(310), End: at(400), Units: 9, Stop: "done"},
 		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "s1", Start: at(0), End: at(300), Units: 30, Stop: "done"},
 		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "s2", Start: at(100), End: at(400), Units: 30, Stop: "done"},
-		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "s3", Start: at(305), End: at(500), Units: 20, Stop: "done"},
+		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "s3", Start: at(305), End: at(790), Units: 50, Stop: "done"},
+		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "s4", Start: at(420), End: at(480), Deadline: at(490), Units: 6, Stop: "deadline"},
+		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "s5", Start: at(700), End: at(800), Units: 10, Stop: "done"},
 		{Kind: WallElection, Name: "e", Limit: 1, Worker: "e1", Start: at(0), End: at(50), Units: 5, Stop: "done"},
 		{Kind: WallElection, Name: "e", Limit: 1, Worker: "e2", Start: at(60), End: at(90), Units: 3, Stop: "done"},
 	}
@@ -136,7 +138,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			h.WallHolds[9].Start = at(250)
 		}},
 		{VWallClockOverlap, func(h *History) { // two leaders
-			h.WallHolds[11].Start = at(40)
+			h.WallHolds[13].Start = at(40)
 		}},
 		{VWaiterLeft, func(h *History) { h.Vanished[0].Outcome = "left_waiting" }},
 		{VDoubleAck, func(h *History) {
@@ -250,7 +252,7 @@ func TestCheckGoneTolerates(t *testing.T) {
 // of a conflicting one, apart after a release and after a lost hold.
 func TestWallStats(t *testing.T) {
 	counts, gaps, overrun := wallStats(cleanHistory().WallHolds)
-	if counts[WallLock] != 4 || counts[WallRWLock] != 3 || counts[WallRWLock+"_read"] != 2 || counts[WallSemaphore] != 3 || counts[WallElection] != 2 {
+	if counts[WallLock] != 4 || counts[WallRWLock] != 3 || counts[WallRWLock+"_read"] != 2 || counts[WallSemaphore] != 5 || counts[WallElection] != 2 {
 		t.Errorf("counts %v", counts)
 	}
 	ms := func(d *time.Duration) any {
@@ -262,7 +264,7 @@ func TestWallStats(t *testing.T) {
 	for kind, want := range map[string][4]any{
 		WallLock:      {3, int64(5), int64(220), int64(50)}, // w2 5 ms after w1's release; w3 220 ms after w2 lost its hold; w4 50 ms after w3's drain
 		WallRWLock:    {1, int64(10), nil, nil},             // the writer 10 ms after the last reader; readers do not conflict
-		WallSemaphore: {1, int64(5), nil, nil},              // s3 5 ms after s1, the first of the two before it to end
+		WallSemaphore: {3, int64(5), int64(220), nil},       // s3 5 ms after s1, the first of the two before it to end; s4 20 ms after s2 (s3 still working); s5 220 ms after s4 was lost (s3 still working)
 		WallElection:  {1, int64(10), nil, nil},
 	} {
 		g := gaps[kind]
@@ -272,5 +274,19 @@ func TestWallStats(t *testing.T) {
 	}
 	if overrun != -10*time.Millisecond {
 		t.Errorf("latest end past a deadline %s, want -10ms (w2)", overrun)
+	}
+}
+
+// A semaphore's slot may have come from a release though the hold whose
+// end the gap is counted from was lost: the gap is then after a release.
+func TestWallStatsSemaphoreRoomFromARelease(t *testing.T) {
+	_, gaps, _ := wallStats([]WallHold{
+		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "x1", Start: at(0), End: at(100), Deadline: at(105), Units: 10, Stop: "deadline"},
+		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "x2", Start: at(10), End: at(120), Units: 11, Stop: "done"},
+		{Kind: WallSemaphore, Name: "s", Limit: 2, Worker: "x3", Start: at(130), End: at(140), Units: 1, Stop: "done"},
+	})
+	g := gaps[WallSemaphore]
+	if g == nil || g.Measured != 1 || g.AfterLoss != nil || g.AfterRelease == nil || *g.AfterRelease != 30*time.Millisecond {
+		t.Fatalf("gaps %+v, want 30ms after a release (x2's) and none after a loss", g)
 	}
 }

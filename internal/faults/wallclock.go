@@ -262,8 +262,10 @@ func wallConflict(a, b WallHold) bool {
 // wallGaps calls fn for every hold b that started with at least b.Limit
 // conflicting holds started before it: gap is from the end of the one of
 // them that ended latest but b.Limit-1 (p) to b's start. A negative gap is
-// an overlap that the primitive forbids: b.Limit+1 holders at once.
-func wallGaps(holds []WallHold, fn func(b, p WallHold, gap time.Duration)) {
+// an overlap that the primitive forbids: b.Limit+1 holders at once. freed
+// are those of them that may have made room for b: p and the later-ending
+// ones that ended before b started (one, p, with a limit of 1).
+func wallGaps(holds []WallHold, fn func(b, p WallHold, gap time.Duration, freed []WallHold)) {
 	byName := map[string][]WallHold{}
 	for _, h := range holds {
 		byName[h.Kind+"/"+h.Name] = append(byName[h.Kind+"/"+h.Name], h)
@@ -282,7 +284,13 @@ func wallGaps(holds []WallHold, fn func(b, p WallHold, gap time.Duration)) {
 			}
 			sort.Slice(before, func(x, y int) bool { return before[x].End.After(before[y].End) })
 			p := before[b.Limit-1]
-			fn(b, p, b.Start.Sub(p.End))
+			freed := []WallHold{p}
+			for _, q := range before[:b.Limit-1] {
+				if !q.End.After(b.Start) {
+					freed = append(freed, q)
+				}
+			}
+			fn(b, p, b.Start.Sub(p.End), freed)
 		}
 	}
 }
@@ -298,7 +306,9 @@ type WallGaps struct {
 	// that stopped at its deadline or when told its lease ended, whose
 	// grant went only when the lease or its session ended: the margin the
 	// deadline kept; AfterDrain after one whose deadline was its gateway's
-	// drain end. Nil when none was measured.
+	// drain end. A semaphore's gap counts after a loss only when none of
+	// the holds that may have made room for the next one was released. Nil
+	// when none was measured.
 	AfterRelease *time.Duration `json:"after_release,omitempty"`
 	AfterLoss    *time.Duration `json:"after_loss,omitempty"`
 	AfterDrain   *time.Duration `json:"after_drain,omitempty"`
@@ -327,7 +337,7 @@ func wallStats(holds []WallHold) (counts map[string]int, gaps map[string]*WallGa
 			*p = &d
 		}
 	}
-	wallGaps(holds, func(b, p WallHold, gap time.Duration) {
+	wallGaps(holds, func(b, p WallHold, gap time.Duration, freed []WallHold) {
 		g := gaps[b.Kind]
 		if g == nil {
 			g = &WallGaps{}
@@ -337,10 +347,15 @@ func wallStats(holds []WallHold) (counts map[string]int, gaps map[string]*WallGa
 		if gap < 0 && !wallOverlap(p, gap) {
 			g.Excused++
 		}
+		released, drained := false, false
+		for _, q := range freed {
+			released = released || q.Stop == "done"
+			drained = drained || q.Drained
+		}
 		switch {
-		case p.Stop == "done":
+		case released:
 			lower(&g.AfterRelease, gap)
-		case p.Drained:
+		case drained:
 			if g.AfterDrain == nil || gap < *g.AfterDrain {
 				lower(&g.AfterDrain, gap)
 				g.TightestDrain = []WallHold{p, b}
@@ -362,7 +377,7 @@ func wallOverlap(p WallHold, gap time.Duration) bool {
 // checkWallClock reports every overlap that a primitive forbids.
 func checkWallClock(holds []WallHold, add func(kind, format string, args ...any)) {
 	ts := func(t time.Time) string { return t.Format("15:04:05.000000") }
-	wallGaps(holds, func(b, p WallHold, gap time.Duration) {
+	wallGaps(holds, func(b, p WallHold, gap time.Duration, _ []WallHold) {
 		if wallOverlap(p, gap) {
 			add(VWallClockOverlap, "%s %s: %s (lease %s, %s) worked from %s, while %d other holder(s) still worked, the last of them %s (lease %s, %s, %d units, stopped: %s) until %s, %s after (its deadline %s, its last unit %s late)",
 				b.Kind, b.Name, b.Worker, b.Lease, b.Mode, ts(b.Start), b.Limit, p.Worker, p.Lease, p.Mode, p.Units, p.Stop, ts(p.End), -gap, ts(p.Deadline), p.Overshoot)
