@@ -119,7 +119,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(900), Gateway: 1, Life: 1})
 		}},
 		{VGoneWhileAlive, func(h *History) { // b's own gateway, its session seen ended only after the record went
-			h.SessionLost[2] = at(2400)
+			h.SessionLost[2] = at(2700)
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "revoked", Recv: at(900), Gateway: 1, Life: 1})
 		}},
 		{VGoneWhileAlive, func(h *History) { // passed on to b's gateway (served by it)
