@@ -3,12 +3,14 @@
 package faults
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -79,7 +81,11 @@ type Report struct {
 	Violations  int            `json:"violations"`
 	ByKind      map[string]int `json:"violations_by_kind"`
 	Details     []Violation    `json:"violation_details"`
-	WorkDir     string         `json:"work_dir,omitempty"` // kept for its logs
+	// ZooKeeperTrouble are the lines in which a ZooKeeper member reported
+	// its replica diverged (see zooKeeperTrouble): a violation after them
+	// may be ZooKeeper's.
+	ZooKeeperTrouble []string `json:"zookeeper_trouble,omitempty"`
+	WorkDir          string   `json:"work_dir,omitempty"` // kept for its logs
 }
 
 // runner is one run under way.
@@ -157,7 +163,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.obs.close() // the records still there are seen until now
 	rep := r.report()
 	rep.Elapsed = time.Since(began).Round(time.Millisecond).String()
-	if rep.Violations > 0 {
+	rep.ZooKeeperTrouble = zooKeeperTrouble(filepath.Join(workDir, "zookeeper"))
+	if rep.Violations > 0 || len(rep.ZooKeeperTrouble) > 0 {
 		keep = true
 	}
 	if keep {
@@ -438,6 +445,12 @@ func (rep *Report) Print(w io.Writer) {
 	for _, v := range rep.Details {
 		fmt.Fprintf(w, "  - %s: %s\n", v.Kind, v.Detail)
 	}
+	if len(rep.ZooKeeperTrouble) > 0 {
+		fmt.Fprintln(w, "ZooKeeper reported a replica diverged (what it served after may be wrong whatever the gateway does; violations after it may be ZooKeeper's):")
+		for _, l := range rep.ZooKeeperTrouble {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
 	if rep.WorkDir != "" {
 		fmt.Fprintf(w, "logs kept in %s\n", rep.WorkDir)
 	}
@@ -448,6 +461,36 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+// zooKeeperTrouble reads the ensemble members' logs under dir for the
+// line ZooKeeper writes when a member's data tree no longer matches the
+// digests of the transactions it applies ("First digest mismatch on
+// txn"): its replica has diverged, and what it serves may be wrong
+// whatever a client does. ZooKeeper 3.8.0 gets there when a follower's
+// sync with its leader fails mid-way (the NullPointerException of
+// ZOOKEEPER-4394 in Follower.followLeader), leaving its transaction log
+// out of order; replayed at its next start, it brings back nodes the
+// leader deleted. The first few such lines, with their member.
+func zooKeeperTrouble(dir string) []string {
+	const most = 10
+	logs, _ := filepath.Glob(filepath.Join(dir, "zk*", "zookeeper.out"))
+	var out []string
+	for _, p := range logs {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() && len(out) < most {
+			if l := sc.Text(); strings.Contains(l, "digest mismatch") {
+				out = append(out, filepath.Base(filepath.Dir(p))+": "+truncate(l, 200))
+			}
+		}
+		f.Close()
+	}
+	return out
 }
 
 func fmtGap(d *time.Duration) string {
