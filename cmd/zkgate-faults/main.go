@@ -4,13 +4,14 @@
 // internal/faults): a 3-node ZooKeeper ensemble and three gateway processes
 // on loopback, dozens of HTTP clients sending each request to a random
 // gateway, and faults injected at random for -duration (seeded by -seed):
-// ZooKeeper leader and followers killed and restarted, gateways paused past
-// their session timeout, killed and restarted (half the time at once on
-// their own address), drained (SIGTERM) and restarted, cut from ZooKeeper
-// and healed, clients hanging up mid-wait, leases expiring mid-hold. Among
-// the clients, holders without fencing work only before their lease's
-// deadline, and the checker measures whether any two overlapped. It then
-// heals everything, drains the queue and checks what every client saw.
+// ZooKeeper leader and followers killed and restarted, a follower paused
+// briefly, gateways paused past their session timeout, killed and
+// restarted (half the time at once on their own address), drained
+// (SIGTERM) and restarted, cut from ZooKeeper and healed, clients hanging
+// up mid-wait, leases expiring mid-hold. Among the clients, holders without
+// fencing work only before their lease's deadline, and the checker
+// measures whether any two overlapped. It then heals everything, drains
+// the queue and checks what every client saw.
 //
 // Usage, from the repository root:
 //

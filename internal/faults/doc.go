@@ -6,10 +6,11 @@
 // leaderships without fencing (working only before their lease's deadline,
 // see wallclock.go), each request to a random gateway, while faults are
 // injected at random (seeded): ZooKeeper leader and follower killed and
-// restarted, gateways paused (SIGSTOP) past the session timeout, killed
-// (SIGKILL) and restarted (half the time at once on their own address),
-// drained (SIGTERM) and restarted, cut from ZooKeeper and healed, clients
-// vanishing mid-wait and leases expiring mid-hold. Every answer is recorded
-// with its time, and an observer of the suite's own watches ZooKeeper; a
-// checker then verifies the history (see check.go). It runs on Linux.
+// restarted, a follower paused, gateways paused (SIGSTOP) past the session
+// timeout, killed (SIGKILL) and restarted (half the time at once on their
+// own address), drained (SIGTERM) and restarted, cut from ZooKeeper and
+// healed, clients vanishing mid-wait and leases expiring mid-hold. Every
+// answer is recorded with its time, and an observer of the suite's own
+// watches ZooKeeper; a checker then verifies the history (see check.go).
+// It runs on Linux.
 package faults
