@@ -4,10 +4,14 @@
 // internal/faults): a 3-node ZooKeeper ensemble and three gateway processes
 // on loopback, dozens of HTTP clients sending each request to a random
 // gateway, and faults injected at random for -duration (seeded by -seed):
-// ZooKeeper leader and followers killed and restarted, gateways paused past
-// their session timeout, killed and restarted, cut from ZooKeeper and
-// healed, clients hanging up mid-wait, leases expiring mid-hold. It then
-// heals everything, drains the queue and checks what every client saw.
+// ZooKeeper leader and followers killed and restarted, a follower paused
+// briefly, gateways paused past their session timeout, killed and
+// restarted (half the time at once on their own address), drained
+// (SIGTERM) and restarted, cut from ZooKeeper and healed, clients hanging
+// up mid-wait, leases expiring mid-hold. Among the clients, holders without
+// fencing work only before their lease's deadline, and the checker
+// measures whether any two overlapped. It then heals everything, drains
+// the queue and checks what every client saw.
 //
 // Usage, from the repository root:
 //
@@ -56,7 +60,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Producers, "producers", 3, "queue producers")
 	fs.IntVar(&cfg.Consumers, "consumers", 6, "queue consumers (claim and ack)")
 	fs.IntVar(&cfg.Vanishers, "vanishers", 3, "clients hanging up mid-wait")
+	fs.IntVar(&cfg.WallClockWorkers, "wallclock-workers", 4, "holders without fencing, stopped by their lease's deadline, on each of a lock, a read/write lock, a semaphore and an election")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 2*time.Second, "the gateways' ZooKeeper session timeout")
+	fs.DurationVar(&cfg.GatewayDrain, "drain-timeout", 2*time.Second, "the gateways' --drain-timeout (a drained gateway's holders have that long)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 2*time.Second, "the clients' lease TTL")
 	fs.DurationVar(&cfg.FaultGap, "fault-gap", time.Second, "mean pause between two faults of the ZooKeeper loop and of the gateway loop")
 	jsonOut := fs.String("json", "", "write the figures as JSON to this file")

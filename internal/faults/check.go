@@ -38,8 +38,15 @@ const (
 	// run out since the last request that extended it was sent.
 	VEndedEarly = "lease_ended_early"
 	// A lease whose keepalives stopped answered 200 to a request sent after
-	// the expires_at it was last given.
+	// its TTL had run out since its client received the last answer that
+	// extended it.
 	VOutlivedTTL = "lease_outlived_ttl"
+	// A 410 said a lease had ended while its record was still there, for
+	// longer than the observer's delay (see goneAllowance and goneChecks).
+	VGoneWhileAlive = "lease_gone_while_alive"
+	// Two holders without fencing worked at once where the primitive
+	// forbids it (see checkWallClock).
+	VWallClockOverlap = "wallclock_overlap"
 	// An acquire whose client hung up mid-wait left its waiter behind.
 	VWaiterLeft = "vanished_waiter_left"
 	// Two acks of one item were confirmed.
@@ -58,6 +65,112 @@ const (
 
 // maxPerKind bounds the details kept of one kind of violation.
 const maxPerKind = 50
+
+// goneAllowance is how long before the observer sees a lease's record
+// deleted a 410 about the lease may be received: the observer's own delay
+// (its ZooKeeper server applying the deletion, the watch event, and the
+// harness's own scheduling, which has run 350 ms late on the loaded 2-core
+// development machine). A gateway that reads the lease's end from
+// ZooKeeper finds it after the record went (in the transaction that wrote
+// the reason, or with its session), and a gateway that ends its own lease
+// answers 410 once it has deleted the record.
+const goneAllowance = 500 * time.Millisecond
+
+// goneCheck is a 410 about a lease whose record the observer watched.
+type goneCheck struct {
+	end   LeaseEnd
+	lease *LeaseRecord
+	own   bool          // answered by the lease's own gateway (directly or passed on to it)
+	lead  time.Duration // how long the record was seen after the answer came
+	// excuse says why a lead over goneAllowance is no violation (see
+	// goneChecks); "" for none.
+	excuse string
+}
+
+// The excuses of goneCheck.
+const (
+	excuseReplaced    = "replaced"
+	excuseSessionGone = "session_ended"
+	excuseObserverOut = "observer_out"
+)
+
+// goneChecks lists the 410s about leases whose record the observer
+// watched. Not judged:
+//   - an answer about a lease whose gateway process had been killed and
+//     replaced at its address: the successor, or a gateway passing the
+//     request there, answers session_lost at once, and ZooKeeper deletes
+//     the record a session timeout later;
+//   - an answer of the lease's own gateway, with a lead over
+//     goneAllowance, when the record went with the lease's session (the
+//     observer saw the session end, its registration gone or replaced, by
+//     then): the gateway gave the session up, and ZooKeeper may keep a
+//     silent session past its timeout as it likes: it counts from the last
+//     request it received, a new leader restarts every session's timeout,
+//     and a follower that rejoins and replays a session's creation touches
+//     it;
+//   - an answer with a lead over goneAllowance when the observer had no
+//     session at some time from the answer to the deletion it saw: its
+//     watch event may have come late.
+//
+// A drained gateway needs no excuse: it ends its leases after it stops
+// answering, and its session (their records with it) before it exits.
+func goneChecks(h *History) []goneCheck {
+	outBetween := func(from, to time.Time) bool {
+		for _, s := range h.ObserverOut {
+			if !s.From.After(to) && (s.To.IsZero() || !s.To.Before(from)) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []goneCheck
+	for _, e := range h.Ends {
+		l := h.Leases[e.Lease]
+		if e.Status != 410 || l == nil || l.RecordUntil.IsZero() {
+			continue
+		}
+		c := goneCheck{end: e, lease: l, own: e.ServedBy != "" || e.Gateway == l.Gateway && e.Life == l.Life, lead: l.RecordUntil.Sub(e.Recv)}
+		sessionEnded, ok := h.SessionLost[l.Session]
+		switch killed, replaced := h.Replaced[GatewayLife{l.Gateway, l.Life}]; {
+		case l.Life < 0 || replaced && !killed.After(e.Recv):
+			c.excuse = excuseReplaced
+		case c.lead <= goneAllowance:
+		case c.own && l.Session != 0 && ok && !sessionEnded.After(l.RecordUntil.Add(goneAllowance)):
+			c.excuse = excuseSessionGone
+		case outBetween(e.Recv, l.RecordUntil):
+			c.excuse = excuseObserverOut
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// String describes the answer and how long the record was seen after it.
+func (c goneCheck) String() string {
+	e := c.end
+	by := fmt.Sprintf("gateway %d", e.Gateway)
+	if c.own {
+		by += " (the lease's own)"
+	}
+	if e.ServedBy != "" {
+		by += ", served by " + e.ServedBy
+	}
+	ts := func(t time.Time) string { return t.Format("15:04:05.000000") }
+	return fmt.Sprintf("lease %s (made on gateway %d): a %s answered 410 %s by %s at %s, but its record was there until %s (%s later)",
+		e.Lease, c.lease.Gateway, e.Kind, e.Reason, by, ts(e.Recv), ts(c.lease.RecordUntil), c.lead.Round(time.Millisecond))
+}
+
+// checkGone finds 410s about leases that were alive: received more than
+// goneAllowance before the observer saw the lease's record deleted, with
+// no excuse.
+func checkGone(h *History, add func(kind, format string, args ...any)) {
+	for _, c := range goneChecks(h) {
+		if c.lead <= goneAllowance || c.excuse != "" {
+			continue
+		}
+		add(VGoneWhileAlive, "%s", c)
+	}
+}
 
 // Check reads a history and returns its violations, and how many of each
 // kind there were (details are kept for the first few of each kind).
@@ -149,11 +262,13 @@ func Check(h *History) ([]Violation, map[string]int) {
 		}
 	}
 	for _, z := range h.Zombies {
-		if z.Status == 200 {
-			add(VOutlivedTTL, "lease %s, not kept alive, answered 200 (%d holds) to a read sent at %s, after its expires_at %s",
-				z.Lease, z.Holds, ts(z.Sent), ts(z.ExpiresAt))
+		if z.Status == 200 && z.Sent.After(z.EndsBy) {
+			add(VOutlivedTTL, "lease %s, not kept alive, answered 200 (%d holds) to a read sent at %s, after its TTL had run out since its last extension (%s)",
+				z.Lease, z.Holds, ts(z.Sent), ts(z.EndsBy))
 		}
 	}
+	checkGone(h, add)
+	checkWallClock(h.WallHolds, add)
 	for _, v := range h.Vanished {
 		if v.Outcome == "left_waiting" {
 			add(VWaiterLeft, "lock %s: lease %s still waiting long after its client hung up at %s", v.Lock, v.Lease, ts(v.HungUp))

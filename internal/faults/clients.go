@@ -14,24 +14,34 @@ import (
 )
 
 // leaseClient is a client with one lease at a time, kept alive in the
-// background. It writes only while its lease is valid by its own
-// reckoning: not told it ended, and within the TTL of the last request
-// that extended it (as sent).
+// background. It acts under its lease only before the deadline its gateway
+// last confirmed (see note), and not once told the lease ended.
 type leaseClient struct {
 	r    *runner
 	name string
 	rng  *rand.Rand
 
-	mu        sync.Mutex
-	id        string
-	ttl       time.Duration
-	deadline  time.Time // last extension sent + TTL
-	expiresAt time.Time // the last expires_at answered
-	ended     bool
-	zombie    bool
+	mu      sync.Mutex
+	id      string
+	ttl     time.Duration
+	gateway int // the gateway the lease was made through, where it lives
+	// deadline is the expires_at of the latest-sent answer that carried
+	// one, on the client's clock, and no later than capped, the earliest
+	// X-Zkgate-Lease-Ends its gateway sent. confirmedRecv is when the
+	// answer that set it came: the keepalives go a third of the way from
+	// there to the deadline.
+	deadline, confirmedSent, confirmedRecv, capped time.Time
+	// extendedRecv is when the latest answer that extended the lease came
+	// (create 201, keepalive 200): the gateway extended it before then.
+	extendedRecv time.Time
+	// draining says that the lease's gateway drains: the client takes a
+	// new lease (through any gateway) once the work under way is done.
+	draining bool
+	ended    bool
+	zombie   bool
 	// unsure says that a keepalive went unanswered or answered 503 (which
-	// extends a lease too): the gateway's expiry may be later than any
-	// expires_at the client was told.
+	// extends a lease too): the gateway may have extended the lease later
+	// than any answer the client received.
 	unsure bool
 	stopKA chan struct{}
 	kaDone chan struct{}
@@ -54,10 +64,10 @@ type leaseInfo struct {
 }
 
 // lease returns the current lease id, making a lease if there is none (or
-// the last one is over); "" when none could be made.
+// the last one is over, or its gateway drains); "" when none could be made.
 func (c *leaseClient) lease(ctx context.Context) string {
 	c.mu.Lock()
-	id, ok := c.id, c.validLocked()
+	id, ok := c.id, c.validLocked() && !c.draining
 	c.mu.Unlock()
 	if id != "" && ok {
 		return id
@@ -81,21 +91,61 @@ func (c *leaseClient) lease(ctx context.Context) string {
 		c.r.unexpectedAnswer("create_lease", a)
 		return ""
 	}
-	rec := &LeaseRecord{ID: info.ID, Client: c.name, TTL: ttl, Gateway: a.Gateway, Created: a.Sent,
+	rec := &LeaseRecord{ID: info.ID, Client: c.name, TTL: ttl, Gateway: a.Gateway, Life: a.Life, Created: a.Sent,
 		Deadline: a.Sent.Add(ttl), ExpiresAt: info.ExpiresAt}
 	c.r.hist.record(func(h *History) { h.Leases[info.ID] = rec })
-	go func() { // which session holds it: for the session-loss checks
-		if s := c.r.obs.leaseSession(info.ID); s != 0 {
-			c.r.hist.record(func(h *History) { rec.Session = s })
-		}
-	}()
+	c.r.obs.watchLease(info.ID, rec)
 	c.mu.Lock()
-	c.id, c.ttl, c.deadline, c.expiresAt, c.ended, c.zombie, c.unsure = info.ID, ttl, rec.Deadline, info.ExpiresAt, false, false, false
+	c.id, c.ttl, c.gateway = info.ID, ttl, a.Gateway
+	c.deadline, c.confirmedSent, c.confirmedRecv, c.capped = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	c.extendedRecv, c.draining, c.ended, c.zombie, c.unsure = a.Recv, false, false, false, false
 	c.stopKA, c.kaDone = make(chan struct{}), make(chan struct{})
 	stop, done := c.stopKA, c.kaDone
 	c.mu.Unlock()
+	c.note(info.ID, "create_lease", a, info.ExpiresAt)
 	go c.keepAlive(info.ID, stop, done)
 	return info.ID
+}
+
+// note takes what an answer about lease id confirms: its expires_at (zero:
+// none), and the X-Zkgate-Lease-Ends of its gateway, both converted to the
+// client's clock. The expires_at of the latest-sent answer sets the
+// deadline; a drain's end caps it for good. An X-Zkgate-Lease-Ends is the
+// lease's only when the answer came from the lease's gateway (directly,
+// or passed on to it: X-Zkgate-Served-By): another gateway's drain says
+// nothing of it.
+func (c *leaseClient) note(id, kind string, a answer, expiresAt time.Time) {
+	if a.Status == 0 {
+		return
+	}
+	var promised time.Time
+	if !expiresAt.IsZero() {
+		t, ok := a.onClientClock(expiresAt)
+		if !ok {
+			c.r.hist.unexpected(kind+" (expires_at without "+headerTime+")", a)
+			return
+		}
+		promised = t
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.id != id {
+		return
+	}
+	if !promised.IsZero() && a.Sent.After(c.confirmedSent) {
+		c.deadline, c.confirmedSent, c.confirmedRecv = promised, a.Sent, a.Recv
+	}
+	if a.Header.Get(headerServedBy) != "" || a.Gateway == c.gateway {
+		if ends, ok := a.leaseEnds(); ok {
+			c.draining = true
+			if c.capped.IsZero() || ends.Before(c.capped) {
+				c.capped = ends
+			}
+		}
+	}
+	if !c.capped.IsZero() && c.capped.Before(c.deadline) {
+		c.deadline = c.capped
+	}
 }
 
 func (c *leaseClient) validLocked() bool {
@@ -109,23 +159,24 @@ func (c *leaseClient) valid() bool {
 	return c.validLocked()
 }
 
-// keepAlive extends the lease every quarter TTL until stopped.
+// keepAlive extends the lease a third of the way to its deadline (and at
+// least every tenth of its TTL while no answer comes) until stopped.
 func (c *leaseClient) keepAlive(id string, stop, done chan struct{}) {
 	defer close(done)
-	every := c.ttl / 4
 	for {
+		c.mu.Lock()
+		next := c.confirmedRecv.Add(c.deadline.Sub(c.confirmedRecv) / 3)
+		c.mu.Unlock()
 		select {
 		case <-stop:
 			return
-		case <-time.After(every):
+		case <-time.After(max(time.Until(next), c.ttl/10)):
 		}
 		a := c.sendLease(context.Background(), id, request{kind: "keepalive", method: "POST",
 			path: "/v1/leases/" + id + "/keepalive", gateway: -1, timeout: c.ttl / 3})
 		switch {
 		case a.Status == http.StatusOK:
-			var info leaseInfo
-			_ = json.Unmarshal(a.Body, &info)
-			c.extended(id, a, info.ExpiresAt)
+			c.extended(id, a)
 		case leaseOver(a):
 			return
 		case a.Status == 0 || a.Status == http.StatusServiceUnavailable:
@@ -140,16 +191,13 @@ func (c *leaseClient) keepAlive(id string, stop, done chan struct{}) {
 	}
 }
 
-// extended records an answer that extended the lease id.
-func (c *leaseClient) extended(id string, a answer, expiresAt time.Time) {
+// extended records a keepalive's 200, which extended the lease id.
+func (c *leaseClient) extended(id string, a answer) {
+	var info leaseInfo
+	_ = json.Unmarshal(a.Body, &info)
 	c.mu.Lock()
-	if c.id == id {
-		if d := a.Sent.Add(c.ttl); d.After(c.deadline) {
-			c.deadline = d
-		}
-		if expiresAt.After(c.expiresAt) {
-			c.expiresAt = expiresAt
-		}
+	if c.id == id && a.Recv.After(c.extendedRecv) {
+		c.extendedRecv = a.Recv
 	}
 	c.mu.Unlock()
 	c.r.hist.record(func(h *History) {
@@ -157,8 +205,8 @@ func (c *leaseClient) extended(id string, a answer, expiresAt time.Time) {
 			if d := a.Sent.Add(l.TTL); d.After(l.Deadline) {
 				l.Deadline = d
 			}
-			if expiresAt.After(l.ExpiresAt) {
-				l.ExpiresAt = expiresAt
+			if info.ExpiresAt.After(l.ExpiresAt) {
+				l.ExpiresAt = info.ExpiresAt
 			}
 		}
 		h.Alive = append(h.Alive, LeaseAlive{Kind: "keepalive", Lease: id, Sent: a.Sent, Recv: a.Recv})
@@ -174,10 +222,19 @@ func leaseOver(a answer) bool {
 		a.Status == http.StatusNotFound && a.Code == "lease_not_found"
 }
 
-// sendLease sends a request made for lease id and notes when the answer
-// says the lease is over.
+// sendLease sends a request made for lease id, takes what its answer
+// confirms of the lease (note), and notes when the answer says the lease
+// is over.
 func (c *leaseClient) sendLease(ctx context.Context, id string, req request) answer {
 	a := c.r.send(ctx, c.rng, req)
+	var expiresAt time.Time
+	if a.Status == http.StatusOK && (req.kind == "keepalive" || req.kind == "read_lease") {
+		var info leaseInfo
+		if json.Unmarshal(a.Body, &info) == nil {
+			expiresAt = info.ExpiresAt
+		}
+	}
+	c.note(id, req.kind, a, expiresAt)
 	if leaseOver(a) {
 		c.mu.Lock()
 		now := time.Now() // under the lock: no write of this client can come between
@@ -191,7 +248,8 @@ func (c *leaseClient) sendLease(ctx context.Context, id string, req request) ans
 			c.r.hist.unexpected(req.kind+" (404 for a lease that was made)", a)
 		}
 		c.r.hist.record(func(h *History) {
-			h.Ends = append(h.Ends, LeaseEnd{Lease: id, Kind: req.kind, Status: a.Status, Reason: reason, Sent: a.Sent, Recv: now})
+			h.Ends = append(h.Ends, LeaseEnd{Lease: id, Kind: req.kind, Status: a.Status, Reason: reason, Sent: a.Sent, Recv: now,
+				Gateway: a.Gateway, Life: a.Life, ServedBy: a.Header.Get(headerServedBy)})
 		})
 	}
 	return a
@@ -378,25 +436,28 @@ func (c *leaseClient) release(lock, id string, g Grant) {
 	}
 }
 
-// zombieCheck is a zombie's end: once the last expires_at it was given has
-// passed, with no request of its lease under way, it reads its lease: a
-// gateway must not answer 200 any more. Then it forgets the lease.
+// zombieCheck is a zombie's end: once its TTL has run out since the last
+// answer that extended its lease, with no request of the lease under way,
+// it reads its lease: a gateway must not answer 200 any more. (Its
+// expires_at may have come well before: what the gateway promises is often
+// shorter than the TTL, and a silent lease lives on to the TTL's end.) Then
+// it forgets the lease.
 func (c *leaseClient) zombieCheck(id string) {
 	c.mu.Lock()
-	expires, unsure := c.expiresAt, c.unsure
+	endsBy, unsure := c.extendedRecv.Add(c.ttl), c.unsure
 	c.id = ""
 	c.mu.Unlock()
 	if unsure {
 		c.r.hist.record(func(h *History) {
-			h.Zombies = append(h.Zombies, ZombieCheck{Lease: id, ExpiresAt: expires, Skipped: true})
+			h.Zombies = append(h.Zombies, ZombieCheck{Lease: id, EndsBy: endsBy, Skipped: true})
 		})
 		return
 	}
-	if d := time.Until(expires); d > 0 {
+	if d := time.Until(endsBy); d > 0 {
 		time.Sleep(d + time.Millisecond)
 	}
 	a := c.sendLease(context.Background(), id, request{kind: "read_lease", method: "GET", path: "/v1/leases/" + id, gateway: -1})
-	z := ZombieCheck{Lease: id, ExpiresAt: expires, Sent: a.Sent, Status: a.Status}
+	z := ZombieCheck{Lease: id, EndsBy: endsBy, Sent: a.Sent, Status: a.Status}
 	if a.Status == http.StatusOK {
 		var info leaseInfo
 		_ = json.Unmarshal(a.Body, &info)

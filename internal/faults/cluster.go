@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,8 +80,8 @@ func startCluster(ctx context.Context, cfg Config, logDir string) (*cluster, err
 		}
 		g := &gateway{index: i, bin: cfg.Binary, link: l, logf: filepath.Join(logDir, fmt.Sprintf("gateway-%d.log", i)),
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--zk", strings.Join(l.addrs(), ","), "--root", cfg.Root,
-				"--session-timeout", cfg.SessionTimeout.String(), "--max-wait", "1m", "--max-ttl", "1h", "--log-level", "info",
-				"--peer-secret-file", secretFile}}
+				"--session-timeout", cfg.SessionTimeout.String(), "--drain-timeout", cfg.GatewayDrain.String(),
+				"--max-wait", "1m", "--max-ttl", "1h", "--log-level", "info", "--peer-secret-file", secretFile}}
 		c.gateways = append(c.gateways, g)
 	}
 	errs := make([]error, len(c.gateways))
@@ -96,24 +97,37 @@ func startCluster(ctx context.Context, cfg Config, logDir string) (*cluster, err
 	return c, nil
 }
 
-// stop ends every process and proxy the cluster started.
+// stop ends every process and proxy the cluster started (the gateways
+// drain at once, side by side).
 func (c *cluster) stop() {
+	var wg sync.WaitGroup
 	for _, g := range c.gateways {
-		g.terminate()
-		g.link.close()
+		wg.Go(func() {
+			g.terminate()
+			g.link.close()
+		})
 	}
+	wg.Wait()
 	if c.ens != nil {
 		_ = c.ens.Stop()
 	}
 }
 
-// start runs the gateway process and waits until /readyz answers 200.
-func (g *gateway) start(ctx context.Context) error {
+// start runs the gateway process on a free port and waits until /readyz
+// answers 200.
+func (g *gateway) start(ctx context.Context) error { return g.startOn(ctx, "127.0.0.1:0") }
+
+// startOn is start listening on listen (host:port).
+func (g *gateway) startOn(ctx context.Context, listen string) error {
 	logf, err := os.OpenFile(g.logf, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(g.bin, g.args...)
+	args := slices.Clone(g.args)
+	if i := slices.Index(args, "--listen"); i >= 0 {
+		args[i+1] = listen
+	}
+	cmd := exec.Command(g.bin, args...)
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -189,6 +203,13 @@ func (g *gateway) start(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// life tells the gateway's processes apart: the number of its starts.
+func (g *gateway) life() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.starts
 }
 
 // URL is where the gateway serves now ("" before its first start).

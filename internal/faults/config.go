@@ -27,7 +27,11 @@ type Config struct {
 	Producers   int // queue producers (default 3)
 	Consumers   int // queue consumers claiming and acking (default 6)
 	Vanishers   int // clients that hang up mid-wait (default 3)
-	Gateways    int // gateway processes (default 3)
+	// WallClockWorkers is how many holders without fencing work on each
+	// kind of primitive (an exclusive lock, a read/write lock, a semaphore,
+	// an election), stopping by their lease's deadline (default 4 each).
+	WallClockWorkers int
+	Gateways         int // gateway processes (default 3)
 
 	// ZombieChance is the chance that a lock holder stops its keepalives
 	// mid-hold, and DeathChance that a consumer's lease dies (revoked or
@@ -36,6 +40,7 @@ type Config struct {
 
 	TickTime       time.Duration // ZooKeeper's tickTime (default 100ms)
 	SessionTimeout time.Duration // the gateways' --session-timeout (default 2s)
+	GatewayDrain   time.Duration // the gateways' --drain-timeout (default 2s)
 	LeaseTTL       time.Duration // the clients' lease TTL (default 2s)
 	// FaultGap is the mean pause between two faults of one kind of target
 	// (ZooKeeper members; gateways), default 1s.
@@ -75,6 +80,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Producers, 3)
 	def(&c.Consumers, 6)
 	def(&c.Vanishers, 3)
+	def(&c.WallClockWorkers, 4)
 	def(&c.Gateways, 3)
 	if c.ZombieChance == 0 {
 		c.ZombieChance = 0.05
@@ -84,6 +90,7 @@ func (c Config) withDefaults() Config {
 	}
 	defDur(&c.TickTime, 100*time.Millisecond)
 	defDur(&c.SessionTimeout, 2*time.Second)
+	defDur(&c.GatewayDrain, 2*time.Second)
 	defDur(&c.LeaseTTL, 2*time.Second)
 	defDur(&c.FaultGap, time.Second)
 	defDur(&c.RequestMargin, 2*time.Second)
@@ -106,9 +113,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("faults: duration %s must be from 1s to 24h", c.Duration)
 	case c.MaxRequests < 1:
 		return fmt.Errorf("faults: max requests %d must be positive", c.MaxRequests)
-	case c.LockClients < 0 || c.Producers < 0 || c.Consumers < 0 || c.Vanishers < 0:
+	case c.LockClients < 0 || c.Producers < 0 || c.Consumers < 0 || c.Vanishers < 0 || c.WallClockWorkers < 0:
 		return errors.New("faults: client counts may not be negative")
-	case c.LockClients+c.Consumers+c.Vanishers == 0:
+	case c.LockClients+c.Consumers+c.Vanishers+c.WallClockWorkers == 0:
 		return errors.New("faults: no clients")
 	case c.Producers > 0 && c.Consumers == 0:
 		return errors.New("faults: producers need consumers")
@@ -122,6 +129,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("faults: session timeout %s is below the gateway's minimum of 1s", c.SessionTimeout)
 	case c.SessionTimeout < 4*c.TickTime:
 		return fmt.Errorf("faults: session timeout %s is below 4 ticks of %s", c.SessionTimeout, c.TickTime)
+	case c.GatewayDrain < 0 || c.GatewayDrain > time.Hour:
+		return fmt.Errorf("faults: gateway drain timeout %s must be from 0s to 1h", c.GatewayDrain)
 	case c.LeaseTTL < time.Second:
 		return fmt.Errorf("faults: lease TTL %s is below the gateway's minimum of 1s", c.LeaseTTL)
 	}

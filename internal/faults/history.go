@@ -27,6 +27,22 @@ type History struct {
 	// gateway's registration node of that session went); later than the
 	// true end, never earlier.
 	SessionLost map[int64]time.Time
+	// ObserverOut are the spans in which the observer had no live session
+	// (To is zero while it still had none): what it saw just after one may
+	// have happened during it.
+	ObserverOut []Span
+	// Replaced is when each gateway process that was killed and started
+	// again at once on its own address was killed (before the signal: its
+	// end is no earlier).
+	Replaced map[GatewayLife]time.Time
+	// SessionTimeout and TickTime are the run's, for the allowances of the
+	// checks.
+	SessionTimeout, TickTime time.Duration
+
+	WallHolds []WallHold
+	// WallLate counts grants that came when their lease's deadline left no
+	// time for a unit of work: no work was done under them.
+	WallLate int
 
 	Produced map[string]*Produced // by the item's body id
 	Claims   []Claim
@@ -43,8 +59,14 @@ type LeaseRecord struct {
 	Client  string
 	TTL     time.Duration
 	Gateway int   // the gateway it was created on
+	Life    int   // that gateway's process (see gateway.life; -1: unknown)
 	Session int64 // the ZooKeeper session holding its record (0: unknown)
-	Created time.Time
+	// RecordUntil is how long the observer saw the lease's record
+	// ({root}/leases/{id}, deleted when the lease ends or its session
+	// does): when it saw it deleted, or when it stopped watching with the
+	// record still there; zero when it never saw the record.
+	RecordUntil time.Time
+	Created     time.Time
 	// Deadline is the client's own bound on the lease: the latest send
 	// time of a request that extended it (create, keepalive 200) plus the
 	// TTL. The gateway's expiry is never earlier.
@@ -95,19 +117,31 @@ type LeaseEnd struct {
 	Status     int
 	Reason     string // the problem's reason (expired, revoked, session_lost...)
 	Sent, Recv time.Time
+	Gateway    int    // the gateway the request went to
+	Life       int    // its process (-1: restarted meanwhile)
+	ServedBy   string // X-Zkgate-Served-By: passed on to the lease's gateway
 }
 
 // ZombieCheck: a client that stopped its keepalives asked for its lease
-// once the last expires_at it was told had passed (no other request of the
-// lease under way).
+// once its TTL had run out since the last keepalive answer it received (no
+// other request of the lease under way).
 type ZombieCheck struct {
-	Lease     string
-	ExpiresAt time.Time
-	Sent      time.Time
-	Status    int
-	Holds     int  // holds listed by a 200 answer
-	Skipped   bool // a keepalive went unanswered: the expiry is not known
+	Lease string
+	// EndsBy is the receipt of the last answer that extended the lease
+	// (create, keepalive 200) plus its TTL: the gateway extended it before
+	// it answered, and ends a silent lease a TTL after its last extension.
+	EndsBy  time.Time
+	Sent    time.Time
+	Status  int
+	Holds   int  // holds listed by a 200 answer
+	Skipped bool // a keepalive went unanswered or answered 503: the expiry is not known
 }
+
+// Span is a stretch of time.
+type Span struct{ From, To time.Time }
+
+// GatewayLife is one process of a gateway: its index and its start count.
+type GatewayLife struct{ Gateway, Life int }
 
 // VanishCheck: a client hung up on an acquire mid-wait, then read its lease
 // until the hold was no longer waiting.
@@ -142,7 +176,7 @@ type Ack struct {
 
 func newHistory() *History {
 	return &History{Leases: map[string]*LeaseRecord{}, SessionLost: map[int64]time.Time{},
-		Produced: map[string]*Produced{}, Answers: map[string]int{}}
+		Replaced: map[GatewayLife]time.Time{}, Produced: map[string]*Produced{}, Answers: map[string]int{}}
 }
 
 func (h *History) record(fn func(h *History)) {

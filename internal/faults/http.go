@@ -22,7 +22,10 @@ type answer struct {
 	Header     http.Header
 	Sent, Recv time.Time
 	Gateway    int
-	Err        error
+	// Life is the gateway's process that the request went to (see
+	// gateway.life); -1 when the gateway was restarted meanwhile.
+	Life int
+	Err  error
 }
 
 type problem struct {
@@ -59,8 +62,15 @@ func (r *runner) send(ctx context.Context, rng *rand.Rand, req request) answer {
 	return a
 }
 
-func (r *runner) exchange(ctx context.Context, gi int, req request) answer {
-	a := answer{Gateway: gi}
+func (r *runner) exchange(ctx context.Context, gi int, req request) (a answer) {
+	g := r.cl.gateways[gi]
+	life := g.life()
+	a = answer{Gateway: gi, Life: life}
+	defer func() {
+		if g.life() != life {
+			a.Life = -1
+		}
+	}()
 	timeout := req.timeout
 	if timeout == 0 {
 		timeout = req.wait + r.cfg.RequestMargin
@@ -77,7 +87,7 @@ func (r *runner) exchange(ctx context.Context, gi int, req request) answer {
 		data, _ := json.Marshal(b)
 		rd, ct = bytes.NewReader(data), "application/json"
 	}
-	base := r.cl.gateways[gi].URL()
+	base := g.URL()
 	hr, err := http.NewRequestWithContext(ctx, req.method, base+req.path, rd)
 	if err != nil {
 		a.Err = err
@@ -116,4 +126,39 @@ func newHTTPClient() *http.Client {
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 	}}
+}
+
+// The headers a gateway puts on its answers about leases.
+const (
+	headerTime      = "X-Zkgate-Time"       // the gateway's clock when it answered
+	headerLeaseEnds = "X-Zkgate-Lease-Ends" // a draining gateway: when all its leases end
+	headerServedBy  = "X-Zkgate-Served-By"  // the lease's own gateway, when the request was passed on to it
+)
+
+// onClientClock converts t, a time on the clock of the gateway that gave
+// a, to the client's: sent + (t - X-Zkgate-Time), as the README asks of a
+// client whose clock may be set differently. The gateway read its clock
+// after the request was sent, so the result is never later than t would be
+// on one clock. False when the answer carries no X-Zkgate-Time.
+func (a answer) onClientClock(t time.Time) (time.Time, bool) {
+	now, err := time.Parse(time.RFC3339Nano, a.Header.Get(headerTime))
+	if err != nil {
+		return time.Time{}, false
+	}
+	return a.Sent.Add(t.Sub(now)), true
+}
+
+// leaseEnds is when a draining gateway's leases end, on the client's
+// clock; false when the answer carries no X-Zkgate-Lease-Ends (or no
+// X-Zkgate-Time to convert it with).
+func (a answer) leaseEnds() (time.Time, bool) {
+	v := a.Header.Get(headerLeaseEnds)
+	if v == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return a.onClientClock(t)
 }

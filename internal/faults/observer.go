@@ -4,7 +4,6 @@ package faults
 
 import (
 	"context"
-	"errors"
 	"path"
 	"sync"
 	"time"
@@ -13,10 +12,12 @@ import (
 )
 
 // observer is a ZooKeeper client of the suite's own, straight to the
-// ensemble (no proxy): it tells the session that holds each lease's record,
-// and sees each gateway session end, from the registration node every
-// gateway keeps under {root}/gateways (EPHEMERAL of its current session,
-// made again on each new session).
+// ensemble (no proxy): it tells the session that holds each lease's record
+// and sees the record deleted, and sees each gateway session end, from the
+// registration node every gateway keeps under {root}/gateways (EPHEMERAL
+// of its current session, made again on each new session). It records the
+// spans in which it had no session itself (History.ObserverOut): a watch
+// event that comes after one may be late.
 type observer struct {
 	conn *zk.Conn
 	root string
@@ -26,6 +27,7 @@ type observer struct {
 	watching map[string]bool
 	wg       sync.WaitGroup
 	stop     chan struct{}
+	stopOnce sync.Once
 }
 
 type quietLogger struct{}
@@ -34,13 +36,27 @@ func (quietLogger) Printf(string, ...any) {}
 
 func startObserver(ctx context.Context, servers []string, root string, hist *History) (*observer, error) {
 	live := make(chan struct{}, 1)
+	out := false
 	conn, _, err := zk.Connect(servers, 20*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}),
 		zk.WithEventCallback(func(ev zk.Event) {
-			if ev.State == zk.StateHasSession {
+			if ev.Type != zk.EventSession {
+				return
+			}
+			// Called in order, from one goroutine.
+			now := time.Now()
+			switch {
+			case ev.State == zk.StateHasSession:
+				if out {
+					hist.record(func(h *History) { h.ObserverOut[len(h.ObserverOut)-1].To = now })
+					out = false
+				}
 				select {
 				case live <- struct{}{}:
 				default:
 				}
+			case !out && (ev.State == zk.StateDisconnected || ev.State == zk.StateExpired):
+				hist.record(func(h *History) { h.ObserverOut = append(h.ObserverOut, Span{From: now}) })
+				out = true
 			}
 		}))
 	if err != nil {
@@ -58,10 +74,14 @@ func startObserver(ctx context.Context, servers []string, root string, hist *His
 	return o, nil
 }
 
+// close stops every watch (a lease record still there is recorded as seen
+// until now) and the connection.
 func (o *observer) close() {
-	close(o.stop)
-	o.conn.Close()
-	o.wg.Wait()
+	o.stopOnce.Do(func() {
+		close(o.stop)
+		o.wg.Wait()
+		o.conn.Close()
+	})
 }
 
 // watchGateways watches the registrations' parent and starts a watch on
@@ -143,12 +163,62 @@ func (o *observer) lost(session int64) {
 	})
 }
 
-// leaseSession returns the session that owns a lease's record, 0 if it
-// cannot tell.
-func (o *observer) leaseSession(id string) int64 {
-	ok, st, err := o.conn.Exists(o.root + "/leases/" + id)
-	if err != nil || !ok || errors.Is(err, zk.ErrNoNode) {
-		return 0
-	}
-	return st.EphemeralOwner
+// watchLease follows the record of lease id, made a moment ago: it records
+// the session that owns it (rec.Session) and how long the record was seen
+// (rec.RecordUntil). It syncs first, so that a record made through another
+// ZooKeeper server is found; one not found then was deleted already, at a
+// time the observer cannot tell, and is left unknown.
+func (o *observer) watchLease(id string, rec *LeaseRecord) {
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		p := o.root + "/leases/" + id
+		synced := false
+		for {
+			select {
+			case <-o.stop:
+				return
+			default:
+			}
+			var (
+				ok  bool
+				st  *zk.Stat
+				ch  <-chan zk.Event
+				err error
+			)
+			if !synced {
+				_, err = o.conn.Sync(o.root)
+				synced = err == nil
+			}
+			if err == nil {
+				ok, st, ch, err = o.conn.ExistsW(p)
+			}
+			if err != nil {
+				select {
+				case <-o.stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+					continue
+				}
+			}
+			if !ok {
+				return
+			}
+			o.hist.record(func(h *History) { rec.Session = st.EphemeralOwner })
+			select {
+			case <-o.stop:
+				now := time.Now()
+				o.hist.record(func(h *History) { rec.RecordUntil = now })
+				return
+			case ev := <-ch:
+				if ev.Type == zk.EventNodeDeleted {
+					now := time.Now()
+					o.hist.record(func(h *History) { rec.RecordUntil = now })
+					return
+				}
+				// Anything else (its data set, the watch lost with a
+				// connection): look again.
+			}
+		}
+	}()
 }

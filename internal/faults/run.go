@@ -3,12 +3,14 @@
 package faults
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -38,19 +40,52 @@ type Report struct {
 	// their lease had been lost, while the client could not know it (its
 	// lease's TTL had not run out): the window only the fencing token
 	// covers.
-	WritesAfterLoss int            `json:"writes_after_session_loss"`
-	Releases        int            `json:"releases"`
-	Produced        int            `json:"items_produced"`
-	Unconfirmed     int            `json:"items_produce_unanswered"`
-	Claims          int            `json:"claims"`
-	Acks            int            `json:"acks"`
-	Redelivered     int            `json:"items_served_again"`
-	Faults          map[string]int `json:"faults"`
-	Answers         []AnswerCount  `json:"answers"`
-	Violations      int            `json:"violations"`
-	ByKind          map[string]int `json:"violations_by_kind"`
-	Details         []Violation    `json:"violation_details"`
-	WorkDir         string         `json:"work_dir,omitempty"` // kept for its logs
+	WritesAfterLoss int `json:"writes_after_session_loss"`
+	Releases        int `json:"releases"`
+	// WallHolds counts the wall-clock holds by kind (and the read/write
+	// lock's by mode); WallLost those that stopped at their deadline or
+	// when told their lease ended, WallLate the grants that came too late
+	// to work under. WallOverrun is the latest a hold ended past its
+	// deadline (negative: all ended before theirs).
+	WallHolds   map[string]int       `json:"wallclock_holds"`
+	WallLost    int                  `json:"wallclock_holds_lost"`
+	WallLate    int                  `json:"wallclock_grants_too_late"`
+	WallGaps    map[string]*WallGaps `json:"wallclock_smallest_gaps"`
+	WallOverrun *time.Duration       `json:"wallclock_latest_end_past_deadline,omitempty"`
+	// GoneOwn and GoneOther count the 410s judged against the lease's
+	// record (answered by the lease's own gateway, or by another from
+	// ZooKeeper), with the longest the record was seen after one;
+	// GoneReplaced, GoneSessionEnded and GoneObserverOut count those not
+	// judged (see goneChecks); ObserverOut is how long the observer had no
+	// session.
+	GoneOwn       int           `json:"gone_judged_own"`
+	GoneOther     int           `json:"gone_judged_other"`
+	GoneOwnLead   time.Duration `json:"gone_longest_lead_own_ns"`
+	GoneOtherLead time.Duration `json:"gone_longest_lead_other_ns"`
+	// GoneOwnLongest and GoneOtherLongest describe the answers of those leads.
+	GoneOwnLongest   string        `json:"gone_longest_lead_own,omitempty"`
+	GoneOtherLongest string        `json:"gone_longest_lead_other,omitempty"`
+	GoneReplaced     int           `json:"gone_unjudged_gateway_replaced"`
+	GoneSessionEnded int           `json:"gone_unjudged_session_ended"`
+	GoneObserverOut  int           `json:"gone_unjudged_observer_out"`
+	ObserverOut      time.Duration `json:"observer_out_ns"`
+	// WallWorst is the hold that ended latest past its deadline.
+	WallWorst   *WallHold      `json:"wallclock_latest_past_deadline,omitempty"`
+	Produced    int            `json:"items_produced"`
+	Unconfirmed int            `json:"items_produce_unanswered"`
+	Claims      int            `json:"claims"`
+	Acks        int            `json:"acks"`
+	Redelivered int            `json:"items_served_again"`
+	Faults      map[string]int `json:"faults"`
+	Answers     []AnswerCount  `json:"answers"`
+	Violations  int            `json:"violations"`
+	ByKind      map[string]int `json:"violations_by_kind"`
+	Details     []Violation    `json:"violation_details"`
+	// ZooKeeperTrouble are the lines in which a ZooKeeper member reported
+	// its replica diverged (see zooKeeperTrouble): a violation after them
+	// may be ZooKeeper's.
+	ZooKeeperTrouble []string `json:"zookeeper_trouble,omitempty"`
+	WorkDir          string   `json:"work_dir,omitempty"` // kept for its logs
 }
 
 // runner is one run under way.
@@ -91,6 +126,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r := &runner{cfg: cfg, hist: newHistory(), http: newHTTPClient(), faults: map[string]int{}}
+	r.hist.SessionTimeout, r.hist.TickTime = cfg.SessionTimeout, cfg.TickTime
 	r.reg = newRegister(r.hist)
 	r.logf("work dir %s", workDir)
 
@@ -124,9 +160,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := r.drain(ctx); err != nil {
 		return nil, err
 	}
+	r.obs.close() // the records still there are seen until now
 	rep := r.report()
 	rep.Elapsed = time.Since(began).Round(time.Millisecond).String()
-	if rep.Violations > 0 {
+	rep.ZooKeeperTrouble = zooKeeperTrouble(filepath.Join(workDir, "zookeeper"))
+	if rep.Violations > 0 || len(rep.ZooKeeperTrouble) > 0 {
 		keep = true
 	}
 	if keep {
@@ -140,7 +178,7 @@ func (r *runner) logf(format string, args ...any) {
 	if !r.start.IsZero() {
 		at = time.Since(r.start)
 	}
-	fmt.Fprintf(r.cfg.Log, "[%7.3fs] %s\n", at.Seconds(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(r.cfg.Log, "[%7.3fs %s] %s\n", at.Seconds(), time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
 func (r *runner) urls() []string {
@@ -183,6 +221,11 @@ func (r *runner) work(ctx context.Context) error {
 	}
 	for i := 0; i < r.cfg.Consumers; i++ {
 		clients.Go(func() { r.consumer(wctx, i) })
+	}
+	for k, kind := range wallKinds {
+		for i := 0; i < r.cfg.WallClockWorkers; i++ {
+			clients.Go(func() { r.wallWorker(wctx, kind, k, i) })
+		}
 	}
 	<-wctx.Done()
 	r.logf("time is up (%d requests): healing every fault, clients finishing", r.requests.Load())
@@ -245,7 +288,7 @@ func (r *runner) report() *Report {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rep := &Report{Seed: r.cfg.Seed, Duration: r.cfg.Duration.String(), Ensemble: len(r.cl.ens.Servers),
-		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers,
+		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers + len(wallKinds)*r.cfg.WallClockWorkers,
 		Requests: r.requests.Load(), Leases: len(h.Leases), Grants: len(h.Grants), Faults: map[string]int{},
 		Answers: sortedAnswers(h.Answers), ByKind: byKind, Details: violations}
 	for _, v := range byKind {
@@ -257,6 +300,52 @@ func (r *runner) report() *Report {
 		}
 	}
 	rep.SessionsLost = len(h.SessionLost)
+	var overrun time.Duration
+	rep.WallHolds, rep.WallGaps, overrun = wallStats(h.WallHolds)
+	if len(h.WallHolds) > 0 {
+		rep.WallOverrun = &overrun
+	}
+	for i, w := range h.WallHolds {
+		if w.Stop != "done" {
+			rep.WallLost++
+		}
+		if rep.WallWorst == nil || w.End.Sub(w.Deadline) > rep.WallWorst.End.Sub(rep.WallWorst.Deadline) {
+			rep.WallWorst = &h.WallHolds[i]
+		}
+	}
+	rep.WallLate = h.WallLate
+	checks := goneChecks(h)
+	for _, s := range h.ObserverOut {
+		to := s.To
+		if to.IsZero() {
+			to = time.Now()
+		}
+		rep.ObserverOut += to.Sub(s.From)
+	}
+	for _, c := range checks {
+		switch c.excuse {
+		case excuseReplaced:
+			rep.GoneReplaced++
+			continue
+		case excuseSessionGone:
+			rep.GoneSessionEnded++
+			continue
+		case excuseObserverOut:
+			rep.GoneObserverOut++
+			continue
+		}
+		if c.own {
+			rep.GoneOwn++
+			if c.lead > rep.GoneOwnLead {
+				rep.GoneOwnLead, rep.GoneOwnLongest = c.lead, c.String()
+			}
+		} else {
+			rep.GoneOther++
+			if c.lead > rep.GoneOtherLead {
+				rep.GoneOtherLead, rep.GoneOtherLongest = c.lead, c.String()
+			}
+		}
+	}
 	for _, w := range h.Writes {
 		if !w.Accepted {
 			rep.WritesFenced++
@@ -311,6 +400,33 @@ func (rep *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "locks: %d leases, %d grants, %d writes accepted, %d writes fenced (stale token refused), %d releases\n",
 		rep.Leases, rep.Grants, rep.Writes, rep.WritesFenced, rep.Releases)
 	fmt.Fprintf(w, "       %d writes accepted after their lease's session was lost (the window the fencing token covers)\n", rep.WritesAfterLoss)
+	fmt.Fprintf(w, "wall-clock holds (no fencing, each stopped by its lease's deadline):")
+	for _, k := range wallKinds {
+		fmt.Fprintf(w, " %s %d,", k, rep.WallHolds[k])
+	}
+	fmt.Fprintf(w, " (rwlock: %d read, %d write); %d lost (stopped at the deadline or told the lease ended), %d grants too late to work under\n",
+		rep.WallHolds[WallRWLock+"_read"], rep.WallHolds[WallRWLock+"_write"], rep.WallLost, rep.WallLate)
+	fmt.Fprintf(w, "       smallest gap from a hold's end to a conflicting hold's start, after a release / a lost hold / a hold lost to its gateway's drain:")
+	for _, k := range wallKinds {
+		g := rep.WallGaps[k]
+		if g == nil {
+			fmt.Fprintf(w, " %s -,", k)
+			continue
+		}
+		fmt.Fprintf(w, " %s %s / %s / %s (%d),", k, fmtGap(g.AfterRelease), fmtGap(g.AfterLoss), fmtGap(g.AfterDrain), g.Measured)
+	}
+	fmt.Fprintln(w)
+	if rep.WallOverrun != nil {
+		fmt.Fprintf(w, "       latest end of a hold past its deadline: %s (negative: every hold ended before its deadline)\n", rep.WallOverrun.Round(time.Microsecond))
+	}
+	fmt.Fprintf(w, "410 answers judged against the lease's record: %d from the lease's gateway (record seen at most %s after), %d from another (at most %s after); not judged: %d (the lease's gateway killed and replaced at its address), %d (its own gateway's, its session ended: ZooKeeper's time), %d (the observer out of session, %s in all)\n",
+		rep.GoneOwn, rep.GoneOwnLead.Round(time.Millisecond), rep.GoneOther, rep.GoneOtherLead.Round(time.Millisecond),
+		rep.GoneReplaced, rep.GoneSessionEnded, rep.GoneObserverOut, rep.ObserverOut.Round(time.Millisecond))
+	for _, d := range []string{rep.GoneOwnLongest, rep.GoneOtherLongest} {
+		if d != "" {
+			fmt.Fprintf(w, "       longest: %s\n", d)
+		}
+	}
 	fmt.Fprintf(w, "queue: %d items produced (%d unanswered), %d claims, %d acks, %d items served more than once\n",
 		rep.Produced, rep.Unconfirmed, rep.Claims, rep.Acks, rep.Redelivered)
 	fmt.Fprintf(w, "faults:")
@@ -329,6 +445,12 @@ func (rep *Report) Print(w io.Writer) {
 	for _, v := range rep.Details {
 		fmt.Fprintf(w, "  - %s: %s\n", v.Kind, v.Detail)
 	}
+	if len(rep.ZooKeeperTrouble) > 0 {
+		fmt.Fprintln(w, "ZooKeeper reported a replica diverged (what it served after may be wrong whatever the gateway does; violations after it may be ZooKeeper's):")
+		for _, l := range rep.ZooKeeperTrouble {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
 	if rep.WorkDir != "" {
 		fmt.Fprintf(w, "logs kept in %s\n", rep.WorkDir)
 	}
@@ -339,6 +461,43 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+// zooKeeperTrouble reads the ensemble members' logs under dir for the
+// line ZooKeeper writes when a member's data tree no longer matches the
+// digests of the transactions it applies ("First digest mismatch on
+// txn"): its replica has diverged, and what it serves may be wrong
+// whatever a client does. ZooKeeper 3.8.0 gets there when a follower's
+// sync with its leader fails mid-way (the NullPointerException of
+// ZOOKEEPER-4394 in Follower.followLeader), leaving its transaction log
+// out of order; replayed at its next start, it brings back nodes the
+// leader deleted. The first few such lines, with their member.
+func zooKeeperTrouble(dir string) []string {
+	const most = 10
+	logs, _ := filepath.Glob(filepath.Join(dir, "zk*", "zookeeper.out"))
+	var out []string
+	for _, p := range logs {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() && len(out) < most {
+			if l := sc.Text(); strings.Contains(l, "digest mismatch") {
+				out = append(out, filepath.Base(filepath.Dir(p))+": "+truncate(l, 200))
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+func fmtGap(d *time.Duration) string {
+	if d == nil {
+		return "-"
+	}
+	return d.Round(time.Microsecond).String()
 }
 
 func sortedKeys(m map[string]int) []string {
