@@ -178,9 +178,10 @@ func (s *Service) restore(lease *Lease, st HoldState) (holding, error) {
 // another gateway (or this gateway's next run) to Adopt. From then on the
 // leases are not this gateway's: every request for one answers ErrMoving
 // until the taker keeps it (the lease records then name the taker). It
-// fails, and changes nothing, if the session is not live; ctx bounds the
-// wait for the holds' operations under way.
-func (s *Service) HandOver(ctx context.Context) (*Handover, error) {
+// fails, and changes nothing, if the session is not live. The holds'
+// operations under way end with their waits (the leases' contexts are
+// cancelled first), so the wait for them is short.
+func (s *Service) HandOver() (*Handover, error) {
 	if st, _, _ := s.sess.Status(); st != StateLive {
 		return nil, unavailable()
 	}
@@ -218,9 +219,6 @@ func (s *Service) HandOver(ctx context.Context) (*Handover, error) {
 		st := LeaseState{ID: l.ID, Holder: l.Holder, Owner: l.Owner, TTL: Duration(l.TTL), LockDelay: Duration(l.LockDelay),
 			CreatedAt: l.CreatedAt, Left: Duration(max(left, 0))}
 		for _, hs := range holds {
-			if ctx.Err() != nil {
-				return nil, context.Cause(ctx)
-			}
 			hst := state(hs)
 			if len(hst.Nodes) == 0 && !hst.Granted {
 				continue // nothing in ZooKeeper yet: the client's retry starts anew

@@ -59,7 +59,7 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 		return errors.New("the waiter has no node yet")
 	})
 
-	h, err := giver.HandOver(ctx)
+	h, err := giver.HandOver()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 	if _, err := giver.Leases.Create(ctx, time.Minute, "doomed", ""); err != nil {
 		t.Fatal(err)
 	}
-	h, err := giver.HandOver(ctx)
+	h, err := giver.HandOver()
 	if err != nil {
 		t.Fatal(err)
 	}

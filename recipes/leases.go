@@ -476,7 +476,7 @@ func (l *Lease) Info() LeaseInfo {
 	bound := l.table.bound(l.epoch)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	promised := earliest(l.expiresAt, bound)
+	promised := earliest(l.expiresAt.Add(-l.table.margin()), bound)
 	l.table.promised(promised)
 	info := LeaseInfo{ID: l.ID, Gateway: l.table.cfg.GatewayID, TTL: Duration(l.TTL), Holder: l.Holder, Owner: l.Owner, LockDelay: Duration(l.LockDelay),
 		ExpiresAt: promised.UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
@@ -506,10 +506,16 @@ func (ls *Leases) bound(epoch uint64) time.Time {
 		b = time.Now()
 	}
 	if d := ls.drainEnd.Load(); d != nil {
-		b = earliest(b, *d)
+		b = earliest(b, d.Add(-ls.margin()))
 	}
 	return b
 }
+
+// margin is what a promise keeps back from the time at which the gateway
+// itself ends a lease (its TTL's end, a drain's end), as Session.Promise
+// does from the session's bound: the clocks of gateway and client may run
+// at slightly different rates, and a holder takes a moment to stop.
+func (ls *Leases) margin() time.Duration { return PromiseMargin(ls.sess.timeout()) }
 
 // Draining records that the gateway drains until end: no lease is promised
 // past it.

@@ -99,7 +99,7 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	maxTTL := fs.String("max-ttl", env("ZKGATE_MAX_TTL", "1h"), "cap on lease TTLs (ZKGATE_MAX_TTL)")
 	handoverEnv, handoverErr := strconv.ParseBool(env("ZKGATE_HANDOVER", "true"))
 	handover := fs.Bool("handover", handoverEnv, "on SIGTERM, hand the leases over to another gateway (or, without one, to the next start, through --data-dir) instead of ending them (ZKGATE_HANDOVER)")
-	drainTimeout := fs.String("drain-timeout", env("ZKGATE_DRAIN_TIMEOUT", "5s"), "on SIGTERM, how long holders may finish before the session closes; 0 closes it at once (ZKGATE_DRAIN_TIMEOUT)")
+	drainTimeout := fs.String("drain-timeout", env("ZKGATE_DRAIN_TIMEOUT", "5s"), "on SIGTERM, how long the gateway serves on: passing requests for the leases it handed over to their keeper, or, without a handover, letting holders finish (and never less than the latest expires_at it gave) (ZKGATE_DRAIN_TIMEOUT)")
 	lockDelay := fs.String("lock-delay", env("ZKGATE_LOCK_DELAY", "0s"), "after a lease ends without releasing (expired, its gateway gone, revoked by an admin), no grant of what it held for this long, unless the lease asks for its own lock_delay (ZKGATE_LOCK_DELAY)")
 	maxLockDelay := fs.String("max-lock-delay", env("ZKGATE_MAX_LOCK_DELAY", "1m"), "cap on a lease's lock_delay (ZKGATE_MAX_LOCK_DELAY)")
 	maxItem := fs.String("max-item-bytes", env("ZKGATE_MAX_ITEM_BYTES", "512KiB"), "cap on queue item size (ZKGATE_MAX_ITEM_BYTES)")

@@ -31,19 +31,21 @@ const handoverTimeout = 20 * time.Second
 // that clients that send their requests to this gateway's address are
 // passed on to the leases' new keepers, with X-Zkgate-Lease-Moved-To)
 // until it ends, unless every session went to the data dir: then a quick
-// exit lets the next start resume them sooner.
+// exit lets the next start resume them sooner. A session that could not be
+// handed over (its ZooKeeper connection was down the whole drain) keeps its
+// leases here, and they end as in a drain without handover: no earlier
+// than the latest expires_at they were given.
 func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers.Peers, dataDir string, drainTimeout time.Duration) {
 	ends := time.Now().Add(drainTimeout)
 	dr.start(ends, false)
 	svc.MarkDraining(ends)
 	targets := handoverTargets(svc, peers, log)
-	toPeers := 0
+	toPeers, kept := 0, false
 	for _, s := range svc.Services() {
-		ctx, cancel := context.WithTimeout(context.Background(), handoverTimeout)
-		h, err := s.HandOver(ctx)
-		cancel()
+		h, err := handOverSession(s, ends)
 		if err != nil {
-			log.Warn("a session could not be handed over: its leases end with the drain", "err", err)
+			log.Warn("a session could not be handed over: its leases end with the drain, no earlier than the latest expires_at they were given", "err", err)
+			kept = true
 			continue
 		}
 		if len(h.Leases) == 0 {
@@ -65,11 +67,30 @@ func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers
 		log.Info("saved a session for the next start, which resumes it within its timeout", "session", h.Session,
 			"leases", len(h.Leases), "dir", handoverDir(dataDir))
 	}
-	if toPeers == 0 {
-		return
+	switch {
+	case kept:
+		drainLeases(log, dr, svc, time.Until(ends))
+	case toPeers > 0:
+		log.Info("draining: requests for the leases handed over are passed on", "until", ends.UTC())
+		time.Sleep(time.Until(ends))
 	}
-	log.Info("draining: requests for the leases handed over are passed on", "until", ends.UTC())
-	time.Sleep(time.Until(ends))
+}
+
+// handOverSession hands the session of s over, retrying while it is not
+// live (a ZooKeeper blip), until the drain ends.
+func handOverSession(s *recipes.Service, ends time.Time) (*recipes.Handover, error) {
+	for {
+		h, err := s.HandOver()
+		if err == nil || recipes.ErrorCode(err) != recipes.CodeUnavailable || !time.Now().Before(ends) {
+			return h, err
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), ends)
+		werr := s.Session().WaitLive(ctx)
+		cancel()
+		if werr != nil {
+			return nil, err
+		}
+	}
 }
 
 // sendHandover hands h to one of targets, in random order; ok with the

@@ -308,16 +308,17 @@ func checkPeers(ctx context.Context, cfg Config, svc *recipes.Service, advertise
 }
 
 // drainLeases lets the holders of this gateway's leases finish for up to
-// timeout (0: not at all): /readyz answers 503, nothing new starts, every
+// timeout, and at least until the latest expires_at it gave (a holder was
+// told it holds until then): /readyz answers 503, nothing new starts, every
 // answer says when the leases end; it returns early once no lease is left.
 func drainLeases(log *slog.Logger, dr *drain, svc *recipes.Service, timeout time.Duration) {
-	if timeout <= 0 {
+	leases := svc.Leases
+	if leases.Count() == 0 && timeout <= 0 {
 		return
 	}
-	leases := svc.Leases
-	// Not before the latest expires_at a holder was told: it holds until
-	// then.
-	ends := time.Now().Add(timeout)
+	// Not before the latest expires_at a holder was told, whatever the
+	// timeout: it holds until then.
+	ends := time.Now().Add(max(timeout, 0))
 	if p := leases.LatestPromise(); p.After(ends) {
 		ends = p
 	}
