@@ -46,6 +46,29 @@ type Handover struct {
 	Session SavedSession `json:"session"`
 	From    string       `json:"from"` // the id of the gateway that gave it
 	Leases  []LeaseState `json:"leases"`
+
+	// Received is when the taker received it: the TTL left of each lease
+	// is counted from then (the time until its adoption is taken off).
+	// SameClock says that it comes from this machine (this gateway's
+	// previous run): the leases' ExpiresAt is then on this clock.
+	Received  time.Time `json:"-"`
+	SameClock bool      `json:"-"`
+	taken     time.Time // when HandOver froze the leases
+}
+
+// Aged is h with the TTL left of each lease as it is now: less the time
+// since the leases froze (see Received for the taker's side).
+func (h *Handover) Aged() *Handover {
+	out := *h
+	out.Leases = append([]LeaseState(nil), h.Leases...)
+	if h.taken.IsZero() {
+		return &out
+	}
+	gone := time.Since(h.taken)
+	for i := range out.Leases {
+		out.Leases[i].Left = Duration(max(time.Duration(out.Leases[i].Left)-gone, 0))
+	}
+	return &out
 }
 
 // String keeps the session's password out of any log.
@@ -61,7 +84,8 @@ type LeaseState struct {
 	TTL       Duration    `json:"ttl"`
 	LockDelay Duration    `json:"lock_delay"`
 	CreatedAt time.Time   `json:"created_at"`
-	Left      Duration    `json:"left"` // of its TTL when it was handed over
+	Left      Duration    `json:"left"`       // of its TTL when it was handed over (see Handover.Aged)
+	ExpiresAt time.Time   `json:"expires_at"` // the end of its TTL, on the giver's clock (see Handover.SameClock)
 	Holds     []HoldState `json:"holds"`
 }
 
@@ -199,7 +223,7 @@ func (s *Service) HandOver() (*Handover, error) {
 	}
 	// Holds' operations under way (a create) finish under their hold's
 	// lock: state waits for each.
-	h := &Handover{From: s.gatewayID}
+	h := &Handover{From: s.gatewayID, taken: time.Now()}
 	for _, l := range leases {
 		l.mu.Lock()
 		ending := l.ending
@@ -217,7 +241,7 @@ func (s *Service) HandOver() (*Handover, error) {
 			continue
 		}
 		st := LeaseState{ID: l.ID, Holder: l.Holder, Owner: l.Owner, TTL: Duration(l.TTL), LockDelay: Duration(l.LockDelay),
-			CreatedAt: l.CreatedAt, Left: Duration(max(left, 0))}
+			CreatedAt: l.CreatedAt, Left: Duration(max(left, 0)), ExpiresAt: l.expiresAt.UTC()}
 		for _, hs := range holds {
 			hst := state(hs)
 			if len(hst.Nodes) == 0 && !hst.Granted {
@@ -253,6 +277,12 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 	sub.parent = s
 	_, epoch, _ := sess.Status()
 	for _, st := range h.Leases {
+		switch {
+		case h.SameClock:
+			st.Left = Duration(max(time.Until(st.ExpiresAt), 0))
+		case !h.Received.IsZero():
+			st.Left = Duration(max(time.Duration(st.Left)-time.Since(h.Received), 0))
+		}
 		if err := sub.Leases.restore(st, epoch); err != nil {
 			s.log.Error("a handed-over lease could not be kept", "lease", st.ID, "err", err)
 		}

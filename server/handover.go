@@ -199,6 +199,7 @@ func adoptSaved(ctx context.Context, log *slog.Logger, svc *recipes.Service, cfg
 			_ = os.Remove(p)
 			continue
 		}
+		h.SameClock = true // saved by this machine: its leases' ends are on this clock
 		actx, cancel := context.WithTimeout(ctx, handoverTimeout)
 		err = svc.Adopt(actx, cfg, &h)
 		cancel()
