@@ -230,7 +230,7 @@ func (s *Service) HandOver() (*Handover, error) {
 		if l.timer != nil {
 			l.timer.Stop()
 		}
-		left := time.Until(l.expiresAt)
+		left := l.expiresAt.Sub(h.taken) // all counted from one instant, as Aged takes them
 		holds := make([]holding, 0, len(l.holds))
 		for _, hs := range l.holds {
 			holds = append(holds, hs)

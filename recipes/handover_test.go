@@ -175,3 +175,61 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 		t.Fatalf("adopt an expired session: %v, want ErrSessionGone", err)
 	}
 }
+
+// The TTL left of every lease handed over is counted from one instant, the
+// handover's: a lease written down after a wait for a hold's operation
+// under way ends when it would have, not that wait earlier.
+func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
+	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
+	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
+	ctx := context.Background()
+	var leases []*Lease
+	ends := map[string]time.Time{}
+	for i := range 2 {
+		l, _ := giver.Leases.Create(ctx, time.Minute, fmt.Sprintf("l%d", i), "")
+		if _, err := giver.Locks.Acquire(ctx, l, fmt.Sprintf("ttl-%d", i), "", 0); err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+		l.mu.Lock()
+		ends[l.ID] = l.expiresAt
+		l.mu.Unlock()
+	}
+	// Every hold busy for a while, as with a create under way: HandOver
+	// waits for each before it writes its lease down.
+	var holds []*hold
+	for _, l := range leases {
+		for _, h := range l.holds {
+			h.core().mu.Lock()
+			holds = append(holds, h.core())
+		}
+	}
+	go func() {
+		for _, h := range holds {
+			time.Sleep(300 * time.Millisecond) // the operation under way
+			h.mu.Unlock()
+		}
+	}()
+	h, err := giver.HandOver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	got := h.Aged()
+	got.Received = time.Now()
+	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases {
+		kept, ok := taker.Leases.find(l.ID)
+		if !ok {
+			t.Fatalf("lease %s not kept", l.ID)
+		}
+		kept.mu.Lock()
+		diff := kept.expiresAt.Sub(ends[l.ID])
+		kept.mu.Unlock()
+		if diff < -50*time.Millisecond || diff > 50*time.Millisecond {
+			t.Errorf("lease %s ends %s away from its TTL's end across the handover", l.ID, diff.Round(time.Millisecond))
+		}
+	}
+}

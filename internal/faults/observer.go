@@ -286,6 +286,9 @@ func (o *observer) watchLease(id string, rec *LeaseRecord) {
 					o.hist.record(func(h *History) { rec.RecordUntil = now })
 					return
 				}
+				if ev.Type == zk.EventNodeDataChanged {
+					o.hist.record(func(h *History) { rec.Moved = true })
+				}
 				// Anything else (its data set, the watch lost with a
 				// connection): look again.
 			}
