@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -120,8 +121,15 @@ type request struct {
 	until time.Time
 	// seen, when set, is shown every answer's headers (error answers too)
 	// with the send time of its request: a lease learns from them when its
-	// gateway says it ends.
+	// gateway says it ends, and where it moved.
 	seen func(sent time.Time, h http.Header)
+	// target, when set, names the base URL each attempt goes to instead of
+	// the client's (nil: the client's): a lease's keeper after a handover.
+	// A target that cannot be reached (no connection: nothing was sent) is
+	// told to unreachable, and the attempt is made at once at the client's
+	// base URL, since any gateway passes the request on.
+	target      func() *url.URL
+	unreachable func(*url.URL)
 }
 
 // response is a successful answer, read whole.
@@ -163,12 +171,23 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 			left := max(r.wait-time.Since(start), 0)
 			q.Set("wait", left.Truncate(time.Millisecond).String())
 		}
-		resp, err := c.once(ctx, r.method, r.path, q, body, contentType, r.seen)
+		base := c.base
+		if r.target != nil {
+			if t := r.target(); t != nil {
+				base = t
+			}
+		}
+		resp, err := c.once(ctx, base, r.method, r.path, q, body, contentType, r.seen)
 		if err == nil {
 			return resp, nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, context.Cause(ctx)
+		}
+		if base != c.base && notConnected(err) {
+			r.unreachable(base)
+			attempt--
+			continue
 		}
 		var problem *Error
 		transient := true
@@ -209,13 +228,20 @@ func backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// once sends one request and reads the answer, showing its headers to seen
-// (when not nil).
-func (c *Client) once(ctx context.Context, method, path string, q url.Values, body []byte, contentType string,
+// notConnected reports whether err is a failure to connect: the request
+// was not sent.
+func notConnected(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// once sends one request to the gateway at base and reads the answer,
+// showing its headers to seen (when not nil).
+func (c *Client) once(ctx context.Context, base *url.URL, method, path string, q url.Values, body []byte, contentType string,
 	seen func(time.Time, http.Header)) (*response, error) {
-	u := *c.base
-	u.Path = c.base.Path + path
-	u.RawPath = c.base.EscapedPath() + path
+	u := *base
+	u.Path = base.Path + path
+	u.RawPath = base.EscapedPath() + path
 	u.RawQuery = q.Encode()
 	var rd io.Reader
 	if body != nil {
