@@ -643,7 +643,8 @@ async function fakeGateway(promise, drain) {
  */
 async function fakeKeeper(name, seen, promise = 1500) {
   const lease = "5d4c3b2a-1a2b-4c3d-8e9f-001122334455";
-  const state = { /** @type {string | undefined} */ movedTo: undefined };
+  /** @type {{movedTo: string | undefined}} */
+  const state = { movedTo: undefined };
   const server = http.createServer((req, res) => {
     req.resume();
     req.on("end", () => {
