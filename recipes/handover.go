@@ -251,7 +251,9 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 	if err != nil {
 		return err
 	}
-	sub := New(sess, Config{GatewayID: s.gatewayID, Metrics: s.metrics, Logger: s.log, Leases: s.Leases.cfg})
+	// The gateway's own configuration: its peer secret signs the rewritten
+	// records, or no other gateway would locate the leases through them.
+	sub := New(sess, s.cfg)
 	sub.parent = s
 	_, epoch, _ := sess.Status()
 	for _, st := range h.Leases {

@@ -54,6 +54,7 @@ type Config struct {
 
 // Service bundles the recipes on one session.
 type Service struct {
+	cfg       Config // as made: a session adopted later gets the same (see Adopt)
 	sess      *Session
 	gatewayID string
 	metrics   Metrics
@@ -94,7 +95,7 @@ func New(sess *Session, cfg Config) *Service {
 	}
 	cfg.Leases.GatewayID = cfg.GatewayID
 	cfg.Leases.PeerSecret = cfg.PeerSecret
-	s := &Service{sess: sess, gatewayID: cfg.GatewayID, metrics: cfg.Metrics, log: cfg.Logger,
+	s := &Service{cfg: cfg, sess: sess, gatewayID: cfg.GatewayID, metrics: cfg.Metrics, log: cfg.Logger,
 		cache: newWatchCache(sess, cfg.Logger), watches: newNodeWatches(sess), lister: newLister()}
 	s.Leases = NewLeases(sess, cfg.Leases, cfg.Logger)
 	s.Leases.svc = s

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,4 +199,31 @@ func TestHandoverToTheNextStart(t *testing.T) {
 	if r.Status != http.StatusGone || r.JSON(t)["reason"] != "session_lost" {
 		t.Fatalf("keepalive after the session expired: %d %s, want 410 session_lost", r.Status, r.Body)
 	}
+}
+
+// A lease handed over is found through every gateway, not only through the
+// one that gave it: the taker's rewritten record checks out with the
+// gateways' secret, so a third gateway forwards the lease's requests to
+// the taker.
+func TestAHandedOverLeaseIsServedThroughEveryGateway(t *testing.T) {
+	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, Handover: true}
+	a := gwtest.StartProcess(t, opts)
+	opts.Root = a.Root
+	b := gwtest.StartProcess(t, opts)
+	c := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root, SessionTimeout: 5 * time.Second})
+	lease := newLease(t, a.URL, "1m", "moved")
+	first := acquire(t, a.URL, "everywhere", lease, "0s")
+	mustStatus(t, first, http.StatusOK, "acquire")
+	a.Signal(t, syscall.SIGTERM, 20*time.Second)
+
+	ka := gwtest.Do(t, "POST", c.URL+"/v1/leases/"+lease+"/keepalive", nil)
+	if ka.Status != http.StatusOK || ka.Header.Get("X-Zkgate-Served-By") == "" {
+		t.Fatalf("keepalive of the handed-over lease through a third gateway: %d %s", ka.Status, ka.Body)
+	}
+	h := leaseHolds(t, c.URL, lease)["lock everywhere"]
+	if h == nil || int64(h["token"].(float64)) != tokenOf(t, first) || h["state"] != "held" {
+		t.Fatalf("the lock through a third gateway: %v, want the hold of token %d", h, tokenOf(t, first))
+	}
+	mustStatus(t, gwtest.Do(t, "DELETE", c.URL+"/v1/leases/"+lease, nil), http.StatusNoContent, "revoke through a third gateway")
+	mustStatus(t, gwtest.Do(t, "GET", b.URL+"/v1/leases/"+lease, nil), http.StatusGone, "the revoked lease at its keeper")
 }
