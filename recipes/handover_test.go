@@ -175,3 +175,50 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 		t.Fatalf("adopt an expired session: %v, want ErrSessionGone", err)
 	}
 }
+
+// A session given up (handed over, or closed) ends every wait for it to be
+// live again: the record of a lease whose create went unanswered, ended in
+// the background as the gateway stops, is not waited for forever, and the
+// gateway's service closes.
+func TestNoWaitOutlivesAHandedOverSession(t *testing.T) {
+	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
+	lease, err := giver.Leases.Create(context.Background(), time.Minute, "holder", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, epoch, _ := giver.sess.Status()
+	if _, err := giver.HandOver(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- giver.sess.waitEpoch(context.Background(), epoch) }()
+	ended := make(chan error, 1)
+	go func() { ended <- giver.Leases.endRecord(context.Background(), lease, EndRevoked) }()
+	closed := make(chan struct{})
+	go func() { giver.Close(); close(closed) }()
+	for what, done := range map[string]<-chan struct{}{
+		"waitEpoch": after(waited, func(err error) {
+			if !errors.Is(err, errClosed) {
+				t.Errorf("waitEpoch on the handed-over session: %v, want errClosed", err)
+			}
+		}),
+		"endRecord": after(ended, func(error) {}),
+		"Close":     closed,
+	} {
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s still waits on a session handed over 20s ago", what)
+		}
+	}
+}
+
+// after is closed once ch has delivered its value to check.
+func after(ch <-chan error, check func(error)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		check(<-ch)
+		close(done)
+	}()
+	return done
+}
