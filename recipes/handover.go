@@ -187,6 +187,15 @@ func (s *Service) HandOver(ctx context.Context) (*Handover, error) {
 	ls := s.Leases
 	ls.mu.Lock()
 	ls.handingOver = true // no new lease: Grant answers ErrMoving
+	ls.mu.Unlock()
+	created := make(chan struct{})
+	go func() { ls.creating.Wait(); close(created) }()
+	select {
+	case <-created: // the leases being made are live now, or failed
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	ls.mu.Lock()
 	leases := make([]*Lease, 0, len(ls.live))
 	for _, l := range ls.live {
 		leases = append(leases, l)

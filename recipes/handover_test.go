@@ -222,3 +222,50 @@ func after(ch <-chan error, check func(error)) <-chan struct{} {
 	}()
 	return done
 }
+
+// A lease whose create is under way when the handover begins is handed
+// over with the others once it is made: a lease the client is told of is
+// never left behind in a session given up.
+func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
+	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
+	ls := giver.Leases
+	recorded, proceed := make(chan struct{}), make(chan struct{})
+	ls.afterRecord = func() {
+		close(recorded)
+		<-proceed
+	}
+	type grant struct {
+		l   *Lease
+		err error
+	}
+	granted := make(chan grant, 1)
+	go func() {
+		l, err := ls.Create(context.Background(), time.Minute, "late", "")
+		granted <- grant{l, err}
+	}()
+	<-recorded
+	handed := make(chan *Handover, 1)
+	go func() {
+		h, err := giver.HandOver(context.Background())
+		if err != nil {
+			t.Errorf("hand over: %v", err)
+		}
+		handed <- h
+	}()
+	eventually(t, 10*time.Second, func() error {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		if !ls.handingOver {
+			return errors.New("the handover has not begun")
+		}
+		return nil
+	})
+	close(proceed)
+	g, h := <-granted, <-handed
+	if g.err != nil {
+		t.Fatalf("the create under way: %v", g.err)
+	}
+	if h == nil || len(h.Leases) != 1 || h.Leases[0].ID != g.l.ID {
+		t.Fatalf("the handover left lease %s behind: %v", g.l.ID, h)
+	}
+}
