@@ -277,7 +277,9 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 // recordOf is the data of l's record: what every gateway reads of it, with
 // this gateway as its keeper (signed, with the gateways' secret).
 func (ls *Leases) recordOf(l *Lease) []byte {
-	record := map[string]any{"holder": l.Holder, "ttl": l.TTL.String(), "gateway": ls.cfg.GatewayID}
+	// created_at: a record made anew by a handover keeps the lease's age.
+	record := map[string]any{"holder": l.Holder, "ttl": l.TTL.String(), "gateway": ls.cfg.GatewayID,
+		"created_at": l.CreatedAt.UTC().Format(time.RFC3339Nano)}
 	if proof := ls.proofs.lease(l.ID, ls.cfg.GatewayID); proof != "" {
 		record["proof"] = proof
 	}

@@ -35,7 +35,7 @@ const handoverTimeout = 20 * time.Second
 func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers.Peers, dataDir string, drainTimeout time.Duration) {
 	ends := time.Now().Add(drainTimeout)
 	dr.start(ends, false)
-	svc.MarkDraining(ends)
+	svc.MarkDraining(ends, true)
 	targets := handoverTargets(svc, peers, log)
 	toPeers := 0
 	for _, s := range svc.Services() {

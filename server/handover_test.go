@@ -227,3 +227,104 @@ func TestAHandedOverLeaseIsServedThroughEveryGateway(t *testing.T) {
 	mustStatus(t, gwtest.Do(t, "DELETE", c.URL+"/v1/leases/"+lease, nil), http.StatusNoContent, "revoke through a third gateway")
 	mustStatus(t, gwtest.Do(t, "GET", b.URL+"/v1/leases/"+lease, nil), http.StatusGone, "the revoked lease at its keeper")
 }
+
+// leaseRow is the row of lease id on a dashboard's leases page.
+func leaseRow(t *testing.T, url, id string) string {
+	t.Helper()
+	_, _, page := getPage(t, url+"/ui/leases")
+	start := strings.Index(page, `id="lease-`+id+`"`)
+	if start < 0 {
+		return ""
+	}
+	end := strings.Index(page[start:], "</tr>")
+	if end < 0 {
+		return page[start:]
+	}
+	return page[start : start+end]
+}
+
+// gatewayItem is the entry of gateway id in a dashboard overview's list of
+// gateways ("" when it is not listed).
+func gatewayItem(t *testing.T, url, id string) string {
+	t.Helper()
+	_, _, page := getPage(t, url+"/")
+	from := strings.Index(page, `<ul class="plain">`)
+	if from < 0 {
+		t.Fatalf("no list of gateways in the overview: %s", page)
+	}
+	page = page[from : from+strings.Index(page[from:], "</ul>")]
+	at := strings.Index(page, "<code>"+id+"</code>")
+	if at < 0 {
+		return ""
+	}
+	end := strings.Index(page[at:], "</li>")
+	if end < 0 {
+		return page[at:]
+	}
+	return page[at : at+end]
+}
+
+// The dashboard shows a handover as it happens: the overview lists the
+// giver as handing over while it drains, and no more once it has gone; the
+// leases page names the lease's new gateway.
+func TestTheDashboardShowsAHandover(t *testing.T) {
+	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, DrainTimeout: 4 * time.Second, Handover: true}
+	a := gwtest.StartProcess(t, opts)
+	opts.Root = a.Root
+	b := gwtest.StartProcess(t, opts)
+	c := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root, SessionTimeout: 5 * time.Second})
+	lease := newLease(t, a.URL, "1m", "watched")
+	mustStatus(t, acquire(t, a.URL, "shown", lease, "0s"), http.StatusOK, "acquire")
+	gatewayOf := func(url, lease string) string {
+		return gwtest.Do(t, "GET", url+"/v1/leases/"+lease, nil).JSON(t)["gateway"].(string)
+	}
+	aID := gatewayOf(a.URL, lease)
+	onB := newLease(t, b.URL, "1m", "marker")
+	bID := gatewayOf(b.URL, onB)
+	// The row's key holds the lease's age: a handover does not change it.
+	key := func(row string) string {
+		_, rest, _ := strings.Cut(row, `data-key="`)
+		k, _, _ := strings.Cut(rest, `"`)
+		return k
+	}
+	var keyBefore string
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		row := leaseRow(t, c.URL, lease)
+		if !strings.Contains(row, "<code>"+aID+"</code>") {
+			return fmt.Errorf("the lease's row before the handover: %q", row)
+		}
+		keyBefore = key(row)
+		return nil
+	})
+
+	a.Terminate()
+	var last error
+	gwtest.Eventually(t, 10*time.Second, func() (err error) {
+		defer func() { last = err }()
+		if done, _ := a.Exited(); done {
+			t.Fatalf("the giver exited before its handover was seen: %v", last)
+		}
+		item := gatewayItem(t, c.URL, aID)
+		if !strings.Contains(item, "handing over") {
+			return fmt.Errorf("the giver in the overview: %q", item)
+		}
+		row := leaseRow(t, c.URL, lease)
+		if !strings.Contains(row, "<code>"+bID+"</code>") {
+			return fmt.Errorf("the lease's row after the handover: %q", row)
+		}
+		if k := key(row); k != keyBefore {
+			return fmt.Errorf("the lease's key after the handover: %s, before %s", k, keyBefore)
+		}
+		return nil
+	})
+	if done, _ := a.Exited(); done {
+		t.Fatal("the giver exited before its drain ended")
+	}
+	<-a.Done()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if item := gatewayItem(t, c.URL, aID); item != "" {
+			return fmt.Errorf("the giver, gone, is still listed: %q", item)
+		}
+		return nil
+	})
+}
