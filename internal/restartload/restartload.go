@@ -366,7 +366,7 @@ const queueName = "go-queue"
 
 func (r *run) consume(ctx context.Context, who string, lease *client.Lease, _ int) error {
 	item, err := lease.Claim(ctx, queueName, 5*time.Second)
-	if errors.Is(err, client.ErrTimeout) || err == nil && item == nil {
+	if errors.Is(err, client.ErrEmpty) || errors.Is(err, client.ErrTimeout) || err == nil && item == nil {
 		return nil
 	}
 	if err != nil {
@@ -392,21 +392,30 @@ func (r *run) consume(ctx context.Context, who string, lease *client.Lease, _ in
 }
 
 // produce keeps the queue fed until ctx ends: an item whenever it holds
-// fewer than the consumers.
+// fewer than the consumers. It feeds the load and is not under test: it
+// moves to the next gateway on a failure, as a load balancer would, and
+// its requests are not timed.
 func (r *run) produce(ctx context.Context) {
-	c := r.newClient(0)
-	for n := 0; ctx.Err() == nil; {
+	clients := make([]*client.Client, len(r.cfg.URLs))
+	for i, u := range r.cfg.URLs {
+		clients[i], _ = client.New(u, client.WithRetryWindow(0))
+	}
+	for n, i := 0, 0; ctx.Err() == nil; {
+		c := clients[i%len(clients)]
 		st, err := c.QueueState(ctx, queueName, 0)
 		if err == nil && st.Length < r.cfg.Holders {
 			// Produce is never retried (a repeat could add the item twice):
 			// one that fails is tried again, and counted when it answered.
-			if _, err := c.Produce(ctx, queueName, []byte(strconv.Itoa(n)), client.DefaultPriority); err == nil {
+			if _, err = c.Produce(ctx, queueName, []byte(strconv.Itoa(n)), client.DefaultPriority); err == nil {
 				n++
 				r.mu.Lock()
 				r.rep.Items++
 				r.mu.Unlock()
 				continue
 			}
+		}
+		if err != nil {
+			i++
 		}
 		_ = pause(ctx, r.cfg.Hold/4)
 	}
