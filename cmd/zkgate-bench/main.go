@@ -166,7 +166,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.dashRamp, "dashboard-ramp", 64, "dashboard fan-out test: WebSocket clients connecting at once")
 	fs.IntVar(&c.restartGateways, "restart-gateways", 3, "restart test: gateways on one root, each restarted in turn")
 	fs.IntVar(&c.restartRounds, "restart-rounds", 2, "restart test: times every gateway is restarted")
-	fs.DurationVar(&c.restartGap, "restart-gap", 5*time.Second, "restart test: pause after each restart")
+	fs.DurationVar(&c.restartGap, "restart-gap", 15*time.Second, "restart test: pause after each restart (the default spreads 6 restarts over the jobs' two minutes)")
 	fs.DurationVar(&c.restartDrain, "restart-drain", 5*time.Second, "restart test: the gateways' --drain-timeout")
 	fs.IntVar(&c.restartJobs, "restart-jobs", 20, "restart test: zkgate lock jobs, over 4/5 as many locks")
 	fs.DurationVar(&c.restartJobHold, "restart-job-hold", time.Minute, "restart test: how long each job's command runs under its lock")

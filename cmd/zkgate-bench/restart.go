@@ -145,7 +145,7 @@ func (r *report) printRestart(p func(string, ...any), sum *[][4]string) {
 		len(x.Overlaps), len(x.TokensChanged), x.TokenChecks, thousands(int64(x.Grants)), thousands(int64(x.Items)), len(x.Waits),
 		msf(x.Wait(0.5)), msf(x.Wait(0.99)), msf(x.Wait(1)))
 	p("")
-	p("A request waited on a handover from its first `503` (or refused connection) to the answer that got through (to the sending of the attempt that got through, for a wait in line). The gateways answer a request for a moving lease `503` with `Retry-After: 1`, so most such waits are that second.")
+	p("A request waited on a handover from its first `503` (or refused connection) to the answer that got through (to the sending of the attempt that got through, for a wait in line). The gateways answer a request for a moving lease `503` with `Retry-After: 1`, so most such waits are that second. The longest: %s.", x.Slowest)
 	p("")
 	for _, list := range [][]string{x.JobFailures, x.LeasesEnded, x.Overlaps, x.TokensChanged} {
 		for i, s := range list {

@@ -94,6 +94,7 @@ type Report struct {
 	// answer that got through (to the sending of the attempt that got
 	// through, for a wait in line: its time in line is not the handover's).
 	Waits   []time.Duration
+	Slowest string // the request that waited longest
 	Elapsed time.Duration
 }
 
@@ -115,10 +116,10 @@ func (r *Report) Wait(q float64) time.Duration {
 // Summary is the report in one paragraph.
 func (r *Report) Summary() string {
 	return fmt.Sprintf("%d restarts in %s: jobs ok %d/%d, leases ended %d, overlaps %d, tokens changed %d (of %d checked), "+
-		"%d grants, %d items; %d requests waited on a handover: p50 %s, p99 %s, max %s",
+		"%d grants, %d items; %d requests waited on a handover: p50 %s, p99 %s, max %s (%s)",
 		r.Restarts, r.Elapsed.Round(time.Millisecond), r.JobsOK, r.Jobs, len(r.LeasesEnded), len(r.Overlaps),
 		len(r.TokensChanged), r.TokenChecks, r.Grants, r.Items, len(r.Waits),
-		r.Wait(0.5).Round(time.Millisecond), r.Wait(0.99).Round(time.Millisecond), r.Wait(1).Round(time.Millisecond))
+		r.Wait(0.5).Round(time.Millisecond), r.Wait(0.99).Round(time.Millisecond), r.Wait(1).Round(time.Millisecond), r.Slowest)
 }
 
 // run is the state of one run.
@@ -172,18 +173,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	var wg sync.WaitGroup
+	// The restarts begin once every holder has its lease: a new lease is
+	// refused by a draining gateway (a load balancer sends it elsewhere),
+	// and the waits measured are those of leases that move.
+	var wg, leased sync.WaitGroup
 	for kind, holder := range map[string]func(context.Context, string, *client.Lease, int) error{
 		"lock": r.holdLock, "semaphore": r.holdSlot, "election": r.lead, "claim": r.consume,
 	} {
 		for i := range cfg.Holders {
 			wg.Add(1)
+			leased.Add(1)
 			go func() {
 				defer wg.Done()
-				r.holder(load, kind, i, holder)
+				r.holder(load, kind, i, holder, leased.Done)
 			}()
 		}
 	}
+	leased.Wait()
 	if cfg.Holders > 0 {
 		wg.Add(1)
 		go func() {
@@ -253,12 +259,14 @@ func (r *run) newClient(i int) *client.Client {
 	return c
 }
 
-// holder takes a lease through gateway i and holds kind with it until
-// ctx ends, then revokes it; a lease that ends on its own is reported.
-func (r *run) holder(ctx context.Context, kind string, i int, holdOnce func(context.Context, string, *client.Lease, int) error) {
+// holder takes a lease through gateway i (then calls leased) and holds
+// kind with it until ctx ends, then revokes it; a lease that ends on its
+// own is reported.
+func (r *run) holder(ctx context.Context, kind string, i int, holdOnce func(context.Context, string, *client.Lease, int) error, leased func()) {
 	who := fmt.Sprintf("%s-holder-%d", kind, i)
 	c := r.newClient(i)
 	lease, err := c.Grant(ctx, r.cfg.TTL, who)
+	leased()
 	if err != nil {
 		if ctx.Err() == nil {
 			r.add(&r.rep.LeasesEnded, "%s: no lease: %v", who, err)
@@ -659,8 +667,12 @@ func (t *timer) RoundTrip(req *http.Request) (*http.Response, error) {
 		if w := req.URL.Query().Get("wait"); w != "" && w != "0s" {
 			end = sent
 		}
+		w := max(end.Sub(first), 0)
 		t.run.mu.Lock()
-		t.run.rep.Waits = append(t.run.rep.Waits, max(end.Sub(first), 0))
+		if len(t.run.rep.Waits) == 0 || w > slices.Max(t.run.rep.Waits) {
+			t.run.rep.Slowest = fmt.Sprintf("%s (%s, from %s)", key, w.Round(time.Millisecond), first.Format("15:04:05.000"))
+		}
+		t.run.rep.Waits = append(t.run.rep.Waits, w)
 		t.run.mu.Unlock()
 	}
 	return resp, err
