@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strings"
@@ -232,8 +233,17 @@ func backoff(attempt int) time.Duration {
 // was not sent.
 func notConnected(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, errNoConnection)
 }
+
+// movedConnectTimeout bounds the connection to a gateway other than the
+// client's own (a lease's keeper, named by X-Zkgate-Lease-Moved-To): its
+// address may be out of this client's reach (a gateway's own address,
+// behind a load balancer), where a connection attempt can go unanswered
+// for minutes; the request goes to the client's URL instead.
+const movedConnectTimeout = 2 * time.Second
+
+var errNoConnection = fmt.Errorf("zkgate: no connection within %s", movedConnectTimeout)
 
 // once sends one request to the gateway at base and reads the answer,
 // showing its headers to seen (when not nil).
@@ -243,6 +253,13 @@ func (c *Client) once(ctx context.Context, base *url.URL, method, path string, q
 	u.Path = base.Path + path
 	u.RawPath = base.EscapedPath() + path
 	u.RawQuery = q.Encode()
+	if base != c.base {
+		bounded, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		t := time.AfterFunc(movedConnectTimeout, func() { cancel(errNoConnection) })
+		defer t.Stop()
+		ctx = httptrace.WithClientTrace(bounded, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { t.Stop() }})
+	}
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -262,6 +279,9 @@ func (c *Client) once(ctx context.Context, base *url.URL, method, path string, q
 	sent := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errNoConnection) {
+			return nil, fmt.Errorf("%w to %s", cause, base.Host)
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()

@@ -19,8 +19,8 @@
 //     (X-Zkgate-Lease-Moved-To), the lease's calls (keepalives, releases,
 //     acquires, campaigns, claims and acks made through it, and its revoke)
 //     go there from then on (Lease.URL); if that gateway cannot be
-//     connected to, they go to the client's URL again, since any gateway
-//     passes them on. Its 503s are retried, the deadline stays the one the
+//     connected to (refused, or no connection within 2s), they go to the
+//     client's URL again, since any gateway passes them on. Its 503s are retried, the deadline stays the one the
 //     gateway confirmed, and the lease is not lost: the session lives on.
 //   - One lease per concurrent holder. The gateway answers a lease's
 //     repeated acquire with the same grant, so two goroutines sharing a

@@ -1,8 +1,11 @@
 package client_test
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -102,6 +105,64 @@ func TestLeaseFollowsAHandover(t *testing.T) {
 	}
 	if err := lease.Err(); err != nil {
 		t.Fatalf("the lease ended: %v", err)
+	}
+	if err := lease.Revoke(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A keeper whose address this client cannot reach (a connection attempt
+// that is never answered, as to a gateway's own address behind a load
+// balancer) costs a lease's request a moment, not its deadline: the
+// request goes to the client's URL once the connection has not come
+// within a bound, and so do the lease's requests after it.
+func TestLeaseLeavesAnUnreachableKeeper(t *testing.T) {
+	gwtest.NoGoroutinesLeft(t)
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second})
+	p := newProxy(t, g.URL)
+	unreachable := freeAddr(t)
+	var moving atomic.Bool
+	p.set(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		if moving.Load() {
+			w.Header().Set("X-Zkgate-Lease-Moved-To", "http://"+unreachable)
+		}
+		next.ServeHTTP(w, r)
+	})
+	transport := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == unreachable {
+			<-ctx.Done() // never answered
+			return nil, ctx.Err()
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
+	defer transport.CloseIdleConnections()
+	c, err := client.New(p.URL(), client.WithHTTPClient(&http.Client{Transport: transport}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	lease, err := c.Grant(ctx, time.Minute, "stranded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moving.Store(true)
+	if _, err := lease.Lock(ctx, "first", client.Exclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	moving.Store(false)
+	if got := lease.URL(); got != "http://"+unreachable {
+		t.Fatalf("the lease's URL after an answer named its keeper: %s", got)
+	}
+	// Well within the lease's deadline (6s or more ahead at a session
+	// timeout of 10s), which a connection attempt left to the system
+	// would outlast.
+	bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := lease.Lock(bounded, "second", client.Exclusive, 0); err != nil {
+		t.Fatalf("a lock through the lease whose keeper is out of reach: %v", err)
+	}
+	if got := lease.URL(); got != p.URL() {
+		t.Fatalf("the lease's URL after its keeper could not be reached: %s, want the client's %s", got, p.URL())
 	}
 	if err := lease.Revoke(ctx); err != nil {
 		t.Fatal(err)
