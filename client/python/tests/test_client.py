@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 import uuid
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 # The client next to these tests, not one installed elsewhere.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -752,6 +752,51 @@ class HandoverTest(unittest.TestCase):
             self.assertEqual(calls()[-1], ("draining", "DELETE", f"/v1/leases/{FakeKeeper.LEASE}"))
         finally:
             draining.close()
+
+
+def unanswered_address() -> Tuple[str, socket.socket, List[socket.socket]]:
+    """A loopback address whose connection attempts go unanswered (a full
+    accept queue drops them), as to an address out of reach; with the
+    sockets to close at the end."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fill = []
+    for _ in range(3):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fill.append(s)
+    return "http://127.0.0.1:%d" % port, listener, fill
+
+
+class UnreachableKeeperTest(unittest.TestCase):
+    def test_a_keeper_out_of_reach_is_left_within_the_deadline(self) -> None:
+        # A promise of 6s: a keepalive every 2s, which an unanswered
+        # connection attempt left to the system would outlast.
+        seen: List[tuple] = []
+        draining = FakeKeeper("draining", seen, promise=6.0)
+        address, listener, fill = unanswered_address()
+        try:
+            lease = zkgate.Gateway(draining.url).lease(ttl="1m")
+            draining.moved_to = address
+            grant = lease.lock("x")
+            draining.moved_to = None
+            self.assertEqual(lease.url, address)
+            grant.release()
+            lease.lock("y").release()
+            self.assertEqual(lease.url, draining.url)
+            self.assertFalse(lease.lost.is_set(), f"the lease was lost: {lease.error}")
+            self.assertIn(("draining", "POST", "/v1/locks/y/acquire"), seen)
+            lease.revoke()
+        finally:
+            draining.close()
+            for s in fill + [listener]:
+                s.close()
 
 
 class DeadlineTest(ClientTest):

@@ -35,6 +35,11 @@ Duration = Union[str, int, float, datetime.timedelta]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _MIN_KEEPALIVE = 0.1  # the shortest time between keepalives, however near the deadline
+# The bound of a connection to a gateway other than this one's URL (a lease's
+# keeper, named by X-Zkgate-Lease-Moved-To): its address may be out of reach
+# (a gateway's own address, behind a load balancer), where a connection
+# attempt can go unanswered for minutes; the call goes to the URL instead.
+_MOVED_CONNECT_TIMEOUT = 2.0
 KINDS = ("locks", "semaphores", "elections", "barriers", "double-barriers", "queues")
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
@@ -201,15 +206,18 @@ class Gateway:
         if body is not None:
             headers["Content-Type"] = content_type
         conn: http.client.HTTPConnection
+        connect = timeout if to is self._target else min(timeout, _MOVED_CONNECT_TIMEOUT)
         if to.https:
-            conn = http.client.HTTPSConnection(to.host, to.port, timeout=timeout, context=self._ssl)
+            conn = http.client.HTTPSConnection(to.host, to.port, timeout=connect, context=self._ssl)
         else:
-            conn = http.client.HTTPConnection(to.host, to.port, timeout=timeout)
+            conn = http.client.HTTPConnection(to.host, to.port, timeout=connect)
         try:
             try:
                 conn.connect()
             except OSError as e:
                 raise _NotConnected(f"{method} {to.url}{path}: {e or type(e).__name__}") from e
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
             sent = time.monotonic()
             conn.request(method, target, body=body, headers=headers)
             resp = conn.getresponse()
