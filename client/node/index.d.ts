@@ -387,7 +387,8 @@ export declare class Lease {
   /**
    * The base URL the lease's calls and keepalives go to: the gateway's, or the one that keeps
    * the lease since a handover, once an answer named it with X-Zkgate-Lease-Moved-To (and until
-   * it refuses the connection: then the gateway's again, which passes them on).
+   * it refuses the connection or does not connect within 2s: then the gateway's again, which
+   * passes them on).
    */
   get url(): string;
   /** The lease as the last keepalive returned it. */

@@ -73,6 +73,42 @@ class NotConnected extends TransportError {}
 // The codes of a failure to connect (Node's fetch puts them on its error's cause).
 const connectFailures = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT"]);
 
+// The bound of a connection to a gateway other than this one's URL (a lease's
+// keeper, named by X-Zkgate-Lease-Moved-To): its address may be out of reach
+// (a gateway's own address, behind a load balancer), where a connection
+// attempt can go unanswered for longer than the lease's deadline.
+const movedConnectTimeout = 2000;
+
+/**
+ * Whether a TCP connection to the gateway at url comes within ms; true
+ * where node:net is not there to tell (the request itself then does).
+ * @param {string} url
+ * @param {number} ms
+ * @returns {Promise<boolean>}
+ */
+async function connects(url, ms) {
+  let net;
+  try {
+    net = await import("node:net");
+  } catch {
+    return true;
+  }
+  const u = new URL(url);
+  const host = u.hostname.replace(/^\[(.*)\]$/, "$1");
+  const port = Number(u.port || (u.protocol === "https:" ? 443 : 80));
+  return new Promise((resolve) => {
+    const s = net.connect({ host, port });
+    const done = (/** @type {boolean} */ ok) => {
+      clearTimeout(t);
+      s.destroy();
+      resolve(ok);
+    };
+    const t = setTimeout(() => done(false), ms);
+    s.once("connect", () => done(true));
+    s.once("error", () => done(false));
+  });
+}
+
 /**
  * A gateway's base URL, as X-Zkgate-Lease-Moved-To names one: undefined for
  * anything but an http or https URL with a host and nothing more.
@@ -410,7 +446,7 @@ export class Gateway {
       o.signal?.throwIfAborted?.();
       const left = Math.max(0, waitMs - (performance.now() - start));
       if (o.wait !== undefined && attempt > 0) query.wait = formatDuration(left);
-      const to = via?._movedTo();
+      const to = await via?._target();
       try {
         const r = await this._send(method, path, { query, body, type, timeoutMs: left + this.timeout, signals, to });
         via?._heard(r);
@@ -649,6 +685,8 @@ export class Lease {
   #holding = new Set();
   /** @type {string | undefined} where a handover moved the lease (X-Zkgate-Lease-Moved-To) */
   #moved;
+  /** @type {Promise<boolean> | undefined} whether #moved can be connected to */
+  #movedConnects;
 
   /**
    * @param {Gateway} gateway
@@ -696,9 +734,19 @@ export class Lease {
     return this.#moved ?? this.gateway.url;
   }
 
-  /** @returns {string | undefined} */
-  _movedTo() {
-    return this.#moved;
+  /**
+   * Where the lease's next call goes: its keeper since a handover, once a
+   * connection to it came within movedConnectTimeout (it is forgotten
+   * otherwise), or undefined for the gateway's URL.
+   * @returns {Promise<string | undefined>}
+   */
+  async _target() {
+    const to = this.#moved;
+    if (to === undefined) return undefined;
+    this.#movedConnects ??= connects(to, movedConnectTimeout);
+    if (await this.#movedConnects) return to;
+    this._unreachable(to);
+    return undefined;
   }
 
   /**
@@ -707,7 +755,10 @@ export class Lease {
    * @param {string} to
    */
   _unreachable(to) {
-    if (this.#moved === to) this.#moved = undefined;
+    if (this.#moved === to) {
+      this.#moved = undefined;
+      this.#movedConnects = undefined;
+    }
   }
 
   /** Whether the lease was lost. */
@@ -754,7 +805,10 @@ export class Lease {
    */
   _heard(r) {
     const moved = gatewayURL(r.headers.get("X-Zkgate-Lease-Moved-To"));
-    if (moved !== undefined) this.#moved = moved === this.gateway.url ? undefined : moved;
+    if (moved !== undefined && moved !== this.#moved) {
+      this.#moved = moved === this.gateway.url ? undefined : moved;
+      this.#movedConnects = undefined;
+    }
     const ends = r.headers.get("X-Zkgate-Lease-Ends");
     if (!ends) return;
     let at = onOurClock(r.sent, r.headers, ends);
@@ -825,7 +879,7 @@ export class Lease {
     for (;;) {
       const left = until - performance.now();
       if (left <= 0) return;
-      const to = this.#moved;
+      const to = await this._target();
       try {
         const r = await this.gateway._send("DELETE", `/v1/leases/${this.id}`, { timeoutMs: Math.min(left, this.gateway.timeout), to });
         this._heard(r);
@@ -867,12 +921,13 @@ export class Lease {
   async #tick() {
     this.#timer = undefined;
     if (this.#stopped) return;
+    const to = await this._target();
+    if (this.#stopped) return;
     const left = this.#deadline - performance.now();
     if (left <= 0) return; // the expiry timer ends the lease
     let next;
     const inflight = new AbortController();
     this.#inflight = inflight;
-    const to = this.#moved;
     try {
       const r = await this.gateway._send("POST", `/v1/leases/${this.id}/keepalive`, {
         timeoutMs: Math.max(50, left), signals: [inflight.signal], to,

@@ -5,6 +5,7 @@
 //   ZKGATE_URL=http://127.0.0.1:8080 node --test client/node/test/
 
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import http from "node:http";
 import net from "node:net";
@@ -731,6 +732,61 @@ describe("handover: a lease's calls follow X-Zkgate-Lease-Moved-To", () => {
       assert.equal(calls().at(-1), `draining DELETE /v1/leases/${draining.lease}`);
     } finally {
       await draining.close();
+    }
+  });
+});
+
+/**
+ * A loopback address whose connection attempts go unanswered (a full accept
+ * queue drops them), as to an address out of reach: held by a python3 child
+ * (Node accepts every connection it can). stop() ends it.
+ */
+async function unansweredAddress() {
+  const script = [
+    "import socket, sys, time",
+    "l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(0)",
+    "port = l.getsockname()[1]; fill = []",
+    "for _ in range(3):",
+    "    s = socket.socket(); s.setblocking(False)",
+    "    try: s.connect(('127.0.0.1', port))",
+    "    except BlockingIOError: pass",
+    "    fill.append(s)",
+    "print(port, flush=True); sys.stdin.read()",
+  ].join("\n");
+  const child = spawn("python3", ["-c", script], { stdio: ["pipe", "pipe", "inherit"] });
+  const port = await new Promise((resolve, reject) => {
+    child.stdout.once("data", (d) => resolve(String(d).trim()));
+    child.once("error", reject);
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stop: () => new Promise((resolve) => { child.once("exit", () => resolve(undefined)); child.stdin.end(); }),
+  };
+}
+
+describe("handover: a keeper out of reach", () => {
+  test("is left within the lease's deadline: its calls go to the gateway's URL", async () => {
+    /** @type {string[]} */
+    const seen = [];
+    // A promise of 6s: a keepalive every 2s, which an unanswered connection
+    // attempt left to the system would outlast.
+    const draining = await fakeKeeper("draining", seen, 6000);
+    const away = await unansweredAddress();
+    try {
+      const lease = await new zk.Gateway({ url: draining.url }).lease({ ttl: "1m" });
+      draining.state.movedTo = away.url;
+      const grant = await lease.lock("x");
+      draining.state.movedTo = undefined;
+      assert.equal(lease.url, away.url);
+      await grant.release();
+      await (await lease.lock("y")).release();
+      assert.equal(lease.url, draining.url);
+      assert.equal(lease.lost, false, `the lease was lost: ${lease.error}`);
+      assert.ok(seen.includes("draining POST /v1/locks/x/release"), seen.join(", "));
+      await lease.revoke();
+    } finally {
+      await draining.close();
+      await away.stop();
     }
   });
 });
