@@ -163,6 +163,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if len(cfg.URLs) == 0 || cfg.Restart == nil || cfg.Dir == "" || cfg.Jobs > 0 && cfg.Binary == "" {
 		return nil, errors.New("restartload: URLs, Restart, Dir and (with jobs) Binary are needed")
 	}
+	for _, u := range cfg.URLs {
+		if _, err := client.New(u); err != nil {
+			return nil, err
+		}
+	}
 	cfg.JobLocks = max(cfg.JobLocks, 1)
 	r := &run{cfg: cfg, reg: newRegister(), holds: map[string]*hold{}, acked: map[string]int{}, claimed: map[string]string{}}
 	start := time.Now()
@@ -249,13 +254,10 @@ func pause(ctx context.Context, d time.Duration) error {
 }
 
 // newClient is a client of gateway i whose transport times the requests
-// that wait on a handover.
+// that wait on a handover. Run checked the URLs.
 func (r *run) newClient(i int) *client.Client {
-	c, err := client.New(r.cfg.URLs[i%len(r.cfg.URLs)], client.WithHTTPClient(&http.Client{Transport: &timer{run: r, since: map[string]time.Time{}}}),
+	c, _ := client.New(r.cfg.URLs[i%len(r.cfg.URLs)], client.WithHTTPClient(&http.Client{Transport: &timer{run: r, since: map[string]time.Time{}}}),
 		client.WithRetryWindow(time.Minute))
-	if err != nil {
-		panic(err) // the URLs are the caller's gateways'
-	}
 	return c
 }
 
