@@ -205,13 +205,22 @@ func (s *Service) restore(lease *Lease, st HoldState) (holding, error) {
 // fails, and changes nothing, if the session is not live. The holds'
 // operations under way end with their waits (the leases' contexts are
 // cancelled first), so the wait for them is short.
-func (s *Service) HandOver() (*Handover, error) {
+func (s *Service) HandOver(ctx context.Context) (*Handover, error) {
 	if st, _, _ := s.sess.Status(); st != StateLive {
 		return nil, unavailable()
 	}
 	ls := s.Leases
 	ls.mu.Lock()
 	ls.handingOver = true // no new lease: Grant answers ErrMoving
+	ls.mu.Unlock()
+	created := make(chan struct{})
+	go func() { ls.creating.Wait(); close(created) }()
+	select {
+	case <-created: // the leases being made are live now, or failed
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	ls.mu.Lock()
 	leases := make([]*Lease, 0, len(ls.live))
 	for _, l := range ls.live {
 		leases = append(leases, l)
@@ -273,7 +282,9 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 	if err != nil {
 		return err
 	}
-	sub := New(sess, Config{GatewayID: s.gatewayID, Metrics: s.metrics, Logger: s.log, Leases: s.Leases.cfg})
+	// The gateway's own configuration: its peer secret signs the rewritten
+	// records, or no other gateway would locate the leases through them.
+	sub := New(sess, s.cfg)
 	sub.parent = s
 	_, epoch, _ := sess.Status()
 	for _, st := range h.Leases {
@@ -290,16 +301,40 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 	if err := sub.Leases.rewriteRecords(ctx); err != nil {
 		s.log.Warn("rewrite the records of handed-over leases", "err", err)
 	}
-	// The giver's registration went with it: its session is ours now.
-	if h.From != s.gatewayID && ValidName(h.From) == nil {
-		_ = sess.Conn().Delete(sess.Root()+"/gateways/"+h.From, -1)
-	}
+	sub.endRegistrations(ctx)
 	s.adoptMu.Lock()
 	s.adopted = append(s.adopted, sub)
 	s.adoptMu.Unlock()
 	go s.retire(sub)
 	s.log.Info("adopted a handed-over session", "session", h.Session, "from", h.From, "leases", len(h.Leases))
 	return nil
+}
+
+// endRegistrations ends the gateways' registrations that came with the
+// adopted session (ephemeral nodes of that session: the giver's, or one
+// that came along an earlier handover). A registration's gateway is
+// going: it stays listed, draining, until its drain ends, as it would
+// have in its own session, and then goes.
+func (s *Service) endRegistrations(ctx context.Context) {
+	dir := s.sess.Root() + "/gateways"
+	names, err := s.children(ctx, dir)
+	if err != nil {
+		return
+	}
+	_, _, session := s.sess.Status()
+	for _, name := range names {
+		p := dir + "/" + name
+		raw, stat, err := s.sess.Conn().Get(p)
+		if err != nil || stat.EphemeralOwner != session {
+			continue
+		}
+		var left time.Duration
+		if g := s.readRegistration(p, name, raw); g.DrainingUntil != nil {
+			left = time.Until(*g.DrainingUntil)
+		}
+		version := stat.Version
+		time.AfterFunc(max(left, 0), func() { _ = s.sess.Conn().Delete(p, version) })
+	}
 }
 
 // retire closes an adopted service once its last lease has ended (or its
@@ -397,13 +432,17 @@ func (ls *Leases) restore(st LeaseState, epoch uint64) error {
 }
 
 // rewriteRecords makes the records of this table's leases name this
-// gateway, so that the others forward their requests here.
+// gateway, so that the others forward their requests here. Each is made
+// anew (in the same session, one transaction) rather than set: the
+// dashboards' cache follows the list of records, not each one's data.
 func (ls *Leases) rewriteRecords(ctx context.Context) error {
 	var first error
 	for _, l := range ls.List() {
+		p := ls.recordPath(l.ID)
 		data := ls.recordOf(l)
 		for {
-			_, err := ls.sess.Conn().Set(ls.recordPath(l.ID), data, -1)
+			_, err := ls.sess.Conn().Multi(&zk.DeleteRequest{Path: p, Version: -1},
+				&zk.CreateRequest{Path: p, Data: data, Acl: ls.sess.acl(), Flags: zk.FlagEphemeral})
 			if err == nil || errors.Is(err, zk.ErrNoNode) {
 				break
 			}
