@@ -6,6 +6,7 @@ package handlers
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -82,7 +83,14 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		if forward(w, r, ew) {
 			return
 		}
-		err = ew.err
+		// Forwarded here, yet kept by a third gateway: the forwarder's
+		// view of the records is behind this one's (or the lease was
+		// handed over from here a moment ago). The lease lives: ask again.
+		if ew.moved {
+			w.Header().Set(MovedToHeader, ew.via.baseURL(ew.keeper.Advertise))
+		}
+		err = &recipes.Error{Code: recipes.CodeUnavailable, Detail: fmt.Sprintf(
+			"lease %q is kept by gateway %s now, which the forwarding gateway had not seen yet; retry", ew.lease, ew.keeper.Gateway)}
 	}
 	var limit *LimitError
 	if errors.As(err, &limit) {

@@ -417,11 +417,22 @@ func (ls *Leases) restore(st LeaseState, epoch uint64) error {
 		c := hs.core()
 		if !hst.Told && !hst.Granted {
 			// A wait that its client will retry: its place in line is kept
-			// for handoverGrace, as if a call still waited on it.
+			// for handoverGrace, as if a call still waited on it, or until
+			// the retry comes (which then waits in its stead: given up, it
+			// leaves the line as any wait).
 			c.mu.Lock()
 			c.waiters++
+			c.graceHeld = true
 			c.mu.Unlock()
-			time.AfterFunc(handoverGrace, func() { c.leave(false) })
+			time.AfterFunc(handoverGrace, func() {
+				c.mu.Lock()
+				held := c.graceHeld
+				c.graceHeld = false
+				c.mu.Unlock()
+				if held { // no retry came
+					c.leave(false)
+				}
+			})
 		}
 	}
 	l.timer = time.AfterFunc(time.Duration(st.Left), l.onTimer)

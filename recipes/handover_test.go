@@ -327,3 +327,70 @@ func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
 		t.Fatalf("the handover left lease %s behind: %v", g.l.ID, h)
 	}
 }
+
+// A wait cut by a handover keeps its place in line for its client's retry
+// (handoverGrace), and only until that retry comes: a retry that is then
+// given up (its client hung up) leaves the line at once, as any wait, not
+// when the grace ends. (The fault suite saw a vanished client's waiter
+// kept 10 s after it hung up, and handed over again with a new grace.)
+func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
+	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
+	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
+	ctx := context.Background()
+	holder, _ := giver.Leases.Create(ctx, time.Minute, "holder", "")
+	waiter, _ := giver.Leases.Create(ctx, time.Minute, "waiter", "")
+	if _, err := giver.Locks.Acquire(ctx, holder, "x", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := giver.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
+		waiting <- err
+	}()
+	eventually(t, 10*time.Second, func() error {
+		for _, h := range waiter.Info().Holds {
+			if h.Node != "" {
+				return nil
+			}
+		}
+		return errors.New("the waiter has no node yet")
+	})
+	h, err := giver.HandOver(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiting; !errors.Is(err, ErrMoving) {
+		t.Fatalf("the wait under way at the handover: %v, want ErrMoving", err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	got := h.Aged()
+	got.Received = time.Now()
+	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
+		t.Fatal(err)
+	}
+	w, err := taker.Leases.Get(waiter.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The retry, given up by its client after a moment.
+	rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = taker.Locks.Acquire(rctx, w, "x", "", 30*time.Second)
+	cancel()
+	if err == nil {
+		t.Fatal("the retry was granted a held lock")
+	}
+	conn := rawClient(t)
+	eventually(t, 5*time.Second, func() error {
+		if holds := w.Info().Holds; len(holds) != 0 {
+			return fmt.Errorf("the waiter still has %+v", holds)
+		}
+		kids, _, err := conn.Children(taker.root + "/locks/x")
+		if err != nil {
+			return err
+		}
+		if len(kids) != 1 {
+			return fmt.Errorf("the lock's line: %v, want the holder's node alone", kids)
+		}
+		return nil
+	})
+}

@@ -41,6 +41,10 @@ type hold struct {
 	// dropUntold makes a grant that no client was told of go when its last
 	// waiter leaves (a claim: the item is served again at once).
 	dropUntold bool
+	// graceHeld: a wait cut by a handover, whose place in line is kept for
+	// its client's retry by a waiter of its own (see restore), until the
+	// retry comes or handoverGrace ends.
+	graceHeld bool
 }
 
 // heldNode is one znode of a hold, by the role it plays in the recipe, with
@@ -99,7 +103,11 @@ func joinHold[H holding](lease *Lease, key string, fresh func() H, fits func(H) 
 				return zero, err
 			}
 		}
-		c.waiters++
+		if c.graceHeld {
+			c.graceHeld = false // the retry it was kept for: the caller waits in its stead
+		} else {
+			c.waiters++
+		}
 		c.mu.Unlock()
 		return h, nil
 	}

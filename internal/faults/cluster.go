@@ -81,7 +81,12 @@ func startCluster(ctx context.Context, cfg Config, logDir string) (*cluster, err
 		g := &gateway{index: i, bin: cfg.Binary, link: l, logf: filepath.Join(logDir, fmt.Sprintf("gateway-%d.log", i)),
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--zk", strings.Join(l.addrs(), ","), "--root", cfg.Root,
 				"--session-timeout", cfg.SessionTimeout.String(), "--drain-timeout", cfg.GatewayDrain.String(),
-				"--max-wait", "1m", "--max-ttl", "1h", "--log-level", "info", "--peer-secret-file", secretFile}}
+				"--max-wait", "1m", "--max-ttl", "1h", "--log-level", "info", "--peer-secret-file", secretFile,
+				// Every client of the suite comes from 127.0.0.1: the cap on
+				// one address's new leases would refuse what are many clients
+				// (a fault ends dozens of leases at once, and all are made
+				// anew).
+				"--lease-rate", "1000000"}}
 		c.gateways = append(c.gateways, g)
 	}
 	errs := make([]error, len(c.gateways))

@@ -163,37 +163,64 @@ func (o *observer) watchRegistration(p string) {
 // its leases: it ends only when the last of them does (then the records
 // all went, or the session expired and took them).
 func (o *observer) lost(session int64) {
+	seen := time.Now() // the registration's end: before the reads below
 	records := o.recordsOf(session)
 	if len(records) == 0 {
-		o.sessionEnded(session)
+		o.sessionEnded(session, seen)
 		return
 	}
+	// Each record is watched on its own, and the session ends when the
+	// last went as seen by its own watch: one after the other, the reads
+	// would put the end of a session that took its records all at once
+	// later than it was, by a round trip for each record (half a second
+	// for 27 records on a loaded machine).
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
-		for _, p := range records {
-			for {
-				ok, st, ch, err := o.conn.ExistsW(p)
-				if err != nil {
-					select {
-					case <-o.stop:
-						return
-					case <-time.After(50 * time.Millisecond):
-						continue
-					}
-				}
-				if !ok || st.EphemeralOwner != session {
-					break
-				}
-				select {
-				case <-o.stop:
-					return
-				case <-ch:
-				}
+		gone := make([]time.Time, len(records))
+		var wg sync.WaitGroup
+		for i, p := range records {
+			wg.Go(func() { gone[i] = o.recordGone(p, session) })
+		}
+		wg.Wait()
+		last := seen
+		for _, t := range gone {
+			if t.IsZero() {
+				return // the run stopped first
+			}
+			if t.After(last) {
+				last = t
 			}
 		}
-		o.sessionEnded(session)
+		o.sessionEnded(session, last)
 	}()
+}
+
+// recordGone waits until record p is no longer session's, and says when
+// it saw that (zero when the run stopped first).
+func (o *observer) recordGone(p string, session int64) time.Time {
+	asked := time.Now()
+	for {
+		ok, st, ch, err := o.conn.ExistsW(p)
+		if err != nil {
+			select {
+			case <-o.stop:
+				return time.Time{}
+			case <-time.After(50 * time.Millisecond):
+				asked = time.Now()
+				continue
+			}
+		}
+		if !ok || st.EphemeralOwner != session {
+			return asked // seen gone: at the watch's event, or the read that found it so
+		}
+		select {
+		case <-o.stop:
+			return time.Time{}
+		case <-ch:
+			asked = time.Now()
+		}
+	}
 }
 
 // recordsOf lists the lease records that session owns now (after a sync,
@@ -224,11 +251,10 @@ func (o *observer) recordsOf(session int64) []string {
 	}
 }
 
-func (o *observer) sessionEnded(session int64) {
-	now := time.Now()
+func (o *observer) sessionEnded(session int64, at time.Time) {
 	o.hist.record(func(h *History) {
 		if _, ok := h.SessionLost[session]; !ok {
-			h.SessionLost[session] = now
+			h.SessionLost[session] = at
 		}
 	})
 }

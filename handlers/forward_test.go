@@ -1,0 +1,37 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// A request another gateway forwarded here, for a lease this gateway knows
+// is kept by a third (handed over from here, or the forwarder's view of the
+// records was behind), is never answered 404: the lease lives. It is a 503
+// to retry, with where the lease went when it was handed over from here.
+// (The fault suite saw "404 for a lease that was made" from a gateway that
+// had just handed its leases over, asked by a peer whose ZooKeeper server
+// had not yet seen the records rewritten.)
+func TestAForwardedRequestForALeaseKeptElsewhereIsNot404(t *testing.T) {
+	for _, moved := range []bool{true, false} {
+		r := httptest.NewRequest("POST", "/v1/locks/x/release", nil)
+		r = r.WithContext(context.WithValue(r.Context(), peerKey{}, &PeerCall{Gateway: "gw-a"}))
+		w := httptest.NewRecorder()
+		id := "0b5c6f7e-1a2b-4c3d-8e9f-001122334455"
+		WriteError(w, r, &elsewhere{lease: id, keeper: recipes.Keeper{Gateway: "gw-c", Advertise: "127.0.0.1:7001"},
+			err: &recipes.Error{Code: recipes.CodeLeaseNotFound, Detail: "no lease"}, via: &Peers{}, moved: moved})
+		var doc map[string]any
+		_ = json.Unmarshal(w.Body.Bytes(), &doc)
+		if w.Code != http.StatusServiceUnavailable || doc["code"] != "unavailable" || w.Header().Get("Retry-After") == "" {
+			t.Errorf("moved %v: %d %s, want 503 unavailable with Retry-After", moved, w.Code, w.Body)
+		}
+		if got, want := w.Header().Get(MovedToHeader), map[bool]string{true: "http://127.0.0.1:7001"}[moved]; got != want {
+			t.Errorf("moved %v: %s %q, want %q", moved, MovedToHeader, got, want)
+		}
+	}
+}
