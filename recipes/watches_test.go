@@ -3,6 +3,8 @@ package recipes
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"reflect"
 	"runtime"
 	"strings"
@@ -396,4 +398,26 @@ func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// opRemoveWatches is ZooKeeper's removeWatches opcode.
+const opRemoveWatches = 18
+
+// A ZooKeeper too old to remove watches (before 3.5) is refused at start,
+// with the version the gateway needs: it would keep a watch of every name
+// it ever served. The proxy answers removeWatches as such a server does.
+func TestAZooKeeperThatCannotRemoveWatchesIsRefused(t *testing.T) {
+	px := newProxy(t, sharedServer(t).Addr())
+	px.Unknown(opRemoveWatches)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sess, err := Connect(ctx, SessionConfig{Servers: []string{px.Addr()}, Timeout: time.Second, Root: uniqueRoot(t),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil {
+		sess.Close()
+		t.Fatal("a session on a ZooKeeper that cannot remove watches")
+	}
+	if want := "zkgate needs ZooKeeper 3.5 or later"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("the error says %q; want it to say %q", err, want)
+	}
 }
