@@ -138,6 +138,9 @@ func (s *Service) readErr(err error) error {
 	if ambiguous(err) {
 		return unavailable()
 	}
+	if errors.Is(err, errWaitElapsed) {
+		return &Error{Code: CodeTimeout, Detail: "the wait elapsed first"}
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return &Error{Code: CodeTimeout, Detail: "the request was cancelled", Err: err}
 	}
