@@ -414,21 +414,15 @@ func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
 	return st
 }
 
-// List returns every double barrier with members.
-func (d *DoubleBarriers) List(ctx context.Context) ([]DoubleBarrierState, error) {
+// List returns one page of the double barriers, and the name the next
+// page starts after ("" for the last page).
+func (d *DoubleBarriers) List(ctx context.Context, p Page) ([]DoubleBarrierState, string, error) {
 	ctx, names, err := d.svc.listNames(ctx, d.svc.sess.Root()+"/double-barriers")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	out := make([]DoubleBarrierState, len(names))
-	err = d.svc.forEach(ctx, len(names), func(i int) error {
-		st, err := d.State(ctx, names[i], 0, 0)
-		out[i] = st
-		return err
+	return listPage(ctx, d.svc, names, p, nil, func(ctx context.Context, name string) (DoubleBarrierState, bool, error) {
+		st, err := d.State(ctx, name, 0, 0)
+		return st, err == nil, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	sortByName(out, func(s DoubleBarrierState) string { return s.Name })
-	return out, nil
 }
