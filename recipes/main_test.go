@@ -285,22 +285,11 @@ func (r *replyCounter) feed(b []byte, holdEvents bool) (pass, events []byte) {
 }
 
 // framer splits one direction of a ZooKeeper connection into its packets
-// (each a 4-byte length, then the body), leaving out the first: the connect
-// request or response, which has no header.
+// (each a 4-byte length, then the body); the first is the connect request
+// or response, which has no header.
 type framer struct {
 	buf       []byte
 	connected bool
-}
-
-// feed returns the bodies of the whole packets that b completes.
-func (f *framer) feed(b []byte) [][]byte {
-	var out [][]byte
-	for _, pkt := range f.packets(b) {
-		if !pkt.connect {
-			out = append(out, pkt.raw[4:])
-		}
-	}
-	return out
 }
 
 // framedPacket is one packet, length prefix included; connect says that it
@@ -451,10 +440,9 @@ func (p *proxy) pipe(dst, src net.Conn, requests *requestParser, replies *replyC
 			if p.paused {
 				p.held = append(p.held, buf[:n]...)
 			}
-			out := buf[:n]
+			var out []byte    // whole packets only
 			var refuse []byte // the answer of an unknown request, to src
 			if requests != nil {
-				out = nil // whole packets only, but those refused
 				for _, pkt := range requests.feed(buf[:n]) {
 					if r := pkt.request; r != nil {
 						r.answered = replies.replies
