@@ -77,17 +77,17 @@ func leaseRule(l handlers.Level) rule {
 // routeAccess maps every route ("METHOD PATTERN", as chi.Walk names it) to
 // what it needs of the caller's token.
 var routeAccess = map[string]rule{
-	"GET /healthz":          probeRoute,
-	"GET /readyz":           probeRoute,
-	"GET /openapi.yaml":     openRoute,
-	"GET /metrics":          dashRead,
-	"GET /":                 {kind: "*", level: handlers.LevelRead, page: true},
-	"GET /ui/{page}":        {kind: "*", level: handlers.LevelRead, page: true},
-	"GET /ui/static/{file}": openRoute,
-	"GET /ws":               dashRead,
-	"GET /signin":           openRoute,
-	"POST /signin":          openRoute,
-	"POST /signout":         openRoute,
+	"GET /healthz":                  probeRoute,
+	"GET /readyz":                   probeRoute,
+	"GET /openapi.yaml":             openRoute,
+	"GET /metrics":                  dashRead,
+	"GET /":                         {kind: "*", level: handlers.LevelRead, page: true},
+	"GET /ui/{page}":                {kind: "*", level: handlers.LevelRead, page: true},
+	"GET /ui/static/{file}":         openRoute,
+	"GET /ws":                       dashRead,
+	"GET /signin":                   openRoute,
+	"POST /signin":                  openRoute,
+	"POST /signout":                 openRoute,
 	"POST " + handlers.HandoverPath: {peer: true},
 
 	"POST /v1/leases":                {kind: "leases", level: handlers.LevelWrite, makesLeases: true},
