@@ -50,12 +50,10 @@ func (c *Client) BarrierState(ctx context.Context, name string) (BarrierState, e
 	return st, c.state(ctx, "barriers", name, nil, &st)
 }
 
-// Barriers lists the barriers that are up.
-func (c *Client) Barriers(ctx context.Context) ([]BarrierState, error) {
-	var list struct {
-		Barriers []BarrierState `json:"barriers"`
-	}
-	return list.Barriers, c.list(ctx, "barriers", nil, &list)
+// Barriers lists the barriers that are up, in name order, reading every
+// page of the gateway's list (or as many as Limit allows).
+func (c *Client) Barriers(ctx context.Context, opts ...ListOption) ([]BarrierState, error) {
+	return listAll[BarrierState](ctx, c, "barriers", "barriers", nil, opts)
 }
 
 // Enter makes member a member of the double barrier name for the lease and
@@ -122,10 +120,9 @@ func (c *Client) DoubleBarrierState(ctx context.Context, name string) (DoubleBar
 	return st, c.state(ctx, "double-barriers", name, nil, &st)
 }
 
-// DoubleBarriers lists the double barriers that have members.
-func (c *Client) DoubleBarriers(ctx context.Context) ([]DoubleBarrierState, error) {
-	var list struct {
-		DoubleBarriers []DoubleBarrierState `json:"double_barriers"`
-	}
-	return list.DoubleBarriers, c.list(ctx, "double-barriers", nil, &list)
+// DoubleBarriers lists the double barriers that have members, in name
+// order, reading every page of the gateway's list (or as many as Limit
+// allows).
+func (c *Client) DoubleBarriers(ctx context.Context, opts ...ListOption) ([]DoubleBarrierState, error) {
+	return listAll[DoubleBarrierState](ctx, c, "double-barriers", "double_barriers", nil, opts)
 }

@@ -104,10 +104,8 @@ func (c *Client) ElectionState(ctx context.Context, name string) (ElectionState,
 	return st, c.state(ctx, "elections", name, nil, &st)
 }
 
-// Elections lists the elections that have candidates.
-func (c *Client) Elections(ctx context.Context) ([]ElectionSummary, error) {
-	var list struct {
-		Elections []ElectionSummary `json:"elections"`
-	}
-	return list.Elections, c.list(ctx, "elections", nil, &list)
+// Elections lists the elections that have candidates, in name order,
+// reading every page of the gateway's list (or as many as Limit allows).
+func (c *Client) Elections(ctx context.Context, opts ...ListOption) ([]ElectionSummary, error) {
+	return listAll[ElectionSummary](ctx, c, "elections", "elections", nil, opts)
 }

@@ -676,16 +676,10 @@ func (c *Client) LeaseInfo(ctx context.Context, id string) (LeaseInfo, error) {
 	return info, resp.decode(&info)
 }
 
-// Leases lists the live leases of the gateway that answers, oldest first.
-func (c *Client) Leases(ctx context.Context) ([]LeaseInfo, error) {
-	resp, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/leases", retry: true})
-	if err != nil {
-		return nil, err
-	}
-	var list struct {
-		Leases []LeaseInfo `json:"leases"`
-	}
-	return list.Leases, resp.decode(&list)
+// Leases lists the live leases of every gateway, oldest first, reading
+// every page of the gateway's list (or as many as Limit allows).
+func (c *Client) Leases(ctx context.Context, opts ...ListOption) ([]LeaseInfo, error) {
+	return listAll[LeaseInfo](ctx, c, "leases", "leases", nil, opts)
 }
 
 // RevokeLease ends the lease id at the gateway, which releases all it held

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -87,8 +88,9 @@ func (c *Client) LockState(ctx context.Context, name string) (LockState, error) 
 }
 
 // Locks lists the locks that have holders or waiters, whose name starts
-// with prefix ("" for all).
-func (c *Client) Locks(ctx context.Context, prefix string) ([]LockSummary, error) {
+// with prefix ("" for all), in name order, reading every page of the
+// gateway's list (or as many as Limit allows).
+func (c *Client) Locks(ctx context.Context, prefix string, opts ...ListOption) ([]LockSummary, error) {
 	q := url.Values{}
 	if prefix != "" {
 		if err := ValidName(prefix); err != nil {
@@ -96,18 +98,14 @@ func (c *Client) Locks(ctx context.Context, prefix string) ([]LockSummary, error
 		}
 		q.Set("prefix", prefix)
 	}
-	var list struct {
-		Locks []LockSummary `json:"locks"`
-	}
-	return list.Locks, c.list(ctx, "locks", q, &list)
+	return listAll[LockSummary](ctx, c, "locks", "locks", q, opts)
 }
 
-// Semaphores lists the semaphores that have holders or waiters.
-func (c *Client) Semaphores(ctx context.Context) ([]SemaphoreSummary, error) {
-	var list struct {
-		Semaphores []SemaphoreSummary `json:"semaphores"`
-	}
-	return list.Semaphores, c.list(ctx, "semaphores", nil, &list)
+// Semaphores lists the semaphores that have holders or waiters, in name
+// order, reading every page of the gateway's list (or as many as Limit
+// allows).
+func (c *Client) Semaphores(ctx context.Context, opts ...ListOption) ([]SemaphoreSummary, error) {
+	return listAll[SemaphoreSummary](ctx, c, "semaphores", "semaphores", nil, opts)
 }
 
 // Fence checks a fencing token against the lock name: nil if token is a
@@ -211,15 +209,72 @@ func (c *Client) state(ctx context.Context, kind, name string, q url.Values, st 
 	return nil
 }
 
-// list reads GET /v1/<kind> into v.
-func (c *Client) list(ctx context.Context, kind string, q url.Values, v any) error {
+// ListOption changes what a list call reads.
+type ListOption func(*listOptions)
+
+type listOptions struct{ max int }
+
+// Limit makes a list call read no more than n items (the first n, in the
+// list's order), so that a long list costs a page or a few; n <= 0 reads
+// every item, the default.
+func Limit(n int) ListOption { return func(o *listOptions) { o.max = max(n, 0) } }
+
+// listAll reads the list of kind, whose items come under key, page after
+// page following each page's next cursor, until its end or as many items as
+// the options allow. q is the list's own query (a prefix), kept on every
+// page.
+func listAll[T any](ctx context.Context, c *Client, kind, key string, q url.Values, opts []ListOption) ([]T, error) {
+	var o listOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	path, err := pathOf(kind)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	resp, err := c.do(ctx, request{method: http.MethodGet, path: path, query: q, retry: true})
-	if err != nil {
-		return err
+	out := []T{}
+	query := url.Values{}
+	for k, v := range q {
+		query[k] = v
 	}
-	return resp.decode(v)
+	for {
+		limit := pageSize
+		if o.max > 0 {
+			limit = min(limit, o.max-len(out))
+		}
+		query.Set("limit", strconv.Itoa(limit))
+		resp, err := c.do(ctx, request{method: http.MethodGet, path: path, query: query, retry: true})
+		if err != nil {
+			return nil, err
+		}
+		var page map[string]json.RawMessage
+		if err := resp.decode(&page); err != nil {
+			return nil, err
+		}
+		var items []T
+		if err := json.Unmarshal(page[key], &items); err != nil {
+			return nil, fmt.Errorf("zkgate: unexpected answer: %s: %v", key, err)
+		}
+		out = append(out, items...)
+		var next string
+		if raw, ok := page["next"]; ok {
+			if err := json.Unmarshal(raw, &next); err != nil {
+				return nil, fmt.Errorf("zkgate: unexpected answer: next: %v", err)
+			}
+		}
+		if o.max > 0 && len(out) >= o.max {
+			return out[:o.max], nil // a gateway may give more than asked
+		}
+		if next == "" {
+			return out, nil
+		}
+		if next == query.Get("after") {
+			return nil, fmt.Errorf("zkgate: the gateway answered the same page of %s twice", kind)
+		}
+		query.Set("after", next)
+	}
 }
+
+// pageSize is how many items the list calls ask for a page: the most a
+// gateway gives.
+const pageSize = 1000

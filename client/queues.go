@@ -142,12 +142,10 @@ func headQuery(head int) url.Values {
 	return url.Values{"head": {strconv.Itoa(head)}}
 }
 
-// Queues lists every queue with its length and claims.
-func (c *Client) Queues(ctx context.Context) ([]QueueState, error) {
-	var list struct {
-		Queues []QueueState `json:"queues"`
-	}
-	return list.Queues, c.list(ctx, "queues", nil, &list)
+// Queues lists every queue with its length and claims, in name order,
+// reading every page of the gateway's list (or as many as Limit allows).
+func (c *Client) Queues(ctx context.Context, opts ...ListOption) ([]QueueState, error) {
+	return listAll[QueueState](ctx, c, "queues", "queues", nil, opts)
 }
 
 // DeleteQueue removes the queue name, which must be empty (ErrNotEmpty

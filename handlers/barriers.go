@@ -14,7 +14,7 @@ type BarrierService interface {
 	Lower(ctx context.Context, name string) error
 	Wait(ctx context.Context, name string, wait time.Duration) (recipes.BarrierState, error)
 	State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.BarrierState, error)
-	List(ctx context.Context) ([]recipes.BarrierState, error)
+	List(ctx context.Context, p recipes.Page) ([]recipes.BarrierState, string, error)
 }
 
 // DoubleBarrierService is what the handlers need of the double barriers.
@@ -22,7 +22,7 @@ type DoubleBarrierService interface {
 	Enter(ctx context.Context, lease *recipes.Lease, name, member string, count int, wait time.Duration) (recipes.DoubleBarrierState, error)
 	Leave(ctx context.Context, lease *recipes.Lease, name, member string, wait time.Duration) (recipes.DoubleBarrierState, error)
 	State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.DoubleBarrierState, error)
-	List(ctx context.Context) ([]recipes.DoubleBarrierState, error)
+	List(ctx context.Context, p recipes.Page) ([]recipes.DoubleBarrierState, string, error)
 }
 
 // RaiseBarrier is PUT /v1/barriers/{name}: 201 when raised now, 200 if it was up.
@@ -90,12 +90,8 @@ func (a *API) BarrierState() http.Handler {
 
 // ListBarriers is GET /v1/barriers: the barriers that are up.
 func (a *API) ListBarriers() http.Handler {
-	return a.list("barriers", func(ctx context.Context) (any, error) {
-		l, err := a.Barriers.List(ctx)
-		if l == nil {
-			l = []recipes.BarrierState{}
-		}
-		return l, err
+	return a.list("barriers", func(ctx context.Context, p recipes.Page) (any, string, error) {
+		return a.Barriers.List(ctx, p)
 	})
 }
 
@@ -195,11 +191,7 @@ func (a *API) DoubleBarrierState() http.Handler {
 
 // ListDoubleBarriers is GET /v1/double-barriers.
 func (a *API) ListDoubleBarriers() http.Handler {
-	return a.list("double_barriers", func(ctx context.Context) (any, error) {
-		l, err := a.DoubleBarriers.List(ctx)
-		if l == nil {
-			l = []recipes.DoubleBarrierState{}
-		}
-		return l, err
+	return a.list("double_barriers", func(ctx context.Context, p recipes.Page) (any, string, error) {
+		return a.DoubleBarriers.List(ctx, p)
 	})
 }

@@ -14,7 +14,7 @@ type ElectionService interface {
 	Resign(ctx context.Context, lease *recipes.Lease, name string) error
 	Proclaim(ctx context.Context, lease *recipes.Lease, name, value string) (recipes.Campaign, error)
 	State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.ElectionState, error)
-	List(ctx context.Context) ([]recipes.ElectionSummary, error)
+	List(ctx context.Context, p recipes.Page) ([]recipes.ElectionSummary, string, error)
 }
 
 type campaignBody struct {
@@ -93,12 +93,8 @@ func (a *API) ElectionState() http.Handler {
 
 // ListElections is GET /v1/elections.
 func (a *API) ListElections() http.Handler {
-	return a.list("elections", func(ctx context.Context) (any, error) {
-		l, err := a.Elections.List(ctx)
-		if l == nil {
-			l = []recipes.ElectionSummary{}
-		}
-		return l, err
+	return a.list("elections", func(ctx context.Context, p recipes.Page) (any, string, error) {
+		return a.Elections.List(ctx, p)
 	})
 }
 
@@ -145,17 +141,5 @@ func (a *API) blockingRead(read func(ctx context.Context, name string, index int
 			return
 		}
 		writeIndexed(w, idx, st)
-	})
-}
-
-// list serves GET /v1/<kind> as {"<kind>":[...]}.
-func (a *API) list(key string, fn func(ctx context.Context) (any, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		out, err := fn(r.Context())
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{key: out})
 	})
 }

@@ -3,6 +3,8 @@ package handlers
 import (
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -377,6 +379,46 @@ func FuzzParseProof(f *testing.F) {
 		again, err := parseProof(p.String())
 		if err != nil || again != p {
 			t.Fatalf("%q read as %+v, written as %q, read back as %+v, %v", h, p, p.String(), again, err)
+		}
+	})
+}
+
+// FuzzListPage fuzzes a list's ?limit= and ?after=: whatever they are, the
+// page is one of 1 to MaxLimit items after a key, or the error is an
+// invalid_request; a cursor a page gave is taken back by its own list
+// only, as the key it was made of.
+func FuzzListPage(f *testing.F) {
+	for _, s := range [][2]string{
+		{"", ""}, {"1", ""}, {"100", ""}, {"1000", ""}, {"1001", ""}, {"0", ""}, {"-1", ""}, {"+5", ""}, {"1e3", ""},
+		{"", cursor("locks", "orders")}, {"", cursor("leases", "00000000000000000001.x")}, {"", "bG9ja3MA"},
+		{"", "bm90LWEtY3Vyc29y"}, {"", "!!"}, {"", strings.Repeat("A", 600)}, {"\x00", "\xff"},
+	} {
+		f.Add(s[0], s[1], "orders-7")
+	}
+	f.Fuzz(func(t *testing.T, limit, after, key string) {
+		q := url.Values{}
+		if limit != "" {
+			q.Set("limit", limit)
+		}
+		if after != "" {
+			q.Set("after", after)
+		}
+		r := httptest.NewRequest("GET", "/v1/locks?"+q.Encode(), nil)
+		p, err := pageOf(r, "locks")
+		if err != nil {
+			mustBeInvalid(t, "pageOf", err)
+		} else if p.Limit < 1 || p.Limit > MaxLimit || (after != "" && p.After == "") {
+			t.Fatalf("limit %q after %q: page %+v", limit, after, p)
+		}
+		if key == "" || len(key) > 200 {
+			return // a key is a name (at most 200 bytes) or a lease's, shorter
+		}
+		c := cursor("locks", key)
+		if got, err := decodeCursor("locks", c); err != nil || got != key {
+			t.Fatalf("the cursor of %q decodes to %q, %v", key, got, err)
+		}
+		if _, err := decodeCursor("leases", c); err == nil {
+			t.Fatalf("a cursor of the locks is taken by the leases")
 		}
 	})
 }

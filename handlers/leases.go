@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -204,14 +205,20 @@ func (a *API) GetLease() http.Handler {
 }
 
 // ListLeases is GET /v1/leases: the live leases of every gateway, each
-// asked for its own (the lease table lives in each gateway's memory);
-// ?scope=gateway lists this gateway's only. A gateway that does not answer
-// in time is named under "unreachable".
+// asked for its own (the lease table lives in each gateway's memory), a
+// page at a time in the order they were made; ?scope=gateway lists this
+// gateway's only. A gateway that does not answer in time is named under
+// "unreachable".
 func (a *API) ListLeases() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scope := r.URL.Query().Get("scope")
 		if scope != "" && scope != "gateway" && scope != "all" {
 			WriteError(w, r, invalid("scope must be gateway or all"))
+			return
+		}
+		p, err := pageOf(r, "leases")
+		if err != nil {
+			WriteError(w, r, err)
 			return
 		}
 		out := []recipes.LeaseInfo{}
@@ -222,23 +229,39 @@ func (a *API) ListLeases() http.Handler {
 				out = append(out, l.Info())
 			}
 		}
-		doc := map[string]any{"leases": out}
 		stampTime(w.Header())
 		if scope == "gateway" || PeerOf(r.Context()) != nil || a.Gateways == nil {
-			writeJSON(w, http.StatusOK, doc)
+			page, next := leasePage(out, p, false)
+			writeJSON(w, http.StatusOK, pageDoc("leases", page, next))
 			return
 		}
-		others, unreachable := a.peerLeases(r, w.Header().Get("X-Request-Id"))
-		out = append(out, others...)
-		slices.SortFunc(out, func(x, y recipes.LeaseInfo) int {
-			return cmp.Or(x.CreatedAt.Compare(y.CreatedAt), cmp.Compare(x.ID, y.ID))
-		})
-		doc["leases"] = out
+		others, more, unreachable := a.peerLeases(r, w.Header().Get("X-Request-Id"))
+		page, next := leasePage(append(out, others...), p, more)
+		doc := pageDoc("leases", page, next)
 		if len(unreachable) > 0 {
 			doc["unreachable"] = unreachable
 		}
 		writeJSON(w, http.StatusOK, doc)
 	})
+}
+
+// leasePage is the page p of leases, in the order of leaseKey, and the key
+// of its last lease when more follow: leases beyond it, or more that a
+// gateway asked for its first p.Limit leases had (more).
+func leasePage(leases []recipes.LeaseInfo, p recipes.Page, more bool) ([]recipes.LeaseInfo, string) {
+	slices.SortFunc(leases, func(x, y recipes.LeaseInfo) int { return cmp.Compare(leaseKey(x), leaseKey(y)) })
+	i, _ := slices.BinarySearchFunc(leases, p.After, func(l recipes.LeaseInfo, after string) int {
+		if leaseKey(l) <= after {
+			return -1
+		}
+		return 1
+	})
+	page := leases[i:]
+	if len(page) > p.Limit || more && len(page) == p.Limit {
+		page = page[:p.Limit]
+		return page, leaseKey(page[len(page)-1])
+	}
+	return page, ""
 }
 
 // peerTimeout bounds the asking of the other gateways for their leases.
@@ -251,24 +274,33 @@ type unreachableGateway struct {
 	Error     string `json:"error"`
 }
 
-// peerLeases asks every other registered gateway for its own leases, at
-// once, each bounded by peerTimeout, as the caller (see Peers). Only
-// registrations that check out are listed (see recipes.Service.Gateways).
-func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo, []unreachableGateway) {
+// peerLeases asks every other registered gateway for the page of its own
+// leases that r asks for, at once, each bounded by peerTimeout, as the
+// caller (see Peers); more says that one of them has more after that page.
+// Only registrations that check out are listed (see
+// recipes.Service.Gateways).
+func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo, bool, []unreachableGateway) {
 	ctx, cancel := context.WithTimeout(r.Context(), peerTimeout)
 	defer cancel()
 	gws, err := a.Gateways.Gateways(ctx)
 	if err != nil {
-		return nil, []unreachableGateway{{Gateway: "*", Error: "the gateways could not be listed: " + string(recipes.ErrorCode(err))}}
+		return nil, false, []unreachableGateway{{Gateway: "*", Error: "the gateways could not be listed: " + string(recipes.ErrorCode(err))}}
 	}
 	caller := ""
 	if c := CallerOf(r.Context()); c != nil {
 		caller = c.Name
 	}
+	query := url.Values{"scope": {"gateway"}}
+	for _, k := range []string{"limit", "after"} {
+		if v := r.URL.Query().Get(k); v != "" {
+			query.Set(k, v)
+		}
+	}
 	var (
 		mu          sync.Mutex
 		wg          sync.WaitGroup
 		leases      []recipes.LeaseInfo
+		more        bool
 		unreachable []unreachableGateway
 	)
 	for _, g := range gws {
@@ -276,7 +308,7 @@ func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo
 			continue
 		}
 		wg.Go(func() {
-			got, err := a.Peers.leasesOf(ctx, recipes.Keeper{Gateway: g.ID, Advertise: g.Advertise}, caller, requestID)
+			got, next, err := a.Peers.leasesOf(ctx, recipes.Keeper{Gateway: g.ID, Advertise: g.Advertise}, query, caller, requestID)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -284,38 +316,41 @@ func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo
 				return
 			}
 			leases = append(leases, got...)
+			more = more || next
 		})
 	}
 	wg.Wait()
 	slices.SortFunc(unreachable, func(x, y unreachableGateway) int { return cmp.Compare(x.Gateway, y.Gateway) })
-	return leases, unreachable
+	return leases, more, unreachable
 }
 
-// leasesOf lists the leases of gateway k, the way requests are forwarded
-// to it.
-func (p *Peers) leasesOf(ctx context.Context, k recipes.Keeper, caller, requestID string) ([]recipes.LeaseInfo, error) {
-	answer, err := p.ask(ctx, k, http.MethodGet, "/v1/leases?scope=gateway", "", requestID, caller, nil)
+// leasesOf lists a page of the leases of gateway k (query: its ?limit= and
+// ?after=), the way requests are forwarded to it; next says that more
+// follow.
+func (p *Peers) leasesOf(ctx context.Context, k recipes.Keeper, query url.Values, caller, requestID string) ([]recipes.LeaseInfo, bool, error) {
+	answer, err := p.ask(ctx, k, http.MethodGet, "/v1/leases?"+query.Encode(), "", requestID, caller, nil)
 	if err != nil {
 		var e *recipes.Error
 		if errors.As(err, &e) && e.Err != nil {
-			return nil, fmt.Errorf("%s: %w", e.Detail, e.Err)
+			return nil, false, fmt.Errorf("%s: %w", e.Detail, e.Err)
 		}
-		return nil, err
+		return nil, false, err
 	}
 	switch answer.status {
 	case http.StatusOK:
 	case http.StatusMisdirectedRequest:
-		return nil, nil // gone: another gateway serves its address, and lists its own leases
+		return nil, false, nil // gone: another gateway serves its address, and lists its own leases
 	default:
-		return nil, fmt.Errorf("answered %d %s", answer.status, http.StatusText(answer.status))
+		return nil, false, fmt.Errorf("answered %d %s", answer.status, http.StatusText(answer.status))
 	}
 	var doc struct {
 		Leases []recipes.LeaseInfo `json:"leases"`
+		Next   string              `json:"next"`
 	}
 	if err := json.Unmarshal(answer.body, &doc); err != nil {
-		return nil, fmt.Errorf("an answer that is not a lease list: %w", err)
+		return nil, false, fmt.Errorf("an answer that is not a lease list: %w", err)
 	}
-	return doc.Leases, nil
+	return doc.Leases, doc.Next != "", nil
 }
 
 // RevokeLease is DELETE /v1/leases/{id}: all it held is released first.

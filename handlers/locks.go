@@ -14,7 +14,7 @@ type LockService interface {
 	Acquire(ctx context.Context, lease *recipes.Lease, name, mode string, wait time.Duration) (recipes.LockGrant, error)
 	Release(ctx context.Context, lease *recipes.Lease, name, mode string) error
 	State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.LockState, error)
-	List(ctx context.Context, prefix string) ([]recipes.LockSummary, error)
+	List(ctx context.Context, prefix string, p recipes.Page) ([]recipes.LockSummary, string, error)
 	Fence(ctx context.Context, name string, token int64) (bool, error)
 }
 
@@ -85,7 +85,7 @@ func (a *API) LockState() http.Handler {
 	})
 }
 
-// ListLocks is GET /v1/locks?prefix=.
+// ListLocks is GET /v1/locks?prefix=, a page at a time.
 func (a *API) ListLocks() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		prefix := r.URL.Query().Get("prefix")
@@ -95,15 +95,9 @@ func (a *API) ListLocks() http.Handler {
 				return
 			}
 		}
-		locks, err := a.Locks.List(r.Context(), prefix)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		if locks == nil {
-			locks = []recipes.LockSummary{}
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"locks": locks})
+		a.list("locks", func(ctx context.Context, p recipes.Page) (any, string, error) {
+			return a.Locks.List(ctx, prefix, p)
+		}).ServeHTTP(w, r)
 	})
 }
 

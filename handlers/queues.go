@@ -20,7 +20,7 @@ type QueueService interface {
 	Nack(ctx context.Context, lease *recipes.Lease, name, id string) error
 	Peek(ctx context.Context, name, id string) (recipes.Taken, error)
 	State(ctx context.Context, name string, head int, index int64, wait time.Duration) (recipes.QueueState, error)
-	List(ctx context.Context) ([]recipes.QueueState, error)
+	List(ctx context.Context, p recipes.Page) ([]recipes.QueueState, string, error)
 	Delete(ctx context.Context, name string) error
 }
 
@@ -217,11 +217,7 @@ func (a *API) QueueState() http.Handler {
 
 // ListQueues is GET /v1/queues.
 func (a *API) ListQueues() http.Handler {
-	return a.list("queues", func(ctx context.Context) (any, error) {
-		l, err := a.Queues.List(ctx)
-		if l == nil {
-			l = []recipes.QueueState{}
-		}
-		return l, err
+	return a.list("queues", func(ctx context.Context, p recipes.Page) (any, string, error) {
+		return a.Queues.List(ctx, p)
 	})
 }

@@ -13,17 +13,13 @@ type SemaphoreService interface {
 	Acquire(ctx context.Context, lease *recipes.Lease, name string, limit int, wait time.Duration) (recipes.SemaphoreGrant, error)
 	Release(ctx context.Context, lease *recipes.Lease, name string) error
 	State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.SemaphoreState, error)
-	List(ctx context.Context) ([]recipes.SemaphoreSummary, error)
+	List(ctx context.Context, p recipes.Page) ([]recipes.SemaphoreSummary, string, error)
 }
 
 // ListSemaphores is GET /v1/semaphores.
 func (a *API) ListSemaphores() http.Handler {
-	return a.list("semaphores", func(ctx context.Context) (any, error) {
-		l, err := a.Semaphores.List(ctx)
-		if l == nil {
-			l = []recipes.SemaphoreSummary{}
-		}
-		return l, err
+	return a.list("semaphores", func(ctx context.Context, p recipes.Page) (any, string, error) {
+		return a.Semaphores.List(ctx, p)
 	})
 }
 

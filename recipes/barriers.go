@@ -120,18 +120,17 @@ func (b *Barriers) State(ctx context.Context, name string, index int64, wait tim
 	return st, nil
 }
 
-// List returns the barriers that are up.
-func (b *Barriers) List(ctx context.Context) ([]BarrierState, error) {
-	_, names, err := b.svc.listNames(ctx, b.svc.sess.Root()+"/barriers")
+// List returns one page of the barriers that are up, and the name the
+// next page starts after ("" for the last page).
+func (b *Barriers) List(ctx context.Context, p Page) ([]BarrierState, string, error) {
+	ctx, names, err := b.svc.listNames(ctx, b.svc.sess.Root()+"/barriers")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	sort.Strings(names)
-	out := make([]BarrierState, 0, len(names))
-	for _, n := range names {
-		out = append(out, BarrierState{Name: n, Raised: true})
-	}
-	return out, nil
+	// A barrier is up while its node exists: the name says it all.
+	return listPage(ctx, b.svc, names, p, nil, func(_ context.Context, name string) (BarrierState, bool, error) {
+		return BarrierState{Name: name, Raised: true}, true, nil
+	})
 }
 
 func sortByName[T any](s []T, name func(T) string) {

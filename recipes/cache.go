@@ -231,17 +231,21 @@ func (c *watchCache) releaseEntry(e *cacheEntry) {
 	c.mu.Unlock()
 }
 
-// run keeps e's snapshot current until nobody has read it for c.linger.
+// run keeps e's snapshot current until nobody has read it for c.linger;
+// then it removes its ZooKeeper watches, so that a path nobody reads any
+// more costs neither ZooKeeper nor go-zookeeper a watch, nor a reconnect a
+// watch to set again.
 func (c *watchCache) run(e *cacheEntry) {
 	defer c.wg.Done()
 	c.watching.Add(1)
 	defer c.watching.Add(-1)
 	var prev *Snapshot
+	var w watchSet
 	idle := time.NewTicker(c.linger/2 + time.Millisecond)
 	defer idle.Stop()
 	backoff := cacheRetryMin
 	for {
-		snap, events, err := c.load(e.path, e.opts, prev)
+		snap, err := c.load(e.path, e.opts, prev, &w)
 		if err != nil && ambiguous(err) {
 			if c.waitLive(e) != nil {
 				return
@@ -253,8 +257,8 @@ func (c *watchCache) run(e *cacheEntry) {
 		if err == nil {
 			prev, backoff = snap, cacheRetryMin
 		} else {
-			// No watch is armed after a failed load: readers see the error
-			// until a load succeeds, tried again with back-off.
+			// Readers see the error until a load succeeds, tried again with
+			// back-off (or at once if a watch it armed fires).
 			c.log.Warn("load watched path; retrying", "path", e.path, "in", backoff, "err", err)
 			retry = time.After(backoff)
 			backoff = min(2*backoff, cacheRetryMax)
@@ -263,27 +267,49 @@ func (c *watchCache) run(e *cacheEntry) {
 			select {
 			case <-retry:
 				waiting = false
-			case <-events.a:
-				waiting = false
-			case <-events.b: // nil (blocks) unless the data watch is armed
-				waiting = false
+			case <-w.child: // nil (blocks) unless armed
+				w.child, waiting = nil, false
+			case <-w.data:
+				w.data, waiting = nil, false
+			case <-w.exist:
+				w.exist, waiting = nil, false
 			case <-idle.C:
 				c.mu.Lock()
 				unused := e.refs == 0 && time.Since(e.lastUsed) >= c.linger
 				if unused {
-					// The armed ZooKeeper watch stays until it fires once more;
-					// go-zookeeper then drops it. Nothing re-arms it.
 					delete(c.entries, e.path)
 				}
 				c.mu.Unlock()
 				if unused {
+					c.unwatch(e.path, &w)
 					return
 				}
 			case <-e.stop:
+				// The session closes with the cache: its watches go with it.
 				return
 			}
 		}
 	}
+}
+
+// unwatch removes the watches of w from ZooKeeper and go-zookeeper. A new
+// entry of the same path may arm its own meanwhile: go-zookeeper keeps the
+// server's watch for it (see zk.Conn.RemoveWatch).
+func (c *watchCache) unwatch(p string, w *watchSet) {
+	c.drop(p, &w.child)
+	c.drop(p, &w.data)
+	c.drop(p, &w.exist)
+}
+
+// drop removes the watch of *ch on p, if any, and sets *ch to nil.
+func (c *watchCache) drop(p string, ch *<-chan zk.Event) {
+	if *ch == nil {
+		return
+	}
+	if err := c.sess.Conn().RemoveWatch(p, *ch); err != nil {
+		c.log.Warn("remove the watch of a path no longer read", "path", p, "err", err)
+	}
+	*ch = nil
 }
 
 func (c *watchCache) waitLive(e *cacheEntry) error {
@@ -386,22 +412,62 @@ func (c *watchCache) offer(p string, names []string, stat *zk.Stat) {
 	}
 }
 
-// watchSet is the watches one load armed.
-type watchSet struct{ a, b <-chan zk.Event }
+// watchSet is the watches armed for one entry's path, each nil until armed
+// and once fired: its children, its data (while it exists), its creation
+// (while it does not).
+type watchSet struct{ child, data, exist <-chan zk.Event }
 
-// load reads p with its children and arms the watches that tell of the next
-// change. Data of children already in prev (same czxid) is reused: zkgate's
-// seqNode nodes never change their data.
-func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, watchSet, error) {
+// armed returns ch, or nil if its event has come (it fired, or its watch
+// ended with the session).
+func armed(ch <-chan zk.Event) <-chan zk.Event {
+	select {
+	case <-ch:
+		return nil
+	default:
+		return ch
+	}
+}
+
+// load reads p with its children and arms in w the watches that tell of
+// the next change, keeping those that have not fired: a path has one
+// watch of each kind however often it is loaded. Its data is read only
+// when it changed (its mzxid, in the listing's stat, moved); children of
+// prev are reused as fetchChildren says.
+//
+// An event on its way when load looks at w (a change made just before the
+// listing) wakes the entry once more after it: a load that finds nothing
+// new publishes nothing.
+func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot, w *watchSet) (*Snapshot, error) {
 	conn := c.sess.Conn()
-	children, stat, childCh, err := conn.ChildrenW(p)
-	if errors.Is(err, zk.ErrNoNode) {
-		ok, _, existCh, err := conn.ExistsW(p)
-		if err != nil {
-			return nil, watchSet{}, err
+	w.child, w.data, w.exist = armed(w.child), armed(w.data), armed(w.exist)
+	var children []string
+	var stat *zk.Stat
+	var err error
+	if w.child == nil {
+		var ch <-chan zk.Event
+		children, stat, ch, err = conn.ChildrenW(p)
+		if err == nil {
+			w.child = ch
 		}
-		if ok {
-			return c.load(p, opts, prev) // created in between
+	} else {
+		children, stat, err = conn.Children(p)
+	}
+	if errors.Is(err, zk.ErrNoNode) {
+		// Its child and data watches fired with its deletion, before this
+		// answer: taken out (RemoveWatch of a fired watch sends nothing).
+		c.drop(p, &w.child)
+		c.drop(p, &w.data)
+		if w.exist == nil {
+			ok, _, ch, err := conn.ExistsW(p)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				// Created in between: the watch is one of its data.
+				w.data = ch
+				return c.load(p, opts, prev, w)
+			}
+			w.exist = ch
 		}
 		snap := &Snapshot{Path: p}
 		// An absent node takes its index from its parent's pzxid, which grew
@@ -409,23 +475,40 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, 
 		if _, pstat, err := conn.Exists(path.Dir(p)); err == nil && pstat != nil {
 			snap.Index = pstat.Pzxid
 		}
-		return snap, watchSet{a: existCh}, nil
+		return snap, nil
 	}
 	if err != nil {
-		return nil, watchSet{}, err
+		return nil, err
 	}
+	// Armed while p was absent, it fired with p's creation.
+	c.drop(p, &w.exist)
 	// The parent's own data is watched too (an election's proclaim touches
 	// it), except for name-only entries, whose parents' data never changes.
 	var data []byte
 	dstat := stat
-	var dataCh <-chan zk.Event
 	if !opts.namesOnly {
-		data, dstat, dataCh, err = conn.GetW(p)
+		same := prev != nil && prev.Exists && prev.Stat.Czxid == stat.Czxid && prev.Stat.Mzxid == stat.Mzxid
+		if !same {
+			// Changed before the listing: its watch fired then.
+			w.data = armed(w.data)
+		}
+		switch {
+		case same && w.data != nil:
+			data = prev.Data // unchanged, and still watched
+		case w.data != nil:
+			data, dstat, err = conn.Get(p)
+		default:
+			var ch <-chan zk.Event
+			data, dstat, ch, err = conn.GetW(p)
+			if err == nil {
+				w.data = ch
+			}
+		}
 		if errors.Is(err, zk.ErrNoNode) {
-			return c.load(p, opts, prev)
+			return c.load(p, opts, prev, w)
 		}
 		if err != nil {
-			return nil, watchSet{}, err
+			return nil, err
 		}
 	}
 	snap := &Snapshot{Path: p, Exists: true, Data: data, Stat: *dstat}
@@ -440,9 +523,9 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot) (*Snapshot, 
 		}
 	}
 	if err := fetchChildren(context.Background(), conn, snap, children, opts, known); err != nil {
-		return nil, watchSet{}, err
+		return nil, err
 	}
-	return snap, watchSet{a: childCh, b: dataCh}, nil
+	return snap, nil
 }
 
 // fetchChildren reads the named children of snap (data, or only stats),

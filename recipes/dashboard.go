@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -77,6 +78,10 @@ func (d Dashboard) optsFor(p string) entryOpts {
 	return optsFor(d.Root(), p)
 }
 
+// namedKinds are the kinds whose node holds one child per name, read on
+// its own.
+var namedKinds = []string{"locks", "semaphores", "elections", "double-barriers", "queues"}
+
 func optsFor(root, p string) entryOpts {
 	rest, ok := strings.CutPrefix(p, root+"/")
 	if !ok {
@@ -84,6 +89,9 @@ func optsFor(root, p string) entryOpts {
 	}
 	parts := strings.Split(rest, "/")
 	switch {
+	case len(parts) == 1 && slices.Contains(namedKinds, parts[0]):
+		// The names of a kind: what each is, its own entry says.
+		return entryOpts{namesOnly: true}
 	case len(parts) == 3 && parts[0] == "queues" && (parts[2] == "entries" || parts[2] == "taken"):
 		return entryOpts{namesOnly: true}
 	case len(parts) == 2 && (parts[0] == "locks" || parts[0] == "elections"):

@@ -107,9 +107,9 @@ func (d *DoubleBarriers) Enter(ctx context.Context, lease *Lease, name, member s
 
 // enter is Enter's wait; told says that the answer tells the client of a
 // membership that stays.
-func (d *DoubleBarriers) enter(ctx context.Context, m *membership, wait time.Duration) (DoubleBarrierState, bool, error) {
+func (d *DoubleBarriers) enter(rctx context.Context, m *membership, wait time.Duration) (DoubleBarrierState, bool, error) {
 	svc, lease, name, count := d.svc, m.lease, m.name, m.count
-	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
+	ctx, cancel := context.WithTimeoutCause(rctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()
@@ -152,7 +152,9 @@ func (d *DoubleBarriers) enter(ctx context.Context, m *membership, wait time.Dur
 	m.mu.Lock()
 	m.markGrantedLocked(0)
 	m.mu.Unlock()
-	st, err := d.State(ctx, name, 0, 0)
+	// Read on the request's own context: the barrier is ready, whether or
+	// not the wait ended meanwhile.
+	st, err := d.State(rctx, name, 0, 0)
 	return st, true, err
 }
 
@@ -278,12 +280,12 @@ func (d *DoubleBarriers) Leave(ctx context.Context, lease *Lease, name, member s
 	if !ok {
 		return DoubleBarrierState{}, &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s has no member %q in barrier %q", lease.ID, member, name)}
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
+	wctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
 	defer cancel()
 	stop := context.AfterFunc(lease.ctx, cancel)
 	defer stop()
 	d.svc.metrics.Waiting("double-barrier", 1)
-	err := d.leave(ctx, m, wait <= 0)
+	err := d.leave(wctx, m, wait <= 0)
 	d.svc.metrics.Waiting("double-barrier", -1)
 	if err != nil {
 		if e, ok := err.(*Error); ok && e.Code == CodeTimeout {
@@ -294,6 +296,8 @@ func (d *DoubleBarriers) Leave(ctx context.Context, lease *Lease, name, member s
 		return DoubleBarrierState{}, err
 	}
 	_ = m.drop() // its node is gone already
+	// Read on the request's own context: the member has left, whether or
+	// not the wait ended meanwhile.
 	return d.State(ctx, name, 0, 0)
 }
 
@@ -410,21 +414,15 @@ func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
 	return st
 }
 
-// List returns every double barrier with members.
-func (d *DoubleBarriers) List(ctx context.Context) ([]DoubleBarrierState, error) {
+// List returns one page of the double barriers, and the name the next
+// page starts after ("" for the last page).
+func (d *DoubleBarriers) List(ctx context.Context, p Page) ([]DoubleBarrierState, string, error) {
 	ctx, names, err := d.svc.listNames(ctx, d.svc.sess.Root()+"/double-barriers")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	out := make([]DoubleBarrierState, len(names))
-	err = d.svc.forEach(ctx, len(names), func(i int) error {
-		st, err := d.State(ctx, names[i], 0, 0)
-		out[i] = st
-		return err
+	return listPage(ctx, d.svc, names, p, nil, func(ctx context.Context, name string) (DoubleBarrierState, bool, error) {
+		st, err := d.State(ctx, name, 0, 0)
+		return st, err == nil, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	sortByName(out, func(s DoubleBarrierState) string { return s.Name })
-	return out, nil
 }

@@ -276,31 +276,18 @@ func electionStateOf(name string, snap *Snapshot) ElectionState {
 	return st
 }
 
-// List returns every election with its leader.
-func (e *Elections) List(ctx context.Context) ([]ElectionSummary, error) {
-	base := e.svc.sess.Root() + "/elections"
-	ctx, names, err := e.svc.listNames(ctx, base)
+// List returns one page of the elections with candidates, with their
+// leaders, and the name the next page starts after ("" for the last page).
+func (e *Elections) List(ctx context.Context, p Page) ([]ElectionSummary, string, error) {
+	ctx, names, err := e.svc.listNames(ctx, e.svc.sess.Root()+"/elections")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	out := make([]ElectionSummary, len(names))
-	err = e.svc.forEach(ctx, len(names), func(i int) error {
-		st, err := e.State(ctx, names[i], 0, 0)
+	return listPage(ctx, e.svc, names, p, nil, func(ctx context.Context, name string) (ElectionSummary, bool, error) {
+		st, err := e.State(ctx, name, 0, 0)
 		if err != nil {
-			return err
+			return ElectionSummary{}, false, err
 		}
-		out[i] = ElectionSummary{Name: names[i], Leader: st.Leader, Candidates: len(st.Candidates)}
-		return nil
+		return ElectionSummary{Name: name, Leader: st.Leader, Candidates: len(st.Candidates)}, len(st.Candidates) > 0, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	kept := out[:0]
-	for _, s := range out {
-		if s.Candidates > 0 {
-			kept = append(kept, s)
-		}
-	}
-	sortByName(kept, func(s ElectionSummary) string { return s.Name })
-	return kept, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -626,41 +625,23 @@ func printable(b []byte) string {
 	}, s)
 }
 
-// List returns every lock whose name starts with prefix, with counts.
-func (k *Locks) List(ctx context.Context, prefix string) ([]LockSummary, error) {
+// List returns one page of the locks whose name starts with prefix, with
+// counts, and the name the next page starts after ("" for the last page).
+func (k *Locks) List(ctx context.Context, prefix string, p Page) ([]LockSummary, string, error) {
 	base := k.svc.sess.Root() + "/locks"
 	ctx, names, err := k.svc.listNames(ctx, base)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	var picked []string
-	for _, n := range names {
-		if strings.HasPrefix(n, prefix) {
-			picked = append(picked, n)
-		}
-	}
-	sort.Strings(picked)
-	out := make([]LockSummary, len(picked))
-	err = k.svc.forEach(ctx, len(picked), func(i int) error {
-		kids, err := k.svc.children(ctx, base+"/"+picked[i])
+	// Locks whose parent vanished in between have no holders: left out.
+	return listPage(ctx, k.svc, names, p, hasPrefix(prefix), func(ctx context.Context, name string) (LockSummary, bool, error) {
+		kids, err := k.svc.children(ctx, base+"/"+name)
 		if err != nil {
-			return err
+			return LockSummary{}, false, err
 		}
 		h, w := splitLock(sortContenders(kids, lockMarkers))
-		out[i] = LockSummary{Name: picked[i], Holders: len(h), Waiters: len(w)}
-		return nil
+		return LockSummary{Name: name, Holders: len(h), Waiters: len(w)}, len(h)+len(w) > 0, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	// Locks whose parent vanished in between have no holders: leave them out.
-	kept := out[:0]
-	for _, s := range out {
-		if s.Holders+s.Waiters > 0 {
-			kept = append(kept, s)
-		}
-	}
-	return kept, nil
 }
 
 // Fence reports whether token is the token of a current holder of the lock,

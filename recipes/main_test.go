@@ -234,6 +234,9 @@ type proxy struct {
 	// ReleaseEvents.
 	holdEvents bool
 	events     []heldEvents
+	// unknown are opcodes the proxy answers itself, as a server too old to
+	// know them: "unimplemented", then it closes the connection.
+	unknown map[int32]bool
 }
 
 // heldEvents are watch events held back from the client of conn.
@@ -282,22 +285,11 @@ func (r *replyCounter) feed(b []byte, holdEvents bool) (pass, events []byte) {
 }
 
 // framer splits one direction of a ZooKeeper connection into its packets
-// (each a 4-byte length, then the body), leaving out the first: the connect
-// request or response, which has no header.
+// (each a 4-byte length, then the body); the first is the connect request
+// or response, which has no header.
 type framer struct {
 	buf       []byte
 	connected bool
-}
-
-// feed returns the bodies of the whole packets that b completes.
-func (f *framer) feed(b []byte) [][]byte {
-	var out [][]byte
-	for _, pkt := range f.packets(b) {
-		if !pkt.connect {
-			out = append(out, pkt.raw[4:])
-		}
-	}
-	return out
 }
 
 // framedPacket is one packet, length prefix included; connect says that it
@@ -327,13 +319,24 @@ func (f *framer) packets(b []byte) []framedPacket {
 // request, each packet is xid, opcode and body.
 type requestParser struct{ framer }
 
-func (r *requestParser) feed(b []byte) []zkRequest {
-	var out []zkRequest
-	for _, pkt := range r.framer.feed(b) {
-		if len(pkt) < 8 {
+// parsedPacket is one whole packet a client sent (length prefix included),
+// and the request it is (but for the connect request).
+type parsedPacket struct {
+	raw     []byte
+	request *zkRequest
+	xid     int32
+}
+
+func (r *requestParser) feed(b []byte) []parsedPacket {
+	var out []parsedPacket
+	for _, fp := range r.framer.packets(b) {
+		out = append(out, parsedPacket{raw: fp.raw})
+		pkt := fp.raw[4:]
+		if fp.connect || len(pkt) < 8 {
 			continue
 		}
 		req := zkRequest{op: int32(binary.BigEndian.Uint32(pkt[4:8]))}
+		out[len(out)-1].xid = int32(binary.BigEndian.Uint32(pkt[:4]))
 		at := 8
 		if req.op == opMulti {
 			at += 9 // the first operation's header: type, done, err
@@ -343,9 +346,21 @@ func (r *requestParser) feed(b []byte) []zkRequest {
 				req.path = string(pkt[at+4 : at+4+l])
 			}
 		}
-		out = append(out, req)
+		out[len(out)-1].request = &req
 	}
 	return out
+}
+
+// Unknown makes the proxy answer requests of opcode op itself as a
+// ZooKeeper older than op does: "unimplemented" (-6), then it closes the
+// connection.
+func (p *proxy) Unknown(op int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.unknown == nil {
+		p.unknown = map[int32]bool{}
+	}
+	p.unknown[op] = true
 }
 
 // Sent returns the opcodes of the requests sent so far whose path is under
@@ -425,11 +440,22 @@ func (p *proxy) pipe(dst, src net.Conn, requests *requestParser, replies *replyC
 			if p.paused {
 				p.held = append(p.held, buf[:n]...)
 			}
-			out := buf[:n]
+			var out []byte    // whole packets only
+			var refuse []byte // the answer of an unknown request, to src
 			if requests != nil {
-				for _, r := range requests.feed(buf[:n]) {
-					r.answered = replies.replies
-					p.sent = append(p.sent, r)
+				for _, pkt := range requests.feed(buf[:n]) {
+					if r := pkt.request; r != nil {
+						r.answered = replies.replies
+						p.sent = append(p.sent, *r)
+						if p.unknown[r.op] {
+							refuse = binary.BigEndian.AppendUint32(nil, 16)
+							refuse = binary.BigEndian.AppendUint32(refuse, uint32(pkt.xid))
+							refuse = binary.BigEndian.AppendUint64(refuse, 0)
+							refuse = binary.BigEndian.AppendUint32(refuse, uint32(0xfffffffa)) // -6
+							break
+						}
+					}
+					out = append(out, pkt.raw...)
 				}
 			} else {
 				// A server's bytes go to the client in whole packets.
@@ -442,6 +468,10 @@ func (p *proxy) pipe(dst, src net.Conn, requests *requestParser, replies *replyC
 			p.mu.Unlock()
 			<-gate
 			if _, werr := dst.Write(out); werr != nil {
+				return
+			}
+			if refuse != nil {
+				_, _ = src.Write(refuse)
 				return
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -13,12 +14,18 @@ import (
 // node). ZooKeeper watches are one-shot and go-zookeeper keeps every watch
 // it is asked for until it fires: a wait that timed out and was retried,
 // again and again, against a lock held for hours would pile up one per try.
-// Here a node has at most one armed watch, however many waits come and go.
+// Here a node has at most one armed watch, however many waits come and go;
+// one that nobody has waited for during linger is removed (from ZooKeeper
+// too), so that the watches are those of the waits under way and of the
+// last linger, whatever the nodes waited for became.
 type nodeWatches struct {
-	sess *Session
+	sess   *Session
+	linger time.Duration
 
-	mu    sync.Mutex
-	armed map[nodeWatchKey]*nodeWatch
+	mu       sync.Mutex
+	armed    map[nodeWatchKey]*nodeWatch
+	sweeping bool          // a sweep goroutine runs: some watch is idle
+	closed   chan struct{} // closed by close: the sweep stops
 }
 
 type nodeWatchKey struct {
@@ -30,8 +37,8 @@ type nodeWatchKey struct {
 // to one receiver: every waiter selects on events, and the one that gets it
 // closes fired for the others. No goroutine waits for it while a waiter
 // does (in a long line every waiter watches a node of its own); one that
-// nobody waits for any more is drained by a goroutine of its own, so that
-// the table only holds watches that are armed.
+// nobody waits for any more is looked at by the sweep, which takes it out
+// of the table once it has fired or lingered.
 type nodeWatch struct {
 	key     nodeWatchKey
 	ready   chan struct{} // closed once armed (or found needless)
@@ -42,13 +49,18 @@ type nodeWatch struct {
 	event   zk.Event        // that event; read after fired is closed
 
 	// guarded by nodeWatches.mu
-	refs     int  // callers between get and wait (or release)
-	done     bool // fired is closed
-	draining bool // a goroutine waits for the event: no caller does
+	refs      int       // callers between get and wait (or release)
+	done      bool      // fired is closed
+	idleSince time.Time // when refs last fell to 0
 }
 
+// nodeWatchLinger is how long a watch nobody waits for stays armed, for a
+// wait retried on the same node.
+const nodeWatchLinger = 30 * time.Second
+
 func newNodeWatches(sess *Session) *nodeWatches {
-	return &nodeWatches{sess: sess, armed: map[nodeWatchKey]*nodeWatch{}}
+	return &nodeWatches{sess: sess, linger: nodeWatchLinger, armed: map[nodeWatchKey]*nodeWatch{},
+		closed: make(chan struct{})}
 }
 
 // changed returns whether the node p exists and, when it does, the shared
@@ -126,27 +138,75 @@ func (w *nodeWatches) wait(ctx context.Context, nw *nodeWatch) (zk.Event, error)
 }
 
 // release lets go of nw without waiting. The last caller to let go of a
-// watch that has not fired leaves it to a goroutine that waits for its
-// event and takes it out of the table.
+// watch that has not fired leaves it to the sweep.
 func (w *nodeWatches) release(nw *nodeWatch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	nw.refs--
-	if nw.refs == 0 && !nw.done && !nw.draining && nw.events != nil {
-		nw.draining = true
-		go w.drain(nw)
+	if nw.refs == 0 && !nw.done && nw.events != nil {
+		nw.idleSince = time.Now()
+		if !w.sweeping {
+			w.sweeping = true
+			go w.sweep()
+		}
 	}
 }
 
-// drain waits for the event of a watch nobody waits for any more. A caller
-// that comes to it meanwhile may take the event first: then fired closes.
-func (w *nodeWatches) drain(nw *nodeWatch) {
-	select {
-	case ev, ok := <-nw.events:
-		if ok {
-			w.fire(nw, ev)
+// sweep takes out of the table, every half linger, the watches nobody waits
+// for that have fired, and removes those that have lingered; it ends when
+// none is left, or at close.
+func (w *nodeWatches) sweep() {
+	tick := time.NewTicker(w.linger/2 + time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-w.closed:
+			return
 		}
-	case <-nw.fired:
+		var stale []*nodeWatch
+		w.mu.Lock()
+		idle := 0
+		for k, nw := range w.armed {
+			if nw.refs > 0 || nw.done || nw.events == nil {
+				continue
+			}
+			select {
+			case ev := <-nw.events:
+				w.fireLocked(nw, ev) // fired with nobody waiting
+			default:
+				if time.Since(nw.idleSince) < w.linger {
+					idle++
+					continue
+				}
+				delete(w.armed, k)
+				stale = append(stale, nw)
+			}
+		}
+		if idle == 0 {
+			w.sweeping = false
+		}
+		w.mu.Unlock()
+		// A caller that comes to the node from now on arms a watch of its
+		// own: go-zookeeper keeps the server's watch for it (see
+		// zk.Conn.RemoveWatch).
+		for _, nw := range stale {
+			_ = w.sess.Conn().RemoveWatch(nw.key.path, nw.events)
+		}
+		if idle == 0 {
+			return
+		}
+	}
+}
+
+// close stops the sweep; the session's watches end with it.
+func (w *nodeWatches) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case <-w.closed:
+	default:
+		close(w.closed)
 	}
 }
 
@@ -154,6 +214,10 @@ func (w *nodeWatches) drain(nw *nodeWatch) {
 func (w *nodeWatches) fire(nw *nodeWatch, ev zk.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.fireLocked(nw, ev)
+}
+
+func (w *nodeWatches) fireLocked(nw *nodeWatch, ev zk.Event) {
 	if nw.done {
 		return
 	}

@@ -826,21 +826,15 @@ func (q *Queues) waitChange(ctx context.Context, name string, index int64, wait 
 	return q.svc.cache.waitNewer(ctx, [2]string{q.entries(name), q.taken(name)}, [2]entryOpts{names, names}, index, wait)
 }
 
-// List returns the queues with their lengths.
-func (q *Queues) List(ctx context.Context) ([]QueueState, error) {
+// List returns one page of the queues with their lengths, and the name the
+// next page starts after ("" for the last page).
+func (q *Queues) List(ctx context.Context, p Page) ([]QueueState, string, error) {
 	ctx, names, err := q.svc.listNames(ctx, q.svc.sess.Root()+"/queues")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	out := make([]QueueState, len(names))
-	err = q.svc.forEach(ctx, len(names), func(i int) error {
-		st, err := q.State(ctx, names[i], 0, 0, 0)
-		out[i] = st
-		return err
+	return listPage(ctx, q.svc, names, p, nil, func(ctx context.Context, name string) (QueueState, bool, error) {
+		st, err := q.State(ctx, name, 0, 0, 0)
+		return st, err == nil, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	sortByName(out, func(s QueueState) string { return s.Name })
-	return out, nil
 }

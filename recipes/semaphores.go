@@ -415,32 +415,21 @@ type SemaphoreSummary struct {
 	Waiters int    `json:"waiters"`
 }
 
-// List returns every semaphore with holders or waiters, sorted by name.
-func (m *Semaphores) List(ctx context.Context) ([]SemaphoreSummary, error) {
+// List returns one page of the semaphores with holders or waiters, sorted
+// by name, and the name the next page starts after ("" for the last page).
+func (m *Semaphores) List(ctx context.Context, p Page) ([]SemaphoreSummary, string, error) {
 	ctx, names, err := m.svc.listNames(ctx, m.svc.sess.Root()+"/semaphores")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	out := make([]SemaphoreSummary, len(names))
-	err = m.svc.forEach(ctx, len(names), func(i int) error {
-		st, err := m.State(ctx, names[i], 0, 0)
+	return listPage(ctx, m.svc, names, p, nil, func(ctx context.Context, name string) (SemaphoreSummary, bool, error) {
+		st, err := m.State(ctx, name, 0, 0)
 		if err != nil {
-			return err
+			return SemaphoreSummary{}, false, err
 		}
-		out[i] = SemaphoreSummary{Name: names[i], Limit: st.Limit, Holders: len(st.Holders), Waiters: len(st.Waiters)}
-		return nil
+		return SemaphoreSummary{Name: name, Limit: st.Limit, Holders: len(st.Holders), Waiters: len(st.Waiters)},
+			len(st.Holders)+len(st.Waiters) > 0, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	kept := out[:0]
-	for _, s := range out {
-		if s.Holders+s.Waiters > 0 {
-			kept = append(kept, s)
-		}
-	}
-	sortByName(kept, func(s SemaphoreSummary) string { return s.Name })
-	return kept, nil
 }
 
 func contendersOf(s *Snapshot, markers []marker) []seqNode {

@@ -117,11 +117,17 @@ func (s *Service) Session() *Session { return s.sess }
 // WatchedPaths is the number of paths the watch cache keeps a watch on.
 func (s *Service) WatchedPaths() int64 { return s.cache.Watching() }
 
+// ZKWatches is the number of ZooKeeper watches the session keeps (set again
+// after every reconnect): those of the watch cache's paths, and of the nodes
+// waits are waiting on, or waited on within the linger.
+func (s *Service) ZKWatches() int { return s.sess.Conn().WatchCount() }
+
 // Close ends every lease, releasing what it holds, and stops the watches.
 func (s *Service) Close() {
 	s.stopSweep()
 	s.Leases.Close()
 	s.cache.Close()
+	s.watches.close()
 }
 
 // readErr maps an error of a read to what a client should see.
@@ -132,6 +138,9 @@ func (s *Service) readErr(err error) error {
 	}
 	if ambiguous(err) {
 		return unavailable()
+	}
+	if errors.Is(err, errWaitElapsed) {
+		return &Error{Code: CodeTimeout, Detail: "the wait elapsed first"}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return &Error{Code: CodeTimeout, Detail: "the request was cancelled", Err: err}

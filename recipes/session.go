@@ -175,7 +175,41 @@ func Connect(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		s.Close()
 		return nil, err
 	}
+	if err := s.requireWatchRemoval(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// MinZooKeeper is the oldest ZooKeeper the gateway works with: 3.5 brought
+// the containers, create2 and removeWatches its recipes rest on.
+const MinZooKeeper = "3.5"
+
+// requireWatchRemoval checks that ZooKeeper removes a watch on request
+// (removeWatches, since 3.5): without it a gateway would keep a watch of
+// every name it ever served. An older server answers that it does not know
+// the request.
+func (s *Session) requireWatchRemoval(ctx context.Context) error {
+	for {
+		conn := s.Conn()
+		_, _, ch, err := conn.ExistsW(s.cfg.Root)
+		if err == nil {
+			err = conn.RemoveWatch(s.cfg.Root, ch)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, zk.ErrUnimplemented):
+			return fmt.Errorf("ZooKeeper at %s does not remove watches (removeWatches): zkgate needs ZooKeeper %s or later",
+				strings.Join(s.cfg.Servers, ","), MinZooKeeper)
+		case !ambiguous(err):
+			return fmt.Errorf("remove a watch of %s: %w", s.cfg.Root, err)
+		}
+		if werr := s.WaitLive(ctx); werr != nil {
+			return fmt.Errorf("remove a watch of %s: %w", s.cfg.Root, err)
+		}
+	}
 }
 
 // startRedialLocked makes a new *zk.Conn on a goroutine of its own, retrying

@@ -135,13 +135,16 @@ func (d *dashboard) pageOf(name string, m *dashModel, live bool) views.Page {
 	return views.Page{Name: name, Title: pageTitles[name], AssetVersion: d.version, Now: time.Now(), Live: live, Header: m.header}
 }
 
-// page renders a live page whole: the same components the hub pushes.
+// page renders a live page whole: the same components the hub pushes. A
+// page of a list shows the items of one page of it (?q= filters the names,
+// ?after= is where it starts), and reads only those.
 func (d *dashboard) page(name string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), pageReadTimeout)
 		defer cancel()
+		v := viewOf(name, r.URL.Query())
 		st := newDashState()
-		err := d.source.loadAll(ctx, st, nil)
+		err := d.source.loadAll(ctx, st, nil, []dashView{v})
 		if name == "overview" {
 			d.ensemble.get(ctx)
 		}
@@ -151,37 +154,31 @@ func (d *dashboard) page(name string) http.HandlerFunc {
 		if err != nil {
 			p.Notice = "Some of ZooKeeper could not be read (" + string(recipes.ErrorCode(err)) + "); the page updates once it can."
 		}
-		q := strings.TrimSpace(r.URL.Query().Get("q"))
 		var c templ.Component
 		switch name {
 		case "overview":
 			c = views.OverviewPage(p, m.overview())
 		case "locks":
-			c = views.LocksPage(p, matching(m.locks, q, func(l views.Lock) string { return l.Name }), q)
+			locks, lp := m.locksPage(v)
+			c = views.LocksPage(p, locks, lp)
 		case "semaphores":
-			c = views.SemaphoresPage(p, matching(m.sems, q, func(s views.Semaphore) string { return s.Name }), q)
+			sems, lp := m.semsPage(v)
+			c = views.SemaphoresPage(p, sems, lp)
 		case "leases":
-			c = views.LeasesPage(p, matching(m.leases, q, func(l views.Lease) string { return l.Holder + " " + l.ID }), q)
+			leases, lp := m.leasesPage(v)
+			c = views.LeasesPage(p, leases, lp)
 		case "elections":
-			c = views.ElectionsPage(p, matching(m.elections, q, func(e views.Election) string { return e.Name }), q)
+			els, lp := m.electionsPage(v)
+			c = views.ElectionsPage(p, els, lp)
 		case "barriers":
-			c = views.BarriersPage(p, matching(m.barriers, q, func(b recipes.BarrierState) string { return b.Name }),
-				matching(m.dbarriers, q, func(b recipes.DoubleBarrierState) string { return b.Name }), q)
+			bs, dbs, lp := m.barriersPage(v)
+			c = views.BarriersPage(p, bs, dbs, lp)
 		case "queues":
-			c = views.QueuesPage(p, matching(m.queues, q, func(x recipes.QueueState) string { return x.Name }), q)
+			qs, lp := m.queuesPage(v)
+			c = views.QueuesPage(p, qs, lp)
 		}
 		writePage(w, r, http.StatusOK, c)
 	}
-}
-
-// matching keeps the items whose text holds q, ignoring case, as the
-// page's filter box does in the browser.
-func matching[T any](items []T, q string, text func(T) string) []T {
-	if q == "" {
-		return items
-	}
-	q = strings.ToLower(q)
-	return slices.DeleteFunc(slices.Clone(items), func(it T) bool { return !strings.Contains(strings.ToLower(text(it)), q) })
 }
 
 // dashboardCSP allows nothing but the gateway's own files and its own
@@ -220,8 +217,8 @@ func (d *dashboard) static() http.HandlerFunc {
 	}
 }
 
-// ws is GET /ws?page=NAME: a snapshot of the page on connect, then its
-// updates as they happen. The stream is push-only; a client that falls
+// ws is GET /ws?page=NAME (and the page's own ?q= and ?after=): a snapshot
+// of the page on connect, then its updates as they happen. The stream is push-only; a client that falls
 // behind is dropped and reconnects for a new snapshot. With tokens, a
 // stream whose token (bearer or sign-in cookie) is removed or changed by a
 // reload of the tokens file is closed with 1008 (policy violation): it
@@ -250,7 +247,7 @@ func (d *dashboard) ws() http.HandlerFunc {
 		}
 		defer c.CloseNow()
 		ctx := c.CloseRead(r.Context())
-		sub, err := d.hub.subscribe(ctx, page)
+		sub, err := d.hub.subscribe(ctx, viewOf(page, r.URL.Query()))
 		if err != nil {
 			_ = c.Close(websocket.StatusTryAgainLater, "the gateway is shutting down")
 			return
@@ -321,7 +318,7 @@ func (d *dashboard) znodes(w http.ResponseWriter, r *http.Request) {
 	}
 	// The header's counts, as on every page.
 	all := newDashState()
-	_ = d.source.loadAll(ctx, all, nil)
+	_ = d.source.loadAll(ctx, all, nil, nil)
 	page := d.pageOf("znodes", d.model(ctx, all, int(d.nclients.Load())), false)
 	page.SignedIn = signedIn(r)
 	writePage(w, r, status, views.ZnodesPage(page, z))

@@ -252,3 +252,34 @@ func demoTraffic(t *testing.T, g *gwtest.Gateway, leases map[string]string, d ti
 		}
 	}
 }
+
+// TestBrowserDashboardFilterAsksTheGateway types into the filter box of the
+// locks page: once typing pauses, the page shows what the gateway answers
+// for ?q=, from its first page, and stays live.
+func TestBrowserDashboardFilterAsksTheGateway(t *testing.T) {
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	lease := newLease(t, g.URL, "1m", "filter")
+	for _, name := range []string{"alpha-1", "alpha-2", "beta-1"} {
+		mustStatus(t, acquire(t, g.URL, name, lease, "0s"), 200, "acquire "+name)
+	}
+	ctx := startBrowser(t)
+	step(t, ctx, "open the locks page",
+		chromedp.Navigate(g.URL+"/ui/locks"),
+		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#lock-alpha-1`)))
+	step(t, ctx, "filter the locks",
+		chromedp.SendKeys(chromedp.CSS(`#locks-filter`), "BETA"),
+		chromedp.WaitNotPresent(chromedp.CSS(`#lock-alpha-1`)),
+		chromedp.WaitVisible(chromedp.CSS(`#lock-beta-1`)),
+		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)))
+	if got := eval[string](t, ctx, `location.search`); got != "?q=BETA" {
+		t.Errorf("the page's query is %q, want ?q=BETA", got)
+	}
+	mustStatus(t, acquire(t, g.URL, "beta-2", lease, "0s"), 200, "acquire beta-2")
+	mustStatus(t, acquire(t, g.URL, "alpha-3", lease, "0s"), 200, "acquire alpha-3")
+	step(t, ctx, "see a new match appear", chromedp.WaitVisible(chromedp.CSS(`#lock-beta-2`)))
+	if n := eval[int](t, ctx, `document.querySelectorAll('#locks-list .item').length`); n != 2 {
+		t.Errorf("the filtered page shows %d locks, want beta-1 and beta-2", n)
+	}
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
+}

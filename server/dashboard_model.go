@@ -95,9 +95,11 @@ func splitPath(root, p string) (kind, name string, ok bool) {
 	return kind, name, slices.Contains(allKinds, kind)
 }
 
-// dashState is what the dashboard knows of ZooKeeper, by kind and name.
+// dashState is what the dashboard knows of ZooKeeper, by kind and name:
+// every name, and the items of the names it shows.
 type dashState struct {
 	names     map[string][]string // kind -> names under it, sorted
+	whole     map[string]bool     // kind -> every name's item is read
 	locks     map[string]recipes.LockState
 	sems      map[string]recipes.SemaphoreState
 	elections map[string]recipes.ElectionState
@@ -110,7 +112,7 @@ type dashState struct {
 }
 
 func newDashState() *dashState {
-	return &dashState{names: map[string][]string{}, locks: map[string]recipes.LockState{},
+	return &dashState{names: map[string][]string{}, whole: map[string]bool{}, locks: map[string]recipes.LockState{},
 		sems: map[string]recipes.SemaphoreState{}, elections: map[string]recipes.ElectionState{},
 		dbarriers: map[string]recipes.DoubleBarrierState{}, queues: map[string]recipes.QueueState{},
 		claims: map[string][]recipes.ClaimInfo{}}
@@ -121,9 +123,10 @@ type watcher interface {
 	keep(kind string, names []string)
 }
 
-// loadKind reads the node of a kind and, for kinds with items, the items
-// that are new (all of them when fresh); items that are gone are dropped.
-func (s *dashSource) loadKind(ctx context.Context, st *dashState, kind string, w watcher, fresh bool) error {
+// loadKind reads the names of a kind (the node of the kinds without items
+// says all) and the items of those names that views show, the new ones
+// (all of them when fresh); items no longer shown, or gone, are dropped.
+func (s *dashSource) loadKind(ctx context.Context, st *dashState, kind string, w watcher, fresh bool, views []dashView) error {
 	root := s.dash.Root()
 	snap, err := s.dash.Read(ctx, root+"/"+kind)
 	if err != nil {
@@ -148,23 +151,30 @@ func (s *dashSource) loadKind(ctx context.Context, st *dashState, kind string, w
 	for _, n := range snap.Children {
 		names = append(names, n.Name)
 	}
-	old := map[string]bool{}
-	for _, n := range st.names[kind] {
-		old[n] = true
-	}
 	st.names[kind] = names
+	return s.loadShown(ctx, st, kind, w, fresh, views)
+}
+
+// loadShown reads the items of kind that views show (st.names[kind] must be
+// current): those not read yet, or all when fresh; it drops the others.
+func (s *dashSource) loadShown(ctx context.Context, st *dashState, kind string, w watcher, fresh bool, views []dashView) error {
+	shown := shownNames(kind, st.names[kind], views)
+	st.whole[kind] = len(shown) == len(st.names[kind])
 	if w != nil {
-		w.keep(kind, names)
+		w.keep(kind, shown)
 	}
+	want := map[string]bool{}
 	var load []string
-	for _, n := range names {
-		if fresh || !old[n] {
+	for _, n := range shown {
+		want[n] = true
+		if fresh || !st.has(kind, n) {
 			load = append(load, n)
 		}
-		delete(old, n)
 	}
-	for n := range old {
-		st.drop(kind, n)
+	for _, n := range st.loaded(kind) {
+		if !want[n] {
+			st.drop(kind, n)
+		}
 	}
 	s.loadItems(ctx, st, kind, load)
 	return nil
@@ -250,6 +260,41 @@ func (st *dashState) set(kind, name string, item any) {
 	}
 }
 
+// has reports whether the item name of kind is read.
+func (st *dashState) has(kind, name string) bool {
+	var ok bool
+	switch kind {
+	case kindLocks:
+		_, ok = st.locks[name]
+	case kindSems:
+		_, ok = st.sems[name]
+	case kindElections:
+		_, ok = st.elections[name]
+	case kindDBarriers:
+		_, ok = st.dbarriers[name]
+	case kindQueues:
+		_, ok = st.queues[name]
+	}
+	return ok
+}
+
+// loaded lists the names of the items of kind that are read.
+func (st *dashState) loaded(kind string) []string {
+	switch kind {
+	case kindLocks:
+		return sortedKeys(st.locks)
+	case kindSems:
+		return sortedKeys(st.sems)
+	case kindElections:
+		return sortedKeys(st.elections)
+	case kindDBarriers:
+		return sortedKeys(st.dbarriers)
+	case kindQueues:
+		return sortedKeys(st.queues)
+	}
+	return nil
+}
+
 func (st *dashState) drop(kind, name string) {
 	switch kind {
 	case kindLocks:
@@ -266,8 +311,8 @@ func (st *dashState) drop(kind, name string) {
 	}
 }
 
-// loadAll reads everything, each kind on its own.
-func (s *dashSource) loadAll(ctx context.Context, st *dashState, w watcher) error {
+// loadAll reads every kind, each on its own, and the items views show.
+func (s *dashSource) loadAll(ctx context.Context, st *dashState, w watcher, views []dashView) error {
 	var wg sync.WaitGroup
 	parts := make([]*dashState, len(allKinds))
 	errs := make([]error, len(allKinds))
@@ -276,7 +321,7 @@ func (s *dashSource) loadAll(ctx context.Context, st *dashState, w watcher) erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.loadKind(ctx, parts[i], kind, w, true)
+			errs[i] = s.loadKind(ctx, parts[i], kind, w, true, views)
 		}()
 	}
 	wg.Wait()
@@ -293,7 +338,7 @@ func (s *dashSource) loadAll(ctx context.Context, st *dashState, w watcher) erro
 
 // merge takes kind's part of other, loaded on its own.
 func (st *dashState) merge(kind string, other *dashState) {
-	st.names[kind] = other.names[kind]
+	st.names[kind], st.whole[kind] = other.names[kind], other.whole[kind]
 	switch kind {
 	case kindLocks:
 		st.locks = other.locks
@@ -318,6 +363,8 @@ func (st *dashState) merge(kind string, other *dashState) {
 // joined with what only this gateway knows (its leases' expiry and grant
 // times), plus the header, the ensemble and the rates.
 type dashModel struct {
+	names     map[string][]string // every name of each kind with items
+	whole     map[string]bool     // the kinds whose every item is read
 	header    views.Header
 	servers   []views.Server
 	rates     views.Rates
@@ -344,7 +391,7 @@ type modelInputs struct {
 }
 
 func buildModel(st *dashState, in modelInputs) *dashModel {
-	m := &dashModel{servers: in.servers, rates: in.rates, barriers: st.barriers}
+	m := &dashModel{servers: in.servers, rates: in.rates, barriers: st.barriers, names: st.names, whole: st.whole}
 	root := in.rootPath
 
 	// What this gateway's leases hold, with their grant times.
@@ -454,8 +501,18 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 		m.gateways = append(m.gateways, views.Gateway{GatewayInfo: g, Self: g.ID == in.self})
 	}
 
-	c.Locks, c.Semaphores, c.Elections = len(m.locks), len(m.sems), len(m.elections)
-	c.Barriers, c.DoubleBarriers, c.Queues = len(m.barriers), len(m.dbarriers), len(m.queues)
+	// A kind read whole counts the items with somebody in them; a longer
+	// one counts its names (some may be empty containers ZooKeeper has not
+	// removed yet), and its holders and waiters among the items read.
+	count := func(kind string, read int) int {
+		if st.whole[kind] {
+			return read
+		}
+		c.Partial = append(c.Partial, kind)
+		return len(st.names[kind])
+	}
+	c.Locks, c.Semaphores, c.Elections = count(kindLocks, len(m.locks)), count(kindSems, len(m.sems)), count(kindElections, len(m.elections))
+	c.Barriers, c.DoubleBarriers, c.Queues = len(m.barriers), count(kindDBarriers, len(m.dbarriers)), count(kindQueues, len(m.queues))
 	c.Leases, c.LocalLeases, c.Gateways = len(m.leases), len(local), len(m.gateways)
 	c.WatchedPaths, c.DashboardClients = in.watched, in.clients
 	m.header.ZK = in.zk

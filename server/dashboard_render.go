@@ -99,75 +99,81 @@ func renderHTML(ctx context.Context, c templ.Component) string {
 	return b.String()
 }
 
-// renderTopic renders what topic shows of m.
-func renderTopic(ctx context.Context, topic string, m *dashModel, cache *renderCache) topicView {
+// renderTopic renders what v shows of m (the header's view is topicHeader).
+func renderTopic(ctx context.Context, v dashView, m *dashModel, cache *renderCache) topicView {
 	r := func(c templ.Component) string { return renderHTML(ctx, c) }
 	cached := func(id, fp string, c templ.Component) string {
 		return cache.get(id, fp, func() string { return r(c) })
 	}
-	var v topicView
+	var t topicView
 	counts := m.header.Counts
-	switch topic {
+	switch v.page {
 	case topicHeader:
-		v.singles = append(v.singles, single{"zk-state", r(views.ZKBadge(m.header.ZK))})
+		t.singles = append(t.singles, single{"zk-state", r(views.ZKBadge(m.header.ZK))})
 		for _, p := range views.NavPages() {
 			n, _ := views.NavCount(p, counts)
-			v.singles = append(v.singles, single{"count-" + p, r(views.NavCounter(p, n))})
+			t.singles = append(t.singles, single{"count-" + p, r(views.NavCounter(p, n))})
 		}
 	case "overview":
-		v.singles = append(v.singles, single{"overview", r(views.OverviewBody(m.overview()))})
+		t.singles = append(t.singles, single{"overview", r(views.OverviewBody(m.overview()))})
 	case "locks":
-		v.singles = append(v.singles, single{"locks-summary", r(views.LocksSummary(counts))})
-		l := list{id: "locks-list", container: func() string { return r(views.LocksList(m.locks)) }}
-		for _, x := range m.locks {
+		locks, lp := m.locksPage(v)
+		t.singles = append(t.singles, single{"locks-summary", r(views.LocksSummary(counts))}, single{"pager", r(views.Pager(lp))})
+		l := list{id: "locks-list", container: func() string { return r(views.LocksList(locks)) }}
+		for _, x := range locks {
 			id := "lock-" + x.Name
 			l.items = append(l.items, item{id, x.Name, cached(id, fmt.Sprint(x.Index, grantsFP(x.GrantedAt)), views.LockItem(x))})
 		}
-		v.lists = append(v.lists, l)
+		t.lists = append(t.lists, l)
 	case "semaphores":
-		v.singles = append(v.singles, single{"sems-summary", r(views.SemaphoresSummary(counts))})
-		l := list{id: "sems-list", container: func() string { return r(views.SemaphoresList(m.sems)) }}
-		for _, x := range m.sems {
+		sems, lp := m.semsPage(v)
+		t.singles = append(t.singles, single{"sems-summary", r(views.SemaphoresSummary(counts))}, single{"pager", r(views.Pager(lp))})
+		l := list{id: "sems-list", container: func() string { return r(views.SemaphoresList(sems)) }}
+		for _, x := range sems {
 			id := "sem-" + x.Name
 			l.items = append(l.items, item{id, x.Name, cached(id, fmt.Sprint(x.Index, grantsFP(x.GrantedAt)), views.SemaphoreItem(x))})
 		}
-		v.lists = append(v.lists, l)
+		t.lists = append(t.lists, l)
 	case "leases":
-		v.singles = append(v.singles, single{"leases-summary", r(views.LeasesSummary(counts))})
-		l := list{id: "leases-list", container: func() string { return r(views.LeaseRows(m.leases)) }}
-		for _, x := range m.leases {
+		leases, lp := m.leasesPage(v)
+		t.singles = append(t.singles, single{"leases-summary", r(views.LeasesSummary(counts))}, single{"pager", r(views.Pager(lp))})
+		l := list{id: "leases-list", container: func() string { return r(views.LeaseRows(leases)) }}
+		for _, x := range leases {
 			id := "lease-" + x.ID
 			l.items = append(l.items, item{id, views.LeaseKey(x), cached(id, leaseFP(x), views.LeaseRow(x))})
 		}
-		v.lists = append(v.lists, l)
+		t.lists = append(t.lists, l)
 	case "elections":
-		v.singles = append(v.singles, single{"elections-summary", r(views.ElectionsSummary(counts))})
-		l := list{id: "elections-list", container: func() string { return r(views.ElectionsList(m.elections)) }}
-		for _, x := range m.elections {
+		els, lp := m.electionsPage(v)
+		t.singles = append(t.singles, single{"elections-summary", r(views.ElectionsSummary(counts))}, single{"pager", r(views.Pager(lp))})
+		l := list{id: "elections-list", container: func() string { return r(views.ElectionsList(els)) }}
+		for _, x := range els {
 			id := "election-" + x.Name
 			l.items = append(l.items, item{id, x.Name, cached(id, fmt.Sprint(x.Index, grantsFP(x.GrantedAt)), views.ElectionItem(x))})
 		}
-		v.lists = append(v.lists, l)
+		t.lists = append(t.lists, l)
 	case "barriers":
-		v.singles = append(v.singles, single{"barriers-summary", r(views.BarriersSummary(counts))})
-		b := list{id: "barriers-list", container: func() string { return r(views.BarriersList(m.barriers)) }}
-		for _, x := range m.barriers {
+		bs, dbs, lp := m.barriersPage(v)
+		t.singles = append(t.singles, single{"barriers-summary", r(views.BarriersSummary(counts))}, single{"pager", r(views.Pager(lp))})
+		b := list{id: "barriers-list", container: func() string { return r(views.BarriersList(bs)) }}
+		for _, x := range bs {
 			b.items = append(b.items, item{"barrier-" + x.Name, x.Name, r(views.BarrierItem(x))})
 		}
-		d := list{id: "dbarriers-list", container: func() string { return r(views.DoubleBarriersList(m.dbarriers)) }}
-		for _, x := range m.dbarriers {
+		d := list{id: "dbarriers-list", container: func() string { return r(views.DoubleBarriersList(dbs)) }}
+		for _, x := range dbs {
 			id := "dbarrier-" + x.Name
 			d.items = append(d.items, item{id, x.Name, cached(id, fmt.Sprint(x.Index), views.DoubleBarrierItem(x))})
 		}
-		v.lists = append(v.lists, b, d)
+		t.lists = append(t.lists, b, d)
 	case "queues":
-		v.singles = append(v.singles, single{"queues-summary", r(views.QueuesSummary(counts))})
-		l := list{id: "queues-list", container: func() string { return r(views.QueuesList(m.queues)) }}
-		for _, x := range m.queues {
+		qs, lp := m.queuesPage(v)
+		t.singles = append(t.singles, single{"queues-summary", r(views.QueuesSummary(counts))}, single{"pager", r(views.Pager(lp))})
+		l := list{id: "queues-list", container: func() string { return r(views.QueuesList(qs)) }}
+		for _, x := range qs {
 			id := "queue-" + x.Name
 			l.items = append(l.items, item{id, x.Name, cached(id, fmt.Sprint(x.Index), views.QueueItem(x))})
 		}
-		v.lists = append(v.lists, l)
+		t.lists = append(t.lists, l)
 	}
-	return v
+	return t
 }

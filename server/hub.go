@@ -55,7 +55,7 @@ type wsMessage struct {
 
 // subscriber is one dashboard connection.
 type subscriber struct {
-	page string
+	view dashView
 	ch   chan []byte
 	ctx  context.Context
 	drop context.CancelCauseFunc // ends the connection
@@ -92,9 +92,9 @@ func newHub(d *dashboard) *hub {
 	return &hub{d: d, dirty: map[string]struct{}{}, poke: make(chan struct{}, 1)}
 }
 
-// subscribe registers a dashboard showing page. Its first message is a
-// snapshot of the page.
-func (h *hub) subscribe(ctx context.Context, page string) (*subscriber, error) {
+// subscribe registers a dashboard showing v. Its first message is a
+// snapshot of it.
+func (h *hub) subscribe(ctx context.Context, v dashView) (*subscriber, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -109,7 +109,7 @@ func (h *hub) subscribe(ctx context.Context, page string) (*subscriber, error) {
 	run.pending++
 	h.mu.Unlock()
 	sctx, drop := context.WithCancelCause(ctx)
-	s := &subscriber{page: page, ch: make(chan []byte, subscriberBuffer), ctx: sctx, drop: drop, run: run}
+	s := &subscriber{view: v, ch: make(chan []byte, subscriberBuffer), ctx: sctx, drop: drop, run: run}
 	select {
 	case run.reg <- s:
 		return s, nil
@@ -154,7 +154,8 @@ func (h *hub) takeDirty() map[string]struct{} {
 	return d
 }
 
-// hubWatcher keeps the paths the dashboards show in the watch cache.
+// hubWatcher keeps the paths the dashboards show in the watch cache: the
+// kinds' nodes, and the items their pages show.
 type hubWatcher struct {
 	dash recipes.Dashboard
 	mu   sync.Mutex
@@ -171,7 +172,7 @@ func (w *hubWatcher) hold(p string) {
 }
 
 // keep holds the paths of the named items of kind, and releases those of
-// items that are gone.
+// the other items of kind.
 func (w *hubWatcher) keep(kind string, names []string) {
 	root := w.dash.Root()
 	want := map[string]bool{}
@@ -284,7 +285,7 @@ type hubLoop struct {
 	cache *renderCache
 
 	subs       map[*subscriber]bool
-	sent       map[string]*topicSent // what the clients of each topic were sent
+	sent       map[string]*topicSent // what the clients of each topic (a view's key) were sent
 	lastGrants string                // the grants the last broadcast showed
 	refreshing chan struct{}         // full while the ensemble is being asked
 }
@@ -399,7 +400,7 @@ func (h *hub) start(ctx context.Context) *hubLoop {
 	l.w.mu.Unlock()
 	h.takeDirty() // everything is read now
 	lctx, lcancel := context.WithTimeout(ctx, hubReadTimeout)
-	if err := d.source.loadAll(lctx, l.st, l.w); err != nil {
+	if err := d.source.loadAll(lctx, l.st, l.w, nil); err != nil {
 		d.log.Debug("dashboard: first read", "err", err)
 	}
 	lcancel()
@@ -419,31 +420,65 @@ func (l *hubLoop) askEnsemble() {
 	}
 }
 
-// register adds a dashboard and sends it a snapshot of its page.
+// register adds a dashboard and sends it a snapshot of its view.
 func (l *hubLoop) register(s *subscriber) {
 	// Bring the others up to date first, so that the snapshot and the diffs
 	// after it start from the same state.
 	l.refresh(false)
-	l.model = l.d.model(l.ctx, l.st, len(l.subs)+1)
+	l.subs[s] = true
+	l.show()
+	l.model = l.d.model(l.ctx, l.st, len(l.subs))
+	delete(l.subs, s)
 	l.broadcast(timeDriven) // the count of dashboards
 	l.subs[s] = true
 	l.d.setClients(len(l.subs))
 	var frags []wsFrag
-	for _, t := range []string{topicHeader, s.page} {
-		v := renderTopic(l.ctx, t, l.model, l.cache)
-		l.sent[t] = sentOf(v)
-		frags = append(frags, snapshotFrags(v)...)
+	for _, v := range []dashView{{page: topicHeader}, s.view} {
+		t := renderTopic(l.ctx, v, l.model, l.cache)
+		l.sent[v.key()] = sentOf(t)
+		frags = append(frags, snapshotFrags(t)...)
 	}
 	l.h.send(l.subs, s, encodeMessage(wsMessage{Snapshot: true, Now: time.Now().UnixMilli(), Frags: frags}))
 }
 
-// unregister forgets a dashboard and returns how many are left.
+// unregister forgets a dashboard and returns how many are left; what only
+// it showed is no longer read nor watched.
 func (l *hubLoop) unregister(s *subscriber) int {
 	if l.subs[s] {
 		delete(l.subs, s)
 		l.d.setClients(len(l.subs))
+		l.show()
 	}
 	return len(l.subs)
+}
+
+// views are the views the dashboards show.
+func (l *hubLoop) views() []dashView {
+	seen := map[string]bool{}
+	var out []dashView
+	for s := range l.subs {
+		if k := s.view.key(); !seen[k] {
+			seen[k] = true
+			out = append(out, s.view)
+		}
+	}
+	return out
+}
+
+// show reads and watches the items the dashboards' views show now, and
+// lets the others go.
+func (l *hubLoop) show() {
+	rctx, rcancel := context.WithTimeout(l.ctx, hubReadTimeout)
+	defer rcancel()
+	vs := l.views()
+	for _, kind := range allKinds {
+		if itemPaths(l.root, kind, "x") == nil {
+			continue // its node says all
+		}
+		if err := l.d.source.loadShown(rctx, l.st, kind, l.w, false, vs); err != nil {
+			l.d.log.Debug("dashboard: read", "kind", kind, "err", err)
+		}
+	}
 }
 
 // refresh reads again what changed (tick: and what time changes), and
@@ -453,14 +488,15 @@ func (l *hubLoop) refresh(tick bool) {
 	rctx, rcancel := context.WithTimeout(l.ctx, hubReadTimeout)
 	defer rcancel()
 	kinds, items := l.changed(paths)
+	vs := l.views()
 	for kind := range kinds {
-		if err := l.d.source.loadKind(rctx, l.st, kind, l.w, false); err != nil {
+		if err := l.d.source.loadKind(rctx, l.st, kind, l.w, false, vs); err != nil {
 			l.d.log.Debug("dashboard: read", "kind", kind, "err", err)
 		}
 	}
 	for kind, names := range items {
 		var known []string
-		for _, n := range l.st.names[kind] { // sorted, and only names still there
+		for _, n := range l.st.loaded(kind) { // only items shown, and still there
 			if names[n] {
 				known = append(known, n)
 			}
@@ -501,14 +537,17 @@ func (l *hubLoop) changed(paths map[string]struct{}) (kinds map[string]bool, ite
 }
 
 // broadcast renders the topics that have clients (only those in only,
-// unless it is nil) and sends each client what changed of its own.
+// pages named, unless it is nil) and sends each client what changed of its
+// own.
 func (l *hubLoop) broadcast(only map[string]bool) {
 	topics := map[string][]wsFrag{}
 	shown := map[string]bool{}
+	header := dashView{page: topicHeader}
 	for s := range l.subs {
-		for _, t := range []string{topicHeader, s.page} {
+		for _, v := range []dashView{header, s.view} {
+			t := v.key()
 			shown[t] = true
-			if _, done := topics[t]; done || only != nil && !only[t] {
+			if _, done := topics[t]; done || only != nil && !only[v.page] {
 				continue
 			}
 			ts := l.sent[t]
@@ -516,7 +555,7 @@ func (l *hubLoop) broadcast(only map[string]bool) {
 				ts = sentOf(topicView{})
 				l.sent[t] = ts
 			}
-			topics[t] = ts.diff(renderTopic(l.ctx, t, l.model, l.cache))
+			topics[t] = ts.diff(renderTopic(l.ctx, v, l.model, l.cache))
 		}
 	}
 	if only == nil {
@@ -528,15 +567,16 @@ func (l *hubLoop) broadcast(only map[string]bool) {
 		}
 	}
 	now := time.Now().UnixMilli()
-	byPage := map[string][]byte{}
+	byView := map[string][]byte{}
 	for s := range l.subs {
-		msg, ok := byPage[s.page]
+		k := s.view.key()
+		msg, ok := byView[k]
 		if !ok {
-			frags := append(slices.Clone(topics[topicHeader]), topics[s.page]...)
+			frags := append(slices.Clone(topics[header.key()]), topics[k]...)
 			if len(frags) > 0 {
 				msg = encodeMessage(wsMessage{Now: now, Frags: frags})
 			}
-			byPage[s.page] = msg
+			byView[k] = msg
 		}
 		if msg != nil {
 			l.h.send(l.subs, s, msg)

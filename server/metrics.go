@@ -113,6 +113,9 @@ func (m *Metrics) observeService(svc *recipes.Service) {
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "zkgate_watched_paths", Help: "Paths the watch cache keeps one ZooKeeper watch on.",
 	}, func() float64 { return float64(svc.WatchedPaths()) }))
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "zkgate_zk_watches", Help: "ZooKeeper watches the gateway's session keeps (and sets again after a reconnect).",
+	}, func() float64 { return float64(svc.ZKWatches()) }))
 	for reason, fn := range map[string]func(recipes.LeaseStats) int64{
 		recipes.EndExpired:     func(s recipes.LeaseStats) int64 { return s.Expired },
 		recipes.EndRevoked:     func(s recipes.LeaseStats) int64 { return s.Revoked },

@@ -606,6 +606,15 @@ func TestOpenAPIScenario(t *testing.T) {
 	if len(list) != 6 {
 		t.Errorf("GET /v1/leases lists %d leases, want 6", len(list))
 	}
+	// A page at a time: the same leases in the same order, then no next.
+	first := specJSON(t, s.do(t, 200, specReq("GET", "/v1/leases?limit=4", nil)))
+	second := specJSON(t, s.do(t, 200, specReq("GET", "/v1/leases?limit=4&after="+url.QueryEscape(first["next"].(string)), nil)))
+	if paged := append(first["leases"].([]any), second["leases"].([]any)...); !reflect.DeepEqual(specIDs(paged), specIDs(list)) || second["next"] != nil {
+		t.Errorf("GET /v1/leases in pages of 4: %v then next %v; want %v", specIDs(paged), second["next"], specIDs(list))
+	}
+	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/leases?limit=0", nil, specRejects())), "invalid_request")
+	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/leases?limit=1001", nil, specRejects())), "invalid_request")
+	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/leases?after=bm90LWEtY3Vyc29y", nil)), "invalid_request")
 	s.do(t, 200, specReq("GET", "/v1/leases/"+a, nil))
 	// A TTL shorter than what the session keeps (2s here): a keepalive
 	// moves expires_at, the end of the TTL.
@@ -677,6 +686,9 @@ func TestOpenAPIScenario(t *testing.T) {
 		t.Errorf("GET /v1/locks?prefix=zzz: %v", l)
 	}
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks?prefix=a%2Fb", nil, specRejects())), "invalid_request")
+	// A cursor belongs to its list.
+	leasePage := specJSON(t, s.do(t, 200, specReq("GET", "/v1/leases?limit=1", nil)))
+	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks?after="+url.QueryEscape(leasePage["next"].(string)), nil)), "invalid_request")
 
 	// Blocking reads of a lock. They are served by the gateway's watch
 	// cache, which may be a moment behind the fresh plain read that gave
@@ -1491,4 +1503,13 @@ func TestOpenAPIUnavailable(t *testing.T) {
 		t.Errorf("after the blip the lease holds %v, want its lock", h)
 	}
 	s.do(t, 204, specReq("DELETE", "/v1/leases/"+id, nil))
+}
+
+// specIDs lists the "id" of each item.
+func specIDs(items []any) []any {
+	out := []any{}
+	for _, it := range items {
+		out = append(out, it.(map[string]any)["id"])
+	}
+	return out
 }

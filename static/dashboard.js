@@ -1,7 +1,8 @@
 // zkgate dashboard: keeps the page live over /ws. Plain JavaScript, no build
 // step, no dependencies. The server pushes HTML fragments rendered by the
 // same templ components as the page (already escaped); this script only
-// swaps them in by id, counts times in the browser and filters long lists.
+// swaps them in by id and counts times in the browser. Long lists are
+// filtered and paged by the gateway (?q=, ?after=).
 (function () {
   'use strict';
 
@@ -90,34 +91,27 @@
     });
   }
 
-  function filter() {
-    document.querySelectorAll('form[data-filter]').forEach(function (form) {
-      var input = form.querySelector('input');
-      var q = input.value.trim().toLowerCase();
-      var shown = 0, total = 0;
-      form.dataset.filter.split(' ').forEach(function (id) {
-        var list = document.getElementById(id);
-        if (!list) return;
-        for (var c = list.firstElementChild; c; c = c.nextElementSibling) {
-          var hit = !q || (c.dataset.text || c.dataset.key || '').toLowerCase().indexOf(q) >= 0;
-          c.hidden = !hit;
-          total++;
-          if (hit) shown++;
-        }
-      });
-      var out = form.querySelector('output');
-      if (out) out.textContent = q ? shown + ' of ' + total + ' shown' : '';
-    });
-  }
-
+  // The filter box asks the gateway for the first page of what matches,
+  // once typing pauses.
   document.querySelectorAll('form[data-filter]').forEach(function (form) {
-    form.addEventListener('submit', function (e) { e.preventDefault(); });
-    form.querySelector('input').addEventListener('input', function (e) {
-      filter();
-      var u = new URL(location.href);
-      if (e.target.value) u.searchParams.set('q', e.target.value); else u.searchParams.delete('q');
-      history.replaceState(null, '', u);
+    var input = form.querySelector('input');
+    var pending = null;
+    input.addEventListener('input', function () {
+      clearTimeout(pending);
+      pending = setTimeout(function () { form.requestSubmit(); }, 400);
     });
+    form.addEventListener('submit', function (e) {
+      e.preventDefault();
+      clearTimeout(pending);
+      var u = new URL(location.href);
+      u.searchParams.delete('after');
+      if (input.value.trim()) u.searchParams.set('q', input.value.trim()); else u.searchParams.delete('q');
+      location.replace(u);
+    });
+    if (input.value) {
+      input.focus();
+      input.setSelectionRange(input.value.length, input.value.length);
+    }
   });
 
   // The live stream: a snapshot on connect, then updates; reconnect with
@@ -138,13 +132,15 @@
     timer = null;
     var proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
     status('connecting', 'connecting…');
-    ws = new WebSocket(proto + '//' + location.host + '/ws?page=' + encodeURIComponent(page));
+    var q = new URLSearchParams(location.search);
+    var view = new URLSearchParams({ page: page });
+    ['q', 'after'].forEach(function (k) { if (q.get(k)) view.set(k, q.get(k)); });
+    ws = new WebSocket(proto + '//' + location.host + '/ws?' + view.toString());
     ws.onmessage = function (ev) {
       var m;
       try { m = JSON.parse(ev.data); } catch (err) { return; }
       if (m.now) skew = m.now - Date.now();
       apply(m.frags || []);
-      filter();
       tick();
       if (m.snapshot) {
         delay = 500;
@@ -175,7 +171,6 @@
   });
 
   openState(document);
-  filter();
   tick();
   setInterval(tick, 1000);
   if (body.hasAttribute('data-live') && 'WebSocket' in window) connect();

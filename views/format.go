@@ -2,6 +2,8 @@ package views
 
 import (
 	"fmt"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,4 +175,38 @@ func modeClass(mode string) string {
 		return "ok2"
 	}
 	return "bad"
+}
+
+// PageURL is the URL of a page of a list: the items whose name contains q,
+// after the name after.
+func PageURL(page, q, after string) string {
+	v := url.Values{}
+	if q != "" {
+		v.Set("q", q)
+	}
+	if after != "" {
+		v.Set("after", after)
+	}
+	u := "/ui/" + page
+	if len(v) > 0 {
+		u += "?" + v.Encode()
+	}
+	return u
+}
+
+// matchingWord follows a count of items that a filter matches.
+func matchingWord(q string) string {
+	if q == "" {
+		return ""
+	}
+	return " matching " + strconv.Quote(q)
+}
+
+// amongShown says, after a kind's totals, that they are counted among the
+// items its pages show: it has too many to read them all.
+func amongShown(c Counts, kind string) string {
+	if slices.Contains(c.Partial, kind) {
+		return " among those shown"
+	}
+	return ""
 }

@@ -54,6 +54,21 @@ type Counts struct {
 	Gateways                           int
 	WatchedPaths                       int64
 	DashboardClients                   int
+	// Partial names the kinds with more names than the dashboard reads
+	// whole: their holders, waiters and items are counted among the items
+	// its pages show.
+	Partial []string
+}
+
+// ListPage is the part of a long list a page shows: the items after After
+// whose name contains Q, at most a page of them.
+type ListPage struct {
+	Page     string // the dashboard page: locks, semaphores, leases, elections, barriers, queues
+	Q        string
+	After    string
+	Next     string // the After of the next page; "" on the last
+	Shown    int
+	Matching int // the items whose name contains Q (all of them without Q)
 }
 
 // Server is one ZooKeeper server of the connect string, as its `srvr`

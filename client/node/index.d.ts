@@ -149,6 +149,38 @@ export interface QueueState {
   head: ItemInfo[];
 }
 
+/** One line of GET /v1/locks. */
+export interface LockSummary {
+  name: string;
+  holders: number;
+  waiters: number;
+}
+
+/** One line of GET /v1/semaphores. */
+export interface SemaphoreSummary {
+  name: string;
+  limit?: number;
+  holders: number;
+  waiters: number;
+}
+
+/** One line of GET /v1/elections. */
+export interface ElectionSummary {
+  name: string;
+  leader: Holder | null;
+  candidates: number;
+}
+
+/** What each kind's list holds. */
+export interface ListOf {
+  locks: LockSummary;
+  semaphores: SemaphoreSummary;
+  elections: ElectionSummary;
+  barriers: BarrierState;
+  "double-barriers": DoubleBarrierState;
+  queues: QueueState;
+}
+
 export interface StateOf {
   locks: LockState;
   semaphores: SemaphoreState;
@@ -315,6 +347,8 @@ export interface GatewayOptions {
   retryFor?: number;
   /** A fetch of your own (default the global one). */
   fetch?: typeof fetch;
+  /** How many items the lists ask for a page (default 1000, the most a gateway gives). */
+  pageSize?: number;
 }
 
 export interface CallOptions {
@@ -346,7 +380,12 @@ export declare class Gateway {
   /** Creates a lease and keeps it alive until it is revoked. One lease per concurrent holder. */
   lease(options?: LeaseOptions): Promise<Lease>;
   leaseInfo(id: string, options?: CallOptions): Promise<LeaseInfo>;
-  leases(options?: CallOptions): Promise<LeaseInfo[]>;
+  /** How many items the lists ask for a page. */
+  pageSize: number;
+  /** The live leases of every gateway, oldest first: every page, or the first `limit`. */
+  leases(options?: CallOptions & { limit?: number }): Promise<LeaseInfo[]>;
+  /** The primitives of a kind in use, in name order: every page, or the first `limit`; only the locks take a `prefix`. */
+  list<K extends Kind>(kind: K, options?: CallOptions & { prefix?: string; limit?: number }): Promise<ListOf[K][]>;
   /** The state of a primitive and its X-Zkgate-Index; with `index` and `wait`, a blocking read. */
   state<K extends Kind>(kind: K, name: string, options?: WaitOptions & { index?: number }): Promise<{ state: StateOf[K]; index: number }>;
   /** The state now, then each time it changes. */

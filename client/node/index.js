@@ -7,6 +7,7 @@
 
 /** @typedef {import("./index.js").Duration} Duration */
 /** @typedef {import("./index.js").Kind} Kind */
+/** @typedef {import("./index.js").ListOf} ListOf */
 /** @typedef {import("./index.js").LockMode} LockMode */
 /** @typedef {import("./index.js").LeaseInfo} LeaseInfo */
 /** @typedef {import("./index.js").LockGrantInfo} LockGrantInfo */
@@ -375,6 +376,8 @@ export class Gateway {
     this.retryFor = options.retryFor ?? 10_000;
     this.fetch = options.fetch ?? globalThis.fetch;
     if (typeof this.fetch !== "function") throw new ZkgateError("no fetch: zkgate needs Node 18 or later");
+    /** How many items the lists ask for a page: the most a gateway gives. */
+    this.pageSize = options.pageSize ?? 1000;
   }
 
   /**
@@ -503,9 +506,61 @@ export class Gateway {
     return json(await this._call("GET", `/v1/leases/${pathId(id)}`, { safe: true, signal: options.signal }));
   }
 
-  /** @param {CallOptions} [options] @returns {Promise<LeaseInfo[]>} */
+  /**
+   * The live leases of every gateway, oldest first, read a page at a time
+   * (at most `limit` of them, if given).
+   * @param {CallOptions & {limit?: number}} [options]
+   * @returns {Promise<LeaseInfo[]>}
+   */
   async leases(options = {}) {
-    return json(await this._call("GET", "/v1/leases", { safe: true, signal: options.signal })).leases;
+    return /** @type {LeaseInfo[]} */ (await this._pages("leases", {}, options));
+  }
+
+  /**
+   * The primitives of a kind that are in use, in name order (`GET /v1/{kind}`),
+   * read a page at a time: every page, or the first `limit` items. Only the
+   * locks take a `prefix`.
+   * @template {Kind} K
+   * @param {K} kind
+   * @param {CallOptions & {prefix?: string, limit?: number}} [options]
+   * @returns {Promise<ListOf[K][]>}
+   */
+  async list(kind, options = {}) {
+    if (!KINDS.includes(kind)) throw new InvalidRequest(`bad kind ${JSON.stringify(kind)}: one of ${KINDS.join(", ")}`);
+    /** @type {Record<string, string>} */
+    const query = {};
+    if (options.prefix !== undefined) {
+      if (kind !== "locks") throw new InvalidRequest("only the locks take a prefix");
+      pathName(options.prefix);
+      query.prefix = options.prefix;
+    }
+    return /** @type {ListOf[K][]} */ (await this._pages(kind, query, options));
+  }
+
+  /**
+   * Every page of the list of `kind`, following each page's `next`, or as
+   * many as make `limit` items.
+   * @param {string} kind
+   * @param {Record<string, string>} query
+   * @param {CallOptions & {limit?: number}} options
+   * @returns {Promise<object[]>}
+   */
+  async _pages(kind, query, options) {
+    const limit = options.limit;
+    if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1)) throw new InvalidRequest("limit must be a whole number, 1 or more");
+    const key = kind.replace("-", "_");
+    /** @type {object[]} */
+    const items = [];
+    const q = { ...query };
+    for (;;) {
+      q.limit = String(limit === undefined ? this.pageSize : Math.min(this.pageSize, limit - items.length));
+      const page = /** @type {{next?: string} & Record<string, object[]>} */ (json(await this._call("GET", `/v1/${kind}`, { query: q, safe: true, signal: options.signal })));
+      items.push(...page[key]);
+      if (limit !== undefined && items.length >= limit) return items.slice(0, limit); // a gateway may give more than asked
+      if (!page.next) return items;
+      if (page.next === q.after) throw new ZkgateError(`the gateway answered the same page of ${kind} twice`);
+      q.after = page.next;
+    }
   }
 
   /**

@@ -39,6 +39,13 @@
 //     queue claims through all of them: every job exits 0, no lease ends,
 //     no overlap, no token changes (target), and how long requests waited
 //     on a handover (p50, p99, max).
+//  9. churn: workers using a fresh name of each kind at every cycle (hold
+//     it, wait for it in vain, a blocking read, let it go), with the
+//     gateway's watches, goroutines and RSS sampled during and after
+//     (target: back within 10 watches, 20 goroutines and 16 MiB of the
+//     start once the watches' linger is over); then 10,000 locks held, and
+//     GET /v1/locks?limit=100 (target: under 50 ms), / and /ui/locks
+//     (targets: under 200 ms; /ui/locks under 100 KB) timed.
 //
 // ZooKeeper runs with its default forceSync=yes (-force-sync=false turns
 // the fsync off).
@@ -119,6 +126,11 @@ type config struct {
 	restartJobs     int
 	restartJobHold  time.Duration
 	restartHolders  int
+	churnWorkers    int
+	churnDur        time.Duration
+	churnWait       time.Duration
+	churnSettle     time.Duration
+	heldLocks       int
 
 	forceSync      bool
 	settleScale    float64 // not a flag: the smoke test shortens the memory test's pauses
@@ -130,7 +142,7 @@ type config struct {
 	quick          bool
 }
 
-var allPhases = []string{"latency", "contention", "distinct", "etcd", "keepalive", "queue-throughput", "queue-wakeup", "dashboard", "restart", "waiters"}
+var allPhases = []string{"latency", "contention", "distinct", "etcd", "keepalive", "queue-throughput", "queue-wakeup", "dashboard", "restart", "churn", "waiters"}
 
 // waiterProtos are the protocols of the waiter-memory phase, in run order.
 var waiterProtos = []string{"h1", "h2c", "tls"}
@@ -171,6 +183,11 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.restartJobs, "restart-jobs", 20, "restart test: zkgate lock jobs, over 4/5 as many locks")
 	fs.DurationVar(&c.restartJobHold, "restart-job-hold", time.Minute, "restart test: how long each job's command runs under its lock")
 	fs.IntVar(&c.restartHolders, "restart-holders", 4, "restart test: Go clients of each kind (locks, semaphore slots, leaders, queue consumers)")
+	fs.IntVar(&c.churnWorkers, "churn-workers", 32, "churn test: workers, each using a fresh name of each kind in turn")
+	fs.DurationVar(&c.churnDur, "churn-duration", time.Minute, "churn test: how long the workers run")
+	fs.DurationVar(&c.churnWait, "churn-wait", 50*time.Millisecond, "churn test: ?wait= of the wait in vain and of the blocking read of each name")
+	fs.DurationVar(&c.churnSettle, "churn-settle", 4*time.Minute, "churn test: how long after the workers the gateway may take to be back where it started (its watches linger 30 s after their last use; Go gives freed memory back within about 2 minutes)")
+	fs.IntVar(&c.heldLocks, "held-locks", 10000, "churn test: locks held (100 per lease) while the lists and the dashboard are timed")
 	fs.BoolVar(&c.forceSync, "force-sync", true, "ZooKeeper fsyncs its transaction log (forceSync=yes, ZooKeeper's default); -force-sync=false sets forceSync=no")
 	fs.DurationVar(&c.tickTime, "tick", 2*time.Second, "ZooKeeper tickTime")
 	fs.DurationVar(&c.containerCheck, "container-check", time.Minute, "ZooKeeper znode.container.checkIntervalMs (ZooKeeper's default is 1m)")
@@ -178,7 +195,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "use this zkgate binary instead of building ./cmd/zkgate")
 	fs.StringVar(&c.logLevel, "gateway-log-level", "info", "the gateway's --log-level (its log goes to a temp file)")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, comma-separated, of "+strings.Join(allPhases, ","))
-	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 300 etcd iterations, 1,000 waiters per protocol, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups, 300 dashboard clients, 6 restart jobs of 15s (explicit flags still win)")
+	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 300 etcd iterations, 1,000 waiters per protocol, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups, 300 dashboard clients, 6 restart jobs of 15s, 10s of churn and 2,000 held locks (explicit flags still win)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -208,6 +225,8 @@ func parseFlags(args []string) (config, error) {
 		quick("restart-jobs", func() { c.restartJobs = 6 })
 		quick("restart-job-hold", func() { c.restartJobHold = 15 * time.Second })
 		quick("restart-gap", func() { c.restartGap = time.Second })
+		quick("churn-duration", func() { c.churnDur = 10 * time.Second })
+		quick("held-locks", func() { c.heldLocks = 2000 })
 	}
 	for _, p := range strings.Split(*protos, ",") {
 		p = strings.TrimSpace(p)
@@ -243,13 +262,15 @@ func parseFlags(args []string) (config, error) {
 	case c.iterations < 1, c.warmup < 0, c.block < 1, c.contenders < 1, c.waiters < 1, c.ramp < 1, c.kaWorkers < 1,
 		c.qProducers < 1, c.qConsumers < 1, c.qBacklog < 1, c.qWakeups < 1,
 		c.distinctWorkers < 1, c.etcdIterations < 1, c.dashClients < 1, c.dashChanges < 1, c.dashRamp < 1,
-		c.restartGateways < 1, c.restartRounds < 1, c.restartJobs < 1, c.restartHolders < 1:
+		c.restartGateways < 1, c.restartRounds < 1, c.restartJobs < 1, c.restartHolders < 1,
+		c.churnWorkers < 1, c.heldLocks < 1:
 		return c, errors.New("counts must be positive")
 	case c.qItems < 2:
 		return c, errors.New("-queue-items must be at least 2")
 	case c.qBytes < 32:
 		return c, errors.New("-queue-bytes must be at least 32 (the items carry a unique id)")
-	case c.contentionDur < 100*time.Millisecond, c.distinctDur < 100*time.Millisecond, c.kaDur < 100*time.Millisecond, c.qDur < 200*time.Millisecond:
+	case c.contentionDur < 100*time.Millisecond, c.distinctDur < 100*time.Millisecond, c.kaDur < 100*time.Millisecond, c.qDur < 200*time.Millisecond,
+		c.churnDur < 100*time.Millisecond, c.churnWait < time.Millisecond, c.churnSettle < 0:
 		return c, errors.New("durations must be at least 100ms (-queue-duration 200ms)")
 	case c.contentionWait < time.Second || c.waiterWait < time.Second:
 		return c, errors.New("waits must be at least 1s")

@@ -62,6 +62,7 @@ type report struct {
 	wake       wakeResult
 	dash       dashResult
 	restart    restartResult
+	churn      churnResult
 }
 
 func (r *report) violations() int64 {
@@ -131,10 +132,11 @@ func (r *report) print(w io.Writer) {
 	p("| gateway | child process pid %d, %s: `zkgate %s` |", r.gw.pid, build, r.gw.args)
 	p("| direct client | go-zookeeper v1.0.4 with the patch zkgate carries (third_party/go-zookeeper: batched writes, buffered reads, create2, a create with a listing behind it; `zk.Lock` itself unchanged), the same library the gateway uses: locks `zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))`; queues the gateway's recipe (kazoo LockingQueue layout) by hand; session timeout %s |", zkTimeout)
 	p("| limits | open files: bench %d, gateway %d; ephemeral ports %s; somaxconn %s |", r.nofile, r.gw.nofile, m.portLo, m.somaxcn)
-	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); etcd iterations %d; contenders %d for %s each (wait %s); distinct locks %d workers for %s each; waiters %d per protocol over %s (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups; dashboard %d WebSocket clients (ramp %d), %d changes |",
+	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); etcd iterations %d; contenders %d for %s each (wait %s); distinct locks %d workers for %s each; waiters %d per protocol over %s (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups; dashboard %d WebSocket clients (ramp %d), %d changes; churn %d workers for %s (wait %s, settle %s), %d held locks |",
 		c.iterations, c.warmup, c.block, c.etcdIterations, c.contenders, c.contentionDur, c.contentionWait, c.distinctWorkers, c.distinctDur,
 		c.waiters, strings.Join(c.waiterProtocols, ", "), c.waiterWait, c.ramp, c.kaWorkers, c.kaDur,
-		c.qItems, c.qProducers, c.qConsumers, c.qDur, c.qBacklog, c.qBytes, c.qWakeups, c.dashClients, c.dashRamp, c.dashChanges)
+		c.qItems, c.qProducers, c.qConsumers, c.qDur, c.qBacklog, c.qBytes, c.qWakeups, c.dashClients, c.dashRamp, c.dashChanges,
+		c.churnWorkers, c.churnDur, c.churnWait, c.churnSettle, c.heldLocks)
 	p("")
 	if r.gw.killed != "" {
 		p("**%s.**", r.gw.killed)
@@ -247,6 +249,7 @@ func (r *report) print(w io.Writer) {
 	r.printQueues(p, &sum)
 	r.printDash(p, &sum)
 	r.printRestart(p, &sum)
+	r.printChurn(p, &sum)
 
 	if len(sum) > 0 {
 		p("## Summary")

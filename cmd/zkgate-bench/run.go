@@ -194,6 +194,12 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 			return rep, fmt.Errorf("restarts: %w", err)
 		}
 	}
+	if cfg.phases["churn"] {
+		progress("9. churn: %d workers on fresh names for %s, then %d locks held", cfg.churnWorkers, cfg.churnDur, cfg.heldLocks)
+		if rep.churn, err = e.churn(ctx); err != nil {
+			return rep, fmt.Errorf("churn: %w", err)
+		}
+	}
 	if cfg.phases["waiters"] {
 		for _, proto := range cfg.waiterProtocols {
 			progress("3. %d waiting acquires over %s, on a fresh gateway", cfg.waiters, protoName(proto))

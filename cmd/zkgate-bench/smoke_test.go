@@ -32,7 +32,8 @@ func TestSmoke(t *testing.T) {
 		"-queue-items", "10", "-queue-duration", "300ms", "-queue-wakeups", "3",
 		"-dashboard-clients", "10", "-dashboard-changes", "1",
 		"-restart-gateways", "2", "-restart-rounds", "1", "-restart-gap", "0s", "-restart-drain", "1s", "-restart-jobs", "2",
-		"-restart-job-hold", "3s", "-restart-holders", "1"})
+		"-restart-job-hold", "3s", "-restart-holders", "1",
+		"-churn-duration", "300ms", "-churn-workers", "2", "-churn-settle", "2s", "-held-locks", "30"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +94,14 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("dashboard: %s missed by %d clients", c.what, c.missing)
 		}
 	}
+	if k := rep.churn; k.names == 0 || k.failures != 0 || len(k.samples) == 0 {
+		t.Errorf("churn: %d names, %d failed (%s), %d samples", k.names, k.failures, k.firstErr, len(k.samples))
+	}
+	if h := rep.churn.held; h.listed != 30 || h.pages != 1 || h.locksPageBytes == 0 {
+		t.Errorf("held locks: %+v", h)
+	}
 	s := out.String()
-	for _, h := range []string{"## 1. ", "## 1b. ", "## 2. ", "## 2b. ", "## 3a. ", "## 3b. ", "## 3c. ", "## 4. ", "## 5. ", "## 6. ", "## 7. ", "## 8. ", "## Summary", "forceSync=yes"} {
+	for _, h := range []string{"## 1. ", "## 1b. ", "## 2. ", "## 2b. ", "## 3a. ", "## 3b. ", "## 3c. ", "## 4. ", "## 5. ", "## 6. ", "## 7. ", "## 8. ", "## 9. ", "### 9b. ", "## Summary", "forceSync=yes"} {
 		if !strings.Contains(s, h) {
 			t.Errorf("the report has no %q", h)
 		}

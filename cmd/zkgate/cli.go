@@ -194,7 +194,7 @@ http://127.0.0.1:8080, and --token T, default $ZKGATE_TOKEN; -h lists the flags)
   zkgate elect [--value V] [--wait D] [--ttl 10s] [--kill-grace 2s] [--lock-delay D] NAME -- CMD [ARGS...]
       run CMD only while leading the election NAME (ZKGATE_ELECTION, ZKGATE_LEASE,
       ZKGATE_FENCING_TOKEN, ZKGATE_URL in its environment); resign when it ends
-  zkgate status [--json]         who holds, waits for and leads what
+  zkgate status [--limit 50] [--json]   who holds, waits for and leads what (--json: all)
   zkgate queue put [--priority 100] NAME [DATA]     (no DATA: read from stdin)
   zkgate queue take [--wait 30s] [--json] NAME
   zkgate queue claim [--wait 30s] [--lease ID | --ttl 5m] [--json] NAME

@@ -569,6 +569,38 @@ func TestStatusCommand(t *testing.T) {
 	<-waiter
 }
 
+// TestStatusShowsTheFirstOfEachKind: the table shows at most --limit of
+// each kind, the first by name, and says which kinds have more; --json
+// gives every one.
+func TestStatusShowsTheFirstOfEachKind(t *testing.T) {
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	for i := range 5 {
+		if r := gwtest.Do(t, "POST", fmt.Sprintf("%s/v1/locks/many-%d/acquire", g.URL, i), map[string]any{"ttl": "1m", "holder": "h"}); r.Status != 200 {
+			t.Fatalf("acquire: %d %s", r.Status, r.Body)
+		}
+	}
+	code, out, stderr := runZkgate(t, g.URL, nil, "status", "--limit", "2")
+	if code != 0 {
+		t.Fatalf("status --limit 2: %d %s", code, stderr)
+	}
+	for _, want := range []string{"many-0", "many-1", "more leases, locks than shown", "more than 2 leases live"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status --limit 2 lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "many-2") {
+		t.Errorf("status --limit 2 shows a third lock:\n%s", out)
+	}
+	code, out, _ = runZkgate(t, g.URL, nil, "status", "--limit", "2", "--json")
+	var st status
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || len(st.Locks) != 5 || len(st.Leases) != 5 {
+		t.Errorf("status --json: %d %v, want every lock and lease: %s", code, err, out)
+	}
+	if code, _, _ := runZkgate(t, g.URL, nil, "status", "--limit", "-1"); code != 2 {
+		t.Errorf("status --limit -1: exit %d, want 2", code)
+	}
+}
+
 // TestStatusShowsControlCharactersEscaped: holder labels and election
 // values come from clients (and foreign nodes' data from anyone who can
 // write to ZooKeeper); the table shows their control and format characters

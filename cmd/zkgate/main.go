@@ -4,7 +4,7 @@
 //	zkgate serve [flags]   (the default command)
 //	zkgate lock NAME -- CMD [ARGS...]
 //	zkgate elect NAME -- CMD [ARGS...]
-//	zkgate status [--json]
+//	zkgate status [--limit 50] [--json]
 //	zkgate queue put|take|claim|ack|nack NAME ...
 //	zkgate barrier raise|lower|wait NAME
 //	zkgate lease grant|keepalive|revoke ...

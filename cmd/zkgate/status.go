@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +16,11 @@ import (
 	"github.com/zkgate/zkgate/client"
 )
 
-const statusUsage = "zkgate status [--gateway URL] [--token T] [--json]"
+const statusUsage = "zkgate status [--gateway URL] [--token T] [--limit 50] [--json]"
+
+// statusLimit is how many of each kind the table shows by default: the
+// first, by name (the leases: the oldest).
+const statusLimit = 50
 
 // status is what `zkgate status --json` prints.
 type status struct {
@@ -27,6 +32,9 @@ type status struct {
 	DoubleBarriers []client.DoubleBarrierState `json:"double_barriers"`
 	Queues         []client.QueueState         `json:"queues"`
 	Leases         []client.LeaseInfo          `json:"leases"`
+
+	// more names the kinds that have more than the table shows.
+	more []string
 }
 
 // statusCommand is `zkgate status`: who holds, waits for and leads what.
@@ -34,7 +42,8 @@ func statusCommand(ctx context.Context, args []string, getenv func(string) strin
 	fs := newFlags("status")
 	var gw gatewayFlags
 	gw.register(fs, getenv)
-	asJSON := fs.Bool("json", false, "print JSON for scripts instead of a table")
+	asJSON := fs.Bool("json", false, "print JSON for scripts instead of a table: every item of every page of the gateway's lists")
+	limit := fs.Int("limit", statusLimit, "the table shows at most this many of each kind, the first by name (0: every one)")
 	pos, _, err := parseArgs(fs, args, false, statusUsage, stderr)
 	if err != nil {
 		return err
@@ -42,11 +51,17 @@ func statusCommand(ctx context.Context, args []string, getenv func(string) strin
 	if len(pos) > 0 {
 		return usageErr("unexpected argument %q (usage: %s)", pos[0], statusUsage)
 	}
+	if *limit < 0 {
+		return usageErr("--limit must be 0 (every one) or more (usage: %s)", statusUsage)
+	}
 	c, err := gw.client()
 	if err != nil {
 		return err
 	}
-	st, err := readStatus(ctx, c)
+	if *asJSON {
+		*limit = 0
+	}
+	st, err := readStatus(ctx, c, *limit)
 	if err != nil {
 		return err
 	}
@@ -58,31 +73,45 @@ func statusCommand(ctx context.Context, args []string, getenv func(string) strin
 	return printStatus(stdout, st, time.Now())
 }
 
-// readStatus gathers the state of every primitive that is in use, from the
-// gateway's lists.
-func readStatus(ctx context.Context, c *client.Client) (*status, error) {
+// readStatus gathers the state of the primitives in use, from the gateway's
+// lists: with limit > 0 the first limit of each kind (each read whole: one
+// request each), noting in st.more the kinds that have more.
+func readStatus(ctx context.Context, c *client.Client, limit int) (*status, error) {
 	st := &status{Gateway: c.URL(), Locks: []client.LockState{}, Semaphores: []client.SemaphoreState{},
 		Elections: []client.ElectionState{}}
+	// One more than the table shows tells whether there is more.
+	opt := client.Limit(0)
+	if limit > 0 {
+		opt = client.Limit(limit + 1)
+	}
+	cut := func(kind string, n int) int {
+		if limit > 0 && n > limit {
+			st.more = append(st.more, kind)
+			return limit
+		}
+		return n
+	}
 	var err error
-	if st.Leases, err = c.Leases(ctx); err != nil {
+	if st.Leases, err = c.Leases(ctx, opt); err != nil {
 		return nil, fmt.Errorf("leases: %w", err)
 	}
-	locks, err := c.Locks(ctx, "")
+	st.Leases = st.Leases[:cut("leases", len(st.Leases))]
+	locks, err := c.Locks(ctx, "", opt)
 	if err != nil {
 		return nil, fmt.Errorf("locks: %w", err)
 	}
-	for _, l := range locks {
+	for _, l := range locks[:cut("locks", len(locks))] {
 		ls, err := c.LockState(ctx, l.Name)
 		if err != nil {
 			return nil, fmt.Errorf("lock %q: %w", l.Name, err)
 		}
 		st.Locks = append(st.Locks, ls)
 	}
-	sems, err := c.Semaphores(ctx)
+	sems, err := c.Semaphores(ctx, opt)
 	if err != nil {
 		return nil, fmt.Errorf("semaphores: %w", err)
 	}
-	for _, s := range sems {
+	for _, s := range sems[:cut("semaphores", len(sems))] {
 		name := s.Name
 		ss, err := c.SemaphoreState(ctx, name)
 		if err != nil {
@@ -90,26 +119,29 @@ func readStatus(ctx context.Context, c *client.Client) (*status, error) {
 		}
 		st.Semaphores = append(st.Semaphores, ss)
 	}
-	elections, err := c.Elections(ctx)
+	elections, err := c.Elections(ctx, opt)
 	if err != nil {
 		return nil, fmt.Errorf("elections: %w", err)
 	}
-	for _, e := range elections {
+	for _, e := range elections[:cut("elections", len(elections))] {
 		es, err := c.ElectionState(ctx, e.Name)
 		if err != nil {
 			return nil, fmt.Errorf("election %q: %w", e.Name, err)
 		}
 		st.Elections = append(st.Elections, es)
 	}
-	if st.Barriers, err = c.Barriers(ctx); err != nil {
+	if st.Barriers, err = c.Barriers(ctx, opt); err != nil {
 		return nil, fmt.Errorf("barriers: %w", err)
 	}
-	if st.DoubleBarriers, err = c.DoubleBarriers(ctx); err != nil {
+	st.Barriers = st.Barriers[:cut("barriers", len(st.Barriers))]
+	if st.DoubleBarriers, err = c.DoubleBarriers(ctx, opt); err != nil {
 		return nil, fmt.Errorf("double barriers: %w", err)
 	}
-	if st.Queues, err = c.Queues(ctx); err != nil {
+	st.DoubleBarriers = st.DoubleBarriers[:cut("double barriers", len(st.DoubleBarriers))]
+	if st.Queues, err = c.Queues(ctx, opt); err != nil {
 		return nil, fmt.Errorf("queues: %w", err)
 	}
+	st.Queues = st.Queues[:cut("queues", len(st.Queues))]
 	return st, nil
 }
 
@@ -194,14 +226,21 @@ func printStatus(w io.Writer, st *status, now time.Time) error {
 		}
 		row("queue", q.Name, fmt.Sprintf("%d items, %d claimed", q.Length, q.Claimed), "", "", 0, time.Time{})
 	}
-	if rows == 0 {
+	if rows == 0 && len(st.more) == 0 {
 		fmt.Fprintf(w, "nothing is held, waited for or led at %s\n", st.Gateway)
 		return nil
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d leases live at %s\n", len(st.Leases), st.Gateway)
+	if len(st.more) > 0 {
+		fmt.Fprintf(w, "more %s than shown: --limit N shows more, --limit 0 or --json all\n", strings.Join(st.more, ", "))
+	}
+	leases := strconv.Itoa(len(st.Leases))
+	if slices.Contains(st.more, "leases") {
+		leases = "more than " + leases
+	}
+	fmt.Fprintf(w, "%s leases live at %s\n", leases, st.Gateway)
 	return nil
 }
 

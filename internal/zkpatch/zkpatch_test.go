@@ -78,6 +78,18 @@ type dialer struct {
 	failed    chan struct{} // closed once it has
 	readGate  chan struct{} // Reads wait until it is closed
 	ops       map[int32]int // request packets written, by opcode
+	conns     []net.Conn    // every connection dialed
+}
+
+// dropConnections closes every connection dialed so far: the client
+// reconnects to its session.
+func (d *dialer) dropConnections() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.conns {
+		c.Close()
+	}
+	d.conns = nil
 }
 
 // holdReads makes every Read wait, so that no reply reaches the client,
@@ -121,6 +133,9 @@ func (d *dialer) dial(network, address string, timeout time.Duration) (net.Conn,
 		return nil, err
 	}
 	d.dials.Add(1)
+	d.mu.Lock()
+	d.conns = append(d.conns, c)
+	d.mu.Unlock()
 	return &countingConn{Conn: c, d: d}, nil
 }
 
@@ -952,5 +967,248 @@ func TestDetachKeepsTheSession(t *testing.T) {
 	})
 	if lived := time.Since(detached); lived < time.Second {
 		t.Fatalf("the detached session's node went after %s, before its 1s timeout", lived)
+	}
+}
+
+// opRemoveWatches is ZooKeeper's removeWatches opcode.
+const opRemoveWatches = 18
+
+// dataWatches lists the paths of the data watches (getData's and
+// exists') the server keeps for c's session: wchc dumps those alone.
+func dataWatches(t *testing.T, c *zk.Conn) []string {
+	t.Helper()
+	out, err := zkserver.FourLetterWord(context.Background(), server(t).Addr(), "wchc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := fmt.Sprintf("0x%x", uint64(c.SessionID()))
+	var got []string
+	mine := false
+	for _, line := range strings.Split(out, "\n") {
+		if p, ok := strings.CutPrefix(line, "\t"); ok {
+			if mine {
+				got = append(got, p)
+			}
+			continue
+		}
+		mine = strings.TrimSpace(line) == session
+	}
+	return got
+}
+
+// allWatches is the number of watches, data and child, the server keeps
+// for every session (mntr's zk_watch_count): the tests of this package run
+// one at a time, so a test sees its own sessions' watches move it.
+func allWatches(t *testing.T) int {
+	t.Helper()
+	out, err := zkserver.FourLetterWord(context.Background(), server(t).Addr(), "mntr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "zk_watch_count\t"); ok {
+			var n int
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatalf("mntr: %q", line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("mntr has no zk_watch_count:\n%s", out)
+	return 0
+}
+
+// TestRemoveWatch: a removed watch is gone from the client and, with the
+// last channel of its kind on its path, from the server; it never fires;
+// a reconnect sets again only the watches still kept.
+func TestRemoveWatch(t *testing.T) {
+	d := &dialer{}
+	c := connect(t, d)
+	other := connect(t, &dialer{})
+	r := root(t, c)
+	kept, removed, missing := r+"/kept", r+"/removed", r+"/missing"
+	for _, p := range []string{kept, removed} {
+		if _, err := c.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, keptCh, err := c.ChildrenW(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, childCh, err := c.ChildrenW(removed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, dataCh, err := c.GetW(removed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, existCh, err := c.ExistsW(missing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.WatchCount(); n != 4 {
+		t.Fatalf("WatchCount = %d, want 4", n)
+	}
+	base := allWatches(t) - 4
+	for _, w := range []struct {
+		ch <-chan zk.Event
+		p  string
+	}{{childCh, removed}, {dataCh, removed}, {existCh, missing}} {
+		if err := c.RemoveWatch(w.p, w.ch); err != nil {
+			t.Fatalf("RemoveWatch %s: %v", w.p, err)
+		}
+		if ev, ok := <-w.ch; ok {
+			t.Fatalf("a removed watch delivered %+v; want its channel closed", ev)
+		}
+	}
+	if n := c.WatchCount(); n != 1 {
+		t.Fatalf("WatchCount = %d after 3 removals, want 1", n)
+	}
+	if got := dataWatches(t, c); len(got) != 0 {
+		t.Fatalf("the server keeps data watches %v for the session, want none", got)
+	}
+	if n := allWatches(t) - base; n != 1 {
+		t.Fatalf("the server keeps %d watches for the session, want 1 (the child watch of %s)", n, kept)
+	}
+	if n := d.written(opRemoveWatches); n != 3 {
+		t.Fatalf("%d removeWatches sent, want 3", n)
+	}
+	// A second removal of the same watch, or of one that fired, is nothing.
+	if err := c.RemoveWatch(removed, childCh); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.written(opRemoveWatches); n != 3 {
+		t.Fatalf("%d removeWatches sent after removing a removed watch, want still 3", n)
+	}
+
+	// A reconnect sets again the watch kept, and only it.
+	d.dropConnections()
+	waitFor(t, "a reconnect", func() bool { return d.dials.Load() == 2 && c.State() == zk.StateHasSession })
+	waitFor(t, "the kept watch set again", func() bool { return allWatches(t)-base == 1 })
+	if got := dataWatches(t, c); len(got) != 0 {
+		t.Fatalf("after a reconnect the server keeps data watches %v, want none", got)
+	}
+	if _, err := other.Create(kept+"/a", nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-keptCh; ev.Type != zk.EventNodeChildrenChanged {
+		t.Fatalf("the kept watch delivered %+v", ev)
+	}
+	if err := c.RemoveWatch(kept, keptCh); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.written(opRemoveWatches); n != 3 {
+		t.Fatalf("%d removeWatches sent after removing a fired watch, want still 3", n)
+	}
+	if n := c.WatchCount(); n != 0 {
+		t.Fatalf("WatchCount = %d, want 0", n)
+	}
+}
+
+// TestRemoveWatchKeepsSharedWatches: the server keeps one watch for all the
+// channels of a path and kind (getData and exists share one): removing one
+// channel leaves the server's watch to the others, and the removal of the
+// last waits for a request that sets one there and is not answered yet, so
+// that it never removes the watch that request set.
+func TestRemoveWatchKeepsSharedWatches(t *testing.T) {
+	d := &dialer{}
+	c := connect(t, d)
+	other := connect(t, &dialer{})
+	r := root(t, c)
+	p := r + "/shared"
+	if _, err := c.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, first, err := c.GetW(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, second, err := c.ExistsW(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveWatch(p, first); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.written(opRemoveWatches); n != 0 {
+		t.Fatalf("%d removeWatches sent while another channel waits on the watch", n)
+	}
+
+	// A getData that sets the watch again is on its way when the last
+	// channel goes: the removal is not sent.
+	release := d.holdReads()
+	answered := make(chan (<-chan zk.Event), 1)
+	go func() {
+		_, _, ch, err := c.GetW(p)
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- ch
+	}()
+	waitFor(t, "the getData to be written", func() bool { return d.written(4) > 1 })
+	removeAlone(t, c, p, second, release)
+	release()
+	third := <-answered
+	if _, err := other.Set(p, []byte("x"), -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-third:
+		if ev.Type != zk.EventNodeDataChanged {
+			t.Fatalf("the watch set during the removal delivered %+v", ev)
+		}
+	case <-time.After(wait):
+		t.Fatal("the watch set while the last other channel was removed never fired: its server watch was removed")
+	}
+	if n := d.written(opRemoveWatches); n != 0 {
+		t.Fatalf("%d removeWatches sent, want none", n)
+	}
+
+	// The same, with a request that sets no watch (getData of a missing
+	// node): the removal is sent once it is answered.
+	missing := r + "/missing"
+	_, _, existCh, err := c.ExistsW(missing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release = d.holdReads()
+	failed := make(chan error, 1)
+	go func() {
+		_, _, _, err := c.GetW(missing)
+		failed <- err
+	}()
+	waitFor(t, "the getData to be written", func() bool { return d.written(4) > 2 })
+	removeAlone(t, c, missing, existCh, release)
+	if n := d.written(opRemoveWatches); n != 0 {
+		t.Fatalf("%d removeWatches sent while a getData of the path is unanswered", n)
+	}
+	release()
+	if err := <-failed; !errors.Is(err, zk.ErrNoNode) {
+		t.Fatalf("getData of a missing node: %v", err)
+	}
+	waitFor(t, "the removal sent", func() bool { return d.written(opRemoveWatches) == 1 })
+	waitFor(t, "the server to drop the watch", func() bool { return len(dataWatches(t, c)) == 0 })
+	if n := c.WatchCount(); n != 0 {
+		t.Fatalf("WatchCount = %d, want 0", n)
+	}
+}
+
+// removeAlone removes the watch of ch while a request that sets one on p
+// is unanswered (the replies held, until release): RemoveWatch must not
+// send the removal then, so it returns without waiting for the server.
+func removeAlone(t *testing.T, c *zk.Conn, p string, ch <-chan zk.Event, release func()) {
+	t.Helper()
+	removed := make(chan error, 1)
+	go func() { removed <- c.RemoveWatch(p, ch) }()
+	select {
+	case err := <-removed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(wait):
+		release()
+		t.Fatalf("RemoveWatch waited for the server while a request setting a watch on %s was unanswered: it sent its removal", p)
 	}
 }

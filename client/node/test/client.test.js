@@ -402,6 +402,27 @@ describe("locks", () => {
   });
 });
 
+describe("lists", () => {
+  test("every page is read, or the first limit items", async () => {
+    const prefix = unique("paged");
+    const paged = new zk.Gateway({ url: URL, pageSize: 2 }); // the gateway's pages, 2 long
+    const lease = await gate.lease({ holder: "pager" });
+    try {
+      for (let i = 0; i < 5; i++) await lease.lock(`${prefix}-${i}`);
+      const names = (await paged.list("locks", { prefix })).map((l) => l.name);
+      assert.deepEqual(names, [0, 1, 2, 3, 4].map((i) => `${prefix}-${i}`));
+      const first = (await paged.list("locks", { prefix, limit: 3 })).map((l) => l.name);
+      assert.deepEqual(first, names.slice(0, 3));
+      assert.ok((await paged.leases()).some((l) => l.id === lease.id));
+      await assert.rejects(paged.list(/** @type {any} */ ("nodes")), zk.InvalidRequest);
+      await assert.rejects(paged.list("queues", { prefix: "x" }), zk.InvalidRequest);
+      await assert.rejects(paged.list("locks", { limit: 0 }), zk.InvalidRequest);
+    } finally {
+      await lease.revoke();
+    }
+  });
+});
+
 describe("semaphores, elections, barriers", () => {
   test("semaphore slots", async () => {
     const name = unique("gpu");

@@ -378,6 +378,29 @@ class LockTest(ClientTest):
                 self.assertIsInstance(cm.exception, ValueError)
 
 
+class ListTest(ClientTest):
+    def test_lists_read_every_page(self) -> None:
+        prefix = unique("paged")
+        with self.gate.lease(ttl="10s", holder="pager") as lease:
+            grants = [lease.lock(f"{prefix}-{i}") for i in range(5)]
+            saved = zkgate._client._PAGE
+            zkgate._client._PAGE = 2  # the gateway's pages, 2 long
+            try:
+                names = [lock["name"] for lock in self.gate.list("locks", prefix=prefix)]
+                self.assertEqual(names, [f"{prefix}-{i}" for i in range(5)])
+                first = [lock["name"] for lock in self.gate.list("locks", prefix=prefix, limit=3)]
+                self.assertEqual(first, names[:3])
+                self.assertIn(lease.id, [lea["id"] for lea in self.gate.leases()])
+            finally:
+                zkgate._client._PAGE = saved
+            for g in grants:
+                g.release()
+        with self.assertRaises(zkgate.InvalidRequest):
+            self.gate.list("nodes")
+        with self.assertRaises(zkgate.InvalidRequest):
+            self.gate.list("queues", prefix="x")
+
+
 class SemaphoreTest(ClientTest):
     def test_slots(self) -> None:
         name = unique("gpu")

@@ -42,6 +42,9 @@ _MIN_KEEPALIVE = 0.1  # the shortest time between keepalives, however near the d
 _MOVED_CONNECT_TIMEOUT = 2.0
 KINDS = ("locks", "semaphores", "elections", "barriers", "double-barriers", "queues")
 
+# How many items a list asks for a page: the most a gateway gives.
+_PAGE = 1000
+
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 _DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -331,9 +334,47 @@ class Gateway:
         """The lease and what it holds (``GET /v1/leases/{id}``)."""
         return self._call("GET", f"/v1/leases/{urllib.parse.quote(lease_id, safe='')}", safe=True).json()
 
-    def leases(self) -> List[Dict[str, Any]]:
-        """The live leases of this gateway."""
-        return self._call("GET", "/v1/leases", safe=True).json()["leases"]
+    def leases(self, *, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """The live leases of every gateway, oldest first, read a page at a
+        time (at most ``limit`` of them, if given)."""
+        return self._pages("leases", {}, limit)
+
+    def list(self, kind: str, *, prefix: Optional[str] = None, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """The primitives of a kind that are in use, in name order
+        (``GET /v1/{kind}``), read a page at a time, every page or the first
+        ``limit`` items. ``kind`` is one of ``locks`` (whose names may be
+        narrowed to those starting with ``prefix``), ``semaphores``,
+        ``elections``, ``barriers``, ``double-barriers``, ``queues``."""
+        if kind not in KINDS:
+            raise InvalidRequest(f"bad kind {kind!r}: one of {', '.join(KINDS)}")
+        query: Dict[str, str] = {}
+        if prefix is not None:
+            if kind != "locks":
+                raise InvalidRequest("only the locks take a prefix")
+            _name(prefix)
+            query["prefix"] = prefix
+        return self._pages(kind, query, limit)
+
+    def _pages(self, kind: str, query: Dict[str, str], limit: Optional[int]) -> List[Dict[str, Any]]:
+        """Every page of the list of ``kind``, following each page's
+        ``next``, or as many as make ``limit`` items."""
+        if limit is not None and limit < 1:
+            raise InvalidRequest("limit must be 1 or more")
+        key = kind.replace("-", "_")
+        items: List[Dict[str, Any]] = []
+        query = dict(query)
+        while True:
+            query["limit"] = str(_PAGE if limit is None else min(_PAGE, limit - len(items)))
+            page = self._call("GET", f"/v1/{kind}", query=query, safe=True).json()
+            items.extend(page[key])
+            if limit is not None and len(items) >= limit:
+                return items[:limit]  # a gateway may give more than asked
+            nxt = page.get("next")
+            if not nxt:
+                return items
+            if nxt == query.get("after"):
+                raise ZkgateError(f"the gateway answered the same page of {kind} twice")
+            query["after"] = nxt
 
     # -- reads ---------------------------------------------------------------
 

@@ -103,6 +103,13 @@ type Conn struct {
 	watchersLock sync.Mutex
 	closeChan    chan struct{} // channel to tell send loop stop
 
+	// watchSetMu orders the requests that set watches with the removals of
+	// watches (see RemoveWatch): a removal is queued only while no request
+	// that sets a watch in the same table of the server is unanswered.
+	watchSetMu   sync.Mutex
+	watchPending map[watchPathType]int  // guarded by watchersLock: requests setting a watch, by table
+	removeLater  map[watchPathType]bool // guarded by watchersLock: removals waiting for those requests
+
 	// Debug (used by unit tests)
 	reconnectLatch   chan struct{}
 	setWatchLimit    int
@@ -218,6 +225,8 @@ func Connect(servers []string, sessionTimeout time.Duration, options ...connOpti
 		sendChan:       make(chan *request, sendChanSize),
 		requests:       make(map[int32]*request),
 		watchers:       make(map[watchPathType][]chan Event),
+		watchPending:   make(map[watchPathType]int),
+		removeLater:    make(map[watchPathType]bool),
 		passwd:         emptyPassword,
 		logger:         DefaultLogger,
 		logInfo:        true, // default is true for backwards compatability
@@ -686,11 +695,41 @@ func (c *Conn) invalidateWatches(err error) {
 }
 
 func (c *Conn) sendSetWatches() {
+	// The watches are read, and their requests queued, under watchSetMu, so
+	// that a removal queued before them is left out of them and one queued
+	// after them follows them (see RemoveWatch).
+	go func() {
+		c.watchSetMu.Lock()
+		reqs := c.setWatchesRequests()
+		if len(reqs) == 0 {
+			c.watchSetMu.Unlock()
+			return
+		}
+		if c.setWatchCallback != nil {
+			c.setWatchCallback(reqs)
+		}
+		recvs := make([]<-chan response, len(reqs))
+		for i, req := range reqs {
+			recvs[i] = c.queueRequest(opSetWatches, req, &setWatchesResponse{}, nil)
+		}
+		c.watchSetMu.Unlock()
+		for _, recv := range recvs {
+			if err := c.await(recv); err != nil {
+				c.logger.Printf("Failed to set previous watches: %v", err)
+				break
+			}
+		}
+	}()
+}
+
+// setWatchesRequests returns the requests that set the watches of
+// c.watchers again on a new connection.
+func (c *Conn) setWatchesRequests() []*setWatchesRequest {
 	c.watchersLock.Lock()
 	defer c.watchersLock.Unlock()
 
 	if len(c.watchers) == 0 {
-		return
+		return nil
 	}
 
 	// NB: A ZK server, by default, rejects packets >1mb. So, if we have too
@@ -739,30 +778,12 @@ func (c *Conn) sendSetWatches() {
 		n++
 	}
 	if n == 0 {
-		return
+		return nil
 	}
 	if req != nil { // don't forget any trailing packet we were building
 		reqs = append(reqs, req)
 	}
-
-	if c.setWatchCallback != nil {
-		c.setWatchCallback(reqs)
-	}
-
-	go func() {
-		res := &setWatchesResponse{}
-		// TODO: Pipeline these so queue all of them up before waiting on any
-		// response. That will require some investigation to make sure there
-		// aren't failure modes where a blocking write to the channel of requests
-		// could hang indefinitely and cause this goroutine to leak...
-		for _, req := range reqs {
-			_, err := c.request(opSetWatches, req, res, nil)
-			if err != nil {
-				c.logger.Printf("Failed to set previous watches: %v", err)
-				break
-			}
-		}
-	}()
+	return reqs
 }
 
 func (c *Conn) authenticate() error {
@@ -1224,7 +1245,7 @@ func (c *Conn) ChildrenW(path string) ([]string, *Stat, <-chan Event, error) {
 
 	var ech <-chan Event
 	res := &getChildren2Response{}
-	_, err := c.request(opGetChildren2, &getChildren2Request{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
+	err := c.requestWatch(path, watchTypeChild, opGetChildren2, &getChildren2Request{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
 		if err == nil {
 			ech = c.addWatcher(path, watchTypeChild)
 		}
@@ -1257,7 +1278,7 @@ func (c *Conn) GetW(path string) ([]byte, *Stat, <-chan Event, error) {
 
 	var ech <-chan Event
 	res := &getDataResponse{}
-	_, err := c.request(opGetData, &getDataRequest{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
+	err := c.requestWatch(path, watchTypeData, opGetData, &getDataRequest{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
 		if err == nil {
 			ech = c.addWatcher(path, watchTypeData)
 		}
@@ -1525,7 +1546,7 @@ func (c *Conn) ExistsW(path string) (bool, *Stat, <-chan Event, error) {
 
 	var ech <-chan Event
 	res := &existsResponse{}
-	_, err := c.request(opExists, &existsRequest{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
+	err := c.requestWatch(path, watchTypeData, opExists, &existsRequest{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
 		if err == nil {
 			ech = c.addWatcher(path, watchTypeData)
 		} else if err == ErrNoNode {
@@ -1732,4 +1753,154 @@ func resendZkAuth(ctx context.Context, c *Conn) error {
 	}
 
 	return nil
+}
+
+// The server's tables of watches, as removeWatches names them: ZooKeeper
+// keeps the watches that getData and exists set in one table (its data
+// watches), those that getChildren sets in another.
+const (
+	watcherTypeChildren = 1
+	watcherTypeData     = 2
+)
+
+// tableOf is the server's table of a watch of type t, as the key
+// watchPending and removeLater use.
+func tableOf(t watchType) watchType {
+	if t == watchTypeChild {
+		return watchTypeChild
+	}
+	return watchTypeData
+}
+
+// requestWatch sends a request that sets a watch on path in the server's
+// table table (watchTypeData or watchTypeChild) and waits for its answer,
+// as request does. While it is unanswered, no removal of a watch of that
+// table and path is queued (see RemoveWatch).
+func (c *Conn) requestWatch(path string, table watchType, opcode int32, req interface{}, res interface{}, recvFunc func(*request, *responseHeader, error)) error {
+	key := watchPathType{path, table}
+	c.watchSetMu.Lock()
+	c.watchersLock.Lock()
+	c.watchPending[key]++
+	c.watchersLock.Unlock()
+	recv := c.queueRequest(opcode, req, res, recvFunc)
+	c.watchSetMu.Unlock()
+	err := c.await(recv)
+	c.settleWatch(key)
+	return err
+}
+
+// settleWatch counts an answered request of requestWatch, and queues the
+// removal that waited for it if no watch of key's table and path is left.
+func (c *Conn) settleWatch(key watchPathType) {
+	c.watchSetMu.Lock()
+	defer c.watchSetMu.Unlock()
+	c.watchersLock.Lock()
+	c.watchPending[key]--
+	send := false
+	if c.watchPending[key] <= 0 {
+		delete(c.watchPending, key)
+		send = c.removeLater[key] && !c.watchedLocked(key)
+		delete(c.removeLater, key)
+	}
+	c.watchersLock.Unlock()
+	if send {
+		// Nobody waits for the answer: an error means the watch is gone
+		// anyway (it went with the connection) or cannot be removed.
+		c.queueRequest(opRemoveWatches, removeRequestOf(key), &removeWatchesResponse{}, nil)
+	}
+}
+
+// watchedLocked reports whether a watch of key's table and path has a
+// channel; c.watchersLock must be held.
+func (c *Conn) watchedLocked(key watchPathType) bool {
+	if key.wType == watchTypeChild {
+		return len(c.watchers[key]) > 0
+	}
+	return len(c.watchers[watchPathType{key.path, watchTypeData}]) > 0 ||
+		len(c.watchers[watchPathType{key.path, watchTypeExist}]) > 0
+}
+
+func removeRequestOf(key watchPathType) *removeWatchesRequest {
+	if key.wType == watchTypeChild {
+		return &removeWatchesRequest{Path: key.path, Type: watcherTypeChildren}
+	}
+	return &removeWatchesRequest{Path: key.path, Type: watcherTypeData}
+}
+
+// RemoveWatch stops the watch that GetW, ExistsW or ChildrenW set on path
+// and returned ch for: ch is closed without an event, and when no other
+// watch of this client waits for the same kind of change of path, the
+// server drops its watch too (removeWatches, ZooKeeper 3.5 and later), so
+// that neither keeps a watch nobody waits for, nor sets it again after a
+// reconnect. A watch that has fired already (or that a lost session ended)
+// is gone: RemoveWatch then does nothing and returns nil.
+//
+// The server keeps one watch per path and table for a connection, however
+// many of this client's channels wait on it, so it is removed only with the
+// last of them, and not while a request that sets one there is unanswered:
+// it waits for that answer, and is sent then if no channel is left. The
+// error is that of the server's removal: ErrUnimplemented from a server
+// older than 3.5; a connection lost meanwhile took the server's watch with
+// it, and reports nil.
+func (c *Conn) RemoveWatch(path string, ch <-chan Event) error {
+	c.watchSetMu.Lock()
+	c.watchersLock.Lock()
+	var key watchPathType
+	found := false
+	for _, t := range []watchType{watchTypeData, watchTypeExist, watchTypeChild} {
+		wpt := watchPathType{path, t}
+		list := c.watchers[wpt]
+		for i, w := range list {
+			if w != ch {
+				continue
+			}
+			found, key = true, watchPathType{path, tableOf(t)}
+			close(w)
+			list = append(list[:i], list[i+1:]...)
+			if len(list) == 0 {
+				delete(c.watchers, wpt)
+			} else {
+				c.watchers[wpt] = list
+			}
+			break
+		}
+		if found {
+			break
+		}
+	}
+	send := false
+	if found && !c.watchedLocked(key) {
+		if c.watchPending[key] > 0 {
+			c.removeLater[key] = true
+		} else {
+			send = true
+		}
+	}
+	c.watchersLock.Unlock()
+	if !send {
+		c.watchSetMu.Unlock()
+		return nil
+	}
+	recv := c.queueRequest(opRemoveWatches, removeRequestOf(key), &removeWatchesResponse{}, nil)
+	c.watchSetMu.Unlock()
+	switch err := c.await(recv); err {
+	case nil, ErrNoWatcher, ErrConnectionClosed, ErrClosing, ErrSessionExpired:
+		// No watcher: it fired on the server as the removal went out.
+		return nil
+	default:
+		return err
+	}
+}
+
+// WatchCount is the number of watch channels the client keeps: those that
+// GetW, ExistsW and ChildrenW returned and that have neither fired nor been
+// removed. Each is set again on the server after a reconnect.
+func (c *Conn) WatchCount() int {
+	c.watchersLock.Lock()
+	defer c.watchersLock.Unlock()
+	n := 0
+	for _, list := range c.watchers {
+		n += len(list)
+	}
+	return n
 }

@@ -28,6 +28,7 @@ const (
 	opMulti           = 14
 	opCreate2         = 15
 	opReconfig        = 16
+	opRemoveWatches   = 18
 	opCreateContainer = 19
 	opCreateTTL       = 21
 	opClose           = -11
@@ -125,6 +126,11 @@ var (
 	ErrSessionMoved            = errors.New("zk: session moved to another server, so operation is ignored")
 	ErrReconfigDisabled        = errors.New("attempts to perform a reconfiguration operation when reconfiguration feature is disabled")
 	ErrBadArguments            = errors.New("invalid arguments")
+	// ErrNoWatcher: the server holds no such watch to remove (removeWatches).
+	ErrNoWatcher = errors.New("zk: no such watch on the server")
+	// ErrUnimplemented: the server does not know the operation (one older
+	// than the version that brought it).
+	ErrUnimplemented = errors.New("zk: operation not implemented by the server")
 	// ErrInvalidCallback         = errors.New("zk: invalid callback specified")
 
 	errCodeToError = map[ErrCode]error{
@@ -145,6 +151,8 @@ var (
 		errSessionMoved:      ErrSessionMoved,
 		errZReconfigDisabled: ErrReconfigDisabled,
 		errBadArguments:      ErrBadArguments,
+		errNoWatcher:         ErrNoWatcher,
+		errUnimplemented:     ErrUnimplemented,
 	}
 )
 
@@ -182,6 +190,7 @@ const (
 	errClosing                 ErrCode = -116
 	errNothing                 ErrCode = -117
 	errSessionMoved            ErrCode = -118
+	errNoWatcher               ErrCode = -121
 	// Attempts to perform a reconfiguration operation when reconfiguration feature is disabled
 	errZReconfigDisabled ErrCode = -123
 )
@@ -204,6 +213,7 @@ var (
 		opCreate:          "create",
 		opCreate2:         "create2",
 		opCreateContainer: "createContainer",
+		opRemoveWatches:   "removeWatches",
 		opCreateTTL:       "createTTL",
 		opDelete:          "delete",
 		opExists:          "exists",

@@ -270,6 +270,13 @@ type setWatchesRequest struct {
 
 type setWatchesResponse struct{}
 
+type removeWatchesRequest struct {
+	Path string
+	Type int32
+}
+
+type removeWatchesResponse struct{}
+
 type syncRequest pathRequest
 type syncResponse pathResponse
 
@@ -628,6 +635,8 @@ func requestStructForOp(op int32) interface{} {
 		return &SetDataRequest{}
 	case opSetWatches:
 		return &setWatchesRequest{}
+	case opRemoveWatches:
+		return &removeWatchesRequest{}
 	case opSync:
 		return &syncRequest{}
 	case opSetAuth:

@@ -1,0 +1,423 @@
+package recipes
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/zkserver"
+)
+
+// dataWatchesOf lists the paths of the data watches (getData's and
+// exists') ZooKeeper keeps for session id: wchc dumps those alone.
+func dataWatchesOf(t testing.TB, addr string, id int64) []string {
+	t.Helper()
+	out, err := zkserver.FourLetterWord(context.Background(), addr, "wchc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := fmt.Sprintf("0x%x", uint64(id))
+	var paths []string
+	mine := false
+	for _, line := range strings.Split(out, "\n") {
+		if p, ok := strings.CutPrefix(line, "\t"); ok {
+			if mine {
+				paths = append(paths, p)
+			}
+			continue
+		}
+		mine = strings.TrimSpace(line) == session
+	}
+	return paths
+}
+
+// watchCount is the number of watches, data and child, ZooKeeper at addr
+// keeps for all its sessions (mntr's zk_watch_count).
+func watchCount(t testing.TB, addr string) int {
+	t.Helper()
+	out, err := zkserver.FourLetterWord(context.Background(), addr, "mntr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "zk_watch_count\t"); ok {
+			var n int
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatalf("mntr: %q", line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("mntr has no zk_watch_count:\n%s", out)
+	return 0
+}
+
+// clientWatches counts the watch channels go-zookeeper keeps, of every
+// path. It reads the client's unexported table (see watchersOf): a request
+// may be under way, so it takes the table's lock.
+func clientWatches(t testing.TB, conn *zk.Conn) int {
+	t.Helper()
+	v := reflect.ValueOf(conn).Elem()
+	table := v.FieldByName("watchers")
+	lock := v.FieldByName("watchersLock")
+	if !table.IsValid() || !lock.IsValid() {
+		t.Fatal("go-zookeeper's watcher table moved: update clientWatches")
+	}
+	mu := (*sync.Mutex)(lock.Addr().UnsafePointer())
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	iter := table.MapRange()
+	for iter.Next() {
+		n += iter.Value().Len()
+	}
+	return n
+}
+
+// useOnce uses name the way a client with a lock per thing does: holds it,
+// has a second lease wait for it in vain, reads it with a blocking read, and
+// lets it go. Every kind of name, each with its own recipe.
+func useOnce(t testing.TB, svc *testService, kind, name string) {
+	ctx := context.Background()
+	const short = 20 * time.Millisecond
+	a, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer func() { _ = svc.Leases.Revoke(a.ID) }()
+	b, err := svc.Leases.Create(ctx, time.Minute, "waiter", "")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer func() { _ = svc.Leases.Revoke(b.ID) }()
+	check := func(what string, err error) {
+		if err != nil && ErrorCode(err) != CodeTimeout {
+			t.Errorf("%s %s %s: %v", kind, name, what, err)
+		}
+	}
+	switch kind {
+	case "lock", "rwlock":
+		mode, other := ModeExclusive, ModeExclusive
+		if kind == "rwlock" {
+			mode, other = ModeWrite, ModeRead
+		}
+		_, err := svc.Locks.Acquire(ctx, a, name, mode, 0)
+		check("acquire", err)
+		_, err = svc.Locks.Acquire(ctx, b, name, other, short)
+		check("wait", err)
+		st, err := svc.Locks.State(ctx, name, 0, 0)
+		check("read", err)
+		_, err = svc.Locks.State(ctx, name, st.Index, short)
+		check("blocking read", err)
+		check("release", svc.Locks.Release(ctx, a, name, mode))
+	case "semaphore":
+		_, err := svc.Semaphores.Acquire(ctx, a, name, 1, 0)
+		check("acquire", err)
+		_, err = svc.Semaphores.Acquire(ctx, b, name, 1, short)
+		check("wait", err)
+		st, err := svc.Semaphores.State(ctx, name, 0, 0)
+		check("read", err)
+		_, err = svc.Semaphores.State(ctx, name, st.Index, short)
+		check("blocking read", err)
+		check("release", svc.Semaphores.Release(ctx, a, name))
+	case "election":
+		_, err := svc.Elections.Campaign(ctx, a, name, "a", 0)
+		check("campaign", err)
+		_, err = svc.Elections.Campaign(ctx, b, name, "b", short)
+		check("wait", err)
+		st, err := svc.Elections.State(ctx, name, 0, 0)
+		check("read", err)
+		_, err = svc.Elections.State(ctx, name, st.Index, short)
+		check("blocking read", err)
+		check("resign", svc.Elections.Resign(ctx, a, name))
+		check("resign", svc.Elections.Resign(ctx, b, name))
+	case "queue":
+		_, err := svc.Queues.Produce(ctx, name, []byte("x"), 1)
+		check("produce", err)
+		_, err = svc.Queues.Take(ctx, name, 0)
+		check("take", err)
+		if _, err := svc.Queues.Take(ctx, name, short); !IsEmpty(err) {
+			t.Errorf("queue %s: a take of the empty queue: %v", name, err)
+		}
+		st, err := svc.Queues.State(ctx, name, 0, 0, 0)
+		check("read", err)
+		_, err = svc.Queues.State(ctx, name, 0, st.Index, short)
+		check("blocking read", err)
+		check("delete", svc.Queues.Delete(ctx, name))
+	case "barrier":
+		_, err := svc.Barriers.Raise(ctx, name)
+		check("raise", err)
+		_, err = svc.Barriers.Wait(ctx, name, short)
+		check("wait", err)
+		check("lower", svc.Barriers.Lower(ctx, name))
+		_, err = svc.Barriers.Wait(ctx, name, short)
+		check("wait", err)
+	case "double-barrier":
+		_, err := svc.DoubleBarriers.Enter(ctx, a, name, "a", 2, short)
+		check("enter", err)
+		st, err := svc.DoubleBarriers.State(ctx, name, 0, 0)
+		check("read", err)
+		_, err = svc.DoubleBarriers.State(ctx, name, st.Index, short)
+		check("blocking read", err)
+		_, err = svc.DoubleBarriers.Leave(ctx, a, name, "a", 0)
+		check("leave", err)
+	}
+}
+
+var nameKinds = []string{"lock", "rwlock", "semaphore", "election", "queue", "barrier", "double-barrier"}
+
+// Names used once and never again (a lock per invoice) leave nothing
+// behind: once each is released and the linger has passed, ZooKeeper keeps
+// no watch of the gateway's session, go-zookeeper none in its table, and the
+// goroutines are back where they were; a reconnect sets again only the
+// watches of a name still read. Before, each name left about seven watches
+// on both sides for good, set again at every reconnect.
+func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
+	zks := ownServer(t)
+	px := newProxy(t, zks.Addr())
+	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
+	svc.cache.linger = 100 * time.Millisecond
+	svc.watches.linger = 100 * time.Millisecond
+	ctx := context.Background()
+	_, _, id := svc.sess.Status()
+	conn := svc.sess.Conn()
+	baseServer, baseClient := watchCount(t, zks.Addr()), clientWatches(t, conn)
+	baseGoroutines := runtime.NumGoroutine()
+
+	// One name stays in use: held, and watched by a blocking read.
+	keeper, err := svc.Leases.Create(ctx, time.Minute, "keeper", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Locks.Acquire(ctx, keeper, "kept", ModeExclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := svc.Locks.State(ctx, "kept", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keptDone := make(chan error, 1)
+	keptCtx, stopKept := context.WithCancel(ctx)
+	defer stopKept()
+	go func() {
+		_, err := svc.Locks.State(keptCtx, "kept", st.Index, time.Minute)
+		keptDone <- err
+	}()
+	eventually(t, 10*time.Second, func() error {
+		if n := clientWatches(t, conn) - baseClient; n != 2 {
+			return fmt.Errorf("%d watches for the kept lock, want 2 (its children, its data)", n)
+		}
+		return nil
+	})
+
+	const perKind = 40 // 280 names in all
+	work := make(chan [2]string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range work {
+				useOnce(t, svc, w[0], w[1])
+			}
+		}()
+	}
+	for i := range perKind {
+		for _, kind := range nameKinds {
+			work <- [2]string{kind, fmt.Sprintf("%s-%d", kind, i)}
+		}
+	}
+	close(work)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	kept := svc.root + "/locks/kept"
+	eventually(t, 30*time.Second, func() error {
+		server, client := watchCount(t, zks.Addr())-baseServer, clientWatches(t, conn)-baseClient
+		data := dataWatchesOf(t, zks.Addr(), id)
+		if server != 2 || client != 2 || len(data) != 1 || data[0] != kept {
+			return fmt.Errorf("after %d names used once: ZooKeeper keeps %d watches of the gateway (data: %d, %s), go-zookeeper %d; want 2 each, those of %s",
+				perKind*len(nameKinds), server, len(data), head(data, 5), client, kept)
+		}
+		if g := runtime.NumGoroutine(); g > baseGoroutines+2 {
+			return fmt.Errorf("%d goroutines, %d before the names were used", g, baseGoroutines)
+		}
+		return nil
+	})
+
+	// A reconnect sets again the watches of the kept name, and no other.
+	reconnects := svc.sess.Stats().Reconnects
+	px.Drop()
+	eventually(t, 20*time.Second, func() error {
+		if st, _, _ := svc.sess.Status(); st != StateLive || svc.sess.Stats().Reconnects == reconnects {
+			return fmt.Errorf("session %s", st)
+		}
+		if data := dataWatchesOf(t, zks.Addr(), id); len(data) != 1 || data[0] != kept {
+			return fmt.Errorf("after a reconnect ZooKeeper keeps data watches %s, want [%s]", head(data, 5), kept)
+		}
+		if n := watchCount(t, zks.Addr()) - baseServer; n != 2 {
+			return fmt.Errorf("after a reconnect ZooKeeper keeps %d watches of the gateway, want 2", n)
+		}
+		return nil
+	})
+	// The kept read still sees a change.
+	if err := svc.Locks.Release(ctx, keeper, "kept", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-keptDone; err != nil {
+		t.Fatalf("the kept blocking read: %v", err)
+	}
+}
+
+func head(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// A line watched for long (a lock a dashboard or a blocking read follows)
+// keeps one watch of each kind, however often it changes, and a change of
+// its children reads the listing and the new nodes, not the parent's data
+// again. Each reload used to read the parent's data with a new watch, and
+// go-zookeeper kept a channel more on it for every change of the line, as
+// long as the lock lived.
+func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
+	px := newProxy(t, sharedServer(t).Addr())
+	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	ctx := context.Background()
+	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
+	if _, err := svc.Locks.Acquire(ctx, holder, "watched", ModeExclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := svc.Locks.State(ctx, "watched", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	seen := make(chan int64, 100)
+	go func() {
+		index := st.Index
+		for readCtx.Err() == nil {
+			got, err := svc.Locks.State(readCtx, "watched", index, time.Minute)
+			if err != nil {
+				return
+			}
+			index = got.Index
+			seen <- index
+		}
+	}()
+	parent := svc.Locks.parent("watched")
+	eventually(t, 10*time.Second, func() error {
+		if n := watchersOf(t, svc.sess.Conn(), parent); n != 2 {
+			return fmt.Errorf("%d watches on the line", n)
+		}
+		return nil
+	})
+	mark := len(px.Requests(parent))
+	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
+	const tries = 30 // each a node made, then deleted: two changes
+	for range tries {
+		if _, err := svc.Locks.Acquire(ctx, waiter, "watched", ModeExclusive, 0); ErrorCode(err) != CodeTimeout {
+			t.Fatalf("a try-once acquire of a held lock: %v", err)
+		}
+	}
+	final, err := svc.Locks.State(ctx, "watched", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for index := int64(0); index < final.Index; {
+		select {
+		case index = <-seen:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the blocking read never saw index %d", final.Index)
+		}
+	}
+	if n := watchersOf(t, svc.sess.Conn(), parent); n != 2 {
+		t.Fatalf("go-zookeeper keeps %d watches on the line after %d changes, want 2 (its children, its data)", n, 2*tries)
+	}
+	reloads := 0
+	for _, r := range px.Requests(parent)[mark:] {
+		if r.path != parent {
+			continue
+		}
+		switch r.op {
+		case opGetChildren2:
+			reloads++
+		case opGetData:
+			t.Fatalf("a reload read the parent's data, which did not change: %v", px.Sent(parent)[mark:])
+		}
+	}
+	if reloads == 0 {
+		t.Fatalf("the line was never listed again: %v", px.Sent(parent)[mark:])
+	}
+}
+
+// A wait given up on a node that stays (a lock held for hours) leaves its
+// watch on that node for the linger, to the waits that retry, then removes
+// it from go-zookeeper and ZooKeeper. It used to stay, with a goroutine
+// waiting for its event, until the node changed.
+func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	svc.watches.linger = 100 * time.Millisecond
+	ctx := context.Background()
+	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
+	g, err := svc.Locks.Acquire(ctx, holder, "held", ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
+	if _, err := svc.Locks.Acquire(ctx, waiter, "held", ModeExclusive, 20*time.Millisecond); ErrorCode(err) != CodeTimeout {
+		t.Fatalf("want a timeout, got %v", err)
+	}
+	_, _, id := svc.sess.Status()
+	eventually(t, 10*time.Second, func() error {
+		if n := watchersOf(t, svc.sess.Conn(), g.Node); n != 0 {
+			return fmt.Errorf("go-zookeeper keeps %d watches on the holder's node", n)
+		}
+		for _, p := range dataWatchesOf(t, sharedServer(t).Addr(), id) {
+			if p == g.Node {
+				return fmt.Errorf("ZooKeeper keeps the watch on the holder's node")
+			}
+		}
+		if n := svc.watches.Armed(); n != 0 {
+			return fmt.Errorf("%d shared watches armed", n)
+		}
+		return nil
+	})
+}
+
+// opRemoveWatches is ZooKeeper's removeWatches opcode.
+const opRemoveWatches = 18
+
+// A ZooKeeper too old to remove watches (before 3.5) is refused at start,
+// with the version the gateway needs: it would keep a watch of every name
+// it ever served. The proxy answers removeWatches as such a server does.
+func TestAZooKeeperThatCannotRemoveWatchesIsRefused(t *testing.T) {
+	px := newProxy(t, sharedServer(t).Addr())
+	px.Unknown(opRemoveWatches)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sess, err := Connect(ctx, SessionConfig{Servers: []string{px.Addr()}, Timeout: time.Second, Root: uniqueRoot(t),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil {
+		sess.Close()
+		t.Fatal("a session on a ZooKeeper that cannot remove watches")
+	}
+	if want := "zkgate needs ZooKeeper 3.5 or later"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("the error says %q; want it to say %q", err, want)
+	}
+}

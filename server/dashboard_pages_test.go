@@ -1,0 +1,88 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkgate/zkgate/internal/gwtest"
+)
+
+// A dashboard of many locks shows them a page at a time, filtered by the
+// gateway, and reads and watches only the page it shows: the page is small
+// whatever the number of locks, and a live page follows its own part of
+// the list (a lock released on it is replaced by the next one). It used to
+// read, watch and render every lock.
+func TestADashboardOfManyLocksShowsAPageAndWatchesIt(t *testing.T) {
+	gwtest.NoGoroutinesLeft(t)
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	lease := newLease(t, g.URL, "1m", "many")
+	const n = 520 // more than the dashboard reads whole
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range work {
+				mustStatus(t, acquire(t, g.URL, fmt.Sprintf("many-%03d", i), lease, "0s"), 200, "acquire")
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	status, _, body := getPage(t, g.URL+"/ui/locks")
+	if status != 200 {
+		t.Fatalf("GET /ui/locks: %d", status)
+	}
+	if got := strings.Count(body, `class="item lock"`); got != 50 {
+		t.Fatalf("the first page shows %d locks, want 50", got)
+	}
+	if !strings.Contains(body, `id="lock-many-049"`) || strings.Contains(body, `id="lock-many-050"`) {
+		t.Errorf("the first page is not many-000 to many-049")
+	}
+	if !strings.Contains(body, `rel="next" href="/ui/locks?after=many-049"`) {
+		t.Errorf("the first page has no link to the next")
+	}
+	if !strings.Contains(body, fmt.Sprintf(`id="count-locks">%d<`, n)) {
+		t.Errorf("the navigation does not count %d locks", n)
+	}
+	if len(body) > 100<<10 {
+		t.Errorf("the first page of %d locks is %d bytes", n, len(body))
+	}
+	_, _, second := getPage(t, g.URL+"/ui/locks?after=many-049")
+	if !strings.Contains(second, `id="lock-many-050"`) || strings.Contains(second, `id="lock-many-049"`) || strings.Count(second, `class="item lock"`) != 50 {
+		t.Errorf("the second page is not many-050 to many-099")
+	}
+	_, _, filtered := getPage(t, g.URL+"/ui/locks?q=MANY-51")
+	if got := strings.Count(filtered, `class="item lock"`); got != 10 || !strings.Contains(filtered, `id="lock-many-519"`) || strings.Contains(filtered, `rel="next"`) {
+		t.Errorf("?q=MANY-51 shows %d locks, want many-510 to many-519 on one page", got)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dialWS(t, ctx, g.URL, "locks", nil)
+	var view wsView
+	view.until(t, ctx, c, "the snapshot", func(v *wsView) bool { return strings.Count(v.html["locks-list"], `class="item lock"`) == 50 })
+	if watched := metricValue(t, g.URL, "zkgate_watched_paths"); watched > 100 {
+		t.Errorf("a dashboard of a page of 50 of %d locks watches %v paths", n, watched)
+	}
+	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/many-000/release", map[string]any{"lease": lease}), 204, "release")
+	removed, added := false, false
+	for !removed || !added {
+		m, err := readWS(ctx, c)
+		if err != nil {
+			t.Fatalf("waiting for many-000 to be replaced by many-050: %v", err)
+		}
+		for _, f := range m.Frags {
+			removed = removed || f.Op == "remove" && f.ID == "lock-many-000"
+			added = added || f.Op == "upsert" && f.ID == "lock-many-050"
+		}
+	}
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
+}
