@@ -220,6 +220,8 @@ func (s *Service) HandOver() (*Handover, error) {
 			CreatedAt: l.CreatedAt, Left: Duration(max(left, 0))}
 		for _, hs := range holds {
 			hst := state(hs)
+			// The hold goes on at the taker, which counts it from then on.
+			s.contention.forget(hs.core())
 			if len(hst.Nodes) == 0 && !hst.Granted {
 				continue // nothing in ZooKeeper yet: the client's retry starts anew
 			}
@@ -251,6 +253,7 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 	}
 	sub := New(sess, Config{GatewayID: s.gatewayID, Metrics: s.metrics, Logger: s.log, Leases: s.Leases.cfg})
 	sub.parent = s
+	sub.contention = s.contention
 	_, epoch, _ := sess.Status()
 	for _, st := range h.Leases {
 		if err := sub.Leases.restore(st, epoch); err != nil {
@@ -350,6 +353,9 @@ func (ls *Leases) restore(st LeaseState, epoch uint64) error {
 		}
 		l.holds[hst.Key] = hs
 		c := hs.core()
+		if hst.Granted {
+			ls.svc.contention.granted(c)
+		}
 		if !hst.Told && !hst.Granted {
 			// A wait that its client will retry: its place in line is kept
 			// for handoverGrace, as if a call still waited on it.

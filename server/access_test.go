@@ -38,7 +38,7 @@ func servedRoutes(t *testing.T) map[string]bool {
 	t.Cleanup(sess.Close)
 	svc := recipes.New(sess, recipes.Config{GatewayID: "routes-test", Logger: log})
 	t.Cleanup(svc.Close)
-	h := server.New(server.Deps{Service: svc, API: apiOf(svc), Metrics: server.NewMetrics(), Log: log, OpenAPI: zkgate.OpenAPI})
+	h := server.New(server.Deps{Service: svc, API: apiOf(svc), Metrics: server.NewMetrics(0), Log: log, OpenAPI: zkgate.OpenAPI})
 	mux, ok := h.(chi.Routes)
 	if !ok {
 		t.Fatalf("server.New returned a %T, not a chi router", h)
