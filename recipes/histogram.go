@@ -108,12 +108,16 @@ func (h *Histogram) Merge(o Histogram) {
 	h.Buckets = merged
 }
 
-// Quantile is the q-th quantile (0 < q <= 1), 0 for an empty histogram.
+// Quantile is the q-th quantile (0 < q <= 1): the middle of its bucket, or
+// the max for the last duration; 0 for an empty histogram.
 func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.Count == 0 {
 		return 0
 	}
 	rank := max(int64(math.Ceil(q*float64(h.Count))), 1)
+	if rank >= h.Count {
+		return h.Max
+	}
 	var seen int64
 	for _, b := range h.Buckets {
 		seen += b.N
