@@ -68,7 +68,7 @@ func TestDeadlocksAcrossGateways(t *testing.T) {
 
 	type take struct {
 		gateway, lease, path string // path under /v1
-		body                        map[string]any
+		body                 map[string]any
 	}
 	cases := []struct {
 		name   string
