@@ -963,9 +963,15 @@ func (s *specChecker) holdKinds(t *testing.T, lease string) []string {
 func (s *specChecker) dashboard(t *testing.T) {
 	s.do(t, 200, specReq("GET", "/", nil))
 	s.do(t, 200, specReq("GET", "/?q=orders", nil))
-	for _, page := range []string{"locks", "semaphores", "leases", "elections", "barriers", "queues", "znodes"} {
+	for _, page := range []string{"locks", "semaphores", "leases", "contention", "elections", "barriers", "queues", "znodes"} {
 		s.do(t, 200, specReq("GET", "/ui/"+page, nil))
 	}
+	s.do(t, 200, specReq("GET", "/ui/contention?window=1h&kind=lock&name=orders", nil))
+	s.do(t, 400, specReq("GET", "/ui/contention?window=2h", nil, specRejects()))
+	s.do(t, 400, specReq("GET", "/ui/contention?kind=queue&name=orders", nil, specRejects()))
+	s.do(t, 400, specReq("GET", "/ui/contention?kind=lock&name=..", nil))
+	s.do(t, 426, specReq("GET", "/ws?page=contention&window=1m&kind=semaphore&name=pool", nil))
+	specWantCode(t, s.do(t, 400, specReq("GET", "/ws?page=contention&window=5m", nil, specRejects())), "invalid_request")
 	s.do(t, 200, specReq("GET", "/ui/znodes?view=hex&page=0", nil))
 	specWantCode(t, s.do(t, 404, specReq("GET", "/ui/nope", nil, specRejects())), "not_found")
 	for _, f := range []string{"dashboard.css", "dashboard.js", "favicon.svg"} {

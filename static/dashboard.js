@@ -134,11 +134,22 @@
     live.textContent = text;
   }
 
+  // view is what the contention page shows besides its page: its window,
+  // and the name chosen.
+  function view() {
+    if (page !== 'contention') return '';
+    var here = new URLSearchParams(location.search), out = '';
+    ['window', 'kind', 'name'].forEach(function (k) {
+      if (here.get(k)) out += '&' + k + '=' + encodeURIComponent(here.get(k));
+    });
+    return out;
+  }
+
   function connect() {
     timer = null;
     var proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
     status('connecting', 'connecting…');
-    ws = new WebSocket(proto + '//' + location.host + '/ws?page=' + encodeURIComponent(page));
+    ws = new WebSocket(proto + '//' + location.host + '/ws?page=' + encodeURIComponent(page) + view());
     ws.onmessage = function (ev) {
       var m;
       try { m = JSON.parse(ev.data); } catch (err) { return; }
