@@ -62,7 +62,9 @@ func TestBrowserContention(t *testing.T) {
 	mustStatus(t, acquire(t, g.URL, "reports", c, "0s"), 200, "c takes reports")
 	dCtx, stopD := context.WithCancel(context.Background())
 	defer stopD()
-	go func() { _, _ = gwtest.DoCtx(dCtx, "POST", g.URL+"/v1/locks/reports/acquire?wait=30s", map[string]any{"lease": d}) }()
+	go func() {
+		_, _ = gwtest.DoCtx(dCtx, "POST", g.URL+"/v1/locks/reports/acquire?wait=30s", map[string]any{"lease": d})
+	}()
 	step(t, ctx, "see the new line appear", chromedp.WaitVisible(chromedp.CSS(`#contention-lock-reports`)))
 	if got := eval[string](t, ctx, `window.sameDocument`); got != "yes" {
 		t.Fatalf("the page was reloaded (%q): updates must come over the WebSocket", got)
