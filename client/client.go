@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strings"
@@ -120,8 +122,15 @@ type request struct {
 	until time.Time
 	// seen, when set, is shown every answer's headers (error answers too)
 	// with the send time of its request: a lease learns from them when its
-	// gateway says it ends.
+	// gateway says it ends, and where it moved.
 	seen func(sent time.Time, h http.Header)
+	// target, when set, names the base URL each attempt goes to instead of
+	// the client's (nil: the client's): a lease's keeper after a handover.
+	// A target that cannot be reached (no connection: nothing was sent) is
+	// told to unreachable, and the attempt is made at once at the client's
+	// base URL, since any gateway passes the request on.
+	target      func() *url.URL
+	unreachable func(*url.URL)
 }
 
 // response is a successful answer, read whole.
@@ -163,12 +172,23 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 			left := max(r.wait-time.Since(start), 0)
 			q.Set("wait", left.Truncate(time.Millisecond).String())
 		}
-		resp, err := c.once(ctx, r.method, r.path, q, body, contentType, r.seen)
+		base := c.base
+		if r.target != nil {
+			if t := r.target(); t != nil {
+				base = t
+			}
+		}
+		resp, err := c.once(ctx, base, r.method, r.path, q, body, contentType, r.seen)
 		if err == nil {
 			return resp, nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, context.Cause(ctx)
+		}
+		if base != c.base && notConnected(err) {
+			r.unreachable(base)
+			attempt--
+			continue
 		}
 		var problem *Error
 		transient := true
@@ -209,14 +229,37 @@ func backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// once sends one request and reads the answer, showing its headers to seen
-// (when not nil).
-func (c *Client) once(ctx context.Context, method, path string, q url.Values, body []byte, contentType string,
+// notConnected reports whether err is a failure to connect: the request
+// was not sent.
+func notConnected(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, errNoConnection)
+}
+
+// movedConnectTimeout bounds the connection to a gateway other than the
+// client's own (a lease's keeper, named by X-Zkgate-Lease-Moved-To): its
+// address may be out of this client's reach (a gateway's own address,
+// behind a load balancer), where a connection attempt can go unanswered
+// for minutes; the request goes to the client's URL instead.
+const movedConnectTimeout = 2 * time.Second
+
+var errNoConnection = fmt.Errorf("zkgate: no connection within %s", movedConnectTimeout)
+
+// once sends one request to the gateway at base and reads the answer,
+// showing its headers to seen (when not nil).
+func (c *Client) once(ctx context.Context, base *url.URL, method, path string, q url.Values, body []byte, contentType string,
 	seen func(time.Time, http.Header)) (*response, error) {
-	u := *c.base
-	u.Path = c.base.Path + path
-	u.RawPath = c.base.EscapedPath() + path
+	u := *base
+	u.Path = base.Path + path
+	u.RawPath = base.EscapedPath() + path
 	u.RawQuery = q.Encode()
+	if base != c.base {
+		bounded, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		t := time.AfterFunc(movedConnectTimeout, func() { cancel(errNoConnection) })
+		defer t.Stop()
+		ctx = httptrace.WithClientTrace(bounded, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { t.Stop() }})
+	}
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -236,6 +279,9 @@ func (c *Client) once(ctx context.Context, method, path string, q url.Values, bo
 	sent := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errNoConnection) {
+			return nil, fmt.Errorf("%w to %s", cause, base.Host)
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()

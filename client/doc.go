@@ -14,6 +14,14 @@
 //     call made through the lease is cancelled, and it is revoked at the
 //     gateway in the background. Stop the work the lease protects when Done
 //     is closed, or a little before the deadline with Lease.Ending.
+//   - A lease rides through its gateway's restart. When a draining
+//     gateway's answer about the lease names the gateway it was handed to
+//     (X-Zkgate-Lease-Moved-To), the lease's calls (keepalives, releases,
+//     acquires, campaigns, claims and acks made through it, and its revoke)
+//     go there from then on (Lease.URL); if that gateway cannot be
+//     connected to (refused, or no connection within 2s), they go to the
+//     client's URL again, since any gateway passes them on. Its 503s are retried, the deadline stays the one the
+//     gateway confirmed, and the lease is not lost: the session lives on.
 //   - One lease per concurrent holder. The gateway answers a lease's
 //     repeated acquire with the same grant, so two goroutines sharing a
 //     lease would share one lock and one fencing token; a Lease refuses a

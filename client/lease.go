@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -22,6 +24,12 @@ import (
 // lease is revoked at the gateway in the background, so that what it held
 // is freed rather than kept until its TTL. Done is closed too when the
 // gateway says the lease ended, or after Revoke; Err says why.
+//
+// A handover of the lease to another gateway (its gateway drains) costs it
+// nothing: once an answer says where the lease moved
+// (X-Zkgate-Lease-Moved-To), every call made through the lease goes there,
+// and back to the client's URL if that gateway cannot be connected to (see
+// URL).
 //
 // One Lease is one holder: it refuses a second Lock, AcquireSemaphore or
 // Campaign of a name it already holds or is acquiring (ErrAlreadyHeld),
@@ -56,6 +64,11 @@ type Lease struct {
 	forgotten                    chan struct{}    // closed when the revoke after an expiry has ended
 	revoked                      bool
 	revoke                       sync.Mutex // one Revoke at a time
+	// movedTo is the base URL of the gateway that keeps the lease after a
+	// handover, as a draining gateway named it (X-Zkgate-Lease-Moved-To):
+	// the lease's requests go there rather than to the client's base URL,
+	// which may be the draining gateway's own address. Nil: the client's.
+	movedTo *url.URL
 }
 
 // A LeaseOption sets something of a lease being made.
@@ -307,10 +320,20 @@ func (l *Lease) Revoke(ctx context.Context) error {
 		}
 		return nil
 	}
-	err := l.c.RevokeLease(ctx, l.id)
+	err := l.revokeAtGateway(ctx)
 	if errors.Is(err, ErrLeaseExpired) || errors.Is(err, ErrLeaseNotFound) {
 		return nil
 	}
+	return err
+}
+
+// revokeAtGateway is RevokeLease sent for the lease (to its keeper).
+func (l *Lease) revokeAtGateway(ctx context.Context) error {
+	path, err := pathOf("leases", l.id)
+	if err != nil {
+		return err
+	}
+	_, err = l.do(ctx, request{method: http.MethodDelete, path: path, retry: true, okOnRetry: []string{"lease_expired"}})
 	return err
 }
 
@@ -332,10 +355,57 @@ func (l *Lease) bind(ctx context.Context) (context.Context, context.CancelFunc) 
 }
 
 // do sends a call made for the lease: what its answers say of the lease's
-// end (a draining gateway's X-Zkgate-Lease-Ends) moves the deadline.
+// end (a draining gateway's X-Zkgate-Lease-Ends) moves the deadline, and
+// where they say it moved (X-Zkgate-Lease-Moved-To) is where its requests
+// go from then on.
 func (l *Lease) do(ctx context.Context, r request) (*response, error) {
 	r.seen = l.heard
+	r.target = l.target
+	r.unreachable = l.unreachable
 	return l.c.do(ctx, r)
+}
+
+// URL is the base URL the lease's requests go to: the client's, or the
+// gateway that keeps the lease since a handover, once an answer named it
+// with X-Zkgate-Lease-Moved-To (and until it cannot be reached).
+func (l *Lease) URL() string {
+	if t := l.target(); t != nil {
+		return t.String()
+	}
+	return l.c.URL()
+}
+
+func (l *Lease) target() *url.URL {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.movedTo
+}
+
+// unreachable forgets u as the lease's keeper: it may itself have gone,
+// and the client's base URL passes the lease's requests on to wherever the
+// lease is kept now.
+func (l *Lease) unreachable(u *url.URL) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.movedTo == u {
+		l.movedTo = nil
+	}
+}
+
+// movedTo parses an X-Zkgate-Lease-Moved-To: an http or https base URL with
+// a host, and nothing more; nil for anything else.
+func movedTo(v string) *url.URL {
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u
 }
 
 // onOurClock is the time t of the gateway's clock, from the answer with
@@ -351,9 +421,18 @@ func onOurClock(sent time.Time, h http.Header, t time.Time) (_ time.Time, ok boo
 	return sent.Add(t.Sub(now)), true
 }
 
-// heard takes the end of a drain from an answer to a call made for the
-// lease. A gateway without X-Zkgate-Time is taken to share this clock.
+// heard takes the end of a drain, and where the lease moved, from an
+// answer to a call made for the lease. A gateway without X-Zkgate-Time is
+// taken to share this clock.
 func (l *Lease) heard(sent time.Time, h http.Header) {
+	if u := movedTo(h.Get("X-Zkgate-Lease-Moved-To")); u != nil {
+		l.mu.Lock()
+		if u.String() == l.c.base.String() {
+			u = nil
+		}
+		l.movedTo = u
+		l.mu.Unlock()
+	}
 	v := h.Get("X-Zkgate-Lease-Ends")
 	if v == "" {
 		return
@@ -441,7 +520,7 @@ func (l *Lease) expire() {
 		// The gateway ends a silent lease after its TTL anyway.
 		ctx, cancel := context.WithTimeout(context.Background(), max(l.ttl, time.Second))
 		defer cancel()
-		_ = l.c.RevokeLease(ctx, l.id)
+		_ = l.revokeAtGateway(ctx)
 	}()
 }
 

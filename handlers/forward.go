@@ -77,6 +77,7 @@ func forward(w http.ResponseWriter, r *http.Request, e *elsewhere) bool {
 	if answer.status == http.StatusMisdirectedRequest {
 		// Another gateway serves the keeper's address now: the keeper is
 		// gone, and its leases with it (an address names one gateway).
+		w.Header().Set(servedByHeader, e.keeper.Advertise)
 		WriteError(w, r, &recipes.Error{Code: recipes.CodeLeaseExpired, Extra: map[string]any{"reason": recipes.EndSessionLost},
 			Detail: fmt.Sprintf("lease %q has ended: %s (its gateway %s at %s is gone; another gateway serves that address now)",
 				e.lease, recipes.EndSessionLost, e.keeper.Gateway, e.keeper.Advertise)})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/zkgate/zkgate/recipes"
 )
@@ -45,7 +46,8 @@ func (p *Peers) SendHandover(ctx context.Context, k recipes.Keeper, h *recipes.H
 		return &recipes.Error{Code: recipes.CodeUnavailable, Detail: noCredential}
 	}
 	var wire handoverWire
-	wire.Session.ID, wire.From, wire.Leases = h.Session.ID, h.From, h.Leases
+	// The TTL left of each lease as it is when sent, not when it froze.
+	wire.Session.ID, wire.From, wire.Leases = h.Session.ID, h.From, h.Aged().Leases
 	if p.secret != nil {
 		sealed, err := p.secret.Seal(h.Session.Password, sealContext(h.Session.ID, h.From, k.Gateway))
 		if err != nil {
@@ -77,6 +79,7 @@ func (p *Peers) SendHandover(ctx context.Context, k recipes.Keeper, h *recipes.H
 // takes none.
 func (a *API) TakeHandover() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		received := time.Now()
 		pc := PeerOf(r.Context())
 		switch {
 		case pc == nil:
@@ -95,7 +98,7 @@ func (a *API) TakeHandover() http.Handler {
 			WriteError(w, r, Forbidden("a handover of gateway %q's session sent by gateway %q", wire.From, pc.Gateway))
 			return
 		}
-		h := &recipes.Handover{From: wire.From, Leases: wire.Leases}
+		h := &recipes.Handover{From: wire.From, Leases: wire.Leases, Received: received}
 		h.Session.ID = wire.Session.ID
 		switch {
 		case a.Peers.secret != nil:

@@ -64,9 +64,10 @@ func TestHistogramPercentilesAndMerge(t *testing.T) {
 
 // fakeHold is a hold of a lease of gateway gw, for the record's own tests.
 func fakeHold(kind, name, lease string) *hold {
-	h := &hold{svc: &Service{gatewayID: "gw"}, lease: &Lease{ID: lease, Holder: "holder-" + lease}, kind: kind, name: name}
-	h.self = &lockHold{hold: *h, mode: ModeExclusive}
-	return h
+	lh := &lockHold{mode: ModeExclusive}
+	lh.hold = hold{svc: &Service{gatewayID: "gw"}, lease: &Lease{ID: lease, Holder: "holder-" + lease}, kind: kind, name: name}
+	lh.self = lh
+	return &lh.hold
 }
 
 // The record on a clock of its own: waits and holds counted in the minute

@@ -165,10 +165,16 @@ type DashboardLease struct {
 func LeaseRecords(snap *Snapshot) []DashboardLease {
 	out := make([]DashboardLease, 0, len(snap.Children))
 	for _, n := range snap.Children {
-		var rec struct{ Holder, TTL, Gateway string }
-		_ = json.Unmarshal(n.Data, &rec) // a record that is not JSON shows as its id alone
-		out = append(out, DashboardLease{ID: n.Name, Holder: rec.Holder, TTL: rec.TTL, Gateway: rec.Gateway,
-			CreatedAt: time.UnixMilli(n.Stat.Ctime).UTC()})
+		var rec struct {
+			Holder, TTL, Gateway string
+			CreatedAt            *time.Time `json:"created_at"`
+		}
+		_ = json.Unmarshal(n.Data, &rec)              // a record that is not JSON shows as its id alone
+		created := time.UnixMilli(n.Stat.Ctime).UTC() // a record of a gateway that did not write created_at
+		if rec.CreatedAt != nil {
+			created = rec.CreatedAt.UTC()
+		}
+		out = append(out, DashboardLease{ID: n.Name, Holder: rec.Holder, TTL: rec.TTL, Gateway: rec.Gateway, CreatedAt: created})
 	}
 	return out
 }

@@ -46,6 +46,29 @@ type Handover struct {
 	Session SavedSession `json:"session"`
 	From    string       `json:"from"` // the id of the gateway that gave it
 	Leases  []LeaseState `json:"leases"`
+
+	// Received is when the taker received it: the TTL left of each lease
+	// is counted from then (the time until its adoption is taken off).
+	// SameClock says that it comes from this machine (this gateway's
+	// previous run): the leases' ExpiresAt is then on this clock.
+	Received  time.Time `json:"-"`
+	SameClock bool      `json:"-"`
+	taken     time.Time // when HandOver froze the leases
+}
+
+// Aged is h with the TTL left of each lease as it is now: less the time
+// since the leases froze (see Received for the taker's side).
+func (h *Handover) Aged() *Handover {
+	out := *h
+	out.Leases = append([]LeaseState(nil), h.Leases...)
+	if h.taken.IsZero() {
+		return &out
+	}
+	gone := time.Since(h.taken)
+	for i := range out.Leases {
+		out.Leases[i].Left = Duration(max(time.Duration(out.Leases[i].Left)-gone, 0))
+	}
+	return &out
 }
 
 // String keeps the session's password out of any log.
@@ -61,7 +84,8 @@ type LeaseState struct {
 	TTL       Duration    `json:"ttl"`
 	LockDelay Duration    `json:"lock_delay"`
 	CreatedAt time.Time   `json:"created_at"`
-	Left      Duration    `json:"left"` // of its TTL when it was handed over
+	Left      Duration    `json:"left"`       // of its TTL when it was handed over (see Handover.Aged)
+	ExpiresAt time.Time   `json:"expires_at"` // the end of its TTL, on the giver's clock (see Handover.SameClock)
 	Holds     []HoldState `json:"holds"`
 }
 
@@ -181,13 +205,22 @@ func (s *Service) restore(lease *Lease, st HoldState) (holding, error) {
 // fails, and changes nothing, if the session is not live. The holds'
 // operations under way end with their waits (the leases' contexts are
 // cancelled first), so the wait for them is short.
-func (s *Service) HandOver() (*Handover, error) {
+func (s *Service) HandOver(ctx context.Context) (*Handover, error) {
 	if st, _, _ := s.sess.Status(); st != StateLive {
 		return nil, unavailable()
 	}
 	ls := s.Leases
 	ls.mu.Lock()
 	ls.handingOver = true // no new lease: Grant answers ErrMoving
+	ls.mu.Unlock()
+	created := make(chan struct{})
+	go func() { ls.creating.Wait(); close(created) }()
+	select {
+	case <-created: // the leases being made are live now, or failed
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	ls.mu.Lock()
 	leases := make([]*Lease, 0, len(ls.live))
 	for _, l := range ls.live {
 		leases = append(leases, l)
@@ -199,14 +232,14 @@ func (s *Service) HandOver() (*Handover, error) {
 	}
 	// Holds' operations under way (a create) finish under their hold's
 	// lock: state waits for each.
-	h := &Handover{From: s.gatewayID}
+	h := &Handover{From: s.gatewayID, taken: time.Now()}
 	for _, l := range leases {
 		l.mu.Lock()
 		ending := l.ending
 		if l.timer != nil {
 			l.timer.Stop()
 		}
-		left := time.Until(l.expiresAt)
+		left := l.expiresAt.Sub(h.taken) // all counted from one instant, as Aged takes them
 		holds := make([]holding, 0, len(l.holds))
 		for _, hs := range l.holds {
 			holds = append(holds, hs)
@@ -217,7 +250,7 @@ func (s *Service) HandOver() (*Handover, error) {
 			continue
 		}
 		st := LeaseState{ID: l.ID, Holder: l.Holder, Owner: l.Owner, TTL: Duration(l.TTL), LockDelay: Duration(l.LockDelay),
-			CreatedAt: l.CreatedAt, Left: Duration(max(left, 0))}
+			CreatedAt: l.CreatedAt, Left: Duration(max(left, 0)), ExpiresAt: l.expiresAt.UTC()}
 		for _, hs := range holds {
 			hst := state(hs)
 			// The hold goes on at the taker, which counts it from then on.
@@ -251,11 +284,19 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 	if err != nil {
 		return err
 	}
-	sub := New(sess, Config{GatewayID: s.gatewayID, Metrics: s.metrics, Logger: s.log, Leases: s.Leases.cfg})
+	// The gateway's own configuration: its peer secret signs the rewritten
+	// records, or no other gateway would locate the leases through them.
+	sub := New(sess, s.cfg)
 	sub.parent = s
 	sub.contention = s.contention
 	_, epoch, _ := sess.Status()
 	for _, st := range h.Leases {
+		switch {
+		case h.SameClock:
+			st.Left = Duration(max(time.Until(st.ExpiresAt), 0))
+		case !h.Received.IsZero():
+			st.Left = Duration(max(time.Duration(st.Left)-time.Since(h.Received), 0))
+		}
 		if err := sub.Leases.restore(st, epoch); err != nil {
 			s.log.Error("a handed-over lease could not be kept", "lease", st.ID, "err", err)
 		}
@@ -263,16 +304,40 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 	if err := sub.Leases.rewriteRecords(ctx); err != nil {
 		s.log.Warn("rewrite the records of handed-over leases", "err", err)
 	}
-	// The giver's registration went with it: its session is ours now.
-	if h.From != s.gatewayID && ValidName(h.From) == nil {
-		_ = sess.Conn().Delete(sess.Root()+"/gateways/"+h.From, -1)
-	}
+	sub.endRegistrations(ctx)
 	s.adoptMu.Lock()
 	s.adopted = append(s.adopted, sub)
 	s.adoptMu.Unlock()
 	go s.retire(sub)
 	s.log.Info("adopted a handed-over session", "session", h.Session, "from", h.From, "leases", len(h.Leases))
 	return nil
+}
+
+// endRegistrations ends the gateways' registrations that came with the
+// adopted session (ephemeral nodes of that session: the giver's, or one
+// that came along an earlier handover). A registration's gateway is
+// going: it stays listed, draining, until its drain ends, as it would
+// have in its own session, and then goes.
+func (s *Service) endRegistrations(ctx context.Context) {
+	dir := s.sess.Root() + "/gateways"
+	names, err := s.children(ctx, dir)
+	if err != nil {
+		return
+	}
+	_, _, session := s.sess.Status()
+	for _, name := range names {
+		p := dir + "/" + name
+		raw, stat, err := s.sess.Conn().Get(p)
+		if err != nil || stat.EphemeralOwner != session {
+			continue
+		}
+		var left time.Duration
+		if g := s.readRegistration(p, name, raw); g.DrainingUntil != nil {
+			left = time.Until(*g.DrainingUntil)
+		}
+		version := stat.Version
+		time.AfterFunc(max(left, 0), func() { _ = s.sess.Conn().Delete(p, version) })
+	}
 }
 
 // retire closes an adopted service once its last lease has ended (or its
@@ -373,13 +438,17 @@ func (ls *Leases) restore(st LeaseState, epoch uint64) error {
 }
 
 // rewriteRecords makes the records of this table's leases name this
-// gateway, so that the others forward their requests here.
+// gateway, so that the others forward their requests here. Each is made
+// anew (in the same session, one transaction) rather than set: the
+// dashboards' cache follows the list of records, not each one's data.
 func (ls *Leases) rewriteRecords(ctx context.Context) error {
 	var first error
 	for _, l := range ls.List() {
+		p := ls.recordPath(l.ID)
 		data := ls.recordOf(l)
 		for {
-			_, err := ls.sess.Conn().Set(ls.recordPath(l.ID), data, -1)
+			_, err := ls.sess.Conn().Multi(&zk.DeleteRequest{Path: p, Version: -1},
+				&zk.CreateRequest{Path: p, Data: data, Acl: ls.sess.acl(), Flags: zk.FlagEphemeral})
 			if err == nil || errors.Is(err, zk.ErrNoNode) {
 				break
 			}

@@ -59,7 +59,7 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 		return errors.New("the waiter has no node yet")
 	})
 
-	h, err := giver.HandOver()
+	h, err := giver.HandOver(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 	if _, err := giver.Leases.Create(ctx, time.Minute, "doomed", ""); err != nil {
 		t.Fatal(err)
 	}
-	h, err := giver.HandOver()
+	h, err := giver.HandOver(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,5 +173,157 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 	err = taker.Adopt(ctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: time.Second, Root: taker.root, Logger: log}, h)
 	if !errors.Is(err, ErrSessionGone) {
 		t.Fatalf("adopt an expired session: %v, want ErrSessionGone", err)
+	}
+}
+
+// The TTL left of every lease handed over is counted from one instant, the
+// handover's: a lease written down after a wait for a hold's operation
+// under way ends when it would have, not that wait earlier.
+func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
+	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
+	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
+	ctx := context.Background()
+	var leases []*Lease
+	ends := map[string]time.Time{}
+	for i := range 2 {
+		l, _ := giver.Leases.Create(ctx, time.Minute, fmt.Sprintf("l%d", i), "")
+		if _, err := giver.Locks.Acquire(ctx, l, fmt.Sprintf("ttl-%d", i), "", 0); err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+		l.mu.Lock()
+		ends[l.ID] = l.expiresAt
+		l.mu.Unlock()
+	}
+	// Every hold busy for a while, as with a create under way: HandOver
+	// waits for each before it writes its lease down.
+	var holds []*hold
+	for _, l := range leases {
+		for _, h := range l.holds {
+			h.core().mu.Lock()
+			holds = append(holds, h.core())
+		}
+	}
+	go func() {
+		for _, h := range holds {
+			time.Sleep(300 * time.Millisecond) // the operation under way
+			h.mu.Unlock()
+		}
+	}()
+	h, err := giver.HandOver(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	got := h.Aged()
+	got.Received = time.Now()
+	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases {
+		kept, ok := taker.Leases.find(l.ID)
+		if !ok {
+			t.Fatalf("lease %s not kept", l.ID)
+		}
+		kept.mu.Lock()
+		diff := kept.expiresAt.Sub(ends[l.ID])
+		kept.mu.Unlock()
+		if diff < -50*time.Millisecond || diff > 50*time.Millisecond {
+			t.Errorf("lease %s ends %s away from its TTL's end across the handover", l.ID, diff.Round(time.Millisecond))
+		}
+	}
+}
+
+// A session given up (handed over, or closed) ends every wait for it to be
+// live again: the record of a lease whose create went unanswered, ended in
+// the background as the gateway stops, is not waited for forever, and the
+// gateway's service closes.
+func TestNoWaitOutlivesAHandedOverSession(t *testing.T) {
+	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
+	lease, err := giver.Leases.Create(context.Background(), time.Minute, "holder", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, epoch, _ := giver.sess.Status()
+	if _, err := giver.HandOver(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- giver.sess.waitEpoch(context.Background(), epoch) }()
+	ended := make(chan error, 1)
+	go func() { ended <- giver.Leases.endRecord(context.Background(), lease, EndRevoked) }()
+	closed := make(chan struct{})
+	go func() { giver.Close(); close(closed) }()
+	for what, done := range map[string]<-chan struct{}{
+		"waitEpoch": after(waited, func(err error) {
+			if !errors.Is(err, errClosed) {
+				t.Errorf("waitEpoch on the handed-over session: %v, want errClosed", err)
+			}
+		}),
+		"endRecord": after(ended, func(error) {}),
+		"Close":     closed,
+	} {
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s still waits on a session handed over 20s ago", what)
+		}
+	}
+}
+
+// after is closed once ch has delivered its value to check.
+func after(ch <-chan error, check func(error)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		check(<-ch)
+		close(done)
+	}()
+	return done
+}
+
+// A lease whose create is under way when the handover begins is handed
+// over with the others once it is made: a lease the client is told of is
+// never left behind in a session given up.
+func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
+	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
+	ls := giver.Leases
+	recorded, proceed := make(chan struct{}), make(chan struct{})
+	ls.afterRecord = func() {
+		close(recorded)
+		<-proceed
+	}
+	type grant struct {
+		l   *Lease
+		err error
+	}
+	granted := make(chan grant, 1)
+	go func() {
+		l, err := ls.Create(context.Background(), time.Minute, "late", "")
+		granted <- grant{l, err}
+	}()
+	<-recorded
+	handed := make(chan *Handover, 1)
+	go func() {
+		h, err := giver.HandOver(context.Background())
+		if err != nil {
+			t.Errorf("hand over: %v", err)
+		}
+		handed <- h
+	}()
+	eventually(t, 10*time.Second, func() error {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		if !ls.handingOver {
+			return errors.New("the handover has not begun")
+		}
+		return nil
+	})
+	close(proceed)
+	g, h := <-granted, <-handed
+	if g.err != nil {
+		t.Fatalf("the create under way: %v", g.err)
+	}
+	if h == nil || len(h.Leases) != 1 || h.Leases[0].ID != g.l.ID {
+		t.Fatalf("the handover left lease %s behind: %v", g.l.ID, h)
 	}
 }

@@ -104,9 +104,13 @@ type Leases struct {
 	drainEnd    atomic.Pointer[time.Time] // set while the gateway drains: every lease ends then
 	latest      atomic.Int64              // the latest expires_at answered, in Unix nanoseconds (see LatestPromise)
 	handingOver bool                      // guarded by mu: the session is being handed over (no new lease)
+	creating    sync.WaitGroup            // creates under way, added to under mu while not handingOver
 	moved       map[string]Keeper         // guarded by mu: leases handed over from here, and to whom
 	advertise   atomic.Pointer[string]    // the address this gateway serves (see Locate)
 	proofs      *proofs                   // of the records and registrations
+	// afterRecord, when set (by tests), runs once a lease's record is made
+	// and before the lease is live.
+	afterRecord func()
 }
 
 type endedLease struct {
@@ -212,12 +216,18 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 			return nil, Errorf(CodeInvalid, "lock_delay must be between 0s and %s (--max-lock-delay)", ls.cfg.MaxLockDelay)
 		}
 	}
+	// A create under way when a handover begins is waited for, and its
+	// lease handed over with the others.
 	ls.mu.Lock()
 	moving := ls.handingOver
+	if !moving {
+		ls.creating.Add(1)
+	}
 	ls.mu.Unlock()
 	if moving {
 		return nil, ErrMoving
 	}
+	defer ls.creating.Done()
 	st, epoch, _ := ls.sess.Status()
 	if st != StateLive {
 		return nil, unavailable()
@@ -252,6 +262,9 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 		}
 		return nil, &Error{Code: CodeUnavailable, Detail: "the request ended before ZooKeeper answered; retry", Err: err}
 	}
+	if ls.afterRecord != nil {
+		ls.afterRecord()
+	}
 	// The timer is set before anyone can see the lease: a keepalive resets it.
 	l.timer = time.AfterFunc(ttl, l.onTimer)
 	ls.mu.Lock()
@@ -264,7 +277,9 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 // recordOf is the data of l's record: what every gateway reads of it, with
 // this gateway as its keeper (signed, with the gateways' secret).
 func (ls *Leases) recordOf(l *Lease) []byte {
-	record := map[string]any{"holder": l.Holder, "ttl": l.TTL.String(), "gateway": ls.cfg.GatewayID}
+	// created_at: a record made anew by a handover keeps the lease's age.
+	record := map[string]any{"holder": l.Holder, "ttl": l.TTL.String(), "gateway": ls.cfg.GatewayID,
+		"created_at": l.CreatedAt.UTC().Format(time.RFC3339Nano)}
 	if proof := ls.proofs.lease(l.ID, ls.cfg.GatewayID); proof != "" {
 		record["proof"] = proof
 	}

@@ -60,6 +60,7 @@ type Config struct {
 
 // Service bundles the recipes on one session.
 type Service struct {
+	cfg       Config // as made: a session adopted later gets the same (see Adopt)
 	sess      *Session
 	gatewayID string
 	metrics   Metrics
@@ -104,7 +105,7 @@ func New(sess *Session, cfg Config) *Service {
 	}
 	cfg.Leases.GatewayID = cfg.GatewayID
 	cfg.Leases.PeerSecret = cfg.PeerSecret
-	s := &Service{sess: sess, gatewayID: cfg.GatewayID, metrics: cfg.Metrics, log: cfg.Logger,
+	s := &Service{cfg: cfg, sess: sess, gatewayID: cfg.GatewayID, metrics: cfg.Metrics, log: cfg.Logger,
 		cache: newWatchCache(sess, cfg.Logger), watches: newNodeWatches(sess), lister: newLister(), contention: NewContention(cfg.Metrics)}
 	s.Leases = NewLeases(sess, cfg.Leases, cfg.Logger)
 	s.Leases.svc = s
@@ -196,8 +197,11 @@ type GatewayInfo struct {
 	Advertise string    `json:"advertise"`
 	Version   string    `json:"version"`
 	StartedAt time.Time `json:"started_at"`
-	// DrainingUntil is set while the gateway drains before it stops.
+	// DrainingUntil is set while the gateway drains before it stops;
+	// Handover with it when it hands its leases over rather than ending
+	// them.
 	DrainingUntil *time.Time `json:"draining_until,omitempty"`
+	Handover      bool       `json:"handover,omitempty"`
 	// Unverified marks a registration that does not check out with the
 	// gateways' shared secret: no gateway wrote it, or one with another
 	// secret. Nothing is sent to its address.
@@ -211,13 +215,14 @@ type registration struct {
 	Version       string     `json:"version"`
 	StartedAt     time.Time  `json:"started_at"`
 	DrainingUntil *time.Time `json:"draining_until,omitempty"`
+	Handover      bool       `json:"handover,omitempty"`
 	Proof         string     `json:"proof,omitempty"`
 }
 
 // registration is what this gateway writes of g under {root}/gateways.
 func (s *Service) registration(g GatewayInfo) []byte {
 	b, _ := json.Marshal(registration{Advertise: g.Advertise, Version: g.Version, StartedAt: g.StartedAt,
-		DrainingUntil: g.DrainingUntil, Proof: s.Leases.proofs.registration(g.ID, g.Advertise)})
+		DrainingUntil: g.DrainingUntil, Handover: g.Handover, Proof: s.Leases.proofs.registration(g.ID, g.Advertise)})
 	return b
 }
 
@@ -226,7 +231,8 @@ func (s *Service) registration(g GatewayInfo) []byte {
 func (s *Service) readRegistration(path, id string, data []byte) GatewayInfo {
 	var r registration
 	_ = json.Unmarshal(data, &r) // a registration that is not JSON is an id alone, and does not check out
-	g := GatewayInfo{ID: id, Advertise: r.Advertise, Version: r.Version, StartedAt: r.StartedAt, DrainingUntil: r.DrainingUntil}
+	g := GatewayInfo{ID: id, Advertise: r.Advertise, Version: r.Version, StartedAt: r.StartedAt, DrainingUntil: r.DrainingUntil,
+		Handover: r.Handover}
 	g.Unverified = !s.Leases.proofs.registrationOK(path, id, r.Advertise, r.Proof)
 	return g
 }
@@ -272,13 +278,13 @@ func (s *Service) Gateways(ctx context.Context) ([]GatewayInfo, error) {
 // no lease is promised past it: its leases end then.
 func (s *Service) Draining(until time.Time) {
 	s.Leases.Draining(until)
-	s.MarkDraining(until)
+	s.MarkDraining(until, false)
 }
 
 // MarkDraining tells the other gateways (and their dashboards), through this
-// gateway's registration, that it drains until until: they hand nothing
-// over to it.
-func (s *Service) MarkDraining(until time.Time) {
+// gateway's registration, that it drains until until (handing its leases
+// over, with handover): they hand nothing over to it.
+func (s *Service) MarkDraining(until time.Time, handover bool) {
 	info := s.registered.Load()
 	if info == nil {
 		return
@@ -286,7 +292,12 @@ func (s *Service) MarkDraining(until time.Time) {
 	draining := *info
 	until = until.UTC()
 	draining.DrainingUntil = &until
-	if _, err := s.sess.Conn().Set(s.sess.Root()+"/gateways/"+s.gatewayID, s.registration(draining), -1); err != nil {
+	draining.Handover = handover
+	// Made anew in one transaction rather than set: the dashboards' cache
+	// follows the list of registrations, not each one's data.
+	p := s.sess.Root() + "/gateways/" + s.gatewayID
+	if _, err := s.sess.Conn().Multi(&zk.DeleteRequest{Path: p, Version: -1},
+		&zk.CreateRequest{Path: p, Data: s.registration(draining), Acl: s.sess.acl(), Flags: zk.FlagEphemeral}); err != nil {
 		s.log.Warn("mark the registration draining", "err", err)
 	}
 }

@@ -460,7 +460,9 @@ func (s *Session) waitEpoch(ctx context.Context, epoch uint64) error {
 		s.mu.Lock()
 		st, cur, ch := s.state, s.epoch, s.changed
 		s.mu.Unlock()
-		if err := epochVerdict(st, cur, epoch); !errors.Is(err, errUnavailable) {
+		// A closed session (closed, or handed over) never comes back:
+		// errClosed is final, though its code is unavailable's.
+		if err := epochVerdict(st, cur, epoch); st == StateClosed || !errors.Is(err, errUnavailable) {
 			return err
 		}
 		select {

@@ -38,7 +38,7 @@ const handoverTimeout = 20 * time.Second
 func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers.Peers, dataDir string, drainTimeout time.Duration) {
 	ends := time.Now().Add(drainTimeout)
 	dr.start(ends, false)
-	svc.MarkDraining(ends)
+	svc.MarkDraining(ends, true)
 	targets := handoverTargets(svc, peers, log)
 	toPeers, kept := 0, false
 	for _, s := range svc.Services() {
@@ -80,11 +80,13 @@ func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers
 // live (a ZooKeeper blip), until the drain ends.
 func handOverSession(s *recipes.Service, ends time.Time) (*recipes.Handover, error) {
 	for {
-		h, err := s.HandOver()
+		ctx, cancel := context.WithTimeout(context.Background(), handoverTimeout)
+		h, err := s.HandOver(ctx)
+		cancel()
 		if err == nil || recipes.ErrorCode(err) != recipes.CodeUnavailable || !time.Now().Before(ends) {
 			return h, err
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), ends)
+		ctx, cancel = context.WithDeadline(context.Background(), ends)
 		werr := s.Session().WaitLive(ctx)
 		cancel()
 		if werr != nil {
@@ -199,6 +201,7 @@ func adoptSaved(ctx context.Context, log *slog.Logger, svc *recipes.Service, cfg
 			_ = os.Remove(p)
 			continue
 		}
+		h.SameClock = true // saved by this machine: its leases' ends are on this clock
 		actx, cancel := context.WithTimeout(ctx, handoverTimeout)
 		err = svc.Adopt(actx, cfg, &h)
 		cancel()

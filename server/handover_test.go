@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,4 +199,132 @@ func TestHandoverToTheNextStart(t *testing.T) {
 	if r.Status != http.StatusGone || r.JSON(t)["reason"] != "session_lost" {
 		t.Fatalf("keepalive after the session expired: %d %s, want 410 session_lost", r.Status, r.Body)
 	}
+}
+
+// A lease handed over is found through every gateway, not only through the
+// one that gave it: the taker's rewritten record checks out with the
+// gateways' secret, so a third gateway forwards the lease's requests to
+// the taker.
+func TestAHandedOverLeaseIsServedThroughEveryGateway(t *testing.T) {
+	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, Handover: true}
+	a := gwtest.StartProcess(t, opts)
+	opts.Root = a.Root
+	b := gwtest.StartProcess(t, opts)
+	c := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root, SessionTimeout: 5 * time.Second})
+	lease := newLease(t, a.URL, "1m", "moved")
+	first := acquire(t, a.URL, "everywhere", lease, "0s")
+	mustStatus(t, first, http.StatusOK, "acquire")
+	a.Signal(t, syscall.SIGTERM, 20*time.Second)
+
+	ka := gwtest.Do(t, "POST", c.URL+"/v1/leases/"+lease+"/keepalive", nil)
+	if ka.Status != http.StatusOK || ka.Header.Get("X-Zkgate-Served-By") == "" {
+		t.Fatalf("keepalive of the handed-over lease through a third gateway: %d %s", ka.Status, ka.Body)
+	}
+	h := leaseHolds(t, c.URL, lease)["lock everywhere"]
+	if h == nil || int64(h["token"].(float64)) != tokenOf(t, first) || h["state"] != "held" {
+		t.Fatalf("the lock through a third gateway: %v, want the hold of token %d", h, tokenOf(t, first))
+	}
+	mustStatus(t, gwtest.Do(t, "DELETE", c.URL+"/v1/leases/"+lease, nil), http.StatusNoContent, "revoke through a third gateway")
+	mustStatus(t, gwtest.Do(t, "GET", b.URL+"/v1/leases/"+lease, nil), http.StatusGone, "the revoked lease at its keeper")
+}
+
+// leaseRow is the row of lease id on a dashboard's leases page.
+func leaseRow(t *testing.T, url, id string) string {
+	t.Helper()
+	_, _, page := getPage(t, url+"/ui/leases")
+	start := strings.Index(page, `id="lease-`+id+`"`)
+	if start < 0 {
+		return ""
+	}
+	end := strings.Index(page[start:], "</tr>")
+	if end < 0 {
+		return page[start:]
+	}
+	return page[start : start+end]
+}
+
+// gatewayItem is the entry of gateway id in a dashboard overview's list of
+// gateways ("" when it is not listed).
+func gatewayItem(t *testing.T, url, id string) string {
+	t.Helper()
+	_, _, page := getPage(t, url+"/")
+	from := strings.Index(page, `<ul class="plain">`)
+	if from < 0 {
+		t.Fatalf("no list of gateways in the overview: %s", page)
+	}
+	page = page[from : from+strings.Index(page[from:], "</ul>")]
+	at := strings.Index(page, "<code>"+id+"</code>")
+	if at < 0 {
+		return ""
+	}
+	end := strings.Index(page[at:], "</li>")
+	if end < 0 {
+		return page[at:]
+	}
+	return page[at : at+end]
+}
+
+// The dashboard shows a handover as it happens: the overview lists the
+// giver as handing over while it drains, and no more once it has gone; the
+// leases page names the lease's new gateway.
+func TestTheDashboardShowsAHandover(t *testing.T) {
+	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, DrainTimeout: 4 * time.Second, Handover: true}
+	a := gwtest.StartProcess(t, opts)
+	opts.Root = a.Root
+	b := gwtest.StartProcess(t, opts)
+	c := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root, SessionTimeout: 5 * time.Second})
+	lease := newLease(t, a.URL, "1m", "watched")
+	mustStatus(t, acquire(t, a.URL, "shown", lease, "0s"), http.StatusOK, "acquire")
+	gatewayOf := func(url, lease string) string {
+		return gwtest.Do(t, "GET", url+"/v1/leases/"+lease, nil).JSON(t)["gateway"].(string)
+	}
+	aID := gatewayOf(a.URL, lease)
+	onB := newLease(t, b.URL, "1m", "marker")
+	bID := gatewayOf(b.URL, onB)
+	// The row's key holds the lease's age: a handover does not change it.
+	key := func(row string) string {
+		_, rest, _ := strings.Cut(row, `data-key="`)
+		k, _, _ := strings.Cut(rest, `"`)
+		return k
+	}
+	var keyBefore string
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		row := leaseRow(t, c.URL, lease)
+		if !strings.Contains(row, "<code>"+aID+"</code>") {
+			return fmt.Errorf("the lease's row before the handover: %q", row)
+		}
+		keyBefore = key(row)
+		return nil
+	})
+
+	a.Terminate()
+	var last error
+	gwtest.Eventually(t, 10*time.Second, func() (err error) {
+		defer func() { last = err }()
+		if done, _ := a.Exited(); done {
+			t.Fatalf("the giver exited before its handover was seen: %v", last)
+		}
+		item := gatewayItem(t, c.URL, aID)
+		if !strings.Contains(item, "handing over") {
+			return fmt.Errorf("the giver in the overview: %q", item)
+		}
+		row := leaseRow(t, c.URL, lease)
+		if !strings.Contains(row, "<code>"+bID+"</code>") {
+			return fmt.Errorf("the lease's row after the handover: %q", row)
+		}
+		if k := key(row); k != keyBefore {
+			return fmt.Errorf("the lease's key after the handover: %s, before %s", k, keyBefore)
+		}
+		return nil
+	})
+	if done, _ := a.Exited(); done {
+		t.Fatal("the giver exited before its drain ended")
+	}
+	<-a.Done()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if item := gatewayItem(t, c.URL, aID); item != "" {
+			return fmt.Errorf("the giver, gone, is still listed: %q", item)
+		}
+		return nil
+	})
 }

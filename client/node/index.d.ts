@@ -384,6 +384,13 @@ export declare class Lease {
    * then (signal aborts) and revoked in the background.
    */
   get deadline(): number;
+  /**
+   * The base URL the lease's calls and keepalives go to: the gateway's, or the one that keeps
+   * the lease since a handover, once an answer named it with X-Zkgate-Lease-Moved-To (and until
+   * it refuses the connection or does not connect within 2s: then the gateway's again, which
+   * passes them on).
+   */
+  get url(): string;
   /** The lease as the last keepalive returned it. */
   info: LeaseInfo;
   /** Why the lease was lost, once it was. */

@@ -68,6 +68,64 @@ export class ZkgateError extends Error {
   }
 }
 export class TransportError extends ZkgateError {}
+/** No connection to the gateway: the request was not sent. */
+class NotConnected extends TransportError {}
+// The codes of a failure to connect (Node's fetch puts them on its error's cause).
+const connectFailures = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT"]);
+
+// The bound of a connection to a gateway other than this one's URL (a lease's
+// keeper, named by X-Zkgate-Lease-Moved-To): its address may be out of reach
+// (a gateway's own address, behind a load balancer), where a connection
+// attempt can go unanswered for longer than the lease's deadline.
+const movedConnectTimeout = 2000;
+
+/**
+ * Whether a TCP connection to the gateway at url comes within ms; true
+ * where node:net is not there to tell (the request itself then does).
+ * @param {string} url
+ * @param {number} ms
+ * @returns {Promise<boolean>}
+ */
+async function connects(url, ms) {
+  let net;
+  try {
+    net = await import("node:net");
+  } catch {
+    return true;
+  }
+  const u = new URL(url);
+  const host = u.hostname.replace(/^\[(.*)\]$/, "$1");
+  const port = Number(u.port || (u.protocol === "https:" ? 443 : 80));
+  return new Promise((resolve) => {
+    const s = net.connect({ host, port });
+    const done = (/** @type {boolean} */ ok) => {
+      clearTimeout(t);
+      s.destroy();
+      resolve(ok);
+    };
+    const t = setTimeout(() => done(false), ms);
+    s.once("connect", () => done(true));
+    s.once("error", () => done(false));
+  });
+}
+
+/**
+ * A gateway's base URL, as X-Zkgate-Lease-Moved-To names one: undefined for
+ * anything but an http or https URL with a host and nothing more.
+ * @param {string | null} v
+ * @returns {string | undefined}
+ */
+function gatewayURL(v) {
+  if (!v) return undefined;
+  let u;
+  try {
+    u = new URL(v);
+  } catch {
+    return undefined;
+  }
+  if ((u.protocol !== "http:" && u.protocol !== "https:") || !u.host || u.search || u.hash || u.username) return undefined;
+  return v.replace(/\/+$/, "");
+}
 export class InvalidRequest extends ZkgateError { static code = "invalid_request"; }
 /**
  * The lease already holds, or is acquiring, that lock, semaphore or election:
@@ -320,14 +378,15 @@ export class Gateway {
   }
 
   /**
-   * One HTTP exchange.
+   * One HTTP exchange, with the gateway at `o.to` (default: this one's URL).
+   * No connection at all is a NotConnected: nothing was sent.
    * @param {string} method
    * @param {string} path
-   * @param {{query?: Record<string, string>, body?: string | Uint8Array, type?: string, timeoutMs?: number, signals?: (AbortSignal | undefined)[]}} [o]
+   * @param {{query?: Record<string, string>, body?: string | Uint8Array, type?: string, timeoutMs?: number, signals?: (AbortSignal | undefined)[], to?: string}} [o]
    * @returns {Promise<Reply>}
    */
   async _send(method, path, o = {}) {
-    let target = this.url + path;
+    let target = (o.to ?? this.url) + path;
     if (o.query && Object.keys(o.query).length) target += "?" + new URLSearchParams(o.query).toString();
     /** @type {Record<string, string>} */
     const headers = { Accept: "application/json", "User-Agent": `zkgate-node/${VERSION}` };
@@ -341,8 +400,9 @@ export class Gateway {
       return { status: res.status, headers: res.headers, body, sent };
     } catch (e) {
       if (l.signal.aborted) throw l.signal.reason;
-      const cause = /** @type {{cause?: {message?: string}, message?: string}} */ (e);
-      throw new TransportError(`${method} ${target}: ${cause?.cause?.message ?? cause?.message ?? String(e)}`, { cause: e });
+      const cause = /** @type {{cause?: {message?: string, code?: string}, message?: string}} */ (e);
+      const Failure = connectFailures.has(cause?.cause?.code ?? "") ? NotConnected : TransportError;
+      throw new Failure(`${method} ${target}: ${cause?.cause?.message ?? cause?.message ?? String(e)}`, { cause: e });
     } finally {
       l.done();
     }
@@ -353,11 +413,12 @@ export class Gateway {
    * and the trouble is transient: no answer, 503, or 429. A `wait` is sent
    * as `?wait=`, shortened on each retry so that the whole call stays within
    * it. An error of a class in `doneOnRetry` answering a retry means that the
-   * first attempt did the work.
+   * first attempt did the work. A call made for a lease (`lease`, or `via`
+   * for one that may have ended) goes where the lease moved (see Lease.url).
    * @param {string} method
    * @param {string} path
    * @param {{query?: Record<string, string>, json?: object, raw?: Uint8Array, wait?: Duration, safe?: boolean,
-   *   doneOnRetry?: (typeof ZkgateError)[], lease?: Lease, signal?: AbortSignal}} [o]
+   *   doneOnRetry?: (typeof ZkgateError)[], lease?: Lease, via?: Lease, signal?: AbortSignal}} [o]
    * @returns {Promise<Reply>}
    */
   async _call(method, path, o = {}) {
@@ -376,6 +437,7 @@ export class Gateway {
       type = "application/json";
     }
     const signals = [o.signal, o.lease?.signal];
+    const via = o.via ?? o.lease;
     const start = performance.now();
     const deadline = start + waitMs + this.retryFor;
     let delay = 100;
@@ -384,12 +446,18 @@ export class Gateway {
       o.signal?.throwIfAborted?.();
       const left = Math.max(0, waitMs - (performance.now() - start));
       if (o.wait !== undefined && attempt > 0) query.wait = formatDuration(left);
+      const to = await via?._target();
       try {
-        const r = await this._send(method, path, { query, body, type, timeoutMs: left + this.timeout, signals });
-        o.lease?._heard(r);
+        const r = await this._send(method, path, { query, body, type, timeoutMs: left + this.timeout, signals, to });
+        via?._heard(r);
         if (r.status >= 400) throw errorFrom(r.status, r.headers.get("Content-Type") ?? "", r.body, r.headers.get("Retry-After"));
         return r;
       } catch (e) {
+        if (to !== undefined && e instanceof NotConnected) {
+          via?._unreachable(to); // nothing was sent: this gateway's URL passes it on
+          attempt--;
+          continue;
+        }
         if (transient(e)) {
           const err = /** @type {ZkgateError} */ (e);
           // A 429 was refused before any work; the others may have been done.
@@ -615,6 +683,10 @@ export class Lease {
   #lastFailure;
   /** @type {Set<string>} what the lease holds or is acquiring (see #take) */
   #holding = new Set();
+  /** @type {string | undefined} where a handover moved the lease (X-Zkgate-Lease-Moved-To) */
+  #moved;
+  /** @type {Promise<boolean> | undefined} whether #moved can be connected to */
+  #movedConnects;
 
   /**
    * @param {Gateway} gateway
@@ -650,6 +722,43 @@ export class Lease {
   /** Aborted, with the LeaseLost as its reason, when the lease is lost. */
   get signal() {
     return this.#lost.signal;
+  }
+
+  /**
+   * The base URL the lease's calls go to: the gateway's, or the one that
+   * keeps the lease since a handover, once an answer named it with
+   * X-Zkgate-Lease-Moved-To (and until it refuses the connection: then the
+   * gateway's again, which passes them on).
+   */
+  get url() {
+    return this.#moved ?? this.gateway.url;
+  }
+
+  /**
+   * Where the lease's next call goes: its keeper since a handover, once a
+   * connection to it came within movedConnectTimeout (it is forgotten
+   * otherwise), or undefined for the gateway's URL.
+   * @returns {Promise<string | undefined>}
+   */
+  async _target() {
+    const to = this.#moved;
+    if (to === undefined) return undefined;
+    this.#movedConnects ??= connects(to, movedConnectTimeout);
+    if (await this.#movedConnects) return to;
+    this._unreachable(to);
+    return undefined;
+  }
+
+  /**
+   * Forgets `to` as the lease's keeper: it may have gone, and the gateway's
+   * URL passes the lease's calls on to wherever it is kept.
+   * @param {string} to
+   */
+  _unreachable(to) {
+    if (this.#moved === to) {
+      this.#moved = undefined;
+      this.#movedConnects = undefined;
+    }
   }
 
   /** Whether the lease was lost. */
@@ -689,11 +798,17 @@ export class Lease {
   }
 
   /**
-   * Takes the end of a drain from any answer to a call made for the lease. A
-   * gateway without X-Zkgate-Time is taken to share this clock.
+   * Takes the end of a drain, and where the lease moved, from any answer to a
+   * call made for the lease. A gateway without X-Zkgate-Time is taken to share
+   * this clock.
    * @param {Reply} r
    */
   _heard(r) {
+    const moved = gatewayURL(r.headers.get("X-Zkgate-Lease-Moved-To"));
+    if (moved !== undefined && moved !== this.#moved) {
+      this.#moved = moved === this.gateway.url ? undefined : moved;
+      this.#movedConnects = undefined;
+    }
     const ends = r.headers.get("X-Zkgate-Lease-Ends");
     if (!ends) return;
     let at = onOurClock(r.sent, r.headers, ends);
@@ -764,10 +879,16 @@ export class Lease {
     for (;;) {
       const left = until - performance.now();
       if (left <= 0) return;
+      const to = await this._target();
       try {
-        const r = await this.gateway._send("DELETE", `/v1/leases/${this.id}`, { timeoutMs: Math.min(left, this.gateway.timeout) });
+        const r = await this.gateway._send("DELETE", `/v1/leases/${this.id}`, { timeoutMs: Math.min(left, this.gateway.timeout), to });
+        this._heard(r);
         if (![429, 502, 503, 504].includes(r.status)) return; // revoked, or ended already
-      } catch {
+      } catch (e) {
+        if (to !== undefined && e instanceof NotConnected) {
+          this._unreachable(to);
+          continue;
+        }
         // no answer: try again
       }
       await sleep(Math.min(pause, Math.max(0, until - performance.now())), []);
@@ -800,6 +921,8 @@ export class Lease {
   async #tick() {
     this.#timer = undefined;
     if (this.#stopped) return;
+    const to = await this._target();
+    if (this.#stopped) return;
     const left = this.#deadline - performance.now();
     if (left <= 0) return; // the expiry timer ends the lease
     let next;
@@ -807,7 +930,7 @@ export class Lease {
     this.#inflight = inflight;
     try {
       const r = await this.gateway._send("POST", `/v1/leases/${this.id}/keepalive`, {
-        timeoutMs: Math.max(50, left), signals: [inflight.signal],
+        timeoutMs: Math.max(50, left), signals: [inflight.signal], to,
       });
       this._heard(r);
       if (r.status >= 400) throw errorFrom(r.status, r.headers.get("Content-Type") ?? "", r.body, r.headers.get("Retry-After"));
@@ -816,7 +939,10 @@ export class Lease {
       next = this.#untilKeepAlive(r.sent);
     } catch (e) {
       if (this.#stopped) return;
-      if (transient(e)) {
+      if (to !== undefined && e instanceof NotConnected) {
+        this._unreachable(to); // nothing was sent: the gateway's URL passes it on
+        next = 0;
+      } else if (transient(e)) {
         // Transient, and confirms nothing (a 503 says the gateway's ZooKeeper
         // session is suspended): try again soon, until the deadline.
         this.#lastFailure = e;
@@ -890,7 +1016,7 @@ export class Lease {
     if (already) return;
     if (this.error) throw this.error;
     try {
-      await this.gateway._call("DELETE", `/v1/leases/${this.id}`, { safe: true, doneOnRetry: [LeaseExpired] });
+      await this.gateway._call("DELETE", `/v1/leases/${this.id}`, { safe: true, doneOnRetry: [LeaseExpired], via: this });
     } catch (e) {
       if (e instanceof LeaseExpired && e.reason !== "revoked") {
         this.error = e;

@@ -37,8 +37,9 @@ type gateway struct {
 // is SIGKILLed by the kernel if we die.
 //
 // tlsFiles, when set, are the certificate and key the gateway serves HTTPS
-// with (the metrics client then trusts the certificate).
-func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tlsFiles *tlsFiles) (*gateway, error) {
+// with (the metrics client then trusts the certificate); extra flags come
+// last (and win).
+func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tlsFiles *tlsFiles, extra ...string) (*gateway, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -55,6 +56,7 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tl
 		cmd.Args = append(cmd.Args, "--tls-cert", tlsFiles.cert, "--tls-key", tlsFiles.key)
 		metrics.TLSClientConfig = tlsFiles.clientConfig()
 	}
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -32,7 +32,13 @@
 //     on the empty queue, gateway take?wait= vs. a direct children watch
 //     (target: at most 1.2x);
 //  7. dashboard fan-out: one change reaching 3,000 WebSocket clients of
-//     /ws (target: the last one in under 0.25 s).
+//     /ws (target: the last one in under 0.25 s);
+//  8. restarts cost nothing: 3 gateways on one root, each restarted in
+//     turn twice (SIGTERM: it hands its leases over) under 20 `zkgate lock`
+//     jobs of 60 s and Go clients holding locks, slots, leaderships and
+//     queue claims through all of them: every job exits 0, no lease ends,
+//     no overlap, no token changes (target), and how long requests waited
+//     on a handover (p50, p99, max).
 //
 // ZooKeeper runs with its default forceSync=yes (-force-sync=false turns
 // the fsync off).
@@ -106,6 +112,14 @@ type config struct {
 	dashChanges int
 	dashRamp    int
 
+	restartGateways int
+	restartRounds   int
+	restartGap      time.Duration
+	restartDrain    time.Duration
+	restartJobs     int
+	restartJobHold  time.Duration
+	restartHolders  int
+
 	forceSync      bool
 	settleScale    float64 // not a flag: the smoke test shortens the memory test's pauses
 	tickTime       time.Duration
@@ -116,7 +130,7 @@ type config struct {
 	quick          bool
 }
 
-var allPhases = []string{"latency", "contention", "distinct", "etcd", "keepalive", "queue-throughput", "queue-wakeup", "dashboard", "waiters"}
+var allPhases = []string{"latency", "contention", "distinct", "etcd", "keepalive", "queue-throughput", "queue-wakeup", "dashboard", "restart", "waiters"}
 
 // waiterProtos are the protocols of the waiter-memory phase, in run order.
 var waiterProtos = []string{"h1", "h2c", "tls"}
@@ -150,6 +164,13 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.dashClients, "dashboard-clients", 3000, "dashboard fan-out test: WebSocket clients on /ws?page=locks")
 	fs.IntVar(&c.dashChanges, "dashboard-changes", 5, "dashboard fan-out test: changes (a lock acquired, then released), each timed until every client has seen it")
 	fs.IntVar(&c.dashRamp, "dashboard-ramp", 64, "dashboard fan-out test: WebSocket clients connecting at once")
+	fs.IntVar(&c.restartGateways, "restart-gateways", 3, "restart test: gateways on one root, each restarted in turn")
+	fs.IntVar(&c.restartRounds, "restart-rounds", 2, "restart test: times every gateway is restarted")
+	fs.DurationVar(&c.restartGap, "restart-gap", 15*time.Second, "restart test: pause after each restart (the default spreads 6 restarts over the jobs' two minutes)")
+	fs.DurationVar(&c.restartDrain, "restart-drain", 5*time.Second, "restart test: the gateways' --drain-timeout")
+	fs.IntVar(&c.restartJobs, "restart-jobs", 20, "restart test: zkgate lock jobs, over 4/5 as many locks")
+	fs.DurationVar(&c.restartJobHold, "restart-job-hold", time.Minute, "restart test: how long each job's command runs under its lock")
+	fs.IntVar(&c.restartHolders, "restart-holders", 4, "restart test: Go clients of each kind (locks, semaphore slots, leaders, queue consumers)")
 	fs.BoolVar(&c.forceSync, "force-sync", true, "ZooKeeper fsyncs its transaction log (forceSync=yes, ZooKeeper's default); -force-sync=false sets forceSync=no")
 	fs.DurationVar(&c.tickTime, "tick", 2*time.Second, "ZooKeeper tickTime")
 	fs.DurationVar(&c.containerCheck, "container-check", time.Minute, "ZooKeeper znode.container.checkIntervalMs (ZooKeeper's default is 1m)")
@@ -157,7 +178,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "use this zkgate binary instead of building ./cmd/zkgate")
 	fs.StringVar(&c.logLevel, "gateway-log-level", "info", "the gateway's --log-level (its log goes to a temp file)")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, comma-separated, of "+strings.Join(allPhases, ","))
-	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 300 etcd iterations, 1,000 waiters per protocol, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups, 300 dashboard clients (explicit flags still win)")
+	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 300 etcd iterations, 1,000 waiters per protocol, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups, 300 dashboard clients, 6 restart jobs of 15s (explicit flags still win)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -184,6 +205,9 @@ func parseFlags(args []string) (config, error) {
 		quick("distinct-duration", func() { c.distinctDur = 2 * time.Second })
 		quick("etcd-iterations", func() { c.etcdIterations = 300 })
 		quick("dashboard-clients", func() { c.dashClients = 300 })
+		quick("restart-jobs", func() { c.restartJobs = 6 })
+		quick("restart-job-hold", func() { c.restartJobHold = 15 * time.Second })
+		quick("restart-gap", func() { c.restartGap = time.Second })
 	}
 	for _, p := range strings.Split(*protos, ",") {
 		p = strings.TrimSpace(p)
@@ -218,7 +242,8 @@ func parseFlags(args []string) (config, error) {
 	switch {
 	case c.iterations < 1, c.warmup < 0, c.block < 1, c.contenders < 1, c.waiters < 1, c.ramp < 1, c.kaWorkers < 1,
 		c.qProducers < 1, c.qConsumers < 1, c.qBacklog < 1, c.qWakeups < 1,
-		c.distinctWorkers < 1, c.etcdIterations < 1, c.dashClients < 1, c.dashChanges < 1, c.dashRamp < 1:
+		c.distinctWorkers < 1, c.etcdIterations < 1, c.dashClients < 1, c.dashChanges < 1, c.dashRamp < 1,
+		c.restartGateways < 1, c.restartRounds < 1, c.restartJobs < 1, c.restartHolders < 1:
 		return c, errors.New("counts must be positive")
 	case c.qItems < 2:
 		return c, errors.New("-queue-items must be at least 2")
@@ -228,6 +253,8 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("durations must be at least 100ms (-queue-duration 200ms)")
 	case c.contentionWait < time.Second || c.waiterWait < time.Second:
 		return c, errors.New("waits must be at least 1s")
+	case c.restartJobHold < time.Second, c.restartGap < 0, c.restartDrain < 0:
+		return c, errors.New("-restart-job-hold must be at least 1s, -restart-gap and -restart-drain not negative")
 	}
 	return c, nil
 }
@@ -261,6 +288,9 @@ func main() {
 		os.Exit(1)
 	case rep != nil && rep.violations() > 0:
 		fmt.Fprintf(os.Stderr, "zkgate-bench: %d mutual-exclusion violations\n", rep.violations())
+		os.Exit(1)
+	case rep != nil && rep.restartViolations() > 0:
+		fmt.Fprintf(os.Stderr, "zkgate-bench: the restarts cost %d jobs, leases, overlaps or tokens\n", rep.restartViolations())
 		os.Exit(1)
 	case rep != nil && rep.queueViolations() > 0:
 		fmt.Fprintf(os.Stderr, "zkgate-bench: %d queue items not taken exactly once, or out of FIFO order\n", rep.queueViolations())

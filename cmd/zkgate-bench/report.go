@@ -61,6 +61,7 @@ type report struct {
 	queue      queueResult
 	wake       wakeResult
 	dash       dashResult
+	restart    restartResult
 }
 
 func (r *report) violations() int64 {
@@ -245,6 +246,7 @@ func (r *report) print(w io.Writer) {
 
 	r.printQueues(p, &sum)
 	r.printDash(p, &sum)
+	r.printRestart(p, &sum)
 
 	if len(sum) > 0 {
 		p("## Summary")

@@ -187,6 +187,13 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 			return rep, fmt.Errorf("dashboard fan-out: %w", err)
 		}
 	}
+	if cfg.phases["restart"] {
+		progress("8. restarts: %d gateways restarted in turn %d times under %d zkgate lock jobs of %s and %d Go clients of each kind",
+			cfg.restartGateways, cfg.restartRounds, cfg.restartJobs, cfg.restartJobHold, cfg.restartHolders)
+		if rep.restart, err = e.restartPhase(ctx); err != nil {
+			return rep, fmt.Errorf("restarts: %w", err)
+		}
+	}
 	if cfg.phases["waiters"] {
 		for _, proto := range cfg.waiterProtocols {
 			progress("3. %d waiting acquires over %s, on a fresh gateway", cfg.waiters, protoName(proto))

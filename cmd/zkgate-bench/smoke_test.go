@@ -30,7 +30,9 @@ func TestSmoke(t *testing.T) {
 		"-contention-duration", "300ms", "-contenders", "4", "-distinct-duration", "300ms", "-distinct-workers", "4",
 		"-etcd-iterations", "20", "-waiters", "5", "-waiter-wait", "30s", "-keepalive-duration", "200ms", "-keepalive-workers", "4",
 		"-queue-items", "10", "-queue-duration", "300ms", "-queue-wakeups", "3",
-		"-dashboard-clients", "10", "-dashboard-changes", "1"})
+		"-dashboard-clients", "10", "-dashboard-changes", "1",
+		"-restart-gateways", "2", "-restart-rounds", "1", "-restart-gap", "0s", "-restart-drain", "1s", "-restart-jobs", "2",
+		"-restart-job-hold", "3s", "-restart-holders", "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +82,9 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("waiters over %s: %d TCP connections for %d waiters", w.proto, c, w.n)
 		}
 	}
+	if x := rep.restart.rep; x == nil || !x.OK() || x.Restarts != 2 || x.Jobs != 2 {
+		t.Errorf("restarts: %v", x)
+	}
 	if rep.dash.connected != cfg.dashClients || len(rep.dash.changes) != 2*cfg.dashChanges {
 		t.Errorf("dashboard: %d of %d connected, %d changes", rep.dash.connected, cfg.dashClients, len(rep.dash.changes))
 	}
@@ -89,7 +94,7 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	s := out.String()
-	for _, h := range []string{"## 1. ", "## 1b. ", "## 2. ", "## 2b. ", "## 3a. ", "## 3b. ", "## 3c. ", "## 4. ", "## 5. ", "## 6. ", "## 7. ", "## Summary", "forceSync=yes"} {
+	for _, h := range []string{"## 1. ", "## 1b. ", "## 2. ", "## 2b. ", "## 3a. ", "## 3b. ", "## 3c. ", "## 4. ", "## 5. ", "## 6. ", "## 7. ", "## 8. ", "## Summary", "forceSync=yes"} {
 		if !strings.Contains(s, h) {
 			t.Errorf("the report has no %q", h)
 		}

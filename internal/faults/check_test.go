@@ -206,6 +206,22 @@ func TestCheckZombieAliveUntilItsTTLEnds(t *testing.T) {
 	}
 }
 
+// A lease handed over to another gateway may end the handover's transit
+// after its TTL (the taker counts it from when the handover came): a 200
+// within handoverTransit of the TTL's end is no violation, one after it is.
+func TestCheckZombieHandedOver(t *testing.T) {
+	h := cleanHistory()
+	h.Leases["b"].Moved = true
+	h.Zombies = append(h.Zombies, ZombieCheck{Lease: "b", EndsBy: at(2000), Sent: at(2010), Status: 200})
+	if v, _ := Check(h); len(v) != 0 {
+		t.Fatalf("violations: %v", v)
+	}
+	h.Zombies = append(h.Zombies, ZombieCheck{Lease: "b", EndsBy: at(2000), Sent: at(2100), Status: 200})
+	if v, n := Check(h); n[VOutlivedTTL] != 1 {
+		t.Fatalf("a handed-over lease alive 100ms past its TTL: %v", v)
+	}
+}
+
 // The 410s that come before the record goes, legitimately.
 func TestCheckGoneTolerates(t *testing.T) {
 	cases := []struct {

@@ -67,7 +67,10 @@ type LeaseRecord struct {
 	// does): when it saw it deleted, or when it stopped watching with the
 	// record still there; zero when it never saw the record.
 	RecordUntil time.Time
-	Created     time.Time
+	// Moved: the record's data changed while the observer watched it, as
+	// when another gateway adopts the lease in a handover and names itself.
+	Moved   bool
+	Created time.Time
 	// Deadline is the client's own bound on the lease: the latest send
 	// time of a request that extended it (create, keepalive 200) plus the
 	// TTL. The gateway's expiry is never earlier.

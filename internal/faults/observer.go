@@ -15,7 +15,9 @@ import (
 // ensemble (no proxy): it tells the session that holds each lease's record
 // and sees the record deleted, and sees each gateway session end, from the
 // registration node every gateway keeps under {root}/gateways (EPHEMERAL
-// of its current session, made again on each new session). It records the
+// of its current session, made again on each new session) and, for a
+// session handed over to another gateway, from its lease records (see
+// lost). It records the
 // spans in which it had no session itself (History.ObserverOut): a watch
 // event that comes after one may be late.
 type observer struct {
@@ -154,7 +156,75 @@ func (o *observer) watchRegistration(p string) {
 	}()
 }
 
+// lost records that session ended, once its gateway's registration went:
+// at once, unless lease records of the session are still there. A gateway
+// that drains hands its session over to another gateway (which deletes
+// the registration, the giver being gone) and the session lives on with
+// its leases: it ends only when the last of them does (then the records
+// all went, or the session expired and took them).
 func (o *observer) lost(session int64) {
+	records := o.recordsOf(session)
+	if len(records) == 0 {
+		o.sessionEnded(session)
+		return
+	}
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		for _, p := range records {
+			for {
+				ok, st, ch, err := o.conn.ExistsW(p)
+				if err != nil {
+					select {
+					case <-o.stop:
+						return
+					case <-time.After(50 * time.Millisecond):
+						continue
+					}
+				}
+				if !ok || st.EphemeralOwner != session {
+					break
+				}
+				select {
+				case <-o.stop:
+					return
+				case <-ch:
+				}
+			}
+		}
+		o.sessionEnded(session)
+	}()
+}
+
+// recordsOf lists the lease records that session owns now (after a sync,
+// so that none made through another server is missed).
+func (o *observer) recordsOf(session int64) []string {
+	dir := o.root + "/leases"
+	for {
+		_, err := o.conn.Sync(o.root)
+		var ids []string
+		if err == nil {
+			ids, _, err = o.conn.Children(dir)
+		}
+		if err != nil {
+			select {
+			case <-o.stop:
+				return nil
+			case <-time.After(50 * time.Millisecond):
+				continue
+			}
+		}
+		var out []string
+		for _, id := range ids {
+			if ok, st, err := o.conn.Exists(dir + "/" + id); err == nil && ok && st.EphemeralOwner == session {
+				out = append(out, dir+"/"+id)
+			}
+		}
+		return out
+	}
+}
+
+func (o *observer) sessionEnded(session int64) {
 	now := time.Now()
 	o.hist.record(func(h *History) {
 		if _, ok := h.SessionLost[session]; !ok {
@@ -215,6 +285,9 @@ func (o *observer) watchLease(id string, rec *LeaseRecord) {
 					now := time.Now()
 					o.hist.record(func(h *History) { rec.RecordUntil = now })
 					return
+				}
+				if ev.Type == zk.EventNodeDataChanged {
+					o.hist.record(func(h *History) { rec.Moved = true })
 				}
 				// Anything else (its data set, the watch lost with a
 				// connection): look again.

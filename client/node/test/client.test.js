@@ -5,6 +5,7 @@
 //   ZKGATE_URL=http://127.0.0.1:8080 node --test client/node/test/
 
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import http from "node:http";
 import net from "node:net";
@@ -630,6 +631,165 @@ async function fakeGateway(promise, drain) {
     close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve(undefined)); }),
   };
 }
+
+/**
+ * An HTTP server that plays one gateway of a handover: it answers a lease's
+ * creation, keepalives, lock acquires and releases, and revokes, records each
+ * request in `seen` as "name METHOD path", and with `movedTo` set adds
+ * X-Zkgate-Lease-Moved-To to every answer about the lease, as a draining
+ * gateway does once the lease was handed over.
+ * @param {string} name
+ * @param {string[]} seen
+ * @param {number} promise ms
+ */
+async function fakeKeeper(name, seen, promise = 1500) {
+  const lease = "5d4c3b2a-1a2b-4c3d-8e9f-001122334455";
+  /** @type {{movedTo: string | undefined}} */
+  const state = { movedTo: undefined };
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      const path = (req.url ?? "").split("?")[0];
+      seen.push(`${name} ${req.method} ${path}`);
+      const now = Date.now();
+      const stamp = (/** @type {number} */ t) => new Date(t).toISOString();
+      /** @type {Record<string, string>} */
+      const headers = { "Content-Type": "application/json", "X-Zkgate-Time": stamp(now) };
+      if (state.movedTo && path !== "/v1/leases") headers["X-Zkgate-Lease-Moved-To"] = state.movedTo;
+      const doc = { id: lease, gateway: name, ttl: "1m", holder: "h", lock_delay: "0s",
+        expires_at: stamp(now + promise), created_at: stamp(now), holds: [] };
+      if (req.method === "POST" && path === "/v1/leases") {
+        res.writeHead(201, headers).end(JSON.stringify(doc));
+      } else if (req.method === "POST" && path === `/v1/leases/${lease}/keepalive`) {
+        res.writeHead(200, headers).end(JSON.stringify(doc));
+      } else if (req.method === "POST" && path.endsWith("/acquire")) {
+        res.writeHead(200, headers).end(JSON.stringify({ name: path.split("/")[3], mode: "exclusive", lease, token: 42,
+          node: "/zkgate/locks/x/_c_1-lock-0000000000", acquired_at: stamp(now) }));
+      } else if ((req.method === "POST" && path.endsWith("/release")) || req.method === "DELETE") {
+        res.writeHead(204, headers).end();
+      } else {
+        res.writeHead(404, headers).end("{}");
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(undefined)));
+  const a = /** @type {net.AddressInfo} */ (server.address());
+  return {
+    url: `http://127.0.0.1:${a.port}`,
+    state,
+    lease,
+    /** Stops serving: a connection to its address is refused from then on. */
+    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve(undefined)); }),
+  };
+}
+
+describe("handover: a lease's calls follow X-Zkgate-Lease-Moved-To", () => {
+  test("to the gateway it names, and back to the gateway's URL when that one refuses the connection", async () => {
+    /** @type {string[]} */
+    const seen = [];
+    // What was seen since then, less the background keepalives.
+    const calls = (since = 0) => seen.slice(since).filter((c) => !c.endsWith("/keepalive"));
+    const draining = await fakeKeeper("draining", seen);
+    const keeper = await fakeKeeper("keeper", seen);
+    const keeper2 = await fakeKeeper("keeper2", seen);
+    const keepalive = `POST /v1/leases/${draining.lease}/keepalive`;
+    try {
+      const lease = await new zk.Gateway({ url: draining.url }).lease({ ttl: "1m" });
+      assert.equal(lease.url, draining.url);
+      draining.state.movedTo = keeper.url;
+      const grant = await lease.lock("x");
+      assert.equal(lease.url, keeper.url);
+      assert.equal(calls().at(-1), "draining POST /v1/locks/x/acquire");
+      await grant.release();
+      assert.equal(calls().at(-1), "keeper POST /v1/locks/x/release");
+      // The keepalives (a third of the way to a promise of 1.5s) follow too.
+      await eventually("a keepalive reaches the keeper", () => seen.includes(`keeper ${keepalive}`));
+      // The keeper goes away: the lease's calls go to the gateway's URL again,
+      // which passes them on (here: answers them).
+      draining.state.movedTo = undefined;
+      await keeper.close();
+      let n = seen.length;
+      await (await lease.lock("y")).release();
+      assert.equal(lease.url, draining.url);
+      assert.deepEqual(calls(n), ["draining POST /v1/locks/y/acquire", "draining POST /v1/locks/y/release"]);
+      n = seen.length;
+      await eventually("a keepalive reaches the gateway's URL again", () => seen.slice(n).includes(`draining ${keepalive}`));
+      assert.equal(lease.lost, false, `the lease was lost: ${lease.error}`);
+      // A keepalive that finds the keeper gone falls back by itself.
+      draining.state.movedTo = keeper2.url;
+      await lease.keepAlive();
+      assert.equal(lease.url, keeper2.url);
+      draining.state.movedTo = undefined;
+      await keeper2.close();
+      n = seen.length;
+      await eventually("the keepalive falls back to the gateway's URL", () => seen.slice(n).includes(`draining ${keepalive}`));
+      assert.equal(lease.url, draining.url);
+      assert.equal(lease.lost, false, `the lease was lost: ${lease.error}`);
+      draining.state.movedTo = "ftp://elsewhere"; // not a gateway's URL: ignored
+      await lease.keepAlive();
+      assert.equal(lease.url, draining.url);
+      await lease.revoke();
+      assert.equal(calls().at(-1), `draining DELETE /v1/leases/${draining.lease}`);
+    } finally {
+      await draining.close();
+    }
+  });
+});
+
+/**
+ * A loopback address whose connection attempts go unanswered (a full accept
+ * queue drops them), as to an address out of reach: held by a python3 child
+ * (Node accepts every connection it can). stop() ends it.
+ */
+async function unansweredAddress() {
+  const script = [
+    "import socket, sys, time",
+    "l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(0)",
+    "port = l.getsockname()[1]; fill = []",
+    "for _ in range(3):",
+    "    s = socket.socket(); s.setblocking(False)",
+    "    try: s.connect(('127.0.0.1', port))",
+    "    except BlockingIOError: pass",
+    "    fill.append(s)",
+    "print(port, flush=True); sys.stdin.read()",
+  ].join("\n");
+  const child = spawn("python3", ["-c", script], { stdio: ["pipe", "pipe", "inherit"] });
+  const port = await new Promise((resolve, reject) => {
+    child.stdout.once("data", (d) => resolve(String(d).trim()));
+    child.once("error", reject);
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stop: () => new Promise((resolve) => { child.once("exit", () => resolve(undefined)); child.stdin.end(); }),
+  };
+}
+
+describe("handover: a keeper out of reach", () => {
+  test("is left within the lease's deadline: its calls go to the gateway's URL", async () => {
+    /** @type {string[]} */
+    const seen = [];
+    // A promise of 6s: a keepalive every 2s, which an unanswered connection
+    // attempt left to the system would outlast.
+    const draining = await fakeKeeper("draining", seen, 6000);
+    const away = await unansweredAddress();
+    try {
+      const lease = await new zk.Gateway({ url: draining.url }).lease({ ttl: "1m" });
+      draining.state.movedTo = away.url;
+      const grant = await lease.lock("x");
+      draining.state.movedTo = undefined;
+      assert.equal(lease.url, away.url);
+      await grant.release();
+      await (await lease.lock("y")).release();
+      assert.equal(lease.url, draining.url);
+      assert.equal(lease.lost, false, `the lease was lost: ${lease.error}`);
+      assert.ok(seen.includes("draining POST /v1/locks/x/release"), seen.join(", "));
+      await lease.revoke();
+    } finally {
+      await draining.close();
+      await away.stop();
+    }
+  });
+});
 
 describe("deadlines: the lease ends where the gateway's promise ends, not at its TTL", () => {
   test("the deadline follows expires_at", async () => {

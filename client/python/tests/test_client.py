@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 import uuid
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 # The client next to these tests, not one installed elsewhere.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -623,6 +623,180 @@ class FakeGateway:
         self.server.shutdown()
         self.server.server_close()
         self._thread.join(PATIENCE)
+
+
+class FakeKeeper:
+    """An HTTP server that plays one gateway of a handover: it answers a
+    lease's creation, keepalives, lock acquires and releases, and revokes,
+    records each request as (gateway, method, path), and with ``moved_to``
+    set adds ``X-Zkgate-Lease-Moved-To`` to every answer about the lease, as
+    a draining gateway does once the lease was handed over."""
+
+    LEASE = "5d4c3b2a-1a2b-4c3d-8e9f-001122334455"
+
+    def __init__(self, name: str, seen: List[tuple], promise: float = 1.5) -> None:
+        import http.server
+
+        fake = self
+        self.moved_to: Optional[str] = None
+
+        def stamp(t: float) -> str:
+            return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%09dZ" % int((t % 1) * 1e9)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def answer(self, status: int, doc: Optional[dict]) -> None:
+                seen.append((name, self.command, self.path.split("?")[0]))
+                body = json.dumps(doc).encode() if doc is not None else b""
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("X-Zkgate-Time", stamp(time.time()))
+                if fake.moved_to and self.path != "/v1/leases":
+                    self.send_header("X-Zkgate-Lease-Moved-To", fake.moved_to)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def lease_doc(self) -> dict:
+                now = time.time()
+                return {"id": fake.LEASE, "gateway": name, "ttl": "1m", "holder": "h", "lock_delay": "0s",
+                        "expires_at": stamp(now + promise), "created_at": stamp(now), "holds": []}
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = self.path.split("?")[0]
+                if path == "/v1/leases":
+                    self.answer(201, self.lease_doc())
+                elif path == f"/v1/leases/{fake.LEASE}/keepalive":
+                    self.answer(200, self.lease_doc())
+                elif path.endswith("/acquire"):
+                    self.answer(200, {"name": path.split("/")[3], "mode": "exclusive", "lease": fake.LEASE,
+                                      "token": 42, "node": "/zkgate/locks/x/_c_1-lock-0000000000",
+                                      "acquired_at": stamp(time.time())})
+                elif path.endswith("/release"):
+                    self.answer(204, None)
+                else:
+                    self.answer(404, {})
+
+            def do_DELETE(self) -> None:
+                self.answer(204, None)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stops serving: a connection to its address is refused from then on."""
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(PATIENCE)
+
+
+class HandoverTest(unittest.TestCase):
+    """A lease's calls follow X-Zkgate-Lease-Moved-To, and come back to the
+    gateway's URL when the gateway it names refuses the connection."""
+
+    def test_calls_follow_the_lease_and_fall_back(self) -> None:
+        seen: List[tuple] = []
+
+        def calls(since: int = 0) -> List[tuple]:
+            """What was seen since then, less the background keepalives."""
+            return [c for c in seen[since:] if not c[2].endswith("/keepalive")]
+
+        draining = FakeKeeper("draining", seen)
+        keeper = FakeKeeper("keeper", seen)
+        try:
+            lease = zkgate.Gateway(draining.url).lease(ttl="1m")
+            self.assertEqual(lease.url, draining.url)
+            draining.moved_to = keeper.url
+            grant = lease.lock("x")
+            self.assertEqual(lease.url, keeper.url)
+            self.assertEqual(calls()[-1], ("draining", "POST", "/v1/locks/x/acquire"))
+            grant.release()
+            self.assertEqual(calls()[-1], ("keeper", "POST", "/v1/locks/x/release"))
+            # The keepalives (a third of the way to a promise of 1.5s) follow too.
+            eventually("a keepalive reaches the keeper",
+                       lambda: ("keeper", "POST", f"/v1/leases/{FakeKeeper.LEASE}/keepalive") in seen)
+            # The keeper goes away: the lease's calls go to the gateway's URL
+            # again, which passes them on (here: answers them).
+            draining.moved_to = None
+            keeper.close()
+            n = len(seen)
+            lease.lock("y").release()
+            self.assertEqual(lease.url, draining.url)
+            self.assertEqual(calls(n), [("draining", "POST", "/v1/locks/y/acquire"),
+                                        ("draining", "POST", "/v1/locks/y/release")])
+            n = len(seen)
+            eventually("a keepalive reaches the gateway's URL again",
+                       lambda: ("draining", "POST", f"/v1/leases/{FakeKeeper.LEASE}/keepalive") in seen[n:])
+            self.assertFalse(lease.lost.is_set(), f"the lease was lost: {lease.error}")
+            # A keepalive thread that finds the keeper gone falls back by itself.
+            keeper2 = FakeKeeper("keeper2", seen)
+            draining.moved_to = keeper2.url
+            lease.keepalive()
+            self.assertEqual(lease.url, keeper2.url)
+            draining.moved_to = None
+            keeper2.close()
+            n = len(seen)
+            eventually("the keepalive thread falls back to the gateway's URL",
+                       lambda: ("draining", "POST", f"/v1/leases/{FakeKeeper.LEASE}/keepalive") in seen[n:])
+            self.assertEqual(lease.url, draining.url)
+            self.assertFalse(lease.lost.is_set(), f"the lease was lost: {lease.error}")
+            draining.moved_to = "ftp://elsewhere"  # not a gateway's URL: ignored
+            lease.keepalive()
+            self.assertEqual(lease.url, draining.url)
+            lease.revoke()
+            self.assertEqual(calls()[-1], ("draining", "DELETE", f"/v1/leases/{FakeKeeper.LEASE}"))
+        finally:
+            draining.close()
+
+
+def unanswered_address() -> Tuple[str, socket.socket, List[socket.socket]]:
+    """A loopback address whose connection attempts go unanswered (a full
+    accept queue drops them), as to an address out of reach; with the
+    sockets to close at the end."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fill = []
+    for _ in range(3):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fill.append(s)
+    return "http://127.0.0.1:%d" % port, listener, fill
+
+
+class UnreachableKeeperTest(unittest.TestCase):
+    def test_a_keeper_out_of_reach_is_left_within_the_deadline(self) -> None:
+        # A promise of 6s: a keepalive every 2s, which an unanswered
+        # connection attempt left to the system would outlast.
+        seen: List[tuple] = []
+        draining = FakeKeeper("draining", seen, promise=6.0)
+        address, listener, fill = unanswered_address()
+        try:
+            lease = zkgate.Gateway(draining.url).lease(ttl="1m")
+            draining.moved_to = address
+            grant = lease.lock("x")
+            draining.moved_to = None
+            self.assertEqual(lease.url, address)
+            grant.release()
+            lease.lock("y").release()
+            self.assertEqual(lease.url, draining.url)
+            self.assertFalse(lease.lost.is_set(), f"the lease was lost: {lease.error}")
+            self.assertIn(("draining", "POST", "/v1/locks/y/acquire"), seen)
+            lease.revoke()
+        finally:
+            draining.close()
+            for s in fill + [listener]:
+                s.close()
 
 
 class DeadlineTest(ClientTest):

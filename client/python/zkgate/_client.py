@@ -35,6 +35,11 @@ Duration = Union[str, int, float, datetime.timedelta]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _MIN_KEEPALIVE = 0.1  # the shortest time between keepalives, however near the deadline
+# The bound of a connection to a gateway other than this one's URL (a lease's
+# keeper, named by X-Zkgate-Lease-Moved-To): its address may be out of reach
+# (a gateway's own address, behind a load balancer), where a connection
+# attempt can go unanswered for minutes; the call goes to the URL instead.
+_MOVED_CONNECT_TIMEOUT = 2.0
 KINDS = ("locks", "semaphores", "elections", "barriers", "double-barriers", "queues")
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
@@ -121,6 +126,26 @@ class _Reply:
             raise TransportError(f"the gateway answered {self.status} with a body that is not JSON: {e}") from e
 
 
+class _NotConnected(TransportError):
+    """No connection to the gateway: the request was not sent."""
+
+
+class _Target:
+    """Where requests go: a gateway's base URL, taken apart."""
+
+    __slots__ = ("url", "https", "host", "port", "base")
+
+    def __init__(self, url: str) -> None:
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname or u.query or u.fragment or u.username:
+            raise ValueError(f"not a gateway URL: {url!r}")
+        self.url = url.rstrip("/")
+        self.https = u.scheme == "https"
+        self.host = u.hostname
+        self.port = u.port
+        self.base = u.path.rstrip("/")
+
+
 class Gateway:
     """A zkgate gateway.
 
@@ -142,17 +167,14 @@ class Gateway:
         ssl_context: Optional[ssl.SSLContext] = None,
     ) -> None:
         url = url or os.environ.get("ZKGATE_URL") or DEFAULT_URL
-        u = urllib.parse.urlsplit(url)
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise InvalidRequest(f"bad gateway URL {url!r}: want http://host:port")
+        try:
+            self._target = _Target(url)
+        except ValueError:
+            raise InvalidRequest(f"bad gateway URL {url!r}: want http://host:port") from None
         self.url = url.rstrip("/")
         self.token = token if token is not None else (os.environ.get("ZKGATE_TOKEN") or None)
         self.timeout = float(timeout)
         self.retry_for = float(retry_for)
-        self._https = u.scheme == "https"
-        self._host = u.hostname
-        self._port = u.port
-        self._base = u.path.rstrip("/")
         self._ssl = ssl_context
 
     def __repr__(self) -> str:
@@ -168,10 +190,14 @@ class Gateway:
         body: Optional[bytes],
         content_type: str,
         timeout: float,
+        to: Optional[_Target] = None,
     ) -> _Reply:
         """One HTTP exchange on a connection of its own (so that no answer is
-        ever read from a connection the gateway closed meanwhile)."""
-        target = self._base + path
+        ever read from a connection the gateway closed meanwhile), with the
+        gateway at ``to`` (default: this one's URL). No connection at all is
+        _NotConnected: nothing was sent."""
+        to = to or self._target
+        target = to.base + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
         headers = {"Accept": "application/json", "User-Agent": f"zkgate-python/{__version__}"}
@@ -180,18 +206,25 @@ class Gateway:
         if body is not None:
             headers["Content-Type"] = content_type
         conn: http.client.HTTPConnection
-        if self._https:
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl)
+        connect = timeout if to is self._target else min(timeout, _MOVED_CONNECT_TIMEOUT)
+        if to.https:
+            conn = http.client.HTTPSConnection(to.host, to.port, timeout=connect, context=self._ssl)
         else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+            conn = http.client.HTTPConnection(to.host, to.port, timeout=connect)
         try:
+            try:
+                conn.connect()
+            except OSError as e:
+                raise _NotConnected(f"{method} {to.url}{path}: {e or type(e).__name__}") from e
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
             sent = time.monotonic()
             conn.request(method, target, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
             return _Reply(resp.status, resp.headers, data, sent)
         except (OSError, http.client.HTTPException) as e:
-            raise TransportError(f"{method} {self.url}{path}: {e or type(e).__name__}") from e
+            raise TransportError(f"{method} {to.url}{path}: {e or type(e).__name__}") from e
         finally:
             conn.close()
 
@@ -207,12 +240,16 @@ class Gateway:
         safe: bool = False,
         done_on_retry: Tuple[type, ...] = (),
         lease: Optional["Lease"] = None,
+        via: Optional["Lease"] = None,
     ) -> _Reply:
         """A call, retried while it is ``safe`` to repeat (idempotent on the
         gateway) and the trouble is transient: no answer, 503, or 429. A
         ``wait`` is sent as ``?wait=``, shortened on each retry so that the
         whole call stays within it. An error of a class in ``done_on_retry``
-        answering a retry means that the first attempt did the work."""
+        answering a retry means that the first attempt did the work. A call
+        made for a lease (``lease``, or ``via`` for one that may have ended)
+        goes where the lease moved (see ``Lease.url``)."""
+        via = via or lease
         query = dict(query or {})
         wait_secs = 0.0
         if wait is not None:
@@ -230,15 +267,19 @@ class Gateway:
             left = max(0.0, wait_secs - (time.monotonic() - start))
             if wait is not None and attempt > 0:
                 query["wait"] = format_duration(left)
+            to = via._moved_to() if via is not None else None
             try:
-                reply = self._send(method, path, query, data, ctype, left + self.timeout)
-                if lease is not None:
-                    lease._heard(reply)
+                reply = self._send(method, path, query, data, ctype, left + self.timeout, to)
+                if via is not None:
+                    via._heard(reply)
                 if reply.status >= 400:
                     raise error_from(reply.status, reply.headers.get("Content-Type", ""), reply.body,
                                      reply.headers.get("Retry-After"))
                 return reply
             except (TransportError, Unavailable, TooMany) as e:
+                if to is not None and via is not None and isinstance(e, _NotConnected):
+                    via._unreachable(to)  # nothing was sent: this URL passes it on
+                    continue
                 # A 429 was refused before any work; the others may have been done.
                 if not (safe or isinstance(e, TooMany)):
                     raise
@@ -407,6 +448,11 @@ class Lease:
     and the end of its ``with`` block raise that error (a ``LeaseLost``) in
     the thread that uses the lease.
 
+    A lease rides through its gateway's restart: once an answer about it
+    names the gateway it was handed to (``X-Zkgate-Lease-Moved-To``), its
+    calls and keepalives go there (``url``), and to the client's URL again
+    if that gateway cannot be connected to (any gateway passes them on).
+
     A lease is one holder: a second ``lock``, ``semaphore`` or ``campaign``
     of a name it holds or is acquiring raises ``AlreadyHeld`` (the gateway
     would answer it with the first one's grant). Take a lease per
@@ -437,6 +483,7 @@ class Lease:
         self._holding: set = set()
         self._last_failure: Optional[ZkgateError] = None
         self._expired = False  # ended here at its deadline: the deadline thread revokes it at the gateway
+        self._moved: Optional[_Target] = None  # where a handover moved it (X-Zkgate-Lease-Moved-To)
         sent = time.monotonic() if asked is None else asked
         self._drain_end: Optional[float] = None
         if headers is None:
@@ -469,6 +516,24 @@ class Lease:
                 raise
 
     # -- liveness ------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The base URL the lease's calls go to: the gateway's, or the one
+        that keeps the lease since a handover."""
+        to = self._moved_to()
+        return to.url if to is not None else self.gateway.url
+
+    def _moved_to(self) -> Optional[_Target]:
+        with self._mu:
+            return self._moved
+
+    def _unreachable(self, to: _Target) -> None:
+        """Forgets ``to`` as the lease's keeper: it may have gone, and the
+        gateway's URL passes the lease's calls on to wherever it is kept."""
+        with self._mu:
+            if self._moved is to:
+                self._moved = None
 
     @property
     def deadline(self) -> float:
@@ -514,8 +579,18 @@ class Lease:
         return sent + (then - now)
 
     def _heard(self, reply: _Reply) -> None:
-        """Takes the end of a drain from any answer to a call made for the
-        lease. A gateway without X-Zkgate-Time is taken to share this clock."""
+        """Takes the end of a drain, and where the lease moved, from any answer
+        to a call made for the lease. A gateway without X-Zkgate-Time is taken
+        to share this clock."""
+        moved = reply.headers.get("X-Zkgate-Lease-Moved-To")
+        if moved:
+            try:
+                to: Optional[_Target] = _Target(moved)
+            except ValueError:
+                to = None
+            if to is not None:
+                with self._mu:
+                    self._moved = None if to.url == self.gateway.url else to
         ends = reply.headers.get("X-Zkgate-Lease-Ends")
         if not ends:
             return
@@ -587,11 +662,17 @@ class Lease:
             left = until - time.monotonic()
             if left <= 0:
                 return
+            to = self._moved_to()
             try:
                 reply = self.gateway._send("DELETE", f"/v1/leases/{self.id}", None, None, "",
-                                           min(left, self.gateway.timeout))
+                                           min(left, self.gateway.timeout), to)
+                self._heard(reply)
                 if reply.status not in (429, 502, 503, 504):
                     return  # revoked, or ended already
+            except _NotConnected:
+                if to is not None:
+                    self._unreachable(to)
+                    continue
             except TransportError:
                 pass
             time.sleep(min(pause, max(0.0, until - time.monotonic())))
@@ -605,8 +686,9 @@ class Lease:
             now = time.monotonic()
             if now >= deadline:
                 return  # the deadline thread ends the lease
+            to = self._moved_to()
             try:
-                reply = self.gateway._send("POST", path, None, None, "", max(0.05, deadline - now))
+                reply = self.gateway._send("POST", path, None, None, "", max(0.05, deadline - now), to)
                 self._heard(reply)
                 if reply.status >= 400:
                     raise error_from(reply.status, reply.headers.get("Content-Type", ""), reply.body,
@@ -616,6 +698,10 @@ class Lease:
                 self._confirmed(reply.sent, reply.headers, info.get("expires_at"))
                 pause = max((self.deadline - reply.sent) / 3, _MIN_KEEPALIVE) - (time.monotonic() - reply.sent)
             except (TransportError, Unavailable, TooMany) as e:
+                if to is not None and isinstance(e, _NotConnected):
+                    self._unreachable(to)  # nothing was sent: the gateway's URL passes it on
+                    pause = 0.0
+                    continue
                 # Transient, and confirms nothing (a 503 says the gateway's ZooKeeper
                 # session is suspended): try again soon, until the deadline.
                 with self._mu:
@@ -656,7 +742,7 @@ class Lease:
         if self.error is not None:
             raise self.error
         try:
-            self.gateway._call("DELETE", f"/v1/leases/{self.id}", safe=True, done_on_retry=(LeaseExpired,))
+            self.gateway._call("DELETE", f"/v1/leases/{self.id}", safe=True, done_on_retry=(LeaseExpired,), via=self)
         except LeaseExpired as e:
             if e.reason != "revoked":
                 self.error = e
