@@ -375,7 +375,8 @@ type (
 	graphParty struct {
 		key, lease, session string
 		holder, gateway     string
-		asked, known        bool // its gateway told of it; it told of everything
+		asked, known        bool // it was asked about; it told of everything
+		told                bool // its gateway told of it
 		behind              bool // the lines of its nodes were read for who waits behind
 		waits               []*graphWait
 		owns                []string // paths of the nodes it holds or waits with
@@ -397,6 +398,10 @@ type (
 		p     *graphParty
 		mode  string
 		czxid int64
+		// going: a node of a lease whose gateway counts it in none of the
+		// lease's holds (a hold given up, its node being deleted): it goes
+		// by itself, whatever the lease does.
+		going bool
 	}
 	lineSnap struct {
 		nodes   []seqNode
@@ -486,7 +491,7 @@ func (g *waitGraph) ask(ctx context.Context, peers WaitPeers, leases []string) {
 		if !ok {
 			continue // ended, or its gateway did not answer: its waits are unknown
 		}
-		p.known, p.holder, p.gateway = ph.Complete, ph.Holder, ph.Gateway
+		p.told, p.known, p.holder, p.gateway = true, ph.Complete, ph.Holder, ph.Gateway
 		for _, h := range ph.Holds {
 			if !g.svc.ownsLine(h.Line) || h.Node == "" || strings.Contains(h.Node, "/") {
 				p.known = false
@@ -704,6 +709,11 @@ func (g *waitGraph) sortedParties() []*graphParty {
 // reduce works out who gets on: parties without a known wait, then, again
 // and again, those with a wait that can be met by those who get on.
 func (g *waitGraph) reduce() {
+	for _, n := range g.nodes {
+		if n != nil && n.p.told && n.p.known {
+			n.going = !slices.Contains(n.p.owns, n.path)
+		}
+	}
 	for _, p := range g.parties {
 		p.progress = !p.known || len(p.waits) == 0
 	}
@@ -729,21 +739,25 @@ func (w *graphWait) getsOn() bool {
 		return true
 	}
 	for _, n := range w.targets {
-		if w.slots && n.p.progress {
+		if w.slots && n.getsOn() {
 			return true
 		}
-		if !w.slots && !n.p.progress {
+		if !w.slots && !n.getsOn() {
 			return false
 		}
 	}
 	return !w.slots
 }
 
+// getsOn says whether n will go: it is on its way out, or its party gets
+// on.
+func (n *graphNode) getsOn() bool { return n.going || n.p.progress }
+
 // stuckTargets are the targets of w that do not get on.
 func (w *graphWait) stuckTargets() []*graphNode {
 	var out []*graphNode
 	for _, n := range w.targets {
-		if !n.p.progress {
+		if !n.getsOn() {
 			out = append(out, n)
 		}
 	}

@@ -376,3 +376,46 @@ func TestNoWaitOutsideACycleIsEnded(t *testing.T) {
 		}
 	}
 }
+
+// A node of a lease that the lease's gateway no longer counts among its
+// holds (a hold given up, its node on its way out) is waited for as a node
+// that goes by itself, not as the lease's: a lease that waits elsewhere is
+// not in a cycle through it. (The fault suite met one: a wait for a
+// semaphore that timed out was retried at once, and the admission line's
+// head still saw the old slot node, being deleted, of the lease now behind
+// it.)
+func TestANodeOnItsWayOutIsNotItsLeases(t *testing.T) {
+	gws := gateways(t, 2)
+	ctx := context.Background()
+	x, y := newLease(t, gws[0], "x"), newLease(t, gws[1], "y")
+	if _, err := gws[1].Locks.Acquire(ctx, y, "a2", ModeExclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	xWaits := acquireLater(func() error { _, err := gws[0].Locks.Acquire(ctx, x, "a2", ModeExclusive, 30*time.Second); return err })
+	waitingIn(t, gws[0], x, "lock", "a2")
+	// A node of x in b2 that no hold of x counts: as a released hold's
+	// node is until its delete is answered.
+	conn := rawClient(t)
+	parent := gws[0].Locks.parent("b2")
+	data := nodeData{Lease: x.ID, Holder: x.Holder, Gateway: "gw-0"}.bytes()
+	for {
+		_, err := conn.Create(parent+"/_c_"+x.ID+"-lock-", data, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		if err == nil {
+			break
+		}
+		if _, err := conn.CreateContainer(parent, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	_, err := gws[1].Locks.Acquire(ctx, y, "b2", ModeExclusive, 6*checkEvery)
+	if ErrorCode(err) != CodeTimeout {
+		t.Fatalf("y's wait behind x's node on its way out ended with %v, want a timeout: x is in no cycle with it", err)
+	}
+	pending(t, xWaits, "x's wait")
+	if err := gws[1].Locks.Release(ctx, y, "a2", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := expect(t, xWaits, 10*time.Second, "x's wait"); got.err != nil {
+		t.Fatal(got.err)
+	}
+}
