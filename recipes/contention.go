@@ -71,7 +71,7 @@ type nameKey struct{ kind, name string }
 type minuteFigures struct {
 	minute                      int64 // Unix minutes
 	grants, timeouts, deadlocks int64
-	waited, held                Histogram
+	waited, held                minuteHistogram
 	line                        int
 }
 
@@ -204,7 +204,7 @@ func (c *Contention) endWait(e *waitEntry, err error) {
 	delete(c.waits, e)
 	l := c.logOf(nameKey{e.kind, e.h.name})
 	m := l.minute(now)
-	m.waited.Add(waited)
+	m.waited.add(waited)
 	switch outcome {
 	case WaitGranted:
 		m.grants++
@@ -265,7 +265,7 @@ func (c *Contention) released(h *hold) {
 	held := now.Sub(lh.rec.From)
 	c.metrics.Held(lh.kind, h.name, held)
 	l := c.logOf(nameKey{lh.kind, h.name})
-	l.minute(now).held.Add(held)
+	l.minute(now).held.add(held)
 	until := now.UTC()
 	rec := lh.rec
 	rec.Until = &until
@@ -355,8 +355,8 @@ func (l *nameLog) figuresLocked(first, last int64) NameFigures {
 		f.Grants += m.grants
 		f.Timeouts += m.timeouts
 		f.Deadlocks += m.deadlocks
-		f.Waited.Merge(m.waited)
-		f.Held.Merge(m.held)
+		f.Waited.Merge(m.waited.histogram())
+		f.Held.Merge(m.held.histogram())
 		f.Line[m.minute-first] = m.line
 	}
 	return f

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -171,4 +174,47 @@ func TestContentionKeepsTheLastHolds(t *testing.T) {
 	if len(holds) != contentionRecent || holds[len(holds)-1].Token != contentionRecent+4 || holds[0].Token != 5 {
 		t.Errorf("%d holds kept, tokens %d to %d; want the last %d", len(holds), holds[0].Token, holds[len(holds)-1].Token, contentionRecent)
 	}
+}
+
+// The record's memory is bounded by its names: ContentionNames names, each
+// with an hour of minutes whose waits and holds hit 60 buckets each (every
+// duration from 100µs to 3 minutes), and its last holds and waits with
+// 200-byte holder labels. The measure is in README (Where the time goes).
+func TestContentionMemoryIsBounded(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	c := NewContention(nil)
+	c.now = func() time.Time { return now }
+	label := strings.Repeat("h", 200)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range contentionMinutes {
+		for n := range ContentionNames {
+			h := fakeHold(KindLock, fmt.Sprintf("name-%04d", n), fmt.Sprintf("%036d", n))
+			h.lease.Holder = label + strconv.Itoa(n) // a label of its own
+			for i := range 60 {
+				d := time.Duration(float64(histogramUnit) * math.Exp2(float64(i)/4))
+				e := c.startWait(h, KindLock, ModeExclusive, func(error) {})
+				e.start = now.Add(-d)
+				c.endWait(e, nil)
+				h.token, h.grantedAt = int64(i), now.Add(-d)
+				c.granted(h)
+				c.released(h)
+			}
+		}
+		now = now.Add(time.Minute)
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	used := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d names, %d minutes, 60 buckets of waits and of holds a minute, %d holds and waits kept each: %.1f MiB",
+		len(c.names), contentionMinutes, contentionRecent, float64(used)/(1<<20))
+	if len(c.names) != ContentionNames {
+		t.Errorf("%d names kept", len(c.names))
+	}
+	if used > 64<<20 {
+		t.Errorf("the record takes %.1f MiB, more than the 64 MiB README promises at most", float64(used)/(1<<20))
+	}
+	runtime.KeepAlive(c)
 }

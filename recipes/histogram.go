@@ -140,3 +140,42 @@ func (h *Histogram) sane() bool {
 	}
 	return n == h.Count && h.Count >= 0 && h.Sum >= 0 && h.Max >= 0
 }
+
+// minuteHistogram is a Histogram as a minute of figures keeps it: each
+// bucket hit packed with its count in 4 bytes (the bucket in the top 8
+// bits; a count saturates at 2^24-1, far above what one name sees in a
+// minute).
+type minuteHistogram struct {
+	count    int64
+	sum, max time.Duration
+	buckets  []uint32 // by bucket, ascending
+}
+
+const packedCountMax = 1<<24 - 1
+
+func (h *minuteHistogram) add(d time.Duration) {
+	d = max(d, 0)
+	h.count++
+	h.sum += d
+	h.max = max(h.max, d)
+	b := uint32(bucketOf(d)) << 24
+	i, found := slices.BinarySearchFunc(h.buckets, b, func(p, b uint32) int { return int(p>>24) - int(b>>24) })
+	if !found {
+		h.buckets = slices.Insert(h.buckets, i, b)
+	}
+	if h.buckets[i]&packedCountMax < packedCountMax {
+		h.buckets[i]++
+	}
+}
+
+// histogram is h as a Histogram.
+func (h *minuteHistogram) histogram() Histogram {
+	out := Histogram{Count: h.count, Sum: h.sum, Max: h.max, Buckets: make([]BucketCount, len(h.buckets))}
+	var n int64
+	for i, p := range h.buckets {
+		out.Buckets[i] = BucketCount{Bucket: uint8(p >> 24), N: int64(p & packedCountMax)}
+		n += int64(p & packedCountMax)
+	}
+	out.Count = n // a saturated bucket counts as much as it kept
+	return out
+}
