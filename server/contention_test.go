@@ -268,3 +268,37 @@ func TestContentionAcrossGateways(t *testing.T) {
 		t.Errorf("a gateway did not answer: %v", rep["unreachable"])
 	}
 }
+
+// TestContentionShowsATokenWhatItMayRead: with tokens, GET /v1/contention
+// lists the names the caller's token may read and no other, whatever
+// token asks; one name's figures need read on it.
+func TestContentionShowsATokenWhatItMayRead(t *testing.T) {
+	file, secrets := newTokensFile(t)
+	g := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
+	lease := g.newLeaseAs(t, "writer")
+	for path, body := range map[string]map[string]any{
+		"/v1/locks/billing-x/acquire": {"lease": lease}, "/v1/locks/orders/acquire": {"lease": lease},
+		"/v1/semaphores/pool/acquire": {"lease": lease, "limit": 2},
+	} {
+		mustStatus(t, g.as(t, "writer", "POST", path, body), 200, path)
+	}
+	for token, want := range map[string][]string{
+		"billing": {"lock billing-x"},
+		"locker":  {"lock billing-x", "lock orders"},
+		"reader":  {"lock billing-x", "lock orders", "semaphore pool"},
+	} {
+		r := g.as(t, token, "GET", "/v1/contention?window=1m", nil)
+		mustStatus(t, r, 200, "contention as "+token)
+		var got []string
+		for _, n := range r.JSON(t)["names"].([]any) {
+			m := n.(map[string]any)
+			got = append(got, m["kind"].(string)+" "+m["name"].(string))
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s sees %q, want %q", token, got, want)
+		}
+	}
+	wantProblem(t, g.as(t, "billing", "GET", "/v1/locks/orders/stats", nil), 403, "forbidden", "billing reading orders' figures")
+	mustStatus(t, g.as(t, "billing", "GET", "/v1/locks/billing-x/stats", nil), 200, "billing reading billing-x's figures")
+}
