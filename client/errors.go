@@ -84,6 +84,7 @@ var (
 	ErrNotLeader            = newSentinel("not_leader", "not the leader")
 	ErrNotClaimed           = newSentinel("not_claimed", "not claimed")
 	ErrWouldDeadlock        = newSentinel("would_deadlock", "would deadlock")
+	ErrDeadlock             = newSentinel("deadlock", "ended to break a deadlock")
 	ErrLimitMismatch        = newSentinel("limit_mismatch", "semaphore limit mismatch")
 	ErrCountMismatch        = newSentinel("count_mismatch", "barrier count mismatch")
 	ErrNotEmpty             = newSentinel("not_empty", "not empty")

@@ -141,6 +141,45 @@ func errOf[T any](_ T, err error) error { return err }
 // TestAcquireRetriedAfterLostAnswer: the gateway grants the lock but the
 // answer is lost on the way back; the client asks again with the same
 // lease and gets the same grant: one node, no self-deadlock.
+// A deadlock the gateway breaks is ErrDeadlock for the wait it ended, with
+// the cycle to read; the lease keeps what it holds.
+func TestDeadlock(t *testing.T) {
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	a, b := grant(t, c, "a"), grant(t, c, "b")
+	if _, err := a.Lock(ctx, "x", client.Exclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Lock(ctx, "y", client.Exclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	aWaits := make(chan error, 1)
+	go func() {
+		_, err := a.Lock(ctx, "y", client.Exclusive, 30*time.Second)
+		aWaits <- err
+	}()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		st, err := c.LockState(ctx, "y")
+		if err == nil && len(st.Waiters) == 0 {
+			err = errors.New("a does not wait for y yet")
+		}
+		return err
+	})
+	_, err := b.Lock(ctx, "x", client.Exclusive, 30*time.Second)
+	e := wantCode(t, err, client.ErrDeadlock, 409)
+	var cycle []struct{ Lease, Name string }
+	if ok, err := e.Decode("cycle", &cycle); !ok || err != nil || len(cycle) != 2 || cycle[0].Lease != b.ID() || cycle[0].Name != "x" ||
+		cycle[1].Lease != a.ID() || cycle[1].Name != "y" {
+		t.Fatalf("the cycle: %v %v %+v", ok, err, cycle)
+	}
+	if err := b.Unlock(ctx, "y", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-aWaits; err != nil {
+		t.Fatalf("a's wait, once b let y go: %v", err)
+	}
+}
+
 func TestAcquireRetriedAfterLostAnswer(t *testing.T) {
 	g, _ := gateway(t)
 	p := newProxy(t, g.URL)

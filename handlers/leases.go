@@ -66,6 +66,10 @@ type API struct {
 	// Adopt keeps the leases of a session another gateway hands over (see
 	// recipes.Handover); nil: this gateway takes none.
 	Adopt func(ctx context.Context, h *recipes.Handover) error
+	// ContentionFigures are this gateway's figures of waits and holds, and
+	// Holds what its leases hold and wait for, as deadlock checks see it.
+	ContentionFigures ContentionSource
+	Holds             HoldsSource
 }
 
 // ErrDraining answers whatever would start something new on a draining

@@ -27,6 +27,7 @@ const (
 	CodeCountMismatch Code = "count_mismatch"
 	CodeStaleToken    Code = "stale_token"
 	CodeWouldDeadlock Code = "would_deadlock"
+	CodeDeadlock      Code = "deadlock"
 	CodeNotEmpty      Code = "not_empty"
 	CodeQueueFull     Code = "queue_full"
 	CodeInternal      Code = "internal"

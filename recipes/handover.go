@@ -253,6 +253,8 @@ func (s *Service) HandOver(ctx context.Context) (*Handover, error) {
 			CreatedAt: l.CreatedAt, Left: Duration(max(left, 0)), ExpiresAt: l.expiresAt.UTC()}
 		for _, hs := range holds {
 			hst := state(hs)
+			// The hold goes on at the taker, which counts it from then on.
+			s.contention.forget(hs.core())
 			if len(hst.Nodes) == 0 && !hst.Granted {
 				continue // nothing in ZooKeeper yet: the client's retry starts anew
 			}
@@ -286,6 +288,7 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 	// records, or no other gateway would locate the leases through them.
 	sub := New(sess, s.cfg)
 	sub.parent = s
+	sub.contention = s.contention
 	_, epoch, _ := sess.Status()
 	for _, st := range h.Leases {
 		switch {
@@ -415,6 +418,9 @@ func (ls *Leases) restore(st LeaseState, epoch uint64) error {
 		}
 		l.holds[hst.Key] = hs
 		c := hs.core()
+		if hst.Granted {
+			ls.svc.contention.granted(c)
+		}
 		if !hst.Told && !hst.Granted {
 			// A wait that its client will retry: its place in line is kept
 			// for handoverGrace, as if a call still waited on it, or until

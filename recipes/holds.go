@@ -145,6 +145,7 @@ func (h *hold) markGoneLocked() []heldNode {
 	h.nodes = nil
 	if h.granted {
 		h.svc.metrics.Released(h.kind, time.Since(h.grantedAt))
+		h.svc.contention.released(h)
 	}
 	return nodes
 }
@@ -344,6 +345,7 @@ func (h *hold) noteCzxidLocked(path string, czxid int64) {
 func (h *hold) markGrantedLocked(token int64) {
 	if !h.granted {
 		h.granted, h.token, h.grantedAt = true, token, time.Now().UTC()
+		h.svc.contention.granted(h)
 	}
 }
 

@@ -141,7 +141,12 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	}
 	k.svc.metrics.Waiting("lock", 1)
 	start := time.Now()
-	g, err := k.wait(ctx, h, wait)
+	// The deadlock detector ends the wait with its cause (see deadlock.go).
+	wctx, abort := context.WithCancelCause(ctx)
+	entry := k.svc.contention.startWait(&h.hold, KindLock, mode, abort)
+	g, err := k.wait(withLineNotes(wctx, k.svc.contention, KindLock, name), h, wait)
+	abort(nil)
+	k.svc.contention.endWait(entry, err)
 	k.svc.metrics.Waiting("lock", -1)
 	h.mu.Lock()
 	last := h.last
@@ -290,6 +295,7 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 				return last, err
 			}
 			last, listed, floor = t, true, -1
+			noteLine(ctx, last)
 		}
 		b, bi := last.blocker(floor, blocks)
 		if b == "" && len(last.marks) > 0 {

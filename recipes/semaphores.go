@@ -99,7 +99,12 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 	}
 	m.svc.metrics.Waiting("semaphore", 1)
 	start := time.Now()
-	g, err := m.wait(ctx, h, wait)
+	// The deadlock detector ends the wait with its cause (see deadlock.go).
+	wctx, abort := context.WithCancelCause(ctx)
+	entry := m.svc.contention.startWait(&h.hold, KindSemaphore, "", abort)
+	g, err := m.wait(withLineNotes(wctx, m.svc.contention, KindSemaphore, name), h, wait)
+	abort(nil)
+	m.svc.contention.endWait(entry, err)
 	m.svc.metrics.Waiting("semaphore", -1)
 	h.leave(false)
 	if err != nil {

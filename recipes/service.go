@@ -31,13 +31,19 @@ type Metrics interface {
 	Granted(kind string, waited time.Duration)
 	Released(kind string, held time.Duration)
 	Waiting(kind string, delta int)
+	// Waited is the end of one wait for the lock or semaphore name,
+	// whatever its outcome, and Held the end of one hold of it.
+	Waited(kind, name string, d time.Duration)
+	Held(kind, name string, d time.Duration)
 }
 
 type nopMetrics struct{}
 
-func (nopMetrics) Granted(string, time.Duration)  {}
-func (nopMetrics) Released(string, time.Duration) {}
-func (nopMetrics) Waiting(string, int)            {}
+func (nopMetrics) Granted(string, time.Duration)        {}
+func (nopMetrics) Released(string, time.Duration)       {}
+func (nopMetrics) Waiting(string, int)                  {}
+func (nopMetrics) Waited(string, string, time.Duration) {}
+func (nopMetrics) Held(string, string, time.Duration)   {}
 
 // Config configures the recipes.
 type Config struct {
@@ -65,6 +71,10 @@ type Service struct {
 	passed    passedWriters
 	handoffs  handoffs
 	orphans   orphans // lock-delay markers found orphaned, and since when
+	// contention is what the gateway's leases waited for and held, shared
+	// with the services of the sessions it adopted.
+	contention *Contention
+	owners     nodeOwners // who owns the nodes deadlock checks met
 
 	stopSweep context.CancelFunc
 
@@ -96,7 +106,7 @@ func New(sess *Session, cfg Config) *Service {
 	cfg.Leases.GatewayID = cfg.GatewayID
 	cfg.Leases.PeerSecret = cfg.PeerSecret
 	s := &Service{cfg: cfg, sess: sess, gatewayID: cfg.GatewayID, metrics: cfg.Metrics, log: cfg.Logger,
-		cache: newWatchCache(sess, cfg.Logger), watches: newNodeWatches(sess), lister: newLister()}
+		cache: newWatchCache(sess, cfg.Logger), watches: newNodeWatches(sess), lister: newLister(), contention: NewContention(cfg.Metrics)}
 	s.Leases = NewLeases(sess, cfg.Leases, cfg.Logger)
 	s.Leases.svc = s
 	s.Locks = &Locks{svc: s}
@@ -113,6 +123,9 @@ func New(sess *Session, cfg Config) *Service {
 
 // Session is the service's ZooKeeper session.
 func (s *Service) Session() *Session { return s.sess }
+
+// Contention is what the gateway's leases waited for and held.
+func (s *Service) Contention() *Contention { return s.contention }
 
 // WatchedPaths is the number of paths the watch cache keeps a watch on.
 func (s *Service) WatchedPaths() int64 { return s.cache.Watching() }

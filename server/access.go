@@ -35,6 +35,9 @@ type rule struct {
 	// use it whatever its permissions, so the handler decides (see
 	// handlers.Caller.Granted).
 	lease bool
+	// filtered routes show a token what it may read and nothing else (the
+	// handler leaves the rest out): any token may ask.
+	filtered bool
 	// page routes answer a browser without a token with the sign-in page.
 	page bool
 	// peer routes are between the gateways of the root only: a request
@@ -77,18 +80,21 @@ func leaseRule(l handlers.Level) rule {
 // routeAccess maps every route ("METHOD PATTERN", as chi.Walk names it) to
 // what it needs of the caller's token.
 var routeAccess = map[string]rule{
-	"GET /healthz":                  probeRoute,
-	"GET /readyz":                   probeRoute,
-	"GET /openapi.yaml":             openRoute,
-	"GET /metrics":                  dashRead,
-	"GET /":                         {kind: "*", level: handlers.LevelRead, page: true},
-	"GET /ui/{page}":                {kind: "*", level: handlers.LevelRead, page: true},
-	"GET /ui/static/{file}":         openRoute,
-	"GET /ws":                       dashRead,
-	"GET /signin":                   openRoute,
-	"POST /signin":                  openRoute,
-	"POST /signout":                 openRoute,
-	"POST " + handlers.HandoverPath: {peer: true},
+	"GET /healthz":                       probeRoute,
+	"GET /readyz":                        probeRoute,
+	"GET /openapi.yaml":                  openRoute,
+	"GET /metrics":                       dashRead,
+	"GET /":                              {kind: "*", level: handlers.LevelRead, page: true},
+	"GET /ui/{page}":                     {kind: "*", level: handlers.LevelRead, page: true},
+	"GET /ui/static/{file}":              openRoute,
+	"GET /ws":                            dashRead,
+	"GET /signin":                        openRoute,
+	"POST /signin":                       openRoute,
+	"POST /signout":                      openRoute,
+	"POST " + handlers.HandoverPath:      {peer: true},
+	"GET " + handlers.PeerContentionPath: {peer: true},
+	"GET " + handlers.PeerContentionPath + "/{kind}/{name}": {peer: true},
+	"POST " + handlers.PeerWaitsPath:                        {peer: true},
 
 	"POST /v1/leases":                {kind: "leases", level: handlers.LevelWrite, makesLeases: true},
 	"GET /v1/leases":                 {kind: "leases", level: handlers.LevelRead, lease: true},
@@ -101,11 +107,15 @@ var routeAccess = map[string]rule{
 	"POST /v1/locks/{name}/acquire": makingLeases(waiting(write("locks"))),
 	"POST /v1/locks/{name}/release": write("locks"),
 	"GET /v1/locks/{name}/fence":    read("locks"),
+	"GET /v1/locks/{name}/stats":    read("locks"),
 
 	"GET /v1/semaphores":                 readAll("semaphores"),
 	"GET /v1/semaphores/{name}":          waiting(read("semaphores")),
 	"POST /v1/semaphores/{name}/acquire": makingLeases(waiting(write("semaphores"))),
 	"POST /v1/semaphores/{name}/release": write("semaphores"),
+	"GET /v1/semaphores/{name}/stats":    read("semaphores"),
+
+	"GET /v1/contention": {kind: "locks", level: handlers.LevelRead, filtered: true},
 
 	"GET /v1/elections":                  readAll("elections"),
 	"GET /v1/elections/{name}":           waiting(read("elections")),
@@ -335,7 +345,7 @@ func authorizePeer(w http.ResponseWriter, r *http.Request, tokens *Tokens, pc *h
 // false, or returns the caller.
 func permit(w http.ResponseWriter, r *http.Request, tok *Token, ru rule, route, target string) (*handlers.Caller, bool) {
 	granted := tok.Permits(ru.kind, target, ru.level)
-	if !granted && !ru.lease {
+	if !granted && !ru.lease && !ru.filtered {
 		need := Permission{Kind: ru.kind, Prefix: target, Level: ru.level}
 		if target == "*" {
 			need.Prefix = ""

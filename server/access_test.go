@@ -38,7 +38,7 @@ func servedRoutes(t *testing.T) map[string]bool {
 	t.Cleanup(sess.Close)
 	svc := recipes.New(sess, recipes.Config{GatewayID: "routes-test", Logger: log})
 	t.Cleanup(svc.Close)
-	h := server.New(server.Deps{Service: svc, API: apiOf(svc), Metrics: server.NewMetrics(), Log: log, OpenAPI: zkgate.OpenAPI})
+	h := server.New(server.Deps{Service: svc, API: apiOf(svc), Metrics: server.NewMetrics(0), Log: log, OpenAPI: zkgate.OpenAPI})
 	mux, ok := h.(chi.Routes)
 	if !ok {
 		t.Fatalf("server.New returned a %T, not a chi router", h)
@@ -261,17 +261,20 @@ var accessCases = map[string]accessCase{
 	"POST /peer/v1/handover": {path: fixed("/peer/v1/handover"), body: func(string) any {
 		return map[string]any{"session": map[string]any{"id": 1, "password": "c2VjcmV0"}, "from": "gw-x", "leases": []any{}}
 	}},
-	"GET /healthz":          {path: fixed("/healthz")},
-	"GET /readyz":           {path: fixed("/readyz")},
-	"GET /openapi.yaml":     {path: fixed("/openapi.yaml")},
-	"GET /metrics":          {path: fixed("/metrics")},
-	"GET /":                 {path: fixed("/")},
-	"GET /ui/{page}":        {path: fixed("/ui/locks")},
-	"GET /ui/static/{file}": {path: fixed("/ui/static/dashboard.css")},
-	"GET /ws":               {path: fixed("/ws?page=overview")},
-	"GET /signin":           {path: fixed("/signin")},
-	"POST /signin":          {path: fixed("/signin")},
-	"POST /signout":         {path: fixed("/signout")},
+	"GET /peer/v1/contention":               {path: fixed("/peer/v1/contention")},
+	"GET /peer/v1/contention/{kind}/{name}": {path: fixed("/peer/v1/contention/lock/a1")},
+	"POST /peer/v1/waits":                   {path: fixed("/peer/v1/waits"), body: func(string) any { return map[string]any{"leases": []any{}} }},
+	"GET /healthz":                          {path: fixed("/healthz")},
+	"GET /readyz":                           {path: fixed("/readyz")},
+	"GET /openapi.yaml":                     {path: fixed("/openapi.yaml")},
+	"GET /metrics":                          {path: fixed("/metrics")},
+	"GET /":                                 {path: fixed("/")},
+	"GET /ui/{page}":                        {path: fixed("/ui/locks")},
+	"GET /ui/static/{file}":                 {path: fixed("/ui/static/dashboard.css")},
+	"GET /ws":                               {path: fixed("/ws?page=overview")},
+	"GET /signin":                           {path: fixed("/signin")},
+	"POST /signin":                          {path: fixed("/signin")},
+	"POST /signout":                         {path: fixed("/signout")},
 
 	"POST /v1/leases":                {path: fixed("/v1/leases"), body: func(string) any { return map[string]any{"ttl": "10s"} }},
 	"GET /v1/leases":                 {path: fixed("/v1/leases")},
@@ -284,11 +287,14 @@ var accessCases = map[string]accessCase{
 	"POST /v1/locks/{name}/acquire": {path: fixed("/v1/locks/a1/acquire"), body: withLease(nil), usesLease: true},
 	"POST /v1/locks/{name}/release": {path: fixed("/v1/locks/a1/release"), body: withLease(nil), usesLease: true},
 	"GET /v1/locks/{name}/fence":    {path: fixed("/v1/locks/a1/fence?token=1")},
+	"GET /v1/locks/{name}/stats":    {path: fixed("/v1/locks/a1/stats")},
+	"GET /v1/contention":            {path: fixed("/v1/contention")},
 
 	"GET /v1/semaphores":                 {path: fixed("/v1/semaphores")},
 	"GET /v1/semaphores/{name}":          {path: fixed("/v1/semaphores/s1")},
 	"POST /v1/semaphores/{name}/acquire": {path: fixed("/v1/semaphores/s1/acquire"), body: withLease(map[string]any{"limit": 2}), usesLease: true},
 	"POST /v1/semaphores/{name}/release": {path: fixed("/v1/semaphores/s1/release"), body: withLease(nil), usesLease: true},
+	"GET /v1/semaphores/{name}/stats":    {path: fixed("/v1/semaphores/s1/stats")},
 
 	"GET /v1/elections":                  {path: fixed("/v1/elections")},
 	"GET /v1/elections/{name}":           {path: fixed("/v1/elections/e1")},
@@ -341,8 +347,12 @@ func TestAccessEveryRoute(t *testing.T) {
 		if server.PeerRoute(route) {
 			// Between gateways only: every client is refused, whatever its
 			// token (a gateway's own call is tested with the handover).
+			var body any
+			if c.body != nil {
+				body = c.body("")
+			}
 			for _, who := range []string{"", "zkg_not-a-known-token", "reader", "writer"} {
-				wantProblem(t, g.as(t, who, method, c.path(""), c.body("")), 403, "forbidden", route+" as "+who)
+				wantProblem(t, g.as(t, who, method, c.path(""), body), 403, "forbidden", route+" as "+who)
 			}
 			continue
 		}

@@ -36,10 +36,16 @@ type Config struct {
 	// reason: in each gateway's memory, and in the history in ZooKeeper.
 	MaxLeaseHistory int
 	// Queues caps what the queues hold in ZooKeeper.
-	Queues    recipes.QueueConfig
-	LogFormat string
-	LogLevel  string
-	Advertise string
+	Queues recipes.QueueConfig
+	// DeadlockCheck is how long a wait lasts before it is checked for a
+	// deadlock, and how often after (0: never).
+	DeadlockCheck time.Duration
+	// MetricsNames is how many names have wait and hold histograms of
+	// their own in /metrics.
+	MetricsNames int
+	LogFormat    string
+	LogLevel     string
+	Advertise    string
 
 	// Security (see README, "Security").
 	AuthFile      string // --auth-file: the client tokens; empty: tokens off
@@ -135,6 +141,8 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	maxWaitersPerName := fs.String("max-waiters-per-name", env("ZKGATE_MAX_WAITERS_PER_NAME", "10000"), "cap on requests waiting at once on one lock, semaphore, election, barrier or queue (ZKGATE_MAX_WAITERS_PER_NAME)")
 	maxRequestsPerToken := fs.String("max-requests-per-token", env("ZKGATE_MAX_REQUESTS_PER_TOKEN", "1000"), "cap on requests under way at once of one token (tokens off: of one client address) that do not wait (ZKGATE_MAX_REQUESTS_PER_TOKEN)")
 	bodyTimeout := fs.String("body-timeout", env("ZKGATE_BODY_TIMEOUT", "10s"), "time a client has to send a request's body, from the end of its headers (ZKGATE_BODY_TIMEOUT)")
+	deadlockCheck := fs.String("deadlock-check", env("ZKGATE_DEADLOCK_CHECK", "1s"), "a wait for a lock or a semaphore that lasts this long is checked for a deadlock, and again as often while it lasts; in one, the newest wait of the cycle answers 409 deadlock; 0 turns it off (ZKGATE_DEADLOCK_CHECK)")
+	metricsNames := fs.String("metrics-names", env("ZKGATE_METRICS_NAMES", "20"), "how many locks and semaphores, the busiest, have wait and hold histograms of their own in /metrics; the others add up under name=\"*\" (ZKGATE_METRICS_NAMES)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
@@ -180,6 +188,7 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		{"--max-lock-delay", *maxLockDelay, &cfg.MaxLockDelay, 0, 10 * time.Minute},
 		{"--lock-delay", *lockDelay, &cfg.LockDelay, 0, 10 * time.Minute},
 		{"--body-timeout", *bodyTimeout, &cfg.BodyTimeout, time.Second, time.Hour},
+		{"--deadlock-check", *deadlockCheck, &cfg.DeadlockCheck, 0, time.Minute},
 	}
 	for _, d := range durations {
 		v, err := time.ParseDuration(d.raw)
@@ -187,6 +196,12 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 			return Config{}, usagef("%s %q must be a duration from %s to %s", d.name, d.raw, d.min, d.max)
 		}
 		*d.dst = v
+	}
+	if cfg.DeadlockCheck != 0 && cfg.DeadlockCheck < minDeadlockCheck {
+		return Config{}, usagef("--deadlock-check %q must be 0 (off) or from %s to 1m", *deadlockCheck, minDeadlockCheck)
+	}
+	if cfg.MetricsNames, err = strconv.Atoi(*metricsNames); err != nil || cfg.MetricsNames < 0 || cfg.MetricsNames > recipes.ContentionNames {
+		return Config{}, usagef("--metrics-names %q must be a whole number from 0 to %d", *metricsNames, recipes.ContentionNames)
 	}
 	if cfg.LockDelay > cfg.MaxLockDelay {
 		return Config{}, usagef("--lock-delay %s is above --max-lock-delay %s", cfg.LockDelay, cfg.MaxLockDelay)
@@ -227,6 +242,10 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	return cfg, nil
 }
+
+// minDeadlockCheck is the shortest --deadlock-check: a check may read
+// ZooKeeper and ask the other gateways.
+const minDeadlockCheck = 100 * time.Millisecond
 
 // parseEnsemble reads "host:port,host:port".
 func parseEnsemble(s string) ([]string, error) {

@@ -48,6 +48,7 @@ type dashboard struct {
 	hub      *hub
 	version  string // of the static files
 	auth     *auth
+	feed     *contentionFeed
 
 	clients  prometheus.Gauge
 	nclients atomic.Int64
@@ -64,6 +65,7 @@ func newDashboard(d Deps) *dashboard {
 		rates:    newRateSampler(d.Metrics),
 		version:  static.Version(),
 		auth:     d.auth,
+		feed:     &contentionFeed{api: d.API},
 		clients: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "zkgate_dashboard_clients", Help: "Dashboards connected to /ws.",
 		}),
@@ -96,7 +98,7 @@ func dashboardRoutes(r chi.Router, d Deps) {
 }
 
 var pageTitles = map[string]string{
-	"overview": "Overview", "locks": "Locks", "semaphores": "Semaphores", "leases": "Leases",
+	"overview": "Overview", "locks": "Locks", "semaphores": "Semaphores", "leases": "Leases", pageContention: "Contention",
 	"elections": "Elections", "barriers": "Barriers", "queues": "Queues", "znodes": "Znodes",
 }
 
@@ -106,6 +108,8 @@ func (d *dashboard) pages() http.HandlerFunc {
 		switch {
 		case name == "znodes":
 			d.znodes(w, r)
+		case name == pageContention:
+			d.contention(w, r)
 		case name != "overview" && slices.Contains(livePages, name):
 			d.page(name)(w, r)
 		default:
@@ -118,7 +122,7 @@ func (d *dashboard) pages() http.HandlerFunc {
 func (d *dashboard) model(ctx context.Context, st *dashState, clients int) *dashModel {
 	state, epoch, id := d.svc.Session().Status()
 	dash := d.source.dash
-	return buildModel(st, modelInputs{
+	m := buildModel(st, modelInputs{
 		zk: views.ZKStatus{State: state.String(), SessionID: sessionHex(id), Epoch: epoch, Connect: strings.Join(d.servers, ","),
 			Root: dash.Root(), Gateway: dash.GatewayID(), Version: Version},
 		servers:  d.ensemble.cached(),
@@ -129,6 +133,8 @@ func (d *dashboard) model(ctx context.Context, st *dashState, clients int) *dash
 		self:     dash.GatewayID(),
 		rootPath: dash.Root(),
 	})
+	m.contention = d.feed.shown
+	return m
 }
 
 func (d *dashboard) pageOf(name string, m *dashModel, live bool) views.Page {
@@ -231,6 +237,16 @@ func (d *dashboard) ws() http.HandlerFunc {
 			handlers.Problem(w, r, recipes.CodeInvalid, "page must be one of "+strings.Join(livePages, ", "))
 			return
 		}
+		view := viewOf(page, r.URL.Query())
+		if page == pageContention {
+			// A view of its own: its window, and the name chosen.
+			cv, err := contentionViewOf(r.URL.Query())
+			if err != nil {
+				handlers.WriteError(w, r, err)
+				return
+			}
+			view = dashView{page: page, contention: cv}
+		}
 		var reloaded <-chan struct{} // nil without tokens: never
 		var secret string
 		var granted *Token
@@ -247,7 +263,7 @@ func (d *dashboard) ws() http.HandlerFunc {
 		}
 		defer c.CloseNow()
 		ctx := c.CloseRead(r.Context())
-		sub, err := d.hub.subscribe(ctx, viewOf(page, r.URL.Query()))
+		sub, err := d.hub.subscribe(ctx, view)
 		if err != nil {
 			_ = c.Close(websocket.StatusTryAgainLater, "the gateway is shutting down")
 			return

@@ -376,6 +376,9 @@ type dashModel struct {
 	queues    []recipes.QueueState
 	leases    []views.Lease
 	gateways  []views.Gateway
+	// contention is what a view of the contention page showed last
+	// (false: never read yet).
+	contention func(contentionView) (views.Contention, bool)
 }
 
 // modelInputs are the parts of the model that do not come from the cache.

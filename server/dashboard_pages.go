@@ -24,8 +24,11 @@ const (
 
 // dashView is what one dashboard shows: a page and, for a page of lists,
 // the filter (the names that contain q, ignoring case) and the name its
-// lists start after.
-type dashView struct{ page, q, after string }
+// lists start after; for the contention page, its window and name chosen.
+type dashView struct {
+	page, q, after string
+	contention     contentionView
+}
 
 // viewOf is the view of page that query asks for.
 func viewOf(page string, query url.Values) dashView {
@@ -47,6 +50,9 @@ func viewOf(page string, query url.Values) dashView {
 // key names v as a topic of the hub: the dashboards that show the same
 // view share its rendering.
 func (v dashView) key() string {
+	if v.page == pageContention {
+		return v.contention.topic()
+	}
 	if v.q == "" && v.after == "" {
 		return v.page
 	}

@@ -13,7 +13,7 @@ import (
 // The live pages, each a topic of the hub; every page also has the header.
 const topicHeader = "header"
 
-var livePages = []string{"overview", "locks", "semaphores", "leases", "elections", "barriers", "queues"}
+var livePages = []string{"overview", "locks", "semaphores", "leases", pageContention, "elections", "barriers", "queues"}
 
 // A topic renders to single fragments (replaced whole) and lists of items
 // (each item upserted or removed by id, the list replaced whole in a
@@ -106,6 +106,17 @@ func renderTopic(ctx context.Context, v dashView, m *dashModel, cache *renderCac
 		return cache.get(id, fp, func() string { return r(c) })
 	}
 	var t topicView
+	if v.page == pageContention {
+		cv := v.contention
+		c, ok := views.Contention{Window: cv.window, Err: "Asking the gateways…"}, false
+		if m.contention != nil {
+			c, ok = m.contention(cv)
+		}
+		if ok {
+			t.singles = append(t.singles, single{"contention", r(views.ContentionBody(c))})
+		}
+		return t
+	}
 	counts := m.header.Counts
 	switch v.page {
 	case topicHeader:

@@ -341,6 +341,7 @@ func (h *hub) loop(run *hubRun) {
 		case now := <-tick.C:
 			l.d.rates.sample(now)
 			l.askEnsemble()
+			l.readContention()
 			l.refresh(true)
 		case <-linger:
 			h.mu.Lock()
@@ -411,6 +412,18 @@ func (h *hub) start(ctx context.Context) *hubLoop {
 	return l
 }
 
+// readContention has the contention views the dashboards show read again,
+// off the loop: each read marks the hub dirty when it is done.
+func (l *hubLoop) readContention() {
+	var vs []contentionView
+	for s := range l.subs {
+		if s.view.page == pageContention {
+			vs = append(vs, s.view.contention)
+		}
+	}
+	l.d.feed.refresh(l.ctx, vs, func() { l.h.markDirty(pageContention) })
+}
+
 // askEnsemble asks the servers for their mode, unless that is under way.
 func (l *hubLoop) askEnsemble() {
 	select {
@@ -432,6 +445,7 @@ func (l *hubLoop) register(s *subscriber) {
 	l.broadcast(timeDriven) // the count of dashboards
 	l.subs[s] = true
 	l.d.setClients(len(l.subs))
+	l.readContention()
 	var frags []wsFrag
 	for _, v := range []dashView{{page: topicHeader}, s.view} {
 		t := renderTopic(l.ctx, v, l.model, l.cache)

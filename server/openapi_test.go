@@ -856,6 +856,9 @@ func TestOpenAPIScenario(t *testing.T) {
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/semaphores/pool?wait=forever", nil, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/semaphores/"+strings.Repeat("s", 201), nil, specRejects())), "invalid_request")
 
+	// Contention: the figures of what the scenario did so far.
+	s.contention(t, tokenA)
+
 	// Revoke: everything is released, and the id answers 410 from then on.
 	s.do(t, 204, specReq("DELETE", "/v1/leases/"+a, nil))
 	for _, cl := range []specCall{
@@ -898,8 +901,8 @@ func TestOpenAPIScenario(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, op := range specSortedKeys(specOperations(s.doc)) {
-		if strings.HasPrefix(op, "POST /peer/") {
-			continue // between gateways only: TestHandoverToAPeer takes one, with a real session
+		if strings.Contains(op, " /peer/") {
+			continue // between gateways only: TestHandoverToAPeer takes one, with a real session; TestContentionAcrossGateways asks for figures
 		}
 		statuses := s.exercised[op]
 		ok := false
@@ -910,6 +913,42 @@ func TestOpenAPIScenario(t *testing.T) {
 			t.Errorf("operation %s was not exercised with a success (statuses seen: %v)", op, statuses)
 		}
 	}
+}
+
+// contention reads the figures of the locks and semaphores the scenario
+// used: orders was granted to a (tokenA), then to b; one try and one wait
+// of c timed out.
+func (s *specChecker) contention(t *testing.T, tokenA int64) {
+	t.Helper()
+	rep := specJSON(t, s.do(t, 200, specReq("GET", "/v1/contention?window=15m&limit=2", nil)))
+	names := rep["names"].([]any)
+	if len(names) != 2 || rep["window"] != "15m" {
+		t.Errorf("GET /v1/contention?limit=2: %v", rep)
+	}
+	if all := specJSON(t, s.do(t, 200, specReq("GET", "/v1/contention", nil)))["names"].([]any); len(all) < 4 {
+		t.Errorf("GET /v1/contention lists %d names, want orders, catalog, jobs and pool at least: %v", len(all), all)
+	}
+	orders := specJSON(t, s.do(t, 200, specReq("GET", "/v1/locks/orders/stats?window=1h", nil)))
+	if orders["grants"].(float64) < 2 || orders["timeouts"].(float64) < 2 || orders["kind"] != "lock" {
+		t.Errorf("orders: %v", orders)
+	}
+	holds := orders["recent_holds"].([]any)
+	if len(holds) < 2 || holds[0].(map[string]any)["token"] != float64(tokenA) || holds[0].(map[string]any)["until"] == nil {
+		t.Errorf("orders' recent holds %v, want a's (token %d) ended first", holds, tokenA)
+	}
+	if pool := specJSON(t, s.do(t, 200, specReq("GET", "/v1/semaphores/pool/stats?window=1m", nil))); pool["kind"] != "semaphore" || pool["grants"].(float64) < 2 {
+		t.Errorf("pool: %v", pool)
+	}
+	s.do(t, 200, specReq("GET", "/v1/locks/unused/stats", nil))
+	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/contention?window=2h", nil, specRejects())), "invalid_request")
+	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/contention?limit=0", nil, specRejects())), "invalid_request")
+	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/contention?limit=x", nil, specRejects())), "invalid_request")
+	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks/orders/stats?window=5m", nil, specRejects())), "invalid_request")
+	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks/bad%20name/stats", nil, specRejects())), "invalid_request")
+	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/semaphores/../stats", nil, specRejects())), "invalid_request")
+	// Another gateway's routes are not a client's.
+	specWantCode(t, s.do(t, 403, specReq("GET", "/peer/v1/contention", nil)), "forbidden")
+	specWantCode(t, s.do(t, 403, specReq("POST", "/peer/v1/waits", map[string]any{"leases": []string{}})), "forbidden")
 }
 
 func (s *specChecker) newLease(t *testing.T, holder string) string {
@@ -936,9 +975,15 @@ func (s *specChecker) holdKinds(t *testing.T, lease string) []string {
 func (s *specChecker) dashboard(t *testing.T) {
 	s.do(t, 200, specReq("GET", "/", nil))
 	s.do(t, 200, specReq("GET", "/?q=orders", nil))
-	for _, page := range []string{"locks", "semaphores", "leases", "elections", "barriers", "queues", "znodes"} {
+	for _, page := range []string{"locks", "semaphores", "leases", "contention", "elections", "barriers", "queues", "znodes"} {
 		s.do(t, 200, specReq("GET", "/ui/"+page, nil))
 	}
+	s.do(t, 200, specReq("GET", "/ui/contention?window=1h&kind=lock&name=orders", nil))
+	s.do(t, 400, specReq("GET", "/ui/contention?window=2h", nil, specRejects()))
+	s.do(t, 400, specReq("GET", "/ui/contention?kind=queue&name=orders", nil, specRejects()))
+	s.do(t, 400, specReq("GET", "/ui/contention?kind=lock&name=..", nil))
+	s.do(t, 426, specReq("GET", "/ws?page=contention&window=1m&kind=semaphore&name=pool", nil))
+	specWantCode(t, s.do(t, 400, specReq("GET", "/ws?page=contention&window=5m", nil, specRejects())), "invalid_request")
 	s.do(t, 200, specReq("GET", "/ui/znodes?view=hex&page=0", nil))
 	specWantCode(t, s.do(t, 404, specReq("GET", "/ui/nope", nil, specRejects())), "not_found")
 	for _, f := range []string{"dashboard.css", "dashboard.js", "favicon.svg"} {

@@ -48,11 +48,15 @@ func routes(r chi.Router, d Deps) {
 		r.Method(http.MethodPost, "/v1/locks/{name}/acquire", api.AcquireLock())
 		r.Method(http.MethodPost, "/v1/locks/{name}/release", api.ReleaseLock())
 		r.Method(http.MethodGet, "/v1/locks/{name}/fence", api.Fence())
+		r.Method(http.MethodGet, "/v1/locks/{name}/stats", api.LockStats())
 
 		r.Method(http.MethodGet, "/v1/semaphores", api.ListSemaphores())
 		r.Method(http.MethodGet, "/v1/semaphores/{name}", waits(api.SemaphoreState()))
 		r.Method(http.MethodPost, "/v1/semaphores/{name}/acquire", api.AcquireSemaphore())
 		r.Method(http.MethodPost, "/v1/semaphores/{name}/release", api.ReleaseSemaphore())
+		r.Method(http.MethodGet, "/v1/semaphores/{name}/stats", api.SemaphoreStats())
+
+		r.Method(http.MethodGet, "/v1/contention", api.ListContention())
 
 		r.Method(http.MethodGet, "/v1/elections", api.ListElections())
 		r.Method(http.MethodGet, "/v1/elections/{name}", waits(api.ElectionState()))
@@ -85,6 +89,11 @@ func routes(r chi.Router, d Deps) {
 	// A draining gateway hands its sessions to another: proven peers only
 	// (see handlers.TakeHandover); a handover of many leases is large.
 	r.With(limitBody(maxHandoverBody)).Method(http.MethodPost, handlers.HandoverPath, api.TakeHandover())
+	// The gateways' own figures, and what their leases wait for (deadlock
+	// checks): proven peers only too.
+	r.Method(http.MethodGet, handlers.PeerContentionPath, api.PeerContention())
+	r.Method(http.MethodGet, handlers.PeerContentionPath+"/{kind}/{name}", api.PeerNameContention())
+	r.With(limitBody(jsonBodyLimit)).Method(http.MethodPost, handlers.PeerWaitsPath, api.PeerWaits())
 
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		handlers.Problem(w, r, recipes.CodeNotFound, "no route for "+handlers.Clip(r.URL.Path, maxLoggedPath))

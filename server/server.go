@@ -134,7 +134,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	defer sess.Close()
 
-	metrics := NewMetrics()
+	metrics := NewMetrics(cfg.MetricsNames)
 	gatewayID := newGatewayID()
 	svc := recipes.New(sess, recipes.Config{
 		GatewayID: gatewayID, Metrics: metrics, Logger: log,
@@ -163,7 +163,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	lim.register(metrics.Registry)
 	api := &handlers.API{Leases: limitedLeases{Leases: svc.Leases, lim: lim}, Gateways: svc, Locks: svc.Locks, Semaphores: svc.Semaphores,
 		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
-		Limits: handlers.Limits{MaxWait: cfg.MaxWait},
+		Limits: handlers.Limits{MaxWait: cfg.MaxWait}, ContentionFigures: svc.Contention(), Holds: svc,
 		// The audit trail is written whatever --log-level says.
 		Audit: NewLogger(stderr, cfg.LogFormat, "info").With("component", "audit")}
 	var peerTLS *handlers.PeerTLS
@@ -172,6 +172,18 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		peerTLS = cfg.gatewayTLS.peers()
 	}
 	api.Peers = handlers.NewPeers(gatewayID, cfg.peerSecret, peerTLS, log.With("component", "peers"))
+	if cfg.DeadlockCheck > 0 {
+		checks, stopChecks := context.WithCancel(context.Background())
+		checked := make(chan struct{})
+		go func() {
+			defer close(checked)
+			svc.CheckDeadlocks(checks, cfg.DeadlockCheck, api.WaitPeers())
+		}()
+		defer func() {
+			stopChecks()
+			<-checked
+		}()
+	}
 	dr := &drain{}
 	metrics.observeReadiness(sess, dr)
 	api.Draining = dr.draining

@@ -128,14 +128,22 @@
     live.textContent = text;
   }
 
+  // view is what the page shows besides its page, as the stream's query:
+  // a list's filter and start, or the contention page's window and the
+  // name chosen.
+  function view() {
+    var here = new URLSearchParams(location.search);
+    var out = new URLSearchParams({ page: page });
+    var keys = page === 'contention' ? ['window', 'kind', 'name'] : ['q', 'after'];
+    keys.forEach(function (k) { if (here.get(k)) out.set(k, here.get(k)); });
+    return out.toString();
+  }
+
   function connect() {
     timer = null;
     var proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
     status('connecting', 'connecting…');
-    var q = new URLSearchParams(location.search);
-    var view = new URLSearchParams({ page: page });
-    ['q', 'after'].forEach(function (k) { if (q.get(k)) view.set(k, q.get(k)); });
-    ws = new WebSocket(proto + '//' + location.host + '/ws?' + view.toString());
+    ws = new WebSocket(proto + '//' + location.host + '/ws?' + view());
     ws.onmessage = function (ev) {
       var m;
       try { m = JSON.parse(ev.data); } catch (err) { return; }

@@ -157,3 +157,22 @@ type Znode struct {
 	PageSize int
 	Err      string
 }
+
+// Contention is the contention page's content: where the time went over a
+// window, across every gateway.
+type Contention struct {
+	Window      string // 1m, 15m or 1h
+	Since, Now  time.Time
+	Names       []recipes.NameStats      // the most time waited first
+	Deadlocks   []recipes.DeadlockRecord // broken in the last hour
+	Unreachable []string                 // gateways that did not answer
+	Chosen      *ChosenName              // the name whose holds and waits are drawn
+	Err         string
+}
+
+// ChosenName is one lock or semaphore with its recent holds and waits.
+type ChosenName struct {
+	recipes.NameStats
+	Holds []recipes.HoldRecord
+	Waits []recipes.WaitRecord
+}

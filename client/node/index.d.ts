@@ -208,6 +208,23 @@ export interface Problem {
   members?: Member[];
   count?: number;
   lease?: string;
+  /** deadlock only: the cycle of waits, the one ended first. */
+  cycle?: CycleStep[];
+}
+
+/** One party of a deadlock and what it waits for, which the next step's party holds. */
+export interface CycleStep {
+  /** A zkgate lease, or for another client's node (Curator, kazoo) its ZooKeeper session. */
+  lease?: string;
+  session?: string;
+  holder: string;
+  gateway?: string;
+  kind: "lock" | "semaphore";
+  name: string;
+  mode?: LockMode;
+  node: string;
+  blocker: string;
+  blocker_mode?: LockMode;
 }
 
 /** JSON bodies the client sends. */
@@ -306,6 +323,8 @@ export declare class CountMismatch extends ZkgateError {}
 export declare class StaleToken extends ZkgateError {}
 /** 409 would_deadlock. */
 export declare class WouldDeadlock extends ZkgateError {}
+/** 409 deadlock: the wait was ended to break a deadlock; `problem.cycle` names it. */
+export declare class Deadlock extends ZkgateError {}
 /** 409 not_empty. */
 export declare class NotEmpty extends ZkgateError {}
 /** 401 unauthenticated. */

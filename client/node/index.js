@@ -153,6 +153,7 @@ export class LimitMismatch extends ZkgateError { static code = "limit_mismatch";
 export class CountMismatch extends ZkgateError { static code = "count_mismatch"; }
 export class StaleToken extends ZkgateError { static code = "stale_token"; }
 export class WouldDeadlock extends ZkgateError { static code = "would_deadlock"; }
+export class Deadlock extends ZkgateError { static code = "deadlock"; }
 export class NotEmpty extends ZkgateError { static code = "not_empty"; }
 export class Unauthenticated extends ZkgateError { static code = "unauthenticated"; }
 export class Forbidden extends ZkgateError { static code = "forbidden"; }
@@ -167,7 +168,7 @@ export class InternalError extends ZkgateError { static code = "internal"; }
 /** @type {Map<string, typeof ZkgateError>} */
 const byCode = new Map(
   [InvalidRequest, LeaseExpired, LeaseNotFound, NotFound, Timeout, NotHeld, NotLeader, NotClaimed, LimitMismatch,
-    CountMismatch, StaleToken, WouldDeadlock, NotEmpty, Unauthenticated, Forbidden, MethodNotAllowed, TooLarge,
+    CountMismatch, StaleToken, WouldDeadlock, Deadlock, NotEmpty, Unauthenticated, Forbidden, MethodNotAllowed, TooLarge,
     UnsupportedMediaType, TooMany, QueueFull, Unavailable, InternalError].map((c) => [/** @type {string} */ (c.code), c]),
 );
 // Answers that are not problem documents (a proxy's, say) are classed by status.

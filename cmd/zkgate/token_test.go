@@ -113,6 +113,11 @@ func TestSafeDefault(t *testing.T) {
 		{[]string{"--max-queues-items", "0"}, "--max-queues-items"},
 		{[]string{"--max-queues-bytes", "2TiB"}, "--max-queues-bytes"},
 		{[]string{"--metrics-listen", "nope"}, "--metrics-listen"},
+		{[]string{"--deadlock-check", "50ms"}, "--deadlock-check"},
+		{[]string{"--deadlock-check", "2m"}, "--deadlock-check"},
+		{[]string{"--deadlock-check", "-1s"}, "--deadlock-check"},
+		{[]string{"--metrics-names", "1001"}, "--metrics-names"},
+		{[]string{"--metrics-names", "some"}, "--metrics-names"},
 	} {
 		_, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, c.args...), env, &bytes.Buffer{})
 		var usage *server.UsageError
@@ -125,6 +130,8 @@ func TestSafeDefault(t *testing.T) {
 		{"--listen", "[::1]:8080"},
 		{"--listen", "localhost:8080"},
 		{"--listen", "0.0.0.0:8080", "--insecure"},
+		{"--deadlock-check", "0"},
+		{"--deadlock-check", "100ms", "--metrics-names", "0"},
 	} {
 		if _, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, args...), env, &bytes.Buffer{}); err != nil {
 			t.Errorf("%v: %v", args, err)

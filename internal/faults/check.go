@@ -67,6 +67,9 @@ const (
 	VNotDrained = "queue_not_drained"
 	// An answer an endpoint may not give (a 500, a 400 to a valid request...).
 	VUnexpected = "unexpected_answer"
+	// A wait ended with 409 deadlock, though no client of the suite waits
+	// while it holds (each takes one lock at a time): it was in no cycle.
+	VFalseDeadlock = "deadlock_outside_a_cycle"
 )
 
 // maxPerKind bounds the details kept of one kind of violation.
@@ -339,6 +342,9 @@ func Check(h *History) ([]Violation, map[string]int) {
 	}
 	for _, u := range h.Unexpected {
 		add(VUnexpected, "%s", u)
+	}
+	for _, d := range h.Deadlocks {
+		add(VFalseDeadlock, "%s", d)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
 	return out, counts

@@ -159,6 +159,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		}},
 		{VNotDrained, func(h *History) { h.Drained = false }},
 		{VUnexpected, func(h *History) { h.Unexpected = append(h.Unexpected, "release on gateway 1: 500 internal") }},
+		{VFalseDeadlock, func(h *History) { h.Deadlocks = append(h.Deadlocks, "acquire on gateway 0: 409 deadlock") }},
 	}
 	for _, c := range cases {
 		h := cleanHistory()
@@ -304,5 +305,17 @@ func TestWallStatsSemaphoreRoomFromARelease(t *testing.T) {
 	g := gaps[WallSemaphore]
 	if g == nil || g.Measured != 1 || g.AfterLoss != nil || g.AfterRelease == nil || *g.AfterRelease != 30*time.Millisecond {
 		t.Fatalf("gaps %+v, want 30ms after a release (x2's) and none after a loss", g)
+	}
+}
+
+// A wait the gateway ended with 409 deadlock is a violation of its own,
+// told apart from the other answers no endpoint may give: no client of the
+// suite waits while it holds, so none is ever in a cycle.
+func TestCheckReportsADeadlockAnswer(t *testing.T) {
+	r := &runner{hist: cleanHistory()}
+	r.unexpectedAnswer("acquire", answer{Status: 409, Code: "deadlock", Gateway: 1, Body: []byte(`{"code":"deadlock","cycle":[]}`)})
+	_, counts := Check(r.hist)
+	if counts[VFalseDeadlock] != 1 || counts[VUnexpected] != 0 {
+		t.Fatalf("a 409 deadlock counted as %v, want one %s", counts, VFalseDeadlock)
 	}
 }

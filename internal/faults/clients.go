@@ -292,10 +292,13 @@ func (c *leaseClient) backoff(ctx context.Context) {
 
 // unexpectedAnswer records an answer the endpoint may not give.
 func (r *runner) unexpectedAnswer(kind string, a answer) {
-	if a.Status == 0 {
-		return
+	switch {
+	case a.Status == 0:
+	case a.Status == http.StatusConflict && a.Code == "deadlock":
+		r.hist.deadlock(kind, a)
+	default:
+		r.hist.unexpected(kind, a)
 	}
-	r.hist.unexpected(kind, a)
 }
 
 type grantBody struct {

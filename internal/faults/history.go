@@ -51,6 +51,7 @@ type History struct {
 
 	Answers    map[string]int // "acquire 409 timeout" -> count
 	Unexpected []string       // answers outside what the endpoint may give
+	Deadlocks  []string       // waits ended 409 deadlock
 }
 
 // LeaseRecord is one lease as its client knows it.
@@ -204,6 +205,13 @@ func (h *History) answer(kind string, a answer) {
 func (h *History) unexpected(kind string, a answer) {
 	h.mu.Lock()
 	h.Unexpected = append(h.Unexpected, fmt.Sprintf("%s on gateway %d: %d %s", kind, a.Gateway, a.Status, truncate(string(a.Body), 300)))
+	h.mu.Unlock()
+}
+
+// deadlock records a wait ended 409 deadlock.
+func (h *History) deadlock(kind string, a answer) {
+	h.mu.Lock()
+	h.Deadlocks = append(h.Deadlocks, fmt.Sprintf("%s on gateway %d: %s", kind, a.Gateway, truncate(string(a.Body), 300)))
 	h.mu.Unlock()
 }
 

@@ -180,6 +180,7 @@ describe("durations and errors", () => {
       [503, "unavailable", zk.Unavailable],
       [410, "lease_expired", zk.LeaseExpired],
       [409, "would_deadlock", zk.WouldDeadlock],
+      [409, "deadlock", zk.Deadlock],
     ];
     for (const [status, code, Cls] of cases) {
       const body = new TextEncoder().encode(JSON.stringify({ type: `urn:zkgate:problem:${code}`, title: "t", status, detail: "why", code }));

@@ -179,6 +179,7 @@ class ErrorMappingTest(unittest.TestCase):
             (503, "unavailable", zkgate.Unavailable),
             (410, "lease_expired", zkgate.LeaseExpired),
             (409, "would_deadlock", zkgate.WouldDeadlock),
+            (409, "deadlock", zkgate.Deadlock),
         ]
         for status, code, cls in cases:
             body = ('{"type":"urn:zkgate:problem:%s","title":"t","status":%d,"detail":"why","code":"%s","reason":"expired"}'

@@ -31,6 +31,7 @@ from ._client import (
 from ._errors import (
     AlreadyHeld,
     CountMismatch,
+    Deadlock,
     Forbidden,
     InternalError,
     InvalidRequest,
@@ -60,7 +61,7 @@ from ._errors import (
 __all__ = [
     "DEFAULT_URL", "KINDS", "Campaign", "Claim", "Duration", "Gateway", "Grant", "Item", "Lease",
     "Membership", "__version__", "format_duration", "parse_duration",
-    "AlreadyHeld", "CountMismatch", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
+    "AlreadyHeld", "CountMismatch", "Deadlock", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
     "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",
     "NotHeld", "NotLeader", "QueueFull", "StaleToken", "Timeout", "TooLarge", "TooMany", "TransportError",
     "Unauthenticated", "Unavailable", "UnsupportedMediaType", "WouldDeadlock", "ZkgateError",

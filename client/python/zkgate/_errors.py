@@ -145,6 +145,15 @@ class WouldDeadlock(ZkgateError):
     code = "would_deadlock"
 
 
+class Deadlock(ZkgateError):
+    """409 ``deadlock``: the wait was ended to break a deadlock; ``cycle`` names it.
+
+    The lease keeps what it holds: let something go, or try again.
+    """
+
+    code = "deadlock"
+
+
 class NotEmpty(ZkgateError):
     """409 ``not_empty``: the queue still has items or claims."""
 
@@ -211,7 +220,7 @@ _BY_CODE: Dict[str, Type[ZkgateError]] = {
     c.code: c  # type: ignore[misc]
     for c in (
         InvalidRequest, LeaseExpired, LeaseNotFound, NotFound, Timeout, NotHeld, NotLeader,
-        NotClaimed, LimitMismatch, CountMismatch, StaleToken, WouldDeadlock, NotEmpty,
+        NotClaimed, LimitMismatch, CountMismatch, StaleToken, WouldDeadlock, Deadlock, NotEmpty,
         Unauthenticated, Forbidden, MethodNotAllowed, TooLarge, UnsupportedMediaType, TooMany,
         QueueFull, Unavailable, InternalError,
     )
