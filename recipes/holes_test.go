@@ -425,6 +425,32 @@ func TestKeepAliveRacingLeaseCreation(t *testing.T) {
 	wg.Wait()
 }
 
+// A keepalive of a lease that ended between its first look and the
+// extension (its TTL ran out that moment: the fault suite saw it) answered
+// 200 without extending anything, so its client counted on a lease that had
+// let its semaphore slot go.
+func TestKeepAliveOfALeaseEndingMeanwhileAnswersEnded(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	ctx := context.Background()
+	l, err := svc.Leases.Create(ctx, time.Minute, "racer", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Semaphores.Acquire(ctx, l, "slots", 1, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	keepAliveChecked = func(x *Lease) { x.end(EndExpired) }
+	t.Cleanup(func() { keepAliveChecked = nil })
+	got, err := svc.Leases.KeepAlive(l.ID)
+	if ErrorCode(err) != CodeLeaseExpired {
+		t.Fatalf("a keepalive of a lease that ended meanwhile answered %v, %v; want lease_expired", got, err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Extra["reason"] != EndExpired {
+		t.Fatalf("reason: %v", err)
+	}
+}
+
 // A double-barrier member named like a sequential node (host-0000000001)
 // used to keep the data of an earlier member of that name in the cache.
 func TestMemberWithASequentialLookingNameIsReadAgain(t *testing.T) {

@@ -393,6 +393,12 @@ func (ls *Leases) tables() []*Leases {
 // is suspended the lease is extended all the same (a ZooKeeper blip must not
 // cost clients their locks) but the call answers unavailable: its holds can
 // not be vouched for until the session is back.
+//
+// A keepalive extends the lease only if it has not started ending: the
+// check and the extension are one step under the lease's lock, since the
+// lease may end between alive's look and the extension (its TTL running
+// out that moment, a revoke, its session lost). A lease that ended on the
+// way answers as ended, never 200 without an extension.
 func (ls *Leases) KeepAlive(id string) (*Lease, error) {
 	l, ok := ls.find(id)
 	if !ok {
@@ -403,21 +409,37 @@ func (ls *Leases) KeepAlive(id string) (*Lease, error) {
 	if err != nil && ErrorCode(err) != CodeUnavailable {
 		return nil, err
 	}
+	if keepAliveChecked != nil {
+		keepAliveChecked(l)
+	}
 	l.mu.Lock()
 	if l.moving.Load() {
 		l.mu.Unlock()
 		return nil, ErrMoving
 	}
-	if !l.ending {
-		l.expiresAt = time.Now().Add(l.TTL)
-		l.timer.Reset(l.TTL)
+	if l.ending {
+		reason := l.reason
+		l.mu.Unlock()
+		<-l.done
+		return nil, leaseEnded(l.ID, reason)
 	}
+	if time.Now().After(l.expiresAt) {
+		l.mu.Unlock()
+		l.end(EndExpired)
+		return nil, leaseEnded(l.ID, EndExpired)
+	}
+	l.expiresAt = time.Now().Add(l.TTL)
+	l.timer.Reset(l.TTL)
 	l.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	return l, nil
 }
+
+// keepAliveChecked, when set (by tests only), runs in KeepAlive between
+// alive's look at the lease and the extension.
+var keepAliveChecked func(*Lease)
 
 // Revoke ends a lease and releases all it held before it returns.
 func (ls *Leases) Revoke(id string) error {
