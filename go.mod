@@ -9,7 +9,6 @@ require (
 	github.com/coder/websocket v1.8.15
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/go-chi/chi/v5 v5.5.0
-	github.com/go-zookeeper/zk v1.0.4
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	golang.org/x/mod v0.41.0
@@ -47,6 +46,3 @@ require (
 )
 
 tool github.com/a-h/templ/cmd/templ
-
-// A patched copy of go-zookeeper: see third_party/go-zookeeper/PATCHES.md.
-replace github.com/go-zookeeper/zk => ./third_party/go-zookeeper/zk
