@@ -9,6 +9,9 @@
 # Dependencies come from the local module cache first, then GOPROXY; the
 # test's own module cache is kept (ZKGATE_INSTALL_MODCACHE) between runs,
 # less zkgate's own module, which is fetched afresh from the proxy each time.
+# The version names the commit: the go command takes a module version's
+# files as immutable (it keeps an index of their packages in its build
+# cache), so two trees must never be served as one version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() { echo "test-install.sh: FAIL: $*" >&2; exit 1; }
@@ -16,7 +19,7 @@ step() { echo "--- $*"; }
 
 ref=${1:-HEAD}
 module=github.com/zkgate/zkgate
-version=v0.0.1-installtest
+version=v0.0.1-installtest.g$(git rev-parse --short=12 "$ref^{commit}")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
