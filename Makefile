@@ -3,7 +3,7 @@ GO ?= go
 TEST_FLAGS ?= -count=1 -timeout 20m
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run test test-clients test-release test-deploy check-generated build generate lint bench deps release man install image
+.PHONY: run test test-clients test-release test-deploy test-install check-generated build generate lint bench deps release man install image
 
 ## run: the gateway on an embedded ZooKeeper (installs ZooKeeper and Java if missing)
 run: deps
@@ -12,17 +12,24 @@ run: deps
 # The concurrency tests of server/ that also run under the race detector.
 RACE_TESTS ?= TestLockContention|TestReadWriteLock|TestSemaphore|TestElection|TestOneShotElection|TestBarrier|TestDoubleBarrierAcrossGateways|TestQueueClaimsSurviveDyingConsumers|TestQueueNackAndDisconnect|TestTimeoutAndDisconnectLeaveNoWaiter|TestLeaseOnAnotherGateway|TestLostCreateReply|TestBlockingReadsShareOneWatch
 
+# go-zookeeper's own tests (internal/zk) but its integration tests: their
+# check that a server is up parses srvr's reply in ZooKeeper 3.5's format
+# (FLWSrvr), which Debian's 3.8 does not match, so they never start.
+ZK_OWN_TESTS = -skip '^TestIntegration_' ./internal/zk/
+
 ## test: the whole suite, on real ZooKeeper servers; recipes/ and the concurrency tests of
-## server/ again under the race detector; then the clients and examples
+## server/ again under the race detector; then the clients and examples, go install, the release
 test: check-generated
 	@scripts/deps.sh test
 	@scripts/gotool.sh --warm-up
 	$(GO) vet ./...
-	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -vx 'github.com/zkgate/zkgate/internal/zk')
+	$(GO) test $(TEST_FLAGS) $(ZK_OWN_TESTS)
 	$(GO) test -race $(TEST_FLAGS) ./recipes/
 	$(GO) test -race $(TEST_FLAGS) -run '^($(RACE_TESTS))$$' ./server/
 	scripts/test-clients.sh
 	scripts/test-deploy.sh
+	scripts/test-install.sh
 	scripts/test-release.sh
 
 ## test-clients: the contract lint and type check, the Python and Node clients' tests and every example, on a real gateway
@@ -34,6 +41,11 @@ test-clients:
 test-deploy:
 	@scripts/deps.sh test
 	scripts/test-deploy.sh
+
+## test-install: the commit, served as a tag from a local module proxy, installed with
+## go install .../cmd/zkgate@V and imported (recipes, client) by another module
+test-install:
+	scripts/test-install.sh
 
 ## test-release: goreleaser's check, a linux/amd64 snapshot, its .deb installed and removed, the image (root only)
 test-release:

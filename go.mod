@@ -9,9 +9,9 @@ require (
 	github.com/coder/websocket v1.8.15
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/go-chi/chi/v5 v5.5.0
-	github.com/go-zookeeper/zk v1.0.4
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
+	golang.org/x/mod v0.41.0
 	golang.org/x/sync v0.23.0
 )
 
@@ -38,7 +38,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
-	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
@@ -47,6 +46,3 @@ require (
 )
 
 tool github.com/a-h/templ/cmd/templ
-
-// A patched copy of go-zookeeper: see third_party/go-zookeeper/PATCHES.md.
-replace github.com/go-zookeeper/zk => ./third_party/go-zookeeper/zk

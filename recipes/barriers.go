@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // Barriers follow Curator's DistributedBarrier (and kazoo's Barrier): the

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // Deadlocks are found and broken as PostgreSQL does it, across gateways.

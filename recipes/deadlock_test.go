@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // Deadlock checks on real ZooKeeper, with gateways played by services of

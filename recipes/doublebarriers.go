@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // DoubleBarriers follow Curator's DistributedDoubleBarrier: each member is

@@ -7,7 +7,7 @@ import (
 	"path"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // Elections follow Curator's LeaderLatch: every candidate is an

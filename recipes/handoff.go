@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // handoffs let a delete made through this gateway vouch for the waiters of

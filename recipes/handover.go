@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // A handover moves one ZooKeeper session of a gateway, with every lease

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // The lease history is what lets every gateway tell "you lost it" from

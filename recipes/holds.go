@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // hold is the one lifecycle of everything a lease holds or waits for: a lock

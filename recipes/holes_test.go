@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // Regression tests for the holes that the four copies of the hold lifecycle

@@ -4,7 +4,7 @@ import (
 	"path"
 	"sync"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // lister coalesces the listings of one parent that many waiters of this

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // A list reads a bounded number of names a page, however many have nobody

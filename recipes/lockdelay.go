@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // Lock-delay, as Chubby and Consul have it: when a lease with a lock-delay

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 func delayed(d time.Duration) *time.Duration { return &d }

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/zkserver"
 )
 

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // nodeWatches shares one ZooKeeper watch per node among all the waits of

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 	"golang.org/x/sync/semaphore"
 )
 

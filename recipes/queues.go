@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // Queues follow kazoo's LockingQueue: an item is the PERSISTENT_SEQUENTIAL

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // More of ZooKeeper's opcodes (see faultfound_test.go), as the proxy sees

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // ZKSecurity is how the gateway identifies itself to ZooKeeper and what the

@@ -8,7 +8,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // ValidName reports whether name may name a primitive: 1-200 characters of

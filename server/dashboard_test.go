@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // The markup a user could try to slip into the dashboard, through a lease's

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // icQueue is what the gateway says of a queue.

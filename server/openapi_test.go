@@ -24,10 +24,10 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
-	"github.com/go-zookeeper/zk"
 	"github.com/zkgate/zkgate"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/zkserver"
 )

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // TestPausedGatewayNeverLies: a gateway frozen (SIGSTOP) for longer than its

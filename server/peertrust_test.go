@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/internal/peer"
+	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/server"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/server"
 	"github.com/zkgate/zkgate/zkserver"
 )

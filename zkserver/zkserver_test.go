@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // requireZooKeeper fails (never skips) the test when ZooKeeper or Java is

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // exclusion checks mutual exclusion from the clients' side: a counter of

@@ -130,7 +130,7 @@ func (r *report) print(w io.Writer) {
 		build += " at " + r.gw.build
 	}
 	p("| gateway | child process pid %d, %s: `zkgate %s` |", r.gw.pid, build, r.gw.args)
-	p("| direct client | go-zookeeper v1.0.4 with the patch zkgate carries (third_party/go-zookeeper: batched writes, buffered reads, create2, a create with a listing behind it; `zk.Lock` itself unchanged), the same library the gateway uses: locks `zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))`; queues the gateway's recipe (kazoo LockingQueue layout) by hand; session timeout %s |", zkTimeout)
+	p("| direct client | go-zookeeper v1.0.4 with the patch zkgate carries (internal/zk: batched writes, buffered reads, create2, a create with a listing behind it; `zk.Lock` itself unchanged), the same library the gateway uses: locks `zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))`; queues the gateway's recipe (kazoo LockingQueue layout) by hand; session timeout %s |", zkTimeout)
 	p("| limits | open files: bench %d, gateway %d; ephemeral ports %s; somaxconn %s |", r.nofile, r.gw.nofile, m.portLo, m.somaxcn)
 	p("| settings | iterations %d (warm-up %d, blocks of %d, ABBA); etcd iterations %d; contenders %d for %s each (wait %s); distinct locks %d workers for %s each; waiters %d per protocol over %s (wait %s, ramp %d); keepalives %d workers for %s; queues: %d items sequentially, %d producers + %d consumers for %s (backlog %d), %d-byte items, %d wake-ups; dashboard %d WebSocket clients (ramp %d), %d changes; churn %d workers for %s (wait %s, settle %s), %d held locks |",
 		c.iterations, c.warmup, c.block, c.etcdIterations, c.contenders, c.contentionDur, c.contentionWait, c.distinctWorkers, c.distinctDur,

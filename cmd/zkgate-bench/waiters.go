@@ -19,7 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/zkserver"
 )
 

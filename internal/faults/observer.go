@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // observer is a ZooKeeper client of the suite's own, straight to the

@@ -28,8 +28,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/zkgate/zkgate/internal/peer"
+	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/server"
 	"github.com/zkgate/zkgate/zkserver"
 )

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
@@ -282,9 +282,9 @@ func parkedInClient() int {
 		if !strings.Contains(header, "[select") && !strings.Contains(header, "[chan send") {
 			continue
 		}
-		if strings.Contains(stack, "go-zookeeper/zk.(*Conn).request(") ||
-			strings.Contains(stack, "go-zookeeper/zk.(*Conn).queueRequest(") ||
-			strings.Contains(stack, "go-zookeeper/zk.(*Conn).await(") {
+		if strings.Contains(stack, "zkgate/internal/zk.(*Conn).request(") ||
+			strings.Contains(stack, "zkgate/internal/zk.(*Conn).queueRequest(") ||
+			strings.Contains(stack, "zkgate/internal/zk.(*Conn).await(") {
 			count++
 		}
 	}

@@ -467,7 +467,8 @@ func TestIntegration_OpsAfterCloseDontDeadlock(t *testing.T) {
 		defer close(ch)
 		for range make([]struct{}, 30) {
 			if _, err := zk.Create(path, []byte{1, 2, 3, 4}, 0, WorldACL(PermAll)); err == nil {
-				t.Fatal("Create did not return error")
+				t.Error("Create did not return error")
+				return
 			}
 		}
 	}()
@@ -549,7 +550,7 @@ func TestIntegration_IfAuthdataSurvivesReconnect(t *testing.T) {
 		} else {
 			msg = fmt.Sprintf("Expecting ErrNoAuth, got `%+v` instead", err)
 		}
-		t.Fatalf(msg)
+		t.Fatal(msg)
 	}
 
 	zk.AddAuth("digest", []byte("userfoo:passbar"))
@@ -1248,7 +1249,7 @@ func startSlowProxy(t *testing.T, up, down Rate, upstream string, adj func(ln *L
 			cn, err := tln.Accept()
 			if err != nil {
 				if !strings.Contains(err.Error(), "use of closed network connection") {
-					t.Fatalf("Accept failed: %s", err.Error())
+					t.Errorf("Accept failed: %s", err.Error())
 				}
 				return
 			}

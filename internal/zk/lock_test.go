@@ -36,11 +36,13 @@ func TestIntegration_Lock(t *testing.T) {
 	l2 := NewLock(zk, "/test", acls)
 	go func() {
 		if err := l2.Lock(); err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return
 		}
 		val <- 2
 		if err := l2.Unlock(); err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return
 		}
 		val <- 3
 	}()
