@@ -37,10 +37,10 @@ could not be started, 127 not found.`
 
 // lockOptions are the flags of zkgate lock.
 type lockOptions struct {
-	gw                            gatewayFlags
-	wait, ttl, grace, lockDelay   time.Duration
-	mode, holder                  string
-	semaphore                     int
+	gw                          gatewayFlags
+	wait, ttl, grace, lockDelay time.Duration
+	mode, holder                string
+	semaphore                   int
 }
 
 // newLockCommand is `zkgate lock`: CMD runs while this process holds the
