@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
@@ -23,8 +24,12 @@ func newManCommand() *cobra.Command {
 			if err := os.MkdirAll(args[0], 0o755); err != nil {
 				return err
 			}
+			// zkgate(1) gets the exit codes that zkgate help prints after
+			// the commands, as a preformatted block (indented: markdown's).
+			root := cmd.Root()
+			root.Long += "\n\n" + strings.ReplaceAll("\n"+exitCodesHelp, "\n", "\n    ")
 			header := &doc.GenManHeader{Section: "1", Source: server.BuildInfo(), Manual: "User Commands"}
-			if err := doc.GenManTree(cmd.Root(), header, args[0]); err != nil {
+			if err := doc.GenManTree(root, header, args[0]); err != nil {
 				return fmt.Errorf("man pages: %w", err)
 			}
 			return nil
