@@ -70,7 +70,7 @@ $ZKGATE_URL, else http://127.0.0.1:8080 (host:port alone means http://),
 with the bearer token --token T, default $ZKGATE_TOKEN; -q (--quiet)
 leaves only errors on stderr.`
 
-// rootUsage is cobra's usage template with the exit codes after it, on
+// rootUsageTail ends cobra's usage template with the exit codes, on
 // zkgate help alone.
 const rootUsageTail = `{{if not .HasParent}}
 ` + exitCodesHelp + `
