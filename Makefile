@@ -77,19 +77,19 @@ release:
 	scripts/gotool.sh goreleaser release --clean $(RELEASE_FLAGS) \
 		$$(git describe --exact-match --tags >/dev/null 2>&1 || echo --snapshot)
 
-## man: build/man/zkgate.1, from the program's own usage
+## man: build/man/zkgate.1 and a page for each command (zkgate-serve.1...), from the program's own commands
 man:
-	$(GO) run ./tools/mangen -o build/man/zkgate.1
+	$(GO) run ./tools/mangen -dir build/man
 
 PREFIX ?= /usr/local
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
-## install: the static binary to $(PREFIX)/bin, the man page, the systemd unit and its user, and
+## install: the static binary to $(PREFIX)/bin, the man pages, the systemd unit and its user, and
 ## /etc/zkgate/zkgate.env if there is none (DESTDIR for staging); then: systemd-sysusers, systemctl daemon-reload
 install: man
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(STATIC_LDFLAGS)' -o build/install/zkgate ./cmd/zkgate
 	install -D -m 0755 build/install/zkgate $(DESTDIR)$(PREFIX)/bin/zkgate
-	install -D -m 0644 build/man/zkgate.1 $(DESTDIR)$(PREFIX)/share/man/man1/zkgate.1
+	install -D -m 0644 -t $(DESTDIR)$(PREFIX)/share/man/man1 build/man/*.1
 	install -d $(DESTDIR)$(UNITDIR)
 	sed 's|/usr/bin/zkgate|$(PREFIX)/bin/zkgate|' packaging/systemd/zkgate.service > $(DESTDIR)$(UNITDIR)/zkgate.service
 	install -D -m 0644 packaging/sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/zkgate.conf

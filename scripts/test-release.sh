@@ -2,7 +2,7 @@
 # The release test of make test: goreleaser's check of .goreleaser.yaml, a
 # snapshot release of linux/amd64 (built once, cached by Go's build cache),
 # its archive and checksums, the .deb installed with dpkg on this machine
-# (zkgate version, the man page, the user, systemd-analyze's verify and
+# (zkgate version, the man pages, the user, systemd-analyze's verify and
 # security check of the unit, the conffile), removed again; then the
 # container image built from the same binary with buildah and run.
 # Needs root (dpkg -i, buildah): CI runs as root.
@@ -49,8 +49,17 @@ go version -m "$bin" | grep -q 'CGO_ENABLED=0' || fail "$bin was not built with 
 [ "$("$bin" --version)" = "$want" ] || fail "$bin --version: $("$bin" --version), want $want"
 
 step "archive and checksums"
-listing=$(tar tzf "$archive" | sort | tr '\n' ' ')
-[ "$listing" = "LICENSE LICENSE.go-zookeeper NOTICE README.md zkgate zkgate.1 zkgate.env zkgate.service " ] || fail "$archive holds: $listing"
+# The pages the binary makes of its commands: zkgate.1, zkgate-serve.1...
+pages=$(mktemp -d)
+"$bin" __man "$pages"
+want_pages=$(cd "$pages" && ls | sort | tr '\n' ' ')
+rm -rf "$pages"
+case "$want_pages" in *"zkgate.1 "*) ;; *) fail "zkgate __man made no zkgate.1: $want_pages" ;; esac
+case "$want_pages" in *"zkgate-queue-claim.1 "*) ;; *) fail "zkgate __man made no zkgate-queue-claim.1: $want_pages" ;; esac
+listing=$(tar tzf "$archive" | grep -v '^man/' | sort | tr '\n' ' ')
+[ "$listing" = "LICENSE LICENSE.go-zookeeper NOTICE README.md zkgate zkgate.env zkgate.service " ] || fail "$archive holds: $listing"
+listing=$(tar tzf "$archive" | sed -n 's|^man/||p' | grep . | sort | tr '\n' ' ')
+[ "$listing" = "$want_pages" ] || fail "$archive's man/ holds $listing, want $want_pages"
 (cd dist && sha256sum --check --quiet checksums.txt) || fail "checksums.txt"
 
 step "dpkg -i $deb"
@@ -65,9 +74,11 @@ trap 'dpkg --purge zkgate >/dev/null 2>&1 || true' EXIT
 dpkg -i "$deb" >/dev/null
 [ "$(/usr/bin/zkgate version)" = "$want" ] || fail "installed zkgate version: $(/usr/bin/zkgate version), want $want"
 getent passwd zkgate >/dev/null || fail "no user zkgate after the install"
-man_page=/usr/share/man/man1/zkgate.1.gz
-[ -f "$man_page" ] || fail "no $man_page"
-warnings=$(zcat "$man_page" | groff -man -Tutf8 -ww -z 2>&1) && [ -z "$warnings" ] || fail "groff on $man_page: $warnings"
+for page in $want_pages; do
+  man_page=/usr/share/man/man1/$page.gz
+  [ -f "$man_page" ] || fail "no $man_page"
+  warnings=$(zcat "$man_page" | groff -man -Tutf8 -ww -z 2>&1) && [ -z "$warnings" ] || fail "groff on $man_page: $warnings"
+done
 [ "$(stat -c %a /etc/zkgate/zkgate.env)" = 600 ] || fail "/etc/zkgate/zkgate.env is not 0600"
 dpkg-query -W -f='${Conffiles}\n' zkgate | grep -q '^ /etc/zkgate/zkgate.env ' || fail "/etc/zkgate/zkgate.env is not a conffile"
 [ "$(stat -c %a:%G /etc/zkgate)" = 2750:zkgate ] || fail "/etc/zkgate is $(stat -c %a:%G /etc/zkgate), not 2750:zkgate"
@@ -95,7 +106,7 @@ step "make install DESTDIR=..."
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 make --no-print-directory install DESTDIR="$stage" PREFIX=/usr/local >/dev/null
-for f in usr/local/bin/zkgate usr/local/share/man/man1/zkgate.1 usr/local/lib/systemd/system/zkgate.service \
+for f in usr/local/bin/zkgate usr/local/share/man/man1/zkgate.1 usr/local/share/man/man1/zkgate-serve.1 usr/local/lib/systemd/system/zkgate.service \
   usr/local/lib/sysusers.d/zkgate.conf etc/zkgate/zkgate.env; do
   [ -f "$stage/$f" ] || fail "make install did not install /$f"
 done

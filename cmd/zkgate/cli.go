@@ -2,13 +2,16 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
-	"slices"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/zkgate/zkgate/client"
 	"github.com/zkgate/zkgate/server"
@@ -18,24 +21,29 @@ import (
 // listed by `zkgate help` and in the README. lock and elect otherwise exit
 // with CMD's own code, or 128+N when a signal N ended it.
 const (
-	exitFailed    = 1   // the gateway answered an error or could not be reached
-	exitUsage     = 2   // a bad command line
-	exitWaited    = 75  // the wait ended first: lock not granted, not elected, queue empty, barrier still up; CMD not run
-	exitLost      = 76  // the lease, lock or leadership was lost while CMD ran; CMD was stopped
-	exitCannotRun = 126 // CMD could not be started
-	exitNotFound  = 127 // CMD was not found
+	exitFailed      = 1   // the gateway refused the operation, or it failed
+	exitUsage       = 2   // a bad command line
+	exitUnavailable = 69  // the gateway could not be reached, or stayed unavailable (503) through the retries: EX_UNAVAILABLE
+	exitWaited      = 75  // the wait ended first: lock not granted, not elected, queue empty, barrier still up; CMD not run
+	exitLost        = 76  // the lease, lock or leadership was lost while CMD ran; CMD was stopped
+	exitCannotRun   = 126 // CMD could not be started
+	exitNotFound    = 127 // CMD was not found
 )
 
-const exitCodesHelp = `Exit codes of lock and elect: CMD's own exit code (128+N if signal N ended it), or
-  1    the gateway answered an error, or could not be reached
+// exitCodesHelp is the table of exit codes that `zkgate help` ends with.
+const exitCodesHelp = `Exit codes:
+  0    done (lock and elect: CMD's own exit code, 128+N if signal N ended it)
+  1    the gateway refused the operation or it failed (an error answer: 409,
+       404, 401/403...), in one line with the gateway's detail
   2    a bad command line
-  75   the wait ended first (lock not granted, not elected): CMD was not run
-  76   the lease, lock or leadership was lost (or no keepalive was confirmed in
-       time) while CMD ran: CMD got SIGTERM, then SIGKILL after --kill-grace
+  69   the gateway could not be reached at --gateway (ZKGATE_URL), or stayed
+       unavailable (503) through the retries
+  75   the wait ended first: lock not granted, not elected, queue empty,
+       barrier still up (lock and elect: CMD was not run)
+  76   the lease, lock or leadership was lost (or no keepalive was confirmed
+       in time) while CMD ran: CMD got SIGTERM, then SIGKILL after --kill-grace
   126  CMD could not be started; 127 CMD was not found
-  128+N  zkgate was interrupted by signal N while it waited
-queue take/claim exit 75 when the queue stayed empty, barrier wait when the
-barrier stayed up.`
+  128+N  zkgate was interrupted by signal N while it waited`
 
 // exitStatus ends zkgate with code, after printing msg (when not empty) as
 // one line on stderr.
@@ -84,70 +92,145 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// gatewayFlags are the flags every client command takes.
-type gatewayFlags struct {
-	url, token string
+// app is what every command shares: the process's environment and
+// streams, and the gateway the client command talks to, once known, so
+// that its errors can name it.
+type app struct {
+	getenv         func(string) string
+	stdout, stderr io.Writer
+	gateway        string
+	gatewayFrom    string // how the gateway was named: --gateway, ZKGATE_URL or the default
+	tokenSent      bool
 }
 
-func (g *gatewayFlags) register(fs *flag.FlagSet, getenv func(string) string) {
-	def := getenv("ZKGATE_URL")
-	if def == "" {
-		def = "http://127.0.0.1:8080"
+// defaultGateway is the gateway of the client commands without --gateway
+// or ZKGATE_URL.
+const defaultGateway = "http://127.0.0.1:8080"
+
+// gatewayFlags are the flags every client command takes. --gateway and
+// --token fall back to ZKGATE_URL and ZKGATE_TOKEN when they are used, not
+// as the flags' defaults: -h and the man pages never show a token.
+type gatewayFlags struct {
+	url, token string
+	quiet      bool
+	flags      *pflag.FlagSet
+	app        *app
+}
+
+func (g *gatewayFlags) register(cmd *cobra.Command, a *app) {
+	fs := cmd.Flags()
+	g.flags, g.app = fs, a
+	fs.StringVar(&g.url, "gateway", "", "the gateway's URL (default $ZKGATE_URL, else http://127.0.0.1:8080); host:port alone means http://host:port")
+	fs.StringVar(&g.token, "token", "", "bearer token sent to the gateway (default $ZKGATE_TOKEN)")
+	fs.BoolVarP(&g.quiet, "quiet", "q", false, "print no progress or information on stderr, only errors (for cron)")
+}
+
+// info prints a line of information on stderr, unless --quiet.
+func (g *gatewayFlags) info(format string, args ...any) {
+	if !g.quiet {
+		fmt.Fprintf(g.app.stderr, "zkgate: "+format+"\n", args...)
 	}
-	fs.StringVar(&g.url, "gateway", def, "the gateway's URL (ZKGATE_URL)")
-	fs.StringVar(&g.token, "token", getenv("ZKGATE_TOKEN"), "bearer token sent to the gateway (ZKGATE_TOKEN)")
 }
 
 func (g *gatewayFlags) client() (*client.Client, error) {
+	url, from := g.url, "--gateway"
+	if !g.flags.Changed("gateway") {
+		url, from = g.app.getenv("ZKGATE_URL"), "ZKGATE_URL"
+		if url == "" {
+			url, from = defaultGateway, "the default gateway"
+		}
+	}
+	token := g.token
+	if !g.flags.Changed("token") {
+		token = g.app.getenv("ZKGATE_TOKEN")
+	}
+	url = withScheme(url)
 	var opts []client.Option
-	if g.token != "" {
-		opts = append(opts, client.WithToken(g.token))
+	if token != "" {
+		opts = append(opts, client.WithToken(token))
 	}
 	opts = append(opts, client.WithUserAgent("zkgate-cli/"+server.Version))
-	c, err := client.New(g.url, opts...)
+	c, err := client.New(url, opts...)
 	if err != nil {
-		return nil, usageErr("--gateway: %v", strings.TrimPrefix(err.Error(), "zkgate: "))
+		return nil, usageErr("%s: %v", from, strings.TrimPrefix(err.Error(), "zkgate: "))
 	}
+	g.app.gateway, g.app.gatewayFrom, g.app.tokenSent = c.URL(), from, token != ""
 	return c, nil
 }
 
-// newFlags makes the flag set of a command, whose usage is printed on -h.
-func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
+// withScheme reads a gateway named without a scheme, 127.0.0.1:8080 or
+// gw.example:8080, as http:// (as etcdctl and consul do), rather than as
+// a URL whose scheme would be the host.
+func withScheme(url string) string {
+	url = strings.TrimSpace(url)
+	if url != "" && !strings.Contains(url, "://") {
+		return "http://" + url
+	}
+	return url
 }
 
-// parseArgs parses fs's flags anywhere before "--" and returns the other
-// arguments; with command, what follows the first "--" is returned apart,
-// as the command to run. usage is the synopsis printed on -h.
-func parseArgs(fs *flag.FlagSet, args []string, command bool, usage string, stderr io.Writer) (pos, cmd []string, err error) {
-	left := args
-	if command {
-		if i := slices.Index(args, "--"); i >= 0 {
-			left, cmd = args[:i], args[i+1:]
-		}
+// explain turns what the gateway's client answered into the one line and
+// exit code that tell the user what to do: where no gateway answered,
+// which URL was tried and how to name another; where the token was
+// refused, which variable to set.
+func (a *app) explain(err error) error {
+	var st *exitStatus
+	var usage *server.UsageError
+	if err == nil || errors.As(err, &st) || errors.As(err, &usage) || a.gateway == "" {
+		return err
 	}
-	for {
-		if err := fs.Parse(left); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintln(stderr, "usage:", usage)
-				fs.SetOutput(stderr)
-				fs.PrintDefaults()
-				fs.SetOutput(io.Discard)
-				return nil, nil, usageErr("usage: %s", usage)
-			}
-			return nil, nil, usageErr("%v (usage: %s)", err, usage)
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, cmd, nil
-		}
-		if rest[0] == "--" && !command {
-			return append(pos, rest[1:]...), nil, nil
-		}
-		pos, left = append(pos, rest[0]), rest[1:]
+	where := fmt.Sprintf("the gateway at %s (%s)", a.gateway, a.gatewayFrom)
+	if cause, ok := dialFailure(err); ok {
+		return exitWith(exitUnavailable, "cannot reach %s: %s; start it (zkgate serve) or name the right one with --gateway URL or ZKGATE_URL",
+			where, cause)
 	}
+	var problem *client.Error
+	if !errors.As(err, &problem) {
+		return err
+	}
+	switch {
+	case errors.Is(err, client.ErrUnavailable):
+		return exitWith(exitUnavailable, "%v; %s stayed unavailable through the retries: try again later, or another gateway with --gateway URL or ZKGATE_URL",
+			err, where)
+	case errors.Is(err, client.ErrUnauthenticated) && !a.tokenSent:
+		return fmt.Errorf("%s wants a token: set ZKGATE_TOKEN (or --token) to one (zkgate token new makes them)", where)
+	case errors.Is(err, client.ErrUnauthenticated):
+		return fmt.Errorf("%s refused the token: set ZKGATE_TOKEN (or --token) to a token of its --auth-file (%s)", where, problem.Detail)
+	case errors.Is(err, client.ErrForbidden):
+		return fmt.Errorf("%v; set ZKGATE_TOKEN (or --token) to a token that has that permission", err)
+	}
+	return err
+}
+
+// dialFailure reports whether err is a failure to connect to the gateway
+// (nothing was sent: refused, no route, no such host, no answer), with
+// its cause in a few words.
+func dialFailure(err error) (string, bool) {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return fmt.Sprintf("no such host %s", dns.Name), true
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return "", false
+	}
+	var errno syscall.Errno
+	switch {
+	case errors.As(op.Err, &errno):
+		return errno.Error(), true
+	case errors.Is(op.Err, os.ErrDeadlineExceeded):
+		return "no answer to the connection", true
+	}
+	return op.Err.Error(), true
+}
+
+// argsAndCommand splits a command's arguments at "--": the names before,
+// the command to run after.
+func argsAndCommand(cmd *cobra.Command, args []string) (pos, argv []string) {
+	if at := cmd.ArgsLenAtDash(); at >= 0 {
+		return args[:at], args[at:]
+	}
+	return args, nil
 }
 
 // validName checks a primitive's name as the gateway will, for a clear
@@ -177,38 +260,3 @@ func notNegative(flagName string, d time.Duration) error {
 	}
 	return nil
 }
-
-const helpText = `usage: zkgate [command] [flags]
-
-The gateway:
-  zkgate [serve] [flags]         serve the HTTP API and the dashboard (zkgate serve -h lists the flags)
-  zkgate peer-secret new         a secret for --peer-secret-file, shared by the gateways of a root
-  zkgate version                 the version, and the commit and build date of a release (also --version)
-
-The client (every command takes --gateway URL, default $ZKGATE_URL or
-http://127.0.0.1:8080, and --token T, default $ZKGATE_TOKEN; -h lists the flags):
-  zkgate lock [--wait 30s] [--ttl 10s] [--mode exclusive|read|write] [--semaphore N]
-              [--kill-grace 2s] [--lock-delay D] [--holder H] NAME -- CMD [ARGS...]
-      run CMD while holding the lock NAME (or a slot of the semaphore NAME), with
-      ZKGATE_LOCK, ZKGATE_LEASE, ZKGATE_FENCING_TOKEN and ZKGATE_URL in its environment
-  zkgate elect [--value V] [--wait D] [--ttl 10s] [--kill-grace 2s] [--lock-delay D] NAME -- CMD [ARGS...]
-      run CMD only while leading the election NAME (ZKGATE_ELECTION, ZKGATE_LEASE,
-      ZKGATE_FENCING_TOKEN, ZKGATE_URL in its environment); resign when it ends
-  zkgate status [--limit 50] [--json]   who holds, waits for and leads what (--json: all)
-  zkgate queue put [--priority 100] NAME [DATA]     (no DATA: read from stdin)
-  zkgate queue take [--wait 30s] [--json] NAME
-  zkgate queue claim [--wait 30s] [--lease ID | --ttl 5m] [--json] NAME
-  zkgate queue ack|nack --lease ID NAME ITEM-ID
-  zkgate barrier raise|lower NAME
-  zkgate barrier wait [--wait 30s] NAME
-  zkgate lease grant [--ttl 60s] [--holder H] | keepalive ID | revoke ID
-
-lock and elect pass stdin, stdout, stderr and signals (HUP, INT, QUIT, TERM, USR1,
-USR2) on to CMD, then release, resign and revoke when it ends. If no keepalive is
-confirmed in time, CMD gets SIGTERM, then SIGKILL after --kill-grace, so that it is dead
-before the lease's deadline (what the gateway promised: with its default --session-timeout
-of 10s, 6 to 9.5s ahead after each keepalive); also if the lease is lost, or someone
-else leads. If zkgate dies, CMD's process group is killed (Linux; in the foreground of a
-terminal, CMD alone).
-
-` + exitCodesHelp + "\n"

@@ -472,7 +472,7 @@ func TestQueueAndBarrierCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &item); code != 0 || err != nil || item.Data != "first" || item.Lease == "" {
 		t.Fatalf("claim: %d %q %v", code, out, err)
 	}
-	if code, _, stderr := runZkgate(t, g.URL, nil, "queue", "nack", "--lease", item.Lease, "jobs", item.ID); code != 0 {
+	if code, _, stderr := runZkgate(t, g.URL, nil, "queue", "nack", "--revoke=false", "--lease", item.Lease, "jobs", item.ID); code != 0 {
 		t.Fatalf("nack: %d %s", code, stderr)
 	}
 	if code, _, stderr := runZkgate(t, g.URL, nil, "queue", "ack", "--lease", item.Lease, "jobs", item.ID); code != exitFailed || !strings.Contains(stderr, "not_claimed") {
@@ -491,10 +491,7 @@ func TestQueueAndBarrierCommands(t *testing.T) {
 	if code, _, _ := runZkgate(t, g.URL, nil, "queue", "claim", "--wait", "0", "jobs"); code != exitWaited {
 		t.Fatalf("claim from empty: %d", code)
 	}
-	if code, _, _ := runZkgate(t, g.URL, nil, "lease", "revoke", item.Lease); code != 0 {
-		t.Fatalf("lease revoke: %d", code)
-	}
-	noLeases(t, g.URL)
+	noLeases(t, g.URL) // the ack revoked the lease the first claim made
 
 	if code, _, _ := runZkgate(t, g.URL, nil, "barrier", "raise", "deploy"); code != 0 {
 		t.Fatalf("raise: %d", code)
@@ -650,8 +647,8 @@ func TestClientCommandLines(t *testing.T) {
 		{"lock", "--ttl", "500ms", "n", "--", "true"}, {"lock", "--wait", "-1s", "n", "--", "true"},
 		{"lock", "--bogus", "n", "--", "true"}, {"lock", "a", "b", "--", "true"}, {"lock", "--gateway", "ftp://x", "n", "--", "true"},
 		{"elect", "n"}, {"elect", "--wait", "x", "n", "--", "true"},
-		{"status", "extra"}, {"queue"}, {"queue", "frob", "q"}, {"queue", "take"}, {"queue", "ack", "q", "id"},
-		{"queue", "put", "a", "b", "c"}, {"barrier", "wait"}, {"barrier", "up", "b"}, {"lease", "grant", "x"}, {"lease"},
+		{"status", "extra"}, {"queue", "frob", "q"}, {"queue", "take"}, {"queue", "ack", "q", "id"},
+		{"queue", "put", "a", "b", "c"}, {"barrier", "wait"}, {"barrier", "up", "b"}, {"lease", "grant", "x"}, {"lease", "keepalive"},
 	} {
 		err := run(context.Background(), append([]string{"zkgate"}, args...), env, io.Discard, io.Discard)
 		var usage *server.UsageError
@@ -662,11 +659,12 @@ func TestClientCommandLines(t *testing.T) {
 			t.Fatalf("%v: exit code %d", args, code)
 		}
 	}
-	// No gateway listens on port 1: one line, exit 1, after the retries.
+	// No gateway listens on port 1: one line, exit 69, after the retries.
 	start := time.Now()
 	var stderr bytes.Buffer
 	err := run(context.Background(), []string{"zkgate", "barrier", "raise", "b"}, env, io.Discard, &stderr)
-	if code := exitCode(err, &stderr); code != exitFailed || !strings.Contains(stderr.String(), "127.0.0.1:1") ||
+	if code := exitCode(err, &stderr); code != exitUnavailable || !strings.Contains(stderr.String(), "http://127.0.0.1:1") ||
+		!strings.Contains(stderr.String(), "ZKGATE_URL") || !strings.Contains(stderr.String(), "--gateway") ||
 		strings.Count(stderr.String(), "\n") != 1 {
 		t.Fatalf("unreachable gateway: exit %d, %q", code, stderr.String())
 	}
@@ -675,9 +673,18 @@ func TestClientCommandLines(t *testing.T) {
 	if err := run(context.Background(), []string{"zkgate", "help"}, env, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"zkgate lock", "zkgate elect", "zkgate status", "75", "76", "126", "127", "ZKGATE_FENCING_TOKEN"} {
+	for _, want := range []string{"\n  lock ", "\n  elect ", "\n  status ", "\n  75 ", "\n  76 ", "126", "127"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("help lacks %q", want)
+		}
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"zkgate", "lock", "--help"}, env, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ZKGATE_FENCING_TOKEN", "75", "76", "--kill-grace"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("lock --help lacks %q", want)
 		}
 	}
 }

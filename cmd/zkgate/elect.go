@@ -6,45 +6,69 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/zkgate/zkgate/client"
 )
-
-const electUsage = "zkgate elect [--gateway URL] [--token T] [--value V] [--wait D] [--ttl 10s] [--kill-grace 2s] [--lock-delay D] [--holder H] NAME -- CMD [ARGS...]"
 
 // campaignRound is the wait of each campaign call while zkgate elect waits
 // to lead; the candidacy stays between calls, so its place in line too.
 const campaignRound = 30 * time.Second
 
-// electCommand is `zkgate elect`: CMD runs only while this process leads
-// the election NAME.
-func electCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("elect")
-	var gw gatewayFlags
-	gw.register(fs, getenv)
-	value := fs.String("value", "", "the value the leader shows to everyone (an address, say)")
-	wait := fs.Duration("wait", 0, "give up if not elected within this long (exit 75); 0 waits as long as it takes")
-	ttl := fs.Duration("ttl", defaultTTL, "the lease's TTL: how soon another candidate leads if zkgate dies")
-	grace := fs.Duration("kill-grace", defaultKillGrace, "between SIGTERM and SIGKILL, which lands before the lease's deadline")
-	holder := fs.String("holder", "", "how other clients see this candidate (default: host[pid] CMD)")
-	lockDelay := fs.Duration("lock-delay", 0, "if the lease ends without resigning, nobody else leads for this long (default: the gateway's --lock-delay)")
-	pos, argv, err := parseArgs(fs, args, true, electUsage, stderr)
+const electLong = `Runs CMD only while leading the election NAME, on a lease kept alive
+meanwhile; CMD has ZKGATE_ELECTION, ZKGATE_LEASE, ZKGATE_FENCING_TOKEN and
+ZKGATE_URL in its environment. It resigns and revokes when CMD ends, and
+exits with CMD's exit code; CMD is stopped as well when someone else leads.
+
+` + runLong
+
+// electOptions are the flags of zkgate elect.
+type electOptions struct {
+	gw                          gatewayFlags
+	value, holder               string
+	wait, ttl, grace, lockDelay time.Duration
+}
+
+// newElectCommand is `zkgate elect`: CMD runs only while this process
+// leads the election NAME.
+func newElectCommand(a *app) *cobra.Command {
+	var o electOptions
+	cmd := &cobra.Command{
+		Use:     "elect [flags] NAME -- CMD [ARGS...]",
+		Short:   "run CMD only while leading the election NAME",
+		Long:    electLong,
+		Example: `  zkgate elect --value "$(hostname):8080" scheduler -- ./scheduler`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd, a, args)
+		},
+	}
+	o.gw.register(cmd, a)
+	fs := cmd.Flags()
+	fs.StringVar(&o.value, "value", "", "the value the leader shows to everyone (an address, say)")
+	fs.DurationVar(&o.wait, "wait", 0, "give up if not elected within this long (exit 75); 0 waits as long as it takes")
+	fs.DurationVar(&o.ttl, "ttl", defaultTTL, "the lease's TTL: how soon another candidate leads if zkgate dies")
+	fs.DurationVar(&o.grace, "kill-grace", defaultKillGrace, "between SIGTERM and SIGKILL, which lands before the lease's deadline")
+	fs.StringVar(&o.holder, "holder", "", "how other clients see this candidate (default: host[pid] CMD)")
+	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "if the lease ends without resigning, nobody else leads for this long (default: the gateway's --lock-delay)")
+	return cmd
+}
+
+func (o *electOptions) run(cmd *cobra.Command, a *app, args []string) error {
+	ctx, stdout, stderr := cmd.Context(), a.stdout, a.stderr
+	pos, argv := argsAndCommand(cmd, args)
+	name, err := nameAndCommand("election", pos, argv)
 	if err != nil {
 		return err
 	}
-	name, err := nameAndCommand("election", electUsage, pos, argv)
-	if err != nil {
-		return err
-	}
-	if err := checkRunFlags(fs, *wait, *grace, *ttl, *lockDelay); err != nil {
+	if err := checkRunFlags(o.wait, o.grace, o.ttl, o.lockDelay); err != nil {
 		return err
 	}
 	relay := newSignalRelay()
 	defer relay.stop()
-	c, lease, err := leaseForCommand(ctx, &gw, fs, *ttl, *lockDelay, *grace, *holder, argv)
+	c, lease, err := leaseForCommand(ctx, &o.gw, cmd.Flags().Changed("lock-delay"), o.ttl, o.lockDelay, o.grace, o.holder, argv)
 	if err != nil {
 		return err
 	}
@@ -52,7 +76,7 @@ func electCommand(ctx context.Context, args []string, getenv func(string) string
 	what := fmt.Sprintf("election %q", name)
 
 	wctx, stopWait := relay.waitCtx(ctx)
-	camp, err := campaign(wctx, lease, name, *value, *wait)
+	camp, err := campaign(wctx, lease, name, o.value, o.wait)
 	if sig := stopWait(); sig != nil {
 		return exitWith(sig.exitCode(), "%s while waiting to lead %s", sig, what)
 	}
@@ -67,14 +91,14 @@ func electCommand(ctx context.Context, args []string, getenv func(string) string
 	var why error
 	go func() {
 		defer close(monitored)
-		why = followLeadership(mctx, c, lease, stopBy(lease, *grace), name)
+		why = followLeadership(mctx, c, lease, stopBy(lease, o.grace), name)
 		if why != nil {
 			close(lost)
 		}
 	}()
 	env := []string{"ZKGATE_ELECTION=" + name, "ZKGATE_LEASE=" + lease.ID(),
 		"ZKGATE_FENCING_TOKEN=" + strconv.FormatInt(camp.Token, 10), "ZKGATE_URL=" + c.URL()}
-	ch := &child{argv: argv, env: env, stdout: stdout, stderr: stderr, grace: *grace}
+	ch := &child{argv: argv, env: env, stdout: stdout, stderr: stderr, grace: o.grace}
 	out, runErr := ch.run(ctx, relay, lost)
 	stopMonitor()
 	<-monitored

@@ -5,74 +5,113 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/zkgate/zkgate/client"
 )
 
-const lockUsage = "zkgate lock [--gateway URL] [--token T] [--wait 30s] [--ttl 10s] [--mode exclusive|read|write] [--semaphore N] [--kill-grace 2s] [--lock-delay D] [--holder H] NAME -- CMD [ARGS...]"
+const lockLong = `Runs CMD while holding the lock NAME (or a slot of the semaphore NAME, with
+--semaphore N), on a lease kept alive meanwhile; CMD has ZKGATE_LOCK,
+ZKGATE_LEASE, ZKGATE_FENCING_TOKEN and ZKGATE_URL in its environment. It
+releases and revokes when CMD ends, and exits with CMD's exit code.
 
-// lockCommand is `zkgate lock`: CMD runs while this process holds the lock
-// NAME (or a slot of the semaphore NAME), on a lease kept alive meanwhile.
-func lockCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("lock")
-	var gw gatewayFlags
-	gw.register(fs, getenv)
-	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the lock; 0 tries once")
-	ttl := fs.Duration("ttl", defaultTTL, "the lease's TTL: how soon the lock is freed if zkgate dies")
-	mode := fs.String("mode", "exclusive", "exclusive, read or write (a read/write lock)")
-	semaphore := fs.Int("semaphore", 0, "take one of N slots of the semaphore NAME instead of a lock")
-	grace := fs.Duration("kill-grace", defaultKillGrace, "between SIGTERM and SIGKILL, which lands before the lease's deadline")
-	holder := fs.String("holder", "", "how other clients see this holder (default: host[pid] CMD)")
-	lockDelay := fs.Duration("lock-delay", 0, "if the lease ends without releasing, nobody is granted the lock for this long (default: the gateway's --lock-delay)")
-	pos, argv, err := parseArgs(fs, args, true, lockUsage, stderr)
+` + runLong
+
+// runLong is what zkgate lock and zkgate elect share in their help.
+const runLong = `stdin, stdout, stderr and signals (HUP, INT, QUIT, TERM, USR1, USR2) pass on
+to CMD. If no keepalive is confirmed in time, CMD gets SIGTERM, then SIGKILL
+after --kill-grace, so that it is dead before the lease's deadline (what the
+gateway promised: with its default --session-timeout of 10s, 6 to 9.5s ahead
+after each keepalive); also if the lease is lost. If zkgate dies, CMD's
+process group is killed (Linux; in the foreground of a terminal, CMD alone).
+
+Exit codes: CMD's own (128+N if signal N ended it); 1 the gateway refused;
+2 a bad command line; 69 the gateway could not be reached; 75 the wait ended
+first, CMD was not run; 76 lost while CMD ran, CMD was stopped; 126 CMD
+could not be started, 127 not found.`
+
+// lockOptions are the flags of zkgate lock.
+type lockOptions struct {
+	gw                          gatewayFlags
+	wait, ttl, grace, lockDelay time.Duration
+	mode, holder                string
+	semaphore                   int
+}
+
+// newLockCommand is `zkgate lock`: CMD runs while this process holds the
+// lock NAME (or a slot of the semaphore NAME), on a lease kept alive
+// meanwhile.
+func newLockCommand(a *app) *cobra.Command {
+	var o lockOptions
+	cmd := &cobra.Command{
+		Use:   "lock [flags] NAME -- CMD [ARGS...]",
+		Short: "run CMD while holding the lock NAME (or a slot of the semaphore NAME)",
+		Long:  lockLong,
+		Example: `  zkgate lock --wait 30s --lock-delay 10s invoices -- ./bill-customers.sh
+  zkgate lock --mode read catalog -- ./export.sh
+  zkgate lock --semaphore 3 gpu -- ./train.sh`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd, a, args)
+		},
+	}
+	o.gw.register(cmd, a)
+	fs := cmd.Flags()
+	fs.DurationVar(&o.wait, "wait", 30*time.Second, "how long to wait for the lock; 0 tries once")
+	fs.DurationVar(&o.ttl, "ttl", defaultTTL, "the lease's TTL: how soon the lock is freed if zkgate dies")
+	fs.StringVar(&o.mode, "mode", "exclusive", "exclusive, read or write (a read/write lock)")
+	fs.IntVar(&o.semaphore, "semaphore", 0, "take one of N slots of the semaphore NAME instead of a lock")
+	fs.DurationVar(&o.grace, "kill-grace", defaultKillGrace, "between SIGTERM and SIGKILL, which lands before the lease's deadline")
+	fs.StringVar(&o.holder, "holder", "", "how other clients see this holder (default: host[pid] CMD)")
+	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "if the lease ends without releasing, nobody is granted the lock for this long (default: the gateway's --lock-delay)")
+	return cmd
+}
+
+func (o *lockOptions) run(cmd *cobra.Command, a *app, args []string) error {
+	ctx, stdout, stderr := cmd.Context(), a.stdout, a.stderr
+	pos, argv := argsAndCommand(cmd, args)
+	name, err := nameAndCommand("lock", pos, argv)
 	if err != nil {
 		return err
 	}
-	name, err := nameAndCommand("lock", lockUsage, pos, argv)
-	if err != nil {
-		return err
-	}
-	modeSet := false
-	fs.Visit(func(f *flag.Flag) { modeSet = modeSet || f.Name == "mode" })
 	switch {
-	case *semaphore < 0:
-		return usageErr("--semaphore %d: a semaphore has at least 1 slot", *semaphore)
-	case *semaphore > 0 && modeSet:
+	case o.semaphore < 0:
+		return usageErr("--semaphore %d: a semaphore has at least 1 slot", o.semaphore)
+	case o.semaphore > 0 && cmd.Flags().Changed("mode"):
 		return usageErr("--mode is for locks, --semaphore for semaphores: give one")
-	case client.LockMode(*mode) != client.Exclusive && client.LockMode(*mode) != client.Read && client.LockMode(*mode) != client.Write:
-		return usageErr("--mode %q is not exclusive, read or write", *mode)
+	case client.LockMode(o.mode) != client.Exclusive && client.LockMode(o.mode) != client.Read && client.LockMode(o.mode) != client.Write:
+		return usageErr("--mode %q is not exclusive, read or write", o.mode)
 	}
-	if err := checkRunFlags(fs, *wait, *grace, *ttl, *lockDelay); err != nil {
+	if err := checkRunFlags(o.wait, o.grace, o.ttl, o.lockDelay); err != nil {
 		return err
 	}
 	relay := newSignalRelay()
 	defer relay.stop()
-	c, lease, err := leaseForCommand(ctx, &gw, fs, *ttl, *lockDelay, *grace, *holder, argv)
+	c, lease, err := leaseForCommand(ctx, &o.gw, cmd.Flags().Changed("lock-delay"), o.ttl, o.lockDelay, o.grace, o.holder, argv)
 	if err != nil {
 		return err
 	}
 	defer revoke(lease, stderr)
 
 	what := fmt.Sprintf("lock %q", name)
-	if *semaphore > 0 {
+	if o.semaphore > 0 {
 		what = fmt.Sprintf("semaphore %q", name)
 	}
 	wctx, stopWait := relay.waitCtx(ctx)
 	var token int64
 	var release func(context.Context) error
-	if *semaphore > 0 {
-		g, aerr := lease.AcquireSemaphore(wctx, name, *semaphore, *wait)
+	if o.semaphore > 0 {
+		g, aerr := lease.AcquireSemaphore(wctx, name, o.semaphore, o.wait)
 		if aerr == nil {
 			token, release = g.Token, g.Release
 		}
 		err = aerr
 	} else {
-		g, aerr := lease.Lock(wctx, name, client.LockMode(*mode), *wait)
+		g, aerr := lease.Lock(wctx, name, client.LockMode(o.mode), o.wait)
 		if aerr == nil {
 			token, release = g.Token, g.Release
 		}
@@ -82,13 +121,13 @@ func lockCommand(ctx context.Context, args []string, getenv func(string) string,
 		return exitWith(sig.exitCode(), "%s while waiting for %s", sig, what)
 	}
 	if err != nil {
-		return waitFailed(what, *wait, err)
+		return waitFailed(what, o.wait, err)
 	}
 
 	env := []string{"ZKGATE_LOCK=" + name, "ZKGATE_LEASE=" + lease.ID(),
 		"ZKGATE_FENCING_TOKEN=" + strconv.FormatInt(token, 10), "ZKGATE_URL=" + c.URL()}
-	ch := &child{argv: argv, env: env, stdout: stdout, stderr: stderr, grace: *grace}
-	out, err := ch.run(ctx, relay, stopBy(lease, *grace))
+	ch := &child{argv: argv, env: env, stdout: stdout, stderr: stderr, grace: o.grace}
+	out, err := ch.run(ctx, relay, stopBy(lease, o.grace))
 	if err != nil {
 		return err
 	}
@@ -141,21 +180,21 @@ func holderList(hs []client.Holder) string {
 
 // nameAndCommand checks the arguments of lock and elect: one name of kind,
 // then -- and the command to run.
-func nameAndCommand(kind, usage string, pos, argv []string) (string, error) {
+func nameAndCommand(kind string, pos, argv []string) (string, error) {
 	if len(pos) != 1 {
-		return "", usageErr("give one %s name, then -- and the command (usage: %s)", kind, usage)
+		return "", usageErr("give one %s name, then -- and the command", kind)
 	}
 	if err := validName(kind, pos[0]); err != nil {
 		return "", err
 	}
 	if len(argv) == 0 {
-		return "", usageErr("give the command to run after -- (usage: %s)", usage)
+		return "", usageErr("give the command to run after --")
 	}
 	return pos[0], nil
 }
 
 // checkRunFlags checks the durations that lock and elect share.
-func checkRunFlags(fs *flag.FlagSet, wait, grace, ttl, lockDelay time.Duration) error {
+func checkRunFlags(wait, grace, ttl, lockDelay time.Duration) error {
 	for n, d := range map[string]time.Duration{"wait": wait, "kill-grace": grace, "lock-delay": lockDelay} {
 		if err := notNegative(n, d); err != nil {
 			return err
@@ -207,9 +246,10 @@ func graceFits(grace, window time.Duration) error {
 }
 
 // leaseForCommand takes the lease that a command of lock or elect runs
-// under, kept alive in the background; holder "" names it after argv.
+// under, kept alive in the background; holder "" names it after argv;
+// lockDelaySet asks for lockDelay rather than the gateway's default.
 // It refuses a grace that does not fit in the lease's first deadline.
-func leaseForCommand(ctx context.Context, gw *gatewayFlags, fs *flag.FlagSet, ttl, lockDelay, grace time.Duration,
+func leaseForCommand(ctx context.Context, gw *gatewayFlags, lockDelaySet bool, ttl, lockDelay, grace time.Duration,
 	holder string, argv []string) (*client.Client, *client.Lease, error) {
 	c, err := gw.client()
 	if err != nil {
@@ -219,11 +259,9 @@ func leaseForCommand(ctx context.Context, gw *gatewayFlags, fs *flag.FlagSet, tt
 		holder = defaultHolder(argv)
 	}
 	var opts []client.LeaseOption
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "lock-delay" {
-			opts = append(opts, client.LockDelay(lockDelay))
-		}
-	})
+	if lockDelaySet {
+		opts = append(opts, client.LockDelay(lockDelay))
+	}
 	asked := time.Now()
 	lease, err := c.Grant(ctx, ttl, holder, opts...)
 	if err != nil {

@@ -153,18 +153,19 @@ func TestBadCommandLine(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--bogus"}, "flag provided but not defined"},
-		{[]string{"--zk", "zk1"}, "is not host:port"},
-		{[]string{"--zk", "zk1:notaport"}, "no valid port"},
-		{[]string{"--zk", "a:1,,b:2"}, "is not host:port"},
-		{[]string{"--data-dir", filepath.Join(file, "sub")}, "--data-dir"},
-		{[]string{"--root", "relative"}, "--root"},
-		{[]string{"--root", "/zookeeper/x"}, "reserves"},
-		{[]string{"--session-timeout", "soon"}, "--session-timeout"},
-		{[]string{"--max-wait", "-1s"}, "--max-wait"},
-		{[]string{"--max-item-bytes", "2MiB"}, "1 MiB"},
-		{[]string{"--log-format", "xml"}, "--log-format"},
-		{[]string{"--listen", "nope"}, "--listen"},
+		{[]string{"serve", "--bogus"}, "flag provided but not defined"},
+		{[]string{"serve", "--zk", "zk1"}, "is not host:port"},
+		{[]string{"serve", "--zk", "zk1:notaport"}, "no valid port"},
+		{[]string{"serve", "--zk", "a:1,,b:2"}, "is not host:port"},
+		{[]string{"serve", "--data-dir", filepath.Join(file, "sub")}, "--data-dir"},
+		{[]string{"serve", "--root", "relative"}, "--root"},
+		{[]string{"serve", "--root", "/zookeeper/x"}, "reserves"},
+		{[]string{"serve", "--session-timeout", "soon"}, "--session-timeout"},
+		{[]string{"serve", "--max-wait", "-1s"}, "--max-wait"},
+		{[]string{"serve", "--max-item-bytes", "2MiB"}, "1 MiB"},
+		{[]string{"serve", "--log-format", "xml"}, "--log-format"},
+		{[]string{"serve", "--listen", "nope"}, "--listen"},
+		{[]string{"serve", "extra"}, "unexpected argument"},
 		{[]string{"frobnicate"}, "unknown command"},
 	}
 	for _, c := range cases {

@@ -13,10 +13,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
+
 	"github.com/zkgate/zkgate/client"
 )
-
-const statusUsage = "zkgate status [--gateway URL] [--token T] [--limit 50] [--json]"
 
 // statusLimit is how many of each kind the table shows by default: the
 // first, by name (the leases: the oldest).
@@ -37,40 +37,46 @@ type status struct {
 	more []string
 }
 
-// statusCommand is `zkgate status`: who holds, waits for and leads what.
-func statusCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("status")
+// newStatusCommand is `zkgate status`: who holds, waits for and leads what.
+func newStatusCommand(a *app) *cobra.Command {
 	var gw gatewayFlags
-	gw.register(fs, getenv)
-	asJSON := fs.Bool("json", false, "print JSON for scripts instead of a table: every item of every page of the gateway's lists")
-	limit := fs.Int("limit", statusLimit, "the table shows at most this many of each kind, the first by name (0: every one)")
-	pos, _, err := parseArgs(fs, args, false, statusUsage, stderr)
-	if err != nil {
-		return err
+	var asJSON bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "status [--limit 50] [--json]",
+		Short: "who holds, waits for and leads what (--json: all, for scripts)",
+		Long: `Shows who holds, waits for and leads what at the gateway, as a table: the first
+--limit of each kind, by name (the leases: the oldest). Names, holder labels and
+values are shown with control characters escaped as Go's %q does; --json gives
+every item of every page of the gateway's lists, as they are.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 0 {
+				return usageErr("--limit must be 0 (every one) or more")
+			}
+			c, err := gw.client()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				limit = 0
+			}
+			st, err := readStatus(cmd.Context(), c, limit)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			return printStatus(a.stdout, st, time.Now())
+		},
 	}
-	if len(pos) > 0 {
-		return usageErr("unexpected argument %q (usage: %s)", pos[0], statusUsage)
-	}
-	if *limit < 0 {
-		return usageErr("--limit must be 0 (every one) or more (usage: %s)", statusUsage)
-	}
-	c, err := gw.client()
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		*limit = 0
-	}
-	st, err := readStatus(ctx, c, *limit)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
-	}
-	return printStatus(stdout, st, time.Now())
+	gw.register(cmd, a)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts instead of a table: every item of every page of the gateway's lists")
+	cmd.Flags().IntVar(&limit, "limit", statusLimit, "the table shows at most this many of each kind, the first by name (0: every one)")
+	return cmd
 }
 
 // readStatus gathers the state of the primitives in use, from the gateway's

@@ -13,15 +13,78 @@ import (
 
 func TestMain(m *testing.M) { gwtest.Main(m) }
 
-// TestPageFromTheProgram: the page made from the real binary documents every
-// flag of the README's Configuration table with its environment twin, holds
-// zkgate help, and groff reads it without a warning.
-func TestPageFromTheProgram(t *testing.T) {
-	u, err := Usage(gwtest.Binary(t))
+// TestPagesFromTheProgram: the real binary writes a page for every command
+// that zkgate help lists, down to each subcommand, each of which groff reads
+// without a warning; zkgate-serve(1) documents every flag of the README's
+// Configuration table with its environment twin.
+func TestPagesFromTheProgram(t *testing.T) {
+	bin := gwtest.Binary(t)
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "zkgate-gone.1")
+	if err := os.WriteFile(stale, []byte(".TH GONE 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Generate(bin, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("the page of a command no longer there was left")
+	}
+	// Every command and subcommand the program lists, from its own help:
+	// the lines "  NAME   what it does" of its lists of commands.
+	commandLine := regexp.MustCompile(`(?m)^  ([a-z][a-z-]*) +\S`)
+	want := map[string]bool{"zkgate.1": true}
+	var walk func(path []string)
+	walk = func(path []string) {
+		out, err := exec.Command(bin, append(path, "--help")...).Output()
+		if err != nil {
+			t.Fatalf("zkgate %v --help: %v", path, err)
+		}
+		for _, m := range commandLine.FindAllStringSubmatch(string(out), -1) {
+			if m[1] == "help" || m[1] == "zkgate" {
+				continue
+			}
+			sub := append(append([]string{}, path...), m[1])
+			want["zkgate-"+strings.Join(sub, "-")+".1"] = true
+			walk(sub)
+		}
+	}
+	walk(nil)
+	for _, top := range []string{"serve", "lock", "elect", "status", "queue", "barrier", "lease", "token", "peer-secret", "completion", "version"} {
+		if !want["zkgate-"+top+".1"] {
+			t.Errorf("zkgate help does not list %s", top)
+		}
+	}
+	for _, sub := range []string{"queue-claim", "queue-ack", "lease-grant", "token-new", "completion-bash"} {
+		if !want["zkgate-"+sub+".1"] {
+			t.Errorf("the help of zkgate does not lead to %s", sub)
+		}
+	}
+	got, err := filepath.Glob(filepath.Join(dir, "*.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := Render(u)
+	have := map[string]bool{}
+	for _, f := range got {
+		have[filepath.Base(f)] = true
+		out, err := exec.Command("groff", "-man", "-Tutf8", "-ww", "-z", f).CombinedOutput()
+		if err != nil || len(out) > 0 {
+			t.Errorf("groff %s: %v\n%s", filepath.Base(f), err, out)
+		}
+	}
+	for page := range want {
+		if !have[page] {
+			t.Errorf("no page %s (pages: %v)", page, have)
+		}
+	}
+	if len(have) != len(want) {
+		t.Errorf("pages %v, want %v", have, want)
+	}
+
+	serve, err := os.ReadFile(filepath.Join(dir, "zkgate-serve.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -30,35 +93,13 @@ func TestPageFromTheProgram(t *testing.T) {
 	if len(rows) < 20 {
 		t.Fatalf("found %d flags in the README's Configuration table", len(rows))
 	}
+	page := string(serve)
 	for _, r := range rows {
-		flag := `\-\-` + strings.ReplaceAll(r[1], "-", `\-`)
-		if !strings.Contains(page, ".BI \""+flag+" \"") && !strings.Contains(page, ".B "+flag+"\n") {
-			t.Errorf("the page has no entry for --%s", r[1])
+		dash := `(?:\\-|-)` // roff's minus, or md2man's plain hyphen
+		name := strings.ReplaceAll(regexp.QuoteMeta(r[1]), "-", dash)
+		entry := regexp.MustCompile(`\\fB` + dash + dash + name + `\\fP(?:=|\[=).*\n.*\(` + r[2] + `\)`)
+		if !entry.MatchString(page) {
+			t.Errorf("zkgate-serve(1) has no entry for --%s naming %s", r[1], r[2])
 		}
-		if !strings.Contains(page, ".B "+r[2]+"\nas \\fB"+flag+"\\fR") {
-			t.Errorf("the page does not name %s as the twin of --%s", r[2], r[1])
-		}
-	}
-	if !strings.Contains(page, `zkgate lock [\-\-wait 30s]`) {
-		t.Error("the page does not hold zkgate help")
-	}
-	file := filepath.Join(t.TempDir(), "zkgate.1")
-	if err := os.WriteFile(file, []byte(page), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("groff", "-man", "-Tutf8", "-ww", "-z", file).CombinedOutput()
-	if err != nil || len(out) > 0 {
-		t.Fatalf("groff: %v\n%s", err, out)
-	}
-}
-
-// TestRoffControlCharacters: a line of text that starts with a dot or a
-// quote is text, not a roff request.
-func TestRoffControlCharacters(t *testing.T) {
-	var b strings.Builder
-	writeLiteral(&b, ".hidden\n'quoted\nplain -x\n\n\\back")
-	want := "\\&.hidden\n\\&'quoted\nplain \\-x\n.sp\n\\eback\n"
-	if b.String() != want {
-		t.Fatalf("got %q, want %q", b.String(), want)
 	}
 }

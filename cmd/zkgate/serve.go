@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/zkgate/zkgate/server"
+)
+
+const serveLong = `Serves the HTTP API and the dashboard, on an embedded ZooKeeper (Debian's
+zookeeper package, data in --data-dir) unless --zk names an ensemble.
+
+Every flag has an environment twin, named in parentheses (ZKGATE_LISTEN for
+--listen), which the flag overrides; the packaged zkgate.service reads them
+from /etc/zkgate/zkgate.env.
+
+SIGTERM hands the gateway's leases over (--handover) and drains it for up
+to --drain-timeout, then stops it and its embedded ZooKeeper; SIGHUP
+reloads the --auth-file tokens.`
+
+// newServeCommand is zkgate serve. Its flags are server.ParseConfig's,
+// which parses serve's arguments itself (as Go's flag package does:
+// -listen and --listen alike): the flags cobra lists, completes and puts
+// in the man page are read from that flag set's own defaults, so there is
+// one definition of them.
+func newServeCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:                "serve [flags]",
+		Short:              "serve the HTTP API and the dashboard",
+		Long:               serveLong,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var help bytes.Buffer
+			cfg, err := server.ParseConfig(args, a.getenv, &help)
+			if help.Len() > 0 { // -h: ParseConfig printed its flags' defaults
+				return cmd.Help()
+			}
+			if err != nil {
+				return err
+			}
+			return server.Run(cmd.Context(), cfg, a.stdout, a.stderr)
+		},
+	}
+	for _, f := range serveFlags() {
+		if f.boolean {
+			v, _ := strconv.ParseBool(f.def)
+			cmd.Flags().Bool(f.name, v, f.usage)
+		} else {
+			cmd.Flags().String(f.name, f.def, f.usage)
+		}
+	}
+	return cmd
+}
+
+// serveFlag is one flag of server.ParseConfig.
+type serveFlag struct {
+	name, def, usage string
+	boolean          bool
+}
+
+// serveFlags reads the flags of server.ParseConfig from what it prints on
+// -h (flag.PrintDefaults), with no ZKGATE_* variable set: the defaults
+// shown are the built-in ones, never a secret from the environment.
+func serveFlags() []serveFlag {
+	var out bytes.Buffer
+	_, _ = server.ParseConfig([]string{"-h"}, func(string) string { return "" }, &out)
+	return parseFlagDefaults(out.String())
+}
+
+var (
+	flagHead    = regexp.MustCompile(`^  -([a-z0-9-]+)(?: (\S+))?$`)
+	flagDefault = regexp.MustCompile(` \(default (.*)\)$`)
+)
+
+// parseFlagDefaults reads the output of flag.PrintDefaults: "  -name type"
+// lines, each followed by its usage on lines that start "    \t", ending
+// in " (default V)" when the default is not the zero value.
+func parseFlagDefaults(text string) []serveFlag {
+	var flags []serveFlag
+	for _, line := range strings.Split(text, "\n") {
+		if m := flagHead.FindStringSubmatch(line); m != nil {
+			flags = append(flags, serveFlag{name: m[1], boolean: m[2] == ""})
+			continue
+		}
+		if usage, ok := strings.CutPrefix(line, "    \t"); ok && len(flags) > 0 {
+			f := &flags[len(flags)-1]
+			f.usage = strings.TrimSpace(f.usage + " " + usage)
+		}
+	}
+	for i := range flags {
+		f := &flags[i]
+		if m := flagDefault.FindStringSubmatchIndex(f.usage); m != nil {
+			def := f.usage[m[2]:m[3]]
+			if s, err := strconv.Unquote(def); err == nil {
+				def = s
+			}
+			f.def, f.usage = def, f.usage[:m[0]]
+		}
+	}
+	return flags
+}
+
+// serveHasFlag reports whether zkgate serve has the flag name.
+func serveHasFlag(name string) bool {
+	name, _, _ = strings.Cut(name, "=")
+	for _, f := range serveFlags() {
+		if f.name == name {
+			return true
+		}
+	}
+	return false
+}
