@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -19,9 +20,13 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultRetryWindow = 10 * time.Second
-	DefaultPollWait    = 30 * time.Second
-	DefaultUserAgent   = "zkgate-go-client/1"
+	DefaultURL            = "http://127.0.0.1:8080"
+	DefaultRetryWindow    = 10 * time.Second
+	DefaultConnectRetries = 3
+	DefaultPollWait       = 30 * time.Second
+	DefaultUserAgent      = "zkgate-go-client/1"
+	// maxRetryAfter bounds the pause a Retry-After asks for.
+	maxRetryAfter = 5 * time.Second
 	// maxAnswer bounds what is read of one answer (a queue item is at most
 	// 1 MiB; everything else is far smaller).
 	maxAnswer = 16 << 20
@@ -30,19 +35,24 @@ const (
 // Client talks to one zkgate gateway (or a load balancer in front of
 // several). It is safe for concurrent use.
 type Client struct {
-	base        *url.URL
-	http        *http.Client
-	token       string
-	userAgent   string
-	retryWindow time.Duration
-	pollWait    time.Duration
+	base           *url.URL
+	http           *http.Client
+	token          string
+	tokenSet       bool // WithToken was given: ZKGATE_TOKEN is not read
+	userAgent      string
+	retryWindow    time.Duration
+	connectRetries int
+	pollWait       time.Duration
 }
 
 // An Option configures a Client.
 type Option func(*Client)
 
-// WithToken sends "Authorization: Bearer <token>" on every request.
-func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+// WithToken sends "Authorization: Bearer <token>" on every request ("":
+// none), instead of $ZKGATE_TOKEN.
+func WithToken(token string) Option {
+	return func(c *Client) { c.token, c.tokenSet = token, true }
+}
 
 // WithHTTPClient sends the requests through h instead of
 // http.DefaultClient. Leave h.Timeout zero: every call is bounded by its
@@ -53,10 +63,18 @@ func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
 
 // WithRetryWindow sets how long the calls that are safe to repeat keep
-// retrying transient failures (network errors, 503, 429) beyond their own
-// wait; DefaultRetryWindow unless set, 0 turns retries off. Keepalives are
-// retried until the lease would expire, whatever this says.
+// retrying transient failures (a connection lost after the request was
+// sent, 503, 429) beyond their own wait; DefaultRetryWindow unless set, 0
+// turns retries off. Keepalives are retried until the lease would expire,
+// whatever this says.
 func WithRetryWindow(d time.Duration) Option { return func(c *Client) { c.retryWindow = max(d, 0) } }
+
+// WithConnectRetries sets how many times a call that could not connect to
+// the gateway (refused, no route, unknown host: nothing was sent) is tried
+// again, within the retry window, before it fails with ErrUnreachable;
+// DefaultConnectRetries unless set. A gateway that is down is reported in
+// well under a second; more retries ride through a restart instead.
+func WithConnectRetries(n int) Option { return func(c *Client) { c.connectRetries = max(n, 0) } }
 
 // WithPollWait sets the wait of each blocking read a Watcher makes
 // (DefaultPollWait unless set). It must not be above the gateway's
@@ -71,9 +89,22 @@ func WithPollWait(d time.Duration) Option {
 
 // New returns a client of the gateway at baseURL, such as
 // "http://127.0.0.1:8080" (a path prefix, for a gateway behind a reverse
-// proxy, is kept).
+// proxy, is kept); host:port without a scheme means http://host:port. An
+// empty baseURL means $ZKGATE_URL, or DefaultURL when that is empty too;
+// without WithToken the token is $ZKGATE_TOKEN, if set. The Python and Node
+// clients read the environment the same way.
 func New(baseURL string, opts ...Option) (*Client, error) {
-	u, err := url.Parse(strings.TrimSpace(baseURL))
+	baseURL = strings.TrimSpace(baseURL)
+	if baseURL == "" {
+		baseURL = strings.TrimSpace(os.Getenv("ZKGATE_URL"))
+	}
+	if baseURL == "" {
+		baseURL = DefaultURL
+	}
+	if !strings.Contains(baseURL, "://") {
+		baseURL = "http://" + baseURL
+	}
+	u, err := url.Parse(baseURL)
 	if err != nil {
 		return nil, fmt.Errorf("zkgate: gateway URL %q: %v", baseURL, err)
 	}
@@ -86,9 +117,12 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	u.Path = strings.TrimRight(u.Path, "/")
 	u.RawPath = ""
 	c := &Client{base: u, http: http.DefaultClient, userAgent: DefaultUserAgent,
-		retryWindow: DefaultRetryWindow, pollWait: DefaultPollWait}
+		retryWindow: DefaultRetryWindow, connectRetries: DefaultConnectRetries, pollWait: DefaultPollWait}
 	for _, o := range opts {
 		o(c)
+	}
+	if !c.tokenSet {
+		c.token = os.Getenv("ZKGATE_TOKEN")
 	}
 	if c.http == nil {
 		c.http = http.DefaultClient
@@ -141,9 +175,13 @@ type response struct {
 	sent   time.Time // when its request was sent
 }
 
-// do sends r, retrying transient failures when r.retry allows, and returns
-// the answer if its status is below 400, an *Error otherwise. A call ended by
-// its context returns the context's cause.
+// do sends r and returns the answer if its status is below 400, an *Error
+// otherwise. It retries, with backoff, until the wait plus the retry window
+// has passed: a call that found no connection (ErrUnreachable once
+// connectRetries retries found none either) or was answered 429, whatever
+// the call; and when r.retry allows, a connection lost after the request
+// was sent and a 503. A call ended by its context returns the context's
+// cause.
 func (c *Client) do(ctx context.Context, r request) (*response, error) {
 	var body []byte
 	contentType := ""
@@ -163,6 +201,7 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 		deadline = start.Add(r.wait + c.retryWindow)
 	}
 	unknown := false // an earlier attempt may have taken effect
+	dials := 0       // attempts that found no connection to the client's URL
 	for attempt := 0; ; attempt++ {
 		q := url.Values{}
 		for k, v := range r.query {
@@ -198,17 +237,27 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 			}
 			transient = problem.Code == "unavailable" || problem.Code == "too_many"
 		}
-		if !r.retry || !transient {
+		// No connection, or a 429: nothing was done, so any call may be
+		// tried again; a refused connection only a few times, since a
+		// gateway that is down should be told at once.
+		refused := problem == nil && notConnected(err)
+		if refused {
+			dials++
+			err = fmt.Errorf("zkgate: %w: no connection to %s in %d attempts: %w", ErrUnreachable, c.base, dials, err)
+			if dials > c.connectRetries {
+				return nil, err
+			}
+		} else if !(r.retry && transient || problem != nil && problem.Code == "too_many") {
 			return nil, err
 		}
 		pause := backoff(attempt)
 		if problem != nil && problem.RetryAfter > 0 {
-			pause = problem.RetryAfter
+			pause = max(pause, min(problem.RetryAfter, maxRetryAfter))
 		}
 		if time.Now().Add(pause).After(deadline) {
 			return nil, err
 		}
-		if problem == nil || problem.Code == "unavailable" {
+		if !refused && (problem == nil || problem.Code == "unavailable") {
 			unknown = true
 		}
 		t := time.NewTimer(pause)
@@ -343,4 +392,36 @@ func namePath(kind, name string, rest ...string) (string, error) {
 		return "", err
 	}
 	return pathOf(append([]string{kind, name}, rest...)...)
+}
+
+// Ready asks the gateway's /readyz once: nil when it answers 200 (it serves
+// and its ZooKeeper session is live), ErrUnavailable's *Error when it
+// answers otherwise, and the transport's error when it cannot be reached.
+func (c *Client) Ready(ctx context.Context) error {
+	u := *c.base
+	u.Path = c.base.Path + "/readyz"
+	u.RawPath = c.base.EscapedPath() + "/readyz"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("zkgate: %w", err)
+	}
+	req.Header.Set("User-Agent", c.userAgent)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if notConnected(err) {
+			return fmt.Errorf("zkgate: %w: no connection to %s: %w", ErrUnreachable, c.base, err)
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	e := problemOf(resp, data)
+	e.Code = "unavailable"
+	return e
 }

@@ -32,7 +32,13 @@
 //     left of the wait, after a network failure or a 503: a lost answer never
 //     leaves a second node or a self-deadlock. Releases, resigns, acks and
 //     nacks are retried too, and a repeat that finds the work already done
-//     (not_held, not_claimed) counts as success. Produce is never retried.
+//     (not_held, not_claimed) counts as success. Produce is retried only
+//     after a 429 or no connection (nothing was done). A gateway that
+//     refuses connections is ErrUnreachable after DefaultConnectRetries
+//     retries (WithConnectRetries), in well under a second.
+//   - New("") reads $ZKGATE_URL (host:port means http://host:port; default
+//     DefaultURL) and, without WithToken, $ZKGATE_TOKEN, as the Python and
+//     Node clients do.
 //   - Every call takes a context.Context. Waits are sent as ?wait= (0: try
 //     once, never block; at most the gateway's --max-wait) and the HTTP
 //     request is bound by the context, so a cancelled wait leaves nothing

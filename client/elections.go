@@ -30,7 +30,7 @@ func (l *Lease) Campaign(ctx context.Context, name, value string, wait time.Dura
 	defer cancel()
 	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
 		body: map[string]string{"lease": l.id, "value": value}})
-	var c Campaign
+	c := Campaign{lease: l}
 	if err == nil {
 		err = resp.decode(&c)
 	}
@@ -82,6 +82,28 @@ func (l *Lease) Resign(ctx context.Context, name string) error {
 	return err
 }
 
+// Resign withdraws the candidacy (and the leadership) c stands for, as
+// Lease.Resign of its election does.
+func (c *Campaign) Resign(ctx context.Context) error {
+	if c.lease == nil {
+		return fmt.Errorf("%w: this campaign was not made by Lease.Campaign", ErrInvalid)
+	}
+	return c.lease.Resign(ctx, c.Name)
+}
+
+// Proclaim sets the value the leader shows, as Lease.Proclaim of its
+// election does, and keeps it in c.Value.
+func (c *Campaign) Proclaim(ctx context.Context, value string) error {
+	if c.lease == nil {
+		return fmt.Errorf("%w: this campaign was not made by Lease.Campaign", ErrInvalid)
+	}
+	if _, err := c.lease.Proclaim(ctx, c.Name, value); err != nil {
+		return err
+	}
+	c.Value = value
+	return nil
+}
+
 // Proclaim sets the value the leader shows. Only the current leader may:
 // ErrNotLeader otherwise.
 func (l *Lease) Proclaim(ctx context.Context, name, value string) (*Campaign, error) {
@@ -94,7 +116,7 @@ func (l *Lease) Proclaim(ctx context.Context, name, value string) (*Campaign, er
 	if err != nil {
 		return nil, err
 	}
-	var c Campaign
+	c := Campaign{lease: l}
 	return &c, resp.decode(&c)
 }
 

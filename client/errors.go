@@ -113,6 +113,11 @@ var (
 	// acquire is idempotent per lease), and two holders would share one
 	// token.
 	ErrAlreadyHeld = errors.New("one lease is one holder; take a lease per concurrent holder")
+	// ErrUnreachable is what a call returns when no connection to the
+	// gateway could be made (refused, no route, unknown host) in
+	// 1+DefaultConnectRetries attempts (WithConnectRetries): nothing was
+	// sent. The error names the gateway's URL and the last failure.
+	ErrUnreachable = errors.New("gateway unreachable")
 )
 
 // codeOfStatus names the code of an error answer that is not a problem

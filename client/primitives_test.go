@@ -600,9 +600,6 @@ func TestTypedErrors(t *testing.T) {
 	if !strings.Contains(e.Error(), "bad gateway") || strings.Contains(e.Error(), "\n") {
 		t.Fatalf("a bare error page: %q", e.Error())
 	}
-	if _, err := client.New("127.0.0.1:8080"); err == nil {
-		t.Fatal("a URL without a scheme must be refused")
-	}
 	if _, err := client.New("ftp://host"); err == nil {
 		t.Fatal("ftp must be refused")
 	}

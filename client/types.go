@@ -174,6 +174,8 @@ type Campaign struct {
 	Since    time.Time `json:"since"`
 	Position int       `json:"position,omitempty"`
 	Leader   *Holder   `json:"leader,omitempty"`
+
+	lease *Lease
 }
 
 // ElectionState is an election's leader (nil when there is none) and its

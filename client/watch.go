@@ -43,38 +43,61 @@ type stateOf[T any] interface {
 
 // WatchLock watches the holders and waiters of the lock name.
 func (c *Client) WatchLock(ctx context.Context, name string) (*Watcher[LockState], error) {
-	return watch[LockState](ctx, c, "locks", name, nil)
+	return watch[LockState](ctx, c, "locks", name, nil, nil)
 }
 
 // WatchSemaphore watches the holders and waiters of the semaphore name.
 func (c *Client) WatchSemaphore(ctx context.Context, name string) (*Watcher[SemaphoreState], error) {
-	return watch[SemaphoreState](ctx, c, "semaphores", name, nil)
+	return watch[SemaphoreState](ctx, c, "semaphores", name, nil, nil)
 }
 
 // WatchElection watches the leader and candidates of the election name.
 func (c *Client) WatchElection(ctx context.Context, name string) (*Watcher[ElectionState], error) {
-	return watch[ElectionState](ctx, c, "elections", name, nil)
+	return watch[ElectionState](ctx, c, "elections", name, nil, nil)
+}
+
+// Observe watches the leader of the election name: the state now, then
+// each state whose leader differs from the one last delivered (another
+// candidate leads, the leader proclaims a new value, or there is none),
+// skipping changes of the candidates in line. As with every Watcher, a
+// consumer slower than the changes gets the latest leader, not a backlog.
+func (c *Client) Observe(ctx context.Context, name string) (*Watcher[ElectionState], error) {
+	return watch[ElectionState](ctx, c, "elections", name, nil, func(prev, next ElectionState) bool {
+		return leaderOf(prev) != leaderOf(next)
+	})
+}
+
+// leaderOf is what Observe compares of an election's state: the leader's
+// node and value ("", "" when there is none).
+func leaderOf(st ElectionState) [2]string {
+	if st.Leader == nil {
+		return [2]string{}
+	}
+	return [2]string{st.Leader.Node, st.Leader.Value}
 }
 
 // WatchBarrier watches whether the barrier name is up.
 func (c *Client) WatchBarrier(ctx context.Context, name string) (*Watcher[BarrierState], error) {
-	return watch[BarrierState](ctx, c, "barriers", name, nil)
+	return watch[BarrierState](ctx, c, "barriers", name, nil, nil)
 }
 
 // WatchDoubleBarrier watches the members of the double barrier name.
 func (c *Client) WatchDoubleBarrier(ctx context.Context, name string) (*Watcher[DoubleBarrierState], error) {
-	return watch[DoubleBarrierState](ctx, c, "double-barriers", name, nil)
+	return watch[DoubleBarrierState](ctx, c, "double-barriers", name, nil, nil)
 }
 
 // WatchQueue watches the length, claims and first head items of the queue
 // name (head < 0: the gateway's default, 10).
 func (c *Client) WatchQueue(ctx context.Context, name string, head int) (*Watcher[QueueState], error) {
-	return watch[QueueState](ctx, c, "queues", name, headQuery(head))
+	return watch[QueueState](ctx, c, "queues", name, headQuery(head), nil)
 }
 
 // watch reads the state once (so that a bad name or a refused token is an
-// error here), then follows it on a goroutine that ends with ctx.
-func watch[T any, PT stateOf[T]](ctx context.Context, c *Client, kind, name string, q url.Values) (*Watcher[T], error) {
+// error here), then follows it on a goroutine that ends with ctx. With
+// changed, a new state is delivered only if changed(the state delivered or
+// pending last, it) is true.
+func watch[T any, PT stateOf[T]](ctx context.Context, c *Client, kind, name string, q url.Values,
+	changed func(prev, next T) bool) (*Watcher[T], error) {
 	path, err := namePath(kind, name)
 	if err != nil {
 		return nil, err
@@ -163,6 +186,9 @@ func watch[T any, PT stateOf[T]](ctx context.Context, c *Client, kind, name stri
 				return
 			}
 			last = resp.body
+			if changed != nil && !changed(pending, st) {
+				continue
+			}
 			pending, havePending = st, true
 		}
 	}()

@@ -5,7 +5,8 @@
 #      by tsc against the Node client, its tests and the Node example;
 #   2. a real gateway (bin/zkgate on its embedded ZooKeeper, a free loopback
 #      port, a temporary data dir), and against it the Python client's tests,
-#      the Node client's tests and every example (the Python one with the
+#      the Node client's tests (one of them runs tools' tsc on index.d.ts with
+#      TypeScript's default libs only) and every example (the Python one with the
 #      client pip-installed into a fresh venv, the Node one with the client
 #      npm-installed), then the gateway is stopped and nothing may be left.
 # The npm tools are pinned in tools/package-lock.json and examples/node's

@@ -10,6 +10,17 @@ export type LockMode = "exclusive" | "read" | "write";
 
 export declare const VERSION: string;
 export declare const DEFAULT_URL: string;
+/** How many times a call that could not connect is tried again, by default. */
+export declare const DEFAULT_CONNECT_RETRIES: number;
+/** The gateway URL a client uses: `url`, else $ZKGATE_URL, else DEFAULT_URL; host:port means http://host:port. */
+export declare function gatewayURLOf(url?: string): string;
+
+// `await using` disposes of a lease, grant, campaign or membership where
+// Symbol.asyncDispose is known (TypeScript's esnext.disposable lib, or
+// @types/node); these declarations compile without either.
+type AsyncDisposeKey = SymbolConstructor extends { readonly asyncDispose: infer S extends symbol } ? S : never;
+/** `[Symbol.asyncDispose]()`, where the symbol is known. */
+type AsyncDisposal = { [K in AsyncDisposeKey]: () => Promise<void> };
 export declare const KINDS: readonly Kind[];
 
 // ---------------------------------------------------------------------------
@@ -290,6 +301,11 @@ export declare class ZkgateError extends Error {
 }
 /** No answer: the gateway could not be reached, or the connection broke or timed out. The request may or may not have been carried out. */
 export declare class TransportError extends ZkgateError {}
+/**
+ * No connection to the gateway could be made (refused, no route, unknown host) in
+ * 1 + connectRetries attempts: nothing was sent. The message names the gateway's URL.
+ */
+export declare class Unreachable extends TransportError {}
 /** 400 invalid_request, or a request the client refuses to send (a bad name or duration). */
 export declare class InvalidRequest extends ZkgateError {}
 /**
@@ -364,6 +380,8 @@ export interface GatewayOptions {
   timeout?: number;
   /** How long (beyond the wait) to retry a call that is safe to repeat, in ms (default 10000). */
   retryFor?: number;
+  /** How many times a call that could not connect is tried again, within retryFor, before Unreachable (default 3). */
+  connectRetries?: number;
   /** A fetch of your own (default the global one). */
   fetch?: typeof fetch;
   /** How many items the lists ask for a page (default 1000, the most a gateway gives). */
@@ -396,6 +414,7 @@ export declare class Gateway {
   token: string | undefined;
   timeout: number;
   retryFor: number;
+  connectRetries: number;
   /** Creates a lease and keeps it alive until it is revoked. One lease per concurrent holder. */
   lease(options?: LeaseOptions): Promise<Lease>;
   leaseInfo(id: string, options?: CallOptions): Promise<LeaseInfo>;
@@ -409,7 +428,7 @@ export declare class Gateway {
   state<K extends Kind>(kind: K, name: string, options?: WaitOptions & { index?: number }): Promise<{ state: StateOf[K]; index: number }>;
   /** The state now, then each time it changes. */
   watch<K extends Kind>(kind: K, name: string, options?: WaitOptions): AsyncGenerator<StateOf[K], void, undefined>;
-  /** An election's state now and whenever it changes. */
+  /** An election's state now and whenever its leader (or the leader's value) changes; changes of the line behind it are skipped. */
   observe(election: string, options?: WaitOptions): AsyncGenerator<ElectionState, void, undefined>;
   /** Whether `token` is the fencing token of a current holder of the lock. */
   fence(lock: string, token: number, options?: CallOptions): Promise<boolean>;
@@ -427,6 +446,7 @@ export declare class Gateway {
   deleteQueue(queue: string, options?: CallOptions): Promise<void>;
 }
 
+export interface Lease extends AsyncDisposal {}
 export declare class Lease {
   readonly gateway: Gateway;
   readonly id: string;
@@ -462,7 +482,6 @@ export declare class Lease {
   keepAlive(options?: CallOptions): Promise<LeaseInfo>;
   /** Stops the keepalive and revokes the lease; throws the LeaseLost if it was lost. */
   revoke(): Promise<void>;
-  [Symbol.asyncDispose](): Promise<void>;
   /** AlreadyHeld while this lease holds or acquires the lock in that mode: one lease is one holder. */
   lock(name: string, options?: WaitOptions & { mode?: LockMode }): Promise<Grant>;
   semaphore(name: string, limit: number, options?: WaitOptions): Promise<Grant>;
@@ -470,6 +489,8 @@ export declare class Lease {
   campaign(name: string, options?: WaitOptions & { value?: string }): Promise<Campaign>;
   proclaim(name: string, value: string, options?: CallOptions): Promise<CampaignInfo>;
   resign(name: string, options?: CallOptions): Promise<void>;
+  /** Campaigns in rounds of `round` until elected; with `wait` (Timeout) or `signal`, gives up and resigns. */
+  lead(name: string, options?: CallOptions & { value?: string; round?: Duration; wait?: Duration }): Promise<Campaign>;
   enter(name: string, count: number, options?: WaitOptions & { member?: string }): Promise<Membership>;
   leave(name: string, options?: WaitOptions & { member?: string }): Promise<DoubleBarrierState>;
   claim(queue: string, options?: WaitOptions): Promise<Claim | null>;
@@ -480,6 +501,7 @@ export declare class Lease {
 }
 
 /** A held lock or semaphore slot. */
+export interface Grant extends AsyncDisposal {}
 export declare class Grant {
   readonly lease: Lease;
   readonly kind: "lock" | "semaphore";
@@ -494,9 +516,9 @@ export declare class Grant {
   released: boolean;
   release(options?: CallOptions): Promise<void>;
   isCurrent(options?: CallOptions): Promise<boolean>;
-  [Symbol.asyncDispose](): Promise<void>;
 }
 
+export interface Campaign extends AsyncDisposal {}
 export declare class Campaign {
   readonly lease: Lease;
   info: CampaignInfo;
@@ -509,9 +531,9 @@ export declare class Campaign {
   resigned: boolean;
   proclaim(value: string, options?: CallOptions): Promise<void>;
   resign(options?: CallOptions): Promise<void>;
-  [Symbol.asyncDispose](): Promise<void>;
 }
 
+export interface Membership extends AsyncDisposal {}
 export declare class Membership {
   readonly lease: Lease;
   readonly name: string;
@@ -521,7 +543,6 @@ export declare class Membership {
   readonly members: Member[];
   left: boolean;
   leave(options?: WaitOptions): Promise<void>;
-  [Symbol.asyncDispose](): Promise<void>;
 }
 
 export declare class Item {

@@ -36,6 +36,9 @@
 
 export const VERSION = "0.1.0";
 export const DEFAULT_URL = "http://127.0.0.1:8080";
+export const DEFAULT_CONNECT_RETRIES = 3;
+// The longest pause a Retry-After is followed for, in ms.
+const maxRetryAfter = 5000;
 /** @type {readonly Kind[]} */
 export const KINDS = Object.freeze(["locks", "semaphores", "elections", "barriers", "double-barriers", "queues"]);
 
@@ -71,6 +74,12 @@ export class ZkgateError extends Error {
 export class TransportError extends ZkgateError {}
 /** No connection to the gateway: the request was not sent. */
 class NotConnected extends TransportError {}
+/**
+ * No connection to the gateway could be made (refused, no route, unknown
+ * host) in 1 + connectRetries attempts: nothing was sent. The message names
+ * the gateway's URL and the last failure (also its `cause`).
+ */
+export class Unreachable extends TransportError {}
 // The codes of a failure to connect (Node's fetch puts them on its error's cause).
 const connectFailures = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT"]);
 
@@ -311,12 +320,16 @@ function linked(signals, timeoutMs) {
 }
 
 /**
- * Resolves after ms, or rejects with the reason of the first signal that aborts.
+ * Resolves after ms, or rejects with the reason of the first signal that
+ * aborts. The pause of a call someone awaits keeps the process alive (else
+ * Node would exit mid-retry, the call never settled); work in the
+ * background passes `background` so that it does not.
  * @param {number} ms
  * @param {(AbortSignal | undefined)[]} signals
+ * @param {boolean} [background]
  * @returns {Promise<void>}
  */
-function sleep(ms, signals) {
+function sleep(ms, signals, background = false) {
   const l = linked(signals);
   return new Promise((resolve, reject) => {
     if (l.signal.aborted) {
@@ -329,7 +342,7 @@ function sleep(ms, signals) {
       l.done();
       resolve();
     }, ms);
-    timer.unref?.();
+    if (background) timer.unref?.();
     function onAbort() {
       clearTimeout(timer);
       l.done();
@@ -350,6 +363,29 @@ function json(r) {
 
 const transient = /** @param {unknown} e */ (e) => e instanceof TransportError || e instanceof Unavailable || e instanceof TooMany;
 
+/**
+ * The pause before retry attempt+1, in ms: 100 ms doubling to 2 s, with
+ * jitter (half to all of it) so that many clients do not retry in step.
+ * @param {number} attempt
+ */
+function backoff(attempt) {
+  const d = Math.min(100 * 2 ** Math.min(attempt, 5), 2000);
+  return d / 2 + Math.random() * (d / 2);
+}
+
+/**
+ * The gateway URL a client uses: `url`, else $ZKGATE_URL, else DEFAULT_URL
+ * (empty counts as unset); host:port means http://host:port. The Go and
+ * Python clients read it the same way.
+ * @param {string} [url]
+ * @returns {string}
+ */
+export function gatewayURLOf(url) {
+  const env = typeof process !== "undefined" ? process.env : {};
+  const u = (url ?? "").trim() || (env.ZKGATE_URL ?? "").trim() || DEFAULT_URL;
+  return u.includes("://") ? u : `http://${u}`;
+}
+
 // ---------------------------------------------------------------------------
 // The gateway.
 
@@ -357,14 +393,8 @@ export class Gateway {
   /** @param {GatewayOptions} [options] */
   constructor(options = {}) {
     const env = typeof process !== "undefined" ? process.env : {};
-    const url = options.url || env.ZKGATE_URL || DEFAULT_URL;
-    let u;
-    try {
-      u = new URL(url);
-    } catch {
-      throw new InvalidRequest(`bad gateway URL ${JSON.stringify(url)}: want http://host:port`);
-    }
-    if (u.protocol !== "http:" && u.protocol !== "https:") {
+    const url = gatewayURLOf(options.url);
+    if (gatewayURL(url) === undefined) {
       throw new InvalidRequest(`bad gateway URL ${JSON.stringify(url)}: want http://host:port`);
     }
     /** The gateway's base URL. */
@@ -375,6 +405,8 @@ export class Gateway {
     this.timeout = options.timeout ?? 10_000;
     /** How long (beyond the wait) to retry a call that is safe to repeat, in ms. */
     this.retryFor = options.retryFor ?? 10_000;
+    /** How many times a call that could not connect is tried again (within retryFor) before Unreachable. */
+    this.connectRetries = Math.max(0, options.connectRetries ?? DEFAULT_CONNECT_RETRIES);
     this.fetch = options.fetch ?? globalThis.fetch;
     if (typeof this.fetch !== "function") throw new ZkgateError("no fetch: zkgate needs Node 18 or later");
     /** How many items the lists ask for a page: the most a gateway gives. */
@@ -413,12 +445,16 @@ export class Gateway {
   }
 
   /**
-   * A call, retried while it is `safe` to repeat (idempotent on the gateway)
-   * and the trouble is transient: no answer, 503, or 429. A `wait` is sent
-   * as `?wait=`, shortened on each retry so that the whole call stays within
-   * it. An error of a class in `doneOnRetry` answering a retry means that the
-   * first attempt did the work. A call made for a lease (`lease`, or `via`
-   * for one that may have ended) goes where the lease moved (see Lease.url).
+   * A call, retried with backoff until `wait` plus `retryFor` has passed:
+   * whatever the call, when it found no connection (nothing was sent;
+   * Unreachable once `connectRetries` retries found none either) or was
+   * answered 429; and while it is `safe` to repeat (idempotent on the
+   * gateway), when the connection broke after it was sent or the answer was
+   * 503. A `wait` is sent as `?wait=`, shortened on each retry so that the
+   * whole call stays within it. An error of a class in `doneOnRetry`
+   * answering a retry means that the first attempt did the work. A call
+   * made for a lease (`lease`, or `via` for one that may have ended) goes
+   * where the lease moved (see Lease.url).
    * @param {string} method
    * @param {string} path
    * @param {{query?: Record<string, string>, json?: object, raw?: Uint8Array, wait?: Duration, safe?: boolean,
@@ -444,7 +480,8 @@ export class Gateway {
     const via = o.via ?? o.lease;
     const start = performance.now();
     const deadline = start + waitMs + this.retryFor;
-    let delay = 100;
+    let dials = 0; // attempts that found no connection to this gateway's URL
+    let unknown = false; // an earlier attempt may have done the work
     for (let attempt = 0; ; attempt++) {
       o.lease?.check();
       o.signal?.throwIfAborted?.();
@@ -463,17 +500,25 @@ export class Gateway {
           continue;
         }
         if (transient(e)) {
-          const err = /** @type {ZkgateError} */ (e);
-          // A 429 was refused before any work; the others may have been done.
-          if (!(o.safe || err instanceof TooMany)) throw err;
-          const pause = err.retryAfter === undefined ? delay : Math.max(delay, Math.min(err.retryAfter * 1000, 5000));
+          let err = /** @type {ZkgateError} */ (e);
+          if (e instanceof NotConnected) {
+            // Nothing was sent, so any call may be tried again: a few times,
+            // since a gateway that is down should be told at once.
+            dials++;
+            err = new Unreachable(`no connection to the gateway at ${this.url} in ${dials} attempts: ${e.detail}`, { cause: e });
+            if (dials > this.connectRetries) throw err;
+          } else if (!(o.safe || err instanceof TooMany)) {
+            throw err; // a 429 was refused before any work; the others may have been done
+          }
+          let pause = backoff(attempt);
+          if (err.retryAfter !== undefined) pause = Math.max(pause, Math.min(err.retryAfter * 1000, maxRetryAfter));
           if (performance.now() + pause > deadline) throw err;
+          if (!(e instanceof NotConnected || e instanceof TooMany)) unknown = true;
           await sleep(pause, signals);
-          delay = Math.min(delay * 2, 2000);
           continue;
         }
         if (o.lease && e instanceof LeaseLost) o.lease._lose(e);
-        if (attempt > 0 && o.doneOnRetry?.some((c) => e instanceof c)) {
+        if (unknown && o.doneOnRetry?.some((c) => e instanceof c)) {
           return { status: 204, headers: new Headers(), body: new Uint8Array(), sent: start };
         }
         throw e;
@@ -604,12 +649,22 @@ export class Gateway {
   }
 
   /**
-   * An election's state now and whenever it changes.
+   * An election's state now and whenever its leader changes: another
+   * candidate leads, the leader proclaims a new value, or there is none.
+   * Changes of the candidates in line behind the leader are skipped.
    * @param {string} election
    * @param {WaitOptions} [options]
    */
-  observe(election, options = {}) {
-    return this.watch("elections", election, options);
+  async *observe(election, options = {}) {
+    /** @type {string | undefined} */
+    let last;
+    for await (const state of this.watch("elections", election, options)) {
+      const now = JSON.stringify([state.leader?.node ?? "", state.leader?.value ?? ""]);
+      if (now !== last) {
+        last = now;
+        yield state;
+      }
+    }
   }
 
   /**
@@ -947,7 +1002,7 @@ export class Lease {
         }
         // no answer: try again
       }
-      await sleep(Math.min(pause, Math.max(0, until - performance.now())), []);
+      await sleep(Math.min(pause, Math.max(0, until - performance.now())), [], true);
       pause = Math.min(pause * 2, 2000);
     }
   }
@@ -1186,6 +1241,36 @@ export class Lease {
       return c;
     } finally {
       if (!elected) this.#drop("election", name); // a candidate in line holds nothing yet: campaign again resumes
+    }
+  }
+
+  /**
+   * Campaigns in rounds of `round` (default "30s"; the gateway's --max-wait
+   * at most) until the lease is elected, and returns the leadership. With
+   * `wait`, if that passes first, or if `signal` aborts, the candidacy is
+   * withdrawn before Timeout (or the signal's reason) is thrown.
+   * @param {string} name
+   * @param {CallOptions & {value?: string, round?: Duration, wait?: Duration}} [options]
+   * @returns {Promise<Campaign>}
+   */
+  async lead(name, options = {}) {
+    const round = parseDuration(options.round ?? "30s");
+    if (round <= 0) throw new InvalidRequest("the round of lead must be positive");
+    const until = options.wait === undefined ? undefined : performance.now() + parseDuration(options.wait);
+    try {
+      for (;;) {
+        const step = until === undefined ? round : Math.max(0, Math.min(round, until - performance.now()));
+        const c = await this.campaign(name, { value: options.value, wait: step, signal: options.signal });
+        if (c.elected) return c;
+        if (until !== undefined && performance.now() >= until) {
+          throw new Timeout(`lease ${this.id} was not elected leader of ${JSON.stringify(name)} within ${String(options.wait)}`);
+        }
+      }
+    } catch (e) {
+      if ((e instanceof Timeout || options.signal?.aborted) && !this.lost && !this.#revoked) {
+        await this.resign(name).catch(() => {}); // the lease's end withdraws it anyway
+      }
+      throw e;
     }
   }
 

@@ -257,7 +257,7 @@ func pause(ctx context.Context, d time.Duration) error {
 // that wait on a handover. Run checked the URLs.
 func (r *run) newClient(i int) *client.Client {
 	c, _ := client.New(r.cfg.URLs[i%len(r.cfg.URLs)], client.WithHTTPClient(&http.Client{Transport: &timer{run: r, since: map[string]time.Time{}}}),
-		client.WithRetryWindow(time.Minute))
+		client.WithRetryWindow(time.Minute), client.WithConnectRetries(1000)) // a restart refuses connections for a while
 	return c
 }
 

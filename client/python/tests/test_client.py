@@ -466,6 +466,49 @@ class ElectionTest(ClientTest):
         self.assertFalse(watcher.is_alive())
 
 
+    def test_observe_skips_the_line(self) -> None:
+        # Candidates joining and leaving behind the leader are no change of leader.
+        name = unique("observed")
+        with self.gate.lease() as a, self.gate.lease() as b, self.gate.lease() as c:
+            leaders = self.gate.observe(name, wait="5s")
+            self.assertIsNone(next(leaders)["leader"])
+            first = a.campaign(name, value="a1")
+            self.assertTrue(first.elected)
+            self.assertEqual(next(leaders)["leader"]["value"], "a1")
+            self.assertFalse(b.campaign(name, value="b").elected)
+            self.assertFalse(c.campaign(name, value="c").elected)
+            c.resign(name)
+            first.proclaim("a2")
+            state = next(leaders)
+            self.assertEqual((state["leader"]["lease"], state["leader"]["value"]), (a.id, "a2"))
+            self.assertEqual([x["lease"] for x in state["candidates"]], [a.id, b.id])
+            first.resign()
+            self.assertEqual(next(leaders)["leader"]["lease"], b.id)
+            leaders.close()
+
+    def test_lead(self) -> None:
+        name = unique("led")
+        with self.gate.lease() as a, self.gate.lease() as b:
+            with a.lead(name, "a", round="1s") as led:
+                self.assertTrue(led.elected)
+                self.assertIsNotNone(led.token)
+                # b waits in rounds; with a wait that passes first it gives up and leaves the line.
+                with self.assertRaises(zkgate.Timeout):
+                    b.lead(name, "b", round="200ms", wait="500ms")
+                state, _ = self.gate.state("elections", name)
+                self.assertEqual([x["lease"] for x in state["candidates"]], [a.id])
+                got: List[zkgate.Campaign] = []
+                waiter = threading.Thread(target=lambda: got.append(b.lead(name, "b", round="200ms")))
+                waiter.start()
+                eventually("b in line", lambda: len(self.gate.state("elections", name)[0]["candidates"]) == 2)
+            waiter.join(PATIENCE)  # a resigned at the end of its block: b leads
+            self.assertEqual(len(got), 1)
+            self.assertTrue(got[0].elected)
+            self.assertGreater(got[0].token, led.token)
+            with self.assertRaises(zkgate.InvalidRequest):
+                b.lead(name, round="0s")
+
+
 class BarrierTest(ClientTest):
     def test_barrier(self) -> None:
         name = unique("deploy")

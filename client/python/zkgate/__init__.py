@@ -14,6 +14,7 @@ Standard library only; Python 3.9 and later.
 """
 
 from ._client import (
+    DEFAULT_CONNECT_RETRIES,
     DEFAULT_URL,
     KINDS,
     Campaign,
@@ -53,16 +54,17 @@ from ._errors import (
     TransportError,
     Unauthenticated,
     Unavailable,
+    Unreachable,
     UnsupportedMediaType,
     WouldDeadlock,
     ZkgateError,
 )
 
 __all__ = [
-    "DEFAULT_URL", "KINDS", "Campaign", "Claim", "Duration", "Gateway", "Grant", "Item", "Lease",
+    "DEFAULT_CONNECT_RETRIES", "DEFAULT_URL", "KINDS", "Campaign", "Claim", "Duration", "Gateway", "Grant", "Item", "Lease",
     "Membership", "__version__", "format_duration", "parse_duration",
     "AlreadyHeld", "CountMismatch", "Deadlock", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
     "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",
     "NotHeld", "NotLeader", "QueueFull", "StaleToken", "Timeout", "TooLarge", "TooMany", "TransportError",
-    "Unauthenticated", "Unavailable", "UnsupportedMediaType", "WouldDeadlock", "ZkgateError",
+    "Unauthenticated", "Unavailable", "Unreachable", "UnsupportedMediaType", "WouldDeadlock", "ZkgateError",
 ]

@@ -6,6 +6,7 @@ import datetime
 import http.client
 import json
 import os
+import random
 import re
 import ssl
 import threading
@@ -24,6 +25,7 @@ from ._errors import (
     TooMany,
     TransportError,
     Unavailable,
+    Unreachable,
     ZkgateError,
     error_from,
 )
@@ -34,6 +36,8 @@ Duration = Union[str, int, float, datetime.timedelta]
 """A Go duration string (``"500ms"``, ``"15s"``, ``"2m"``), or seconds, or a timedelta."""
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+DEFAULT_CONNECT_RETRIES = 3
+_MAX_RETRY_AFTER = 5.0  # the longest pause a Retry-After is followed for
 _MIN_KEEPALIVE = 0.1  # the shortest time between keepalives, however near the deadline
 # The bound of a connection to a gateway other than this one's URL (a lease's
 # keeper, named by X-Zkgate-Lease-Moved-To): its address may be out of reach
@@ -87,6 +91,21 @@ def _wire_duration(d: Duration) -> Tuple[str, float]:
     """The duration as sent (a string is sent as given, once checked) and in seconds."""
     secs = parse_duration(d)
     return (d.strip() if isinstance(d, str) else format_duration(secs)), secs
+
+
+def _backoff(attempt: int) -> float:
+    """The pause before retry ``attempt + 1``: 100 ms doubling to 2 s, with
+    jitter (half to all of it) so that many clients do not retry in step."""
+    d = min(0.1 * 2 ** min(attempt, 5), 2.0)
+    return d / 2 + random.uniform(0, d / 2)
+
+
+def gateway_url(url: Optional[str] = None) -> str:
+    """The gateway URL a client uses: ``url``, else ``$ZKGATE_URL``, else
+    DEFAULT_URL (empty counts as unset); ``host:port`` means
+    ``http://host:port``. The Go and Node clients read it the same way."""
+    u = (url or "").strip() or os.environ.get("ZKGATE_URL", "").strip() or DEFAULT_URL
+    return u if "://" in u else "http://" + u
 
 
 def _name(name: str) -> str:
@@ -152,12 +171,15 @@ class _Target:
 class Gateway:
     """A zkgate gateway.
 
-    ``url`` defaults to ``$ZKGATE_URL``, then ``http://127.0.0.1:8080``;
-    ``token`` to ``$ZKGATE_TOKEN`` (sent as ``Authorization: Bearer``).
-    ``timeout`` is how long the client waits for an answer beyond the
-    server-side ``wait`` of the call; ``retry_for`` how long (beyond the
+    ``url`` defaults to ``$ZKGATE_URL``, then ``http://127.0.0.1:8080``
+    (``host:port`` means ``http://host:port``); ``token`` to
+    ``$ZKGATE_TOKEN`` (sent as ``Authorization: Bearer``; ``""`` sends
+    none). ``timeout`` is how long the client waits for an answer beyond
+    the server-side ``wait`` of the call; ``retry_for`` how long (beyond the
     ``wait``) it retries a call that is safe to repeat when the gateway is
-    unreachable or unavailable.
+    unavailable (503, 429, a connection lost after the request was sent).
+    A call that cannot connect at all is tried ``connect_retries`` times
+    more, within that time, then raises ``Unreachable``.
     """
 
     def __init__(
@@ -167,9 +189,10 @@ class Gateway:
         *,
         timeout: float = 10.0,
         retry_for: float = 10.0,
+        connect_retries: int = DEFAULT_CONNECT_RETRIES,
         ssl_context: Optional[ssl.SSLContext] = None,
     ) -> None:
-        url = url or os.environ.get("ZKGATE_URL") or DEFAULT_URL
+        url = gateway_url(url)
         try:
             self._target = _Target(url)
         except ValueError:
@@ -178,6 +201,7 @@ class Gateway:
         self.token = token if token is not None else (os.environ.get("ZKGATE_TOKEN") or None)
         self.timeout = float(timeout)
         self.retry_for = float(retry_for)
+        self.connect_retries = max(int(connect_retries), 0)
         self._ssl = ssl_context
 
     def __repr__(self) -> str:
@@ -245,13 +269,16 @@ class Gateway:
         lease: Optional["Lease"] = None,
         via: Optional["Lease"] = None,
     ) -> _Reply:
-        """A call, retried while it is ``safe`` to repeat (idempotent on the
-        gateway) and the trouble is transient: no answer, 503, or 429. A
-        ``wait`` is sent as ``?wait=``, shortened on each retry so that the
-        whole call stays within it. An error of a class in ``done_on_retry``
-        answering a retry means that the first attempt did the work. A call
-        made for a lease (``lease``, or ``via`` for one that may have ended)
-        goes where the lease moved (see ``Lease.url``)."""
+        """A call, retried with backoff until ``wait`` plus ``retry_for`` has
+        passed: whatever the call, when it found no connection (nothing was
+        sent; Unreachable once ``connect_retries`` retries found none either)
+        or was answered 429; and while it is ``safe`` to repeat (idempotent
+        on the gateway), when the connection broke after it was sent or the
+        answer was 503. A ``wait`` is sent as ``?wait=``, shortened on each
+        retry so that the whole call stays within it. An error of a class in
+        ``done_on_retry`` answering a retry means that the first attempt did
+        the work. A call made for a lease (``lease``, or ``via`` for one that
+        may have ended) goes where the lease moved (see ``Lease.url``)."""
         via = via or lease
         query = dict(query or {})
         wait_secs = 0.0
@@ -263,7 +290,8 @@ class Gateway:
             data, ctype = json.dumps(body).encode("utf-8"), "application/json"
         start = time.monotonic()
         deadline = start + wait_secs + self.retry_for
-        delay, attempt = 0.1, 0
+        attempt, dials = 0, 0
+        unknown = False  # an earlier attempt may have done the work
         while True:
             if lease is not None:
                 lease.check()
@@ -280,26 +308,38 @@ class Gateway:
                                      reply.headers.get("Retry-After"))
                 return reply
             except (TransportError, Unavailable, TooMany) as e:
-                if to is not None and via is not None and isinstance(e, _NotConnected):
-                    via._unreachable(to)  # nothing was sent: this URL passes it on
-                    continue
-                # A 429 was refused before any work; the others may have been done.
-                if not (safe or isinstance(e, TooMany)):
-                    raise
-                pause = delay if e.retry_after is None else max(delay, min(e.retry_after, 5.0))
+                failure: ZkgateError = e
+                if isinstance(e, _NotConnected):
+                    if to is not None and via is not None:
+                        via._unreachable(to)  # nothing was sent: this URL passes it on
+                        continue
+                    # Nothing was sent, so any call may be tried again: a few
+                    # times, since a gateway that is down should be told at once.
+                    dials += 1
+                    failure = Unreachable(f"no connection to the gateway at {self.url} in {dials} attempts: {e}")
+                    failure.__cause__ = e
+                    if dials > self.connect_retries:
+                        raise failure from e
+                elif not (safe or isinstance(e, TooMany)):
+                    raise  # a 429 was refused before any work; the others may have been done
+                pause = _backoff(attempt)
+                if e.retry_after is not None:
+                    pause = max(pause, min(e.retry_after, _MAX_RETRY_AFTER))
                 if time.monotonic() + pause > deadline:
-                    raise
+                    if failure is e:
+                        raise
+                    raise failure from e
+                unknown = unknown or (failure is e and not isinstance(e, TooMany))
                 if lease is not None:
                     if lease.lost.wait(pause):
                         lease.check()
                 else:
                     time.sleep(pause)
-                delay = min(delay * 2, 2.0)
                 attempt += 1
             except ZkgateError as e:
                 if lease is not None and isinstance(e, LeaseLost):
                     lease._lose(e)
-                if attempt > 0 and isinstance(e, done_on_retry):
+                if unknown and isinstance(e, done_on_retry):
                     return _Reply(204, http.client.HTTPMessage(), b"")
                 raise
 
@@ -412,8 +452,17 @@ class Gateway:
         self, election: str, *, wait: Duration = "30s", stop: Optional[threading.Event] = None
     ) -> Iterator[Dict[str, Any]]:
         """Yields an election's state (``leader``, or None, and ``candidates``)
-        now and whenever it changes."""
-        return self.watch("elections", election, wait=wait, stop=stop)
+        now and whenever its leader changes: another candidate leads, the
+        leader proclaims a new value, or there is none. Changes of the
+        candidates in line behind the leader are skipped."""
+        last: Optional[Tuple[str, str]] = None
+        first = True
+        for state in self.watch("elections", election, wait=wait, stop=stop):
+            leader = state.get("leader") or {}
+            now = (leader.get("node", ""), leader.get("value", ""))
+            if first or now != last:
+                first, last = False, now
+                yield state
 
     def fence(self, lock: str, token: int) -> bool:
         """Whether ``token`` is the fencing token of a current holder of the
@@ -877,6 +926,32 @@ class Lease:
         finally:
             if not elected:  # a candidate in line holds nothing yet: campaign again resumes
                 self._drop("election", name)
+
+    def lead(self, name: str, value: str = "", *, round: Duration = "30s", wait: Optional[Duration] = None) -> "Campaign":
+        """Campaigns in rounds of ``round`` (the gateway's ``--max-wait`` at
+        most) until the lease is elected, and returns the leadership (``with``
+        resigns). With ``wait``, if that passes first, or if the wait is
+        interrupted (KeyboardInterrupt), the candidacy is withdrawn before
+        Timeout (or the interruption) is raised."""
+        round_secs = parse_duration(round)
+        if round_secs <= 0:
+            raise InvalidRequest("the round of lead must be positive")
+        until = None if wait is None else time.monotonic() + parse_duration(wait)
+        try:
+            while True:
+                step = round_secs if until is None else max(0.0, min(round_secs, until - time.monotonic()))
+                campaign = self.campaign(name, value, step)
+                if campaign.elected:
+                    return campaign
+                if until is not None and time.monotonic() >= until:
+                    raise Timeout(f"lease {self.id} was not elected leader of {name!r} within {wait}")
+        except (Timeout, KeyboardInterrupt):
+            if not self.lost.is_set() and not self._revoked:
+                try:
+                    self.resign(name)
+                except ZkgateError:
+                    pass  # the lease's end withdraws it anyway
+            raise
 
     def proclaim(self, name: str, value: str) -> Dict[str, Any]:
         """Sets the leader's value; NotLeader unless this lease leads."""

@@ -51,6 +51,12 @@ class TransportError(ZkgateError):
     carried out."""
 
 
+class Unreachable(TransportError):
+    """No connection to the gateway could be made (refused, no route, unknown
+    host) in ``1 + connect_retries`` attempts: nothing was sent. The message
+    names the gateway's URL and the last failure."""
+
+
 class InvalidRequest(ZkgateError, ValueError):
     """400 ``invalid_request``, or a request the client refuses to send (a bad
     name or duration)."""

@@ -1,0 +1,169 @@
+"""How the client finds and reaches its gateway: ZKGATE_URL and ZKGATE_TOKEN
+(read as the Go and Node clients read them), and a gateway nobody listens for.
+Run by scripts/test-clients.sh, which starts a gateway and sets ZKGATE_URL."""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import os
+import socket
+import sys
+import threading
+import unittest
+from typing import List, Optional
+from unittest import mock
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import zkgate  # noqa: E402
+from test_client import PATIENCE, URL  # noqa: E402
+
+
+class RecordingProxy:
+    """An HTTP proxy in front of the gateway that records the Authorization
+    header of every request it passes on."""
+
+    def __init__(self, upstream: str) -> None:
+        host_port = upstream.split("//", 1)[1].split("/", 1)[0]
+        host, port = host_port.rsplit(":", 1)
+        proxy = self
+        self.auth: List[Optional[str]] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def relay(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                proxy.auth.append(self.headers.get("Authorization"))
+                conn = http.client.HTTPConnection(host, int(port), timeout=PATIENCE)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                    conn.request(self.command, self.path, body=body or None, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                finally:
+                    conn.close()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = relay
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host_port = "127.0.0.1:%d" % self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(PATIENCE)
+
+
+def dead_address() -> str:
+    """A loopback host:port nobody listens on: a port taken, then let go."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return "127.0.0.1:%d" % port
+
+
+class EnvironmentTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.proxy = RecordingProxy(URL)
+        self.addCleanup(self.proxy.close)
+
+    def env(self, **values: str) -> None:
+        patch = mock.patch.dict(os.environ, values)
+        patch.start()
+        self.addCleanup(patch.stop)
+
+    def test_defaults(self) -> None:
+        self.env(ZKGATE_URL="", ZKGATE_TOKEN="")
+        gate = zkgate.Gateway()
+        self.assertEqual(gate.url, "http://127.0.0.1:8080")
+        self.assertEqual(zkgate.DEFAULT_URL, "http://127.0.0.1:8080")
+        self.assertIsNone(gate.token)
+
+    def test_url_and_token_from_the_environment(self) -> None:
+        self.env(ZKGATE_URL=" %s " % self.proxy.host_port, ZKGATE_TOKEN="from-env")
+        gate = zkgate.Gateway()
+        self.assertEqual(gate.url, "http://" + self.proxy.host_port)
+        gate.list("locks")
+        self.assertEqual(self.proxy.auth[-1], "Bearer from-env")
+
+    def test_what_the_caller_gives_wins(self) -> None:
+        self.env(ZKGATE_URL="http://127.0.0.1:9", ZKGATE_TOKEN="from-env")
+        gate = zkgate.Gateway(self.proxy.host_port, "given")
+        self.assertEqual(gate.url, "http://" + self.proxy.host_port)
+        gate.list("locks")
+        self.assertEqual(self.proxy.auth[-1], "Bearer given")
+        zkgate.Gateway("http://" + self.proxy.host_port, "").list("locks")
+        self.assertIsNone(self.proxy.auth[-1])
+
+    def test_urls(self) -> None:
+        self.env(ZKGATE_URL="")
+        for given, want in {"localhost:8080": "http://localhost:8080", "[::1]:80": "http://[::1]:80",
+                            "https://h:1/base/": "https://h:1/base", "h:1/base": "http://h:1/base"}.items():
+            self.assertEqual(zkgate.Gateway(given).url, want, given)
+        for bad in ("ftp://h:1", "http://", "http://h:1/?q=1", "http://u@h:1", "http://h:1/#f"):
+            with self.assertRaises(zkgate.InvalidRequest, msg=bad):
+                zkgate.Gateway(bad)
+            self.env(ZKGATE_URL=bad)
+            with self.assertRaises(zkgate.InvalidRequest, msg=bad):
+                zkgate.Gateway()
+            self.env(ZKGATE_URL="")
+
+
+class UnreachableTest(unittest.TestCase):
+    """A gateway nobody listens for: Unreachable, naming the URL, after
+    1 + connect_retries connection attempts, whatever the call."""
+
+    def attempts(self, call) -> int:
+        real = http.client.HTTPConnection.connect
+        count = [0]
+
+        def counting(conn: http.client.HTTPConnection) -> None:
+            count[0] += 1
+            real(conn)
+
+        with mock.patch.object(http.client.HTTPConnection, "connect", counting):
+            call()
+        return count[0]
+
+    def test_unreachable(self) -> None:
+        address = dead_address()
+        gate = zkgate.Gateway(address)
+        calls = {
+            "lease": lambda: gate.lease(),
+            "state": lambda: gate.state("locks", "x"),
+            "produce": lambda: gate.produce("q", b"x"),
+            "wait_barrier": lambda: gate.wait_barrier("b", wait="1m"),
+        }
+        for name, call in calls.items():
+            def failing() -> None:
+                with self.assertRaises(zkgate.Unreachable, msg=name) as caught:
+                    call()
+                self.assertIn("http://" + address, str(caught.exception))
+                self.assertIsInstance(caught.exception.__cause__, zkgate.TransportError)
+                self.assertIsInstance(caught.exception, zkgate.TransportError)
+            self.assertEqual(self.attempts(failing), 1 + zkgate.DEFAULT_CONNECT_RETRIES, name)
+        self.assertEqual(zkgate.DEFAULT_CONNECT_RETRIES, 3)
+
+        for gate in (zkgate.Gateway(address, connect_retries=0), zkgate.Gateway(address, retry_for=0)):
+            def once() -> None:
+                with self.assertRaises(zkgate.Unreachable):
+                    gate.state("locks", "x")
+            self.assertEqual(self.attempts(once), 1)
+        self.assertFalse(zkgate.Gateway(address).ready())
+
+
+if __name__ == "__main__":
+    unittest.main()
