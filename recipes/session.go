@@ -560,36 +560,30 @@ func (s *Session) Saved() SavedSession {
 // Saved returned before. It returns once nothing of this gateway can reach
 // ZooKeeper through the session any more.
 func (s *Session) Detach() {
-	s.mu.Lock()
-	if s.state == StateClosed {
-		s.mu.Unlock()
-		return
-	}
-	s.stopLossTimerLocked()
-	s.setStateLocked(StateClosed)
-	close(s.done)
-	conn := s.conn
-	s.mu.Unlock()
-	if conn != nil {
+	if conn := s.shut(); conn != nil {
 		conn.Detach()
 	}
 }
 
 // Close ends the session; its ephemeral nodes go at once.
 func (s *Session) Close() {
+	if conn := s.shut(); conn != nil {
+		conn.Close()
+	}
+}
+
+// shut marks the session closed and returns its connection for the caller
+// to end or detach; nil if it was closed already.
+func (s *Session) shut() *zk.Conn {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.state == StateClosed {
-		s.mu.Unlock()
-		return
+		return nil
 	}
 	s.stopLossTimerLocked()
 	s.setStateLocked(StateClosed)
 	close(s.done)
-	conn := s.conn
-	s.mu.Unlock()
-	if conn != nil {
-		conn.Close()
-	}
+	return s.conn
 }
 
 // timeout is the session timeout ZooKeeper granted (it clamps the one asked
