@@ -37,9 +37,15 @@ func markdownFiles(t *testing.T) []string {
 	return files
 }
 
-// prose is a Markdown file without its fenced code blocks and inline code,
-// where a link is an example, not a link.
+// prose is a Markdown file without its code blocks and inline code, where
+// a link is an example, not a link.
 func prose(text string) string {
+	return inlineCode.ReplaceAllString(outsideCodeBlocks(text), "")
+}
+
+// outsideCodeBlocks is a Markdown file with its fenced and indented code
+// blocks blanked, line for line.
+func outsideCodeBlocks(text string) string {
 	var b strings.Builder
 	fence := ""
 	for _, line := range strings.Split(text, "\n") {
@@ -50,7 +56,7 @@ func prose(text string) string {
 		case fence != "" && strings.HasPrefix(trimmed, fence):
 			fence = ""
 		case fence == "" && !strings.HasPrefix(line, "    ") && !strings.HasPrefix(line, "\t"):
-			b.WriteString(inlineCode.ReplaceAllString(line, ""))
+			b.WriteString(line)
 		}
 		b.WriteString("\n")
 	}
@@ -58,14 +64,14 @@ func prose(text string) string {
 }
 
 // anchors are the fragments that a Markdown file's headings (as GitHub
-// makes them: lower case, punctuation dropped, spaces to hyphens, repeats
-// numbered) and HTML anchors give it.
+// makes them: lower case, punctuation dropped, inline code's text kept,
+// spaces to hyphens, repeats numbered) and HTML anchors give it.
 func anchors(text string) map[string]bool {
 	out := map[string]bool{}
-	for _, line := range strings.Split(prose(text), "\n") {
-		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
-			out[m[1]] = true
-		}
+	for _, m := range htmlAnchor.FindAllStringSubmatch(prose(text), -1) {
+		out[m[1]] = true
+	}
+	for _, line := range strings.Split(outsideCodeBlocks(text), "\n") {
 		if !strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -177,6 +183,32 @@ func TestBrokenLinksFound(t *testing.T) {
 		"README.md: docs/guide.md#setup (no heading #setup in docs/guide.md)",
 		"README.md: #nowhere (no heading #nowhere in README.md)",
 		"README.md: docs/missing.png (no docs/missing.png)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("broken links:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestAnchorsKeepInlineCode: a heading's anchor keeps the text of its
+// inline code, as GitHub makes it ("From the shell: `zkgate lock`" is
+// #from-the-shell-zkgate-lock), and a link from a page in docs/ resolves
+// from docs/.
+func TestAnchorsKeepInlineCode(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.MkdirAll("docs", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile("README.md", []byte("# Top\n\n## From the shell: `zkgate lock`, `elect`\n"), 0o644)
+	os.WriteFile("docs/cli.md", []byte(strings.Join([]string{
+		"# CLI", "",
+		"[ok](../README.md#from-the-shell-zkgate-lock-elect) [ok](../README.md) [ok](cli.md#cli)",
+		"[bad heading](../README.md#from-the-shell-) [gone](api.md) [gone](../docs/api.md#x)",
+	}, "\n")), 0o644)
+	got := brokenLinks(t, "docs/cli.md")
+	want := []string{
+		"docs/cli.md: ../README.md#from-the-shell- (no heading #from-the-shell- in README.md)",
+		"docs/cli.md: api.md (no docs/api.md)",
+		"docs/cli.md: ../docs/api.md#x (no docs/api.md)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("broken links:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
