@@ -179,7 +179,7 @@ func TestContentionKeepsTheLastHolds(t *testing.T) {
 // The record's memory is bounded by its names: ContentionNames names, each
 // with an hour of minutes whose waits and holds hit 60 buckets each (every
 // duration from 100µs to 3 minutes), and its last holds and waits with
-// 200-byte holder labels. The measure is in README (Where the time goes).
+// 200-byte holder labels. The measure is in docs/contention.md.
 func TestContentionMemoryIsBounded(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	c := NewContention(nil)
@@ -214,7 +214,7 @@ func TestContentionMemoryIsBounded(t *testing.T) {
 		t.Errorf("%d names kept", len(c.names))
 	}
 	if used > 64<<20 {
-		t.Errorf("the record takes %.1f MiB, more than the 64 MiB README promises at most", float64(used)/(1<<20))
+		t.Errorf("the record takes %.1f MiB, more than the 64 MiB docs/contention.md promises at most", float64(used)/(1<<20))
 	}
 	runtime.KeepAlive(c)
 }

@@ -82,7 +82,7 @@ done
 [ "$(stat -c %a /etc/zkgate/zkgate.env)" = 600 ] || fail "/etc/zkgate/zkgate.env is not 0600"
 dpkg-query -W -f='${Conffiles}\n' zkgate | grep -q '^ /etc/zkgate/zkgate.env ' || fail "/etc/zkgate/zkgate.env is not a conffile"
 [ "$(stat -c %a:%G /etc/zkgate)" = 2750:zkgate ] || fail "/etc/zkgate is $(stat -c %a:%G /etc/zkgate), not 2750:zkgate"
-# The tokens file as README's Install says to make it: the service's user
+# The tokens file as docs/operations.md's Install says to make it: the service's user
 # reads it, through a rewrite too.
 /usr/bin/zkgate token new --auth-file /etc/zkgate/tokens --name first '*:*:read' >/dev/null 2>&1
 chmod 0640 /etc/zkgate/tokens

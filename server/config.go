@@ -47,7 +47,7 @@ type Config struct {
 	LogLevel     string
 	Advertise    string
 
-	// Security (see README, "Security").
+	// Security (see docs/security.md).
 	AuthFile      string // --auth-file: the client tokens; empty: tokens off
 	Insecure      bool   // serve a non-loopback address without tokens
 	MetricsListen string // --metrics-listen: /metrics, open, on an address of its own

@@ -44,13 +44,13 @@ func configOf(t *testing.T, args ...string) server.Config {
 // The embedded ZooKeeper's heap holds every cap filled, as measured, with
 // the default caps and others; it grows with each cap; and the defaults
 // need more than the 256 MiB it had (a few hundred produces of 512 KiB
-// filled that with ZooKeeper's log of its last writes alone). README says
-// what the defaults come to.
+// filled that with ZooKeeper's log of its last writes alone).
+// docs/security.md (Limits) says what the defaults come to.
 func TestEmbeddedHeapCoversTheCaps(t *testing.T) {
-	const documented = 1600 << 20 // README, Limits
+	const documented = 1600 << 20 // docs/security.md, Limits
 	def := configOf(t)
 	if got := server.EmbeddedHeap(def); got != documented {
-		t.Fatalf("the default caps give a heap of %d MiB; README says %d MiB", got>>20, documented>>20)
+		t.Fatalf("the default caps give a heap of %d MiB; docs/security.md says %d MiB", got>>20, documented>>20)
 	}
 	if need := requiredHeap(def); documented < need || documented <= 256<<20 {
 		t.Fatalf("the default heap of %d MiB is below the %d MiB measured with every default cap filled", documented>>20, need>>20)

@@ -16,7 +16,7 @@ import (
 // for the foreign node. Curator's drivers sort the children by the text
 // after their own marker and skip the others, so a Curator client of the
 // other recipe does not wait for zkgate: such mixes exclude one way only.
-// The README says so: use one recipe per name.
+// docs/interop.md says so: use one recipe per name.
 func TestInteropCuratorMixedRecipes(t *testing.T) {
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})

@@ -18,7 +18,7 @@ import (
 )
 
 // Exit codes of the client commands (lock, elect, queue, barrier...),
-// listed by `zkgate help` and in the README. lock and elect otherwise exit
+// listed by `zkgate help` and in docs/cli.md. lock and elect otherwise exit
 // with CMD's own code, or 128+N when a signal N ended it.
 const (
 	exitFailed      = 1   // the gateway refused the operation, or it failed

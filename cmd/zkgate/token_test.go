@@ -143,13 +143,14 @@ func TestSafeDefault(t *testing.T) {
 }
 
 // TestEveryFlagDocumented: every flag of `zkgate serve -h` names its
-// environment twin, and README's configuration table lists both.
+// environment twin, and the configuration table (docs/operations.md) lists
+// both.
 func TestEveryFlagDocumented(t *testing.T) {
 	var help bytes.Buffer
 	if err := run(context.Background(), []string{"zkgate", "serve", "-h"}, func(string) string { return "" }, &help, &bytes.Buffer{}); err != nil {
 		t.Fatalf("serve -h: %v", err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	table, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,8 +165,8 @@ func TestEveryFlagDocumented(t *testing.T) {
 			t.Errorf("serve -h: --%s does not name its environment twin %s", name, env)
 		}
 		row := regexp.MustCompile("(?m)^\\| `--" + regexp.QuoteMeta(name) + "` \\| `" + env + "` \\|")
-		if !row.Match(readme) {
-			t.Errorf("README's configuration table has no row for --%s (%s)", name, env)
+		if !row.Match(table) {
+			t.Errorf("docs/operations.md's configuration table has no row for --%s (%s)", name, env)
 		}
 	}
 }

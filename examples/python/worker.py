@@ -2,7 +2,7 @@
 """A worker: takes a lease (kept alive on a thread) and a lock, writes to a
 store that checks the lock's fencing token, and consumes a queue at least once.
 
-    pip install ./client/python      # see the README for installing offline
+    pip install ./client/python      # see docs/clients.md for installing offline
     ZKGATE_URL=http://127.0.0.1:8080 python3 examples/python/worker.py [LOCK [QUEUE]]
 
 It produces its own three items first, so that it runs on its own; it exits

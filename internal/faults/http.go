@@ -136,7 +136,7 @@ const (
 )
 
 // onClientClock converts t, a time on the clock of the gateway that gave
-// a, to the client's: sent + (t - X-Zkgate-Time), as the README asks of a
+// a, to the client's: sent + (t - X-Zkgate-Time), as docs/api.md asks of a
 // client whose clock may be set differently. The gateway read its clock
 // after the request was sent, so the result is never later than t would be
 // on one clock. False when the answer carries no X-Zkgate-Time.

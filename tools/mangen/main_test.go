@@ -15,8 +15,8 @@ func TestMain(m *testing.M) { gwtest.Main(m) }
 
 // TestPagesFromTheProgram: the real binary writes a page for every command
 // that zkgate help lists, down to each subcommand, each of which groff reads
-// without a warning; zkgate-serve(1) documents every flag of the README's
-// Configuration table with its environment twin.
+// without a warning; zkgate-serve(1) documents every flag of the
+// Configuration table (docs/operations.md) with its environment twin.
 func TestPagesFromTheProgram(t *testing.T) {
 	bin := gwtest.Binary(t)
 	dir := t.TempDir()
@@ -85,13 +85,13 @@ func TestPagesFromTheProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	table, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := regexp.MustCompile("(?m)^\\| `--([a-z0-9-]+)` \\| `(ZKGATE_[A-Z0-9_]+)` \\|").FindAllStringSubmatch(string(readme), -1)
+	rows := regexp.MustCompile("(?m)^\\| `--([a-z0-9-]+)` \\| `(ZKGATE_[A-Z0-9_]+)` \\|").FindAllStringSubmatch(string(table), -1)
 	if len(rows) < 20 {
-		t.Fatalf("found %d flags in the README's Configuration table", len(rows))
+		t.Fatalf("found %d flags in the Configuration table of docs/operations.md", len(rows))
 	}
 	page := string(serve)
 	for _, r := range rows {
