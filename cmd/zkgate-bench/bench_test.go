@@ -145,3 +145,16 @@ func TestQueueFlags(t *testing.T) {
 		t.Fatal("one item was accepted")
 	}
 }
+
+func TestStatCPU(t *testing.T) {
+	// A command with spaces and a ')' of its own: utime 250 and stime 37
+	// ticks are fields 14 and 15.
+	line := "4242 (zk gate) (x)) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 37 0 0 20 0 12 0 100 0 0"
+	d, err := statCPU(line)
+	if err != nil || d != 2870*time.Millisecond {
+		t.Fatalf("statCPU = %v, %v; want 2.87s", d, err)
+	}
+	if _, err := statCPU("4242 (zkgate) S 1 2"); err == nil {
+		t.Fatal("a short line: no error")
+	}
+}

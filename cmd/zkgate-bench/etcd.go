@@ -27,6 +27,11 @@ type etcdResult struct {
 	etcdLock   summary
 	etcdUnlock summary
 	blocks     int
+
+	// 32 workers on distinct locks, gateway vs. etcd, ABBA halves: cycles,
+	// and the CPU of the gateway (or etcd) and ZooKeeper meanwhile.
+	workers                  int
+	distinctGW, distinctEtcd cpuSide
 }
 
 func (r etcdResult) ratioP50() float64  { return float64(r.gw.p50) / float64(r.etcd.p50) }
@@ -248,7 +253,80 @@ func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
 		res.blocks = b + 1
 	}
 	res.gw, res.etcd, res.etcdLock, res.etcdUnlock = summarize(gw), summarize(et), summarize(etL), summarize(etU)
-	return res, nil
+	res.workers = e.cfg.distinctWorkers
+	err = e.etcdDistinct(ctx, es, &res)
+	return res, err
+}
+
+// etcdDistinct runs cfg.distinctWorkers workers, each locking and unlocking
+// a lock of its own with a lease of its own, through the gateway and
+// through etcd's lock API, in ABBA halves of cfg.distinctDur after a
+// warm-up each; it reads the CPU time of the gateway (or etcd) and of
+// ZooKeeper around each half.
+func (e *env) etcdDistinct(ctx context.Context, es *etcdServer, res *etcdResult) error {
+	n := e.cfg.distinctWorkers
+	ec := newClient(es.url, 2*n, time.Minute)
+	defer ec.close()
+	eops := make([]func(context.Context) error, n)
+	for i := range eops {
+		st, b, err := ec.do(ctx, http.MethodPost, "/v3/lease/grant", []byte(`{"TTL":600}`))
+		if err := expect("etcd lease grant", st, b, err, http.StatusOK); err != nil {
+			return err
+		}
+		var lease struct {
+			ID string `json:"ID"`
+		}
+		if err := json.Unmarshal(b, &lease); err != nil || lease.ID == "" {
+			return fmt.Errorf("etcd lease grant: %s", truncate(b, 300))
+		}
+		lockBody, _ := json.Marshal(map[string]string{"name": base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "bench-ed-%d", i)), "lease": lease.ID})
+		eops[i] = func(ctx context.Context) error {
+			st, b, err := ec.do(ctx, http.MethodPost, "/v3/lock/lock", lockBody)
+			if err := expect("etcd lock", st, b, err, http.StatusOK); err != nil {
+				return err
+			}
+			var k struct {
+				Key string `json:"key"`
+			}
+			if err := json.Unmarshal(b, &k); err != nil || k.Key == "" {
+				return fmt.Errorf("etcd lock: no key in %s", truncate(b, 300))
+			}
+			ub, _ := json.Marshal(map[string]string{"key": k.Key})
+			st, b, err = ec.do(ctx, http.MethodPost, "/v3/lock/unlock", ub)
+			return expect("etcd unlock", st, b, err, http.StatusOK)
+		}
+	}
+	c := newClient(e.gw.url, 2*n, time.Minute)
+	defer c.close()
+	leases, err := c.createLeases(ctx, n, 8, 10*time.Minute, "bench-etcd-distinct")
+	defer func() { _ = c.revokeLeases(context.Background(), leases, 8) }()
+	if err != nil {
+		return err
+	}
+	gops := make([]func(context.Context) error, n)
+	for i, id := range leases {
+		body := leaseBody(id)
+		acquire := fmt.Sprintf("/v1/locks/bench-ed-%d/acquire", i)
+		release := fmt.Sprintf("/v1/locks/bench-ed-%d/release", i)
+		gops[i] = func(ctx context.Context) error {
+			st, b, err := c.do(ctx, http.MethodPost, acquire, body)
+			if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+				return err
+			}
+			st, b, err = c.do(ctx, http.MethodPost, release, body)
+			return expect("release", st, b, err, http.StatusNoContent)
+		}
+	}
+	return inHalves(e.cfg.distinctDur,
+		func(d time.Duration, s *cpuSide) error {
+			r, err := runOps(ctx, gops, d, e.gw.pid(), e.zkPID)
+			return addRun(s, r, err)
+		},
+		func(d time.Duration, s *cpuSide) error {
+			r, err := runOps(ctx, eops, d, es.cmd.Process.Pid, e.zkPID)
+			return addRun(s, r, err)
+		},
+		&cpuSide{}, &cpuSide{}, &res.distinctGW, &res.distinctEtcd)
 }
 
 // printEtcd writes section 1b and adds its summary rows.
@@ -285,6 +363,18 @@ func (r *report) printEtcd(p func(string, ...any), sum *[][4]string) {
 	p("Stretch target: gateway at most %.2fx etcd. p50: %.2fx %s; mean: %.2fx %s.", targetEtcdRatio,
 		x.ratioP50(), verdict(x.ratioP50() <= targetEtcdRatio), x.ratioMean(), verdict(x.ratioMean() <= targetEtcdRatio))
 	p("")
+	if g, et := x.distinctGW, x.distinctEtcd; g.ops > 0 && et.ops > 0 {
+		p("%d workers on distinct locks: each worker its own lease and lock (`bench-ed-N`), acquire + release through the gateway, lock + unlock through etcd's lock API, on keep-alive connections, ABBA halves after a warm-up each (%s of each in all). CPU: the server's utime+stime (the gateway's or etcd's) and ZooKeeper's from /proc/<pid>/stat around each half, per cycle.", x.workers, g.elapsed.Round(time.Millisecond))
+		p("")
+		p("| server | cycles | cycles/s | its CPU per cycle | ZooKeeper CPU per cycle |")
+		p("|---|---:|---:|---:|---:|")
+		p("| gateway | %s | %.0f | %s | %s |", thousands(g.ops), g.rate(), msf(g.gwPerOp()), msf(g.zkPerOp()))
+		p("| etcd | %s | %.0f | %s | — |", thousands(et.ops), et.rate(), msf(et.gwPerOp()))
+		p("| **ratio gateway/etcd** | | **%.2fx** | | |", g.rate()/et.rate())
+		p("")
+		*sum = append(*sum, ratioRow(fmt.Sprintf("1b. cycles/s, %d workers on distinct locks, gateway/etcd lock API", x.workers), g.rate()/et.rate(),
+			fmt.Sprintf("gateway %.0f/s, etcd %.0f/s", g.rate(), et.rate()), 1.0, false))
+	}
 	*sum = append(*sum,
 		stretch(ratioRow("1b. uncontended p50, gateway/etcd lock API (stretch)", x.ratioP50(), fmt.Sprintf("%s vs %s", msf(x.gw.p50), msf(x.etcd.p50)), targetEtcdRatio, true)),
 		stretch(ratioRow("1b. uncontended mean, gateway/etcd lock API (stretch)", x.ratioMean(), fmt.Sprintf("%s vs %s", msf(x.gw.mean), msf(x.etcd.mean)), targetEtcdRatio, true)))

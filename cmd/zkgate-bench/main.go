@@ -110,6 +110,11 @@ type config struct {
 	distinctWorkers int
 	distinctDur     time.Duration
 
+	cpuWorkers  int
+	cpuDur      time.Duration
+	baselineBin string
+	cpuProfile  string
+
 	etcdBin        string
 	etcdIterations int
 
@@ -142,7 +147,7 @@ type config struct {
 	quick          bool
 }
 
-var allPhases = []string{"latency", "contention", "distinct", "etcd", "keepalive", "queue-throughput", "queue-wakeup", "dashboard", "restart", "churn", "waiters"}
+var allPhases = []string{"latency", "contention", "distinct", "etcd", "keepalive", "queue-throughput", "queue-wakeup", "dashboard", "restart", "churn", "cpu", "waiters"}
 
 // waiterProtos are the protocols of the waiter-memory phase, in run order.
 var waiterProtos = []string{"h1", "h2c", "tls"}
@@ -171,6 +176,10 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.qWakeups, "queue-wakeups", 300, "queue wake-up test: produces to a waiting consumer, each for the gateway and for the direct client")
 	fs.IntVar(&c.distinctWorkers, "distinct-workers", 32, "distinct-locks test: workers, each on its own lock")
 	fs.DurationVar(&c.distinctDur, "distinct-duration", 10*time.Second, "distinct-locks run time, each for the gateway and for the direct client (run as two halves, ABBA)")
+	fs.IntVar(&c.cpuWorkers, "cpu-workers", 32, "CPU test: workers, each with its own lease, lock and queue")
+	fs.DurationVar(&c.cpuDur, "cpu-duration", 8*time.Second, "CPU test: run time of each workload for each binary (run as two halves, ABBA with -baseline-bin)")
+	fs.StringVar(&c.baselineBin, "baseline-bin", "", "CPU test: a zkgate binary to compare this build with (for instance one built from main), on a gateway process of its own")
+	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "CPU test: write a CPU profile of each gateway under the lock workload into this directory (the gateways then serve --debug-listen)")
 	fs.StringVar(&c.etcdBin, "etcd", "etcd", "the etcd binary of the etcd comparison (looked up on PATH; the phase is skipped without it)")
 	fs.IntVar(&c.etcdIterations, "etcd-iterations", 1000, "etcd comparison: uncontended lock+unlock iterations, each for the gateway and for etcd (blocks of -block, ABBA)")
 	fs.IntVar(&c.dashClients, "dashboard-clients", 3000, "dashboard fan-out test: WebSocket clients on /ws?page=locks")
@@ -220,6 +229,7 @@ func parseFlags(args []string) (config, error) {
 		quick("queue-duration", func() { c.qDur = 2 * time.Second })
 		quick("queue-wakeups", func() { c.qWakeups = 50 })
 		quick("distinct-duration", func() { c.distinctDur = 2 * time.Second })
+		quick("cpu-duration", func() { c.cpuDur = 2 * time.Second })
 		quick("etcd-iterations", func() { c.etcdIterations = 300 })
 		quick("dashboard-clients", func() { c.dashClients = 300 })
 		quick("restart-jobs", func() { c.restartJobs = 6 })
@@ -261,7 +271,7 @@ func parseFlags(args []string) (config, error) {
 	switch {
 	case c.iterations < 1, c.warmup < 0, c.block < 1, c.contenders < 1, c.waiters < 1, c.ramp < 1, c.kaWorkers < 1,
 		c.qProducers < 1, c.qConsumers < 1, c.qBacklog < 1, c.qWakeups < 1,
-		c.distinctWorkers < 1, c.etcdIterations < 1, c.dashClients < 1, c.dashChanges < 1, c.dashRamp < 1,
+		c.distinctWorkers < 1, c.cpuWorkers < 1, c.etcdIterations < 1, c.dashClients < 1, c.dashChanges < 1, c.dashRamp < 1,
 		c.restartGateways < 1, c.restartRounds < 1, c.restartJobs < 1, c.restartHolders < 1,
 		c.churnWorkers < 1, c.heldLocks < 1:
 		return c, errors.New("counts must be positive")
@@ -269,9 +279,9 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("-queue-items must be at least 2")
 	case c.qBytes < 32:
 		return c, errors.New("-queue-bytes must be at least 32 (the items carry a unique id)")
-	case c.contentionDur < 100*time.Millisecond, c.distinctDur < 100*time.Millisecond, c.kaDur < 100*time.Millisecond, c.qDur < 200*time.Millisecond,
+	case c.contentionDur < 100*time.Millisecond, c.distinctDur < 100*time.Millisecond, c.cpuDur < 200*time.Millisecond, c.kaDur < 100*time.Millisecond, c.qDur < 200*time.Millisecond,
 		c.churnDur < 100*time.Millisecond, c.churnWait < time.Millisecond, c.churnSettle < 0:
-		return c, errors.New("durations must be at least 100ms (-queue-duration 200ms)")
+		return c, errors.New("durations must be at least 100ms (-queue-duration and -cpu-duration 200ms)")
 	case c.contentionWait < time.Second || c.waiterWait < time.Second:
 		return c, errors.New("waits must be at least 1s")
 	case c.restartJobHold < time.Second, c.restartGap < 0, c.restartDrain < 0:

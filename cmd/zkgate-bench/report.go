@@ -63,6 +63,7 @@ type report struct {
 	dash       dashResult
 	restart    restartResult
 	churn      churnResult
+	cpu        cpuResult
 }
 
 func (r *report) violations() int64 {
@@ -250,6 +251,7 @@ func (r *report) print(w io.Writer) {
 	r.printDash(p, &sum)
 	r.printRestart(p, &sum)
 	r.printChurn(p, &sum)
+	r.printCPU(p, &sum)
 
 	if len(sum) > 0 {
 		p("## Summary")

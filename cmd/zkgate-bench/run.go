@@ -27,6 +27,7 @@ type env struct {
 	cfg    config
 	zkAddr string
 	gw     *gateway
+	zkPID  int      // ZooKeeper's JVM
 	conn   *zk.Conn // a direct client for checks and the uncontended test
 	bin    string   // the zkgate binary
 	tmp    string   // the run's temp dir
@@ -137,7 +138,7 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	}
 	defer conn.Close()
 
-	e := &env{cfg: cfg, zkAddr: zs.Addr(), gw: gw, conn: conn, bin: bin, tmp: tmp}
+	e := &env{cfg: cfg, zkAddr: zs.Addr(), zkPID: zs.PID(), gw: gw, conn: conn, bin: bin, tmp: tmp}
 	if cfg.phases["latency"] {
 		progress("1. uncontended latency: %d warm-up + %d iterations each", cfg.warmup, cfg.iterations)
 		if rep.latency, err = e.latency(ctx); err != nil {
@@ -198,6 +199,12 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 		progress("9. churn: %d workers on fresh names for %s, then %d locks held", cfg.churnWorkers, cfg.churnDur, cfg.heldLocks)
 		if rep.churn, err = e.churn(ctx); err != nil {
 			return rep, fmt.Errorf("churn: %w", err)
+		}
+	}
+	if cfg.phases["cpu"] {
+		progress("10. CPU per operation: %d workers, %s of each workload for each binary", cfg.cpuWorkers, cfg.cpuDur)
+		if rep.cpu, err = e.cpuPhase(ctx); err != nil {
+			return rep, fmt.Errorf("CPU per operation: %w", err)
 		}
 	}
 	if cfg.phases["waiters"] {

@@ -33,7 +33,8 @@ func TestSmoke(t *testing.T) {
 		"-dashboard-clients", "10", "-dashboard-changes", "1",
 		"-restart-gateways", "2", "-restart-rounds", "1", "-restart-gap", "0s", "-restart-drain", "1s", "-restart-jobs", "2",
 		"-restart-job-hold", "3s", "-restart-holders", "1",
-		"-churn-duration", "300ms", "-churn-workers", "2", "-churn-settle", "2s", "-held-locks", "30"})
+		"-churn-duration", "300ms", "-churn-workers", "2", "-churn-settle", "2s", "-held-locks", "30",
+		"-cpu-duration", "400ms", "-cpu-workers", "2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +73,14 @@ func TestSmoke(t *testing.T) {
 	case lerr == nil && (rep.etcd.gw.n == 0 || rep.etcd.etcd.n == 0):
 		t.Errorf("etcd comparison: %+v", rep.etcd)
 	}
+	if lerr == nil && (rep.etcd.distinctGW.ops == 0 || rep.etcd.distinctEtcd.ops == 0) {
+		t.Errorf("etcd on distinct locks: %+v, %+v", rep.etcd.distinctGW, rep.etcd.distinctEtcd)
+	}
+	for _, w := range cpuWorkloads {
+		if s := rep.cpu.this[w]; s == nil || s.ops == 0 || s.elapsed == 0 {
+			t.Errorf("cpu phase, %s: %+v", w, s)
+		}
+	}
 	if len(rep.waiters) != len(waiterProtos) {
 		t.Fatalf("waiters over %d protocols, want %d", len(rep.waiters), len(waiterProtos))
 	}
@@ -101,7 +110,7 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("held locks: %+v", h)
 	}
 	s := out.String()
-	for _, h := range []string{"## 1. ", "## 1b. ", "## 2. ", "## 2b. ", "## 3a. ", "## 3b. ", "## 3c. ", "## 4. ", "## 5. ", "## 6. ", "## 7. ", "## 8. ", "## 9. ", "### 9b. ", "## Summary", "forceSync=yes"} {
+	for _, h := range []string{"## 1. ", "## 1b. ", "## 2. ", "## 2b. ", "## 3a. ", "## 3b. ", "## 3c. ", "## 4. ", "## 5. ", "## 6. ", "## 7. ", "## 8. ", "## 9. ", "### 9b. ", "## 10. ", "## Summary", "forceSync=yes"} {
 		if !strings.Contains(s, h) {
 			t.Errorf("the report has no %q", h)
 		}

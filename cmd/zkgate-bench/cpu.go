@@ -1,0 +1,395 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The gateway's CPU per operation, the target of issue 24: at most this per
+// acquire+release cycle on the bench's machine (half of 0.255 ms).
+const targetCPUPerCycle = 130 * time.Microsecond
+
+// cpuWorkloads are the operations whose CPU cost the cpu phase measures, in
+// run order.
+var cpuWorkloads = []string{"lock", "keepalive", "queue", "read"}
+
+// cpuWorkloadNames say what one operation of each workload is.
+var cpuWorkloadNames = map[string]string{
+	"lock":      "acquire + release (distinct locks)",
+	"keepalive": "keepalive",
+	"queue":     "produce + take (a queue each)",
+	"read":      "blocking read answered (index behind)",
+}
+
+// cpuSide is one binary's measured halves of one workload.
+type cpuSide struct {
+	ops     int64
+	elapsed time.Duration
+	gwCPU   time.Duration // the gateway process's utime+stime over the halves
+	zkCPU   time.Duration // ZooKeeper's, over the same halves
+}
+
+func (s cpuSide) rate() float64 { return rate(s.ops, s.elapsed) }
+
+func (s cpuSide) gwPerOp() time.Duration { return perOp(s.gwCPU, s.ops) }
+
+func (s cpuSide) zkPerOp() time.Duration { return perOp(s.zkCPU, s.ops) }
+
+func perOp(d time.Duration, n int64) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	return d / time.Duration(n)
+}
+
+type cpuResult struct {
+	workers  int
+	baseline string // the baseline binary ("": none, this build alone)
+	base     map[string]*cpuSide
+	this     map[string]*cpuSide
+	profiles []string // CPU profiles written (-cpu-profile)
+}
+
+// cpuTime is a process's user+system CPU time so far, from /proc/<pid>/stat.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	d, err := statCPU(string(b))
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return d, nil
+}
+
+// statCPU reads utime+stime from a /proc/<pid>/stat line. The command may
+// hold spaces and parentheses, so fields count from the last ')'. utime and
+// stime are fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
+func statCPU(s string) (time.Duration, error) {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("no command")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%d fields", len(f))
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("utime %q stime %q", f[11], f[12])
+	}
+	const clkTck = 100
+	return time.Duration(u+st) * time.Second / clkTck, nil
+}
+
+// cpuGateway is one binary's gateway in the cpu phase with what its
+// workloads use: leases, and each worker's lock held for the reads.
+type cpuGateway struct {
+	gw     *gateway
+	c      *client
+	leases []string
+	held   []string // each worker's lease holds its bench-r-N lock
+	debug  string   // its --debug-listen address ("" without -cpu-profile)
+}
+
+// cpuPhase runs each workload on this build and on -baseline-bin (when
+// given), each a gateway process of its own on the bench's ZooKeeper (on a
+// root of its own), in ABBA halves after a warm-up each, and reads both
+// gateways' and ZooKeeper's CPU time from /proc around every half.
+func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
+	zkPID := e.zkPID
+	n := e.cfg.cpuWorkers
+	res = cpuResult{workers: n, baseline: e.cfg.baselineBin, base: map[string]*cpuSide{}, this: map[string]*cpuSide{}}
+	start := func(bin, tag string) (*cpuGateway, error) {
+		extra := []string{"--root", gatewayRoot + "-cpu-" + tag}
+		g := &cpuGateway{}
+		if e.cfg.cpuProfile != "" {
+			p, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			g.debug = fmt.Sprintf("127.0.0.1:%d", p)
+			extra = append(extra, "--debug-listen", g.debug)
+		}
+		gw, err := startGateway(ctx, bin, e.zkAddr, e.cfg.logLevel, filepath.Join(e.tmp, "zkgate-cpu-"+tag+".log"), nil, extra...)
+		if err != nil {
+			return nil, err
+		}
+		g.gw = gw
+		g.c = newClient(gw.url, 2*n, time.Minute)
+		if g.leases, err = g.c.createLeases(ctx, n, 8, 10*time.Minute, "bench-cpu"); err != nil {
+			return g, err
+		}
+		err = parallel(ctx, n, n, func(i int) error {
+			st, b, err := g.c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/bench-r-%d/acquire", i), leaseBody(g.leases[i]))
+			return expect("acquire", st, b, err, http.StatusOK)
+		})
+		return g, err
+	}
+	stop := func(g *cpuGateway) {
+		if g == nil || g.gw == nil {
+			return
+		}
+		_ = g.c.revokeLeases(context.Background(), g.leases, 8)
+		g.c.close()
+		_ = g.gw.stop()
+	}
+	this, err := start(e.bin, "this")
+	defer stop(this)
+	if err != nil {
+		return res, err
+	}
+	var base *cpuGateway
+	if e.cfg.baselineBin != "" {
+		base, err = start(e.cfg.baselineBin, "base")
+		defer stop(base)
+		if err != nil {
+			return res, err
+		}
+	}
+	half := e.cfg.cpuDur / 2
+	warm := min(time.Second, half/2)
+	for _, w := range cpuWorkloads {
+		res.this[w], res.base[w] = &cpuSide{}, &cpuSide{}
+		order := []*cpuGateway{this}
+		if base != nil {
+			order = []*cpuGateway{base, this, this, base}
+			if _, err := e.cpuHalf(ctx, base, zkPID, w, warm); err != nil {
+				return res, err
+			}
+		}
+		if _, err := e.cpuHalf(ctx, this, zkPID, w, warm); err != nil {
+			return res, err
+		}
+		for _, g := range order {
+			s, err := e.cpuHalf(ctx, g, zkPID, w, half)
+			if err != nil {
+				return res, err
+			}
+			into := res.this[w]
+			if g == base {
+				into = res.base[w]
+			}
+			_ = addRun(into, s, nil)
+		}
+	}
+	if e.cfg.cpuProfile != "" {
+		if err := os.MkdirAll(e.cfg.cpuProfile, 0o755); err != nil {
+			return res, err
+		}
+		for _, g := range []*cpuGateway{base, this} {
+			if g == nil {
+				continue
+			}
+			tag := "this"
+			if g == base {
+				tag = "base"
+			}
+			path := filepath.Join(e.cfg.cpuProfile, "cpu-"+tag+".pprof")
+			if err := e.profileLock(ctx, g, zkPID, path); err != nil {
+				return res, err
+			}
+			res.profiles = append(res.profiles, path)
+		}
+	}
+	return res, nil
+}
+
+// profileLock takes a CPU profile of a gateway under the lock workload.
+func (e *env) profileLock(ctx context.Context, g *cpuGateway, zkPID int, path string) error {
+	secs := int(max(e.cfg.cpuDur/2, time.Second) / time.Second)
+	got := make(chan error, 1)
+	go func() {
+		hc := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
+		resp, err := hc.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", g.debug, secs))
+		if err != nil {
+			got <- err
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(path)
+		if err != nil {
+			got <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		got <- errorsJoin(err, f.Close())
+	}()
+	if _, err := e.cpuHalf(ctx, g, zkPID, "lock", time.Duration(secs)*time.Second+500*time.Millisecond); err != nil {
+		return err
+	}
+	return <-got
+}
+
+func errorsJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// cpuHalf runs one workload on one gateway for d and returns its operations
+// and the CPU the gateway and ZooKeeper spent meanwhile.
+func (e *env) cpuHalf(ctx context.Context, g *cpuGateway, zkPID int, workload string, d time.Duration) (cpuSide, error) {
+	var s cpuSide
+	n := len(g.leases)
+	ops := make([]func(ctx context.Context) error, n)
+	for i, id := range g.leases {
+		body := leaseBody(id)
+		switch workload {
+		case "lock":
+			acquire := fmt.Sprintf("/v1/locks/bench-c-%d/acquire", i)
+			release := fmt.Sprintf("/v1/locks/bench-c-%d/release", i)
+			ops[i] = func(ctx context.Context) error {
+				st, b, err := g.c.do(ctx, http.MethodPost, acquire, body)
+				if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+					return err
+				}
+				st, b, err = g.c.do(ctx, http.MethodPost, release, body)
+				return expect("release", st, b, err, http.StatusNoContent)
+			}
+		case "keepalive":
+			path := "/v1/leases/" + id + "/keepalive"
+			ops[i] = func(ctx context.Context) error {
+				st, b, err := g.c.do(ctx, http.MethodPost, path, nil)
+				return expect("keepalive", st, b, err, http.StatusOK)
+			}
+		case "queue":
+			q := gwQueue{c: g.c, name: fmt.Sprintf("bench-cq-%d", i)}
+			item := payload("cpu", int64(i), e.cfg.qBytes)
+			ops[i] = func(ctx context.Context) error {
+				if err := q.produce(ctx, 0, item); err != nil {
+					return err
+				}
+				_, ok, err := q.take(ctx, 0, 0)
+				if err == nil && !ok {
+					err = fmt.Errorf("take of %s: empty after a produce", q.name)
+				}
+				return err
+			}
+		case "read":
+			path := fmt.Sprintf("/v1/locks/bench-r-%d?index=1&wait=30s", i)
+			ops[i] = func(ctx context.Context) error {
+				st, b, err := g.c.do(ctx, http.MethodGet, path, nil)
+				return expect("blocking read", st, b, err, http.StatusOK)
+			}
+		default:
+			return s, fmt.Errorf("unknown cpu workload %q", workload)
+		}
+	}
+	return runOps(ctx, ops, d, g.gw.pid(), zkPID)
+}
+
+// addRun adds a run's figures to s.
+func addRun(s *cpuSide, r cpuSide, err error) error {
+	s.ops += r.ops
+	s.elapsed += r.elapsed
+	s.gwCPU += r.gwCPU
+	s.zkCPU += r.zkCPU
+	return err
+}
+
+// runOps runs each op in a loop of its own for d and returns the operations
+// done and the CPU that the server process and ZooKeeper spent meanwhile.
+func runOps(ctx context.Context, ops []func(context.Context) error, d time.Duration, serverPID, zkPID int) (cpuSide, error) {
+	var s cpuSide
+	n := len(ops)
+	gw0, err := cpuTime(serverPID)
+	if err != nil {
+		return s, err
+	}
+	zk0, err := cpuTime(zkPID)
+	if err != nil {
+		return s, err
+	}
+	var count atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	start := time.Now()
+	deadline := start.Add(d)
+	for _, op := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if err := op(ctx); err != nil {
+					errs <- err
+					return
+				}
+				count.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	s.elapsed = time.Since(start)
+	gw1, err := cpuTime(serverPID)
+	if err != nil {
+		return s, err
+	}
+	zk1, err := cpuTime(zkPID)
+	if err != nil {
+		return s, err
+	}
+	s.ops, s.gwCPU, s.zkCPU = count.Load(), gw1-gw0, zk1-zk0
+	close(errs)
+	if err := ctx.Err(); err != nil {
+		return s, err
+	}
+	return s, <-errs
+}
+
+// printCPU writes the cpu phase's section and adds its summary rows.
+func (r *report) printCPU(p func(string, ...any), sum *[][4]string) {
+	k := r.cpu
+	if len(k.this) == 0 {
+		return
+	}
+	p("## 10. The gateway's CPU per operation")
+	p("")
+	against := "this build alone"
+	if k.baseline != "" {
+		against = "this build and the baseline binary `" + k.baseline + "`, each a gateway process of its own on the same ZooKeeper, in ABBA halves (after a warm-up each)"
+	}
+	p("%d workers, each with its own lease, on keep-alive connections: %s. CPU is each process's utime+stime from /proc/<pid>/stat, read around every half, divided by the operations answered in it.", k.workers, against)
+	p("")
+	p("| operation | binary | ops | ops/s | gateway CPU per op | ZooKeeper CPU per op |")
+	p("|---|---|---:|---:|---:|---:|")
+	us := func(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+	for _, w := range cpuWorkloads {
+		for _, b := range []struct {
+			name string
+			s    *cpuSide
+		}{{"baseline", k.base[w]}, {"this build", k.this[w]}} {
+			if b.s == nil || b.s.ops == 0 {
+				continue
+			}
+			p("| %s | %s | %s | %.0f | %s | %s |", cpuWorkloadNames[w], b.name, thousands(b.s.ops), b.s.rate(), us(b.s.gwPerOp()), us(b.s.zkPerOp()))
+		}
+		if b, t := k.base[w], k.this[w]; b != nil && t != nil && b.ops > 0 && t.ops > 0 {
+			p("| | **this/baseline** | | %.2fx | **%.2fx** | %.2fx |", t.rate()/b.rate(),
+				float64(t.gwPerOp())/float64(b.gwPerOp()), float64(t.zkPerOp())/float64(b.zkPerOp()))
+		}
+	}
+	for _, f := range k.profiles {
+		p("")
+		p("CPU profile under the lock workload: `%s` (`go tool pprof -top %s`).", f, f)
+	}
+	p("")
+	if t := k.this["lock"]; t != nil && t.ops > 0 {
+		*sum = append(*sum, [4]string{"10. the gateway's CPU per acquire+release cycle", us(t.gwPerOp()), "<= " + us(targetCPUPerCycle), verdict(t.gwPerOp() <= targetCPUPerCycle)})
+	}
+}
