@@ -162,12 +162,18 @@ func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
 		}
 	}
 	half := e.cfg.cpuDur / 2
+	if base != nil {
+		half /= time.Duration(e.cfg.cpuRounds)
+	}
 	warm := min(time.Second, half/2)
-	for _, w := range cpuWorkloads {
+	for _, w := range e.cfg.cpuLoads {
 		res.this[w], res.base[w] = &cpuSide{}, &cpuSide{}
 		order := []*cpuGateway{this}
 		if base != nil {
-			order = []*cpuGateway{base, this, this, base}
+			order = nil
+			for range e.cfg.cpuRounds {
+				order = append(order, base, this, this, base)
+			}
 			if _, err := e.cpuHalf(ctx, base, zkPID, w, warm); err != nil {
 				return res, err
 			}
@@ -362,7 +368,7 @@ func (r *report) printCPU(p func(string, ...any), sum *[][4]string) {
 	p("")
 	against := "this build alone"
 	if k.baseline != "" {
-		against = "this build and the baseline binary `" + k.baseline + "`, each a gateway process of its own on the same ZooKeeper, in ABBA halves (after a warm-up each)"
+		against = "this build and the baseline binary `" + k.baseline + "`, each a gateway process of its own on the same ZooKeeper, in ABBA rounds (after a warm-up each)"
 	}
 	p("%d workers, each with its own lease, on keep-alive connections: %s. CPU is each process's utime+stime from /proc/<pid>/stat, read around every half, divided by the operations answered in it.", k.workers, against)
 	p("")

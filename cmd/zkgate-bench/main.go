@@ -112,6 +112,8 @@ type config struct {
 
 	cpuWorkers  int
 	cpuDur      time.Duration
+	cpuRounds   int
+	cpuLoads    []string
 	baselineBin string
 	cpuProfile  string
 
@@ -178,6 +180,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.distinctDur, "distinct-duration", 10*time.Second, "distinct-locks run time, each for the gateway and for the direct client (run as two halves, ABBA)")
 	fs.IntVar(&c.cpuWorkers, "cpu-workers", 32, "CPU test: workers, each with its own lease, lock and queue")
 	fs.DurationVar(&c.cpuDur, "cpu-duration", 8*time.Second, "CPU test: run time of each workload for each binary (run as two halves, ABBA with -baseline-bin)")
+	fs.IntVar(&c.cpuRounds, "cpu-rounds", 2, "CPU test: ABBA rounds of each workload with -baseline-bin, -cpu-duration split among them (more rounds: less drift from other load on the machine)")
+	loads := fs.String("cpu-workloads", strings.Join(cpuWorkloads, ","), "CPU test: workloads to run, of "+strings.Join(cpuWorkloads, ","))
 	fs.StringVar(&c.baselineBin, "baseline-bin", "", "CPU test: a zkgate binary to compare this build with (for instance one built from main), on a gateway process of its own")
 	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "CPU test: write a CPU profile of each gateway under the lock workload into this directory (the gateways then serve --debug-listen)")
 	fs.StringVar(&c.etcdBin, "etcd", "etcd", "the etcd binary of the etcd comparison (looked up on PATH; the phase is skipped without it)")
@@ -250,6 +254,16 @@ func parseFlags(args []string) (config, error) {
 			c.waiterProtocols = append(c.waiterProtocols, p)
 		}
 	}
+	for _, w := range strings.Split(*loads, ",") {
+		w = strings.TrimSpace(w)
+		if w == "" {
+			continue
+		}
+		if !slices.Contains(cpuWorkloads, w) {
+			return c, fmt.Errorf("-cpu-workloads: unknown workload %q (have %s)", w, strings.Join(cpuWorkloads, ","))
+		}
+		c.cpuLoads = append(c.cpuLoads, w)
+	}
 	if len(c.waiterProtocols) == 0 {
 		return c, errors.New("-waiter-protocols: none given")
 	}
@@ -271,7 +285,7 @@ func parseFlags(args []string) (config, error) {
 	switch {
 	case c.iterations < 1, c.warmup < 0, c.block < 1, c.contenders < 1, c.waiters < 1, c.ramp < 1, c.kaWorkers < 1,
 		c.qProducers < 1, c.qConsumers < 1, c.qBacklog < 1, c.qWakeups < 1,
-		c.distinctWorkers < 1, c.cpuWorkers < 1, c.etcdIterations < 1, c.dashClients < 1, c.dashChanges < 1, c.dashRamp < 1,
+		c.distinctWorkers < 1, c.cpuWorkers < 1, c.cpuRounds < 1, c.etcdIterations < 1, c.dashClients < 1, c.dashChanges < 1, c.dashRamp < 1,
 		c.restartGateways < 1, c.restartRounds < 1, c.restartJobs < 1, c.restartHolders < 1,
 		c.churnWorkers < 1, c.heldLocks < 1:
 		return c, errors.New("counts must be positive")
