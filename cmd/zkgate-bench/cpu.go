@@ -97,13 +97,13 @@ func statCPU(s string) (time.Duration, error) {
 }
 
 // cpuGateway is one binary's gateway in the cpu phase with what its
-// workloads use: leases, and each worker's lock held for the reads.
+// workloads use: a lease per worker, which holds its bench-r-N lock for
+// the reads.
 type cpuGateway struct {
 	gw     *gateway
 	c      *client
 	leases []string
-	held   []string // each worker's lease holds its bench-r-N lock
-	debug  string   // its --debug-listen address ("" without -cpu-profile)
+	debug  string // its --debug-listen address ("" without -cpu-profile)
 }
 
 // cpuPhase runs each workload on this build and on -baseline-bin (when
