@@ -263,13 +263,19 @@ func (o *observer) sessionEnded(session int64, at time.Time) {
 // the session that owns it (rec.Session) and how long the record was seen
 // (rec.RecordUntil). It syncs first, so that a record made through another
 // ZooKeeper server is found; one not found then was deleted already, at a
-// time the observer cannot tell, and is left unknown.
+// time the observer cannot tell, and is left unknown. A record made anew
+// (deleted and created in one transaction, as a gateway that adopts the
+// lease in a handover does) is the lease moving, not its end: a deletion
+// is looked at again, and a record of another czxid than the first seen
+// marks the lease Moved.
 func (o *observer) watchLease(id string, rec *LeaseRecord) {
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
 		p := o.root + "/leases/" + id
 		synced := false
+		var czxid int64         // of the record as last seen
+		var deletedAt time.Time // of a deletion not yet looked at again
 		for {
 			select {
 			case <-o.stop:
@@ -298,9 +304,18 @@ func (o *observer) watchLease(id string, rec *LeaseRecord) {
 				}
 			}
 			if !ok {
+				if !deletedAt.IsZero() {
+					o.hist.record(func(h *History) { rec.RecordUntil = deletedAt })
+				}
 				return
 			}
-			o.hist.record(func(h *History) { rec.Session = st.EphemeralOwner })
+			deletedAt = time.Time{}
+			moved := czxid != 0 && st.Czxid != czxid
+			czxid = st.Czxid
+			o.hist.record(func(h *History) {
+				rec.Session = st.EphemeralOwner
+				rec.Moved = rec.Moved || moved
+			})
 			select {
 			case <-o.stop:
 				now := time.Now()
@@ -308,9 +323,8 @@ func (o *observer) watchLease(id string, rec *LeaseRecord) {
 				return
 			case ev := <-ch:
 				if ev.Type == zk.EventNodeDeleted {
-					now := time.Now()
-					o.hist.record(func(h *History) { rec.RecordUntil = now })
-					return
+					deletedAt = time.Now() // gone, unless made anew
+					continue
 				}
 				if ev.Type == zk.EventNodeDataChanged {
 					o.hist.record(func(h *History) { rec.Moved = true })
