@@ -62,76 +62,81 @@ func TestFLWRuok(t *testing.T) {
 	}
 }
 
+// zkSrvr38Out is the srvr reply of Debian's ZooKeeper 3.8 (standalone, one
+// client connected): 3.7 and later write the build date as yyyy-mm-dd, and
+// Debian's build leaves the commit placeholder in the version.
+const zkSrvr38Out = `Zookeeper version: 3.8.0-${mvngit.commit.id}, built on 2024-12-29 17:54 UTC
+Latency min/avg/max: 1/7.5/22
+Received: 9
+Sent: 8
+Connections: 2
+Outstanding: 0
+Zxid: 0x2
+Mode: standalone
+Node count: 5
+`
+
 func TestFLWSrvr(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name  string
+		reply string
+		want  ServerStats
+	}{
+		{
+			name:  "3.4",
+			reply: zkSrvrOut,
+			want: ServerStats{
+				Sent: 4220, Received: 4207, NodeCount: 306,
+				MinLatency: 0, AvgLatency: 1, MaxLatency: 10,
+				Connections: 81, Outstanding: 1,
+				Epoch: 17, Counter: 175804215,
+				BuildTime: time.Date(2014, 2, 20, 9, 9, 0, 0, time.UTC),
+				Mode:      ModeLeader, Version: "3.4.6-1569965",
+			},
+		},
+		{
+			name:  "3.8",
+			reply: zkSrvr38Out,
+			want: ServerStats{
+				Sent: 8, Received: 9, NodeCount: 5,
+				MinLatency: 1, AvgLatency: 7.5, MaxLatency: 22,
+				Connections: 2, Outstanding: 0,
+				Epoch: 0, Counter: 2,
+				BuildTime: time.Date(2024, 12, 29, 17, 54, 0, 0, time.UTC),
+				Mode:      ModeStandalone, Version: "3.8.0-${mvngit.commit.id}",
+			},
+		},
 	}
-	defer l.Close()
+	for _, tt := range tests {
+		tt := tt
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go replyServer(l, tt.reply)
 
-	go tcpServer(l, "")
-
-	statsSlice, ok := FLWSrvr([]string{l.Addr().String()}, time.Second*10)
-	if !ok {
-		t.Errorf("failure indicated on 'srvr' parsing")
-	}
-	if len(statsSlice) == 0 {
-		t.Errorf("no *ServerStats instances returned")
-	}
-
-	stats := statsSlice[0]
-
-	if stats.Error != nil {
-		t.Fatalf("error seen in stats: %v", err.Error())
-	}
-
-	if stats.Sent != 4220 {
-		t.Errorf("Sent != 4220")
-	}
-
-	if stats.Received != 4207 {
-		t.Errorf("Received != 4207")
-	}
-
-	if stats.NodeCount != 306 {
-		t.Errorf("NodeCount != 306")
-	}
-
-	if stats.MinLatency != 0 {
-		t.Errorf("MinLatency != 0")
-	}
-
-	if stats.AvgLatency != 1 {
-		t.Errorf("AvgLatency != 1")
-	}
-
-	if stats.MaxLatency != 10 {
-		t.Errorf("MaxLatency != 10")
-	}
-
-	if stats.Connections != 81 {
-		t.Errorf("Connection != 81")
-	}
-
-	if stats.Outstanding != 1 {
-		t.Errorf("Outstanding != 1")
-	}
-
-	if stats.Epoch != 17 {
-		t.Errorf("Epoch != 17")
-	}
-
-	if stats.Counter != 175804215 {
-		t.Errorf("Counter != 175804215")
-	}
-
-	if stats.Mode != ModeLeader {
-		t.Errorf("Mode != ModeLeader")
-	}
-
-	if stats.Version != "3.4.6-1569965" {
-		t.Errorf("Version expected: 3.4.6-1569965")
+			statsSlice, ok := FLWSrvr([]string{l.Addr().String()}, time.Second*10)
+			if len(statsSlice) != 1 {
+				t.Fatalf("got %d *ServerStats, want 1", len(statsSlice))
+			}
+			got := *statsSlice[0]
+			if !ok || got.Error != nil {
+				t.Fatalf("failure indicated on 'srvr' parsing: ok %v, error %v", ok, got.Error)
+			}
+			if !got.BuildTime.Equal(tt.want.BuildTime) {
+				t.Errorf("BuildTime %v, want %v", got.BuildTime, tt.want.BuildTime)
+			}
+			want := tt.want
+			want.Server = l.Addr().String()
+			got.BuildTime, want.BuildTime = time.Time{}, time.Time{}
+			if got != want {
+				t.Errorf("got  %+v\nwant %+v", got, want)
+			}
+		})
 	}
 }
 
@@ -279,6 +284,23 @@ func TestFLWCons(t *testing.T) {
 				t.Errorf("Established value mismatch (%v/%v)", c.LastResponse, v.LastResponse)
 			}
 		}
+	}
+}
+
+// replyServer answers each connection's four-letter word with reply.
+func replyServer(listener net.Listener, reply string) {
+	for {
+		conn, err := listener.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer conn.Close()
+			if _, err := conn.Read(make([]byte, 4)); err != nil {
+				return
+			}
+			conn.Write([]byte(reply))
+		}()
 	}
 }
 
