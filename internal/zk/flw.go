@@ -168,6 +168,9 @@ func FLWCons(servers []string, timeout time.Duration) ([]*ServerClients, bool) {
 	if err != nil {
 		return nil, false
 	}
+	// A connection without a session (the one asking cons, among others)
+	// has only its counters: it is no client to report.
+	noSession := regexp.MustCompile(`^ /[^\[]+\[\d+\]\(queued=\d+,recved=\d+,sent=\d+\)$`)
 
 	servers = FormatServers(servers)
 	sc := make([]*ServerClients, len(servers))
@@ -185,19 +188,19 @@ func FLWCons(servers []string, timeout time.Duration) ([]*ServerClients, bool) {
 		scan := bufio.NewScanner(bytes.NewReader(response))
 
 		var clients []*ServerClient
+		var parseErr error
 
 		for scan.Scan() {
 			line := scan.Bytes()
 
-			if len(line) == 0 {
+			if len(line) == 0 || noSession.Match(line) {
 				continue
 			}
 
 			m := re.FindAllStringSubmatch(string(line), -1)
 
 			if m == nil {
-				err := fmt.Errorf("unable to parse fields from zookeeper response (no regex matches)")
-				sc[i] = &ServerClients{Error: err}
+				parseErr = fmt.Errorf("unable to parse fields from zookeeper response (no regex matches)")
 				imOk = false
 				continue
 			}
@@ -237,7 +240,7 @@ func FLWCons(servers []string, timeout time.Duration) ([]*ServerClients, bool) {
 			})
 		}
 
-		sc[i] = &ServerClients{Clients: clients}
+		sc[i] = &ServerClients{Clients: clients, Error: parseErr}
 	}
 
 	return sc, imOk

@@ -287,6 +287,58 @@ func TestFLWCons(t *testing.T) {
 	}
 }
 
+// zkCons38Out is the cons reply of Debian's ZooKeeper 3.8 with one client
+// connected: its last line is the connection that asks, which has no session.
+const zkCons38Out = ` /127.0.0.1:57930[1](queued=0,recved=2,sent=2,sid=0x10000d8f2770000,lop=EXIS,est=1795632409660,to=10000,lcxid=0x1,lzxid=0x1,lresp=14260596,llat=5,minlat=0,avglat=13,maxlat=22)
+ /127.0.0.1:57932[0](queued=0,recved=1,sent=0)
+
+`
+
+func TestFLWCons38(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go replyServer(l, zkCons38Out)
+
+	servers, ok := FLWCons([]string{l.Addr().String()}, time.Second*10)
+	if len(servers) != 1 {
+		t.Fatalf("got %d *ServerClients, want 1", len(servers))
+	}
+	if !ok || servers[0].Error != nil {
+		t.Fatalf("failure indicated on 'cons' parsing: ok %v, error %v", ok, servers[0].Error)
+	}
+	if n := len(servers[0].Clients); n != 1 {
+		t.Fatalf("got %d clients, want the one with a session", n)
+	}
+	c := servers[0].Clients[0]
+	if c.Addr != "127.0.0.1:57930" || c.SessionID != 0x10000d8f2770000 || c.LastOperation != "EXIS" ||
+		c.Received != 2 || c.Sent != 2 || c.Timeout != 10000 || c.Lcxid != 1 || c.Lzxid != 1 ||
+		c.LastLatency != 5 || c.AvgLatency != 13 || c.MaxLatency != 22 {
+		t.Errorf("client parsed as %+v", c)
+	}
+}
+
+func TestFLWConsUnparsedLine(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go replyServer(l, zkCons38Out+"not a connection\n")
+
+	servers, ok := FLWCons([]string{l.Addr().String()}, time.Second*10)
+	if ok || len(servers) != 1 || servers[0].Error == nil {
+		t.Fatalf("a line that is no connection: ok %v, %d results, want false and the error", ok, len(servers))
+	}
+	if n := len(servers[0].Clients); n != 1 {
+		t.Errorf("got %d clients, want the one parsed", n)
+	}
+}
+
 // replyServer answers each connection's four-letter word with reply.
 func replyServer(listener net.Listener, reply string) {
 	for {
