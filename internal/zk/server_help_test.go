@@ -3,7 +3,7 @@ package zk
 import (
 	"fmt"
 	"io"
-	"math/rand"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +52,7 @@ func StartTestCluster(t *testing.T, size int, stdout, stderr io.Writer) (*TestCl
 	tmpPath := t.TempDir()
 
 	success := false
-	startPort := int(rand.Int31n(6000) + 10000)
+	ports := freePorts(t, 3*size)
 	cluster := &TestCluster{Path: tmpPath}
 
 	defer func() {
@@ -65,18 +65,18 @@ func StartTestCluster(t *testing.T, size int, stdout, stderr io.Writer) (*TestCl
 		srvPath := filepath.Join(tmpPath, fmt.Sprintf("srv%d", serverN+1))
 		requireNoErrorf(t, os.Mkdir(srvPath, 0700), "failed to make server path")
 
-		port := startPort + serverN*3
 		cfg := ServerConfig{
-			ClientPort: port,
-			DataDir:    srvPath,
+			ClientPort:        ports[serverN*3],
+			ClientPortAddress: "127.0.0.1",
+			DataDir:           srvPath,
 		}
 
 		for i := 0; i < size; i++ {
 			serverNConfig := ServerConfigServer{
 				ID:                 i + 1,
 				Host:               "127.0.0.1",
-				PeerPort:           startPort + i*3 + 1,
-				LeaderElectionPort: startPort + i*3 + 2,
+				PeerPort:           ports[i*3+1],
+				LeaderElectionPort: ports[i*3+2],
 			}
 
 			cfg.Servers = append(cfg.Servers, serverNConfig)
@@ -112,13 +112,27 @@ func StartTestCluster(t *testing.T, size int, stdout, stderr io.Writer) (*TestCl
 		cluster.Config = cfg
 	}
 
-	if err := cluster.waitForStart(30, time.Second); err != nil {
+	if err := cluster.waitForStart(300, 100*time.Millisecond); err != nil {
 		return nil, err
 	}
 
 	success = true
 
 	return cluster, nil
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago:
+// every listener stays open until all are chosen, so none repeats.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		requireNoErrorf(t, err, "failed to pick a free port")
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
 func (tc *TestCluster) Connect(idx int) (*Conn, <-chan Event, error) {
@@ -147,7 +161,7 @@ func (tc *TestCluster) Stop() error {
 		srv.Srv.Stop()
 	}
 
-	return tc.waitForStop(5, time.Second)
+	return tc.waitForStop(50, 100*time.Millisecond)
 }
 
 // waitForStart blocks until the cluster is up
@@ -222,7 +236,7 @@ func (tc *TestCluster) StartAllServers() error {
 		}
 	}
 
-	if err := tc.waitForStart(10, time.Second*2); err != nil {
+	if err := tc.waitForStart(200, 100*time.Millisecond); err != nil {
 		return fmt.Errorf("failed to wait to startup zk servers: %v", err)
 	}
 
@@ -240,7 +254,7 @@ func (tc *TestCluster) StopAllServers() error {
 		return err
 	}
 
-	if err := tc.waitForStop(5, time.Second); err != nil {
+	if err := tc.waitForStop(50, 100*time.Millisecond); err != nil {
 		return fmt.Errorf("failed to wait to startup zk servers: %v", err)
 	}
 

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/zkgate/zkgate/zkserver"
 )
 
 type ErrMissingServerConfigField string
@@ -36,16 +38,9 @@ type server struct {
 }
 
 func NewIntegrationTestServer(t *testing.T, configPath string, stdout, stderr io.Writer) (*server, error) {
-	// allow external systems to configure this zk server bin path.
-	zkPath := os.Getenv("ZOOKEEPER_BIN_PATH")
-	if zkPath == "" {
-		// default to a static reletive path that can be setup with a build system
-		zkPath = "zookeeper/bin"
-	}
-	if _, err := os.Stat(zkPath); err != nil {
-		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("zk: could not find testing zookeeper bin path at %q: %v ", zkPath, err)
-		}
+	zkPath, err := zooKeeperBinPath()
+	if err != nil {
+		return nil, err
 	}
 	// password is 'test'
 	superString := `SERVER_JVMFLAGS=-Dzookeeper.DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=`
@@ -77,6 +72,34 @@ func (srv *server) Stop() error {
 	return srv.cmd.Wait()
 }
 
+// debianZooKeeperBin holds the scripts of Debian's zookeeper package, whose
+// jar is the one zkgate's zkserver package runs when ZOOKEEPER_HOME is unset.
+const debianZooKeeperBin = "/usr/share/zookeeper/bin"
+
+// zooKeeperBinPath is the directory of the zkServer.sh the integration tests
+// start: $ZOOKEEPER_BIN_PATH, else that of the installation zkgate's zkserver
+// package runs ($ZOOKEEPER_HOME/bin, else Debian's). A missing one is an error
+// that says how to install it, so the tests fail rather than pass unrun.
+func zooKeeperBinPath() (string, error) {
+	zkPath, source := os.Getenv("ZOOKEEPER_BIN_PATH"), "$ZOOKEEPER_BIN_PATH"
+	if zkPath == "" {
+		if err := zkserver.Check(zkserver.Options{}); err != nil {
+			return "", err
+		}
+		zkPath, source = debianZooKeeperBin, "Debian's zookeeper package"
+		if home := os.Getenv("ZOOKEEPER_HOME"); home != "" {
+			zkPath, source = filepath.Join(home, "bin"), "$ZOOKEEPER_HOME/bin"
+		}
+	}
+	script := filepath.Join(zkPath, "zkServer.sh")
+	if _, err := os.Stat(script); err != nil {
+		return "", fmt.Errorf("zk: no zkServer.sh for the integration tests in %s (%s): %v\n"+
+			"    install ZooKeeper with:  sudo apt-get install -y zookeeper\n"+
+			"    (or set ZOOKEEPER_BIN_PATH to the bin directory of an Apache ZooKeeper release)", zkPath, source, err)
+	}
+	return zkPath, nil
+}
+
 type ServerConfigServer struct {
 	ID                 int
 	Host               string
@@ -90,6 +113,7 @@ type ServerConfig struct {
 	SyncLimit                int    // Number of ticks that can pass between sending a request and getting an acknowledgement
 	DataDir                  string // Direcrory where the snapshot is stored
 	ClientPort               int    // Port at which clients will connect
+	ClientPortAddress        string // Address the client port is bound to (all addresses if empty)
 	AutoPurgeSnapRetainCount int    // Number of snapshots to retain in dataDir
 	AutoPurgePurgeInterval   int    // Purge task internal in hours (0 to disable auto purge)
 	Servers                  []ServerConfigServer
@@ -119,6 +143,9 @@ func (sc ServerConfig) Marshall(w io.Writer) error {
 		sc.ClientPort = DefaultPort
 	}
 	fmt.Fprintf(w, "clientPort=%d\n", sc.ClientPort)
+	if sc.ClientPortAddress != "" {
+		fmt.Fprintf(w, "clientPortAddress=%s\n", sc.ClientPortAddress)
+	}
 	if sc.AutoPurgePurgeInterval > 0 {
 		if sc.AutoPurgeSnapRetainCount <= 0 {
 			sc.AutoPurgeSnapRetainCount = DefaultServerAutoPurgeSnapRetainCount
