@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/zkgate/zkgate/zkserver"
@@ -46,6 +47,11 @@ func NewIntegrationTestServer(t *testing.T, configPath string, stdout, stderr io
 	superString := `SERVER_JVMFLAGS=-Dzookeeper.DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=`
 	// enable TTL
 	superString += ` -Dzookeeper.extendedTypesEnabled=true -Dzookeeper.emulate353TTLNodes=true`
+	// A member that starts after the others would otherwise back off up to
+	// 60 s between election rounds (zkserver sets the same).
+	superString += ` -Dzookeeper.fastleader.maxNotificationInterval=2000`
+	// Small, quick JVMs: several share the machine.
+	superString += " " + strings.Join(zkserver.DefaultJVMArgs, " ")
 
 	return &server{
 		cmdString: filepath.Join(zkPath, "zkServer.sh"),
@@ -157,6 +163,8 @@ func (sc ServerConfig) Marshall(w io.Writer) error {
 	// TODO: allow setting this
 	fmt.Fprintln(w, "reconfigEnabled=true")
 	fmt.Fprintln(w, "4lw.commands.whitelist=*")
+	// The data dirs are temporary: an fsync per transaction buys nothing.
+	fmt.Fprintln(w, "forceSync=no")
 
 	if len(sc.Servers) < 2 {
 		// if we dont have more than 2 servers we just dont specify server list to start in standalone mode
