@@ -1,7 +1,10 @@
 package zk
 
 import (
+	"context"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -400,5 +403,49 @@ func connHandler(conn net.Conn, thing string) {
 		}
 	default:
 		conn.Write([]byte("This ZooKeeper instance is not currently serving requests."))
+	}
+}
+
+// TestIntegration_FLW asks a real server (Debian's 3.8 here) for srvr, ruok
+// and cons, and checks that each reply parses.
+func TestIntegration_FLW(t *testing.T) {
+	ts, err := StartTestCluster(t, 1, nil, logWriter{t: t, p: "[ZKERR] "})
+	requireNoErrorf(t, err, "failed to setup test cluster")
+	defer ts.Stop()
+	zk, events, err := ts.ConnectAll()
+	requireNoErrorf(t, err, "failed to connect to cluster")
+	defer zk.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for zk.State() != StateHasSession {
+		requireNoErrorf(t, waitForSession(ctx, events), "failed to wait for session")
+	}
+	if _, _, err := zk.Exists("/"); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ts.Servers[0].Port)
+
+	stats, ok := FLWSrvr([]string{addr}, 10*time.Second)
+	if !ok || stats[0].Error != nil {
+		t.Fatalf("srvr: ok %v, error %v", ok, stats[0].Error)
+	}
+	if s := stats[0]; s.Mode != ModeStandalone || !strings.HasPrefix(s.Version, "3.") || s.BuildTime.IsZero() || s.Connections < 1 || s.NodeCount < 1 {
+		t.Errorf("srvr parsed as %+v", s)
+	}
+
+	if oks := FLWRuok([]string{addr}, 10*time.Second); !oks[0] {
+		t.Errorf("ruok: not ok")
+	}
+
+	clients, ok := FLWCons([]string{addr}, 10*time.Second)
+	if !ok || clients[0].Error != nil {
+		t.Fatalf("cons: ok %v, error %v", ok, clients[0].Error)
+	}
+	found := false
+	for _, c := range clients[0].Clients {
+		found = found || c.SessionID == zk.SessionID()
+	}
+	if !found {
+		t.Errorf("cons lists no client with session %#x: %+v", zk.SessionID(), clients[0].Clients)
 	}
 }
