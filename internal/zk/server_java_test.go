@@ -2,6 +2,7 @@ package zk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -203,4 +204,27 @@ func waitForSession(ctx context.Context, eventChan <-chan Event) error {
 	}
 
 	return nil
+}
+
+func TestZooKeeperBinPathMissing(t *testing.T) {
+	t.Setenv("ZOOKEEPER_BIN_PATH", t.TempDir())
+	_, err := zooKeeperBinPath()
+	if err == nil || !strings.Contains(err.Error(), "apt-get install -y zookeeper") {
+		t.Errorf("a bin path without zkServer.sh: %v, want an error naming the install command", err)
+	}
+
+	t.Setenv("ZOOKEEPER_BIN_PATH", "")
+	t.Setenv("ZOOKEEPER_HOME", filepath.Join(t.TempDir(), "absent"))
+	_, err = zooKeeperBinPath()
+	if !errors.Is(err, zkserver.ErrNotInstalled) || !strings.Contains(err.Error(), "apt-get install -y zookeeper") {
+		t.Errorf("a ZOOKEEPER_HOME that does not exist: %v, want zkserver.ErrNotInstalled naming the install command", err)
+	}
+}
+
+func TestZooKeeperBinPathDefault(t *testing.T) {
+	t.Setenv("ZOOKEEPER_BIN_PATH", "")
+	t.Setenv("ZOOKEEPER_HOME", "")
+	if p, err := zooKeeperBinPath(); err != nil || p != debianZooKeeperBin {
+		t.Errorf("zooKeeperBinPath() = %q, %v; want %q (Debian's, installed here)", p, err, debianZooKeeperBin)
+	}
 }
