@@ -12,19 +12,13 @@ run: deps
 # The concurrency tests of server/ that also run under the race detector.
 RACE_TESTS ?= TestLockContention|TestReadWriteLock|TestSemaphore|TestElection|TestOneShotElection|TestBarrier|TestDoubleBarrierAcrossGateways|TestQueueClaimsSurviveDyingConsumers|TestQueueNackAndDisconnect|TestTimeoutAndDisconnectLeaveNoWaiter|TestLeaseOnAnotherGateway|TestLostCreateReply|TestBlockingReadsShareOneWatch
 
-# go-zookeeper's own tests (internal/zk) but its integration tests: their
-# check that a server is up parses srvr's reply in ZooKeeper 3.5's format
-# (FLWSrvr), which Debian's 3.8 does not match, so they never start.
-ZK_OWN_TESTS = -skip '^TestIntegration_' ./internal/zk/
-
 ## test: the whole suite, on real ZooKeeper servers; recipes/ and the concurrency tests of
 ## server/ again under the race detector; then the clients and examples, go install, the release
 test: check-generated
 	@scripts/deps.sh test
 	@scripts/gotool.sh --warm-up
 	$(GO) vet ./...
-	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -vx 'github.com/zkgate/zkgate/internal/zk')
-	$(GO) test $(TEST_FLAGS) $(ZK_OWN_TESTS)
+	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -race $(TEST_FLAGS) ./recipes/
 	$(GO) test -race $(TEST_FLAGS) -run '^($(RACE_TESTS))$$' ./server/
 	scripts/test-clients.sh

@@ -23,7 +23,10 @@ import (
 func FLWSrvr(servers []string, timeout time.Duration) ([]*ServerStats, bool) {
 	// different parts of the regular expression that are required to parse the srvr output
 	const (
-		zrVer   = `^Zookeeper version: ([A-Za-z0-9\.\-]+), built on (\d\d/\d\d/\d\d\d\d \d\d:\d\d [A-Za-z0-9:\+\-]+)`
+		// The version is anything up to the comma (a distribution's build may
+		// leave a placeholder such as ${mvngit.commit.id} in it). Older
+		// releases write the build date mm/dd/yyyy, newer ones (3.8) yyyy-mm-dd.
+		zrVer   = `^Zookeeper version: ([^,\n]+), built on ((?:\d\d/\d\d/\d\d\d\d|\d\d\d\d-\d\d-\d\d) \d\d:\d\d [A-Za-z0-9:\+\-]+)`
 		zrLat   = `^Latency min/avg/max: (\d+)/([0-9.]+)/(\d+)`
 		zrNet   = `^Received: (\d+).*\n^Sent: (\d+).*\n^Connections: (\d+).*\n^Outstanding: (\d+)`
 		zrState = `^Zxid: (0x[A-Za-z0-9]+).*\n^Mode: (\w+).*\n^Node count: (\d+)`
@@ -73,6 +76,9 @@ func FLWSrvr(servers []string, timeout time.Duration) ([]*ServerStats, bool) {
 		}
 
 		buildTime, err := time.Parse("01/02/2006 15:04 MST", match[1])
+		if err != nil {
+			buildTime, err = time.Parse("2006-01-02 15:04 MST", match[1])
+		}
 
 		if err != nil {
 			ss[i] = &ServerStats{Server: servers[i], Error: err}
@@ -162,6 +168,9 @@ func FLWCons(servers []string, timeout time.Duration) ([]*ServerClients, bool) {
 	if err != nil {
 		return nil, false
 	}
+	// A connection without a session (the one asking cons, among others)
+	// has only its counters: it is no client to report.
+	noSession := regexp.MustCompile(`^ /[^\[]+\[\d+\]\(queued=\d+,recved=\d+,sent=\d+\)$`)
 
 	servers = FormatServers(servers)
 	sc := make([]*ServerClients, len(servers))
@@ -179,19 +188,19 @@ func FLWCons(servers []string, timeout time.Duration) ([]*ServerClients, bool) {
 		scan := bufio.NewScanner(bytes.NewReader(response))
 
 		var clients []*ServerClient
+		var parseErr error
 
 		for scan.Scan() {
 			line := scan.Bytes()
 
-			if len(line) == 0 {
+			if len(line) == 0 || noSession.Match(line) {
 				continue
 			}
 
 			m := re.FindAllStringSubmatch(string(line), -1)
 
 			if m == nil {
-				err := fmt.Errorf("unable to parse fields from zookeeper response (no regex matches)")
-				sc[i] = &ServerClients{Error: err}
+				parseErr = fmt.Errorf("unable to parse fields from zookeeper response (no regex matches)")
 				imOk = false
 				continue
 			}
@@ -231,7 +240,7 @@ func FLWCons(servers []string, timeout time.Duration) ([]*ServerClients, bool) {
 			})
 		}
 
-		sc[i] = &ServerClients{Clients: clients}
+		sc[i] = &ServerClients{Clients: clients, Error: parseErr}
 	}
 
 	return sc, imOk

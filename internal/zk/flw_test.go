@@ -1,7 +1,10 @@
 package zk
 
 import (
+	"context"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,76 +65,81 @@ func TestFLWRuok(t *testing.T) {
 	}
 }
 
+// zkSrvr38Out is the srvr reply of Debian's ZooKeeper 3.8 (standalone, one
+// client connected): 3.7 and later write the build date as yyyy-mm-dd, and
+// Debian's build leaves the commit placeholder in the version.
+const zkSrvr38Out = `Zookeeper version: 3.8.0-${mvngit.commit.id}, built on 2024-12-29 17:54 UTC
+Latency min/avg/max: 1/7.5/22
+Received: 9
+Sent: 8
+Connections: 2
+Outstanding: 0
+Zxid: 0x2
+Mode: standalone
+Node count: 5
+`
+
 func TestFLWSrvr(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name  string
+		reply string
+		want  ServerStats
+	}{
+		{
+			name:  "3.4",
+			reply: zkSrvrOut,
+			want: ServerStats{
+				Sent: 4220, Received: 4207, NodeCount: 306,
+				MinLatency: 0, AvgLatency: 1, MaxLatency: 10,
+				Connections: 81, Outstanding: 1,
+				Epoch: 17, Counter: 175804215,
+				BuildTime: time.Date(2014, 2, 20, 9, 9, 0, 0, time.UTC),
+				Mode:      ModeLeader, Version: "3.4.6-1569965",
+			},
+		},
+		{
+			name:  "3.8",
+			reply: zkSrvr38Out,
+			want: ServerStats{
+				Sent: 8, Received: 9, NodeCount: 5,
+				MinLatency: 1, AvgLatency: 7.5, MaxLatency: 22,
+				Connections: 2, Outstanding: 0,
+				Epoch: 0, Counter: 2,
+				BuildTime: time.Date(2024, 12, 29, 17, 54, 0, 0, time.UTC),
+				Mode:      ModeStandalone, Version: "3.8.0-${mvngit.commit.id}",
+			},
+		},
 	}
-	defer l.Close()
+	for _, tt := range tests {
+		tt := tt
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go replyServer(l, tt.reply)
 
-	go tcpServer(l, "")
-
-	statsSlice, ok := FLWSrvr([]string{l.Addr().String()}, time.Second*10)
-	if !ok {
-		t.Errorf("failure indicated on 'srvr' parsing")
-	}
-	if len(statsSlice) == 0 {
-		t.Errorf("no *ServerStats instances returned")
-	}
-
-	stats := statsSlice[0]
-
-	if stats.Error != nil {
-		t.Fatalf("error seen in stats: %v", err.Error())
-	}
-
-	if stats.Sent != 4220 {
-		t.Errorf("Sent != 4220")
-	}
-
-	if stats.Received != 4207 {
-		t.Errorf("Received != 4207")
-	}
-
-	if stats.NodeCount != 306 {
-		t.Errorf("NodeCount != 306")
-	}
-
-	if stats.MinLatency != 0 {
-		t.Errorf("MinLatency != 0")
-	}
-
-	if stats.AvgLatency != 1 {
-		t.Errorf("AvgLatency != 1")
-	}
-
-	if stats.MaxLatency != 10 {
-		t.Errorf("MaxLatency != 10")
-	}
-
-	if stats.Connections != 81 {
-		t.Errorf("Connection != 81")
-	}
-
-	if stats.Outstanding != 1 {
-		t.Errorf("Outstanding != 1")
-	}
-
-	if stats.Epoch != 17 {
-		t.Errorf("Epoch != 17")
-	}
-
-	if stats.Counter != 175804215 {
-		t.Errorf("Counter != 175804215")
-	}
-
-	if stats.Mode != ModeLeader {
-		t.Errorf("Mode != ModeLeader")
-	}
-
-	if stats.Version != "3.4.6-1569965" {
-		t.Errorf("Version expected: 3.4.6-1569965")
+			statsSlice, ok := FLWSrvr([]string{l.Addr().String()}, time.Second*10)
+			if len(statsSlice) != 1 {
+				t.Fatalf("got %d *ServerStats, want 1", len(statsSlice))
+			}
+			got := *statsSlice[0]
+			if !ok || got.Error != nil {
+				t.Fatalf("failure indicated on 'srvr' parsing: ok %v, error %v", ok, got.Error)
+			}
+			if !got.BuildTime.Equal(tt.want.BuildTime) {
+				t.Errorf("BuildTime %v, want %v", got.BuildTime, tt.want.BuildTime)
+			}
+			want := tt.want
+			want.Server = l.Addr().String()
+			got.BuildTime, want.BuildTime = time.Time{}, time.Time{}
+			if got != want {
+				t.Errorf("got  %+v\nwant %+v", got, want)
+			}
+		})
 	}
 }
 
@@ -282,6 +290,75 @@ func TestFLWCons(t *testing.T) {
 	}
 }
 
+// zkCons38Out is the cons reply of Debian's ZooKeeper 3.8 with one client
+// connected: its last line is the connection that asks, which has no session.
+const zkCons38Out = ` /127.0.0.1:57930[1](queued=0,recved=2,sent=2,sid=0x10000d8f2770000,lop=EXIS,est=1795632409660,to=10000,lcxid=0x1,lzxid=0x1,lresp=14260596,llat=5,minlat=0,avglat=13,maxlat=22)
+ /127.0.0.1:57932[0](queued=0,recved=1,sent=0)
+
+`
+
+func TestFLWCons38(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go replyServer(l, zkCons38Out)
+
+	servers, ok := FLWCons([]string{l.Addr().String()}, time.Second*10)
+	if len(servers) != 1 {
+		t.Fatalf("got %d *ServerClients, want 1", len(servers))
+	}
+	if !ok || servers[0].Error != nil {
+		t.Fatalf("failure indicated on 'cons' parsing: ok %v, error %v", ok, servers[0].Error)
+	}
+	if n := len(servers[0].Clients); n != 1 {
+		t.Fatalf("got %d clients, want the one with a session", n)
+	}
+	c := servers[0].Clients[0]
+	if c.Addr != "127.0.0.1:57930" || c.SessionID != 0x10000d8f2770000 || c.LastOperation != "EXIS" ||
+		c.Received != 2 || c.Sent != 2 || c.Timeout != 10000 || c.Lcxid != 1 || c.Lzxid != 1 ||
+		c.LastLatency != 5 || c.AvgLatency != 13 || c.MaxLatency != 22 {
+		t.Errorf("client parsed as %+v", c)
+	}
+}
+
+func TestFLWConsUnparsedLine(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go replyServer(l, zkCons38Out+"not a connection\n")
+
+	servers, ok := FLWCons([]string{l.Addr().String()}, time.Second*10)
+	if ok || len(servers) != 1 || servers[0].Error == nil {
+		t.Fatalf("a line that is no connection: ok %v, %d results, want false and the error", ok, len(servers))
+	}
+	if n := len(servers[0].Clients); n != 1 {
+		t.Errorf("got %d clients, want the one parsed", n)
+	}
+}
+
+// replyServer answers each connection's four-letter word with reply.
+func replyServer(listener net.Listener, reply string) {
+	for {
+		conn, err := listener.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer conn.Close()
+			if _, err := conn.Read(make([]byte, 4)); err != nil {
+				return
+			}
+			conn.Write([]byte(reply))
+		}()
+	}
+}
+
 func tcpServer(listener net.Listener, thing string) {
 	for {
 		conn, err := listener.Accept()
@@ -326,5 +403,49 @@ func connHandler(conn net.Conn, thing string) {
 		}
 	default:
 		conn.Write([]byte("This ZooKeeper instance is not currently serving requests."))
+	}
+}
+
+// TestIntegration_FLW asks a real server (Debian's 3.8 here) for srvr, ruok
+// and cons, and checks that each reply parses.
+func TestIntegration_FLW(t *testing.T) {
+	ts, err := StartTestCluster(t, 1, nil, logWriter{t: t, p: "[ZKERR] "})
+	requireNoErrorf(t, err, "failed to setup test cluster")
+	defer ts.Stop()
+	zk, events, err := ts.ConnectAll()
+	requireNoErrorf(t, err, "failed to connect to cluster")
+	defer zk.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for zk.State() != StateHasSession {
+		requireNoErrorf(t, waitForSession(ctx, events), "failed to wait for session")
+	}
+	if _, _, err := zk.Exists("/"); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ts.Servers[0].Port)
+
+	stats, ok := FLWSrvr([]string{addr}, 10*time.Second)
+	if !ok || stats[0].Error != nil {
+		t.Fatalf("srvr: ok %v, error %v", ok, stats[0].Error)
+	}
+	if s := stats[0]; s.Mode != ModeStandalone || !strings.HasPrefix(s.Version, "3.") || s.BuildTime.IsZero() || s.Connections < 1 || s.NodeCount < 1 {
+		t.Errorf("srvr parsed as %+v", s)
+	}
+
+	if oks := FLWRuok([]string{addr}, 10*time.Second); !oks[0] {
+		t.Errorf("ruok: not ok")
+	}
+
+	clients, ok := FLWCons([]string{addr}, 10*time.Second)
+	if !ok || clients[0].Error != nil {
+		t.Fatalf("cons: ok %v, error %v", ok, clients[0].Error)
+	}
+	found := false
+	for _, c := range clients[0].Clients {
+		found = found || c.SessionID == zk.SessionID()
+	}
+	if !found {
+		t.Errorf("cons lists no client with session %#x: %+v", zk.SessionID(), clients[0].Clients)
 	}
 }

@@ -3,7 +3,7 @@ package zk
 import (
 	"fmt"
 	"io"
-	"math/rand"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +52,7 @@ func StartTestCluster(t *testing.T, size int, stdout, stderr io.Writer) (*TestCl
 	tmpPath := t.TempDir()
 
 	success := false
-	startPort := int(rand.Int31n(6000) + 10000)
+	ports := freePorts(t, 3*size)
 	cluster := &TestCluster{Path: tmpPath}
 
 	defer func() {
@@ -65,18 +65,18 @@ func StartTestCluster(t *testing.T, size int, stdout, stderr io.Writer) (*TestCl
 		srvPath := filepath.Join(tmpPath, fmt.Sprintf("srv%d", serverN+1))
 		requireNoErrorf(t, os.Mkdir(srvPath, 0700), "failed to make server path")
 
-		port := startPort + serverN*3
 		cfg := ServerConfig{
-			ClientPort: port,
-			DataDir:    srvPath,
+			ClientPort:        ports[serverN*3],
+			ClientPortAddress: "127.0.0.1",
+			DataDir:           srvPath,
 		}
 
 		for i := 0; i < size; i++ {
 			serverNConfig := ServerConfigServer{
 				ID:                 i + 1,
 				Host:               "127.0.0.1",
-				PeerPort:           startPort + i*3 + 1,
-				LeaderElectionPort: startPort + i*3 + 2,
+				PeerPort:           ports[i*3+1],
+				LeaderElectionPort: ports[i*3+2],
 			}
 
 			cfg.Servers = append(cfg.Servers, serverNConfig)
@@ -112,13 +112,27 @@ func StartTestCluster(t *testing.T, size int, stdout, stderr io.Writer) (*TestCl
 		cluster.Config = cfg
 	}
 
-	if err := cluster.waitForStart(30, time.Second); err != nil {
+	if err := cluster.waitForStart(startTimeout); err != nil {
 		return nil, err
 	}
 
 	success = true
 
 	return cluster, nil
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago:
+// every listener stays open until all are chosen, so none repeats.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		requireNoErrorf(t, err, "failed to pick a free port")
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
 func (tc *TestCluster) Connect(idx int) (*Conn, <-chan Event, error) {
@@ -147,52 +161,56 @@ func (tc *TestCluster) Stop() error {
 		srv.Srv.Stop()
 	}
 
-	return tc.waitForStop(5, time.Second)
+	return tc.waitForStop(5 * time.Second)
 }
 
-// waitForStart blocks until the cluster is up
-func (tc *TestCluster) waitForStart(maxRetry int, interval time.Duration) error {
-	// verify that the servers are up with SRVR
+// startTimeout bounds the wait for a cluster to serve: JVMs start slowly
+// when the machine is busy (other test packages run alongside).
+const startTimeout = 60 * time.Second
+
+// pollInterval is how often the servers are asked whether they are up or down.
+const pollInterval = 100 * time.Millisecond
+
+// waitForStart blocks until every server answers srvr (a server answers it
+// only once it serves requests), or fails after timeout.
+func (tc *TestCluster) waitForStart(timeout time.Duration) error {
 	serverAddrs := make([]string, len(tc.Servers))
 	for i, s := range tc.Servers {
 		serverAddrs[i] = fmt.Sprintf("127.0.0.1:%d", s.Port)
 	}
 
-	for i := 0; i < maxRetry; i++ {
-		_, ok := FLWSrvr(serverAddrs, time.Second)
-		if ok {
+	var stats []*ServerStats
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(pollInterval) {
+		var ok bool
+		if stats, ok = FLWSrvr(serverAddrs, time.Second); ok {
 			return nil
 		}
-		time.Sleep(interval)
 	}
-
+	for _, s := range stats {
+		if s.Error != nil {
+			return fmt.Errorf("unable to verify health of servers: %s: %v", s.Server, s.Error)
+		}
+	}
 	return fmt.Errorf("unable to verify health of servers")
 }
 
-// waitForStop blocks until the cluster is down
-func (tc *TestCluster) waitForStop(maxRetry int, interval time.Duration) error {
-	// verify that the servers are up with RUOK
+// waitForStop blocks until no server answers ruok, or fails after timeout.
+func (tc *TestCluster) waitForStop(timeout time.Duration) error {
 	serverAddrs := make([]string, len(tc.Servers))
 	for i, s := range tc.Servers {
 		serverAddrs[i] = fmt.Sprintf("127.0.0.1:%d", s.Port)
 	}
 
-	var success bool
-	for i := 0; i < maxRetry && !success; i++ {
-		success = true
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(pollInterval) {
+		up := false
 		for _, ok := range FLWRuok(serverAddrs, time.Second) {
-			if ok {
-				success = false
-			}
+			up = up || ok
 		}
-		if !success {
-			time.Sleep(interval)
+		if !up {
+			return nil
 		}
 	}
-	if !success {
-		return fmt.Errorf("unable to verify servers are down")
-	}
-	return nil
+	return fmt.Errorf("unable to verify servers are down")
 }
 
 func (tc *TestCluster) StartServer(server string) {
@@ -222,7 +240,7 @@ func (tc *TestCluster) StartAllServers() error {
 		}
 	}
 
-	if err := tc.waitForStart(10, time.Second*2); err != nil {
+	if err := tc.waitForStart(startTimeout); err != nil {
 		return fmt.Errorf("failed to wait to startup zk servers: %v", err)
 	}
 
@@ -240,7 +258,7 @@ func (tc *TestCluster) StopAllServers() error {
 		return err
 	}
 
-	if err := tc.waitForStop(5, time.Second); err != nil {
+	if err := tc.waitForStop(5 * time.Second); err != nil {
 		return fmt.Errorf("failed to wait to startup zk servers: %v", err)
 	}
 

@@ -2,12 +2,16 @@ package zk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/zkgate/zkgate/zkserver"
 )
 
 type ErrMissingServerConfigField string
@@ -36,21 +40,19 @@ type server struct {
 }
 
 func NewIntegrationTestServer(t *testing.T, configPath string, stdout, stderr io.Writer) (*server, error) {
-	// allow external systems to configure this zk server bin path.
-	zkPath := os.Getenv("ZOOKEEPER_BIN_PATH")
-	if zkPath == "" {
-		// default to a static reletive path that can be setup with a build system
-		zkPath = "zookeeper/bin"
-	}
-	if _, err := os.Stat(zkPath); err != nil {
-		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("zk: could not find testing zookeeper bin path at %q: %v ", zkPath, err)
-		}
+	zkPath, err := zooKeeperBinPath()
+	if err != nil {
+		return nil, err
 	}
 	// password is 'test'
 	superString := `SERVER_JVMFLAGS=-Dzookeeper.DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=`
 	// enable TTL
 	superString += ` -Dzookeeper.extendedTypesEnabled=true -Dzookeeper.emulate353TTLNodes=true`
+	// A member that starts after the others would otherwise back off up to
+	// 60 s between election rounds (zkserver sets the same).
+	superString += ` -Dzookeeper.fastleader.maxNotificationInterval=2000`
+	// Small, quick JVMs: several share the machine.
+	superString += " " + strings.Join(zkserver.DefaultJVMArgs, " ")
 
 	return &server{
 		cmdString: filepath.Join(zkPath, "zkServer.sh"),
@@ -77,6 +79,34 @@ func (srv *server) Stop() error {
 	return srv.cmd.Wait()
 }
 
+// debianZooKeeperBin holds the scripts of Debian's zookeeper package, whose
+// jar is the one zkgate's zkserver package runs when ZOOKEEPER_HOME is unset.
+const debianZooKeeperBin = "/usr/share/zookeeper/bin"
+
+// zooKeeperBinPath is the directory of the zkServer.sh the integration tests
+// start: $ZOOKEEPER_BIN_PATH, else that of the installation zkgate's zkserver
+// package runs ($ZOOKEEPER_HOME/bin, else Debian's). A missing one is an error
+// that says how to install it, so the tests fail rather than pass unrun.
+func zooKeeperBinPath() (string, error) {
+	zkPath, source := os.Getenv("ZOOKEEPER_BIN_PATH"), "$ZOOKEEPER_BIN_PATH"
+	if zkPath == "" {
+		if err := zkserver.Check(zkserver.Options{}); err != nil {
+			return "", err
+		}
+		zkPath, source = debianZooKeeperBin, "Debian's zookeeper package"
+		if home := os.Getenv("ZOOKEEPER_HOME"); home != "" {
+			zkPath, source = filepath.Join(home, "bin"), "$ZOOKEEPER_HOME/bin"
+		}
+	}
+	script := filepath.Join(zkPath, "zkServer.sh")
+	if _, err := os.Stat(script); err != nil {
+		return "", fmt.Errorf("zk: no zkServer.sh for the integration tests in %s (%s): %v\n"+
+			"    install ZooKeeper with:  sudo apt-get install -y zookeeper\n"+
+			"    (or set ZOOKEEPER_BIN_PATH to the bin directory of an Apache ZooKeeper release)", zkPath, source, err)
+	}
+	return zkPath, nil
+}
+
 type ServerConfigServer struct {
 	ID                 int
 	Host               string
@@ -90,6 +120,7 @@ type ServerConfig struct {
 	SyncLimit                int    // Number of ticks that can pass between sending a request and getting an acknowledgement
 	DataDir                  string // Direcrory where the snapshot is stored
 	ClientPort               int    // Port at which clients will connect
+	ClientPortAddress        string // Address the client port is bound to (all addresses if empty)
 	AutoPurgeSnapRetainCount int    // Number of snapshots to retain in dataDir
 	AutoPurgePurgeInterval   int    // Purge task internal in hours (0 to disable auto purge)
 	Servers                  []ServerConfigServer
@@ -119,6 +150,9 @@ func (sc ServerConfig) Marshall(w io.Writer) error {
 		sc.ClientPort = DefaultPort
 	}
 	fmt.Fprintf(w, "clientPort=%d\n", sc.ClientPort)
+	if sc.ClientPortAddress != "" {
+		fmt.Fprintf(w, "clientPortAddress=%s\n", sc.ClientPortAddress)
+	}
 	if sc.AutoPurgePurgeInterval > 0 {
 		if sc.AutoPurgeSnapRetainCount <= 0 {
 			sc.AutoPurgeSnapRetainCount = DefaultServerAutoPurgeSnapRetainCount
@@ -130,6 +164,8 @@ func (sc ServerConfig) Marshall(w io.Writer) error {
 	// TODO: allow setting this
 	fmt.Fprintln(w, "reconfigEnabled=true")
 	fmt.Fprintln(w, "4lw.commands.whitelist=*")
+	// The data dirs are temporary: an fsync per transaction buys nothing.
+	fmt.Fprintln(w, "forceSync=no")
 
 	if len(sc.Servers) < 2 {
 		// if we dont have more than 2 servers we just dont specify server list to start in standalone mode
@@ -168,4 +204,27 @@ func waitForSession(ctx context.Context, eventChan <-chan Event) error {
 	}
 
 	return nil
+}
+
+func TestZooKeeperBinPathMissing(t *testing.T) {
+	t.Setenv("ZOOKEEPER_BIN_PATH", t.TempDir())
+	_, err := zooKeeperBinPath()
+	if err == nil || !strings.Contains(err.Error(), "apt-get install -y zookeeper") {
+		t.Errorf("a bin path without zkServer.sh: %v, want an error naming the install command", err)
+	}
+
+	t.Setenv("ZOOKEEPER_BIN_PATH", "")
+	t.Setenv("ZOOKEEPER_HOME", filepath.Join(t.TempDir(), "absent"))
+	_, err = zooKeeperBinPath()
+	if !errors.Is(err, zkserver.ErrNotInstalled) || !strings.Contains(err.Error(), "apt-get install -y zookeeper") {
+		t.Errorf("a ZOOKEEPER_HOME that does not exist: %v, want zkserver.ErrNotInstalled naming the install command", err)
+	}
+}
+
+func TestZooKeeperBinPathDefault(t *testing.T) {
+	t.Setenv("ZOOKEEPER_BIN_PATH", "")
+	t.Setenv("ZOOKEEPER_HOME", "")
+	if p, err := zooKeeperBinPath(); err != nil || p != debianZooKeeperBin {
+		t.Errorf("zooKeeperBinPath() = %q, %v; want %q (Debian's, installed here)", p, err, debianZooKeeperBin)
+	}
 }
