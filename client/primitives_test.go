@@ -380,7 +380,8 @@ func TestDoubleBarrier(t *testing.T) {
 	a, b := grant(t, c, "a"), grant(t, c, "b")
 	wantCode(t, errOf(a.Enter(ctx, "batch", "host-a", 2, 100*time.Millisecond)), client.ErrTimeout, 409)
 	wantCode(t, errOf(b.Enter(ctx, "batch", "host-b", 3, 0)), client.ErrCountMismatch, 409)
-	var wg sync.WaitGroup
+	var wg, entered sync.WaitGroup
+	entered.Add(2)
 	for _, m := range []struct {
 		l      *client.Lease
 		member string
@@ -389,10 +390,14 @@ func TestDoubleBarrier(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			st, err := m.l.Enter(ctx, "batch", m.member, 2, 30*time.Second)
+			entered.Done()
 			if err != nil || !st.Ready || len(st.Members) != 2 {
 				t.Errorf("enter %s: %+v %v", m.member, st, err)
 				return
 			}
+			// Both answers read, then leave: a member that leaves first
+			// deletes its node, which the other's answer would not list.
+			entered.Wait()
 			if _, err := m.l.Leave(ctx, "batch", m.member, 30*time.Second); err != nil {
 				t.Errorf("leave %s: %v", m.member, err)
 			}

@@ -88,6 +88,18 @@ func (w *nodeWatches) Armed() int {
 func (w *nodeWatches) get(ctx context.Context, k nodeWatchKey) (bool, *nodeWatch, error) {
 	w.mu.Lock()
 	nw, ok := w.armed[k]
+	if ok && !nw.done && nw.events != nil {
+		// An idle watch's event may be waiting for the sweep: ZooKeeper
+		// sends it before the answer to the change that made it, so a
+		// change this session saw answered is in the channel by now, and
+		// the watch no longer says what the node is.
+		select {
+		case ev := <-nw.events:
+			w.fireLocked(nw, ev)
+			ok = false
+		default:
+		}
+	}
 	if !ok {
 		nw = &nodeWatch{key: k, ready: make(chan struct{}), fired: make(chan struct{})}
 		w.armed[k] = nw

@@ -421,3 +421,62 @@ func TestAZooKeeperThatCannotRemoveWatchesIsRefused(t *testing.T) {
 		t.Fatalf("the error says %q; want it to say %q", err, want)
 	}
 }
+
+// A shared watch armed on a node that was there, and then let go of, kept
+// answering "there" after the node was deleted, until the sweep took its
+// event (half a linger, 15 s, later): a double barrier entered again just
+// after every member had left, its ready node deleted, answered ready at
+// once, alone (the Python client's test saw it under load).
+func TestASharedWatchAnswersAfterItsNodeWent(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	ctx := context.Background()
+	conn := svc.sess.Conn()
+	p := svc.root + "/ready-probe"
+	if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	ok, nw, err := svc.watches.appears(ctx, p)
+	if err != nil || !ok || nw != nil {
+		t.Fatalf("appears on a node that is there: %v, %v, %v", ok, nw, err)
+	}
+	if err := conn.Delete(p, -1); err != nil {
+		t.Fatal(err)
+	}
+	// ZooKeeper sends the watch's event before the delete's answer: what
+	// this session did is seen at once.
+	ok, nw, err = svc.watches.appears(ctx, p)
+	if err != nil || ok {
+		t.Fatalf("appears after the node was deleted: %v, %v", ok, err)
+	}
+	svc.watches.release(nw)
+
+	// The same through the recipe: two members enter and leave, and a third
+	// entering alone right after is not let through.
+	name := "again"
+	var wg sync.WaitGroup
+	for _, member := range []string{"a", "b"} {
+		l, err := svc.Leases.Create(ctx, time.Minute, member, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := svc.DoubleBarriers.Enter(ctx, l, name, member, 2, 10*time.Second); err != nil {
+				t.Errorf("enter %s: %v", member, err)
+				return
+			}
+			if _, err := svc.DoubleBarriers.Leave(ctx, l, name, member, 10*time.Second); err != nil {
+				t.Errorf("leave %s: %v", member, err)
+			}
+		}()
+	}
+	wg.Wait()
+	third, err := svc.Leases.Create(ctx, time.Minute, "c", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := svc.DoubleBarriers.Enter(ctx, third, name, "c", 2, 0); ErrorCode(err) != CodeTimeout {
+		t.Fatalf("a member entering alone after the others left: %+v, %v; want a timeout", st, err)
+	}
+}

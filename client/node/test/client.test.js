@@ -497,11 +497,22 @@ describe("semaphores, elections, barriers", () => {
 
   test("double barrier", async () => {
     const name = unique("batch");
+    // Both answers read, then leave: a member that leaves first deletes
+    // its node, which the other's answer would not list.
+    /** @type {() => void} */
+    let oneIn = () => {};
+    let waiting = 2;
+    const bothIn = new Promise((resolve) => {
+      oneIn = () => {
+        if (--waiting === 0) resolve(undefined);
+      };
+    });
     const member = async (/** @type {string} */ tag) => {
       const lease = await gate.lease();
       try {
-        const m = await lease.enter(name, 2, { member: tag, wait: "20s" });
+        const m = await lease.enter(name, 2, { member: tag, wait: "20s" }).finally(oneIn);
         const n = m.members.length;
+        await bothIn;
         await m[Symbol.asyncDispose]();
         return n;
       } finally {

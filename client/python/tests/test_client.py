@@ -527,12 +527,16 @@ class BarrierTest(ClientTest):
     def test_double_barrier(self) -> None:
         name = unique("batch")
         results: List[object] = []
+        # Both answers read, then leave: a member that leaves first deletes
+        # its node, which the other's answer would not list.
+        entered = threading.Barrier(2, timeout=PATIENCE)
 
         def member(tag: str) -> None:
             try:
                 with self.gate.lease() as lease:
                     with lease.enter(name, count=2, member=tag, wait="20s") as m:
                         results.append(len(m.members))
+                        entered.wait()
                     results.append("left")
             except BaseException as e:
                 results.append(e)
