@@ -46,6 +46,14 @@
 //   - Problem documents (RFC 9457) become *Error values that errors.Is
 //     matches against one sentinel per problem code: ErrTimeout,
 //     ErrLeaseExpired, ErrNotHeld, ErrUnavailable, ErrUnauthenticated...
+//   - Lease.Consume runs a function on each item of a queue, claimed one
+//     at a time: acked after the function returns nil, nacked (served
+//     again) if it returns an error or panics, which ends the loop; it
+//     runs until its context or the lease ends (or, with UntilEmpty, a
+//     claim finds nothing).
+//   - Client.Lease(id) acts for a lease made elsewhere (claims, acks,
+//     releases, its Revoke) without keeping it alive; Client.KeepAlive and
+//     Client.RevokeLease extend and end a lease by its id.
 //   - A Watcher follows any primitive's state with the gateway's blocking
 //     reads and X-Zkgate-Index, delivering each new state on a channel.
 //

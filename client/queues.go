@@ -2,10 +2,12 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +20,9 @@ type Item struct {
 	Data     []byte
 
 	lease *Lease // the claim's lease; nil for taken or peeked items
+	// settled is set once Ack or Nack was called, so that Lease.Consume
+	// does not settle the item a second time.
+	settled atomic.Bool
 }
 
 // Ack consumes a claimed item: it is deleted with the claim.
@@ -25,6 +30,7 @@ func (i *Item) Ack(ctx context.Context) error {
 	if i.lease == nil {
 		return fmt.Errorf("%w: item %s is not claimed", ErrNotClaimed, i.ID)
 	}
+	i.settled.Store(true)
 	return i.lease.Ack(ctx, i.Queue, i.ID)
 }
 
@@ -33,6 +39,7 @@ func (i *Item) Nack(ctx context.Context) error {
 	if i.lease == nil {
 		return fmt.Errorf("%w: item %s is not claimed", ErrNotClaimed, i.ID)
 	}
+	i.settled.Store(true)
 	return i.lease.Nack(ctx, i.Queue, i.ID)
 }
 
@@ -113,6 +120,107 @@ func (l *Lease) itemAction(ctx context.Context, name, id, verb string) error {
 	_, err = l.do(ctx, request{method: http.MethodPost, path: path, body: map[string]string{"lease": l.id},
 		retry: true, okOnRetry: []string{"not_claimed"}})
 	return err
+}
+
+// A ConsumeOption sets something of Lease.Consume.
+type ConsumeOption func(*consumeSpec)
+
+type consumeSpec struct {
+	wait       time.Duration
+	untilEmpty bool
+}
+
+// ConsumeWait sets how long each claim of Lease.Consume waits for an item
+// (default 30s; the gateway's --max-wait at most).
+func ConsumeWait(d time.Duration) ConsumeOption {
+	return func(s *consumeSpec) { s.wait = d }
+}
+
+// UntilEmpty makes Lease.Consume return nil when a claim finds no item
+// within its wait, rather than claim again.
+func UntilEmpty() ConsumeOption {
+	return func(s *consumeSpec) { s.untilEmpty = true }
+}
+
+// settleTimeout bounds the ack or nack Consume sends after the body: it is
+// sent even when ctx has ended, since the body's work is done.
+const settleTimeout = 10 * time.Second
+
+// Consume claims the items of the queue name one at a time and runs body
+// on each, until ctx ends, the lease ends or body fails (the Go form of
+// the Python and Node clients' lease.consume):
+//   - body returns nil: the item is acked, unless body acked or nacked it
+//     itself (Item.Ack, Item.Nack); a failed ack ends the loop with its
+//     error;
+//   - body returns an error, or panics: the item is nacked, so that it is
+//     served again (a failure of that nack is not reported: the lease's
+//     end gives the item back anyway), and Consume returns the error, or
+//     panics on;
+//   - a claim finds nothing within its wait (ConsumeWait, 30s): Consume
+//     claims again, or returns nil with UntilEmpty.
+//
+// body's context ends with ctx or with the lease (its cause is then the
+// lease's Err). The ack or nack after body is sent even if ctx has ended
+// meanwhile. When ctx ends Consume returns its cause (errors.Is
+// context.Canceled or DeadlineExceeded); a claim cut short leaves no claim
+// at the gateway. When the lease ends it returns the lease's error
+// (ErrLeaseExpired, ...).
+func (l *Lease) Consume(ctx context.Context, name string, body func(ctx context.Context, item *Item) error, opts ...ConsumeOption) error {
+	spec := consumeSpec{wait: 30 * time.Second}
+	for _, o := range opts {
+		o(&spec)
+	}
+	if body == nil {
+		return fmt.Errorf("%w: Consume needs a body", ErrInvalid)
+	}
+	for {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		item, err := l.Claim(ctx, name, spec.wait)
+		if errors.Is(err, ErrEmpty) {
+			if spec.untilEmpty {
+				return nil
+			}
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return err
+		}
+		if err := l.consumeOne(ctx, item, body); err != nil {
+			return err
+		}
+	}
+}
+
+// consumeOne runs body on item, then acks it, or nacks it if body failed,
+// panicked or exited its goroutine (runtime.Goexit, as t.FailNow does).
+func (l *Lease) consumeOne(ctx context.Context, item *Item, body func(context.Context, *Item) error) (err error) {
+	finished := false
+	defer func() {
+		if finished || item.settled.Load() {
+			return
+		}
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		_ = item.Nack(nctx)
+	}()
+	bctx, cancel := l.bind(ctx)
+	err = body(bctx, item)
+	cancel()
+	if err != nil {
+		return err
+	}
+	finished = true
+	if item.settled.Load() {
+		return nil
+	}
+	actx, cancelAck := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancelAck()
+	return item.Ack(actx)
 }
 
 // Peek reads the item id of the queue name without taking it.

@@ -149,6 +149,9 @@ export async function usage(gate: zk.Gateway, signal: AbortSignal): Promise<numb
   await using lease = await gate.lease({ ttl: "15s", holder: "billing-worker-3", lockDelay: "10s", onLost: (e: zk.LeaseLost) => console.error(e.message) });
   const deadline: number = lease.deadline;
   void deadline;
+  const elsewhere: zk.Lease = gate.leaseById(lease.id);
+  const kept: zk.LeaseInfo = await gate.keepAlive(elsewhere.id);
+  void kept;
   await using grant = await lease.lock("invoices", { wait: "10s", signal });
   const token: number = grant.token;
   for await (const item of lease.consume("emails", { wait: "30s", signal: lease.signal, untilEmpty: true })) {

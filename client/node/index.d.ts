@@ -418,6 +418,16 @@ export declare class Gateway {
   /** Creates a lease and keeps it alive until it is revoked. One lease per concurrent holder. */
   lease(options?: LeaseOptions): Promise<Lease>;
   leaseInfo(id: string, options?: CallOptions): Promise<LeaseInfo>;
+  /**
+   * A lease made elsewhere, by its id: its calls, keepAlive() and revoke() act for it. Not kept
+   * alive by this client, and no deadline counted here (Infinity; ttl 0): it ends here only when
+   * the gateway says so or by revoke().
+   */
+  leaseById(id: string): Lease;
+  /** Extends the lease `id` once. */
+  keepAlive(id: string, options?: CallOptions): Promise<LeaseInfo>;
+  /** Ends the lease `id`; LeaseExpired if it had ended already. */
+  revokeLease(id: string, options?: CallOptions): Promise<void>;
   /** How many items the lists ask for a page. */
   pageSize: number;
   /** The live leases of every gateway, oldest first: every page, or the first `limit`. */

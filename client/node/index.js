@@ -543,6 +543,43 @@ export class Gateway {
   }
 
   /**
+   * A lease made elsewhere, by its id, for acting for it: its claims, acks,
+   * locks, releases, `keepAlive()` and `revoke()`. This client does not keep
+   * it alive (someone else does, or it is short-lived) and knows nothing of
+   * its deadline: `deadline` is Infinity, `ttl` 0, and it ends here only when
+   * the gateway says so (410, 404) or by `revoke()`. Sends nothing until it
+   * is used.
+   * @param {string} id
+   * @returns {Lease}
+   */
+  leaseById(id) {
+    pathId(id); // the id goes into the lease's paths as it is
+    return new Lease(this, /** @type {LeaseInfo} */ ({ id }), undefined, undefined, undefined, false);
+  }
+
+  /**
+   * Extends the lease `id` once, for a client that keeps a lease alive
+   * itself (`gate.lease()` keeps its own).
+   * @param {string} id
+   * @param {CallOptions} [options]
+   * @returns {Promise<LeaseInfo>}
+   */
+  async keepAlive(id, options = {}) {
+    return json(await this._call("POST", `/v1/leases/${pathId(id)}/keepalive`, { safe: true, signal: options.signal }));
+  }
+
+  /**
+   * Ends the lease `id`: everything it holds is released before this
+   * resolves. A lease that ended already rejects with LeaseExpired (reason
+   * `revoked`, `expired`...), unless this call's own first attempt ended it.
+   * @param {string} id
+   * @param {CallOptions} [options]
+   */
+  async revokeLease(id, options = {}) {
+    await this._call("DELETE", `/v1/leases/${pathId(id)}`, { safe: true, doneOnRetry: [LeaseExpired], signal: options.signal });
+  }
+
+  /**
    * The lease and what it holds.
    * @param {string} id
    * @param {CallOptions} [options]
@@ -781,6 +818,7 @@ export class Lease {
   #ticking;
   #stopped = false;
   #revoked = false;
+  #kept = true;
   /** @type {((err: LeaseLost) => void) | undefined} */
   #onLost;
   // The latest expires_at the gateway confirmed and the earliest end of a drain
@@ -805,19 +843,27 @@ export class Lease {
    * @param {(err: LeaseLost) => void} [onLost]
    * @param {number} [asked] performance.now() when the lease was asked for
    * @param {Headers} [headers] the headers of the answer that made it
+   * @param {boolean} [kept] false for a lease kept alive elsewhere (Gateway.leaseById)
    */
-  constructor(gateway, info, onLost, asked, headers) {
+  constructor(gateway, info, onLost, asked, headers, kept = true) {
     this.gateway = gateway;
     this.info = info;
     this.id = info.id;
-    this.holder = info.holder;
+    this.holder = info.holder ?? "";
     /** The TTL in ms: how long the gateway keeps the lease if this client goes silent. */
-    this.ttl = parseDuration(info.ttl);
+    this.ttl = kept ? parseDuration(info.ttl) : 0;
     /** The lock-delay in ms. */
     this.lockDelay = parseDuration(info.lock_delay ?? "0s");
     /** @type {LeaseLost | undefined} */
     this.error = undefined;
     this.#onLost = onLost;
+    this.#kept = kept;
+    if (!kept) {
+      // No deadline here: its keepalives are not this client's to count.
+      this.#promised = this.#deadline = Infinity;
+      this.#stopped = true;
+      return;
+    }
     const sent = asked ?? performance.now();
     if (headers) {
       this._heard({ status: 201, headers, body: new Uint8Array(), sent });
@@ -921,7 +967,7 @@ export class Lease {
       this.#movedConnects = undefined;
     }
     const ends = r.headers.get("X-Zkgate-Lease-Ends");
-    if (!ends) return;
+    if (!ends || !this.#kept) return;
     let at = onOurClock(r.sent, r.headers, ends);
     if (at === undefined) {
       const wall = Date.parse(ends);

@@ -283,6 +283,61 @@ describe("leases", () => {
   });
 });
 
+describe("a lease made elsewhere, by its id", () => {
+  /** Makes a lease as another client would, which does not keep it alive. @param {string} ttl @returns {Promise<string>} */
+  async function madeElsewhere(ttl) {
+    const res = await fetch(`${URL}/v1/leases`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ttl, holder: "elsewhere" }),
+    });
+    assert.equal(res.status, 201);
+    return /** @type {{id: string}} */ (await res.json()).id;
+  }
+
+  test("kept alive and revoked by another client", async () => {
+    const id = await madeElsewhere("2s");
+    const other = new zk.Gateway({ url: URL });
+    const lease = other.leaseById(id);
+    assert.deepEqual([lease.id, lease.ttl, lease.deadline], [id, 0, Infinity]);
+    assert.equal(clientTimers.size, 0, "a lease by id keeps nothing alive");
+    // Kept alive by the other client past its TTL, by the lease and by its id.
+    const until = performance.now() + 3000;
+    while (performance.now() < until) {
+      assert.equal((await lease.keepAlive()).id, id);
+      assert.equal((await other.keepAlive(id)).holder, "elsewhere");
+      await pause(400); // a keepalive's pace, well within the TTL
+    }
+    lease.check();
+    // Every call acts for it: a claim acked, a lock held.
+    const q = unique("byid");
+    const name = unique("byid");
+    await gate.produce(q, "x");
+    const item = await lease.claim(q);
+    assert.ok(item);
+    await item.ack();
+    await lease.lock(name);
+    const holds = (await gate.leaseInfo(id)).holds.map((h) => `${h.kind} ${h.name}`);
+    assert.deepEqual(holds, [`lock ${name}`]);
+    // Revoked by the other client: what it held is free, the gateway says revoked.
+    await lease.revoke();
+    await assert.rejects(gate.leaseInfo(id), (/** @type {any} */ e) => e instanceof zk.LeaseExpired && e.reason === "revoked");
+    const { state } = await gate.state("locks", name);
+    assert.deepEqual(state.holders, []);
+    assert.throws(() => lease.check(), zk.LeaseExpired);
+    await gate.deleteQueue(q);
+  });
+
+  test("revokeLease by id ends a handle, which learns it at its next call", async () => {
+    const id = await madeElsewhere("5s");
+    const lease = gate.leaseById(id);
+    await gate.revokeLease(id);
+    await assert.rejects(lease.claim(unique("byid")), (/** @type {any} */ e) => e instanceof zk.LeaseExpired && e.reason === "revoked");
+    assert.equal(lease.lost, true);
+    assert.ok(lease.signal.aborted);
+    await assert.rejects(gate.revokeLease(id), zk.LeaseExpired); // ended already
+    assert.throws(() => gate.leaseById("../leases"), zk.InvalidRequest);
+  });
+});
+
 describe("locks", () => {
   test("token, fence, timeout with holders, idempotent acquire", async () => {
     const name = unique("invoices");

@@ -8,6 +8,7 @@ Run by scripts/test-clients.sh, which starts one and sets ZKGATE_URL:
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import sys
@@ -289,6 +290,57 @@ class LeaseTest(ClientTest):
         self.assertEqual(cm2.exception.status, 400)
         with self.assertRaises(zkgate.InvalidRequest):
             self.gate.lease(ttl="0.1s")  # below the gateway's 1s
+
+
+class LeaseByIdTest(ClientTest):
+    def test_a_lease_made_elsewhere_is_kept_alive_and_revoked_by_id(self) -> None:
+        # Made by one client that does not keep it alive.
+        made = zkgate.Gateway(URL)._call("POST", "/v1/leases", body={"ttl": "2s", "holder": "elsewhere"}).json()
+        other = zkgate.Gateway(URL)
+        lease = other.lease_by_id(made["id"])
+        self.assertEqual((lease.id, lease.ttl, lease.deadline), (made["id"], 0.0, math.inf))
+        self.assertEqual([t.name for t in threading.enumerate() if made["id"][:8] in t.name], [])
+        # Kept alive by the other client past its TTL, by the lease and by its id.
+        until = time.monotonic() + 3.0
+        while time.monotonic() < until:
+            self.assertEqual(lease.keepalive()["id"], made["id"])
+            self.assertEqual(other.keepalive(made["id"])["holder"], "elsewhere")
+            threading.Event().wait(0.4)  # a keepalive's pace, well within the TTL
+        lease.check()
+        # Every call acts for it: a claim acked, a lock held.
+        q, name = unique("byid"), unique("byid")
+        self.gate.produce(q, "x")
+        item = lease.claim(q)
+        self.assertIsNotNone(item)
+        assert item is not None
+        item.ack()
+        lease.lock(name)
+        holds = {(h["kind"], h["name"]) for h in self.gate.lease_info(made["id"])["holds"]}
+        self.assertEqual(holds, {("lock", name)})
+        # Revoked by the other client: what it held is free, the gateway says revoked.
+        lease.revoke()
+        with self.assertRaises(zkgate.LeaseExpired) as cm:
+            self.gate.lease_info(made["id"])
+        self.assertEqual(cm.exception.reason, "revoked")
+        state, _ = self.gate.state("locks", name)
+        self.assertEqual(state["holders"], [])
+        with self.assertRaises(zkgate.LeaseExpired):
+            lease.check()
+        self.gate.delete_queue(q)
+
+    def test_revoke_lease_by_id_ends_a_handle(self) -> None:
+        made = zkgate.Gateway(URL)._call("POST", "/v1/leases", body={"ttl": "5s"}).json()
+        lease = self.gate.lease_by_id(made["id"])
+        self.gate.revoke_lease(made["id"])
+        # The handle learns of the end from the gateway, at its next call.
+        with self.assertRaises(zkgate.LeaseExpired) as cm:
+            lease.claim(unique("byid"))
+        self.assertEqual(cm.exception.reason, "revoked")
+        self.assertTrue(lease.lost.is_set())
+        with self.assertRaises(zkgate.LeaseExpired):
+            self.gate.revoke_lease(made["id"])  # ended already
+        with self.assertRaises(zkgate.InvalidRequest):
+            self.gate.lease_by_id("../leases")
 
 
 class LockTest(ClientTest):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import http.client
 import json
+import math
 import os
 import random
 import re
@@ -370,6 +371,28 @@ class Gateway:
         reply = self._call("POST", "/v1/leases", body=body)
         return Lease(self, reply.json(), on_lost, reply.sent, reply.headers)
 
+    def lease_by_id(self, lease_id: str) -> "Lease":
+        """A lease made elsewhere, by its id, for acting for it: its claims,
+        acks, locks, releases, ``keepalive()`` and ``revoke()``. This client
+        does not keep it alive (someone else does, or it is short-lived) and
+        knows nothing of its deadline: ``deadline`` is ``math.inf``, ``ttl``
+        0, and it ends here only when the gateway says so (410, 404) or by
+        ``revoke()``. Sends nothing until it is used."""
+        _name(lease_id)  # the id goes into the lease's paths as it is
+        return Lease(self, {"id": lease_id}, kept=False)
+
+    def keepalive(self, lease_id: str) -> Dict[str, Any]:
+        """Extends the lease ``lease_id`` once, for a client that keeps a lease
+        alive itself (``gate.lease()`` keeps its own)."""
+        return self._call("POST", f"/v1/leases/{urllib.parse.quote(lease_id, safe='')}/keepalive", safe=True).json()
+
+    def revoke_lease(self, lease_id: str) -> None:
+        """Ends the lease ``lease_id``: everything it holds is released before
+        this returns. A lease that ended already raises LeaseExpired (reason
+        ``revoked``, ``expired``...), unless it was this call's own first
+        attempt that ended it."""
+        self._call("DELETE", f"/v1/leases/{urllib.parse.quote(lease_id, safe='')}", safe=True, done_on_retry=(LeaseExpired,))
+
     def lease_info(self, lease_id: str) -> Dict[str, Any]:
         """The lease and what it holds (``GET /v1/leases/{id}``)."""
         return self._call("GET", f"/v1/leases/{urllib.parse.quote(lease_id, safe='')}", safe=True).json()
@@ -556,12 +579,14 @@ class Lease:
         on_lost: Optional[Callable[[LeaseLost], None]] = None,
         asked: Optional[float] = None,
         headers: Optional[Mapping[str, str]] = None,
+        *,
+        kept: bool = True,
     ) -> None:
         self.gateway = gateway
         self.info: Dict[str, Any] = info
         self.id: str = info["id"]
         self.holder: str = info.get("holder", "")
-        self.ttl: float = parse_duration(info["ttl"])
+        self.ttl: float = parse_duration(info["ttl"]) if kept else 0.0
         self.lock_delay: float = parse_duration(info.get("lock_delay") or "0s")
         self.lost = threading.Event()
         self.error: Optional[LeaseLost] = None
@@ -576,6 +601,14 @@ class Lease:
         self._moved: Optional[_Target] = None  # where a handover moved it (X-Zkgate-Lease-Moved-To)
         sent = time.monotonic() if asked is None else asked
         self._drain_end: Optional[float] = None
+        # A lease kept elsewhere (Gateway.lease_by_id) has no deadline here:
+        # its keepalives are not this client's to count.
+        self._kept = kept
+        self._thread: Optional[threading.Thread] = None
+        self._watch: Optional[threading.Thread] = None
+        if not kept:
+            self._promised = self._deadline = math.inf
+            return
         if headers is None:
             # The lease runs from the moment it was asked for, at the latest.
             self._promised = self._deadline = sent + self.ttl
@@ -682,7 +715,7 @@ class Lease:
                 with self._mu:
                     self._moved = None if to.url == self.gateway.url else to
         ends = reply.headers.get("X-Zkgate-Lease-Ends")
-        if not ends:
+        if not ends or not self._kept:
             return
         at = self._on_our_clock(reply.sent, reply.headers, ends)
         if at is None:
@@ -825,7 +858,7 @@ class Lease:
             expired = self._expired
         for t in (self._thread, self._watch):
             # The revoke after an expiry is left to finish on its own (bounded by the TTL).
-            if t is not threading.current_thread() and not (t is self._watch and expired):
+            if t is not None and t is not threading.current_thread() and not (t is self._watch and expired):
                 t.join()
         if already:
             return
