@@ -108,7 +108,9 @@ const (
 //   - an answer about a lease whose gateway process had been killed and
 //     replaced at its address: the successor, or a gateway passing the
 //     request there, answers session_lost at once, and ZooKeeper deletes
-//     the record a session timeout later;
+//     the record a session timeout later; for a lease handed over (Moved),
+//     whose keeper the observer does not know, a session_lost answered by
+//     a process that replaced a killed one counts as such a successor's;
 //   - an answer of the lease's own gateway, with a lead over
 //     goneAllowance, when the record went with the lease's session (the
 //     observer saw the session end, its registration gone or replaced, by
@@ -143,6 +145,8 @@ func goneChecks(h *History) []goneCheck {
 		switch killed, replaced := h.Replaced[GatewayLife{l.Gateway, l.Life}]; {
 		case l.Life < 0 || replaced && !killed.After(e.Recv):
 			c.excuse = excuseReplaced
+		case l.Moved && e.Reason == "session_lost" && successorAnswered(h, e):
+			c.excuse = excuseReplaced
 		case c.lead <= goneAllowance:
 		case c.own && l.Session != 0 && ok && !sessionEnded.After(l.RecordUntil.Add(goneAllowance)):
 			c.excuse = excuseSessionGone
@@ -152,6 +156,13 @@ func goneChecks(h *History) []goneCheck {
 		out = append(out, c)
 	}
 	return out
+}
+
+// successorAnswered says that e was answered by a process that replaced a
+// killed one at its gateway's address, after the kill.
+func successorAnswered(h *History, e LeaseEnd) bool {
+	killed, ok := h.Replaced[GatewayLife{e.Gateway, e.Life - 1}]
+	return ok && e.Life > 0 && !killed.After(e.Recv)
 }
 
 // String describes the answer and how long the record was seen after it.

@@ -122,6 +122,14 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			h.SessionLost[2] = at(2700)
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "revoked", Recv: at(900), Gateway: 1, Life: 1})
 		}},
+		{VGoneWhileAlive, func(h *History) { // handed over, but answered by a process that replaced no killed one
+			h.Leases["b"].Moved = true
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "acquire", Status: 410, Reason: "session_lost", Recv: at(600), Gateway: 0, Life: 2})
+		}},
+		{VGoneWhileAlive, func(h *History) { // a successor's answer about a lease never handed over
+			h.Replaced[GatewayLife{0, 1}] = at(500)
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "acquire", Status: 410, Reason: "session_lost", Recv: at(600), Gateway: 0, Life: 2})
+		}},
 		{VGoneWhileAlive, func(h *History) { // passed on to b's gateway (served by it)
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "revoked", Recv: at(900), Gateway: 0, Life: 1, ServedBy: "127.0.0.1:1"})
 		}},
@@ -242,6 +250,14 @@ func TestCheckGoneTolerates(t *testing.T) {
 		{"its gateway was killed: the successor at its address answers at once", func(h *History) {
 			h.Replaced[GatewayLife{1, 1}] = at(500)
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "session_lost", Recv: at(600), Gateway: 0, Life: 1, ServedBy: "127.0.0.1:1"})
+		}},
+		// Seed 1234: leases handed over to gateway 0, which was then killed
+		// and replaced at once; the successor answered session_lost, and
+		// ZooKeeper deleted the records with the session 1.9 s later.
+		{"a lease handed over to a gateway that was killed: the successor at its address answers at once", func(h *History) {
+			h.Leases["b"].Moved = true
+			h.Replaced[GatewayLife{0, 1}] = at(500)
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "acquire", Status: 410, Reason: "session_lost", Recv: at(600), Gateway: 0, Life: 2})
 		}},
 		{"the observer was out of session meanwhile", func(h *History) {
 			h.ObserverOut = append(h.ObserverOut, Span{From: at(1200), To: at(2050)})
