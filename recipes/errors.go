@@ -1,6 +1,3 @@
-// Package recipes implements ZooKeeper coordination recipes (leases, locks,
-// semaphores, elections, barriers, queues) on one shared ZooKeeper session.
-// It knows nothing of HTTP: callers map its Error codes to their transport.
 package recipes
 
 import (
