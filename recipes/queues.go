@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -733,7 +734,7 @@ func (q *Queues) Claims(ctx context.Context, name string) ([]ClaimInfo, error) {
 		}
 		return nil
 	})
-	sortByName(out, func(c ClaimInfo) string { return c.Item })
+	slices.SortFunc(out, func(a, b ClaimInfo) int { return strings.Compare(a.Item, b.Item) })
 	return out, err
 }
 
