@@ -527,7 +527,7 @@ func TestANodeOfAnEndedEpochIsNotReported(t *testing.T) {
 	if ok, _, _ := raw.Exists(other); !ok {
 		t.Fatal("another session's node was deleted")
 	}
-	if _, err := svc.sess.createOwned(ctx, svc.root+"/leases/old", nil, zk.FlagEphemeral, epoch-1, "", false, false); !errors.Is(err, errSessionLost) {
+	if _, err := svc.sess.createOwned(ctx, svc.root+"/leases/old", epoch-1, ownedNode{flags: zk.FlagEphemeral}); !errors.Is(err, errSessionLost) {
 		t.Fatalf("a create for an ended epoch answered %v", err)
 	}
 }

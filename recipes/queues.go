@@ -353,7 +353,7 @@ func (q *Queues) claimFirst(ctx context.Context, name string, v *queueView, clai
 			continue
 		}
 		claimNode := q.taken(name) + "/" + it.ID
-		_, err := sess.createOwned(ctx, claimNode, claimData, zk.FlagEphemeral, epoch, claimant, false, keep == nil)
+		_, err := sess.createOwned(ctx, claimNode, epoch, ownedNode{data: claimData, flags: zk.FlagEphemeral, lease: claimant, fresh: keep == nil})
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			// Claimed by another consumer: skip the others' claims too.

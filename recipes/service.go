@@ -349,7 +349,7 @@ func (s *Service) Register(info GatewayInfo) {
 		if _, stat, err := s.sess.Conn().Exists(p); err == nil && stat != nil && stat.EphemeralOwner != 0 && stat.EphemeralOwner != s.Leases.sessionID() {
 			_ = s.sess.Conn().Delete(p, -1)
 		}
-		if _, err := s.sess.createOwned(ctx, p, data, zk.FlagEphemeral, epoch, "", false, false); err != nil && ErrorCode(err) != CodeLeaseExpired {
+		if _, err := s.sess.createOwned(ctx, p, epoch, ownedNode{data: data, flags: zk.FlagEphemeral}); err != nil && ErrorCode(err) != CodeLeaseExpired {
 			s.log.Error("register gateway", "path", p, "err", err)
 		}
 	}
