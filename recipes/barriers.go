@@ -3,7 +3,6 @@ package recipes
 import (
 	"context"
 	"errors"
-	"sort"
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
@@ -131,8 +130,4 @@ func (b *Barriers) List(ctx context.Context, p Page) ([]BarrierState, string, er
 	return listPage(ctx, b.svc, names, p, nil, func(_ context.Context, name string) (BarrierState, bool, error) {
 		return BarrierState{Name: name, Raised: true}, true, nil
 	})
-}
-
-func sortByName[T any](s []T, name func(T) string) {
-	sort.Slice(s, func(i, j int) bool { return name(s[i]) < name(s[j]) })
 }

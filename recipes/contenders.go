@@ -1,9 +1,11 @@
 package recipes
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // A seqNode is one sequential child of a lock, latch or semaphore parent,
@@ -125,4 +127,45 @@ func splitLock(cs []seqNode) (holders, waiters []seqNode) {
 		}
 	}
 	return holders, waiters
+}
+
+// Contender is one node in the line of a lock, semaphore or election, as
+// any client sees it: holding, waiting, or leading. Holder is the label of
+// its lease (or a foreign node's data).
+type Contender struct {
+	Node    string    `json:"node"`
+	Seq     int64     `json:"seq"`
+	Token   int64     `json:"token"`
+	Mode    string    `json:"mode,omitempty"`
+	Lease   string    `json:"lease,omitempty"`
+	Holder  string    `json:"holder"`
+	Session string    `json:"session"`
+	Since   time.Time `json:"since"`
+	Foreign bool      `json:"foreign"`
+	Gateway string    `json:"gateway,omitempty"`
+	Value   string    `json:"value,omitempty"`
+	Limit   int       `json:"limit,omitempty"`
+}
+
+func holderOf(c seqNode, n Node) Contender {
+	h := Contender{Node: c.Name, Seq: c.Seq, Token: n.Stat.Czxid, Mode: c.Mode,
+		Session: fmt.Sprintf("0x%x", uint64(n.Stat.EphemeralOwner)), Since: time.UnixMilli(n.Stat.Ctime).UTC()}
+	if d, ok := parseNodeData(n.Data); ok {
+		h.Lease, h.Holder, h.Gateway, h.Value, h.Limit = d.Lease, d.Holder, d.Gateway, d.Value, d.Limit
+	} else {
+		h.Foreign = true
+		h.Holder = printable(n.Data)
+	}
+	return h
+}
+
+// printable shows foreign node data as text, replacing what is not.
+func printable(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '.'
+		}
+		return r
+	}, s)
 }

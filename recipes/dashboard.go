@@ -30,8 +30,7 @@ func (d Dashboard) Root() string { return d.svc.sess.Root() }
 func (d Dashboard) GatewayID() string { return d.svc.gatewayID }
 
 // Subscribe has fn told, without blocking, of every change the watch cache
-// sees, until stop is called. Unlike Service.OnChange it may be called while
-// the cache is in use.
+// sees, until stop is called. It may be called while the cache is in use.
 func (d Dashboard) Subscribe(fn func(path string)) (stop func()) {
 	var off atomic.Bool
 	c := d.svc.cache

@@ -155,8 +155,9 @@ func partyHoldLocked(hs holding) []PartyHold {
 		}
 		return "", 0
 	}
-	at := func(p string, czxid int64, waiting, slots bool) PartyHold {
-		h := PartyHold{Kind: c.kind, Name: c.name, Waiting: waiting, Line: path.Dir(p), Node: path.Base(p), Czxid: czxid, Slots: slots}
+	// at is h (its Waiting and Slots) with node p of c.
+	at := func(p string, czxid int64, h PartyHold) PartyHold {
+		h.Kind, h.Name, h.Line, h.Node, h.Czxid = c.kind, c.name, path.Dir(p), path.Base(p), czxid
 		if lh, ok := hs.(*lockHold); ok {
 			h.Mode = lh.mode
 		}
@@ -165,24 +166,24 @@ func partyHoldLocked(hs holding) []PartyHold {
 	switch c.kind {
 	case KindLock:
 		if p, czxid := nodeOf(lockRole); p != "" {
-			return []PartyHold{at(p, czxid, !c.granted, false)}
+			return []PartyHold{at(p, czxid, PartyHold{Waiting: !c.granted})}
 		}
 	case KindSemaphore:
 		slot, slotCzxid := nodeOf(slotRole)
 		adm, admCzxid := nodeOf(admissionRole)
 		switch {
 		case c.granted && slot != "":
-			return []PartyHold{at(slot, slotCzxid, false, false)}
+			return []PartyHold{at(slot, slotCzxid, PartyHold{})}
 		case slot != "":
 			// Admitted, waiting for a slot; its admission node (still
 			// there) keeps the next ones out meanwhile.
-			out := []PartyHold{at(slot, slotCzxid, true, true)}
+			out := []PartyHold{at(slot, slotCzxid, PartyHold{Waiting: true, Slots: true})}
 			if adm != "" {
-				out = append(out, at(adm, admCzxid, false, false))
+				out = append(out, at(adm, admCzxid, PartyHold{}))
 			}
 			return out
 		case adm != "":
-			return []PartyHold{at(adm, admCzxid, true, false)}
+			return []PartyHold{at(adm, admCzxid, PartyHold{Waiting: true})}
 		}
 	}
 	return nil
@@ -499,7 +500,7 @@ func (g *waitGraph) ask(ctx context.Context, peers WaitPeers, leases []string) {
 			}
 			p.owns = append(p.owns, h.Line+"/"+h.Node)
 			if h.Waiting {
-				g.addWait(ctx, p, h.Kind, h.Name, h.Mode, h.Line, h.Node, h.Czxid, h.Slots)
+				g.addWait(ctx, p, h)
 			}
 		}
 	}
@@ -608,21 +609,21 @@ func (g *waitGraph) node(p string, c seqNode, withCzxid bool) *graphNode {
 	return n
 }
 
-// addWait adds p's wait with node in line, and what it waits for.
-func (g *waitGraph) addWait(ctx context.Context, p *graphParty, kind, name, mode, line, node string, czxid int64, slots bool) {
-	id := line + "/" + node
+// addWait adds p's wait with node h.Node in h.Line, and what it waits for.
+func (g *waitGraph) addWait(ctx context.Context, p *graphParty, h PartyHold) {
+	id := h.Line + "/" + h.Node
 	if g.waits[id] || ctx.Err() != nil {
 		return
 	}
 	g.waits[id] = true
-	w := &graphWait{p: p, kind: kind, name: name, mode: mode, line: line, node: node, czxid: czxid, slots: slots}
-	l := g.line(line)
+	w := &graphWait{p: p, kind: h.Kind, name: h.Name, mode: h.Mode, line: h.Line, node: h.Node, czxid: h.Czxid, slots: h.Slots}
+	l := g.line(w.line)
 	if l == nil {
 		w.unknown = true
 		p.waits = append(p.waits, w)
 		return
 	}
-	i, ok := l.index[node]
+	i, ok := l.index[w.node]
 	if !ok {
 		return // gone: it waits no more
 	}
@@ -633,7 +634,7 @@ func (g *waitGraph) addWait(ctx context.Context, p *graphParty, kind, name, mode
 		}
 	}
 	var blockers []seqNode
-	if slots {
+	if w.slots {
 		for j, c := range l.nodes {
 			if j != i {
 				blockers = append(blockers, c)
@@ -655,9 +656,9 @@ func (g *waitGraph) addWait(ctx context.Context, p *graphParty, kind, name, mode
 		}
 	}
 	for _, c := range blockers {
-		n := g.node(line+"/"+c.Name, c, false)
+		n := g.node(w.line+"/"+c.Name, c, false)
 		switch {
-		case n == nil && slots:
+		case n == nil && w.slots:
 			w.unknown = true // one that went, or could not be read, may be a slot soon free
 		case n == nil:
 			// gone: it blocks nothing any more
@@ -690,7 +691,7 @@ func (g *waitGraph) behind(ctx context.Context) {
 					continue
 				}
 				if n := g.node(line+"/"+c.Name, c, false); n != nil && n.p.session != "" {
-					g.addWait(ctx, n.p, kind, name, c.Mode, line, c.Name, n.czxid, false)
+					g.addWait(ctx, n.p, PartyHold{Kind: kind, Name: name, Mode: c.Mode, Line: line, Node: c.Name, Czxid: n.czxid})
 				}
 			}
 		}

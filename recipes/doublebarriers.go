@@ -125,7 +125,7 @@ func (d *DoubleBarriers) enter(rctx context.Context, m *membership, wait time.Du
 	}
 	_, _, err = m.ensureNode(memberRole, func() (string, *zk.Stat, error) {
 		data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: svc.gatewayID, Member: m.member, Count: count}.bytes()
-		p, err := svc.sess.createOwned(ctx, m.path, data, zk.FlagEphemeral, lease.epoch, lease.ID, true, false)
+		p, err := svc.sess.createOwned(ctx, m.path, lease.epoch, ownedNode{data: data, flags: zk.FlagEphemeral, lease: lease.ID, containers: true})
 		if errors.Is(err, zk.ErrNodeExists) {
 			return "", nil, &Error{Code: CodeInvalid, Detail: fmt.Sprintf("member %q of barrier %q belongs to another lease", m.member, name)}
 		}

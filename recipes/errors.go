@@ -1,6 +1,3 @@
-// Package recipes implements ZooKeeper coordination recipes (leases, locks,
-// semaphores, elections, barriers, queues) on one shared ZooKeeper session.
-// It knows nothing of HTTP: callers map its Error codes to their transport.
 package recipes
 
 import (
@@ -11,7 +8,8 @@ import (
 // Code names a class of failure that a client can act on.
 type Code string
 
-// The codes of API.md. The HTTP layer maps each to one status, in one place.
+// The codes of the problem documents (docs/api.md, openapi.yaml). The HTTP
+// layer maps each to one status, in one place (handlers/problem.go).
 const (
 	CodeInvalid       Code = "invalid_request"
 	CodeLeaseNotFound Code = "lease_not_found"

@@ -53,7 +53,7 @@ func (hs *handoffs) remove(h *handoff) {
 }
 
 // begin takes the waiters of watched, about to be deleted, and marks them:
-// their wake-up waits for finish.
+// their wake-up waits for finishHandoffs.
 func (hs *handoffs) begin(watched string) []*handoff {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
@@ -68,7 +68,8 @@ func (hs *handoffs) begin(watched string) []*handoff {
 	return ws
 }
 
-// finish reports the outcome of the delete to its waiters.
+// finishHandoffs tells the waiters of a delete whether it checked their
+// nodes (ok: they existed when the watched node went).
 func finishHandoffs(hs []*handoff, ok bool) {
 	for _, h := range hs {
 		h.ok = ok

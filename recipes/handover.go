@@ -117,7 +117,7 @@ type NodeState struct {
 	Czxid int64  `json:"czxid,omitempty"`
 }
 
-// stateOf is h's common part; h.mu is held.
+// stateLocked is h's common part; h.mu is held.
 func (h *hold) stateLocked() HoldState {
 	st := HoldState{Kind: h.kind, Key: h.key, Name: h.name, Since: h.since, Granted: h.granted, Token: h.token,
 		GrantedAt: h.grantedAt, Told: h.told}

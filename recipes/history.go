@@ -517,32 +517,3 @@ func (ls *Leases) sweep(ctx context.Context) (ended []historyNode, total int, er
 	slices.SortFunc(ended, func(a, b historyNode) int { return cmp.Compare(a.mzxid, b.mzxid) })
 	return ended, total, nil
 }
-
-// forEach runs fn(0..n-1), 32 at a time (go-zookeeper pipelines the
-// requests on its one connection), and returns the first error, or ctx's
-// once it ends.
-func forEach(ctx context.Context, n int, fn func(i int) error) error {
-	sem := make(chan struct{}, 32)
-	errs := make(chan error, 1)
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		sem <- struct{}{}
-		go func(i int) {
-			defer func() { <-sem }()
-			if err := fn(i); err != nil {
-				select {
-				case errs <- err:
-				default:
-				}
-			}
-		}(i)
-	}
-	for range cap(sem) {
-		sem <- struct{}{}
-	}
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return ctx.Err()
-	}
-}

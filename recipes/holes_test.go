@@ -13,11 +13,11 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 )
 
-// Regression tests for the holes that the four copies of the hold lifecycle
-// hid, each on real ZooKeeper.
+// The hold lifecycle's guarantees where a hold meets a failure, each on real
+// ZooKeeper.
 
-// Two concurrent claims by one lease used to claim two items, of which the
-// lease tracked one: the other stayed claimed after the lease ended.
+// Two concurrent claims by one lease claim one item: a second item, which the
+// lease would not track, would stay claimed after the lease ended.
 func TestConcurrentClaimsOfOneLeaseShareOneItem(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
@@ -68,9 +68,10 @@ func TestConcurrentClaimsOfOneLeaseShareOneItem(t *testing.T) {
 	}
 }
 
-// A release used to delete its node with the request's context: a client
-// that hung up while ZooKeeper was briefly out of reach left the lock held
-// by a node no lease tracked, until the gateway's session ended.
+// A release deletes its node with a context of its own, not the request's: a
+// client that hangs up while ZooKeeper is briefly out of reach would
+// otherwise leave the lock held by a node no lease tracks, until the
+// gateway's session ended.
 func TestReleaseDeletesTheNodeWhenTheClientHangsUp(t *testing.T) {
 	zks := sharedServer(t)
 	px := newProxy(t, zks.Addr())
@@ -117,9 +118,9 @@ func TestReleaseDeletesTheNodeWhenTheClientHangsUp(t *testing.T) {
 	}
 }
 
-// A hold whose first create failed used to be detached without being marked
-// gone, so a concurrent call of the same lease made a node no lease
-// tracked. A hold that a caller still uses stays attached.
+// A hold that a caller still uses stays attached, even when its first create
+// failed: detached without being marked gone, a concurrent call of the same
+// lease would make a node no lease tracks.
 func TestAHoldStaysAttachedWhileACallerUsesIt(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
@@ -239,8 +240,8 @@ func TestConcurrentCallsOfOneLeaseInEveryPrimitive(t *testing.T) {
 	}
 }
 
-// A failed dial after a session loss used to be logged once and never
-// retried, and dialed under the session's lock: every request waited on it.
+// A failed dial after a session loss is retried until the ensemble resolves,
+// outside the session's lock, so that no request waits on it.
 func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
 	zks := ownServer(t)
 	hosts := &flakyHosts{}
@@ -316,9 +317,9 @@ func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
 	}
 }
 
-// Every wait used to set a watch of its own on its predecessor, kept by
-// go-zookeeper until the node changed: clients retrying against a lock held
-// for long piled them up without bound. A node has one armed watch.
+// A node has one armed watch, however many waits retry on it: a watch of its
+// own per wait, kept by go-zookeeper until the node changes, would pile up
+// without bound from clients retrying against a lock held for long.
 func TestRetriedWaitsShareOneWatch(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
@@ -373,8 +374,8 @@ func watchersOf(t *testing.T, conn *zk.Conn, p string) int {
 	return n
 }
 
-// A load error other than a lost connection used to stick in the watch
-// cache: no watch was armed, and the entry never loaded again while read.
+// A load error other than a lost connection does not stick in the watch
+// cache: the entry loads again while read, and arms its watch.
 func TestWatchCacheRecoversFromALoadError(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
@@ -451,8 +452,9 @@ func TestKeepAliveOfALeaseEndingMeanwhileAnswersEnded(t *testing.T) {
 	}
 }
 
-// A double-barrier member named like a sequential node (host-0000000001)
-// used to keep the data of an earlier member of that name in the cache.
+// A double-barrier member named like a sequential node (host-0000000001) is
+// read again when it is made anew, not shown with the data of an earlier
+// member of that name.
 func TestMemberWithASequentialLookingNameIsReadAgain(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
@@ -525,7 +527,7 @@ func TestANodeOfAnEndedEpochIsNotReported(t *testing.T) {
 	if ok, _, _ := raw.Exists(other); !ok {
 		t.Fatal("another session's node was deleted")
 	}
-	if _, err := svc.sess.createOwned(ctx, svc.root+"/leases/old", nil, zk.FlagEphemeral, epoch-1, "", false, false); !errors.Is(err, errSessionLost) {
+	if _, err := svc.sess.createOwned(ctx, svc.root+"/leases/old", epoch-1, ownedNode{flags: zk.FlagEphemeral}); !errors.Is(err, errSessionLost) {
 		t.Fatalf("a create for an ended epoch answered %v", err)
 	}
 }

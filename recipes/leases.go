@@ -70,6 +70,27 @@ type LeaseInfo struct {
 	Holds     []HoldInfo `json:"holds"`
 }
 
+// Duration is a duration in what the recipes answer (LeaseInfo,
+// LeaseState): it marshals as a Go duration string. Client input is read by
+// handlers.Duration, which also checks it.
+type Duration time.Duration
+
+// MarshalJSON writes "15s".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads "15s" (a gateway reads another's lease list).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
 // HoldInfo is one thing a lease holds or waits for.
 type HoldInfo struct {
 	Kind   string    `json:"kind"` // lock, semaphore, election, double-barrier, claim
@@ -793,23 +814,4 @@ func newLeaseID() string {
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
-}
-
-// Duration marshals as a Go duration string.
-type Duration time.Duration
-
-// MarshalJSON writes "15s".
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-// UnmarshalJSON reads "15s" (a gateway reads another's lease list).
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	v, err := time.ParseDuration(s)
-	*d = Duration(v)
-	return err
 }

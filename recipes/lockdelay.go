@@ -272,7 +272,7 @@ func (s *Service) deleteMark(p string) error {
 // markDelay leaves the lock-delay marker of node, h's node in line, before
 // its grant is answered: a lease without a lock-delay leaves none. The
 // marker becomes one of h's nodes (deleted first when it goes; see
-// hold.finish).
+// hold.removeNodes).
 func (s *Service) markDelay(ctx context.Context, h *hold, line, node string) error {
 	lease := h.lease
 	if lease.LockDelay <= 0 {

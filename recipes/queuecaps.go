@@ -36,7 +36,8 @@ import (
 // fresh figures: queue_full, naming the cap and the figures.
 //
 // What this costs the produce path: nothing in the common case (a create,
-// or a create with the listing behind it when takes wait, as before). The
+// or a create with the listing behind it when takes wait, as without
+// caps). The
 // first produce of a gateway takes a census, the first into a queue a count,
 // and then one count per blind budget: a listing of the entries every
 // MaxItems/16 items or MaxBytes/16 bytes produced into a queue, and a census

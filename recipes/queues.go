@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -352,7 +353,7 @@ func (q *Queues) claimFirst(ctx context.Context, name string, v *queueView, clai
 			continue
 		}
 		claimNode := q.taken(name) + "/" + it.ID
-		_, err := sess.createOwned(ctx, claimNode, claimData, zk.FlagEphemeral, epoch, claimant, false, keep == nil)
+		_, err := sess.createOwned(ctx, claimNode, epoch, ownedNode{data: claimData, flags: zk.FlagEphemeral, lease: claimant, fresh: keep == nil})
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			// Claimed by another consumer: skip the others' claims too.
@@ -733,7 +734,7 @@ func (q *Queues) Claims(ctx context.Context, name string) ([]ClaimInfo, error) {
 		}
 		return nil
 	})
-	sortByName(out, func(c ClaimInfo) string { return c.Item })
+	slices.SortFunc(out, func(a, b ClaimInfo) int { return strings.Compare(a.Item, b.Item) })
 	return out, err
 }
 

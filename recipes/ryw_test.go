@@ -10,12 +10,12 @@ import (
 	"github.com/zkgate/zkgate/zkserver"
 )
 
-// Plain reads (of a lock, of a queue) used to be answered by whichever
-// server a gateway talks to, which may lag the ensemble's leader: a client
-// that acquired or produced through one gateway and read through another
-// might not see its own write. A plain read now syncs first. Here the second gateway's server is frozen while the
-// write commits (the other two make the quorum), and read right after it
-// thaws, when its backlog is still on its way.
+// A plain read (of a lock, of a queue) syncs with the ensemble's leader
+// first: the server a gateway talks to may lag it, and a client that
+// acquired or produced through one gateway and read through another would
+// not see its own write. Here the second gateway's server is frozen while
+// the write commits (the other two make the quorum), and read right after
+// it thaws, when its backlog is still on its way.
 func TestPlainReadsSeeWritesMadeThroughAnotherServer(t *testing.T) {
 	sharedServer(t) // the loud failure when ZooKeeper is missing
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

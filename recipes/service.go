@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/zk"
+	"golang.org/x/sync/errgroup"
 )
 
 // tryOnceBound bounds the ZooKeeper work of a request that asked not to wait.
@@ -191,6 +194,22 @@ func (s *Service) listNames(ctx context.Context, dir string) (context.Context, [
 	return ctx, names, err
 }
 
+// forEach runs fn(0..n-1), 32 at a time (go-zookeeper pipelines the
+// requests on its one connection), and returns the first error, or ctx's
+// once it ends. Every fn runs to its end: none is cancelled by another's
+// error, and none starts once ctx has ended.
+func forEach(ctx context.Context, n int, fn func(i int) error) error {
+	var g errgroup.Group
+	g.SetLimit(32)
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		g.Go(func() error { return fn(i) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
 // forEach is the package's forEach, with the error a client should see.
 func (s *Service) forEach(ctx context.Context, n int, fn func(i int) error) error {
 	err := forEach(ctx, n, fn)
@@ -278,7 +297,7 @@ func (s *Service) Gateways(ctx context.Context) ([]GatewayInfo, error) {
 		}
 	}
 	out = kept
-	sortByName(out, func(g GatewayInfo) string { return g.ID })
+	slices.SortFunc(out, func(a, b GatewayInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out, err
 }
 
@@ -330,7 +349,7 @@ func (s *Service) Register(info GatewayInfo) {
 		if _, stat, err := s.sess.Conn().Exists(p); err == nil && stat != nil && stat.EphemeralOwner != 0 && stat.EphemeralOwner != s.Leases.sessionID() {
 			_ = s.sess.Conn().Delete(p, -1)
 		}
-		if _, err := s.sess.createOwned(ctx, p, data, zk.FlagEphemeral, epoch, "", false, false); err != nil && ErrorCode(err) != CodeLeaseExpired {
+		if _, err := s.sess.createOwned(ctx, p, epoch, ownedNode{data: data, flags: zk.FlagEphemeral}); err != nil && ErrorCode(err) != CodeLeaseExpired {
 			s.log.Error("register gateway", "path", p, "err", err)
 		}
 	}

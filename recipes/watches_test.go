@@ -291,9 +291,9 @@ func head(s []string, n int) []string {
 // A line watched for long (a lock a dashboard or a blocking read follows)
 // keeps one watch of each kind, however often it changes, and a change of
 // its children reads the listing and the new nodes, not the parent's data
-// again. Each reload used to read the parent's data with a new watch, and
-// go-zookeeper kept a channel more on it for every change of the line, as
-// long as the lock lived.
+// again: a reload that read the parent's data with a new watch would have
+// go-zookeeper keep a channel more for every change of the line, as long as
+// the lock lived.
 func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 	px := newProxy(t, sharedServer(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
@@ -368,8 +368,8 @@ func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 
 // A wait given up on a node that stays (a lock held for hours) leaves its
 // watch on that node for the linger, to the waits that retry, then removes
-// it from go-zookeeper and ZooKeeper. It used to stay, with a goroutine
-// waiting for its event, until the node changed.
+// it from go-zookeeper and ZooKeeper, rather than keeping it, and a
+// goroutine waiting for its event, until the node changes.
 func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	svc.watches.linger = 100 * time.Millisecond

@@ -211,34 +211,45 @@ func (s *Session) dropStray(p, leaseID string) {
 // createOwned to make.
 var errNoParent = errors.New("parent node missing")
 
+// ownedNode is how createOwned makes a node.
+type ownedNode struct {
+	data  []byte
+	flags int32
+	// lease, when set, is the lease the node's data names: a node found
+	// there is ours only if it names it too.
+	lease string
+	// containers makes a missing parent as a CONTAINER; without it a
+	// missing parent answers errNoParent.
+	containers bool
+	// fresh says that nothing made the node for lease before this call (a
+	// take's claim: its claimant is new each time): a node that is there
+	// already is someone else's, known without a read, unless this call's
+	// own create went unanswered.
+	fresh bool
+}
+
 // createOwned creates the plain (not sequential) node p for a lease of
-// epoch. An ambiguous reply is resolved by reading p: it is ours when its
-// owner is the session of epoch (for ephemeral nodes) and, with lease, its
-// data names that lease. Someone else's node answers zk.ErrNodeExists. A
-// missing parent is made as a CONTAINER with containers, and answers
-// errNoParent otherwise.
-//
-// fresh says that nothing made p for lease before this call (a take's claim:
-// its claimant is new each time): a node that is there already is someone
-// else's, known without a read, unless this call's own create went
-// unanswered.
-func (s *Session) createOwned(ctx context.Context, p string, data []byte, flags int32, epoch uint64, lease string, containers, fresh bool) (string, error) {
+// epoch, as n says. An ambiguous reply is resolved by reading p: it is ours
+// when its owner is the session of epoch (for ephemeral nodes) and, with
+// n.lease, its data names that lease. Someone else's node answers
+// zk.ErrNodeExists.
+func (s *Session) createOwned(ctx context.Context, p string, epoch uint64, n ownedNode) (string, error) {
 	unanswered := false
 	for {
 		if err := s.check(epoch); err != nil {
 			return "", err
 		}
 		conn := s.Conn()
-		_, err := conn.Create(p, data, flags, s.acl())
+		_, err := conn.Create(p, n.data, n.flags, s.acl())
 		switch {
 		case err == nil:
 			if cerr := s.check(epoch); errors.Is(cerr, errSessionLost) {
-				s.dropStray(p, lease)
+				s.dropStray(p, n.lease)
 				return "", cerr
 			}
 			return p, nil
 		case errors.Is(err, zk.ErrNodeExists):
-			if fresh && !unanswered {
+			if n.fresh && !unanswered {
 				return "", zk.ErrNodeExists
 			}
 			raw, stat, gerr := conn.Get(p)
@@ -258,17 +269,17 @@ func (s *Session) createOwned(ctx context.Context, p string, data []byte, flags 
 				return "", err
 			}
 			_, _, sid := s.Status()
-			mine := flags&zk.FlagEphemeral != 0 && stat.EphemeralOwner == sid
-			if mine && lease != "" {
+			mine := n.flags&zk.FlagEphemeral != 0 && stat.EphemeralOwner == sid
+			if mine && n.lease != "" {
 				d, ok := parseNodeData(raw)
-				mine = ok && d.Lease == lease
+				mine = ok && d.Lease == n.lease
 			}
 			if mine {
 				return p, nil // our own create, whose reply was lost
 			}
 			return "", zk.ErrNodeExists
 		case errors.Is(err, zk.ErrNoNode):
-			if !containers {
+			if !n.containers {
 				return "", errNoParent
 			}
 			if err := s.ensureContainers(ctx, path.Dir(p), epoch); err != nil {

@@ -1,0 +1,60 @@
+// Package recipes implements ZooKeeper coordination recipes (leases, locks,
+// read/write locks, semaphores, elections, barriers, double barriers,
+// queues) on one shared ZooKeeper session. It knows nothing of HTTP: each
+// failure is an *Error whose Code the caller maps to its transport
+// (errors.go).
+//
+// # The recipes
+//
+// A Service bundles them on one Session (service.go, session.go). Each file
+// opens with its znode layout and the Curator or kazoo recipe it follows:
+//
+//   - Leases (leases.go): a lease is what a client holds things with; its
+//     record is an EPHEMERAL node of the gateway's session, and history.go
+//     keeps the trace that tells "you lost it" from "you never had it".
+//   - Locks (locks.go): exclusive and read/write, Curator's
+//     InterProcessMutex and InterProcessReadWriteLock.
+//   - Semaphores (semaphores.go): Curator's InterProcessSemaphoreV2.
+//   - Elections (elections.go): Curator's LeaderLatch.
+//   - Barriers (barriers.go) and DoubleBarriers (doublebarriers.go):
+//     Curator's DistributedBarrier and DistributedDoubleBarrier.
+//   - Queues (queues.go): kazoo's LockingQueue, capped by queuecaps.go.
+//
+// Around them: lock-delay (lockdelay.go), deadlock detection across
+// gateways (deadlock.go), what waits and holds cost (contention.go), the
+// handover of a session to another gateway (handover.go), signed gateway
+// records (peerproof.go), the dashboard's view (dashboard.go).
+//
+// # The hold lifecycle
+//
+// Everything a lease holds or waits for (a lock node, a semaphore slot, a
+// candidacy, a double-barrier membership, a queue claim) is a hold
+// (holds.go): attached to its lease under a key, joined by concurrent calls
+// for the same thing (one node, one grant), abandoned by its last waiter if
+// never granted nor told to a client, and, once gone, detached with its
+// nodes deleted. The recipes keep only how they wait and what they show.
+//
+// Locks, semaphores and elections wait in a line of sequential nodes
+// (line.go): each waits until no earlier node that blocks it is left,
+// watching only the one it waits for (contenders.go reads the nodes' names).
+//
+// # Sharing between the waits and reads of one gateway
+//
+// Thousands of clients may wait on one name; five mechanisms on Service
+// keep ZooKeeper's work near one request per change, not one per waiter:
+//
+//   - watchCache (cache.go): one watch per read path, fanned out in memory;
+//     the State reads and blocking reads of every recipe, the waits of
+//     barriers, of queues' takes and claims and of a semaphore's admitted
+//     node for a slot, the dashboard.
+//   - nodeWatches (nodewatch.go): one armed watch per node however many
+//     waits come and go; a line's wait for the node before it (line.go)
+//     and a double barrier's wait for its ready node and for members.
+//   - lister (lister.go): one listing of a line in flight, one queued, for
+//     every waiter woken at once; line.go and hold.ensureInLine.
+//   - handoffs (handoff.go): a delete made through this gateway vouches, in
+//     its transaction, that the next waiter's node exists; a hold's delete
+//     (hold.removeNodes) and the line's wait for it (line.go).
+//   - passedWriters (line.go): the writer this gateway last let through a
+//     line, whose delete means nothing before the next waiter is left.
+package recipes
