@@ -15,9 +15,9 @@ import (
 	"github.com/zkgate/zkgate/recipes"
 )
 
-// rule is what a route needs of the caller's token: the one table of them,
-// routeAccess, sits beside routes.go, and a test walks the router to make
-// sure that no route lacks one.
+// rule is what a route needs of the caller's token (see route). A route
+// whose rule is none of open, peer or of a kind has none: the front door
+// refuses it, and a test keeps this from happening.
 type rule struct {
 	// open routes need no token: health, readiness, the spec, the sign-in
 	// page and the dashboard's static files.
@@ -44,9 +44,9 @@ type rule struct {
 	// that is not a proven peer call is refused before anything, and one
 	// that is needs no token (the gateway proved itself).
 	peer bool
-	// waits marks the routes that take ?wait=: a request with a wait above
-	// 0 counts against the waiter limits while it runs.
-	waits bool
+	// waiter marks the routes that take ?wait=: a request with a wait
+	// above 0 counts against the waiter limits while it runs.
+	waiter bool
 	// probe routes answer at once from memory (health, readiness): they
 	// count against no limit, so that they answer at every cap.
 	probe bool
@@ -67,8 +67,8 @@ func read(kind string) rule    { return rule{kind: kind, level: handlers.LevelRe
 func write(kind string) rule   { return rule{kind: kind, level: handlers.LevelWrite, param: "name"} }
 func readAll(kind string) rule { return rule{kind: kind, level: handlers.LevelRead} }
 
-// waiting is r for a route that takes ?wait=.
-func waiting(r rule) rule { r.waits = true; return r }
+// waiter is r for a route that takes ?wait=.
+func waiter(r rule) rule { r.waiter = true; return r }
 
 // makingLeases is r for a route that may make a lease.
 func makingLeases(r rule) rule { r.makesLeases = true; return r }
@@ -77,79 +77,14 @@ func leaseRule(l handlers.Level) rule {
 	return rule{kind: "leases", level: l, param: "id", lease: true}
 }
 
-// routeAccess maps every route ("METHOD PATTERN", as chi.Walk names it) to
-// what it needs of the caller's token.
-var routeAccess = map[string]rule{
-	"GET /healthz":                       probeRoute,
-	"GET /readyz":                        probeRoute,
-	"GET /openapi.yaml":                  openRoute,
-	"GET /metrics":                       dashRead,
-	"GET /":                              {kind: "*", level: handlers.LevelRead, page: true},
-	"GET /ui/{page}":                     {kind: "*", level: handlers.LevelRead, page: true},
-	"GET /ui/static/{file}":              openRoute,
-	"GET /ws":                            dashRead,
-	"GET /signin":                        openRoute,
-	"POST /signin":                       openRoute,
-	"POST /signout":                      openRoute,
-	"POST " + handlers.HandoverPath:      {peer: true},
-	"GET " + handlers.PeerContentionPath: {peer: true},
-	"GET " + handlers.PeerContentionPath + "/{kind}/{name}": {peer: true},
-	"POST " + handlers.PeerWaitsPath:                        {peer: true},
-
-	"POST /v1/leases":                {kind: "leases", level: handlers.LevelWrite, makesLeases: true},
-	"GET /v1/leases":                 {kind: "leases", level: handlers.LevelRead, lease: true},
-	"GET /v1/leases/{id}":            leaseRule(handlers.LevelRead),
-	"DELETE /v1/leases/{id}":         leaseRule(handlers.LevelWrite),
-	"POST /v1/leases/{id}/keepalive": leaseRule(handlers.LevelWrite),
-
-	"GET /v1/locks":                 {kind: "locks", level: handlers.LevelRead, query: "prefix"},
-	"GET /v1/locks/{name}":          waiting(read("locks")),
-	"POST /v1/locks/{name}/acquire": makingLeases(waiting(write("locks"))),
-	"POST /v1/locks/{name}/release": write("locks"),
-	"GET /v1/locks/{name}/fence":    read("locks"),
-	"GET /v1/locks/{name}/stats":    read("locks"),
-
-	"GET /v1/semaphores":                 readAll("semaphores"),
-	"GET /v1/semaphores/{name}":          waiting(read("semaphores")),
-	"POST /v1/semaphores/{name}/acquire": makingLeases(waiting(write("semaphores"))),
-	"POST /v1/semaphores/{name}/release": write("semaphores"),
-	"GET /v1/semaphores/{name}/stats":    read("semaphores"),
-
-	"GET /v1/contention": {kind: "locks", level: handlers.LevelRead, filtered: true},
-
-	"GET /v1/elections":                  readAll("elections"),
-	"GET /v1/elections/{name}":           waiting(read("elections")),
-	"POST /v1/elections/{name}/campaign": makingLeases(waiting(write("elections"))),
-	"POST /v1/elections/{name}/resign":   write("elections"),
-	"PUT /v1/elections/{name}/value":     write("elections"),
-
-	"GET /v1/barriers":              readAll("barriers"),
-	"GET /v1/barriers/{name}":       waiting(read("barriers")),
-	"PUT /v1/barriers/{name}":       write("barriers"),
-	"DELETE /v1/barriers/{name}":    write("barriers"),
-	"POST /v1/barriers/{name}/wait": waiting(read("barriers")),
-
-	"GET /v1/double-barriers":               readAll("double-barriers"),
-	"GET /v1/double-barriers/{name}":        waiting(read("double-barriers")),
-	"POST /v1/double-barriers/{name}/enter": makingLeases(waiting(write("double-barriers"))),
-	"POST /v1/double-barriers/{name}/leave": waiting(write("double-barriers")),
-
-	"GET /v1/queues":                         readAll("queues"),
-	"GET /v1/queues/{name}":                  waiting(read("queues")),
-	"DELETE /v1/queues/{name}":               write("queues"),
-	"POST /v1/queues/{name}/items":           write("queues"),
-	"GET /v1/queues/{name}/items/{id}":       read("queues"),
-	"POST /v1/queues/{name}/items/{id}/ack":  write("queues"),
-	"POST /v1/queues/{name}/items/{id}/nack": write("queues"),
-	"POST /v1/queues/{name}/take":            waiting(write("queues")),
-	"POST /v1/queues/{name}/claim":           makingLeases(waiting(write("queues"))),
-}
+// known reports whether ru is a rule at all: the zero rule is none.
+func (ru rule) known() bool { return ru.open || ru.peer || ru.kind != "" }
 
 // target is the name a request acts on under r, or "*" for every name.
-func (ru rule) target(req *http.Request, rctx *chi.Context) string {
+func (ru rule) target(req *http.Request) string {
 	switch {
 	case ru.param != "":
-		return rctx.URLParam(ru.param)
+		return chi.URLParam(req, ru.param)
 	case ru.query != "":
 		if p := req.URL.Query().Get(ru.query); p != "" {
 			return p
@@ -219,39 +154,29 @@ func secretOf(r *http.Request) (secret string, fromCookie bool) {
 	return "", false
 }
 
-// admit authenticates and authorizes a request before it reaches its
-// route, by the route's rule, and then counts it against the limits of its
-// client: the slot, if held, must be released when the request ends.
-// Routes are found with the router itself, so that the rule is the one of
-// the route that will serve the request. When ok is false, admit has
-// answered.
-func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Request, _ slot, ok bool) {
-	rctx := chi.NewRouteContext()
-	path := r.URL.RawPath
-	if path == "" {
-		path = r.URL.Path
+// admit authenticates and authorizes a request before it reaches rt, the
+// route the router matched for it, by the route's rule, and then counts it
+// against the limits of its client: the slot, if held, must be released
+// when the request ends. rt is nil for a request no route serves, which
+// the router answers 404 or 405. When ok is false, admit has answered.
+func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_ *http.Request, _ slot, ok bool) {
+	if rt == nil {
+		return r, slot{}, true
 	}
-	pattern := fd.mux.Find(rctx, r.Method, path)
-	if pattern == "" {
-		return r, slot{}, true // the router answers 404 or 405
-	}
-	route := r.Method + " " + pattern
-	ru, known := routeAccess[route]
-	if !known {
+	ru, route := rt.access, rt.method+" "+rt.pattern
+	if !ru.known() {
 		// Fail closed; a test keeps this from happening.
 		handlers.Problem(w, r, handlers.CodeForbidden, "no access rule for "+route)
 		return r, slot{}, false
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		if refusal := fromBrowser(r, !ru.open && ru.kind != "*", fd.auth.enabled()); refusal != nil {
-			routeAnswered(r, pattern)
 			handlers.WriteError(w, r, refusal)
 			return r, slot{}, false
 		}
 	}
 	_, forwarded := r.Header[handlers.ForwardedHeader]
 	if ru.peer && !forwarded {
-		routeAnswered(r, pattern)
 		handlers.WriteError(w, r, handlers.Forbidden("%s is for the gateways of this root only", route))
 		return r, slot{}, false
 	}
@@ -259,18 +184,16 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 		// Another gateway's request, or a forgery: proven before anything.
 		var err error
 		if r, err = fd.peers.Admit(r); err != nil {
-			routeAnswered(r, pattern)
 			handlers.WriteError(w, r, err)
 			return r, slot{}, false
 		}
 	}
-	target := ru.target(r, rctx)
+	target := ru.target(r)
 	var caller *handlers.Caller
 	if !ru.open && !ru.peer && fd.auth.enabled() {
 		var allowed bool
 		caller, allowed = authorize(w, r, fd.auth.tokens.Load(), ru, route, target)
 		if !allowed {
-			routeAnswered(r, pattern)
 			return r, slot{}, false
 		}
 		r = r.WithContext(handlers.WithCaller(r.Context(), caller))
@@ -282,9 +205,8 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 	if ru.makesLeases && caller == nil {
 		r = r.WithContext(withLeaseClient(r.Context(), c))
 	}
-	s, err := fd.limits.admit(r, c, ru.waits, ru.kind, target)
+	s, err := fd.limits.admit(r, c, ru.waiter, ru.kind, target)
 	if err != nil {
-		routeAnswered(r, pattern)
 		handlers.WriteError(w, r, err)
 		return r, slot{}, false
 	}
@@ -355,14 +277,6 @@ func permit(w http.ResponseWriter, r *http.Request, tok *Token, ru rule, route, 
 	}
 	return &handlers.Caller{Name: tok.Name, Kind: ru.kind, Target: target, Route: route,
 		RequestID: w.Header().Get("X-Request-Id"), Granted: granted, Permits: tok.Permits}, true
-}
-
-// routeAnswered records the route of a request answered before routing,
-// so that its log line and metrics name the route, as for any other.
-func routeAnswered(r *http.Request, pattern string) {
-	if rc := chi.RouteContext(r.Context()); rc != nil {
-		rc.RoutePatterns = []string{pattern}
-	}
 }
 
 // fromBrowser refuses a request that would change something when a web

@@ -27,6 +27,29 @@ import (
 // returns every "METHOD PATTERN" it serves.
 func servedRoutes(t *testing.T) map[string]bool {
 	t.Helper()
+	return routesOf(servedRules(t))
+}
+
+// routesOf is the set of the routes of rules.
+func routesOf(rules map[string]servedRule) map[string]bool {
+	routes := make(map[string]bool, len(rules))
+	for r := range rules {
+		routes[r] = true
+	}
+	return routes
+}
+
+// servedRule is the rule of a served route; ok is false when it has none.
+type servedRule struct {
+	server.RouteRule
+	ok bool
+}
+
+// servedRules walks the router server.New builds, on a real session, and
+// returns every "METHOD PATTERN" it serves with the rule the front door
+// checks it by.
+func servedRules(t *testing.T) map[string]servedRule {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
@@ -43,9 +66,10 @@ func servedRoutes(t *testing.T) map[string]bool {
 	if !ok {
 		t.Fatalf("server.New returned a %T, not a chi router", h)
 	}
-	routes := map[string]bool{}
-	if err := chi.Walk(mux, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		routes[method+" "+route] = true
+	routes := map[string]servedRule{}
+	if err := chi.Walk(mux, func(method, route string, h http.Handler, _ ...func(http.Handler) http.Handler) error {
+		ru, ok := server.RuleOf(h)
+		routes[method+" "+route] = servedRule{ru, ok}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -56,18 +80,14 @@ func servedRoutes(t *testing.T) map[string]bool {
 	return routes
 }
 
-// TestAccessRuleForEveryRoute: every route the router serves has its rule
-// in the one table beside routes.go, and every rule is of a served route.
+// TestAccessRuleForEveryRoute: every route the router serves is an entry
+// of the one table in routes.go, behind the front door, with its rule.
+// (TestOpenAPIMatchesRoutes checks the same routes against openapi.yaml.)
 func TestAccessRuleForEveryRoute(t *testing.T) {
-	routes := servedRoutes(t)
-	for _, r := range specSortedKeys(routes) {
-		if ok, _, _, _, _, _ := server.AccessRule(r); !ok {
-			t.Errorf("route %s has no access rule in server/access.go", r)
-		}
-	}
-	for _, r := range server.AccessRoutes() {
-		if !routes[r] {
-			t.Errorf("access rule for %s, which the server does not route", r)
+	rules := servedRules(t)
+	for _, r := range specSortedKeys(routesOf(rules)) {
+		if !rules[r].ok {
+			t.Errorf("route %s has no access rule: it must be an entry of the table in server/routes.go, with its rule", r)
 		}
 	}
 }
@@ -332,7 +352,8 @@ var accessCases = map[string]accessCase{
 // lease); then with the right token, which gets through. Open routes stay
 // open. Nothing answers 500.
 func TestAccessEveryRoute(t *testing.T) {
-	routes := servedRoutes(t)
+	rules := servedRules(t)
+	routes := routesOf(rules)
 	file, secrets := newTokensFile(t)
 	g := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
 
@@ -342,9 +363,10 @@ func TestAccessEveryRoute(t *testing.T) {
 			t.Errorf("route %s has no case in accessCases: add one", route)
 			continue
 		}
-		_, open, page, _, level, leaseRoute := server.AccessRule(route)
+		ru := rules[route]
+		open, page, level, leaseRoute := ru.Open, ru.Page, ru.Level, ru.Lease
 		method, _, _ := strings.Cut(route, " ")
-		if server.PeerRoute(route) {
+		if ru.Peer {
 			// Between gateways only: every client is refused, whatever its
 			// token (a gateway's own call is tested with the handover).
 			var body any

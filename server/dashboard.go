@@ -87,16 +87,6 @@ func newDashboard(d Deps) *dashboard {
 	return dash
 }
 
-// dashboardRoutes adds the dashboard: GET / (overview), GET /ui/{page},
-// GET /ui/znodes, GET /ui/static/{file} and the WebSocket GET /ws.
-func dashboardRoutes(r chi.Router, d Deps) {
-	dash := newDashboard(d)
-	r.Get("/", dash.page("overview"))
-	r.Get("/ui/{page}", dash.pages())
-	r.Get("/ui/static/{file}", dash.static())
-	r.Get("/ws", dash.ws())
-}
-
 var pageTitles = map[string]string{
 	"overview": "Overview", "locks": "Locks", "semaphores": "Semaphores", "leases": "Leases", pageContention: "Contention",
 	"elections": "Elections", "barriers": "Barriers", "queues": "Queues", "znodes": "Znodes",

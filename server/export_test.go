@@ -1,22 +1,23 @@
 package server
 
-// AccessRule describes routeAccess[route] for the external tests: whether
-// the route has a rule, and what it asks.
-func AccessRule(route string) (ok, open, page bool, kind, level string, lease bool) {
-	r, ok := routeAccess[route]
-	return ok, r.open, r.page, r.kind, r.level.String(), r.lease
+import "net/http"
+
+// RouteRule is what the rule of a route asks, for the external tests.
+type RouteRule struct {
+	Open, Page, Peer, Lease bool
+	Kind, Level             string
 }
 
-// PeerRoute says whether route is for the gateways of the root only.
-func PeerRoute(route string) bool { return routeAccess[route].peer }
-
-// AccessRoutes lists the routes of routeAccess.
-func AccessRoutes() []string {
-	out := make([]string, 0, len(routeAccess))
-	for r := range routeAccess {
-		out = append(out, r)
+// RuleOf returns the rule of the route h serves, h being a handler of the
+// router New builds (as chi.Walk gives it): ok is false when h is not
+// behind the front door or its route has no rule.
+func RuleOf(h http.Handler) (_ RouteRule, ok bool) {
+	d, ok := h.(*door)
+	if !ok || d.rt == nil || !d.rt.access.known() {
+		return RouteRule{}, false
 	}
-	return out
+	ru := d.rt.access
+	return RouteRule{Open: ru.open, Page: ru.page, Peer: ru.peer, Lease: ru.lease, Kind: ru.kind, Level: ru.level.String()}, true
 }
 
 // EmbeddedHeap is embeddedHeap, the -Xmx of the embedded ZooKeeper.

@@ -146,8 +146,8 @@ type slot struct {
 // admit counts a request of c against the caps: one that may wait (a
 // route that takes ?wait=, with a wait above 0) against the waiter caps,
 // any other against c's cap on requests under way.
-func (l *limits) admit(r *http.Request, c client, waits bool, kind, name string) (slot, error) {
-	if waits {
+func (l *limits) admit(r *http.Request, c client, waiter bool, kind, name string) (slot, error) {
+	if waiter {
 		if w := r.URL.Query().Get("wait"); w != "" {
 			if d, err := time.ParseDuration(w); err == nil && d > 0 {
 				return l.admitWaiter(c, kind, name)

@@ -25,12 +25,12 @@ import (
 // middlewares: a request that waits parks its goroutine under every frame
 // above it, and six such frames take the stack of a waiting acquire from
 // 8 KiB to 16 KiB, most of what a waiter costs (make bench, the waiters'
-// memory).
+// memory). It stands between the router and each route (see routes), so
+// that it checks a request by the rule of the route the router matched.
 type frontDoor struct {
 	log    *slog.Logger
 	m      *Metrics
 	drain  *drain
-	mux    *chi.Mux
 	auth   *auth
 	limits *limits
 	peers  *handlers.Peers // checks forwarded requests and signs their answers (nil: none taken)
@@ -40,27 +40,40 @@ type frontDoor struct {
 	refusedLog refusedLog
 }
 
-func (fd *frontDoor) wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 && fd.bodyTimeout > 0 {
-			bodyDeadline(w, fd.bodyTimeout)
-		}
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		start := time.Now()
-		defer fd.done(ww, r, start)
-		if _, forwarded := r.Header[handlers.ForwardedHeader]; forwarded {
-			fd.servePeer(ww, r, next)
-			return
-		}
-		r, held, ok := fd.enter(ww, r)
-		if !ok {
-			return
-		}
-		if held.held {
-			defer fd.limits.release(held)
-		}
-		next.ServeHTTP(ww, r)
-	})
+// serve puts the front door before next, the handler of rt (nil: of the
+// requests no route serves).
+func (fd *frontDoor) serve(rt *route, next http.Handler) *door {
+	return &door{fd: fd, rt: rt, next: next}
+}
+
+// door is the front door of one route: the router hands it the requests
+// of its route, so it knows their rule without routing them again.
+type door struct {
+	fd   *frontDoor
+	rt   *route
+	next http.Handler
+}
+
+func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	fd := d.fd
+	if r.ContentLength != 0 && fd.bodyTimeout > 0 {
+		bodyDeadline(w, fd.bodyTimeout)
+	}
+	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+	start := time.Now()
+	defer fd.done(ww, r, start)
+	if _, forwarded := r.Header[handlers.ForwardedHeader]; forwarded {
+		fd.servePeer(ww, r, d.rt, d.next)
+		return
+	}
+	r, held, ok := fd.enter(ww, r, d.rt)
+	if !ok {
+		return
+	}
+	if held.held {
+		defer fd.limits.release(held)
+	}
+	d.next.ServeHTTP(ww, r)
 }
 
 // servePeer serves a request that says another gateway forwarded it: the
@@ -69,9 +82,9 @@ func (fd *frontDoor) wrap(next http.Handler) http.Handler {
 // the request proved itself with the shared secret.
 //
 //go:noinline
-func (fd *frontDoor) servePeer(w http.ResponseWriter, r *http.Request, next http.Handler) {
+func (fd *frontDoor) servePeer(w http.ResponseWriter, r *http.Request, rt *route, next http.Handler) {
 	answer := handlers.Hold(w)
-	r, held, ok := fd.enter(answer, r)
+	r, held, ok := fd.enter(answer, r, rt)
 	if ok {
 		func() {
 			if held.held {
@@ -88,7 +101,7 @@ func (fd *frontDoor) servePeer(w http.ResponseWriter, r *http.Request, next http
 // answers the request itself when ok is false.
 //
 //go:noinline
-func (fd *frontDoor) enter(w http.ResponseWriter, r *http.Request) (_ *http.Request, _ slot, ok bool) {
+func (fd *frontDoor) enter(w http.ResponseWriter, r *http.Request, rt *route) (_ *http.Request, _ slot, ok bool) {
 	h := w.Header()
 	// A sane X-Request-Id from the client, or one of ours, on the answer.
 	id := r.Header.Get("X-Request-Id")
@@ -106,7 +119,7 @@ func (fd *frontDoor) enter(w http.ResponseWriter, r *http.Request) (_ *http.Requ
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Content-Security-Policy", apiCSP)
-	return fd.admit(w, r)
+	return fd.admit(w, r, rt)
 }
 
 // done turns a panic into a 500, then logs the request and counts it in the

@@ -16,90 +16,163 @@ const (
 	maxHandoverBody = 256 << 20
 )
 
-// routes is the one list of every route the gateway serves.
-func routes(r chi.Router, d Deps) {
+// route is one route of the gateway and all of its policy: what answers
+// it, what it needs of the caller (checked by the front door, which is
+// handed the route the router matched), how large a body it takes and what
+// a draining gateway refuses of it.
+type route struct {
+	method, pattern string
+	handler         http.Handler
+	access          rule
+	// body caps the request's body, unless it is noBodyCap.
+	body int64
+	// drain is what a draining gateway refuses of the route.
+	drain drainRefusal
+}
+
+// noBodyCap is the body of a route whose body is capped by nothing but
+// the server (--body-timeout) or the handler itself.
+const noBodyCap = -1
+
+// drainRefusal is what a draining gateway refuses of a route: whatever
+// starts something new (a lease, a wait). Releases, keepalives and plain
+// reads are served. A new hold of a lease is refused by the handler, once
+// it knows that the lease is this gateway's (another's is passed on to it).
+type drainRefusal uint8
+
+const (
+	drainServes   drainRefusal = iota // served while draining
+	drainStarts                       // starts something: refused
+	drainBlocking                     // refused when a blocking read (?index=)
+)
+
+// routeTable is the one list of every route the gateway serves.
+func routeTable(d Deps) []route {
 	api := d.API
-	// Whatever starts something new (a lease, a wait) is refused while the
-	// gateway drains; releases, keepalives and reads are not. A new hold
-	// of a lease is refused by the handler, once it knows that the lease
-	// is this gateway's (another's is passed on to it).
-	starts, waits := d.Drain.refuse, d.Drain.refuseBlocking
-	r.Get("/healthz", health())
-	r.Get("/readyz", ready(d.Service.Session(), d.Drain))
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{}))
-	r.Get("/openapi.yaml", openAPI(d.OpenAPI))
-	dashboardRoutes(r, d)
-	signinRoutes(r, d.auth)
+	dash := newDashboard(d)
+	const get, post, put, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete
+	// JSON bodies are small; queue items have their own cap.
+	const json = jsonBodyLimit
+	page := rule{kind: "*", level: handlers.LevelRead, page: true}
+	peer := rule{peer: true}
+	return []route{
+		{method: get, pattern: "/healthz", handler: health(), body: noBodyCap, access: probeRoute},
+		{method: get, pattern: "/readyz", handler: ready(d.Service.Session(), d.Drain), body: noBodyCap, access: probeRoute},
+		{method: get, pattern: "/metrics", handler: promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{}), body: noBodyCap, access: dashRead},
+		{method: get, pattern: "/openapi.yaml", handler: openAPI(d.OpenAPI), body: noBodyCap, access: openRoute},
 
-	// An inline group, not a mounted router: a waiting request parks under
-	// every frame of its routing (see frontDoor).
-	r.Group(func(v chi.Router) {
-		// JSON bodies are small; queue items have their own cap.
-		r := v.With(limitBody(jsonBodyLimit))
+		// The dashboard: the overview, its other pages, their files and
+		// the WebSocket of their live updates.
+		{method: get, pattern: "/", handler: dash.page("overview"), body: noBodyCap, access: page},
+		{method: get, pattern: "/ui/{page}", handler: dash.pages(), body: noBodyCap, access: page},
+		{method: get, pattern: "/ui/static/{file}", handler: dash.static(), body: noBodyCap, access: openRoute},
+		{method: get, pattern: "/ws", handler: dash.ws(), body: noBodyCap, access: dashRead},
+		{method: get, pattern: "/signin", handler: signinPage(d.auth), body: noBodyCap, access: openRoute},
+		{method: post, pattern: "/signin", handler: signin(d.auth), body: noBodyCap, access: openRoute},
+		{method: post, pattern: "/signout", handler: signout(), body: noBodyCap, access: openRoute},
 
-		r.Method(http.MethodPost, "/v1/leases", starts(api.CreateLease()))
-		r.Method(http.MethodGet, "/v1/leases", api.ListLeases())
-		r.Method(http.MethodGet, "/v1/leases/{id}", api.GetLease())
-		r.Method(http.MethodDelete, "/v1/leases/{id}", api.RevokeLease())
-		r.Method(http.MethodPost, "/v1/leases/{id}/keepalive", api.KeepAlive())
+		{method: post, pattern: "/v1/leases", handler: api.CreateLease(), body: json, drain: drainStarts,
+			access: rule{kind: "leases", level: handlers.LevelWrite, makesLeases: true}},
+		{method: get, pattern: "/v1/leases", handler: api.ListLeases(), body: json,
+			access: rule{kind: "leases", level: handlers.LevelRead, lease: true}},
+		{method: get, pattern: "/v1/leases/{id}", handler: api.GetLease(), body: json, access: leaseRule(handlers.LevelRead)},
+		{method: del, pattern: "/v1/leases/{id}", handler: api.RevokeLease(), body: json, access: leaseRule(handlers.LevelWrite)},
+		{method: post, pattern: "/v1/leases/{id}/keepalive", handler: api.KeepAlive(), body: json, access: leaseRule(handlers.LevelWrite)},
 
-		r.Method(http.MethodGet, "/v1/locks", api.ListLocks())
-		r.Method(http.MethodGet, "/v1/locks/{name}", waits(api.LockState()))
-		r.Method(http.MethodPost, "/v1/locks/{name}/acquire", api.AcquireLock())
-		r.Method(http.MethodPost, "/v1/locks/{name}/release", api.ReleaseLock())
-		r.Method(http.MethodGet, "/v1/locks/{name}/fence", api.Fence())
-		r.Method(http.MethodGet, "/v1/locks/{name}/stats", api.LockStats())
+		{method: get, pattern: "/v1/locks", handler: api.ListLocks(), body: json,
+			access: rule{kind: "locks", level: handlers.LevelRead, query: "prefix"}},
+		{method: get, pattern: "/v1/locks/{name}", handler: api.LockState(), body: json, drain: drainBlocking,
+			access: waiter(read("locks"))},
+		{method: post, pattern: "/v1/locks/{name}/acquire", handler: api.AcquireLock(), body: json,
+			access: makingLeases(waiter(write("locks")))},
+		{method: post, pattern: "/v1/locks/{name}/release", handler: api.ReleaseLock(), body: json, access: write("locks")},
+		{method: get, pattern: "/v1/locks/{name}/fence", handler: api.Fence(), body: json, access: read("locks")},
+		{method: get, pattern: "/v1/locks/{name}/stats", handler: api.LockStats(), body: json, access: read("locks")},
 
-		r.Method(http.MethodGet, "/v1/semaphores", api.ListSemaphores())
-		r.Method(http.MethodGet, "/v1/semaphores/{name}", waits(api.SemaphoreState()))
-		r.Method(http.MethodPost, "/v1/semaphores/{name}/acquire", api.AcquireSemaphore())
-		r.Method(http.MethodPost, "/v1/semaphores/{name}/release", api.ReleaseSemaphore())
-		r.Method(http.MethodGet, "/v1/semaphores/{name}/stats", api.SemaphoreStats())
+		{method: get, pattern: "/v1/semaphores", handler: api.ListSemaphores(), body: json, access: readAll("semaphores")},
+		{method: get, pattern: "/v1/semaphores/{name}", handler: api.SemaphoreState(), body: json, drain: drainBlocking,
+			access: waiter(read("semaphores"))},
+		{method: post, pattern: "/v1/semaphores/{name}/acquire", handler: api.AcquireSemaphore(), body: json,
+			access: makingLeases(waiter(write("semaphores")))},
+		{method: post, pattern: "/v1/semaphores/{name}/release", handler: api.ReleaseSemaphore(), body: json, access: write("semaphores")},
+		{method: get, pattern: "/v1/semaphores/{name}/stats", handler: api.SemaphoreStats(), body: json, access: read("semaphores")},
 
-		r.Method(http.MethodGet, "/v1/contention", api.ListContention())
+		{method: get, pattern: "/v1/contention", handler: api.ListContention(), body: json,
+			access: rule{kind: "locks", level: handlers.LevelRead, filtered: true}},
 
-		r.Method(http.MethodGet, "/v1/elections", api.ListElections())
-		r.Method(http.MethodGet, "/v1/elections/{name}", waits(api.ElectionState()))
-		r.Method(http.MethodPost, "/v1/elections/{name}/campaign", api.Campaign())
-		r.Method(http.MethodPost, "/v1/elections/{name}/resign", api.Resign())
-		r.Method(http.MethodPut, "/v1/elections/{name}/value", api.Proclaim())
+		{method: get, pattern: "/v1/elections", handler: api.ListElections(), body: json, access: readAll("elections")},
+		{method: get, pattern: "/v1/elections/{name}", handler: api.ElectionState(), body: json, drain: drainBlocking,
+			access: waiter(read("elections"))},
+		{method: post, pattern: "/v1/elections/{name}/campaign", handler: api.Campaign(), body: json,
+			access: makingLeases(waiter(write("elections")))},
+		{method: post, pattern: "/v1/elections/{name}/resign", handler: api.Resign(), body: json, access: write("elections")},
+		{method: put, pattern: "/v1/elections/{name}/value", handler: api.Proclaim(), body: json, access: write("elections")},
 
-		r.Method(http.MethodGet, "/v1/barriers", api.ListBarriers())
-		r.Method(http.MethodGet, "/v1/barriers/{name}", waits(api.BarrierState()))
-		r.Method(http.MethodPut, "/v1/barriers/{name}", api.RaiseBarrier())
-		r.Method(http.MethodDelete, "/v1/barriers/{name}", api.LowerBarrier())
-		r.Method(http.MethodPost, "/v1/barriers/{name}/wait", starts(api.WaitBarrier()))
+		{method: get, pattern: "/v1/barriers", handler: api.ListBarriers(), body: json, access: readAll("barriers")},
+		{method: get, pattern: "/v1/barriers/{name}", handler: api.BarrierState(), body: json, drain: drainBlocking,
+			access: waiter(read("barriers"))},
+		{method: put, pattern: "/v1/barriers/{name}", handler: api.RaiseBarrier(), body: json, access: write("barriers")},
+		{method: del, pattern: "/v1/barriers/{name}", handler: api.LowerBarrier(), body: json, access: write("barriers")},
+		{method: post, pattern: "/v1/barriers/{name}/wait", handler: api.WaitBarrier(), body: json, drain: drainStarts,
+			access: waiter(read("barriers"))},
 
-		r.Method(http.MethodGet, "/v1/double-barriers", api.ListDoubleBarriers())
-		r.Method(http.MethodGet, "/v1/double-barriers/{name}", waits(api.DoubleBarrierState()))
-		r.Method(http.MethodPost, "/v1/double-barriers/{name}/enter", api.EnterDoubleBarrier())
-		r.Method(http.MethodPost, "/v1/double-barriers/{name}/leave", api.LeaveDoubleBarrier())
+		{method: get, pattern: "/v1/double-barriers", handler: api.ListDoubleBarriers(), body: json, access: readAll("double-barriers")},
+		{method: get, pattern: "/v1/double-barriers/{name}", handler: api.DoubleBarrierState(), body: json, drain: drainBlocking,
+			access: waiter(read("double-barriers"))},
+		{method: post, pattern: "/v1/double-barriers/{name}/enter", handler: api.EnterDoubleBarrier(), body: json,
+			access: makingLeases(waiter(write("double-barriers")))},
+		{method: post, pattern: "/v1/double-barriers/{name}/leave", handler: api.LeaveDoubleBarrier(), body: json,
+			access: waiter(write("double-barriers"))},
 
-		r.Method(http.MethodGet, "/v1/queues", api.ListQueues())
-		r.Method(http.MethodGet, "/v1/queues/{name}", waits(api.QueueState()))
-		r.Method(http.MethodDelete, "/v1/queues/{name}", api.DeleteQueue())
-		v.With(limitBody(d.MaxItemBytes)).Method(http.MethodPost, "/v1/queues/{name}/items", api.Produce())
-		r.Method(http.MethodGet, "/v1/queues/{name}/items/{id}", api.Peek())
-		r.Method(http.MethodPost, "/v1/queues/{name}/items/{id}/ack", api.Ack())
-		r.Method(http.MethodPost, "/v1/queues/{name}/items/{id}/nack", api.Nack())
-		r.Method(http.MethodPost, "/v1/queues/{name}/take", starts(api.Take()))
-		r.Method(http.MethodPost, "/v1/queues/{name}/claim", api.Claim())
-	})
+		{method: get, pattern: "/v1/queues", handler: api.ListQueues(), body: json, access: readAll("queues")},
+		{method: get, pattern: "/v1/queues/{name}", handler: api.QueueState(), body: json, drain: drainBlocking,
+			access: waiter(read("queues"))},
+		{method: del, pattern: "/v1/queues/{name}", handler: api.DeleteQueue(), body: json, access: write("queues")},
+		{method: post, pattern: "/v1/queues/{name}/items", handler: api.Produce(), body: d.MaxItemBytes, access: write("queues")},
+		{method: get, pattern: "/v1/queues/{name}/items/{id}", handler: api.Peek(), body: json, access: read("queues")},
+		{method: post, pattern: "/v1/queues/{name}/items/{id}/ack", handler: api.Ack(), body: json, access: write("queues")},
+		{method: post, pattern: "/v1/queues/{name}/items/{id}/nack", handler: api.Nack(), body: json, access: write("queues")},
+		{method: post, pattern: "/v1/queues/{name}/take", handler: api.Take(), body: json, drain: drainStarts,
+			access: waiter(write("queues"))},
+		{method: post, pattern: "/v1/queues/{name}/claim", handler: api.Claim(), body: json,
+			access: makingLeases(waiter(write("queues")))},
 
-	// A draining gateway hands its sessions to another: proven peers only
-	// (see handlers.TakeHandover); a handover of many leases is large.
-	r.With(limitBody(maxHandoverBody)).Method(http.MethodPost, handlers.HandoverPath, api.TakeHandover())
-	// The gateways' own figures, and what their leases wait for (deadlock
-	// checks): proven peers only too.
-	r.Method(http.MethodGet, handlers.PeerContentionPath, api.PeerContention())
-	r.Method(http.MethodGet, handlers.PeerContentionPath+"/{kind}/{name}", api.PeerNameContention())
-	r.With(limitBody(jsonBodyLimit)).Method(http.MethodPost, handlers.PeerWaitsPath, api.PeerWaits())
+		// A draining gateway hands its sessions to another: proven peers
+		// only (see handlers.TakeHandover); a handover of many leases is
+		// large.
+		{method: post, pattern: handlers.HandoverPath, handler: api.TakeHandover(), body: maxHandoverBody, access: peer},
+		// The gateways' own figures, and what their leases wait for
+		// (deadlock checks): proven peers only too.
+		{method: get, pattern: handlers.PeerContentionPath, handler: api.PeerContention(), body: noBodyCap, access: peer},
+		{method: get, pattern: handlers.PeerContentionPath + "/{kind}/{name}", handler: api.PeerNameContention(), body: noBodyCap, access: peer},
+		{method: post, pattern: handlers.PeerWaitsPath, handler: api.PeerWaits(), body: json, access: peer},
+	}
+}
 
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+// routes registers every route of table on r, each behind the front door,
+// which checks a request by the rule of the route that serves it. Each
+// route is registered on r itself, with no group or mounted router: a
+// waiting request parks under every frame of its routing (see frontDoor).
+func routes(r chi.Router, fd *frontDoor, table []route) {
+	for i := range table {
+		rt := &table[i]
+		h := rt.handler
+		switch rt.drain {
+		case drainStarts:
+			h = fd.drain.refuse(h)
+		case drainBlocking:
+			h = fd.drain.refuseBlocking(h)
+		}
+		if rt.body != noBodyCap {
+			h = limitBody(rt.body)(h)
+		}
+		r.Method(rt.method, rt.pattern, fd.serve(rt, h))
+	}
+	r.NotFound(fd.serve(nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handlers.Problem(w, r, recipes.CodeNotFound, "no route for "+handlers.Clip(r.URL.Path, maxLoggedPath))
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+	})).ServeHTTP)
+	r.MethodNotAllowed(fd.serve(nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handlers.Problem(w, r, "method_not_allowed",
 			handlers.Clip(r.Method, maxLoggedMethod)+" is not allowed on "+handlers.Clip(r.URL.Path, maxLoggedPath))
-	})
+	})).ServeHTTP)
 }

@@ -78,12 +78,11 @@ func New(d Deps) http.Handler {
 		d.auth = &auth{}
 	}
 	r := chi.NewRouter()
-	fd := &frontDoor{log: d.Log, m: d.Metrics, drain: d.Drain, mux: r, auth: d.auth, limits: d.limits, bodyTimeout: d.BodyTimeout}
+	fd := &frontDoor{log: d.Log, m: d.Metrics, drain: d.Drain, auth: d.auth, limits: d.limits, bodyTimeout: d.BodyTimeout}
 	if d.API != nil {
 		fd.peers = d.API.Peers
 	}
-	r.Use(fd.wrap)
-	routes(r, d)
+	routes(r, fd, routeTable(d))
 	return r
 }
 

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/static"
@@ -16,20 +15,27 @@ import (
 // sessionMaxAge is how long a browser keeps a dashboard sign-in.
 const sessionMaxAge = 12 * time.Hour
 
-// signinRoutes add the dashboard's sign-in: GET /signin (the page),
-// POST /signin (takes the token once and keeps it in an HttpOnly,
-// SameSite=Strict cookie) and POST /signout (forgets it). The front door
-// refuses either posted from another site (see fromBrowser).
-func signinRoutes(r chi.Router, a *auth) {
+// The dashboard's sign-in: GET /signin (the page), POST /signin (takes the
+// token once and keeps it in an HttpOnly, SameSite=Strict cookie) and
+// POST /signout (forgets it). The front door refuses either posted from
+// another site (see fromBrowser).
+
+// signinPage answers GET /signin.
+func signinPage(a *auth) http.HandlerFunc {
 	version := static.Version()
-	r.Get("/signin", func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if !a.enabled() {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
 		writePage(w, r, http.StatusOK, views.SignInPage(views.SignIn{AssetVersion: version, Next: localPath(r.URL.Query().Get("next"))}))
-	})
-	r.Post("/signin", func(w http.ResponseWriter, r *http.Request) {
+	}
+}
+
+// signin answers POST /signin.
+func signin(a *auth) http.HandlerFunc {
+	version := static.Version()
+	return func(w http.ResponseWriter, r *http.Request) {
 		if !a.enabled() {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
@@ -57,11 +63,15 @@ func signinRoutes(r chi.Router, a *auth) {
 		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", MaxAge: int(sessionMaxAge / time.Second),
 			HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, next, http.StatusSeeOther)
-	})
-	r.Post("/signout", func(w http.ResponseWriter, r *http.Request) {
+	}
+}
+
+// signout answers POST /signout.
+func signout() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		clearSessionCookie(w, r)
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
-	})
+	}
 }
 
 func clearSessionCookie(w http.ResponseWriter, r *http.Request) {
