@@ -101,6 +101,7 @@ const (
 	excuseReplaced    = "replaced"
 	excuseSessionGone = "session_ended"
 	excuseObserverOut = "observer_out"
+	excuseTTLRunOut   = "ttl_run_out"
 )
 
 // goneChecks lists the 410s about leases whose record the observer
@@ -121,7 +122,13 @@ const (
 //     it;
 //   - an answer with a lead over goneAllowance when the observer had no
 //     session at some time from the answer to the deletion it saw: its
-//     watch event may have come late.
+//     watch event may have come late;
+//   - an "expired" answered once the lease's TTL had run out since the
+//     last extension its client sent (Deadline): the lease is over by its
+//     TTL, and the gateway deletes its nodes and record as it ends it, on
+//     a ZooKeeper that may be slow then (a gateway paused past the TTL
+//     ends the lease as it resumes). One before Deadline is
+//     lease_ended_early.
 //
 // A drained gateway needs no excuse: it ends its leases after it stops
 // answering, and its session (their records with it) before it exits.
@@ -147,6 +154,8 @@ func goneChecks(h *History) []goneCheck {
 			c.excuse = excuseReplaced
 		case l.Moved && e.Reason == "session_lost" && successorAnswered(h, e):
 			c.excuse = excuseReplaced
+		case e.Reason == "expired" && !l.Deadline.IsZero() && !e.Recv.Before(l.Deadline):
+			c.excuse = excuseTTLRunOut
 		case c.lead <= goneAllowance:
 		case c.own && l.Session != 0 && ok && !sessionEnded.After(l.RecordUntil.Add(goneAllowance)):
 			c.excuse = excuseSessionGone

@@ -122,6 +122,10 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			h.SessionLost[2] = at(2700)
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "revoked", Recv: at(900), Gateway: 1, Life: 1})
 		}},
+		{VGoneWhileAlive, func(h *History) { // after the TTL ran out, but session_lost, not expired: still judged
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "release", Status: 410, Reason: "session_lost", Recv: at(2050), Gateway: 2, Life: 1})
+			h.Leases["b"].RecordUntil = at(2700)
+		}},
 		{VGoneWhileAlive, func(h *History) { // handed over, but answered by a process that replaced no killed one
 			h.Leases["b"].Moved = true
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "acquire", Status: 410, Reason: "session_lost", Recv: at(600), Gateway: 0, Life: 2})
@@ -258,6 +262,13 @@ func TestCheckGoneTolerates(t *testing.T) {
 			h.Leases["b"].Moved = true
 			h.Replaced[GatewayLife{0, 1}] = at(500)
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "acquire", Status: 410, Reason: "session_lost", Recv: at(600), Gateway: 0, Life: 2})
+		}},
+		// Seed 777: a gateway paused past the lease's TTL answered expired
+		// as it resumed, and its record went 632 ms later, as the gateway
+		// ended the lease on a ZooKeeper that had just lost a member.
+		{"expired after the TTL ran out since the last extension sent, the record going later", func(h *History) {
+			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "release", Status: 410, Reason: "expired", Recv: at(2050), Gateway: 2, Life: 1})
+			h.Leases["b"].RecordUntil = at(2700)
 		}},
 		{"the observer was out of session meanwhile", func(h *History) {
 			h.ObserverOut = append(h.ObserverOut, Span{From: at(1200), To: at(2050)})

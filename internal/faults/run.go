@@ -55,9 +55,9 @@ type Report struct {
 	// GoneOwn and GoneOther count the 410s judged against the lease's
 	// record (answered by the lease's own gateway, or by another from
 	// ZooKeeper), with the longest the record was seen after one;
-	// GoneReplaced, GoneSessionEnded and GoneObserverOut count those not
-	// judged (see goneChecks); ObserverOut is how long the observer had no
-	// session.
+	// GoneReplaced, GoneSessionEnded, GoneObserverOut and GoneTTLRunOut
+	// count those not judged (see goneChecks); ObserverOut is how long the
+	// observer had no session.
 	GoneOwn       int           `json:"gone_judged_own"`
 	GoneOther     int           `json:"gone_judged_other"`
 	GoneOwnLead   time.Duration `json:"gone_longest_lead_own_ns"`
@@ -68,6 +68,7 @@ type Report struct {
 	GoneReplaced     int           `json:"gone_unjudged_gateway_replaced"`
 	GoneSessionEnded int           `json:"gone_unjudged_session_ended"`
 	GoneObserverOut  int           `json:"gone_unjudged_observer_out"`
+	GoneTTLRunOut    int           `json:"gone_unjudged_ttl_run_out"`
 	ObserverOut      time.Duration `json:"observer_out_ns"`
 	// WallWorst is the hold that ended latest past its deadline.
 	WallWorst   *WallHold      `json:"wallclock_latest_past_deadline,omitempty"`
@@ -333,6 +334,9 @@ func (r *runner) report() *Report {
 		case excuseObserverOut:
 			rep.GoneObserverOut++
 			continue
+		case excuseTTLRunOut:
+			rep.GoneTTLRunOut++
+			continue
 		}
 		if c.own {
 			rep.GoneOwn++
@@ -419,9 +423,9 @@ func (rep *Report) Print(w io.Writer) {
 	if rep.WallOverrun != nil {
 		fmt.Fprintf(w, "       latest end of a hold past its deadline: %s (negative: every hold ended before its deadline)\n", rep.WallOverrun.Round(time.Microsecond))
 	}
-	fmt.Fprintf(w, "410 answers judged against the lease's record: %d from the lease's gateway (record seen at most %s after), %d from another (at most %s after); not judged: %d (the lease's gateway killed and replaced at its address), %d (its own gateway's, its session ended: ZooKeeper's time), %d (the observer out of session, %s in all)\n",
+	fmt.Fprintf(w, "410 answers judged against the lease's record: %d from the lease's gateway (record seen at most %s after), %d from another (at most %s after); not judged: %d (the lease's gateway killed and replaced at its address), %d (its own gateway's, its session ended: ZooKeeper's time), %d (the observer out of session, %s in all), %d (expired after its TTL had run out)\n",
 		rep.GoneOwn, rep.GoneOwnLead.Round(time.Millisecond), rep.GoneOther, rep.GoneOtherLead.Round(time.Millisecond),
-		rep.GoneReplaced, rep.GoneSessionEnded, rep.GoneObserverOut, rep.ObserverOut.Round(time.Millisecond))
+		rep.GoneReplaced, rep.GoneSessionEnded, rep.GoneObserverOut, rep.ObserverOut.Round(time.Millisecond), rep.GoneTTLRunOut)
 	for _, d := range []string{rep.GoneOwnLongest, rep.GoneOtherLongest} {
 		if d != "" {
 			fmt.Fprintf(w, "       longest: %s\n", d)

@@ -62,7 +62,7 @@ func TestShortFaultRun(t *testing.T) {
 	}
 	// Every 410 about a lease whose record the observer watched, judged or
 	// not (a judgement needs a lead over the allowance to fail).
-	if rep.GoneOwn+rep.GoneOther+rep.GoneReplaced+rep.GoneSessionEnded+rep.GoneObserverOut == 0 {
+	if rep.GoneOwn+rep.GoneOther+rep.GoneReplaced+rep.GoneSessionEnded+rep.GoneObserverOut+rep.GoneTTLRunOut == 0 {
 		t.Errorf("no 410 was set against its lease's record")
 	}
 	if rep.Faults[FGatewayDrain] == 0 {
