@@ -50,7 +50,8 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tl
 	// 127.0.0.1, one client address to a gateway without tokens).
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--zk", zkAddr, "--root", gatewayRoot,
 		"--log-level", logLevel, "--max-leases", "10000000", "--max-waiters", "10000000", "--max-waiters-per-name", "10000000",
-		"--max-requests-per-token", "10000000", "--max-leases-per-token", "10000000", "--lease-rate", "1000000")
+		"--max-requests-per-token", "10000000", "--max-leases-per-token", "10000000", "--lease-rate", "1000000",
+		"--data-dir", logPath+".data") // beside its log, not where the bench runs
 	metrics := newTransport(2)
 	if tlsFiles != nil {
 		cmd.Args = append(cmd.Args, "--tls-cert", tlsFiles.cert, "--tls-key", tlsFiles.key)

@@ -82,6 +82,10 @@ func startCluster(ctx context.Context, cfg Config, logDir string) (*cluster, err
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--zk", strings.Join(l.addrs(), ","), "--root", cfg.Root,
 				"--session-timeout", cfg.SessionTimeout.String(), "--drain-timeout", cfg.GatewayDrain.String(),
 				"--max-wait", "1m", "--max-ttl", "1h", "--log-level", "info", "--peer-secret-file", secretFile,
+				// Its own, as on a machine of its own: what a drain saves for
+				// the next start (no peer taking the handover) is its own
+				// restart's, and nothing is written where the suite runs.
+				"--data-dir", filepath.Join(logDir, fmt.Sprintf("gateway-%d-data", i)),
 				// Every client of the suite comes from 127.0.0.1: the cap on
 				// one address's new leases would refuse what are many clients
 				// (a fault ends dozens of leases at once, and all are made

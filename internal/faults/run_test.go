@@ -5,6 +5,7 @@ package faults
 import (
 	"bytes"
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -19,6 +20,15 @@ func TestMain(m *testing.M) { gwtest.Main(m) }
 // drain second.
 func TestShortFaultRun(t *testing.T) {
 	gwtest.ZK(t) // a missing ZooKeeper fails loudly with the install command
+	// The gateways keep their data where the run keeps its logs: a drain's
+	// handover files were written where the suite ran (and committed once).
+	_, statErr := os.Stat("zkgate-data")
+	hadData := statErr == nil
+	defer func() {
+		if _, err := os.Stat("zkgate-data"); err == nil && !hadData {
+			t.Errorf("the run's gateways wrote zkgate-data where the suite runs")
+		}
+	}()
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
