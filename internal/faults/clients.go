@@ -267,6 +267,14 @@ func (c *leaseClient) stopKeepAlive() {
 	}
 }
 
+// dropAtEnd is a worker's last step: its lease revoked within 10 s,
+// whatever became of the worker's context.
+func (c *leaseClient) dropAtEnd() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.drop(ctx)
+}
+
 // drop forgets the lease, revoking it first if it may still be alive.
 func (c *leaseClient) drop(ctx context.Context) {
 	c.stopKeepAlive()
@@ -312,11 +320,7 @@ type grantBody struct {
 // and lets its lease expire.
 func (r *runner) lockClient(ctx context.Context, i int) {
 	c := r.newLeaseClient(fmt.Sprintf("locker-%d", i), uint64(i))
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c.drop(cctx)
-		cancel()
-	}()
+	defer c.dropAtEnd()
 	for ctx.Err() == nil {
 		id := c.lease(ctx)
 		if id == "" {
@@ -476,11 +480,7 @@ func (c *leaseClient) zombieCheck(id string) {
 // race, or the lease ended).
 func (r *runner) vanisher(ctx context.Context, i int) {
 	c := r.newLeaseClient(fmt.Sprintf("vanisher-%d", i), uint64(500+i))
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c.drop(cctx)
-		cancel()
-	}()
+	defer c.dropAtEnd()
 	for ctx.Err() == nil {
 		id := c.lease(ctx)
 		if id == "" {

@@ -76,6 +76,17 @@ func startObserver(ctx context.Context, servers []string, root string, hist *His
 	return o, nil
 }
 
+// pause waits a moment before a ZooKeeper call that failed is tried
+// again; false once the observer stops.
+func (o *observer) pause() bool {
+	select {
+	case <-o.stop:
+		return false
+	case <-time.After(50 * time.Millisecond):
+		return true
+	}
+}
+
 // close stops every watch (a lease record still there is recorded as seen
 // until now) and the connection.
 func (o *observer) close() {
@@ -94,12 +105,10 @@ func (o *observer) watchGateways() {
 	for {
 		kids, _, ch, err := o.conn.ChildrenW(parent)
 		if err != nil {
-			select {
-			case <-o.stop:
+			if !o.pause() {
 				return
-			case <-time.After(50 * time.Millisecond):
-				continue
 			}
+			continue
 		}
 		for _, k := range kids {
 			o.watchRegistration(path.Join(parent, k))
@@ -130,12 +139,10 @@ func (o *observer) watchRegistration(p string) {
 		for {
 			ok, st, ch, err := o.conn.ExistsW(p)
 			if err != nil {
-				select {
-				case <-o.stop:
+				if !o.pause() {
 					return
-				case <-time.After(50 * time.Millisecond):
-					continue
 				}
+				continue
 			}
 			switch {
 			case !ok && owner != 0:
@@ -203,13 +210,11 @@ func (o *observer) recordGone(p string, session int64) time.Time {
 	for {
 		ok, st, ch, err := o.conn.ExistsW(p)
 		if err != nil {
-			select {
-			case <-o.stop:
+			if !o.pause() {
 				return time.Time{}
-			case <-time.After(50 * time.Millisecond):
-				asked = time.Now()
-				continue
 			}
+			asked = time.Now()
+			continue
 		}
 		if !ok || st.EphemeralOwner != session {
 			return asked // seen gone: at the watch's event, or the read that found it so
@@ -234,12 +239,10 @@ func (o *observer) recordsOf(session int64) []string {
 			ids, _, err = o.conn.Children(dir)
 		}
 		if err != nil {
-			select {
-			case <-o.stop:
+			if !o.pause() {
 				return nil
-			case <-time.After(50 * time.Millisecond):
-				continue
 			}
+			continue
 		}
 		var out []string
 		for _, id := range ids {
@@ -296,12 +299,10 @@ func (o *observer) watchLease(id string, rec *LeaseRecord) {
 				ok, st, ch, err = o.conn.ExistsW(p)
 			}
 			if err != nil {
-				select {
-				case <-o.stop:
+				if !o.pause() {
 					return
-				case <-time.After(50 * time.Millisecond):
-					continue
 				}
+				continue
 			}
 			if !ok {
 				if !deletedAt.IsZero() {

@@ -46,11 +46,7 @@ func (r *runner) producer(ctx context.Context, i int) {
 // again.
 func (r *runner) consumer(ctx context.Context, i int) {
 	c := r.newLeaseClient(fmt.Sprintf("consumer-%d", i), uint64(700+i))
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c.drop(cctx)
-		cancel()
-	}()
+	defer c.dropAtEnd()
 	for ctx.Err() == nil {
 		if !r.consumeOne(ctx, c, true) {
 			c.backoff(ctx)
@@ -133,11 +129,7 @@ func (r *runner) drain(ctx context.Context) error {
 	}
 	r.logf("draining the queue")
 	c := r.newLeaseClient("drainer", 900)
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c.drop(cctx)
-		cancel()
-	}()
+	defer c.dropAtEnd()
 	deadline := time.Now().Add(r.cfg.DrainTimeout)
 	for time.Now().Before(deadline) {
 		if ctx.Err() != nil {

@@ -78,11 +78,7 @@ func wallName(kind string) string { return "wall-" + kind }
 // grant by its deadline, and lets go.
 func (r *runner) wallWorker(ctx context.Context, kind string, k, i int) {
 	c := r.newLeaseClient(fmt.Sprintf("wall-%s-%d", kind, i), uint64(1100+100*k+i))
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c.drop(cctx)
-		cancel()
-	}()
+	defer c.dropAtEnd()
 	for ctx.Err() == nil {
 		id := c.lease(ctx)
 		if id == "" {
