@@ -154,32 +154,27 @@ func listPageOf(v dashView, p namePage, shown int) views.ListPage {
 	return views.ListPage{Page: v.page, Q: v.q, After: v.after, Next: p.next, Shown: shown, Matching: p.matching}
 }
 
+// kindPage is the page v shows of items, the items of kind read, by name.
+func kindPage[T any](m *dashModel, kind string, items []T, name func(T) string, v dashView) ([]T, views.ListPage) {
+	p := pageOfNames(m.namesOf(kind, mapped(items, name)), v)
+	shown := onPage(items, name, p)
+	return shown, listPageOf(v, p, len(shown))
+}
+
 func (m *dashModel) locksPage(v dashView) ([]views.Lock, views.ListPage) {
-	name := func(l views.Lock) string { return l.Name }
-	p := pageOfNames(m.namesOf(kindLocks, mapped(m.locks, name)), v)
-	items := onPage(m.locks, name, p)
-	return items, listPageOf(v, p, len(items))
+	return kindPage(m, kindLocks, m.locks, func(l views.Lock) string { return l.Name }, v)
 }
 
 func (m *dashModel) semsPage(v dashView) ([]views.Semaphore, views.ListPage) {
-	name := func(s views.Semaphore) string { return s.Name }
-	p := pageOfNames(m.namesOf(kindSems, mapped(m.sems, name)), v)
-	items := onPage(m.sems, name, p)
-	return items, listPageOf(v, p, len(items))
+	return kindPage(m, kindSems, m.sems, func(s views.Semaphore) string { return s.Name }, v)
 }
 
 func (m *dashModel) electionsPage(v dashView) ([]views.Election, views.ListPage) {
-	name := func(e views.Election) string { return e.Name }
-	p := pageOfNames(m.namesOf(kindElections, mapped(m.elections, name)), v)
-	items := onPage(m.elections, name, p)
-	return items, listPageOf(v, p, len(items))
+	return kindPage(m, kindElections, m.elections, func(e views.Election) string { return e.Name }, v)
 }
 
 func (m *dashModel) queuesPage(v dashView) ([]recipes.QueueState, views.ListPage) {
-	name := func(q recipes.QueueState) string { return q.Name }
-	p := pageOfNames(m.namesOf(kindQueues, mapped(m.queues, name)), v)
-	items := onPage(m.queues, name, p)
-	return items, listPageOf(v, p, len(items))
+	return kindPage(m, kindQueues, m.queues, func(q recipes.QueueState) string { return q.Name }, v)
 }
 
 // barriersPage pages the barriers and the double barriers together: each
