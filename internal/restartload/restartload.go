@@ -333,12 +333,7 @@ func (r *run) holdLock(ctx context.Context, who string, lease *client.Lease, i i
 	if err != nil {
 		return err
 	}
-	r.granted(who, "lock", name, g.Token)
-	r.enter("lock "+name, who, g.Token, 1)
-	r.work(ctx)
-	r.exit("lock "+name, who)
-	r.released(who)
-	return release(g.Release)
+	return r.holdFor(ctx, who, "lock", name, g.Token, 1, g.Release)
 }
 
 func (r *run) holdSlot(ctx context.Context, who string, lease *client.Lease, _ int) error {
@@ -350,12 +345,7 @@ func (r *run) holdSlot(ctx context.Context, who string, lease *client.Lease, _ i
 	if err != nil {
 		return err
 	}
-	r.granted(who, "semaphore", name, g.Token)
-	r.enter("semaphore "+name, who, g.Token, limit)
-	r.work(ctx)
-	r.exit("semaphore "+name, who)
-	r.released(who)
-	return release(g.Release)
+	return r.holdFor(ctx, who, "semaphore", name, g.Token, limit, g.Release)
 }
 
 func (r *run) lead(ctx context.Context, who string, lease *client.Lease, _ int) error {
@@ -364,12 +354,18 @@ func (r *run) lead(ctx context.Context, who string, lease *client.Lease, _ int) 
 	if err != nil {
 		return err
 	}
-	r.granted(who, "election", name, c.Token)
-	r.enter("election "+name, who, c.Token, 1)
+	return r.holdFor(ctx, who, "election", name, c.Token, 1, func(ctx context.Context) error { return lease.Resign(ctx, name) })
+}
+
+// holdFor works under a grant of the kind's name (token, one of at most
+// limit holders), then lets it go with let.
+func (r *run) holdFor(ctx context.Context, who, kind, name string, token int64, limit int, let func(context.Context) error) error {
+	r.granted(who, kind, name, token)
+	r.enter(kind+" "+name, who, token, limit)
 	r.work(ctx)
-	r.exit("election "+name, who)
+	r.exit(kind+" "+name, who)
 	r.released(who)
-	return release(func(ctx context.Context) error { return lease.Resign(ctx, name) })
+	return release(let)
 }
 
 const queueName = "go-queue"
