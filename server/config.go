@@ -88,6 +88,23 @@ func usagef(format string, args ...any) error { return &UsageError{Msg: fmt.Spri
 // ParseConfig reads flags from args (without the program and command name),
 // falling back to ZKGATE_* variables and then to the defaults.
 func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	return parseConfig(args, getenv, stderr, nil)
+}
+
+// ConfigFlags are ParseConfig's flags with their built-in defaults (no
+// ZKGATE_* variable read, so no secret from the environment): for help,
+// completion and man pages.
+func ConfigFlags() []*flag.Flag {
+	var flags []*flag.Flag
+	_, _ = parseConfig(nil, func(string) string { return "" }, io.Discard, func(fs *flag.FlagSet) {
+		fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
+	})
+	return flags
+}
+
+// parseConfig is ParseConfig; with visit, it hands visit the flag set once
+// every flag is defined, and parses nothing.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer, visit func(*flag.FlagSet)) (Config, error) {
 	fs := flag.NewFlagSet("zkgate serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	env := func(name, def string) string {
@@ -143,6 +160,10 @@ func ParseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	bodyTimeout := fs.String("body-timeout", env("ZKGATE_BODY_TIMEOUT", "10s"), "time a client has to send a request's body, from the end of its headers (ZKGATE_BODY_TIMEOUT)")
 	deadlockCheck := fs.String("deadlock-check", env("ZKGATE_DEADLOCK_CHECK", "1s"), "a wait for a lock or a semaphore that lasts this long is checked for a deadlock, and again as often while it lasts; in one, the newest wait of the cycle answers 409 deadlock; 0 turns it off (ZKGATE_DEADLOCK_CHECK)")
 	metricsNames := fs.String("metrics-names", env("ZKGATE_METRICS_NAMES", "20"), "how many locks and semaphores, the busiest, have wait and hold histograms of their own in /metrics; the others add up under name=\"*\" (ZKGATE_METRICS_NAMES)")
+	if visit != nil {
+		visit(fs)
+		return Config{}, nil
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)

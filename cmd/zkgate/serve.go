@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -62,44 +61,13 @@ type serveFlag struct {
 	boolean          bool
 }
 
-// serveFlags reads the flags of server.ParseConfig from what it prints on
-// -h (flag.PrintDefaults), with no ZKGATE_* variable set: the defaults
-// shown are the built-in ones, never a secret from the environment.
+// serveFlags are the flags of server.ParseConfig with their built-in
+// defaults, never a secret from the environment.
 func serveFlags() []serveFlag {
-	var out bytes.Buffer
-	_, _ = server.ParseConfig([]string{"-h"}, func(string) string { return "" }, &out)
-	return parseFlagDefaults(out.String())
-}
-
-var (
-	flagHead    = regexp.MustCompile(`^  -([a-z0-9-]+)(?: (\S+))?$`)
-	flagDefault = regexp.MustCompile(` \(default (.*)\)$`)
-)
-
-// parseFlagDefaults reads the output of flag.PrintDefaults: "  -name type"
-// lines, each followed by its usage on lines that start "    \t", ending
-// in " (default V)" when the default is not the zero value.
-func parseFlagDefaults(text string) []serveFlag {
 	var flags []serveFlag
-	for _, line := range strings.Split(text, "\n") {
-		if m := flagHead.FindStringSubmatch(line); m != nil {
-			flags = append(flags, serveFlag{name: m[1], boolean: m[2] == ""})
-			continue
-		}
-		if usage, ok := strings.CutPrefix(line, "    \t"); ok && len(flags) > 0 {
-			f := &flags[len(flags)-1]
-			f.usage = strings.TrimSpace(f.usage + " " + usage)
-		}
-	}
-	for i := range flags {
-		f := &flags[i]
-		if m := flagDefault.FindStringSubmatchIndex(f.usage); m != nil {
-			def := f.usage[m[2]:m[3]]
-			if s, err := strconv.Unquote(def); err == nil {
-				def = s
-			}
-			f.def, f.usage = def, f.usage[:m[0]]
-		}
+	for _, f := range server.ConfigFlags() {
+		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		flags = append(flags, serveFlag{name: f.Name, def: f.DefValue, usage: f.Usage, boolean: ok && b.IsBoolFlag()})
 	}
 	return flags
 }
