@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/zkgate/zkgate"
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/server"
@@ -118,7 +119,7 @@ func newTokensFile(t *testing.T) (string, map[string]string) {
 	file := filepath.Join(t.TempDir(), "tokens")
 	secrets := map[string]string{}
 	for _, tok := range securedTokens {
-		s, err := server.AddToken(file, tok.name, tok.perms)
+		s, err := auth.AddToken(file, tok.name, tok.perms)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -643,7 +644,7 @@ func TestTokensReloadOnHangup(t *testing.T) {
 		return nil
 	})
 
-	added, err := server.AddToken(file, "late", []string{"locks:*:read"})
+	added, err := auth.AddToken(file, "late", []string{"locks:*:read"})
 	if err != nil {
 		t.Fatal(err)
 	}

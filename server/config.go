@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/recipes"
 )
@@ -72,8 +73,8 @@ type Config struct {
 
 	// What the security flags load, checked at start so that a bad file is
 	// a usage error (exit 2) rather than a failure later.
-	tokens     *Tokens
-	gatewayTLS *gatewayTLS
+	tokens     *auth.Tokens
+	gatewayTLS *auth.GatewayTLS
 	zkSecurity recipes.ZKSecurity
 	peerSecret *peer.Secret
 }

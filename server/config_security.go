@@ -2,8 +2,6 @@ package server
 
 import (
 	"crypto/tls"
-	"io"
-	"log/slog"
 	"math"
 	"net"
 	"os"
@@ -11,14 +9,29 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/internal/peer"
 )
 
 // parseSecurity checks the security flags and loads what they name: the
 // tokens file, the certificates, the ZooKeeper credentials.
 func (cfg *Config) parseSecurity(zkAuthFile string) error {
+	for _, step := range []func() error{cfg.parseTokens, cfg.parseSideListeners, cfg.parseHTTPS, cfg.parsePeerSecret} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	if err := cfg.parseZKAuth(zkAuthFile); err != nil {
+		return err
+	}
+	return cfg.parseZKTLS()
+}
+
+// parseTokens loads --auth-file, and refuses a gateway that anyone could
+// reach without one.
+func (cfg *Config) parseTokens() error {
 	if cfg.AuthFile != "" {
-		ts, err := LoadTokens(cfg.AuthFile)
+		ts, err := auth.LoadTokens(cfg.AuthFile)
 		if err != nil {
 			return usagef("--auth-file: %v", err)
 		}
@@ -28,6 +41,11 @@ func (cfg *Config) parseSecurity(zkAuthFile string) error {
 		return usagef("--listen %s is not a loopback address and there is no --auth-file: anyone reaching it would own every lock; "+
 			"make tokens with \"zkgate token new --auth-file FILE --name NAME PERMISSION...\" and pass --auth-file FILE, or pass --insecure", cfg.Listen)
 	}
+	return nil
+}
+
+// parseSideListeners checks --metrics-listen and --debug-listen.
+func (cfg *Config) parseSideListeners() error {
 	if cfg.MetricsListen != "" {
 		if _, _, err := net.SplitHostPort(cfg.MetricsListen); err != nil {
 			return usagef("--metrics-listen %q is not host:port", cfg.MetricsListen)
@@ -42,43 +60,49 @@ func (cfg *Config) parseSecurity(zkAuthFile string) error {
 				"listen on 127.0.0.1 (and tunnel to it), or pass --insecure", cfg.DebugListen)
 		}
 	}
+	return nil
+}
 
-	// HTTPS.
+// parseHTTPS loads the gateway's certificate and the CAs of its clients
+// and of its peers.
+func (cfg *Config) parseHTTPS() error {
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return usagef("--tls-cert and --tls-key go together")
 	}
 	if cfg.TLSCert == "" && (cfg.TLSClientCA != "" || cfg.TLSPeerCA != "") {
 		return usagef("--tls-client-ca and --tls-peer-ca need --tls-cert and --tls-key")
 	}
-	if cfg.TLSCert != "" {
-		// The reloader logs later reloads; at start a bad pair is an error.
-		certs, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			return usagef("--tls-cert: %v", err)
-		}
-		g := &gatewayTLS{certs: certs}
-		if cfg.TLSClientCA != "" {
-			if g.clientCA, err = loadCAs(cfg.TLSClientCA); err != nil {
-				return usagef("--tls-client-ca: %v", err)
-			}
-		}
-		if cfg.TLSPeerCA != "" {
-			if g.peerCA, err = loadCAs(cfg.TLSPeerCA); err != nil {
-				return usagef("--tls-peer-ca: %v", err)
-			}
-			// A certificate of --tls-peer-ca is a gateway's, which may act
-			// as any token: a CA that signs clients must not be one.
-			for _, p := range g.peerCA {
-				if slices.ContainsFunc(g.clientCA, p.Equal) {
-					return usagef("--tls-peer-ca: the CA %q is also in --tls-client-ca: every client would pass for a gateway; "+
-						"sign the gateways' certificates with a CA of their own", p.Subject.CommonName)
-				}
-			}
-		}
-		cfg.gatewayTLS = g
+	if cfg.TLSCert == "" {
+		return nil
 	}
+	g, err := auth.NewGatewayTLS(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return usagef("--tls-cert: %v", err)
+	}
+	if cfg.TLSClientCA != "" {
+		if g.ClientCA, err = auth.LoadCAs(cfg.TLSClientCA); err != nil {
+			return usagef("--tls-client-ca: %v", err)
+		}
+	}
+	if cfg.TLSPeerCA != "" {
+		if g.PeerCA, err = auth.LoadCAs(cfg.TLSPeerCA); err != nil {
+			return usagef("--tls-peer-ca: %v", err)
+		}
+		// A certificate of --tls-peer-ca is a gateway's, which may act
+		// as any token: a CA that signs clients must not be one.
+		for _, p := range g.PeerCA {
+			if slices.ContainsFunc(g.ClientCA, p.Equal) {
+				return usagef("--tls-peer-ca: the CA %q is also in --tls-client-ca: every client would pass for a gateway; "+
+					"sign the gateways' certificates with a CA of their own", p.Subject.CommonName)
+			}
+		}
+	}
+	cfg.gatewayTLS = g
+	return nil
+}
 
-	// The other gateways.
+// parsePeerSecret loads the secret the gateways of a root share.
+func (cfg *Config) parsePeerSecret() error {
 	if cfg.PeerSecretFile != "" {
 		secret, err := peer.LoadSecret(cfg.PeerSecretFile)
 		if err != nil {
@@ -86,20 +110,24 @@ func (cfg *Config) parseSecurity(zkAuthFile string) error {
 		}
 		cfg.peerSecret = secret
 	}
+	return nil
+}
 
-	// ZooKeeper.
+// parseZKAuth reads the ZooKeeper identity (--zk-auth or its file) and the
+// ACL of the nodes the gateway makes.
+func (cfg *Config) parseZKAuth(zkAuthFile string) error {
 	if zkAuthFile != "" {
 		if cfg.ZKAuth != "" {
 			return usagef("give --zk-auth or --zk-auth-file, not both")
 		}
 		data, err := os.ReadFile(zkAuthFile)
 		if err != nil {
-			return usagef("--zk-auth-file: %v", unwrapPath(err))
+			return usagef("--zk-auth-file: %v", auth.FileError(err))
 		}
 		cfg.ZKAuth = strings.TrimSpace(string(data))
 	}
 	if cfg.ZKAuth != "" {
-		digest, err := parseZKAuth(cfg.ZKAuth)
+		digest, err := parseDigest(cfg.ZKAuth)
 		if err != nil {
 			return err
 		}
@@ -115,35 +143,42 @@ func (cfg *Config) parseSecurity(zkAuthFile string) error {
 	default:
 		return usagef("--zk-acl must be open or creator")
 	}
+	return nil
+}
+
+// parseZKTLS loads the CAs and the client certificate of ZooKeeper's TLS
+// port.
+func (cfg *Config) parseZKTLS() error {
 	if (cfg.ZKTLSCert == "") != (cfg.ZKTLSKey == "") {
 		return usagef("--zk-tls-cert and --zk-tls-key go together")
 	}
 	if cfg.ZKTLSCert != "" && cfg.ZKTLSCA == "" {
 		return usagef("--zk-tls-cert needs --zk-tls-ca")
 	}
-	if cfg.ZKTLSCA != "" {
-		cas, err := loadCAs(cfg.ZKTLSCA)
-		if err != nil {
-			return usagef("--zk-tls-ca: %v", err)
-		}
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: poolOf(nil, cas)}
-		if cfg.ZKTLSCert != "" {
-			pair, err := loadPair(cfg.ZKTLSCert, cfg.ZKTLSKey)
-			if err != nil {
-				return usagef("--zk-tls-cert: %v", err)
-			}
-			tc.Certificates = []tls.Certificate{*pair}
-		}
-		if len(cfg.ZK) == 0 {
-			return usagef("--zk-tls-ca needs --zk: the embedded ZooKeeper listens on loopback without TLS")
-		}
-		cfg.zkSecurity.TLS = tc
+	if cfg.ZKTLSCA == "" {
+		return nil
 	}
+	cas, err := auth.LoadCAs(cfg.ZKTLSCA)
+	if err != nil {
+		return usagef("--zk-tls-ca: %v", err)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: auth.PoolOf(nil, cas)}
+	if cfg.ZKTLSCert != "" {
+		pair, err := auth.LoadPair(cfg.ZKTLSCert, cfg.ZKTLSKey)
+		if err != nil {
+			return usagef("--zk-tls-cert: %v", err)
+		}
+		tc.Certificates = []tls.Certificate{*pair}
+	}
+	if len(cfg.ZK) == 0 {
+		return usagef("--zk-tls-ca needs --zk: the embedded ZooKeeper listens on loopback without TLS")
+	}
+	cfg.zkSecurity.TLS = tc
 	return nil
 }
 
-// parseZKAuth reads digest:USER:PASSWORD into USER:PASSWORD.
-func parseZKAuth(s string) (string, error) {
+// parseDigest reads digest:USER:PASSWORD into USER:PASSWORD.
+func parseDigest(s string) (string, error) {
 	scheme, rest, ok := strings.Cut(s, ":")
 	if !ok || scheme != "digest" {
 		return "", usagef("--zk-auth must be digest:USER:PASSWORD")

@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/static"
@@ -47,7 +48,7 @@ type dashboard struct {
 	rates    *rateSampler
 	hub      *hub
 	version  string // of the static files
-	auth     *auth
+	auth     *auth.Store
 	feed     *contentionFeed
 
 	clients  prometheus.Gauge
@@ -239,11 +240,11 @@ func (d *dashboard) ws() http.HandlerFunc {
 		}
 		var reloaded <-chan struct{} // nil without tokens: never
 		var secret string
-		var granted *Token
-		if d.auth.enabled() {
-			reloaded = d.auth.changes() // before the check: no reload is missed
-			secret, _ = secretOf(r)
-			granted = d.auth.tokens.Load().Authenticate(secret)
+		var granted *auth.Token
+		if d.auth.Enabled() {
+			reloaded = d.auth.Changes() // before the check: no reload is missed
+			secret, _ = auth.SecretOf(r)
+			granted = d.auth.Tokens().Authenticate(secret)
 		}
 		// Same host only (the default of Accept): another site's page can
 		// not read the dashboard through a visitor's browser.
@@ -268,8 +269,8 @@ func (d *dashboard) ws() http.HandlerFunc {
 			}
 			select {
 			case <-reloaded:
-				reloaded = d.auth.changes()
-				if now := d.auth.tokens.Load().Authenticate(secret); !sameGrant(granted, now) {
+				reloaded = d.auth.Changes()
+				if now := d.auth.Tokens().Authenticate(secret); !auth.SameGrant(granted, now) {
 					granted = nil
 				}
 			case msg := <-sub.ch:

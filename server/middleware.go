@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 )
@@ -31,7 +32,7 @@ type frontDoor struct {
 	log    *slog.Logger
 	m      *Metrics
 	drain  *drain
-	auth   *auth
+	auth   *auth.Store
 	limits *limits
 	peers  *handlers.Peers // checks forwarded requests and signs their answers (nil: none taken)
 	// bodyTimeout bounds the reading of a request's body (0: no bound).

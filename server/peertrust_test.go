@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/zk"
@@ -540,7 +541,7 @@ func TestForwardedCallerIsTheTokenOfItsName(t *testing.T) {
 	if err := os.WriteFile(more, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	late, err := server.AddToken(more, "late", []string{"*:*:admin"})
+	late, err := auth.AddToken(more, "late", []string{"*:*:admin"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 )
@@ -55,6 +56,7 @@ func routeTable(d Deps) []route {
 	const json = jsonBodyLimit
 	page := rule{kind: "*", level: handlers.LevelRead, page: true}
 	peer := rule{peer: true}
+	signIn := auth.SignIn{Store: d.auth, WritePage: writePage, WriteError: handlers.WriteError}
 	return []route{
 		{method: get, pattern: "/healthz", handler: health(), body: noBodyCap, access: probeRoute},
 		{method: get, pattern: "/readyz", handler: ready(d.Service.Session(), d.Drain), body: noBodyCap, access: probeRoute},
@@ -67,9 +69,9 @@ func routeTable(d Deps) []route {
 		{method: get, pattern: "/ui/{page}", handler: dash.pages(), body: noBodyCap, access: page},
 		{method: get, pattern: "/ui/static/{file}", handler: dash.static(), body: noBodyCap, access: openRoute},
 		{method: get, pattern: "/ws", handler: dash.ws(), body: noBodyCap, access: dashRead},
-		{method: get, pattern: "/signin", handler: signinPage(d.auth), body: noBodyCap, access: openRoute},
-		{method: post, pattern: "/signin", handler: signin(d.auth), body: noBodyCap, access: openRoute},
-		{method: post, pattern: "/signout", handler: signout(), body: noBodyCap, access: openRoute},
+		{method: get, pattern: "/signin", handler: signIn.Page(), body: noBodyCap, access: openRoute},
+		{method: post, pattern: "/signin", handler: signIn.Post(), body: noBodyCap, access: openRoute},
+		{method: post, pattern: "/signout", handler: signIn.Out(), body: noBodyCap, access: openRoute},
 
 		{method: post, pattern: "/v1/leases", handler: api.CreateLease(), body: json, drain: drainStarts,
 			access: rule{kind: "leases", level: handlers.LevelWrite, makesLeases: true}},

@@ -12,15 +12,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/zkgate/zkgate"
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/zkserver"
@@ -65,7 +64,7 @@ type Deps struct {
 
 	// auth holds the client tokens (nil or empty: tokens off), limits the
 	// caps on waiting requests (nil: none); Run sets both.
-	auth   *auth
+	auth   *auth.Store
 	limits *limits
 }
 
@@ -75,7 +74,7 @@ func New(d Deps) http.Handler {
 		d.Drain = &drain{}
 	}
 	if d.auth == nil {
-		d.auth = &auth{}
+		d.auth = &auth.Store{}
 	}
 	r := chi.NewRouter()
 	fd := &frontDoor{log: d.Log, m: d.Metrics, drain: d.Drain, auth: d.auth, limits: d.limits, bodyTimeout: d.BodyTimeout}
@@ -167,8 +166,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Audit: NewLogger(stderr, cfg.LogFormat, "info").With("component", "audit")}
 	var peerTLS *handlers.PeerTLS
 	if cfg.gatewayTLS != nil {
-		cfg.gatewayTLS.certs.log = log
-		peerTLS = cfg.gatewayTLS.peers()
+		cfg.gatewayTLS.SetLog(log)
+		peerTLS = &handlers.PeerTLS{Transport: cfg.gatewayTLS.ForwardTransport(), VerifyClient: cfg.gatewayTLS.VerifyPeer()}
 	}
 	api.Peers = handlers.NewPeers(gatewayID, cfg.peerSecret, peerTLS, log.With("component", "peers"))
 	if cfg.DeadlockCheck > 0 {
@@ -191,11 +190,10 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		api.Adopt = func(ctx context.Context, h *recipes.Handover) error { return svc.Adopt(ctx, sessCfg, h) }
 		adoptSaved(ctx, log, svc, sessCfg, cfg.DataDir)
 	}
-	tokens := &auth{}
+	tokens := auth.NewStore(cfg.tokens)
 	if cfg.tokens != nil {
-		tokens.tokens.Store(cfg.tokens)
 		log.Info("tokens on", "file", cfg.AuthFile, "tokens", cfg.tokens.Len())
-		stopReload := reloadOnHangup(ctx, cfg.AuthFile, tokens, log)
+		stopReload := auth.ReloadOnHangup(ctx, cfg.AuthFile, tokens, log)
 		defer stopReload()
 	}
 	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers,
@@ -225,7 +223,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	serveErr := make(chan error, 3)
 	if cfg.gatewayTLS != nil {
 		scheme = "https"
-		srv.TLSConfig = cfg.gatewayTLS.serverConfig()
+		srv.TLSConfig = cfg.gatewayTLS.ServerConfig()
 		go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
 	} else {
 		// HTTP/2 over plain TCP (h2c, prior knowledge) besides HTTP/1.1:
@@ -283,7 +281,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 // peerCredential says whether the gateway can prove itself to the other
 // gateways of its root: a shared secret, or under TLS the peer CA.
 func (cfg Config) peerCredential() bool {
-	return cfg.peerSecret != nil || cfg.gatewayTLS != nil && len(cfg.gatewayTLS.peerCA) > 0
+	return cfg.peerSecret != nil || cfg.gatewayTLS != nil && cfg.gatewayTLS.ProvesPeers()
 }
 
 // checkPeers refuses to start a gateway with tokens and no peer credential
@@ -483,38 +481,4 @@ func metricsOnly(m *Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	return mux
-}
-
-// reloadOnHangup reloads the tokens file on SIGHUP. A file that does not
-// load is logged and the tokens in force stay; leases and waits are never
-// touched either way, but a dashboard's WebSocket of a token removed or
-// changed is closed (see dashboard.ws). It returns a function that stops
-// it.
-func reloadOnHangup(ctx context.Context, path string, a *auth, log *slog.Logger) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				ts, err := LoadTokens(path)
-				if err != nil {
-					log.Error("tokens file not reloaded; the tokens in force stay", "err", err)
-					continue
-				}
-				a.swap(ts)
-				log.Info("tokens file reloaded", "file", path, "tokens", ts.Len())
-			}
-		}
-	}()
-	return func() {
-		signal.Stop(hup)
-		cancel()
-		<-done
-	}
 }

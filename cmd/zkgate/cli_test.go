@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/server"
 )
@@ -203,7 +204,7 @@ func TestUnavailableGateway(t *testing.T) {
 // send an Authorization header.
 func TestTokenErrorsNameTheVariable(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tokens")
-	reader, err := server.AddToken(file, "reader", []string{"*:*:read"})
+	reader, err := auth.AddToken(file, "reader", []string{"*:*:read"})
 	if err != nil {
 		t.Fatal(err)
 	}

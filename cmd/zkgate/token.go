@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/server"
 )
 
@@ -52,7 +53,7 @@ func newTokenCommand(a *app) *cobra.Command {
 					return usageErr("flag %s must come before the permissions", p)
 				}
 			}
-			secret, err := server.AddToken(file, name, perms)
+			secret, err := auth.AddToken(file, name, perms)
 			if err != nil {
 				return &server.UsageError{Msg: err.Error()}
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/server"
 )
 
@@ -38,7 +39,7 @@ func TestTokenNew(t *testing.T) {
 	if strings.Contains(string(data), secret) {
 		t.Fatalf("the file holds the secret")
 	}
-	ts, err := server.LoadTokens(file)
+	ts, err := auth.LoadTokens(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestTokenNew(t *testing.T) {
 		func(k string) string { return map[string]string{"ZKGATE_AUTH_FILE": file}[k] }, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
-	if ts, _ := server.LoadTokens(file); ts.Len() != 2 {
+	if ts, _ := auth.LoadTokens(file); ts.Len() != 2 {
 		t.Errorf("%d tokens after a second add, want 2", ts.Len())
 	}
 

@@ -1,4 +1,4 @@
-package server
+package auth
 
 import (
 	"errors"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/zkgate/zkgate/handlers"
 )
 
 const (
@@ -94,22 +92,22 @@ func TestPermissions(t *testing.T) {
 	cases := []struct {
 		tok        *Token
 		kind, name string
-		level      handlers.Level
+		level      Level
 		want       bool
 	}{
-		{billing, "locks", "billing-eu", handlers.LevelWrite, true},
-		{billing, "locks", "billing-eu", handlers.LevelRead, true},
-		{billing, "locks", "billing-eu", handlers.LevelAdmin, false},
-		{billing, "locks", "billing", handlers.LevelRead, false},
-		{billing, "locks", "orders", handlers.LevelRead, false},
-		{billing, "semaphores", "billing-eu", handlers.LevelRead, false},
-		{billing, "locks", "*", handlers.LevelRead, false}, // every lock: only a * prefix grants it
-		{billing, "leases", "0b5c6f7e-1a2b-4c3d-8e9f-001122334455", handlers.LevelWrite, true},
-		{billing, "leases", "*", handlers.LevelWrite, true},
-		{billing, "*", "*", handlers.LevelRead, false},
-		{viewer, "*", "*", handlers.LevelRead, true},
-		{viewer, "queues", "jobs", handlers.LevelRead, true},
-		{viewer, "queues", "jobs", handlers.LevelWrite, false},
+		{billing, "locks", "billing-eu", LevelWrite, true},
+		{billing, "locks", "billing-eu", LevelRead, true},
+		{billing, "locks", "billing-eu", LevelAdmin, false},
+		{billing, "locks", "billing", LevelRead, false},
+		{billing, "locks", "orders", LevelRead, false},
+		{billing, "semaphores", "billing-eu", LevelRead, false},
+		{billing, "locks", "*", LevelRead, false}, // every lock: only a * prefix grants it
+		{billing, "leases", "0b5c6f7e-1a2b-4c3d-8e9f-001122334455", LevelWrite, true},
+		{billing, "leases", "*", LevelWrite, true},
+		{billing, "*", "*", LevelRead, false},
+		{viewer, "*", "*", LevelRead, true},
+		{viewer, "queues", "jobs", LevelRead, true},
+		{viewer, "queues", "jobs", LevelWrite, false},
 	}
 	for _, c := range cases {
 		if got := c.tok.Permits(c.kind, c.name, c.level); got != c.want {

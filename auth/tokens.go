@@ -1,4 +1,4 @@
-package server
+package auth
 
 import (
 	"bufio"
@@ -17,8 +17,6 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
-
-	"github.com/zkgate/zkgate/handlers"
 )
 
 // The tokens file (--auth-file) names each client token with the hash of
@@ -55,7 +53,7 @@ const maxTokensFile = 8 << 20
 type Permission struct {
 	Kind   string // a kind, or "*"
 	Prefix string // "" covers every name (written "*")
-	Level  handlers.Level
+	Level  Level
 }
 
 func (p Permission) String() string {
@@ -69,7 +67,7 @@ func (p Permission) String() string {
 // covers reports whether p grants level on name of kind. kind "*" asks for
 // every kind and name "*" for every name (the dashboard, /metrics, listings
 // without a prefix): only a permission as wide grants them.
-func (p Permission) covers(kind, name string, level handlers.Level) bool {
+func (p Permission) covers(kind, name string, level Level) bool {
 	if p.Level < level {
 		return false
 	}
@@ -90,7 +88,7 @@ type Token struct {
 }
 
 // Permits reports whether the token holds level on name of kind.
-func (t *Token) Permits(kind, name string, level handlers.Level) bool {
+func (t *Token) Permits(kind, name string, level Level) bool {
 	return slices.ContainsFunc(t.Permissions, func(p Permission) bool { return p.covers(kind, name, level) })
 }
 
@@ -289,11 +287,11 @@ func ParsePermission(s string) (Permission, error) {
 	p.Prefix = prefix
 	switch level {
 	case "read":
-		p.Level = handlers.LevelRead
+		p.Level = LevelRead
 	case "write":
-		p.Level = handlers.LevelWrite
+		p.Level = LevelWrite
 	case "admin":
-		p.Level = handlers.LevelAdmin
+		p.Level = LevelAdmin
 	default:
 		return Permission{}, fmt.Errorf("permission %q: unknown level %q (want read, write or admin)", s, level)
 	}

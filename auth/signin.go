@@ -1,4 +1,4 @@
-package server
+package auth
 
 import (
 	"net/http"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zkgate/zkgate/handlers"
+	"github.com/a-h/templ"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/static"
 	"github.com/zkgate/zkgate/views"
@@ -15,59 +15,65 @@ import (
 // sessionMaxAge is how long a browser keeps a dashboard sign-in.
 const sessionMaxAge = 12 * time.Hour
 
-// The dashboard's sign-in: GET /signin (the page), POST /signin (takes the
-// token once and keeps it in an HttpOnly, SameSite=Strict cookie) and
-// POST /signout (forgets it). The front door refuses either posted from
-// another site (see fromBrowser).
+// SignIn is the dashboard's sign-in: GET /signin (the page), POST /signin
+// (takes the token once and keeps it in an HttpOnly, SameSite=Strict
+// cookie) and POST /signout (forgets it). The front door refuses either
+// posted from another site.
+type SignIn struct {
+	Store *Store
+	// WritePage writes a page of the dashboard, WriteError a problem.
+	WritePage  func(w http.ResponseWriter, r *http.Request, status int, c templ.Component)
+	WriteError func(w http.ResponseWriter, r *http.Request, err error)
+}
 
-// signinPage answers GET /signin.
-func signinPage(a *auth) http.HandlerFunc {
+// Page answers GET /signin.
+func (s SignIn) Page() http.HandlerFunc {
 	version := static.Version()
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !a.enabled() {
+		if !s.Store.Enabled() {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
-		writePage(w, r, http.StatusOK, views.SignInPage(views.SignIn{AssetVersion: version, Next: localPath(r.URL.Query().Get("next"))}))
+		s.WritePage(w, r, http.StatusOK, views.SignInPage(views.SignIn{AssetVersion: version, Next: localPath(r.URL.Query().Get("next"))}))
 	}
 }
 
-// signin answers POST /signin.
-func signin(a *auth) http.HandlerFunc {
+// Post answers POST /signin.
+func (s SignIn) Post() http.HandlerFunc {
 	version := static.Version()
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !a.enabled() {
+		if !s.Store.Enabled() {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 		if err := r.ParseForm(); err != nil {
-			handlers.Problem(w, r, recipes.CodeInvalid, "the sign-in form could not be read")
+			s.WriteError(w, r, &recipes.Error{Code: recipes.CodeInvalid, Detail: "the sign-in form could not be read"})
 			return
 		}
 		next := localPath(r.PostForm.Get("next"))
 		page := views.SignIn{AssetVersion: version, Next: next}
 		secret := strings.TrimSpace(r.PostForm.Get("token"))
-		tok := a.tokens.Load().Authenticate(secret)
+		tok := s.Store.Tokens().Authenticate(secret)
 		switch {
 		case tok == nil:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="zkgate", error="invalid_token"`)
 			page.Error = "Unknown token."
-			writePage(w, r, http.StatusUnauthorized, views.SignInPage(page))
+			s.WritePage(w, r, http.StatusUnauthorized, views.SignInPage(page))
 			return
-		case !tok.Permits("*", "*", handlers.LevelRead):
+		case !tok.Permits("*", "*", LevelRead):
 			page.Error = "Token " + tok.Name + " may not read the dashboard: it needs *:*:read."
-			writePage(w, r, http.StatusForbidden, views.SignInPage(page))
+			s.WritePage(w, r, http.StatusForbidden, views.SignInPage(page))
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", MaxAge: int(sessionMaxAge / time.Second),
+		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: secret, Path: "/", MaxAge: int(sessionMaxAge / time.Second),
 			HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, next, http.StatusSeeOther)
 	}
 }
 
-// signout answers POST /signout.
-func signout() http.HandlerFunc {
+// Out answers POST /signout.
+func (s SignIn) Out() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		clearSessionCookie(w, r)
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
@@ -75,7 +81,7 @@ func signout() http.HandlerFunc {
 }
 
 func clearSessionCookie(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 }
 

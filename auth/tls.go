@@ -1,4 +1,4 @@
-package server
+package auth
 
 import (
 	"crypto/tls"
@@ -6,14 +6,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"sync"
 	"time"
-
-	"github.com/zkgate/zkgate/handlers"
 )
 
 // certReloader serves a certificate pair from files and loads them again
@@ -48,12 +47,12 @@ func stampOf(certFile, keyFile string) (fileStamp, error) {
 	return fileStamp{certMod: c.ModTime(), keyMod: k.ModTime(), certSize: c.Size(), keySize: k.Size()}, nil
 }
 
-// loadPair loads and checks a certificate pair: it must parse, match, and
+// LoadPair loads and checks a certificate pair: it must parse, match, and
 // be valid now.
-func loadPair(certFile, keyFile string) (*tls.Certificate, error) {
+func LoadPair(certFile, keyFile string) (*tls.Certificate, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("certificate %s with key %s: %w", certFile, keyFile, unwrapPath(err))
+		return nil, fmt.Errorf("certificate %s with key %s: %w", certFile, keyFile, FileError(err))
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	if err != nil {
@@ -70,7 +69,8 @@ func loadPair(certFile, keyFile string) (*tls.Certificate, error) {
 	return &cert, nil
 }
 
-func unwrapPath(err error) error {
+// FileError is err without the operation of a path error: "FILE: REASON".
+func FileError(err error) error {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
 		return fmt.Errorf("%s: %w", pe.Path, pe.Err)
@@ -81,9 +81,9 @@ func unwrapPath(err error) error {
 func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader, error) {
 	stamp, err := stampOf(certFile, keyFile)
 	if err != nil {
-		return nil, unwrapPath(err)
+		return nil, FileError(err)
 	}
-	cert, err := loadPair(certFile, keyFile)
+	cert, err := LoadPair(certFile, keyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (c *certReloader) current() *tls.Certificate {
 	if err != nil || stamp == c.stamp || stamp == c.failed {
 		return c.cert
 	}
-	cert, err := loadPair(c.certFile, c.keyFile)
+	cert, err := LoadPair(c.certFile, c.keyFile)
 	if err != nil {
 		c.failed = stamp
 		c.log.Error("TLS certificate not reloaded; keeping the previous one", "err", err)
@@ -110,11 +110,11 @@ func (c *certReloader) current() *tls.Certificate {
 	return cert
 }
 
-// loadCAs reads a PEM file of one or more CA certificates.
-func loadCAs(file string) ([]*x509.Certificate, error) {
+// LoadCAs reads a PEM file of one or more CA certificates.
+func LoadCAs(file string) ([]*x509.Certificate, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, unwrapPath(err)
+		return nil, FileError(err)
 	}
 	var certs []*x509.Certificate
 	for rest := data; ; {
@@ -138,8 +138,8 @@ func loadCAs(file string) ([]*x509.Certificate, error) {
 	return certs, nil
 }
 
-// poolOf is a pool of base (nil: empty) plus certs.
-func poolOf(base *x509.CertPool, certs ...[]*x509.Certificate) *x509.CertPool {
+// PoolOf is a pool of base (nil: empty) plus certs.
+func PoolOf(base *x509.CertPool, certs ...[]*x509.Certificate) *x509.CertPool {
 	pool := base
 	if pool == nil {
 		pool = x509.NewCertPool()
@@ -152,18 +152,36 @@ func poolOf(base *x509.CertPool, certs ...[]*x509.Certificate) *x509.CertPool {
 	return pool
 }
 
-// gatewayTLS is the gateway's HTTPS side: the server's configuration and
+// GatewayTLS is the gateway's HTTPS side: the server's configuration and
 // the transport with which it forwards requests to other gateways.
-type gatewayTLS struct {
+type GatewayTLS struct {
 	certs    *certReloader
-	clientCA []*x509.Certificate // none: no client certificates asked for
-	peerCA   []*x509.Certificate // CAs of the other gateways; none: their certificates prove nothing
+	ClientCA []*x509.Certificate // none: no client certificates asked for
+	PeerCA   []*x509.Certificate // CAs of the other gateways; none: their certificates prove nothing
 }
 
-// serverConfig asks for client certificates: of --tls-client-ca from every
+// NewGatewayTLS serves the certificate pair of certFile and keyFile,
+// reloaded when the files change. A pair that does not load is an error
+// here; later reloads are logged (see SetLog).
+func NewGatewayTLS(certFile, keyFile string) (*GatewayTLS, error) {
+	certs, err := newCertReloader(certFile, keyFile, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return nil, err
+	}
+	return &GatewayTLS{certs: certs}, nil
+}
+
+// SetLog is where the reloads of the certificate are logged.
+func (g *GatewayTLS) SetLog(log *slog.Logger) { g.certs.log = log }
+
+// ProvesPeers reports whether a client certificate may prove a gateway
+// (--tls-peer-ca).
+func (g *GatewayTLS) ProvesPeers() bool { return len(g.PeerCA) > 0 }
+
+// ServerConfig asks for client certificates: of --tls-client-ca from every
 // client when it is given, and of --tls-peer-ca from the other gateways
 // (see peers), which need not show one of --tls-client-ca.
-func (g *gatewayTLS) serverConfig() *tls.Config {
+func (g *GatewayTLS) ServerConfig() *tls.Config {
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
@@ -172,26 +190,26 @@ func (g *gatewayTLS) serverConfig() *tls.Config {
 		},
 	}
 	switch {
-	case len(g.clientCA) > 0:
-		cfg.ClientCAs = poolOf(nil, g.clientCA, g.peerCA)
+	case len(g.ClientCA) > 0:
+		cfg.ClientCAs = PoolOf(nil, g.ClientCA, g.PeerCA)
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	case len(g.peerCA) > 0:
-		cfg.ClientCAs = poolOf(nil, g.peerCA)
+	case len(g.PeerCA) > 0:
+		cfg.ClientCAs = PoolOf(nil, g.PeerCA)
 		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	return cfg
 }
 
-// forwardTransport reaches the other gateways over TLS, showing this
+// ForwardTransport reaches the other gateways over TLS, showing this
 // gateway's own certificate to those that ask for a client certificate. It
 // trusts --tls-peer-ca alone when it is given: a certificate of any other
 // CA (the system's roots, --tls-client-ca) is no gateway's. Without it, the
 // system's roots serve for privacy, and the shared secret (which the
 // configuration then requires for forwarding) for proof.
-func (g *gatewayTLS) forwardTransport() http.RoundTripper {
+func (g *GatewayTLS) ForwardTransport() http.RoundTripper {
 	var roots *x509.CertPool
-	if len(g.peerCA) > 0 {
-		roots = poolOf(nil, g.peerCA)
+	if len(g.PeerCA) > 0 {
+		roots = PoolOf(nil, g.PeerCA)
 	} else if system, err := x509.SystemCertPool(); err == nil {
 		roots = system
 	}
@@ -208,16 +226,16 @@ func (g *gatewayTLS) forwardTransport() http.RoundTripper {
 	return t
 }
 
-// peers is the TLS side of the peer credential. With --tls-peer-ca, a
-// connection is a gateway's when its client certificate verifies against
-// that CA alone (the handshake may have taken it for --tls-client-ca).
-func (g *gatewayTLS) peers() *handlers.PeerTLS {
-	p := &handlers.PeerTLS{Transport: g.forwardTransport()}
-	if len(g.peerCA) == 0 {
-		return p
+// VerifyPeer is the TLS side of the peer credential: with --tls-peer-ca,
+// a connection is a gateway's when its client certificate verifies
+// against that CA alone (the handshake may have taken it for
+// --tls-client-ca). Without it, nil: no certificate proves a gateway.
+func (g *GatewayTLS) VerifyPeer() func(*tls.ConnectionState) bool {
+	if len(g.PeerCA) == 0 {
+		return nil
 	}
-	roots := poolOf(nil, g.peerCA)
-	p.VerifyClient = func(cs *tls.ConnectionState) bool {
+	roots := PoolOf(nil, g.PeerCA)
+	return func(cs *tls.ConnectionState) bool {
 		if len(cs.PeerCertificates) == 0 {
 			return false
 		}
@@ -229,5 +247,4 @@ func (g *gatewayTLS) peers() *handlers.PeerTLS {
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		return err == nil
 	}
-	return p
 }

@@ -1,16 +1,13 @@
 package server
 
 import (
+	"errors"
 	"net"
 	"net/http"
-	"net/url"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 )
@@ -25,7 +22,7 @@ type rule struct {
 	// kind is what the route acts on: a kind of Kinds, or "*" for routes
 	// that show every kind (the dashboard, /metrics).
 	kind  string
-	level handlers.Level
+	level auth.Level
 	// param names the URL parameter that names the target (a primitive's
 	// name, a lease id); query a query parameter that gives a name prefix
 	// (?prefix=). Neither: the route covers every name, and only a
@@ -33,7 +30,7 @@ type rule struct {
 	param, query string
 	// lease marks the routes of leases themselves: the owner of a lease may
 	// use it whatever its permissions, so the handler decides (see
-	// handlers.Caller.Granted).
+	// auth.UseOfLease).
 	lease bool
 	// filtered routes show a token what it may read and nothing else (the
 	// handler leaves the rest out): any token may ask.
@@ -60,12 +57,12 @@ type rule struct {
 var (
 	openRoute  = rule{open: true}
 	probeRoute = rule{open: true, probe: true}
-	dashRead   = rule{kind: "*", level: handlers.LevelRead}
+	dashRead   = rule{kind: "*", level: auth.LevelRead}
 )
 
-func read(kind string) rule    { return rule{kind: kind, level: handlers.LevelRead, param: "name"} }
-func write(kind string) rule   { return rule{kind: kind, level: handlers.LevelWrite, param: "name"} }
-func readAll(kind string) rule { return rule{kind: kind, level: handlers.LevelRead} }
+func read(kind string) rule    { return rule{kind: kind, level: auth.LevelRead, param: "name"} }
+func write(kind string) rule   { return rule{kind: kind, level: auth.LevelWrite, param: "name"} }
+func readAll(kind string) rule { return rule{kind: kind, level: auth.LevelRead} }
 
 // waiter is r for a route that takes ?wait=.
 func waiter(r rule) rule { r.waiter = true; return r }
@@ -73,7 +70,7 @@ func waiter(r rule) rule { r.waiter = true; return r }
 // makingLeases is r for a route that may make a lease.
 func makingLeases(r rule) rule { r.makesLeases = true; return r }
 
-func leaseRule(l handlers.Level) rule {
+func leaseRule(l auth.Level) rule {
 	return rule{kind: "leases", level: l, param: "id", lease: true}
 }
 
@@ -93,65 +90,9 @@ func (ru rule) target(req *http.Request) string {
 	return "*"
 }
 
-// sessionCookie keeps a dashboard user's token (see signin.go).
-const sessionCookie = "zkgate_token"
-
-// auth holds the tokens in force; nil while tokens are off. SIGHUP swaps
-// in a new set without touching leases or waits; what lasts beyond one
-// answer (a dashboard's WebSocket) hears of it on changes.
-type auth struct {
-	tokens atomic.Pointer[Tokens]
-
-	mu      sync.Mutex
-	changed chan struct{} // closed when the tokens are swapped, then replaced
-}
-
-func (a *auth) enabled() bool { return a != nil && a.tokens.Load() != nil }
-
-// swap puts ts in force and tells those listening.
-func (a *auth) swap(ts *Tokens) {
-	a.tokens.Store(ts)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.changed != nil {
-		close(a.changed)
-		a.changed = nil
-	}
-}
-
-// changes returns a channel closed at the next swap.
-func (a *auth) changes() <-chan struct{} {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.changed == nil {
-		a.changed = make(chan struct{})
-	}
-	return a.changed
-}
-
-// sameGrant reports whether two versions of a token grant the same: its
-// name (the owner of its leases) and its permissions.
-func sameGrant(a, b *Token) bool {
-	return a != nil && b != nil && a.Name == b.Name && slices.Equal(a.Permissions, b.Permissions)
-}
-
-// secretOf returns the secret a request carries: its bearer token, or on
-// a GET the dashboard's sign-in cookie (SameSite=Strict, so another site
-// cannot make a browser send it).
-func secretOf(r *http.Request) (secret string, fromCookie bool) {
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, rest, _ := strings.Cut(h, " ")
-		if strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(rest), false
-		}
-		return "", false
-	}
-	if r.Method == http.MethodGet {
-		if c, err := r.Cookie(sessionCookie); err == nil {
-			return c.Value, true
-		}
-	}
-	return "", false
+// need is what a request under ru needs of its caller's token.
+func (ru rule) need(route, target string) auth.Need {
+	return auth.Need{Kind: ru.kind, Level: ru.level, Target: target, Route: route, Lease: ru.lease, Filtered: ru.filtered, Page: ru.page}
 }
 
 // admit authenticates and authorizes a request before it reaches rt, the
@@ -170,14 +111,14 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_
 		return r, slot{}, false
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		if refusal := fromBrowser(r, !ru.open && ru.kind != "*", fd.auth.enabled()); refusal != nil {
+		if refusal := fromBrowser(r, !ru.open && ru.kind != "*", fd.auth.Enabled()); refusal != nil {
 			handlers.WriteError(w, r, refusal)
 			return r, slot{}, false
 		}
 	}
 	_, forwarded := r.Header[handlers.ForwardedHeader]
 	if ru.peer && !forwarded {
-		handlers.WriteError(w, r, handlers.Forbidden("%s is for the gateways of this root only", route))
+		handlers.WriteError(w, r, auth.Forbidden("%s is for the gateways of this root only", route))
 		return r, slot{}, false
 	}
 	if forwarded {
@@ -189,14 +130,16 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_
 		}
 	}
 	target := ru.target(r)
-	var caller *handlers.Caller
-	if !ru.open && !ru.peer && fd.auth.enabled() {
-		var allowed bool
-		caller, allowed = authorize(w, r, fd.auth.tokens.Load(), ru, route, target)
-		if !allowed {
+	var caller *auth.Caller
+	if !ru.open && !ru.peer && fd.auth.Enabled() {
+		var err error
+		if caller, err = auth.Authorize(w, r, fd.auth.Tokens(), ru.need(route, target), forwarder(r)); err != nil {
+			if !errors.Is(err, auth.ErrSignIn) {
+				handlers.WriteError(w, r, err)
+			}
 			return r, slot{}, false
 		}
-		r = r.WithContext(handlers.WithCaller(r.Context(), caller))
+		r = r.WithContext(auth.WithCaller(r.Context(), caller))
 	}
 	if fd.limits == nil || ru.probe {
 		return r, slot{}, true
@@ -213,70 +156,12 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_
 	return r, s, true
 }
 
-// authorize answers 401 or 403 and reports false, or returns the caller.
-// The caller of a request another gateway forwarded is the token it names.
-func authorize(w http.ResponseWriter, r *http.Request, tokens *Tokens, ru rule, route, target string) (*handlers.Caller, bool) {
+// forwarder is the gateway that forwarded r, proven (nil: none).
+func forwarder(r *http.Request) *auth.Forwarder {
 	if pc := handlers.PeerOf(r.Context()); pc != nil {
-		return authorizePeer(w, r, tokens, pc, ru, route, target)
+		return &auth.Forwarder{Gateway: pc.Gateway, Caller: pc.Caller}
 	}
-	secret, fromCookie := secretOf(r)
-	var tok *Token
-	if secret != "" {
-		tok = tokens.Authenticate(secret)
-	}
-	if tok == nil {
-		if ru.page && r.Method == http.MethodGet {
-			if fromCookie {
-				clearSessionCookie(w, r)
-			}
-			http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
-			return nil, false
-		}
-		switch {
-		case secret == "" && r.Header.Get("Authorization") != "":
-			handlers.Unauthenticated(w, r, true, "the Authorization header must be \"Bearer <token>\"")
-		case secret == "":
-			handlers.Unauthenticated(w, r, false, "this gateway needs a token: send \"Authorization: Bearer <token>\"")
-		default:
-			handlers.Unauthenticated(w, r, true, "unknown token")
-		}
-		return nil, false
-	}
-	return permit(w, r, tok, ru, route, target)
-}
-
-// authorizePeer authorizes a forwarded request as the token its gateway
-// names, looked up in this gateway's own tokens file (the gateways of a
-// root share it).
-func authorizePeer(w http.ResponseWriter, r *http.Request, tokens *Tokens, pc *handlers.PeerCall, ru rule, route, target string) (*handlers.Caller, bool) {
-	if pc.Caller == "" {
-		handlers.Unauthenticated(w, r, false, "gateway "+strconv.Quote(pc.Gateway)+" forwarded a request without a token "+
-			"(tokens are off there): the gateways of a root must share --auth-file")
-		return nil, false
-	}
-	tok := tokens.Named(pc.Caller)
-	if tok == nil {
-		handlers.Unauthenticated(w, r, true, "the token "+strconv.Quote(pc.Caller)+" of gateway "+strconv.Quote(pc.Gateway)+
-			" is not in this gateway's tokens file: the gateways of a root must share --auth-file")
-		return nil, false
-	}
-	return permit(w, r, tok, ru, route, target)
-}
-
-// permit checks tok against the route's rule: it answers 403 and reports
-// false, or returns the caller.
-func permit(w http.ResponseWriter, r *http.Request, tok *Token, ru rule, route, target string) (*handlers.Caller, bool) {
-	granted := tok.Permits(ru.kind, target, ru.level)
-	if !granted && !ru.lease && !ru.filtered {
-		need := Permission{Kind: ru.kind, Prefix: target, Level: ru.level}
-		if target == "*" {
-			need.Prefix = ""
-		}
-		handlers.WriteError(w, r, handlers.Forbidden("token %q lacks the permission %s", tok.Name, need))
-		return nil, false
-	}
-	return &handlers.Caller{Name: tok.Name, Kind: ru.kind, Target: target, Route: route,
-		RequestID: w.Header().Get("X-Request-Id"), Granted: granted, Permits: tok.Permits}, true
+	return nil
 }
 
 // fromBrowser refuses a request that would change something when a web
@@ -307,12 +192,12 @@ func fromBrowser(r *http.Request, api, tokens bool) error {
 		return nil
 	case site == "same-origin" || site == "none":
 	case site != "":
-		return handlers.Forbidden("a request from another site (Sec-Fetch-Site: %s) may not change anything on this gateway", handlers.Clip(site, 32))
+		return auth.Forbidden("a request from another site (Sec-Fetch-Site: %s) may not change anything on this gateway", handlers.Clip(site, 32))
 	case !sameHost(origin, r.Host):
-		return handlers.Forbidden("a request from another origin (Origin: %s) may not change anything on this gateway", handlers.Clip(origin, 100))
+		return auth.Forbidden("a request from another origin (Origin: %s) may not change anything on this gateway", handlers.Clip(origin, 100))
 	}
 	if !tokens && !addressedByAddress(r.Host) {
-		return handlers.Forbidden("a browser may change something on a gateway without tokens only at an IP address or localhost, not at %q (DNS rebinding)",
+		return auth.Forbidden("a browser may change something on a gateway without tokens only at an IP address or localhost, not at %q (DNS rebinding)",
 			handlers.Clip(r.Host, 100))
 	}
 	if api && r.ContentLength != 0 && formType(r.Header.Get("Content-Type")) {
