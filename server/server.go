@@ -105,27 +105,14 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
-	servers := cfg.ZK
-	var zkFailed <-chan error // the embedded ZooKeeper could not be kept running
-	if len(servers) == 0 {
-		zs, err := startEmbedded(ctx, cfg, log)
-		if err != nil {
-			return err
-		}
-		supervise, stopSupervising := context.WithCancel(ctx)
-		zkFailed = superviseEmbedded(supervise, zs, log)
-		defer func() {
-			stopSupervising()
-			if err := zs.Stop(); err != nil {
-				log.Error("stop embedded ZooKeeper", "err", err)
-			}
-		}()
-		servers = []string{zs.Addr()}
+	servers, zkFailed, stopZK, err := zooKeeper(ctx, cfg, log)
+	if err != nil {
+		return err
 	}
-
+	defer stopZK()
+	sessCfg := recipes.SessionConfig{Servers: servers, Timeout: cfg.SessionTimeout, Root: cfg.Root, Logger: log, Security: cfg.zkSecurity}
 	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	sess, err := recipes.Connect(connectCtx, recipes.SessionConfig{Servers: servers, Timeout: cfg.SessionTimeout, Root: cfg.Root, Logger: log,
-		Security: cfg.zkSecurity})
+	sess, err := recipes.Connect(connectCtx, sessCfg)
 	cancel()
 	if err != nil {
 		return err
@@ -134,18 +121,104 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 
 	metrics := NewMetrics(cfg.MetricsNames)
 	gatewayID := newGatewayID()
+	svc := newService(sess, cfg, gatewayID, metrics, log)
+	defer svc.Close()
+	ln, err := listen(ctx, cfg, svc, log)
+	if err != nil {
+		return err
+	}
+	lim := newLimits(cfg.Limits)
+	lim.register(metrics.Registry)
+	api := newAPI(cfg, svc, lim, gatewayID, log, stderr)
+	defer checkDeadlocks(cfg, svc, api)()
+	dr := &drain{}
+	metrics.observeReadiness(sess, dr)
+	api.Draining = dr.draining
+	if cfg.Handover {
+		api.Adopt = func(ctx context.Context, h *recipes.Handover) error { return svc.Adopt(ctx, sessCfg, h) }
+		adoptSaved(ctx, log, svc, sessCfg, cfg.DataDir)
+	}
+	tokens := auth.NewStore(cfg.tokens)
+	if cfg.tokens != nil {
+		log.Info("tokens on", "file", cfg.AuthFile, "tokens", cfg.tokens.Len())
+		defer auth.ReloadOnHangup(ctx, cfg.AuthFile, tokens, log)()
+	}
+	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers,
+		Drain: dr, BodyTimeout: cfg.BodyTimeout, auth: tokens, limits: lim})
+
+	// Every request context derives from base, so that shutdown can end the
+	// long waits at once instead of waiting for them.
+	base, stopRequests := context.WithCancelCause(context.Background())
+	defer stopRequests(nil)
+	srv := newHTTPServer(handler, base, log)
+	serveErr := make(chan error, 3)
+	scheme := serve(srv, ln, cfg.gatewayTLS, serveErr)
+	side, err := serveSides(cfg, metrics, log, serveErr)
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+	fmt.Fprintf(stdout, "zkgate listening on %s://%s (ZooKeeper %s, root %s)\n", scheme, ln.Addr(), joinServers(servers), cfg.Root)
+	log.Info("serving", "addr", ln.Addr().String(), "scheme", scheme, "gateway", gatewayID, "zookeeper", joinServers(servers))
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case err := <-zkFailed:
+		shutdown(log, stopRequests, srv, side...)
+		return err
+	}
+	if cfg.Handover {
+		handOver(log, dr, svc, api.Peers, cfg.DataDir, cfg.DrainTimeout)
+	} else {
+		drainLeases(log, dr, svc, cfg.DrainTimeout)
+	}
+	shutdown(log, stopRequests, srv, side...)
+	return nil
+}
+
+// zooKeeper returns the connect list: --zk's, or that of an embedded
+// ZooKeeper it starts and supervises, which stop stops and whose failure
+// to keep running zkFailed reports (nil: never).
+func zooKeeper(ctx context.Context, cfg Config, log *slog.Logger) (servers []string, zkFailed <-chan error, stop func(), err error) {
+	if len(cfg.ZK) > 0 {
+		return cfg.ZK, nil, func() {}, nil
+	}
+	zs, err := startEmbedded(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	supervise, stopSupervising := context.WithCancel(ctx)
+	zkFailed = superviseEmbedded(supervise, zs, log)
+	stop = func() {
+		stopSupervising()
+		if err := zs.Stop(); err != nil {
+			log.Error("stop embedded ZooKeeper", "err", err)
+		}
+	}
+	return []string{zs.Addr()}, zkFailed, stop, nil
+}
+
+// newService starts the recipes on the session, observed by metrics.
+func newService(sess *recipes.Session, cfg Config, gatewayID string, metrics *Metrics, log *slog.Logger) *recipes.Service {
 	svc := recipes.New(sess, recipes.Config{
 		GatewayID: gatewayID, Metrics: metrics, Logger: log,
 		Leases:     recipes.LeaseConfig{MaxTTL: cfg.MaxTTL, RememberMax: cfg.MaxLeaseHistory, LockDelay: cfg.LockDelay, MaxLockDelay: cfg.MaxLockDelay},
 		PeerSecret: cfg.peerSecret,
 		Queues:     cfg.Queues,
 	})
-	defer svc.Close()
 	metrics.observeService(svc)
+	return svc
+}
 
+// listen opens the gateway's address and registers the gateway under it
+// (--advertise, or the address itself) once it may join the others (see
+// checkPeers).
+func listen(ctx context.Context, cfg Config, svc *recipes.Service, log *slog.Logger) (net.Listener, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	advertise := cfg.Advertise
 	if advertise == "" {
@@ -153,12 +226,15 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	if err := checkPeers(ctx, cfg, svc, advertise, log); err != nil {
 		ln.Close()
-		return err
+		return nil, err
 	}
 	svc.Register(recipes.GatewayInfo{Advertise: advertise, Version: Version, StartedAt: time.Now().UTC()})
+	return ln, nil
+}
 
-	lim := newLimits(cfg.Limits)
-	lim.register(metrics.Registry)
+// newAPI is the handlers' view of the service, its leases counted by lim,
+// with the way to the other gateways.
+func newAPI(cfg Config, svc *recipes.Service, lim *limits, gatewayID string, log *slog.Logger, stderr io.Writer) *handlers.API {
 	api := &handlers.API{Leases: limitedLeases{Leases: svc.Leases, lim: lim}, Gateways: svc, Locks: svc.Locks, Semaphores: svc.Semaphores,
 		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
 		Limits: handlers.Limits{MaxWait: cfg.MaxWait}, ContentionFigures: svc.Contention(), Holds: svc,
@@ -170,43 +246,33 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		peerTLS = &handlers.PeerTLS{Transport: cfg.gatewayTLS.ForwardTransport(), VerifyClient: cfg.gatewayTLS.VerifyPeer()}
 	}
 	api.Peers = handlers.NewPeers(gatewayID, cfg.peerSecret, peerTLS, log.With("component", "peers"))
-	if cfg.DeadlockCheck > 0 {
-		checks, stopChecks := context.WithCancel(context.Background())
-		checked := make(chan struct{})
-		go func() {
-			defer close(checked)
-			svc.CheckDeadlocks(checks, cfg.DeadlockCheck, api.WaitPeers())
-		}()
-		defer func() {
-			stopChecks()
-			<-checked
-		}()
-	}
-	dr := &drain{}
-	metrics.observeReadiness(sess, dr)
-	api.Draining = dr.draining
-	sessCfg := recipes.SessionConfig{Servers: servers, Timeout: cfg.SessionTimeout, Root: cfg.Root, Logger: log, Security: cfg.zkSecurity}
-	if cfg.Handover {
-		api.Adopt = func(ctx context.Context, h *recipes.Handover) error { return svc.Adopt(ctx, sessCfg, h) }
-		adoptSaved(ctx, log, svc, sessCfg, cfg.DataDir)
-	}
-	tokens := auth.NewStore(cfg.tokens)
-	if cfg.tokens != nil {
-		log.Info("tokens on", "file", cfg.AuthFile, "tokens", cfg.tokens.Len())
-		stopReload := auth.ReloadOnHangup(ctx, cfg.AuthFile, tokens, log)
-		defer stopReload()
-	}
-	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers,
-		Drain: dr, BodyTimeout: cfg.BodyTimeout, auth: tokens, limits: lim})
+	return api
+}
 
-	// Every request context derives from base, so that shutdown can end the
-	// long waits at once instead of waiting for them.
-	base, stopRequests := context.WithCancelCause(context.Background())
-	defer stopRequests(nil)
-	// No ReadTimeout or WriteTimeout: they bound the whole request, and a
-	// wait may last --max-wait; the front door bounds the reading of the
-	// body instead (--body-timeout).
-	srv := &http.Server{
+// checkDeadlocks checks the long waits for deadlocks every
+// --deadlock-check (0: never) until the returned stop.
+func checkDeadlocks(cfg Config, svc *recipes.Service, api *handlers.API) (stop func()) {
+	if cfg.DeadlockCheck <= 0 {
+		return func() {}
+	}
+	checks, stopChecks := context.WithCancel(context.Background())
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		svc.CheckDeadlocks(checks, cfg.DeadlockCheck, api.WaitPeers())
+	}()
+	return func() {
+		stopChecks()
+		<-checked
+	}
+}
+
+// newHTTPServer serves handler, every request's context derived from base.
+// No ReadTimeout or WriteTimeout: they bound the whole request, and a wait
+// may last --max-wait; the front door bounds the reading of the body
+// instead (--body-timeout).
+func newHTTPServer(handler http.Handler, base context.Context, log *slog.Logger) *http.Server {
+	return &http.Server{
 		Handler:           handler,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,
@@ -219,63 +285,53 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		// without streams.
 		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 250, SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
 	}
-	scheme := "http"
-	serveErr := make(chan error, 3)
-	if cfg.gatewayTLS != nil {
-		scheme = "https"
-		srv.TLSConfig = cfg.gatewayTLS.ServerConfig()
-		go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
-	} else {
-		// HTTP/2 over plain TCP (h2c, prior knowledge) besides HTTP/1.1:
-		// thousands of waiting requests are streams of a few connections.
-		var protocols http.Protocols
-		protocols.SetHTTP1(true)
-		protocols.SetUnencryptedHTTP2(true)
-		srv.Protocols = &protocols
-		go func() { serveErr <- srv.Serve(ln) }()
-	}
-	var metricsSrv *http.Server
-	if cfg.MetricsListen != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsListen)
-		if err != nil {
-			_ = srv.Close()
-			return fmt.Errorf("listen on %s (--metrics-listen): %w", cfg.MetricsListen, err)
-		}
-		metricsSrv = &http.Server{Handler: metricsOnly(metrics), ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		go func() { serveErr <- metricsSrv.Serve(mln) }()
-		log.Info("serving /metrics", "addr", mln.Addr().String())
-	}
-	var debugSrv *http.Server
-	if cfg.DebugListen != "" {
-		dln, err := net.Listen("tcp", cfg.DebugListen)
-		if err != nil {
-			_ = srv.Close()
-			return fmt.Errorf("listen on %s (--debug-listen): %w", cfg.DebugListen, err)
-		}
-		debugSrv = &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		go func() { serveErr <- debugSrv.Serve(dln) }()
-		log.Info("serving /debug/pprof/", "addr", dln.Addr().String())
-	}
-	fmt.Fprintf(stdout, "zkgate listening on %s://%s (ZooKeeper %s, root %s)\n", scheme, ln.Addr(), joinServers(servers), cfg.Root)
-	log.Info("serving", "addr", ln.Addr().String(), "scheme", scheme, "gateway", gatewayID, "zookeeper", joinServers(servers))
+}
 
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
-	case err := <-zkFailed:
-		shutdown(log, stopRequests, srv, metricsSrv, debugSrv)
-		return err
+// serve serves srv on ln, over TLS when the gateway has a certificate,
+// and returns the scheme; serving's end is sent on serveErr.
+func serve(srv *http.Server, ln net.Listener, gatewayTLS *auth.GatewayTLS, serveErr chan<- error) (scheme string) {
+	if gatewayTLS != nil {
+		srv.TLSConfig = gatewayTLS.ServerConfig()
+		go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
+		return "https"
 	}
-	if cfg.Handover {
-		handOver(log, dr, svc, api.Peers, cfg.DataDir, cfg.DrainTimeout)
-	} else {
-		drainLeases(log, dr, svc, cfg.DrainTimeout)
+	// HTTP/2 over plain TCP (h2c, prior knowledge) besides HTTP/1.1:
+	// thousands of waiting requests are streams of a few connections.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv.Protocols = &protocols
+	go func() { serveErr <- srv.Serve(ln) }()
+	return "http"
+}
+
+// serveSides serves /metrics (--metrics-listen) and the profiles
+// (--debug-listen) on addresses of their own, when asked; serving's end is
+// sent on serveErr.
+func serveSides(cfg Config, metrics *Metrics, log *slog.Logger, serveErr chan<- error) ([]*http.Server, error) {
+	sides := []struct {
+		addr, flag, what string
+		handler          func() http.Handler
+	}{
+		{cfg.MetricsListen, "--metrics-listen", "/metrics", func() http.Handler { return metricsOnly(metrics) }},
+		{cfg.DebugListen, "--debug-listen", "/debug/pprof/", debugHandler},
 	}
-	shutdown(log, stopRequests, srv, metricsSrv, debugSrv)
-	return nil
+	var servers []*http.Server
+	for _, side := range sides {
+		if side.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", side.addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s (%s): %w", side.addr, side.flag, err)
+		}
+		srv := &http.Server{Handler: side.handler(), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() { serveErr <- srv.Serve(ln) }()
+		log.Info("serving "+side.what, "addr", ln.Addr().String())
+		servers = append(servers, srv)
+	}
+	return servers, nil
 }
 
 // peerCredential says whether the gateway can prove itself to the other
