@@ -108,59 +108,7 @@ func ConfigFlags() []*flag.Flag {
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer, visit func(*flag.FlagSet)) (Config, error) {
 	fs := flag.NewFlagSet("zkgate serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	listen := fs.String("listen", env("ZKGATE_LISTEN", "127.0.0.1:8080"), "HTTP listen address (ZKGATE_LISTEN)")
-	zkFlag := fs.String("zk", env("ZKGATE_ZK", ""), "ZooKeeper ensemble host:port,host:port; empty runs an embedded ZooKeeper (ZKGATE_ZK)")
-	root := fs.String("root", env("ZKGATE_ROOT", "/zkgate"), "root znode (ZKGATE_ROOT)")
-	dataDir := fs.String("data-dir", env("ZKGATE_DATA_DIR", "./zkgate-data"), "data of the embedded ZooKeeper (ZKGATE_DATA_DIR)")
-	sessTimeout := fs.String("session-timeout", env("ZKGATE_SESSION_TIMEOUT", "10s"), "ZooKeeper session timeout (ZKGATE_SESSION_TIMEOUT)")
-	maxWait := fs.String("max-wait", env("ZKGATE_MAX_WAIT", "5m"), "cap on ?wait= (ZKGATE_MAX_WAIT)")
-	maxTTL := fs.String("max-ttl", env("ZKGATE_MAX_TTL", "1h"), "cap on lease TTLs (ZKGATE_MAX_TTL)")
-	handoverEnv, handoverErr := strconv.ParseBool(env("ZKGATE_HANDOVER", "true"))
-	handover := fs.Bool("handover", handoverEnv, "on SIGTERM, hand the leases over to another gateway (or, without one, to the next start, through --data-dir) instead of ending them (ZKGATE_HANDOVER)")
-	drainTimeout := fs.String("drain-timeout", env("ZKGATE_DRAIN_TIMEOUT", "5s"), "on SIGTERM, how long the gateway serves on: passing requests for the leases it handed over to their keeper, or, without a handover, letting holders finish (and never less than the latest expires_at it gave) (ZKGATE_DRAIN_TIMEOUT)")
-	lockDelay := fs.String("lock-delay", env("ZKGATE_LOCK_DELAY", "0s"), "after a lease ends without releasing (expired, its gateway gone, revoked by an admin), no grant of what it held for this long, unless the lease asks for its own lock_delay (ZKGATE_LOCK_DELAY)")
-	maxLockDelay := fs.String("max-lock-delay", env("ZKGATE_MAX_LOCK_DELAY", "1m"), "cap on a lease's lock_delay (ZKGATE_MAX_LOCK_DELAY)")
-	maxItem := fs.String("max-item-bytes", env("ZKGATE_MAX_ITEM_BYTES", "512KiB"), "cap on queue item size (ZKGATE_MAX_ITEM_BYTES)")
-	logFormat := fs.String("log-format", env("ZKGATE_LOG_FORMAT", "text"), "text or json (ZKGATE_LOG_FORMAT)")
-	logLevel := fs.String("log-level", env("ZKGATE_LOG_LEVEL", "info"), "debug, info, warn or error (ZKGATE_LOG_LEVEL)")
-	advertise := fs.String("advertise", env("ZKGATE_ADVERTISE", ""), "host:port other gateways use to reach this one; default the listen address (ZKGATE_ADVERTISE)")
-	authFile := fs.String("auth-file", env("ZKGATE_AUTH_FILE", ""), "client tokens file (see zkgate token new); turns authentication on (ZKGATE_AUTH_FILE)")
-	insecureEnv, insecureErr := strconv.ParseBool(env("ZKGATE_INSECURE", "false"))
-	insecure := fs.Bool("insecure", insecureEnv, "allow a non-loopback --listen without --auth-file: anyone who reaches it owns every lock (ZKGATE_INSECURE)")
-	metricsListen := fs.String("metrics-listen", env("ZKGATE_METRICS_LISTEN", ""), "also serve /metrics, with no token, on this host:port (ZKGATE_METRICS_LISTEN)")
-	debugListen := fs.String("debug-listen", env("ZKGATE_DEBUG_LISTEN", ""), "serve net/http/pprof (CPU, heap, goroutine, block and mutex profiles) on this host:port; off when empty (ZKGATE_DEBUG_LISTEN)")
-	tlsCert := fs.String("tls-cert", env("ZKGATE_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reloaded when it changes (ZKGATE_TLS_CERT)")
-	tlsKey := fs.String("tls-key", env("ZKGATE_TLS_KEY", ""), "the PEM private key of --tls-cert (ZKGATE_TLS_KEY)")
-	tlsClientCA := fs.String("tls-client-ca", env("ZKGATE_TLS_CLIENT_CA", ""), "require client certificates signed by these PEM CAs (ZKGATE_TLS_CLIENT_CA)")
-	tlsPeerCA := fs.String("tls-peer-ca", env("ZKGATE_TLS_PEER_CA", ""), "PEM CAs of the other gateways' certificates: the only CAs trusted for forwarding, both ways (ZKGATE_TLS_PEER_CA)")
-	peerSecretFile := fs.String("peer-secret-file", env("ZKGATE_PEER_SECRET_FILE", ""), "a secret the gateways of one root share (zkgate peer-secret new), so that they forward requests only to each other (ZKGATE_PEER_SECRET_FILE)")
-	zkAuth := fs.String("zk-auth", env("ZKGATE_ZK_AUTH", ""), "authenticate to ZooKeeper as digest:USER:PASSWORD (ZKGATE_ZK_AUTH)")
-	zkAuthFile := fs.String("zk-auth-file", env("ZKGATE_ZK_AUTH_FILE", ""), "read --zk-auth from this file (ZKGATE_ZK_AUTH_FILE)")
-	zkACL := fs.String("zk-acl", env("ZKGATE_ZK_ACL", "open"), "ACL of the nodes the gateway creates: open (world-writable) or creator (all for --zk-auth's identity, read for the world) (ZKGATE_ZK_ACL)")
-	zkTLSCA := fs.String("zk-tls-ca", env("ZKGATE_ZK_TLS_CA", ""), "connect to ZooKeeper over TLS, trusting these PEM CAs (ZKGATE_ZK_TLS_CA)")
-	zkTLSCert := fs.String("zk-tls-cert", env("ZKGATE_ZK_TLS_CERT", ""), "client certificate (PEM) for ZooKeeper's TLS port (ZKGATE_ZK_TLS_CERT)")
-	zkTLSKey := fs.String("zk-tls-key", env("ZKGATE_ZK_TLS_KEY", ""), "the PEM private key of --zk-tls-cert (ZKGATE_ZK_TLS_KEY)")
-	maxLeases := fs.String("max-leases", env("ZKGATE_MAX_LEASES", "20000"), "cap on live leases of this gateway (ZKGATE_MAX_LEASES)")
-	maxLeasesPerToken := fs.String("max-leases-per-token", env("ZKGATE_MAX_LEASES_PER_TOKEN", "2000"), "cap on live leases of one token (tokens off: of one client address) (ZKGATE_MAX_LEASES_PER_TOKEN)")
-	leaseRate := fs.String("lease-rate", env("ZKGATE_LEASE_RATE", "100"), "cap on new leases per second of one token (tokens off: of one client address) (ZKGATE_LEASE_RATE)")
-	maxWaiters := fs.String("max-waiters", env("ZKGATE_MAX_WAITERS", "20000"), "cap on requests waiting at once (?wait= above 0) (ZKGATE_MAX_WAITERS)")
-	maxWaitersPerToken := fs.String("max-waiters-per-token", env("ZKGATE_MAX_WAITERS_PER_TOKEN", ""), "cap on requests waiting at once of one token (tokens off: of one client address); default half of --max-waiters (ZKGATE_MAX_WAITERS_PER_TOKEN)")
-	maxQueueItems := fs.String("max-queue-items", env("ZKGATE_MAX_QUEUE_ITEMS", strconv.Itoa(recipes.DefaultMaxQueueItems)), "cap on the items of one queue (ZKGATE_MAX_QUEUE_ITEMS)")
-	maxQueueBytes := fs.String("max-queue-bytes", env("ZKGATE_MAX_QUEUE_BYTES", "16MiB"), "cap on the bytes of one queue's items (ZKGATE_MAX_QUEUE_BYTES)")
-	maxQueuesItems := fs.String("max-queues-items", env("ZKGATE_MAX_QUEUES_ITEMS", strconv.Itoa(recipes.DefaultMaxQueuesItems)), "cap on the items of all queues together, each queue counting 3 more (ZKGATE_MAX_QUEUES_ITEMS)")
-	maxQueuesBytes := fs.String("max-queues-bytes", env("ZKGATE_MAX_QUEUES_BYTES", "64MiB"), "cap on the bytes of all queues' items together (ZKGATE_MAX_QUEUES_BYTES)")
-	maxLeaseHistory := fs.String("max-lease-history", env("ZKGATE_MAX_LEASE_HISTORY", "100000"), "cap on the ended leases remembered (410 with the reason), oldest dropped first; they are kept an hour at most (ZKGATE_MAX_LEASE_HISTORY)")
-	maxWaitersPerName := fs.String("max-waiters-per-name", env("ZKGATE_MAX_WAITERS_PER_NAME", "10000"), "cap on requests waiting at once on one lock, semaphore, election, barrier or queue (ZKGATE_MAX_WAITERS_PER_NAME)")
-	maxRequestsPerToken := fs.String("max-requests-per-token", env("ZKGATE_MAX_REQUESTS_PER_TOKEN", "1000"), "cap on requests under way at once of one token (tokens off: of one client address) that do not wait (ZKGATE_MAX_REQUESTS_PER_TOKEN)")
-	bodyTimeout := fs.String("body-timeout", env("ZKGATE_BODY_TIMEOUT", "10s"), "time a client has to send a request's body, from the end of its headers (ZKGATE_BODY_TIMEOUT)")
-	deadlockCheck := fs.String("deadlock-check", env("ZKGATE_DEADLOCK_CHECK", "1s"), "a wait for a lock or a semaphore that lasts this long is checked for a deadlock, and again as often while it lasts; in one, the newest wait of the cycle answers 409 deadlock; 0 turns it off (ZKGATE_DEADLOCK_CHECK)")
-	metricsNames := fs.String("metrics-names", env("ZKGATE_METRICS_NAMES", "20"), "how many locks and semaphores, the busiest, have wait and hold histograms of their own in /metrics; the others add up under name=\"*\" (ZKGATE_METRICS_NAMES)")
+	f := defineFlags(fs, getenv)
 	if visit != nil {
 		visit(fs)
 		return Config{}, nil
@@ -176,79 +124,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, vi
 	if fs.NArg() > 0 {
 		return Config{}, usagef("unexpected argument %q", fs.Arg(0))
 	}
-	cfg := Config{Listen: *listen, Root: *root, DataDir: *dataDir, LogFormat: *logFormat, LogLevel: *logLevel, Advertise: *advertise,
-		AuthFile: *authFile, MetricsListen: *metricsListen, DebugListen: *debugListen, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSClientCA: *tlsClientCA,
-		TLSPeerCA: *tlsPeerCA, PeerSecretFile: *peerSecretFile, ZKAuth: *zkAuth, ZKACL: *zkACL, ZKTLSCA: *zkTLSCA, ZKTLSCert: *zkTLSCert, ZKTLSKey: *zkTLSKey}
-	var err error
-	if insecureErr != nil {
-		return Config{}, usagef("ZKGATE_INSECURE %q must be true or false", getenv("ZKGATE_INSECURE"))
-	}
-	cfg.Insecure = *insecure
-	if handoverErr != nil {
-		return Config{}, usagef("ZKGATE_HANDOVER %q must be true or false", getenv("ZKGATE_HANDOVER"))
-	}
-	cfg.Handover = *handover
-	if cfg.ZK, err = parseEnsemble(*zkFlag); err != nil {
-		return Config{}, err
-	}
-	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
-		return Config{}, usagef("--listen %q is not host:port", cfg.Listen)
-	}
-	if err := validRoot(cfg.Root); err != nil {
-		return Config{}, err
-	}
-	durations := []struct {
-		name     string
-		raw      string
-		dst      *time.Duration
-		min, max time.Duration
-	}{
-		{"--session-timeout", *sessTimeout, &cfg.SessionTimeout, time.Second, 10 * time.Minute},
-		{"--max-wait", *maxWait, &cfg.MaxWait, time.Second, 24 * time.Hour},
-		{"--max-ttl", *maxTTL, &cfg.MaxTTL, time.Second, 7 * 24 * time.Hour},
-		{"--drain-timeout", *drainTimeout, &cfg.DrainTimeout, 0, time.Hour},
-		{"--max-lock-delay", *maxLockDelay, &cfg.MaxLockDelay, 0, 10 * time.Minute},
-		{"--lock-delay", *lockDelay, &cfg.LockDelay, 0, 10 * time.Minute},
-		{"--body-timeout", *bodyTimeout, &cfg.BodyTimeout, time.Second, time.Hour},
-		{"--deadlock-check", *deadlockCheck, &cfg.DeadlockCheck, 0, time.Minute},
-	}
-	for _, d := range durations {
-		v, err := time.ParseDuration(d.raw)
-		if err != nil || v < d.min || v > d.max {
-			return Config{}, usagef("%s %q must be a duration from %s to %s", d.name, d.raw, d.min, d.max)
+	for _, step := range []func() error{f.parseEnvBools, f.parseAddresses, f.parseDurations, f.parseCaps, f.parseLog, f.parseLimits} {
+		if err := step(); err != nil {
+			return Config{}, err
 		}
-		*d.dst = v
 	}
-	if cfg.DeadlockCheck != 0 && cfg.DeadlockCheck < minDeadlockCheck {
-		return Config{}, usagef("--deadlock-check %q must be 0 (off) or from %s to 1m", *deadlockCheck, minDeadlockCheck)
-	}
-	if cfg.MetricsNames, err = strconv.Atoi(*metricsNames); err != nil || cfg.MetricsNames < 0 || cfg.MetricsNames > recipes.ContentionNames {
-		return Config{}, usagef("--metrics-names %q must be a whole number from 0 to %d", *metricsNames, recipes.ContentionNames)
-	}
-	if cfg.LockDelay > cfg.MaxLockDelay {
-		return Config{}, usagef("--lock-delay %s is above --max-lock-delay %s", cfg.LockDelay, cfg.MaxLockDelay)
-	}
-	if cfg.MaxItemBytes, err = parseBytes(*maxItem); err != nil {
-		return Config{}, usagef("--max-item-bytes: %v", err)
-	}
-	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
-		return Config{}, usagef("--log-format must be text or json")
-	}
-	switch cfg.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		return Config{}, usagef("--log-level must be debug, info, warn or error")
-	}
-	if cfg.Limits, err = parseLimits(*maxLeases, *maxLeasesPerToken, *leaseRate, *maxWaiters, *maxWaitersPerToken, *maxWaitersPerName, *maxRequestsPerToken); err != nil {
-		return Config{}, err
-	}
-	if cfg.MaxLeaseHistory, err = strconv.Atoi(*maxLeaseHistory); err != nil || cfg.MaxLeaseHistory < 1 || cfg.MaxLeaseHistory > 10_000_000 {
-		return Config{}, usagef("--max-lease-history %q must be a whole number from 1 to 10000000", *maxLeaseHistory)
-	}
-	if cfg.Queues, err = parseQueueCaps(*maxQueueItems, *maxQueueBytes, *maxQueuesItems, *maxQueuesBytes); err != nil {
-		return Config{}, err
-	}
-	if err := cfg.parseSecurity(*zkAuthFile); err != nil {
+	cfg := &f.cfg
+	if err := cfg.parseSecurity(f.zkAuthFile); err != nil {
 		return Config{}, err
 	}
 	fs.Visit(func(f *flag.Flag) {
@@ -262,7 +144,194 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, vi
 			return Config{}, err
 		}
 	}
-	return cfg, nil
+	return *cfg, nil
+}
+
+// serveFlags are the flags of zkgate serve: those that need no reading
+// are set on cfg itself, the others kept as given until checked.
+type serveFlags struct {
+	cfg Config
+
+	zkFlag, sessTimeout, maxWait, maxTTL, drainTimeout, lockDelay, maxLockDelay, maxItem, zkAuthFile, maxLeases, maxLeasesPerToken, leaseRate, maxWaiters, maxWaitersPerToken, maxQueueItems, maxQueueBytes, maxQueuesItems, maxQueuesBytes, maxLeaseHistory, maxWaitersPerName, maxRequestsPerToken, bodyTimeout, deadlockCheck, metricsNames string
+	// The values of ZKGATE_INSECURE and ZKGATE_HANDOVER, and whether they
+	// are booleans.
+	insecureEnv, handoverEnv string
+	insecureErr, handoverErr error
+}
+
+// defineFlags defines the flags of zkgate serve on fs, each defaulting to
+// its ZKGATE_* variable, named at the end of its usage, and then to its
+// built-in default.
+func defineFlags(fs *flag.FlagSet, getenv func(string) string) *serveFlags {
+	f := &serveFlags{}
+	c := &f.cfg
+	env := func(name, def string) string {
+		if v := getenv(envName(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	for _, s := range []struct {
+		dst              *string
+		name, def, usage string
+	}{
+		{&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address"},
+		{&f.zkFlag, "zk", "", "ZooKeeper ensemble host:port,host:port; empty runs an embedded ZooKeeper"},
+		{&c.Root, "root", "/zkgate", "root znode"},
+		{&c.DataDir, "data-dir", "./zkgate-data", "data of the embedded ZooKeeper"},
+		{&f.sessTimeout, "session-timeout", "10s", "ZooKeeper session timeout"},
+		{&f.maxWait, "max-wait", "5m", "cap on ?wait="},
+		{&f.maxTTL, "max-ttl", "1h", "cap on lease TTLs"},
+		{&f.drainTimeout, "drain-timeout", "5s", "on SIGTERM, how long the gateway serves on: passing requests for the leases it handed over to their keeper, or, without a handover, letting holders finish (and never less than the latest expires_at it gave)"},
+		{&f.lockDelay, "lock-delay", "0s", "after a lease ends without releasing (expired, its gateway gone, revoked by an admin), no grant of what it held for this long, unless the lease asks for its own lock_delay"},
+		{&f.maxLockDelay, "max-lock-delay", "1m", "cap on a lease's lock_delay"},
+		{&f.maxItem, "max-item-bytes", "512KiB", "cap on queue item size"},
+		{&c.LogFormat, "log-format", "text", "text or json"},
+		{&c.LogLevel, "log-level", "info", "debug, info, warn or error"},
+		{&c.Advertise, "advertise", "", "host:port other gateways use to reach this one; default the listen address"},
+		{&c.AuthFile, "auth-file", "", "client tokens file (see zkgate token new); turns authentication on"},
+		{&c.MetricsListen, "metrics-listen", "", "also serve /metrics, with no token, on this host:port"},
+		{&c.DebugListen, "debug-listen", "", "serve net/http/pprof (CPU, heap, goroutine, block and mutex profiles) on this host:port; off when empty"},
+		{&c.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain), reloaded when it changes"},
+		{&c.TLSKey, "tls-key", "", "the PEM private key of --tls-cert"},
+		{&c.TLSClientCA, "tls-client-ca", "", "require client certificates signed by these PEM CAs"},
+		{&c.TLSPeerCA, "tls-peer-ca", "", "PEM CAs of the other gateways' certificates: the only CAs trusted for forwarding, both ways"},
+		{&c.PeerSecretFile, "peer-secret-file", "", "a secret the gateways of one root share (zkgate peer-secret new), so that they forward requests only to each other"},
+		{&c.ZKAuth, "zk-auth", "", "authenticate to ZooKeeper as digest:USER:PASSWORD"},
+		{&f.zkAuthFile, "zk-auth-file", "", "read --zk-auth from this file"},
+		{&c.ZKACL, "zk-acl", "open", "ACL of the nodes the gateway creates: open (world-writable) or creator (all for --zk-auth's identity, read for the world)"},
+		{&c.ZKTLSCA, "zk-tls-ca", "", "connect to ZooKeeper over TLS, trusting these PEM CAs"},
+		{&c.ZKTLSCert, "zk-tls-cert", "", "client certificate (PEM) for ZooKeeper's TLS port"},
+		{&c.ZKTLSKey, "zk-tls-key", "", "the PEM private key of --zk-tls-cert"},
+		{&f.maxLeases, "max-leases", "20000", "cap on live leases of this gateway"},
+		{&f.maxLeasesPerToken, "max-leases-per-token", "2000", "cap on live leases of one token (tokens off: of one client address)"},
+		{&f.leaseRate, "lease-rate", "100", "cap on new leases per second of one token (tokens off: of one client address)"},
+		{&f.maxWaiters, "max-waiters", "20000", "cap on requests waiting at once (?wait= above 0)"},
+		{&f.maxWaitersPerToken, "max-waiters-per-token", "", "cap on requests waiting at once of one token (tokens off: of one client address); default half of --max-waiters"},
+		{&f.maxQueueItems, "max-queue-items", strconv.Itoa(recipes.DefaultMaxQueueItems), "cap on the items of one queue"},
+		{&f.maxQueueBytes, "max-queue-bytes", "16MiB", "cap on the bytes of one queue's items"},
+		{&f.maxQueuesItems, "max-queues-items", strconv.Itoa(recipes.DefaultMaxQueuesItems), "cap on the items of all queues together, each queue counting 3 more"},
+		{&f.maxQueuesBytes, "max-queues-bytes", "64MiB", "cap on the bytes of all queues' items together"},
+		{&f.maxLeaseHistory, "max-lease-history", "100000", "cap on the ended leases remembered (410 with the reason), oldest dropped first; they are kept an hour at most"},
+		{&f.maxWaitersPerName, "max-waiters-per-name", "10000", "cap on requests waiting at once on one lock, semaphore, election, barrier or queue"},
+		{&f.maxRequestsPerToken, "max-requests-per-token", "1000", "cap on requests under way at once of one token (tokens off: of one client address) that do not wait"},
+		{&f.bodyTimeout, "body-timeout", "10s", "time a client has to send a request's body, from the end of its headers"},
+		{&f.deadlockCheck, "deadlock-check", "1s", "a wait for a lock or a semaphore that lasts this long is checked for a deadlock, and again as often while it lasts; in one, the newest wait of the cycle answers 409 deadlock; 0 turns it off"},
+		{&f.metricsNames, "metrics-names", "20", "how many locks and semaphores, the busiest, have wait and hold histograms of their own in /metrics; the others add up under name=\"*\""},
+	} {
+		fs.StringVar(s.dst, s.name, env(s.name, s.def), s.usage+" ("+envName(s.name)+")")
+	}
+	var handover, insecure bool
+	f.handoverEnv, f.insecureEnv = getenv("ZKGATE_HANDOVER"), getenv("ZKGATE_INSECURE")
+	handover, f.handoverErr = strconv.ParseBool(env("handover", "true"))
+	fs.BoolVar(&c.Handover, "handover", handover, "on SIGTERM, hand the leases over to another gateway (or, without one, to the next start, through --data-dir) instead of ending them (ZKGATE_HANDOVER)")
+	insecure, f.insecureErr = strconv.ParseBool(env("insecure", "false"))
+	fs.BoolVar(&c.Insecure, "insecure", insecure, "allow a non-loopback --listen without --auth-file: anyone who reaches it owns every lock (ZKGATE_INSECURE)")
+	return f
+}
+
+// envName is the variable of a flag: ZKGATE_ and its name in capitals,
+// "_" for "-".
+func envName(flag string) string {
+	return "ZKGATE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// parseEnvBools refuses a boolean variable that is not one.
+func (f *serveFlags) parseEnvBools() error {
+	if f.insecureErr != nil {
+		return usagef("ZKGATE_INSECURE %q must be true or false", f.insecureEnv)
+	}
+	if f.handoverErr != nil {
+		return usagef("ZKGATE_HANDOVER %q must be true or false", f.handoverEnv)
+	}
+	return nil
+}
+
+// parseAddresses reads --zk and checks --listen and --root.
+func (f *serveFlags) parseAddresses() error {
+	var err error
+	if f.cfg.ZK, err = parseEnsemble(f.zkFlag); err != nil {
+		return err
+	}
+	if _, _, err := net.SplitHostPort(f.cfg.Listen); err != nil {
+		return usagef("--listen %q is not host:port", f.cfg.Listen)
+	}
+	return validRoot(f.cfg.Root)
+}
+
+// parseDurations reads the flags of a duration, each within its bounds.
+func (f *serveFlags) parseDurations() error {
+	c := &f.cfg
+	durations := []struct {
+		name     string
+		raw      string
+		dst      *time.Duration
+		min, max time.Duration
+	}{
+		{"--session-timeout", f.sessTimeout, &c.SessionTimeout, time.Second, 10 * time.Minute},
+		{"--max-wait", f.maxWait, &c.MaxWait, time.Second, 24 * time.Hour},
+		{"--max-ttl", f.maxTTL, &c.MaxTTL, time.Second, 7 * 24 * time.Hour},
+		{"--drain-timeout", f.drainTimeout, &c.DrainTimeout, 0, time.Hour},
+		{"--max-lock-delay", f.maxLockDelay, &c.MaxLockDelay, 0, 10 * time.Minute},
+		{"--lock-delay", f.lockDelay, &c.LockDelay, 0, 10 * time.Minute},
+		{"--body-timeout", f.bodyTimeout, &c.BodyTimeout, time.Second, time.Hour},
+		{"--deadlock-check", f.deadlockCheck, &c.DeadlockCheck, 0, time.Minute},
+	}
+	for _, d := range durations {
+		v, err := time.ParseDuration(d.raw)
+		if err != nil || v < d.min || v > d.max {
+			return usagef("%s %q must be a duration from %s to %s", d.name, d.raw, d.min, d.max)
+		}
+		*d.dst = v
+	}
+	if c.DeadlockCheck != 0 && c.DeadlockCheck < minDeadlockCheck {
+		return usagef("--deadlock-check %q must be 0 (off) or from %s to 1m", f.deadlockCheck, minDeadlockCheck)
+	}
+	return nil
+}
+
+// parseCaps reads --metrics-names and --max-item-bytes, and checks
+// --lock-delay against its cap.
+func (f *serveFlags) parseCaps() error {
+	c := &f.cfg
+	var err error
+	if c.MetricsNames, err = strconv.Atoi(f.metricsNames); err != nil || c.MetricsNames < 0 || c.MetricsNames > recipes.ContentionNames {
+		return usagef("--metrics-names %q must be a whole number from 0 to %d", f.metricsNames, recipes.ContentionNames)
+	}
+	if c.LockDelay > c.MaxLockDelay {
+		return usagef("--lock-delay %s is above --max-lock-delay %s", c.LockDelay, c.MaxLockDelay)
+	}
+	if c.MaxItemBytes, err = parseBytes(f.maxItem); err != nil {
+		return usagef("--max-item-bytes: %v", err)
+	}
+	return nil
+}
+
+// parseLog checks --log-format and --log-level.
+func (f *serveFlags) parseLog() error {
+	if f.cfg.LogFormat != "text" && f.cfg.LogFormat != "json" {
+		return usagef("--log-format must be text or json")
+	}
+	switch f.cfg.LogLevel {
+	case "debug", "info", "warn", "error":
+		return nil
+	}
+	return usagef("--log-level must be debug, info, warn or error")
+}
+
+// parseLimits reads the front door's limits, the lease history's cap and
+// the queues' caps.
+func (f *serveFlags) parseLimits() error {
+	c := &f.cfg
+	var err error
+	if c.Limits, err = parseLimits(f.maxLeases, f.maxLeasesPerToken, f.leaseRate, f.maxWaiters, f.maxWaitersPerToken, f.maxWaitersPerName, f.maxRequestsPerToken); err != nil {
+		return err
+	}
+	if c.MaxLeaseHistory, err = strconv.Atoi(f.maxLeaseHistory); err != nil || c.MaxLeaseHistory < 1 || c.MaxLeaseHistory > 10_000_000 {
+		return usagef("--max-lease-history %q must be a whole number from 1 to 10000000", f.maxLeaseHistory)
+	}
+	c.Queues, err = parseQueueCaps(f.maxQueueItems, f.maxQueueBytes, f.maxQueuesItems, f.maxQueuesBytes)
+	return err
 }
 
 // minDeadlockCheck is the shortest --deadlock-check: a check may read
