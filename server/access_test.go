@@ -20,6 +20,7 @@ import (
 	"github.com/zkgate/zkgate"
 	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/server"
 )
@@ -365,7 +366,6 @@ func TestAccessEveryRoute(t *testing.T) {
 			continue
 		}
 		ru := rules[route]
-		open, page, level, leaseRoute := ru.Open, ru.Page, ru.Level, ru.Lease
 		method, _, _ := strings.Cut(route, " ")
 		if ru.Peer {
 			// Between gateways only: every client is refused, whatever its
@@ -381,94 +381,122 @@ func TestAccessEveryRoute(t *testing.T) {
 		}
 		t.Run(strings.NewReplacer("/", "_", " ", "_", "{", "", "}", "").Replace(route), func(t *testing.T) {
 			lease := g.newLeaseAs(t, "writer")
-			var body any
+			call := routeCall{g: g, rule: ru.RouteRule, method: method, path: c.path(lease), lease: lease}
 			if c.body != nil {
-				body = c.body(lease)
+				call.body = c.body(lease)
 			}
-			path := c.path(lease)
-			noServerError := func(r gwtest.Response, who string) {
-				t.Helper()
-				if r.Status >= 500 {
-					t.Errorf("%s %s as %s: %d: %s", method, path, who, r.Status, r.Body)
-				}
-			}
-
-			for _, who := range []string{"", "zkg_not-a-known-token", "Basic"} {
-				var r gwtest.Response
-				if who == "Basic" {
-					r = rawAuth(t, g.URL, method, path, "Basic d3JpdGVyOnNlY3JldA==", body)
-				} else {
-					r = g.as(t, who, method, path, body)
-				}
-				noServerError(r, "anonymous")
-				switch {
-				case open:
-					// The sign-in's own answer to a bad token is its page
-					// (401, as HTML); no open route asks for credentials.
-					if strings.Contains(string(r.Body), `"code":"unauthenticated"`) || strings.Contains(string(r.Body), `"code":"forbidden"`) {
-						t.Errorf("open route answered %d with credentials %q: %s", r.Status, who, r.Body)
-					}
-				case page:
-					if r.Status != http.StatusSeeOther || !strings.HasPrefix(r.Header.Get("Location"), "/signin?next=") {
-						t.Errorf("a page without a valid token (%q): %d to %q, want 303 to the sign-in", who, r.Status, r.Header.Get("Location"))
-					}
-				default:
-					wantProblem(t, r, 401, "unauthenticated", "with credentials "+who)
-					challenge := r.Header.Get("WWW-Authenticate")
-					want := `Bearer realm="zkgate"`
-					if who != "" {
-						want += `, error="invalid_token"`
-					}
-					if challenge != want {
-						t.Errorf("WWW-Authenticate %q, want %q", challenge, want)
-					}
-				}
-			}
-			if open {
+			call.withoutValidToken(t)
+			if ru.Open {
 				return
 			}
-
-			// A read-only token reads, and is refused everything that writes.
-			r := g.as(t, "reader", method, path, body)
-			noServerError(r, "reader")
-			switch {
-			case level == "read":
-				if r.Status == 401 || r.Status == 403 {
-					t.Errorf("a read route refused the read-only token: %d %s", r.Status, r.Body)
-				}
-			default:
-				p := wantProblem(t, r, 403, "forbidden", "the read-only token on a write route")
-				if p != nil && !leaseRoute && !strings.Contains(p["detail"].(string), ":write") {
-					t.Errorf("the 403 should name the permission it lacks: %v", p["detail"])
-				}
-			}
-
-			// Another token's lease is refused, whatever that token may do.
+			call.readOnly(t)
 			if c.usesLease {
-				r := g.as(t, "other", method, path, body)
-				if method == "GET" {
-					// Read on leases lets a token read any lease ("other" has
-					// it through *:*:write): use one without it.
-					r = g.as(t, "locker", method, path, body)
-				}
-				p := wantProblem(t, r, 403, "forbidden", "another token's lease")
-				if p != nil && p["lease"] != lease {
-					t.Errorf("the 403 should name the lease: %v", p)
-				}
+				call.anotherTokensLease(t)
 			}
-
-			// The right token gets through.
-			r = g.as(t, "writer", method, path, body)
-			noServerError(r, "writer")
-			if r.Status == 401 || r.Status == 403 {
-				t.Errorf("the lease's own token was refused: %d %s", r.Status, r.Body)
-			}
+			call.rightToken(t)
 		})
 	}
 	for route := range accessCases {
 		if !routes[route] {
 			t.Errorf("accessCases has %s, which the server does not route", route)
 		}
+	}
+}
+
+// routeCall is one request of TestAccessEveryRoute, sent as one token
+// after another.
+type routeCall struct {
+	g            *secured
+	rule         server.RouteRule
+	method, path string
+	body         any
+	lease        string // the writer's, which the request acts with
+}
+
+// noServerError fails on a 5xx.
+func (c routeCall) noServerError(t *testing.T, r gwtest.Response, who string) {
+	t.Helper()
+	if r.Status >= 500 {
+		t.Errorf("%s %s as %s: %d: %s", c.method, c.path, who, r.Status, r.Body)
+	}
+}
+
+// withoutValidToken: no token, an unknown one and a Basic header are
+// 401 with the challenge, or the sign-in for a page; an open route asks
+// for no credentials.
+func (c routeCall) withoutValidToken(t *testing.T) {
+	for _, who := range []string{"", "zkg_not-a-known-token", "Basic"} {
+		var r gwtest.Response
+		if who == "Basic" {
+			r = rawAuth(t, c.g.URL, c.method, c.path, "Basic d3JpdGVyOnNlY3JldA==", c.body)
+		} else {
+			r = c.g.as(t, who, c.method, c.path, c.body)
+		}
+		c.noServerError(t, r, "anonymous")
+		switch {
+		case c.rule.Open:
+			// The sign-in's own answer to a bad token is its page
+			// (401, as HTML); no open route asks for credentials.
+			if strings.Contains(string(r.Body), `"code":"unauthenticated"`) || strings.Contains(string(r.Body), `"code":"forbidden"`) {
+				t.Errorf("open route answered %d with credentials %q: %s", r.Status, who, r.Body)
+			}
+		case c.rule.Page:
+			if r.Status != http.StatusSeeOther || !strings.HasPrefix(r.Header.Get("Location"), "/signin?next=") {
+				t.Errorf("a page without a valid token (%q): %d to %q, want 303 to the sign-in", who, r.Status, r.Header.Get("Location"))
+			}
+		default:
+			wantProblem(t, r, 401, "unauthenticated", "with credentials "+who)
+			challenge := r.Header.Get("WWW-Authenticate")
+			want := `Bearer realm="zkgate"`
+			if who != "" {
+				want += `, error="invalid_token"`
+			}
+			if challenge != want {
+				t.Errorf("WWW-Authenticate %q, want %q", challenge, want)
+			}
+		}
+	}
+}
+
+// readOnly: a read-only token reads, and is refused everything that
+// writes.
+func (c routeCall) readOnly(t *testing.T) {
+	r := c.g.as(t, "reader", c.method, c.path, c.body)
+	c.noServerError(t, r, "reader")
+	switch {
+	case c.rule.Level == "read":
+		if r.Status == 401 || r.Status == 403 {
+			t.Errorf("a read route refused the read-only token: %d %s", r.Status, r.Body)
+		}
+	default:
+		p := wantProblem(t, r, 403, "forbidden", "the read-only token on a write route")
+		if p != nil && !c.rule.Lease && !strings.Contains(p["detail"].(string), ":write") {
+			t.Errorf("the 403 should name the permission it lacks: %v", p["detail"])
+		}
+	}
+}
+
+// anotherTokensLease: another token's lease is refused, whatever that
+// token may do.
+func (c routeCall) anotherTokensLease(t *testing.T) {
+	r := c.g.as(t, "other", c.method, c.path, c.body)
+	if c.method == "GET" {
+		// Read on leases lets a token read any lease ("other" has
+		// it through *:*:write): use one without it.
+		r = c.g.as(t, "locker", c.method, c.path, c.body)
+	}
+	p := wantProblem(t, r, 403, "forbidden", "another token's lease")
+	if p != nil && p["lease"] != c.lease {
+		t.Errorf("the 403 should name the lease: %v", p)
+	}
+}
+
+// rightToken: the lease's own token gets through.
+func (c routeCall) rightToken(t *testing.T) {
+	r := c.g.as(t, "writer", c.method, c.path, c.body)
+	c.noServerError(t, r, "writer")
+	if r.Status == 401 || r.Status == 403 {
+		t.Errorf("the lease's own token was refused: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -504,13 +532,35 @@ func TestLeaseOwnership(t *testing.T) {
 	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
 
 	mine := g.newLeaseAs(t, "billing")
-	info := g.as(t, "billing", "GET", "/v1/leases/"+mine, nil)
+	ownerIsRecorded(t, g, conn, mine)
+	othersCannotUse(t, g, mine)
+
+	// A lease made on the fly by an acquire is its caller's.
+	r := g.as(t, "other", "POST", "/v1/locks/o1/acquire", map[string]any{"ttl": "30s", "holder": "cron"})
+	mustStatus(t, r, 200, "acquire with a lease made for it")
+	implicit := r.JSON(t)["lease"].(string)
+	wantProblem(t, g.as(t, "writer", "DELETE", "/v1/leases/"+implicit, nil), 403, "forbidden", "revoke the implicit lease of another")
+
+	lockers := listingsShowOwnLeases(t, g)
+
+	// The admin may: audited.
+	mustStatus(t, g.as(t, "admin", "POST", "/v1/locks/billing-invoices/release", map[string]any{"lease": mine}), 204, "admin releases")
+	mustStatus(t, g.as(t, "admin", "DELETE", "/v1/leases/"+mine, nil), 204, "admin revokes")
+	mustStatus(t, g.as(t, "other", "DELETE", "/v1/leases/"+implicit, nil), 204, "owner revokes")
+	mustStatus(t, g.as(t, "locker", "DELETE", "/v1/leases/"+lockers, nil), 204, "an owner without permissions on leases revokes its own")
+	adminActsAudited(t, g, mine)
+	gwtest.NoZnodesLeft(t, conn, g.Root)
+}
+
+// ownerIsRecorded: the lease's owner is its maker, in its answer and in
+// its record in ZooKeeper (for the other gateways).
+func ownerIsRecorded(t *testing.T, g *secured, conn *zk.Conn, lease string) {
+	info := g.as(t, "billing", "GET", "/v1/leases/"+lease, nil)
 	mustStatus(t, info, 200, "own lease")
 	if info.JSON(t)["owner"] != "billing" {
 		t.Errorf("the lease's owner: %s", info.Body)
 	}
-	// The record in ZooKeeper names the owner, for the other gateways.
-	raw, _, err := conn.Get(g.Root + "/leases/" + mine)
+	raw, _, err := conn.Get(g.Root + "/leases/" + lease)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +568,12 @@ func TestLeaseOwnership(t *testing.T) {
 	if err := json.Unmarshal(raw, &rec); err != nil || rec["owner"] != "billing" {
 		t.Errorf("lease record %s: want owner billing", raw)
 	}
+}
 
+// othersCannotUse: billing uses its lease within its prefix only, and
+// another token, even one that may write everything, can neither keep it
+// alive, revoke it, nor acquire or release with it.
+func othersCannotUse(t *testing.T, g *secured, mine string) {
 	mustStatus(t, g.as(t, "billing", "POST", "/v1/locks/billing-invoices/acquire", map[string]any{"lease": mine}), 200, "acquire own")
 	wantProblem(t, g.as(t, "billing", "POST", "/v1/locks/orders/acquire", map[string]any{"lease": mine}), 403, "forbidden", "a lock outside its prefix")
 	for _, r := range []struct{ method, path string }{
@@ -536,14 +591,11 @@ func TestLeaseOwnership(t *testing.T) {
 	if !strings.Contains(string(st.Body), mine) {
 		t.Fatalf("the lock lost its holder: %s", st.Body)
 	}
+}
 
-	// A lease made on the fly by an acquire is its caller's.
-	r := g.as(t, "other", "POST", "/v1/locks/o1/acquire", map[string]any{"ttl": "30s", "holder": "cron"})
-	mustStatus(t, r, 200, "acquire with a lease made for it")
-	implicit := r.JSON(t)["lease"].(string)
-	wantProblem(t, g.as(t, "writer", "DELETE", "/v1/leases/"+implicit, nil), 403, "forbidden", "revoke the implicit lease of another")
-
-	// Listings: each token its own leases; read on leases shows all.
+// listingsShowOwnLeases: each token lists its own leases; read on leases
+// shows all. It returns the lease it makes for locker.
+func listingsShowOwnLeases(t *testing.T, g *secured) (lockers string) {
 	ids := func(who string) []string {
 		var out []string
 		for _, l := range g.as(t, who, "GET", "/v1/leases", nil).JSON(t)["leases"].([]any) {
@@ -552,38 +604,37 @@ func TestLeaseOwnership(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	r = g.as(t, "locker", "POST", "/v1/locks/l1/acquire", map[string]any{"ttl": "30s"})
+	r := g.as(t, "locker", "POST", "/v1/locks/l1/acquire", map[string]any{"ttl": "30s"})
 	mustStatus(t, r, 200, "locker acquires with a lease made for it")
-	lockers := r.JSON(t)["lease"].(string)
+	lockers = r.JSON(t)["lease"].(string)
 	if got := ids("locker"); len(got) != 1 || got[0] != lockers {
 		t.Errorf("locker (no permission on leases) lists %v, want only its own %s", got, lockers)
 	}
 	if got := ids("reader"); len(got) != 3 {
 		t.Errorf("reader (read on every lease) lists %v, want all 3 leases", got)
 	}
+	return lockers
+}
 
-	// The admin may: audited.
-	mustStatus(t, g.as(t, "admin", "POST", "/v1/locks/billing-invoices/release", map[string]any{"lease": mine}), 204, "admin releases")
-	mustStatus(t, g.as(t, "admin", "DELETE", "/v1/leases/"+mine, nil), 204, "admin revokes")
-	mustStatus(t, g.as(t, "other", "DELETE", "/v1/leases/"+implicit, nil), 204, "owner revokes")
-	mustStatus(t, g.as(t, "locker", "DELETE", "/v1/leases/"+lockers, nil), 204, "an owner without permissions on leases revokes its own")
+// adminActsAudited: the admin's two acts on billing's lease are in the
+// audit log with its name; an owner's own act is no admin act.
+func adminActsAudited(t *testing.T, g *secured, lease string) {
 	gwtest.Eventually(t, 10*time.Second, func() error {
 		n := 0
 		for _, line := range strings.Split(g.Logs(), "\n") {
 			if strings.Contains(line, "audit=admin_lease_action") && strings.Contains(line, "actor=admin") &&
-				strings.Contains(line, "owner=billing") && strings.Contains(line, "lease="+mine) {
+				strings.Contains(line, "owner=billing") && strings.Contains(line, "lease="+lease) {
 				n++
 			}
 		}
 		if n != 2 {
-			return errorf("%d audit records of the admin's acts on %s, want 2", n, mine)
+			return errorf("%d audit records of the admin's acts on %s, want 2", n, lease)
 		}
 		return nil
 	})
 	if strings.Contains(g.Logs(), "actor=other") {
 		t.Errorf("an owner's own act is not an admin act: %s", g.Logs())
 	}
-	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 
 // TestOwnershipAcrossGateways: a request for a lease of another gateway is
