@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -34,19 +35,7 @@ func TestBrowserSignIn(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	step(t, ctx, "open a page without signing in",
-		chromedp.Navigate(g.URL+"/ui/locks"),
-		chromedp.WaitVisible(chromedp.CSS(`form.signin-form`)))
-	if loc := eval[string](t, ctx, `location.pathname + location.search`); loc != "/signin?next=%2Fui%2Flocks" {
-		t.Errorf("sent to %q, want the sign-in with next=/ui/locks", loc)
-	}
-	// The recorder works: an inline style attribute is a violation.
-	_ = eval[bool](t, ctx, `(document.body.setAttribute('style', 'color: red'), true)`)
-	if n := eval[int](t, ctx, `JSON.parse(sessionStorage.getItem('csp') || '[]').length`); n != 1 {
-		t.Fatalf("the CSP recorder saw %d violations of a planted inline style, want 1", n)
-	}
-	_ = eval[bool](t, ctx, `(sessionStorage.removeItem('csp'), true)`)
-
+	sentToSignIn(t, ctx, g)
 	signIn := func(secret string) {
 		t.Helper()
 		step(t, ctx, "sign in",
@@ -65,6 +54,37 @@ func TestBrowserSignIn(t *testing.T) {
 		t.Errorf("error %q, want it to name *:*:read", msg)
 	}
 	signIn(secrets["reader"])
+	signedIn(t, ctx, g)
+	liveUpdate(t, ctx, g)
+	signedOut(t, ctx, g)
+
+	if v := eval[string](t, ctx, `sessionStorage.getItem('csp') || '[]'`); v != "[]" {
+		t.Errorf("Content-Security-Policy violations: %s", v)
+	}
+	pageHeaders(t, g.URL+"/ui/locks", secrets["reader"])
+}
+
+// sentToSignIn: a page asked for without a token sends the browser to the
+// sign-in, which comes back to it; and the CSP recorder sees a planted
+// inline style (then forgets it).
+func sentToSignIn(t *testing.T, ctx context.Context, g *secured) {
+	step(t, ctx, "open a page without signing in",
+		chromedp.Navigate(g.URL+"/ui/locks"),
+		chromedp.WaitVisible(chromedp.CSS(`form.signin-form`)))
+	if loc := eval[string](t, ctx, `location.pathname + location.search`); loc != "/signin?next=%2Fui%2Flocks" {
+		t.Errorf("sent to %q, want the sign-in with next=/ui/locks", loc)
+	}
+	// The recorder works: an inline style attribute is a violation.
+	_ = eval[bool](t, ctx, `(document.body.setAttribute('style', 'color: red'), true)`)
+	if n := eval[int](t, ctx, `JSON.parse(sessionStorage.getItem('csp') || '[]').length`); n != 1 {
+		t.Fatalf("the CSP recorder saw %d violations of a planted inline style, want 1", n)
+	}
+	_ = eval[bool](t, ctx, `(sessionStorage.removeItem('csp'), true)`)
+}
+
+// signedIn: the reader lands on the page it asked for, live, under its
+// name, its token in an HttpOnly, SameSite=Strict cookie no script reads.
+func signedIn(t *testing.T, ctx context.Context, g *secured) {
 	step(t, ctx, "land on the page asked for, live",
 		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
 		chromedp.Evaluate[chromedp.Void](`window.sameDocument = "yes"`))
@@ -94,8 +114,11 @@ func TestBrowserSignIn(t *testing.T) {
 	if got := eval[string](t, ctx, `document.cookie`); strings.Contains(got, "zkgate_token") {
 		t.Errorf("the page's script can read the token: %q", got)
 	}
+}
 
-	// A live update: a lock taken through the API appears without a reload.
+// liveUpdate: a lock taken through the API appears without a reload, and
+// the other pages serve the signed-in browser.
+func liveUpdate(t *testing.T, ctx context.Context, g *secured) {
 	lease := g.newLeaseAs(t, "writer")
 	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/signed-in/acquire", map[string]any{"lease": lease}), 200, "acquire")
 	step(t, ctx, "see the holder appear",
@@ -105,10 +128,12 @@ func TestBrowserSignIn(t *testing.T) {
 	}
 	step(t, ctx, "other pages", chromedp.Navigate(g.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
 		chromedp.Navigate(g.URL+"/ui/znodes"), chromedp.WaitVisible(chromedp.CSS(`main`)))
+}
 
-	// Sign out: the cookie goes, and the dashboard asks again.
+// signedOut: sign-out takes the cookie away, and the dashboard asks again.
+func signedOut(t *testing.T, ctx context.Context, g *secured) {
 	step(t, ctx, "sign out", chromedp.Click(chromedp.CSS(`.signout button`)), chromedp.WaitVisible(chromedp.CSS(`form.signin-form`)))
-	cookies, err = chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{g.URL}})
+	cookies, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{g.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +143,13 @@ func TestBrowserSignIn(t *testing.T) {
 		}
 	}
 	step(t, ctx, "the dashboard asks again", chromedp.Navigate(g.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`form.signin-form`)))
+}
 
-	if v := eval[string](t, ctx, `sessionStorage.getItem('csp') || '[]'`); v != "[]" {
-		t.Errorf("Content-Security-Policy violations: %s", v)
-	}
-
-	// The headers every page carries.
-	req, _ := http.NewRequest("GET", g.URL+"/ui/locks", nil)
-	req.Header.Set("Authorization", "Bearer "+secrets["reader"])
+// pageHeaders: a page carries a Content-Security-Policy without inline
+// code, and nosniff.
+func pageHeaders(t *testing.T, url, secret string) {
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

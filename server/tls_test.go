@@ -211,42 +211,9 @@ func TestHTTPSClientCertificatesAndForwarding(t *testing.T) {
 	dir := t.TempDir()
 	ca := newTestCA(t, dir, "ca")
 	peers := newTestCA(t, dir, "peers")
-	stranger := newTestCA(t, dir, "stranger")
-	var gws []*gwtest.Gateway
-	clientCertFile, clientKeyFile := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
-	ca.issue(t, 200, clientCertFile, clientKeyFile, time.Now().Add(-time.Minute))
-	clientCert, err := tls.LoadX509KeyPair(clientCertFile, clientKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := tlsClient(peers, &clientCert)
-	root := gwtest.UniqueRoot(t)
-	for i := range 2 {
-		certFile, keyFile := filepath.Join(dir, fmt.Sprintf("gw%d.pem", i)), filepath.Join(dir, fmt.Sprintf("gw%d.key", i))
-		peers.issue(t, int64(300+i), certFile, keyFile, time.Now().Add(-time.Minute))
-		gws = append(gws, gwtest.StartGateway(t, gwtest.GatewayOptions{Root: root, Client: client, NoPeerSecret: true,
-			Extra: []string{"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", ca.file, "--tls-peer-ca", peers.file}}))
-	}
-	a, b := gws[0], gws[1]
+	a, b, client := startMutualTLSPair(t, dir, ca, peers)
 
-	// No client certificate, or one of another CA: no connection.
-	strangerCertFile, strangerKeyFile := filepath.Join(dir, "s.pem"), filepath.Join(dir, "s.key")
-	stranger.issue(t, 400, strangerCertFile, strangerKeyFile, time.Now().Add(-time.Minute))
-	strangerCert, err := tls.LoadX509KeyPair(strangerCertFile, strangerKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, c := range map[string]*http.Client{"no certificate": tlsClient(peers, nil), "another CA's": tlsClient(peers, &strangerCert)} {
-		resp, err := c.Get(a.URL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			t.Errorf("a client with %s got %d", name, resp.StatusCode)
-			continue
-		}
-		// Under TLS 1.3 the server's refusal reaches the client as an
-		// alert or as a closed connection, depending on timing.
-		t.Logf("a client with %s: %v", name, err)
-	}
+	noConnectionWithoutClientCA(t, dir, peers, a.URL)
 
 	// Forwarding over TLS: a lease of a, used through b.
 	lease := newLeaseTLS(t, client, a.URL)
@@ -260,31 +227,7 @@ func TestHTTPSClientCertificatesAndForwarding(t *testing.T) {
 		t.Fatalf("acquire through b: %d served by %q: %s", resp.StatusCode, resp.Header.Get("X-Zkgate-Served-By"), body)
 	}
 
-	// A client, whose certificate the peer CA did not sign, saying that it
-	// forwards a request: refused.
-	var aID string
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		_, body := tlsGet(t, client, a.URL+"/v1/leases/"+lease)
-		var l struct{ Gateway string }
-		if err := jsonUnmarshal(body, &l); err != nil || l.Gateway == "" {
-			return fmt.Errorf("no gateway in %s", body)
-		}
-		aID = l.Gateway
-		return nil
-	})
-	forged, _ := http.NewRequest("DELETE", a.URL+"/v1/leases/"+lease, nil)
-	forged.Header.Set("X-Zkgate-Forwarded", "v1 from=gw to="+aID+" t="+fmt.Sprint(time.Now().Unix())+" n=AAAAAAAAAAAAAAAAAAAAAA caller=")
-	resp, err = client.Do(forged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	p := wantProblem(t, gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, 403, "forbidden",
-		"a forwarded request over a client's connection")
-	if detail, _ := p["detail"].(string); !strings.Contains(detail, "certificate of --tls-peer-ca") {
-		t.Errorf("the refusal should say that the connection has no certificate of the peer CA: %q", detail)
-	}
+	clientCannotForward(t, client, a.URL, lease)
 
 	req, _ := http.NewRequest("DELETE", b.URL+"/v1/leases/"+lease, nil)
 	resp, err = client.Do(req)
@@ -294,6 +237,80 @@ func TestHTTPSClientCertificatesAndForwarding(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 204 {
 		t.Fatalf("revoke through b: %d", resp.StatusCode)
+	}
+}
+
+// startMutualTLSPair starts two gateways of one root that ask for client
+// certificates of ca and forward to each other with certificates of
+// peers, and no shared secret; client shows a certificate of ca.
+func startMutualTLSPair(t *testing.T, dir string, ca, peers *testCA) (a, b *gwtest.Gateway, client *http.Client) {
+	clientCertFile, clientKeyFile := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
+	ca.issue(t, 200, clientCertFile, clientKeyFile, time.Now().Add(-time.Minute))
+	clientCert, err := tls.LoadX509KeyPair(clientCertFile, clientKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client = tlsClient(peers, &clientCert)
+	root := gwtest.UniqueRoot(t)
+	var gws []*gwtest.Gateway
+	for i := range 2 {
+		certFile, keyFile := filepath.Join(dir, fmt.Sprintf("gw%d.pem", i)), filepath.Join(dir, fmt.Sprintf("gw%d.key", i))
+		peers.issue(t, int64(300+i), certFile, keyFile, time.Now().Add(-time.Minute))
+		gws = append(gws, gwtest.StartGateway(t, gwtest.GatewayOptions{Root: root, Client: client, NoPeerSecret: true,
+			Extra: []string{"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", ca.file, "--tls-peer-ca", peers.file}}))
+	}
+	return gws[0], gws[1], client
+}
+
+// noConnectionWithoutClientCA: a client with no client certificate, or
+// one of another CA, cannot even connect to url.
+func noConnectionWithoutClientCA(t *testing.T, dir string, peers *testCA, url string) {
+	stranger := newTestCA(t, dir, "stranger")
+	strangerCertFile, strangerKeyFile := filepath.Join(dir, "s.pem"), filepath.Join(dir, "s.key")
+	stranger.issue(t, 400, strangerCertFile, strangerKeyFile, time.Now().Add(-time.Minute))
+	strangerCert, err := tls.LoadX509KeyPair(strangerCertFile, strangerKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*http.Client{"no certificate": tlsClient(peers, nil), "another CA's": tlsClient(peers, &strangerCert)} {
+		resp, err := c.Get(url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			t.Errorf("a client with %s got %d", name, resp.StatusCode)
+			continue
+		}
+		// Under TLS 1.3 the server's refusal reaches the client as an
+		// alert or as a closed connection, depending on timing.
+		t.Logf("a client with %s: %v", name, err)
+	}
+}
+
+// clientCannotForward: a client, whose certificate the peer CA did not
+// sign, saying that it forwards a request for lease to its gateway (at
+// url): refused.
+func clientCannotForward(t *testing.T, client *http.Client, url, lease string) {
+	var id string
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		_, body := tlsGet(t, client, url+"/v1/leases/"+lease)
+		var l struct{ Gateway string }
+		if err := jsonUnmarshal(body, &l); err != nil || l.Gateway == "" {
+			return fmt.Errorf("no gateway in %s", body)
+		}
+		id = l.Gateway
+		return nil
+	})
+	forged, _ := http.NewRequest("DELETE", url+"/v1/leases/"+lease, nil)
+	forged.Header.Set("X-Zkgate-Forwarded", "v1 from=gw to="+id+" t="+fmt.Sprint(time.Now().Unix())+" n=AAAAAAAAAAAAAAAAAAAAAA caller=")
+	resp, err := client.Do(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	p := wantProblem(t, gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, 403, "forbidden",
+		"a forwarded request over a client's connection")
+	if detail, _ := p["detail"].(string); !strings.Contains(detail, "certificate of --tls-peer-ca") {
+		t.Errorf("the refusal should say that the connection has no certificate of the peer CA: %q", detail)
 	}
 }
 
