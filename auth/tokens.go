@@ -285,17 +285,21 @@ func ParsePermission(s string) (Permission, error) {
 		}
 	}
 	p.Prefix = prefix
-	switch level {
-	case "read":
-		p.Level = LevelRead
-	case "write":
-		p.Level = LevelWrite
-	case "admin":
-		p.Level = LevelAdmin
-	default:
+	if p.Level = levelNamed(level); p.Level == LevelNone {
 		return Permission{}, fmt.Errorf("permission %q: unknown level %q (want read, write or admin)", s, level)
 	}
 	return p, nil
+}
+
+// levelNamed is the level a permission names (see Level.String), or
+// LevelNone.
+func levelNamed(name string) Level {
+	for l := LevelRead; l <= LevelAdmin; l++ {
+		if l.String() == name {
+			return l
+		}
+	}
+	return LevelNone
 }
 
 // NewSecret makes a client secret: 32 random bytes, URL-safe base64.
