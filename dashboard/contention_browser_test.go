@@ -1,4 +1,4 @@
-package server_test
+package dashboard_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/zkgate/zkgate/internal/dashtest"
 	"github.com/zkgate/zkgate/internal/gwtest"
 )
 
@@ -22,73 +23,73 @@ import (
 // Content-Security-Policy violation.
 func TestBrowserContention(t *testing.T) {
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	ctx := startBrowser(t)
-	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: cspRecorder}); err != nil {
+	ctx := dashtest.StartBrowser(t)
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: dashtest.CSPRecorder}); err != nil {
 		t.Fatal(err)
 	}
 
 	// A deadlock of two leases, broken by the gateway (b's wait, the newest).
-	a, b := newLease(t, g.URL, "1m", "billing-a"), newLease(t, g.URL, "1m", "billing-b")
-	mustStatus(t, acquire(t, g.URL, "invoices", a, "0s"), 200, "a takes invoices")
-	mustStatus(t, acquire(t, g.URL, "ledger", b, "0s"), 200, "b takes ledger")
+	a, b := gwtest.NewLease(t, g.URL, "1m", "billing-a"), gwtest.NewLease(t, g.URL, "1m", "billing-b")
+	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "invoices", a, "0s"), 200, "a takes invoices")
+	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "ledger", b, "0s"), 200, "b takes ledger")
 	aWaits := make(chan gwtest.Response, 1)
 	go func() {
 		r, _ := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/locks/ledger/acquire?wait=30s", map[string]any{"lease": a})
 		aWaits <- r
 	}()
-	waitsFor(t, g.URL, a, "lock", "ledger")
-	if r := acquire(t, g.URL, "invoices", b, "30s"); r.Status != 409 || !strings.Contains(string(r.Body), `"deadlock"`) {
+	gwtest.WaitsFor(t, g.URL, a, "lock", "ledger")
+	if r := gwtest.Acquire(t, g.URL, "invoices", b, "30s"); r.Status != 409 || !strings.Contains(string(r.Body), `"deadlock"`) {
 		t.Fatalf("b's wait closing the cycle: %d %s", r.Status, r.Body)
 	}
-	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/ledger/release", map[string]any{"lease": b}), 204, "b lets ledger go")
+	gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/ledger/release", map[string]any{"lease": b}), 204, "b lets ledger go")
 	if r := <-aWaits; r.Status != 200 {
 		t.Fatalf("a's wait: %d %s", r.Status, r.Body)
 	}
 
-	step(t, ctx, "open the contention page",
+	dashtest.Step(t, ctx, "open the contention page",
 		chromedp.Navigate(g.URL+"/ui/contention?window=15m"),
 		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#contention-lock-ledger`)),
 		chromedp.WaitVisible(chromedp.CSS(`#contention-lock-invoices`)),
 		chromedp.WaitVisible(chromedp.CSS(`li.deadlock svg.cycle .party.victim`)),
 		chromedp.Evaluate[chromedp.Void](`window.sameDocument = "yes"`))
-	if got := eval[string](t, ctx, `document.querySelector('li.deadlock svg.cycle').getAttribute('aria-label')`); !strings.Contains(got, "billing-b waits for lock invoices") ||
+	if got := dashtest.Eval[string](t, ctx, `document.querySelector('li.deadlock svg.cycle').getAttribute('aria-label')`); !strings.Contains(got, "billing-b waits for lock invoices") ||
 		!strings.Contains(got, "billing-a waits for lock ledger") {
 		t.Errorf("the deadlock drawn is %q, want billing-b waiting for invoices and billing-a for ledger", got)
 	}
 
 	// A new line forms: it shows up live, with its waiter counted.
-	c, d := newLease(t, g.URL, "1m", "report-c"), newLease(t, g.URL, "1m", "report-d")
-	mustStatus(t, acquire(t, g.URL, "reports", c, "0s"), 200, "c takes reports")
+	c, d := gwtest.NewLease(t, g.URL, "1m", "report-c"), gwtest.NewLease(t, g.URL, "1m", "report-d")
+	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "reports", c, "0s"), 200, "c takes reports")
 	dCtx, stopD := context.WithCancel(context.Background())
 	defer stopD()
 	go func() {
 		_, _ = gwtest.DoCtx(dCtx, "POST", g.URL+"/v1/locks/reports/acquire?wait=30s", map[string]any{"lease": d})
 	}()
-	step(t, ctx, "see the new line appear", chromedp.WaitVisible(chromedp.CSS(`#contention-lock-reports`)))
-	if got := eval[string](t, ctx, `window.sameDocument`); got != "yes" {
+	dashtest.Step(t, ctx, "see the new line appear", chromedp.WaitVisible(chromedp.CSS(`#contention-lock-reports`)))
+	if got := dashtest.Eval[string](t, ctx, `window.sameDocument`); got != "yes" {
 		t.Fatalf("the page was reloaded (%q): updates must come over the WebSocket", got)
 	}
 
 	// Choose invoices with the keyboard: its timeline, holds above waits.
-	step(t, ctx, "choose invoices with the keyboard",
+	dashtest.Step(t, ctx, "choose invoices with the keyboard",
 		chromedp.Focus(chromedp.CSS(`#contention-lock-invoices a.name`)),
 		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(chromedp.CSS(`svg.timeline rect.bar.hold`)),
 		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)))
-	if loc := eval[string](t, ctx, `location.search`); !strings.Contains(loc, "kind=lock") || !strings.Contains(loc, "name=invoices") {
+	if loc := dashtest.Eval[string](t, ctx, `location.search`); !strings.Contains(loc, "kind=lock") || !strings.Contains(loc, "name=invoices") {
 		t.Errorf("choosing a name went to %q", loc)
 	}
-	holds := eval[[]string](t, ctx, `Array.from(document.querySelectorAll('svg.timeline rect.bar.hold title')).map(e => e.textContent)`)
+	holds := dashtest.Eval[[]string](t, ctx, `Array.from(document.querySelectorAll('svg.timeline rect.bar.hold title')).map(e => e.textContent)`)
 	if len(holds) != 1 || !strings.HasPrefix(holds[0], "billing-a held it") {
 		t.Errorf("holds drawn: %q, want billing-a's", holds)
 	}
-	waits := eval[[]string](t, ctx, `Array.from(document.querySelectorAll('svg.timeline rect.bar.wait')).map(e => e.getAttribute('class'))`)
+	waits := dashtest.Eval[[]string](t, ctx, `Array.from(document.querySelectorAll('svg.timeline rect.bar.wait')).map(e => e.getAttribute('class'))`)
 	if strings.Join(waits, ",") != "bar wait granted,bar wait deadlock" {
 		t.Errorf("waits drawn: %q, want a's grant then b's wait ended by the deadlock", waits)
 	}
-	holdY := eval[float64](t, ctx, `Number(document.querySelector('svg.timeline rect.bar.hold').getAttribute('y'))`)
-	waitY := eval[float64](t, ctx, `Math.min(...Array.from(document.querySelectorAll('svg.timeline rect.bar.wait')).map(e => Number(e.getAttribute('y'))))`)
+	holdY := dashtest.Eval[float64](t, ctx, `Number(document.querySelector('svg.timeline rect.bar.hold').getAttribute('y'))`)
+	waitY := dashtest.Eval[float64](t, ctx, `Math.min(...Array.from(document.querySelectorAll('svg.timeline rect.bar.wait')).map(e => Number(e.getAttribute('y'))))`)
 	if waitY <= holdY {
 		t.Errorf("the waits (y %v) are not drawn below the holds (y %v)", waitY, holdY)
 	}
@@ -109,13 +110,13 @@ func TestBrowserContention(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "contention-"+scheme+".png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return eval[string](t, ctx, `getComputedStyle(document.body).backgroundColor + ' ' + getComputedStyle(document.querySelector('svg.timeline rect.bar.hold')).fill`)
+		return dashtest.Eval[string](t, ctx, `getComputedStyle(document.body).backgroundColor + ' ' + getComputedStyle(document.querySelector('svg.timeline rect.bar.hold')).fill`)
 	}
 	light, dark := shot("light"), shot("dark")
 	if light == dark {
 		t.Errorf("light and dark look the same: %s", light)
 	}
-	if v := eval[string](t, ctx, `sessionStorage.getItem('csp') || '[]'`); v != "[]" {
+	if v := dashtest.Eval[string](t, ctx, `sessionStorage.getItem('csp') || '[]'`); v != "[]" {
 		t.Errorf("Content-Security-Policy violations: %s", v)
 	}
 	t.Logf("screenshots in %s", t.ArtifactDir())
