@@ -193,31 +193,35 @@ func (d *Dashboard) page(name string) http.HandlerFunc {
 		if err != nil {
 			p.Notice = "Some of ZooKeeper could not be read (" + string(recipes.ErrorCode(err)) + "); the page updates once it can."
 		}
-		var c templ.Component
-		switch name {
-		case "overview":
-			c = views.OverviewPage(p, m.overview())
-		case "locks":
-			locks, lp := m.locksPage(v)
-			c = views.LocksPage(p, locks, lp)
-		case "semaphores":
-			sems, lp := m.semsPage(v)
-			c = views.SemaphoresPage(p, sems, lp)
-		case "leases":
-			leases, lp := m.leasesPage(v)
-			c = views.LeasesPage(p, leases, lp)
-		case "elections":
-			els, lp := m.electionsPage(v)
-			c = views.ElectionsPage(p, els, lp)
-		case "barriers":
-			bs, dbs, lp := m.barriersPage(v)
-			c = views.BarriersPage(p, bs, dbs, lp)
-		case "queues":
-			qs, lp := m.queuesPage(v)
-			c = views.QueuesPage(p, qs, lp)
-		}
-		WritePage(w, r, http.StatusOK, c)
+		WritePage(w, r, http.StatusOK, pageComponent(p, m, v))
 	}
+}
+
+// pageComponent is the live page p of v, whole, as the model m shows it.
+func pageComponent(p views.Page, m *dashModel, v dashView) templ.Component {
+	switch p.Name {
+	case "overview":
+		return views.OverviewPage(p, m.overview())
+	case "locks":
+		locks, lp := m.locksPage(v)
+		return views.LocksPage(p, locks, lp)
+	case "semaphores":
+		sems, lp := m.semsPage(v)
+		return views.SemaphoresPage(p, sems, lp)
+	case "leases":
+		leases, lp := m.leasesPage(v)
+		return views.LeasesPage(p, leases, lp)
+	case "elections":
+		els, lp := m.electionsPage(v)
+		return views.ElectionsPage(p, els, lp)
+	case "barriers":
+		bs, dbs, lp := m.barriersPage(v)
+		return views.BarriersPage(p, bs, dbs, lp)
+	case "queues":
+		qs, lp := m.queuesPage(v)
+		return views.QueuesPage(p, qs, lp)
+	}
+	return nil
 }
 
 // dashboardCSP allows nothing but the gateway's own files and its own

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/a-h/templ"
+	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/views"
 )
 
@@ -99,92 +100,119 @@ func renderHTML(ctx context.Context, c templ.Component) string {
 	return b.String()
 }
 
+// renderer renders the fragments of a topic, list items through its
+// cache (nil: rendered every time).
+type renderer struct {
+	ctx   context.Context
+	cache *renderCache
+}
+
+func (r renderer) html(c templ.Component) string { return renderHTML(r.ctx, c) }
+
+// cached is the HTML of the item id, rendered again only when fp changed.
+func (r renderer) cached(id, fp string, c templ.Component) string {
+	return r.cache.get(id, fp, func() string { return r.html(c) })
+}
+
+// itemOf is how one item of a list renders: its id, its key in the list's
+// order, the fingerprint of what it shows, and its component.
+type itemOf struct {
+	id, key, fp string
+	c           templ.Component
+}
+
+// listOf renders the list id of xs: whole, for snapshots, and item by item.
+func listOf[T any](r renderer, id string, xs []T, whole func([]T) templ.Component, each func(T) itemOf) list {
+	l := list{id: id, container: func() string { return r.html(whole(xs)) }}
+	for _, x := range xs {
+		it := each(x)
+		l.items = append(l.items, item{it.id, it.key, r.cached(it.id, it.fp, it.c)})
+	}
+	return l
+}
+
+// listPage is a page of lists: its summary, its pager and the lists.
+func (r renderer) listPage(summaryID string, summary templ.Component, lp views.ListPage, lists ...list) topicView {
+	return topicView{singles: []single{{summaryID, r.html(summary)}, {views.IDPager, r.html(views.Pager(lp))}}, lists: lists}
+}
+
 // renderTopic renders what v shows of m (the header's view is topicHeader).
 func renderTopic(ctx context.Context, v dashView, m *dashModel, cache *renderCache) topicView {
-	r := func(c templ.Component) string { return renderHTML(ctx, c) }
-	cached := func(id, fp string, c templ.Component) string {
-		return cache.get(id, fp, func() string { return r(c) })
-	}
-	var t topicView
-	if v.page == pageContention {
-		cv := v.contention
-		c, ok := views.Contention{Window: cv.window, Err: "Asking the gateways…"}, false
-		if m.contention != nil {
-			c, ok = m.contention(cv)
-		}
-		if ok {
-			t.singles = append(t.singles, single{"contention", r(views.ContentionBody(c))})
-		}
-		return t
-	}
+	r := renderer{ctx, cache}
 	counts := m.header.Counts
 	switch v.page {
+	case pageContention:
+		return r.contention(v.contention, m)
 	case topicHeader:
-		t.singles = append(t.singles, single{"zk-state", r(views.ZKBadge(m.header.ZK))})
+		t := topicView{singles: []single{{views.IDZKState, r.html(views.ZKBadge(m.header.ZK))}}}
 		for _, p := range views.NavPages() {
 			n, _ := views.NavCount(p, counts)
-			t.singles = append(t.singles, single{"count-" + p, r(views.NavCounter(p, n))})
+			t.singles = append(t.singles, single{views.CountID(p), r.html(views.NavCounter(p, n))})
 		}
+		return t
 	case "overview":
-		t.singles = append(t.singles, single{"overview", r(views.OverviewBody(m.overview()))})
+		return topicView{singles: []single{{views.IDOverview, r.html(views.OverviewBody(m.overview()))}}}
 	case "locks":
 		locks, lp := m.locksPage(v)
-		t.singles = append(t.singles, single{"locks-summary", r(views.LocksSummary(counts))}, single{"pager", r(views.Pager(lp))})
-		l := list{id: "locks-list", container: func() string { return r(views.LocksList(locks)) }}
-		for _, x := range locks {
-			id := "lock-" + x.Name
-			l.items = append(l.items, item{id, x.Name, cached(id, fmt.Sprint(x.Index, grantsFP(x.GrantedAt)), views.LockItem(x))})
-		}
-		t.lists = append(t.lists, l)
+		return r.listPage(views.IDLocksSummary, views.LocksSummary(counts), lp, listOf(r, views.IDLocksList, locks, views.LocksList,
+			func(x views.Lock) itemOf {
+				return itemOf{views.LockID(x.Name), x.Name, fmt.Sprint(x.Index, grantsFP(x.GrantedAt)), views.LockItem(x)}
+			}))
 	case "semaphores":
 		sems, lp := m.semsPage(v)
-		t.singles = append(t.singles, single{"sems-summary", r(views.SemaphoresSummary(counts))}, single{"pager", r(views.Pager(lp))})
-		l := list{id: "sems-list", container: func() string { return r(views.SemaphoresList(sems)) }}
-		for _, x := range sems {
-			id := "sem-" + x.Name
-			l.items = append(l.items, item{id, x.Name, cached(id, fmt.Sprint(x.Index, grantsFP(x.GrantedAt)), views.SemaphoreItem(x))})
-		}
-		t.lists = append(t.lists, l)
+		return r.listPage(views.IDSemsSummary, views.SemaphoresSummary(counts), lp, listOf(r, views.IDSemsList, sems, views.SemaphoresList,
+			func(x views.Semaphore) itemOf {
+				return itemOf{views.SemaphoreID(x.Name), x.Name, fmt.Sprint(x.Index, grantsFP(x.GrantedAt)), views.SemaphoreItem(x)}
+			}))
 	case "leases":
 		leases, lp := m.leasesPage(v)
-		t.singles = append(t.singles, single{"leases-summary", r(views.LeasesSummary(counts))}, single{"pager", r(views.Pager(lp))})
-		l := list{id: "leases-list", container: func() string { return r(views.LeaseRows(leases)) }}
-		for _, x := range leases {
-			id := "lease-" + x.ID
-			l.items = append(l.items, item{id, views.LeaseKey(x), cached(id, leaseFP(x), views.LeaseRow(x))})
-		}
-		t.lists = append(t.lists, l)
+		return r.listPage(views.IDLeasesSummary, views.LeasesSummary(counts), lp, listOf(r, views.IDLeasesList, leases, views.LeaseRows,
+			func(x views.Lease) itemOf {
+				return itemOf{views.LeaseID(x.ID), views.LeaseKey(x), leaseFP(x), views.LeaseRow(x)}
+			}))
 	case "elections":
 		els, lp := m.electionsPage(v)
-		t.singles = append(t.singles, single{"elections-summary", r(views.ElectionsSummary(counts))}, single{"pager", r(views.Pager(lp))})
-		l := list{id: "elections-list", container: func() string { return r(views.ElectionsList(els)) }}
-		for _, x := range els {
-			id := "election-" + x.Name
-			l.items = append(l.items, item{id, x.Name, cached(id, fmt.Sprint(x.Index, grantsFP(x.GrantedAt)), views.ElectionItem(x))})
-		}
-		t.lists = append(t.lists, l)
+		return r.listPage(views.IDElectionsSummary, views.ElectionsSummary(counts), lp, listOf(r, views.IDElectionsList, els, views.ElectionsList,
+			func(x views.Election) itemOf {
+				return itemOf{views.ElectionID(x.Name), x.Name, fmt.Sprint(x.Index, grantsFP(x.GrantedAt)), views.ElectionItem(x)}
+			}))
 	case "barriers":
-		bs, dbs, lp := m.barriersPage(v)
-		t.singles = append(t.singles, single{"barriers-summary", r(views.BarriersSummary(counts))}, single{"pager", r(views.Pager(lp))})
-		b := list{id: "barriers-list", container: func() string { return r(views.BarriersList(bs)) }}
-		for _, x := range bs {
-			b.items = append(b.items, item{"barrier-" + x.Name, x.Name, r(views.BarrierItem(x))})
-		}
-		d := list{id: "dbarriers-list", container: func() string { return r(views.DoubleBarriersList(dbs)) }}
-		for _, x := range dbs {
-			id := "dbarrier-" + x.Name
-			d.items = append(d.items, item{id, x.Name, cached(id, fmt.Sprint(x.Index), views.DoubleBarrierItem(x))})
-		}
-		t.lists = append(t.lists, b, d)
+		return r.barriers(v, m)
 	case "queues":
 		qs, lp := m.queuesPage(v)
-		t.singles = append(t.singles, single{"queues-summary", r(views.QueuesSummary(counts))}, single{"pager", r(views.Pager(lp))})
-		l := list{id: "queues-list", container: func() string { return r(views.QueuesList(qs)) }}
-		for _, x := range qs {
-			id := "queue-" + x.Name
-			l.items = append(l.items, item{id, x.Name, cached(id, fmt.Sprint(x.Index), views.QueueItem(x))})
-		}
-		t.lists = append(t.lists, l)
+		return r.listPage(views.IDQueuesSummary, views.QueuesSummary(counts), lp, listOf(r, views.IDQueuesList, qs, views.QueuesList,
+			func(x recipes.QueueState) itemOf {
+				return itemOf{views.QueueID(x.Name), x.Name, fmt.Sprint(x.Index), views.QueueItem(x)}
+			}))
 	}
-	return t
+	return topicView{}
+}
+
+// barriers renders the barriers' page: the barriers, each rendered every
+// time (it is small, and has no version to fingerprint it by), and the
+// double barriers.
+func (r renderer) barriers(v dashView, m *dashModel) topicView {
+	bs, dbs, lp := m.barriersPage(v)
+	uncached := renderer{r.ctx, nil}
+	return r.listPage(views.IDBarriersSummary, views.BarriersSummary(m.header.Counts), lp,
+		listOf(uncached, views.IDBarriersList, bs, views.BarriersList,
+			func(x recipes.BarrierState) itemOf {
+				return itemOf{views.BarrierID(x.Name), x.Name, "", views.BarrierItem(x)}
+			}),
+		listOf(r, views.IDDBarriersList, dbs, views.DoubleBarriersList,
+			func(x recipes.DoubleBarrierState) itemOf {
+				return itemOf{views.DoubleBarrierID(x.Name), x.Name, fmt.Sprint(x.Index), views.DoubleBarrierItem(x)}
+			}))
+}
+
+// contention renders the contention page's view cv, once it was read.
+func (r renderer) contention(cv contentionView, m *dashModel) topicView {
+	if m.contention == nil {
+		return topicView{}
+	}
+	c, ok := m.contention(cv)
+	if !ok {
+		return topicView{}
+	}
+	return topicView{singles: []single{{views.IDContention, r.html(views.ContentionBody(c))}}}
 }
