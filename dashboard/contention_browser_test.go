@@ -28,23 +28,7 @@ func TestBrowserContention(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A deadlock of two leases, broken by the gateway (b's wait, the newest).
-	a, b := gwtest.NewLease(t, g.URL, "1m", "billing-a"), gwtest.NewLease(t, g.URL, "1m", "billing-b")
-	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "invoices", a, "0s"), 200, "a takes invoices")
-	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "ledger", b, "0s"), 200, "b takes ledger")
-	aWaits := make(chan gwtest.Response, 1)
-	go func() {
-		r, _ := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/locks/ledger/acquire?wait=30s", map[string]any{"lease": a})
-		aWaits <- r
-	}()
-	gwtest.WaitsFor(t, g.URL, a, "lock", "ledger")
-	if r := gwtest.Acquire(t, g.URL, "invoices", b, "30s"); r.Status != 409 || !strings.Contains(string(r.Body), `"deadlock"`) {
-		t.Fatalf("b's wait closing the cycle: %d %s", r.Status, r.Body)
-	}
-	gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/ledger/release", map[string]any{"lease": b}), 204, "b lets ledger go")
-	if r := <-aWaits; r.Status != 200 {
-		t.Fatalf("a's wait: %d %s", r.Status, r.Body)
-	}
+	brokenDeadlock(t, g.URL)
 
 	dashtest.Step(t, ctx, "open the contention page",
 		chromedp.Navigate(g.URL+"/ui/contention?window=15m"),
@@ -72,6 +56,46 @@ func TestBrowserContention(t *testing.T) {
 	}
 
 	// Choose invoices with the keyboard: its timeline, holds above waits.
+	checkTimeline(t, ctx)
+
+	// Light and dark: the page follows the system's scheme.
+	light, dark := schemeShot(t, ctx, "light"), schemeShot(t, ctx, "dark")
+	if light == dark {
+		t.Errorf("light and dark look the same: %s", light)
+	}
+	if v := dashtest.Eval[string](t, ctx, `sessionStorage.getItem('csp') || '[]'`); v != "[]" {
+		t.Errorf("Content-Security-Policy violations: %s", v)
+	}
+	t.Logf("screenshots in %s", t.ArtifactDir())
+}
+
+// brokenDeadlock makes a deadlock of two leases on the gateway at base,
+// which the gateway breaks (b's wait, the newest), then lets a's wait be
+// granted.
+func brokenDeadlock(t *testing.T, base string) {
+	t.Helper()
+	a, b := gwtest.NewLease(t, base, "1m", "billing-a"), gwtest.NewLease(t, base, "1m", "billing-b")
+	gwtest.MustStatus(t, gwtest.Acquire(t, base, "invoices", a, "0s"), 200, "a takes invoices")
+	gwtest.MustStatus(t, gwtest.Acquire(t, base, "ledger", b, "0s"), 200, "b takes ledger")
+	aWaits := make(chan gwtest.Response, 1)
+	go func() {
+		r, _ := gwtest.DoCtx(context.Background(), "POST", base+"/v1/locks/ledger/acquire?wait=30s", map[string]any{"lease": a})
+		aWaits <- r
+	}()
+	gwtest.WaitsFor(t, base, a, "lock", "ledger")
+	if r := gwtest.Acquire(t, base, "invoices", b, "30s"); r.Status != 409 || !strings.Contains(string(r.Body), `"deadlock"`) {
+		t.Fatalf("b's wait closing the cycle: %d %s", r.Status, r.Body)
+	}
+	gwtest.MustStatus(t, gwtest.Do(t, "POST", base+"/v1/locks/ledger/release", map[string]any{"lease": b}), 204, "b lets ledger go")
+	if r := <-aWaits; r.Status != 200 {
+		t.Fatalf("a's wait: %d %s", r.Status, r.Body)
+	}
+}
+
+// checkTimeline chooses invoices with the keyboard and checks its
+// timeline: a's hold above a's grant and b's wait ended by the deadlock.
+func checkTimeline(t *testing.T, ctx context.Context) {
+	t.Helper()
 	dashtest.Step(t, ctx, "choose invoices with the keyboard",
 		chromedp.Focus(chromedp.CSS(`#contention-lock-invoices a.name`)),
 		chromedp.KeyEvent("\r"),
@@ -93,31 +117,24 @@ func TestBrowserContention(t *testing.T) {
 	if waitY <= holdY {
 		t.Errorf("the waits (y %v) are not drawn below the holds (y %v)", waitY, holdY)
 	}
+}
 
-	// Light and dark: the page follows the system's scheme.
-	shot := func(scheme string) string {
-		t.Helper()
-		if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
-			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}}); err != nil {
-			t.Fatalf("emulate %s: %v", scheme, err)
-		}
-		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "contention-"+scheme+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return dashtest.Eval[string](t, ctx, `getComputedStyle(document.body).backgroundColor + ' ' + getComputedStyle(document.querySelector('svg.timeline rect.bar.hold')).fill`)
+// schemeShot shows the page in the colour scheme (light or dark), saves a
+// screenshot, and returns the colours of the page and of a hold's bar.
+func schemeShot(t *testing.T, ctx context.Context, scheme string) string {
+	t.Helper()
+	if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}}); err != nil {
+		t.Fatalf("emulate %s: %v", scheme, err)
 	}
-	light, dark := shot("light"), shot("dark")
-	if light == dark {
-		t.Errorf("light and dark look the same: %s", light)
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
 	}
-	if v := dashtest.Eval[string](t, ctx, `sessionStorage.getItem('csp') || '[]'`); v != "[]" {
-		t.Errorf("Content-Security-Policy violations: %s", v)
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "contention-"+scheme+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("screenshots in %s", t.ArtifactDir())
+	return dashtest.Eval[string](t, ctx, `getComputedStyle(document.body).backgroundColor + ' ' + getComputedStyle(document.querySelector('svg.timeline rect.bar.hold')).fill`)
 }
