@@ -1,3 +1,9 @@
+// Package dashboard is the gateway's live dashboard: the pages of what
+// the root holds in ZooKeeper (locks, semaphores, leases, elections,
+// barriers, queues, contention, znodes), read from the recipes' shared
+// watch cache and rendered by the components of views, and the /ws stream
+// that keeps them live, one hub for every browser. The server makes it from
+// a Config and routes to its handlers (Overview, Pages, Static, WS).
 package dashboard
 
 import (
