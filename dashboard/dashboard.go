@@ -294,6 +294,12 @@ func (d *Dashboard) WS() http.HandlerFunc {
 			}
 			view = dashView{page: page, contention: cv}
 		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		var revoked <-chan struct{} // nil without tokens: never
+		if d.revoked != nil {
+			revoked = d.revoked(ctx, r) // before the upgrade: no reload is missed
+		}
 		// Same host only (the default of Accept): another site's page can
 		// not read the dashboard through a visitor's browser.
 		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{})
@@ -301,12 +307,7 @@ func (d *Dashboard) WS() http.HandlerFunc {
 			return // Accept has answered (403 for a foreign Origin)
 		}
 		defer c.CloseNow()
-		ctx, cancel := context.WithCancel(c.CloseRead(r.Context()))
-		defer cancel()
-		var revoked <-chan struct{} // nil without tokens: never
-		if d.revoked != nil {
-			revoked = d.revoked(ctx, r)
-		}
+		ctx = c.CloseRead(ctx)
 		sub, err := d.hub.subscribe(ctx, view)
 		if err != nil {
 			_ = c.Close(websocket.StatusTryAgainLater, "the gateway is shutting down")
