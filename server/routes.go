@@ -63,10 +63,10 @@ func routeTable(d Deps) []route {
 
 		// The dashboard: the overview, its other pages, their files and
 		// the WebSocket of their live updates.
-		{method: get, pattern: "/", handler: dash.page("overview"), body: noBodyCap, access: page},
-		{method: get, pattern: "/ui/{page}", handler: dash.pages(), body: noBodyCap, access: page},
-		{method: get, pattern: "/ui/static/{file}", handler: dash.static(), body: noBodyCap, access: openRoute},
-		{method: get, pattern: "/ws", handler: dash.ws(), body: noBodyCap, access: dashRead},
+		{method: get, pattern: "/", handler: dash.Overview(), body: noBodyCap, access: page},
+		{method: get, pattern: "/ui/{page}", handler: dash.Pages(), body: noBodyCap, access: page},
+		{method: get, pattern: "/ui/static/{file}", handler: dash.Static(), body: noBodyCap, access: openRoute},
+		{method: get, pattern: "/ws", handler: dash.WS(), body: noBodyCap, access: dashRead},
 		{method: get, pattern: "/signin", handler: signinPage(d.auth), body: noBodyCap, access: openRoute},
 		{method: post, pattern: "/signin", handler: signin(d.auth), body: noBodyCap, access: openRoute},
 		{method: post, pattern: "/signout", handler: signout(), body: noBodyCap, access: openRoute},

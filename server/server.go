@@ -488,7 +488,7 @@ func metricsOnly(m *Metrics) http.Handler {
 // reloadOnHangup reloads the tokens file on SIGHUP. A file that does not
 // load is logged and the tokens in force stay; leases and waits are never
 // touched either way, but a dashboard's WebSocket of a token removed or
-// changed is closed (see dashboard.ws). It returns a function that stops
+// changed is closed (see auth.revoked). It returns a function that stops
 // it.
 func reloadOnHangup(ctx context.Context, path string, a *auth, log *slog.Logger) (stop func()) {
 	hup := make(chan os.Signal, 1)
