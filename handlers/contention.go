@@ -152,20 +152,19 @@ func (a *API) Contention(ctx context.Context, window string, limit int, caller *
 
 // ListContention is GET /v1/contention?window=&limit=.
 func (a *API) ListContention() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		window, _, err := parseWindow(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		limit := 20
 		if s := r.URL.Query().Get("limit"); s != "" {
 			if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > maxContentionLimit {
-				WriteError(w, r, invalid("limit must be a whole number from 1 to %d", maxContentionLimit))
-				return
+				return invalid("limit must be a whole number from 1 to %d", maxContentionLimit)
 			}
 		}
 		writeJSON(w, http.StatusOK, a.Contention(r.Context(), window, limit, CallerOf(r.Context()), w.Header().Get("X-Request-Id")))
+		return nil
 	})
 }
 
@@ -224,91 +223,83 @@ func (a *API) LockStats() http.Handler { return a.nameStats(recipes.KindLock) }
 func (a *API) SemaphoreStats() http.Handler { return a.nameStats(recipes.KindSemaphore) }
 
 func (a *API) nameStats(kind string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		name, err := nameParam(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		window, _, err := parseWindow(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, a.NameContention(r.Context(), kind, name, window, w.Header().Get("X-Request-Id")))
+		return nil
 	})
 }
 
 // PeerContention is GET PeerContentionPath?window=: this gateway's own
 // figures, for another gateway to merge.
 func (a *API) PeerContention() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if PeerOf(r.Context()) == nil {
-			WriteError(w, r, Forbidden("only another gateway of this root may ask for this gateway's own figures"))
-			return
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		if err := peersOnly(r, "ask for this gateway's own figures"); err != nil {
+			return err
 		}
 		_, d, err := parseWindow(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, peerContention{Names: a.ContentionFigures.Figures(d, nil), Deadlocks: a.ContentionFigures.Deadlocks(d)})
+		return nil
 	})
 }
 
 // PeerNameContention is GET PeerContentionPath/{kind}/{name}?window=: this
 // gateway's own log of one name.
 func (a *API) PeerNameContention() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if PeerOf(r.Context()) == nil {
-			WriteError(w, r, Forbidden("only another gateway of this root may ask for this gateway's own figures"))
-			return
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		if err := peersOnly(r, "ask for this gateway's own figures"); err != nil {
+			return err
 		}
 		kind := chi.URLParam(r, "kind")
 		if kind != recipes.KindLock && kind != recipes.KindSemaphore {
-			WriteError(w, r, invalid("kind must be lock or semaphore"))
-			return
+			return invalid("kind must be lock or semaphore")
 		}
 		name, err := nameParam(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		_, d, err := parseWindow(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, a.ContentionFigures.Name(kind, name, d))
+		return nil
 	})
 }
 
 // PeerWaits is POST PeerWaitsPath: what this gateway's leases among those
 // asked about hold and wait for, for another gateway's deadlock check.
 func (a *API) PeerWaits() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if PeerOf(r.Context()) == nil {
-			WriteError(w, r, Forbidden("only another gateway of this root may ask what its leases wait for"))
-			return
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		if err := peersOnly(r, "ask what its leases wait for"); err != nil {
+			return err
 		}
 		var body struct {
 			Leases []string `json:"leases"`
 		}
 		if err := decodeJSON(r, &body); err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		if len(body.Leases) > maxWaitsAsked {
-			WriteError(w, r, invalid("at most %d leases at once", maxWaitsAsked))
-			return
+			return invalid("at most %d leases at once", maxWaitsAsked)
 		}
 		for _, id := range body.Leases {
 			if err := validLeaseID(id); err != nil {
-				WriteError(w, r, err)
-				return
+				return err
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"leases": a.Holds.PartyHolds(body.Leases)})
+		return nil
 	})
 }
 

@@ -127,8 +127,9 @@ func (a *API) leaseParam(r *http.Request) (*recipes.Lease, error) {
 	return a.lookup(id)
 }
 
-// lookup finds a lease; one owned by another gateway is an error that
-// WriteError answers by forwarding the request to that gateway.
+// lookup finds a lease; one kept by another gateway is an elsewhere error,
+// which the route's handler answers by forwarding the request to that
+// gateway (see handler.ServeHTTP).
 func (a *API) lookup(id string) (*recipes.Lease, error) {
 	l, err := a.Leases.Get(id)
 	if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
@@ -145,36 +146,39 @@ func (a *API) lookup(id string) (*recipes.Lease, error) {
 
 // CreateLease is POST /v1/leases.
 func (a *API) CreateLease() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var body leaseBody
 		if err := decodeJSON(r, &body); err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		l, err := a.Leases.Grant(r.Context(), body.spec(ownerOf(r.Context())))
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
-		info := l.Info()
 		w.Header().Set("Location", "/v1/leases/"+l.ID)
-		stampTime(w.Header())
-		writeJSON(w, http.StatusCreated, info)
+		writeLease(w, http.StatusCreated, l)
+		return nil
 	})
+}
+
+// writeLease answers with lease l as it is, stamped with this gateway's
+// clock (see TimeHeader).
+func writeLease(w http.ResponseWriter, status int, l *recipes.Lease) {
+	info := l.Info()
+	stampTime(w.Header())
+	writeJSON(w, status, info)
 }
 
 // KeepAlive is POST /v1/leases/{id}/keepalive.
 func (a *API) KeepAlive() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		id := chi.URLParam(r, "id")
 		if err := validLeaseID(id); err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		if l, ok := a.Leases.Lookup(id); ok {
 			if err := a.mayUse(r.Context(), l); err != nil {
-				WriteError(w, r, err)
-				return
+				return err
 			}
 		}
 		l, err := a.Leases.KeepAlive(id)
@@ -182,29 +186,25 @@ func (a *API) KeepAlive() http.Handler {
 			_, err = a.lookup(id)
 		}
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
-		info := l.Info()
-		stampTime(w.Header())
-		writeJSON(w, http.StatusOK, info)
+		writeLease(w, http.StatusOK, l)
+		return nil
 	})
 }
 
 // GetLease is GET /v1/leases/{id}: the lease and what it holds.
 func (a *API) GetLease() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		l, err := a.leaseParam(r)
 		if err == nil {
 			err = a.mayRead(r.Context(), l)
 		}
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
-		info := l.Info()
-		stampTime(w.Header())
-		writeJSON(w, http.StatusOK, info)
+		writeLease(w, http.StatusOK, l)
+		return nil
 	})
 }
 
@@ -214,16 +214,14 @@ func (a *API) GetLease() http.Handler {
 // gateway's only. A gateway that does not answer in time is named under
 // "unreachable".
 func (a *API) ListLeases() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		scope := r.URL.Query().Get("scope")
 		if scope != "" && scope != "gateway" && scope != "all" {
-			WriteError(w, r, invalid("scope must be gateway or all"))
-			return
+			return invalid("scope must be gateway or all")
 		}
 		p, err := pageOf(r, "leases")
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		out := []recipes.LeaseInfo{}
 		c := CallerOf(r.Context())
@@ -237,7 +235,7 @@ func (a *API) ListLeases() http.Handler {
 		if scope == "gateway" || PeerOf(r.Context()) != nil || a.Gateways == nil {
 			page, next := leasePage(out, p, false)
 			writeJSON(w, http.StatusOK, pageDoc("leases", page, next))
-			return
+			return nil
 		}
 		others, more, unreachable := a.peerLeases(r, w.Header().Get("X-Request-Id"))
 		page, next := leasePage(append(out, others...), p, more)
@@ -246,6 +244,7 @@ func (a *API) ListLeases() http.Handler {
 			doc["unreachable"] = unreachable
 		}
 		writeJSON(w, http.StatusOK, doc)
+		return nil
 	})
 }
 
@@ -359,17 +358,15 @@ func (p *Peers) leasesOf(ctx context.Context, k recipes.Keeper, query url.Values
 
 // RevokeLease is DELETE /v1/leases/{id}: all it held is released first.
 func (a *API) RevokeLease() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		id := chi.URLParam(r, "id")
 		if err := validLeaseID(id); err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		revoke := a.Leases.Revoke
 		if l, ok := a.Leases.Lookup(id); ok {
 			if err := a.mayUse(r.Context(), l); err != nil {
-				WriteError(w, r, err)
-				return
+				return err
 			}
 			if c := CallerOf(r.Context()); c != nil && l.Owner != c.Name {
 				revoke = a.Leases.Terminate // an admin's: not a release by its client
@@ -380,10 +377,10 @@ func (a *API) RevokeLease() http.Handler {
 			_, err = a.lookup(id)
 		}
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		w.WriteHeader(http.StatusNoContent)
+		return nil
 	})
 }
 
@@ -427,22 +424,30 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 	return l, err == nil, err
 }
 
+// existingLease is the lease of id that a request acts for (a release, a
+// leave, an ack): never one made for it.
+func (a *API) existingLease(ctx context.Context, id string) (*recipes.Lease, error) {
+	l, _, err := a.resolve(ctx, leaseRef{Lease: id}, false)
+	return l, err
+}
+
 // actFor runs act for the lease ref names, or for one it makes when ref
-// names none (and gives ttl and holder instead). A lease made for this
-// request is revoked again when act fails, unless keep says the failure
-// leaves it holding something the client will come back for; then the
-// problem tells the client its id.
-func (a *API) actFor(ctx context.Context, ref leaseRef, act func(*recipes.Lease) error, keep func(error) bool) (*recipes.Lease, error) {
+// names none (and gives ttl and holder instead), and returns what act
+// gives and the lease. A lease made for this request is revoked again when
+// act fails, unless keep says the failure leaves it holding something the
+// client will come back for; then the problem tells the client its id.
+func actFor[T any](a *API, ctx context.Context, ref leaseRef, act func(*recipes.Lease) (T, error), keep func(error) bool) (T, *recipes.Lease, error) {
+	var got T
 	lease, implicit, err := a.resolve(ctx, ref, true)
 	if err != nil {
-		return nil, err
+		return got, nil, err
 	}
-	err = act(lease)
+	got, err = act(lease)
 	if err != nil && implicit {
 		if keep != nil && keep(err) {
-			return lease, withLease(err, lease)
+			return got, lease, withLease(err, lease)
 		}
 		_ = a.Leases.Revoke(lease.ID)
 	}
-	return lease, err
+	return got, lease, err
 }
