@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -267,28 +266,10 @@ func leasePage(leases []recipes.LeaseInfo, p recipes.Page, more bool) ([]recipes
 	return page, ""
 }
 
-// peerTimeout bounds the asking of the other gateways for their leases.
-const peerTimeout = 2 * time.Second
-
-// unreachableGateway is a gateway that did not list its leases.
-type unreachableGateway struct {
-	Gateway   string `json:"gateway"`
-	Advertise string `json:"advertise"`
-	Error     string `json:"error"`
-}
-
 // peerLeases asks every other registered gateway for the page of its own
-// leases that r asks for, at once, each bounded by peerTimeout, as the
-// caller (see Peers); more says that one of them has more after that page.
-// Only registrations that check out are listed (see
-// recipes.Service.Gateways).
+// leases that r asks for, as the caller (see Peers); more says that one of
+// them has more after that page.
 func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo, bool, []unreachableGateway) {
-	ctx, cancel := context.WithTimeout(r.Context(), peerTimeout)
-	defer cancel()
-	gws, err := a.Gateways.Gateways(ctx)
-	if err != nil {
-		return nil, false, []unreachableGateway{{Gateway: "*", Error: "the gateways could not be listed: " + string(recipes.ErrorCode(err))}}
-	}
 	caller := ""
 	if c := CallerOf(r.Context()); c != nil {
 		caller = c.Name
@@ -300,60 +281,26 @@ func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo
 		}
 	}
 	var (
-		mu          sync.Mutex
-		wg          sync.WaitGroup
-		leases      []recipes.LeaseInfo
-		more        bool
-		unreachable []unreachableGateway
+		mu     sync.Mutex
+		leases []recipes.LeaseInfo
+		more   bool
 	)
-	for _, g := range gws {
-		if g.ID == a.Gateways.GatewayID() {
-			continue
+	q := peerQuery{method: http.MethodGet, uri: "/v1/leases?" + query.Encode(), requestID: requestID, caller: caller}
+	unreachable := a.askPeers(r.Context(), q, func(body []byte) error {
+		var doc struct {
+			Leases []recipes.LeaseInfo `json:"leases"`
+			Next   string              `json:"next"`
 		}
-		wg.Go(func() {
-			got, next, err := a.Peers.leasesOf(ctx, recipes.Keeper{Gateway: g.ID, Advertise: g.Advertise}, query, caller, requestID)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				unreachable = append(unreachable, unreachableGateway{Gateway: g.ID, Advertise: g.Advertise, Error: err.Error()})
-				return
-			}
-			leases = append(leases, got...)
-			more = more || next
-		})
-	}
-	wg.Wait()
-	slices.SortFunc(unreachable, func(x, y unreachableGateway) int { return cmp.Compare(x.Gateway, y.Gateway) })
+		if err := json.Unmarshal(body, &doc); err != nil {
+			return fmt.Errorf("an answer that is not a lease list: %w", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		leases = append(leases, doc.Leases...)
+		more = more || doc.Next != ""
+		return nil
+	})
 	return leases, more, unreachable
-}
-
-// leasesOf lists a page of the leases of gateway k (query: its ?limit= and
-// ?after=), the way requests are forwarded to it; next says that more
-// follow.
-func (p *Peers) leasesOf(ctx context.Context, k recipes.Keeper, query url.Values, caller, requestID string) ([]recipes.LeaseInfo, bool, error) {
-	answer, err := p.ask(ctx, k, http.MethodGet, "/v1/leases?"+query.Encode(), "", requestID, caller, nil)
-	if err != nil {
-		var e *recipes.Error
-		if errors.As(err, &e) && e.Err != nil {
-			return nil, false, fmt.Errorf("%s: %w", e.Detail, e.Err)
-		}
-		return nil, false, err
-	}
-	switch answer.status {
-	case http.StatusOK:
-	case http.StatusMisdirectedRequest:
-		return nil, false, nil // gone: another gateway serves its address, and lists its own leases
-	default:
-		return nil, false, fmt.Errorf("answered %d %s", answer.status, http.StatusText(answer.status))
-	}
-	var doc struct {
-		Leases []recipes.LeaseInfo `json:"leases"`
-		Next   string              `json:"next"`
-	}
-	if err := json.Unmarshal(answer.body, &doc); err != nil {
-		return nil, false, fmt.Errorf("an answer that is not a lease list: %w", err)
-	}
-	return doc.Leases, doc.Next != "", nil
 }
 
 // RevokeLease is DELETE /v1/leases/{id}: all it held is released first.
