@@ -1,6 +1,11 @@
 // Package handlers turns HTTP requests into calls of the recipes and their
 // results into JSON or RFC 9457 problem documents. It never touches
-// ZooKeeper itself.
+// ZooKeeper itself. Each route is a handler that returns its error
+// (handler.go): a request for a lease another gateway keeps is passed on
+// to that gateway (forward.go), and any other error is written by
+// WriteError, whose statusOf is the one map of error codes to statuses.
+// A request reaches the other gateways only with this gateway's proof
+// (peer.go).
 package handlers
 
 import (
