@@ -143,6 +143,31 @@ func (a *API) lookup(id string) (*recipes.Lease, error) {
 	return l, err
 }
 
+// leaseByID reads the {id} of a route that acts on a lease by its id (a
+// keepalive, a revoke), and returns the lease when this gateway keeps it
+// (nil when it does not), once the caller may use it.
+func (a *API) leaseByID(r *http.Request) (string, *recipes.Lease, error) {
+	id := chi.URLParam(r, "id")
+	if err := validLeaseID(id); err != nil {
+		return "", nil, err
+	}
+	l, ok := a.Leases.Lookup(id)
+	if !ok {
+		return id, nil, nil
+	}
+	return id, l, a.mayUse(r.Context(), l)
+}
+
+// keptElsewhere is err, an action's on lease id, or when this gateway
+// does not know the lease, what the other gateways know of it (see
+// lookup).
+func (a *API) keptElsewhere(id string, err error) error {
+	if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
+		_, err = a.lookup(id)
+	}
+	return err
+}
+
 // CreateLease is POST /v1/leases.
 func (a *API) CreateLease() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
@@ -171,20 +196,12 @@ func writeLease(w http.ResponseWriter, status int, l *recipes.Lease) {
 // KeepAlive is POST /v1/leases/{id}/keepalive.
 func (a *API) KeepAlive() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		id := chi.URLParam(r, "id")
-		if err := validLeaseID(id); err != nil {
+		id, _, err := a.leaseByID(r)
+		if err != nil {
 			return err
 		}
-		if l, ok := a.Leases.Lookup(id); ok {
-			if err := a.mayUse(r.Context(), l); err != nil {
-				return err
-			}
-		}
 		l, err := a.Leases.KeepAlive(id)
-		if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
-			_, err = a.lookup(id)
-		}
-		if err != nil {
+		if err = a.keptElsewhere(id, err); err != nil {
 			return err
 		}
 		writeLease(w, http.StatusOK, l)
@@ -306,24 +323,15 @@ func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo
 // RevokeLease is DELETE /v1/leases/{id}: all it held is released first.
 func (a *API) RevokeLease() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		id := chi.URLParam(r, "id")
-		if err := validLeaseID(id); err != nil {
+		id, l, err := a.leaseByID(r)
+		if err != nil {
 			return err
 		}
 		revoke := a.Leases.Revoke
-		if l, ok := a.Leases.Lookup(id); ok {
-			if err := a.mayUse(r.Context(), l); err != nil {
-				return err
-			}
-			if c := CallerOf(r.Context()); c != nil && l.Owner != c.Name {
-				revoke = a.Leases.Terminate // an admin's: not a release by its client
-			}
+		if c := CallerOf(r.Context()); l != nil && c != nil && l.Owner != c.Name {
+			revoke = a.Leases.Terminate // an admin's: not a release by its client
 		}
-		err := revoke(id)
-		if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
-			_, err = a.lookup(id)
-		}
-		if err != nil {
+		if err := a.keptElsewhere(id, revoke(id)); err != nil {
 			return err
 		}
 		w.WriteHeader(http.StatusNoContent)
