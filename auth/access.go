@@ -56,7 +56,7 @@ func Authorize(w http.ResponseWriter, r *http.Request, tokens *Tokens, need Need
 	if fwd != nil {
 		return authorizeForwarded(w, tokens, need, fwd)
 	}
-	secret, fromCookie := SecretOf(r)
+	secret, fromCookie := secretOf(r)
 	var tok *Token
 	if secret != "" {
 		tok = tokens.Authenticate(secret)
@@ -121,10 +121,10 @@ func unauthenticated(w http.ResponseWriter, invalidToken bool, detail string) er
 	return &recipes.Error{Code: CodeUnauthenticated, Detail: detail}
 }
 
-// SecretOf returns the secret a request carries: its bearer token, or on
+// secretOf returns the secret a request carries: its bearer token, or on
 // a GET the dashboard's sign-in cookie (SameSite=Strict, so another site
 // cannot make a browser send it).
-func SecretOf(r *http.Request) (secret string, fromCookie bool) {
+func secretOf(r *http.Request) (secret string, fromCookie bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, rest, _ := strings.Cut(h, " ")
 		if strings.EqualFold(scheme, "Bearer") {

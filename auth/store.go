@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -13,7 +14,7 @@ import (
 
 // Store holds the tokens in force; none while tokens are off. SIGHUP swaps
 // in a new set without touching leases or waits; what lasts beyond one
-// answer (a dashboard's WebSocket) hears of it on Changes. The zero Store
+// answer (a dashboard's WebSocket) hears of it through Revoked. The zero Store
 // has tokens off.
 type Store struct {
 	tokens atomic.Pointer[Tokens]
@@ -37,8 +38,8 @@ func (s *Store) Enabled() bool { return s != nil && s.tokens.Load() != nil }
 // Tokens returns the tokens in force, nil while tokens are off.
 func (s *Store) Tokens() *Tokens { return s.tokens.Load() }
 
-// Swap puts ts in force and tells those listening.
-func (s *Store) Swap(ts *Tokens) {
+// swap puts ts in force and tells those listening.
+func (s *Store) swap(ts *Tokens) {
 	s.tokens.Store(ts)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -48,8 +49,8 @@ func (s *Store) Swap(ts *Tokens) {
 	}
 }
 
-// Changes returns a channel closed at the next Swap.
-func (s *Store) Changes() <-chan struct{} {
+// changes returns a channel closed at the next swap.
+func (s *Store) changes() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.changed == nil {
@@ -58,16 +59,46 @@ func (s *Store) Changes() <-chan struct{} {
 	return s.changed
 }
 
-// SameGrant reports whether two versions of a token grant the same: its
+// sameGrant reports whether two versions of a token grant the same: its
 // name (the owner of its leases) and its permissions.
-func SameGrant(a, b *Token) bool {
+func sameGrant(a, b *Token) bool {
 	return a != nil && b != nil && a.Name == b.Name && slices.Equal(a.Permissions, b.Permissions)
+}
+
+// Revoked watches the token r carries, until ctx ends: the channel is
+// closed once a reload of the tokens file removes the token or changes
+// what it grants; nil while tokens are off. A dashboard's stream is closed
+// then: it would otherwise show everything to a token no longer allowed
+// to see it for as long as it stays open.
+func (s *Store) Revoked(ctx context.Context, r *http.Request) <-chan struct{} {
+	if !s.Enabled() {
+		return nil
+	}
+	reloaded := s.changes() // before the check: no reload is missed
+	secret, _ := secretOf(r)
+	granted := s.Tokens().Authenticate(secret)
+	out := make(chan struct{})
+	go func() {
+		for granted != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-reloaded:
+				reloaded = s.changes()
+				if now := s.Tokens().Authenticate(secret); !sameGrant(granted, now) {
+					granted = nil
+				}
+			}
+		}
+		close(out)
+	}()
+	return out
 }
 
 // ReloadOnHangup reloads the tokens file at path into s on SIGHUP. A file
 // that does not load is logged and the tokens in force stay; leases and
 // waits are never touched either way, but a dashboard's WebSocket of a
-// token removed or changed is closed (it listens on Changes). It returns a
+// token removed or changed is closed (see Revoked). It returns a
 // function that stops it.
 func ReloadOnHangup(ctx context.Context, path string, s *Store, log *slog.Logger) (stop func()) {
 	hup := make(chan os.Signal, 1)
@@ -86,7 +117,7 @@ func ReloadOnHangup(ctx context.Context, path string, s *Store, log *slog.Logger
 					log.Error("tokens file not reloaded; the tokens in force stay", "err", err)
 					continue
 				}
-				s.Swap(ts)
+				s.swap(ts)
 				log.Info("tokens file reloaded", "file", path, "tokens", ts.Len())
 			}
 		}

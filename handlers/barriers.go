@@ -27,73 +27,51 @@ type DoubleBarrierService interface {
 
 // RaiseBarrier is PUT /v1/barriers/{name}: 201 when raised now, 200 if it was up.
 func (a *API) RaiseBarrier() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		name, err := nameParam(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		created, err := a.Barriers.Raise(r.Context(), name)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		status := http.StatusOK
 		if created {
 			status = http.StatusCreated
 		}
 		writeJSON(w, status, recipes.BarrierState{Name: name, Raised: true})
+		return nil
 	})
 }
 
 // LowerBarrier is DELETE /v1/barriers/{name}.
-func (a *API) LowerBarrier() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		if err := a.Barriers.Lower(r.Context(), name); err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-}
+func (a *API) LowerBarrier() http.Handler { return a.nameAction(a.Barriers.Lower) }
 
 // WaitBarrier is POST /v1/barriers/{name}/wait?wait=.
 func (a *API) WaitBarrier() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var wait time.Duration
 		name, err := a.parse(r, &wait, nil)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		st, err := a.Barriers.Wait(r.Context(), name, wait)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, st)
+		return nil
 	})
 }
 
 // BarrierState is GET /v1/barriers/{name}, a blocking read.
 func (a *API) BarrierState() http.Handler {
-	return a.blockingRead(func(ctx context.Context, name string, index int64, wait time.Duration) (any, int64, error) {
-		st, err := a.Barriers.State(ctx, name, index, wait)
-		return st, st.Index, err
-	})
+	return blockingRead(a, a.Barriers.State, func(st recipes.BarrierState) int64 { return st.Index })
 }
 
 // ListBarriers is GET /v1/barriers: the barriers that are up.
-func (a *API) ListBarriers() http.Handler {
-	return a.list("barriers", func(ctx context.Context, p recipes.Page) (any, string, error) {
-		return a.Barriers.List(ctx, p)
-	})
-}
+func (a *API) ListBarriers() http.Handler { return list("barriers", a.Barriers.List) }
 
 type enterBody struct {
 	leaseRef
@@ -103,34 +81,29 @@ type enterBody struct {
 
 // EnterDoubleBarrier is POST /v1/double-barriers/{name}/enter?wait=.
 func (a *API) EnterDoubleBarrier() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var wait time.Duration
 		var body enterBody
 		name, err := a.parse(r, &wait, &body)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		if body.Member == "" || body.Count == nil {
-			WriteError(w, r, invalid("member and count are required"))
-			return
+			return invalid("member and count are required")
 		}
 		if *body.Count < 1 || *body.Count > recipes.MaxBarrierCount {
-			WriteError(w, r, invalid("count must be between 1 and %d", recipes.MaxBarrierCount))
-			return
+			return invalid("count must be between 1 and %d", recipes.MaxBarrierCount)
 		}
-		var st recipes.DoubleBarrierState
 		// A timed-out enter keeps its membership for a later enter to
 		// resume: a lease made for it stays too.
-		lease, err := a.actFor(r.Context(), body.leaseRef, func(lease *recipes.Lease) (err error) {
-			st, err = a.DoubleBarriers.Enter(r.Context(), lease, name, body.Member, *body.Count, wait)
-			return err
+		st, lease, err := actFor(a, r.Context(), body.leaseRef, func(lease *recipes.Lease) (recipes.DoubleBarrierState, error) {
+			return a.DoubleBarriers.Enter(r.Context(), lease, name, body.Member, *body.Count, wait)
 		}, func(err error) bool { return recipes.ErrorCode(err) == recipes.CodeTimeout })
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, enterAnswer{DoubleBarrierState: st, Lease: lease.ID})
+		return nil
 	})
 }
 
@@ -152,7 +125,7 @@ func withLease(err error, lease *recipes.Lease) error {
 
 // LeaveDoubleBarrier is POST /v1/double-barriers/{name}/leave?wait=.
 func (a *API) LeaveDoubleBarrier() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var wait time.Duration
 		var body struct {
 			Lease  string `json:"lease"`
@@ -160,38 +133,30 @@ func (a *API) LeaveDoubleBarrier() http.Handler {
 		}
 		name, err := a.parse(r, &wait, &body)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		if body.Member == "" {
-			WriteError(w, r, invalid("member is required"))
-			return
+			return invalid("member is required")
 		}
-		lease, _, err := a.resolve(r.Context(), leaseRef{Lease: body.Lease}, false)
+		lease, err := a.existingLease(r.Context(), body.Lease)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		st, err := a.DoubleBarriers.Leave(r.Context(), lease, name, body.Member, wait)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, st)
+		return nil
 	})
 }
 
 // DoubleBarrierState is GET /v1/double-barriers/{name}, a blocking read.
 func (a *API) DoubleBarrierState() http.Handler {
-	return a.blockingRead(func(ctx context.Context, name string, index int64, wait time.Duration) (any, int64, error) {
-		st, err := a.DoubleBarriers.State(ctx, name, index, wait)
-		return st, st.Index, err
-	})
+	return blockingRead(a, a.DoubleBarriers.State, func(st recipes.DoubleBarrierState) int64 { return st.Index })
 }
 
 // ListDoubleBarriers is GET /v1/double-barriers.
 func (a *API) ListDoubleBarriers() http.Handler {
-	return a.list("double_barriers", func(ctx context.Context, p recipes.Page) (any, string, error) {
-		return a.DoubleBarriers.List(ctx, p)
-	})
+	return list("double_barriers", a.DoubleBarriers.List)
 }

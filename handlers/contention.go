@@ -114,7 +114,7 @@ func (a *API) Contention(ctx context.Context, window string, limit int, caller *
 	}
 	deadlocks := a.ContentionFigures.Deadlocks(d)
 	var mu sync.Mutex
-	unreachable := a.askPeers(ctx, http.MethodGet, PeerContentionPath+"?window="+window, nil, requestID, func(body []byte) error {
+	unreachable := a.askPeers(ctx, peerQuery{method: http.MethodGet, uri: PeerContentionPath + "?window=" + window, requestID: requestID}, func(body []byte) error {
 		var doc peerContention
 		if err := json.Unmarshal(body, &doc); err != nil {
 			return fmt.Errorf("an answer that is not contention figures: %w", err)
@@ -152,20 +152,19 @@ func (a *API) Contention(ctx context.Context, window string, limit int, caller *
 
 // ListContention is GET /v1/contention?window=&limit=.
 func (a *API) ListContention() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		window, _, err := parseWindow(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		limit := 20
 		if s := r.URL.Query().Get("limit"); s != "" {
 			if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > maxContentionLimit {
-				WriteError(w, r, invalid("limit must be a whole number from 1 to %d", maxContentionLimit))
-				return
+				return invalid("limit must be a whole number from 1 to %d", maxContentionLimit)
 			}
 		}
 		writeJSON(w, http.StatusOK, a.Contention(r.Context(), window, limit, CallerOf(r.Context()), w.Header().Get("X-Request-Id")))
+		return nil
 	})
 }
 
@@ -192,7 +191,7 @@ func (a *API) NameContention(ctx context.Context, kind, name, window, requestID 
 	f, holds, waits := local.Figures, local.Holds, local.Waits
 	var mu sync.Mutex
 	uri := PeerContentionPath + "/" + kind + "/" + name + "?window=" + window
-	unreachable := a.askPeers(ctx, http.MethodGet, uri, nil, requestID, func(body []byte) error {
+	unreachable := a.askPeers(ctx, peerQuery{method: http.MethodGet, uri: uri, requestID: requestID}, func(body []byte) error {
 		var doc recipes.NameLog
 		if err := json.Unmarshal(body, &doc); err != nil {
 			return fmt.Errorf("an answer that is not a name's figures: %w", err)
@@ -224,91 +223,83 @@ func (a *API) LockStats() http.Handler { return a.nameStats(recipes.KindLock) }
 func (a *API) SemaphoreStats() http.Handler { return a.nameStats(recipes.KindSemaphore) }
 
 func (a *API) nameStats(kind string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		name, err := nameParam(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		window, _, err := parseWindow(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, a.NameContention(r.Context(), kind, name, window, w.Header().Get("X-Request-Id")))
+		return nil
 	})
 }
 
 // PeerContention is GET PeerContentionPath?window=: this gateway's own
 // figures, for another gateway to merge.
 func (a *API) PeerContention() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if PeerOf(r.Context()) == nil {
-			WriteError(w, r, Forbidden("only another gateway of this root may ask for this gateway's own figures"))
-			return
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		if err := peersOnly(r, "ask for this gateway's own figures"); err != nil {
+			return err
 		}
 		_, d, err := parseWindow(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, peerContention{Names: a.ContentionFigures.Figures(d, nil), Deadlocks: a.ContentionFigures.Deadlocks(d)})
+		return nil
 	})
 }
 
 // PeerNameContention is GET PeerContentionPath/{kind}/{name}?window=: this
 // gateway's own log of one name.
 func (a *API) PeerNameContention() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if PeerOf(r.Context()) == nil {
-			WriteError(w, r, Forbidden("only another gateway of this root may ask for this gateway's own figures"))
-			return
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		if err := peersOnly(r, "ask for this gateway's own figures"); err != nil {
+			return err
 		}
 		kind := chi.URLParam(r, "kind")
 		if kind != recipes.KindLock && kind != recipes.KindSemaphore {
-			WriteError(w, r, invalid("kind must be lock or semaphore"))
-			return
+			return invalid("kind must be lock or semaphore")
 		}
 		name, err := nameParam(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		_, d, err := parseWindow(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, a.ContentionFigures.Name(kind, name, d))
+		return nil
 	})
 }
 
 // PeerWaits is POST PeerWaitsPath: what this gateway's leases among those
 // asked about hold and wait for, for another gateway's deadlock check.
 func (a *API) PeerWaits() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if PeerOf(r.Context()) == nil {
-			WriteError(w, r, Forbidden("only another gateway of this root may ask what its leases wait for"))
-			return
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		if err := peersOnly(r, "ask what its leases wait for"); err != nil {
+			return err
 		}
 		var body struct {
 			Leases []string `json:"leases"`
 		}
 		if err := decodeJSON(r, &body); err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		if len(body.Leases) > maxWaitsAsked {
-			WriteError(w, r, invalid("at most %d leases at once", maxWaitsAsked))
-			return
+			return invalid("at most %d leases at once", maxWaitsAsked)
 		}
 		for _, id := range body.Leases {
 			if err := validLeaseID(id); err != nil {
-				WriteError(w, r, err)
-				return
+				return err
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"leases": a.Holds.PartyHolds(body.Leases)})
+		return nil
 	})
 }
 
@@ -329,7 +320,7 @@ func (p waitPeers) Holds(ctx context.Context, leases []string) (map[string]recip
 		return out, err
 	}
 	var mu sync.Mutex
-	unreachable := p.a.askPeers(ctx, http.MethodPost, PeerWaitsPath, body, "", func(answer []byte) error {
+	unreachable := p.a.askPeers(ctx, peerQuery{method: http.MethodPost, uri: PeerWaitsPath, body: body}, func(answer []byte) error {
 		var doc struct {
 			Leases []recipes.PartyHolds `json:"leases"`
 		}
@@ -347,60 +338,4 @@ func (p waitPeers) Holds(ctx context.Context, leases []string) (map[string]recip
 		err = fmt.Errorf("%d gateways did not tell their leases' holds (the first: %s: %s)", len(unreachable), unreachable[0].Gateway, unreachable[0].Error)
 	}
 	return out, err
-}
-
-// askPeers sends one request to every other registered gateway at once,
-// each bounded by peerTimeout, with this gateway's proof, and gives take
-// the body of each 200 answer (concurrently); it returns the gateways
-// that did not answer, or whose answer take refused. Only registrations
-// that check out are asked (see recipes.Service.Gateways).
-func (a *API) askPeers(ctx context.Context, method, uri string, body []byte, requestID string, take func(body []byte) error) []unreachableGateway {
-	if a.Gateways == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
-	defer cancel()
-	gws, err := a.Gateways.Gateways(ctx)
-	if err != nil {
-		return []unreachableGateway{{Gateway: "*", Error: "the gateways could not be listed: " + string(recipes.ErrorCode(err))}}
-	}
-	contentType := ""
-	if body != nil {
-		contentType = "application/json"
-	}
-	var (
-		mu          sync.Mutex
-		wg          sync.WaitGroup
-		unreachable []unreachableGateway
-	)
-	for _, g := range gws {
-		if g.ID == a.Gateways.GatewayID() {
-			continue
-		}
-		wg.Go(func() {
-			err := func() error {
-				answer, err := a.Peers.ask(ctx, recipes.Keeper{Gateway: g.ID, Advertise: g.Advertise}, method, uri, contentType, requestID, "", body)
-				var e *recipes.Error
-				switch {
-				case errors.As(err, &e) && e.Err != nil:
-					return fmt.Errorf("%s: %w", e.Detail, e.Err)
-				case err != nil:
-					return err
-				case answer.status == http.StatusMisdirectedRequest:
-					return nil // gone: another gateway serves its address, and answers for itself
-				case answer.status != http.StatusOK:
-					return fmt.Errorf("answered %d %s", answer.status, http.StatusText(answer.status))
-				}
-				return take(answer.body)
-			}()
-			if err != nil {
-				mu.Lock()
-				unreachable = append(unreachable, unreachableGateway{Gateway: g.ID, Advertise: g.Advertise, Error: err.Error()})
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	slices.SortFunc(unreachable, func(x, y unreachableGateway) int { return cmp.Compare(x.Gateway, y.Gateway) })
-	return unreachable
 }

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -49,20 +48,16 @@ func (e *elsewhere) Unwrap() error { return e.err }
 
 // forward passes r, whose JSON body decodeJSON kept, to the gateway that
 // keeps the lease, with this gateway's proof and the caller's name (never
-// the client's secret), and relays its answer once proven. It reports
-// false when r may not be forwarded: it was forwarded already.
-func forward(w http.ResponseWriter, r *http.Request, e *elsewhere) bool {
-	if PeerOf(r.Context()) != nil {
-		return false
-	}
+// the client's secret), and relays its answer once proven. It returns the
+// problem to answer instead when the request cannot be passed on, or the
+// keeper is gone.
+func (e *elsewhere) forward(w http.ResponseWriter, r *http.Request) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxPeerBody+1))
 	switch {
 	case err != nil:
-		WriteError(w, r, invalid("could not read the body: %v", err))
-		return true
+		return invalid("could not read the body: %v", err)
 	case len(body) > maxPeerBody:
-		WriteError(w, r, recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", maxPeerBody))
-		return true
+		return recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", maxPeerBody)
 	}
 	caller := ""
 	if c := CallerOf(r.Context()); c != nil {
@@ -71,17 +66,15 @@ func forward(w http.ResponseWriter, r *http.Request, e *elsewhere) bool {
 	answer, err := e.via.ask(r.Context(), e.keeper, r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"),
 		w.Header().Get("X-Request-Id"), caller, body)
 	if err != nil {
-		WriteError(w, r, err)
-		return true
+		return err
 	}
 	if answer.status == http.StatusMisdirectedRequest {
 		// Another gateway serves the keeper's address now: the keeper is
 		// gone, and its leases with it (an address names one gateway).
 		w.Header().Set(servedByHeader, e.keeper.Advertise)
-		WriteError(w, r, &recipes.Error{Code: recipes.CodeLeaseExpired, Extra: map[string]any{"reason": recipes.EndSessionLost},
+		return &recipes.Error{Code: recipes.CodeLeaseExpired, Extra: map[string]any{"reason": recipes.EndSessionLost},
 			Detail: fmt.Sprintf("lease %q has ended: %s (its gateway %s at %s is gone; another gateway serves that address now)",
-				e.lease, recipes.EndSessionLost, e.keeper.Gateway, e.keeper.Advertise)})
-		return true
+				e.lease, recipes.EndSessionLost, e.keeper.Gateway, e.keeper.Advertise)}
 	}
 	h := w.Header()
 	// The keeper's answer says when its own leases end, on its own clock:
@@ -100,10 +93,19 @@ func forward(w http.ResponseWriter, r *http.Request, e *elsewhere) bool {
 	}
 	w.WriteHeader(answer.status)
 	_, _ = w.Write(answer.body)
-	return true
+	return nil
 }
 
-func asElsewhere(err error) (*elsewhere, bool) {
-	var e *elsewhere
-	return e, errors.As(err, &e)
+// problem is the answer about a lease kept elsewhere to a request that is
+// not passed on: one forwarded here already, for a lease kept by a third
+// gateway. The forwarder's view of the records is behind this one's (or
+// the lease was handed over from here a moment ago); the lease lives, so
+// the client should ask again. h gets where the lease went when this
+// gateway drains.
+func (e *elsewhere) problem(h http.Header) *recipes.Error {
+	if e.moved {
+		h.Set(MovedToHeader, e.via.baseURL(e.keeper.Advertise))
+	}
+	return &recipes.Error{Code: recipes.CodeUnavailable, Detail: fmt.Sprintf(
+		"lease %q is kept by gateway %s now, which the forwarding gateway had not seen yet; retry", e.lease, e.keeper.Gateway)}
 }

@@ -78,53 +78,56 @@ func (p *Peers) SendHandover(ctx context.Context, k recipes.Keeper, h *recipes.H
 // sessions. Only a gateway that proved itself may; a draining gateway
 // takes none.
 func (a *API) TakeHandover() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		received := time.Now()
-		pc := PeerOf(r.Context())
-		switch {
-		case pc == nil:
-			WriteError(w, r, Forbidden("only another gateway of this root may hand leases over"))
-			return
-		case a.Adopt == nil || a.draining():
-			WriteError(w, r, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "this gateway takes no handover now"})
-			return
+		if err := peersOnly(r, "hand leases over"); err != nil {
+			return err
 		}
-		var wire handoverWire
-		if err := decodeJSON(r, &wire); err != nil {
-			WriteError(w, r, err)
-			return
+		if a.Adopt == nil || a.draining() {
+			return &recipes.Error{Code: recipes.CodeUnavailable, Detail: "this gateway takes no handover now"}
 		}
-		if wire.From != pc.Gateway {
-			WriteError(w, r, Forbidden("a handover of gateway %q's session sent by gateway %q", wire.From, pc.Gateway))
-			return
+		h, err := a.openHandover(r, received)
+		if err != nil {
+			return err
 		}
-		h := &recipes.Handover{From: wire.From, Leases: wire.Leases, Received: received}
-		h.Session.ID = wire.Session.ID
-		switch {
-		case a.Peers.secret != nil:
-			pw, err := a.Peers.secret.Open(wire.Session.Sealed, sealContext(wire.Session.ID, wire.From, a.Peers.self))
-			if err != nil {
-				WriteError(w, r, Forbidden("a handover whose session password does not open with --peer-secret-file"))
-				return
-			}
-			h.Session.Password = pw
-		default:
-			h.Session.Password = wire.Session.Password
-		}
-		if h.Session.ID == 0 || len(h.Session.Password) == 0 {
-			WriteError(w, r, invalid("a handover names a session and its password"))
-			return
-		}
-		err := a.Adopt(r.Context(), h)
+		err = a.Adopt(r.Context(), h)
 		if errors.Is(err, recipes.ErrSessionGone) {
-			WriteError(w, r, &recipes.Error{Code: recipes.CodeLeaseExpired, Extra: map[string]any{"reason": recipes.EndSessionLost},
-				Detail: "the session handed over has expired: its leases are gone"})
-			return
+			return &recipes.Error{Code: recipes.CodeLeaseExpired, Extra: map[string]any{"reason": recipes.EndSessionLost},
+				Detail: "the session handed over has expired: its leases are gone"}
 		}
 		if err != nil {
-			WriteError(w, r, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the handover could not be taken: " + err.Error()})
-			return
+			return &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the handover could not be taken: " + err.Error()}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"leases": len(h.Leases)})
+		return nil
 	})
+}
+
+// openHandover reads the handover in r's body, sent by the proven peer of
+// r, and opens its session's password.
+func (a *API) openHandover(r *http.Request, received time.Time) (*recipes.Handover, error) {
+	pc := PeerOf(r.Context())
+	var wire handoverWire
+	if err := decodeJSON(r, &wire); err != nil {
+		return nil, err
+	}
+	if wire.From != pc.Gateway {
+		return nil, Forbidden("a handover of gateway %q's session sent by gateway %q", wire.From, pc.Gateway)
+	}
+	h := &recipes.Handover{From: wire.From, Leases: wire.Leases, Received: received}
+	h.Session.ID = wire.Session.ID
+	switch {
+	case a.Peers.secret != nil:
+		pw, err := a.Peers.secret.Open(wire.Session.Sealed, sealContext(wire.Session.ID, wire.From, a.Peers.self))
+		if err != nil {
+			return nil, Forbidden("a handover whose session password does not open with --peer-secret-file")
+		}
+		h.Session.Password = pw
+	default:
+		h.Session.Password = wire.Session.Password
+	}
+	if h.Session.ID == 0 || len(h.Session.Password) == 0 {
+		return nil, invalid("a handover names a session and its password")
+	}
+	return h, nil
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -127,8 +126,9 @@ func (a *API) leaseParam(r *http.Request) (*recipes.Lease, error) {
 	return a.lookup(id)
 }
 
-// lookup finds a lease; one owned by another gateway is an error that
-// WriteError answers by forwarding the request to that gateway.
+// lookup finds a lease; one kept by another gateway is an elsewhere error,
+// which the route's handler answers by forwarding the request to that
+// gateway (see handler.ServeHTTP).
 func (a *API) lookup(id string) (*recipes.Lease, error) {
 	l, err := a.Leases.Get(id)
 	if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
@@ -143,68 +143,84 @@ func (a *API) lookup(id string) (*recipes.Lease, error) {
 	return l, err
 }
 
+// leaseByID reads the {id} of a route that acts on a lease by its id (a
+// keepalive, a revoke), and returns the lease when this gateway keeps it
+// (nil when it does not), once the caller may use it.
+func (a *API) leaseByID(r *http.Request) (string, *recipes.Lease, error) {
+	id := chi.URLParam(r, "id")
+	if err := validLeaseID(id); err != nil {
+		return "", nil, err
+	}
+	l, ok := a.Leases.Lookup(id)
+	if !ok {
+		return id, nil, nil
+	}
+	return id, l, a.mayUse(r.Context(), l)
+}
+
+// keptElsewhere is err, an action's on lease id, or when this gateway
+// does not know the lease, what the other gateways know of it (see
+// lookup).
+func (a *API) keptElsewhere(id string, err error) error {
+	if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
+		_, err = a.lookup(id)
+	}
+	return err
+}
+
 // CreateLease is POST /v1/leases.
 func (a *API) CreateLease() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var body leaseBody
 		if err := decodeJSON(r, &body); err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		l, err := a.Leases.Grant(r.Context(), body.spec(ownerOf(r.Context())))
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
-		info := l.Info()
 		w.Header().Set("Location", "/v1/leases/"+l.ID)
-		stampTime(w.Header())
-		writeJSON(w, http.StatusCreated, info)
+		writeLease(w, http.StatusCreated, l)
+		return nil
 	})
+}
+
+// writeLease answers with lease l as it is, stamped with this gateway's
+// clock (see TimeHeader).
+func writeLease(w http.ResponseWriter, status int, l *recipes.Lease) {
+	info := l.Info()
+	stampTime(w.Header())
+	writeJSON(w, status, info)
 }
 
 // KeepAlive is POST /v1/leases/{id}/keepalive.
 func (a *API) KeepAlive() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := chi.URLParam(r, "id")
-		if err := validLeaseID(id); err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		if l, ok := a.Leases.Lookup(id); ok {
-			if err := a.mayUse(r.Context(), l); err != nil {
-				WriteError(w, r, err)
-				return
-			}
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		id, _, err := a.leaseByID(r)
+		if err != nil {
+			return err
 		}
 		l, err := a.Leases.KeepAlive(id)
-		if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
-			_, err = a.lookup(id)
+		if err = a.keptElsewhere(id, err); err != nil {
+			return err
 		}
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		info := l.Info()
-		stampTime(w.Header())
-		writeJSON(w, http.StatusOK, info)
+		writeLease(w, http.StatusOK, l)
+		return nil
 	})
 }
 
 // GetLease is GET /v1/leases/{id}: the lease and what it holds.
 func (a *API) GetLease() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		l, err := a.leaseParam(r)
 		if err == nil {
 			err = a.mayRead(r.Context(), l)
 		}
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
-		info := l.Info()
-		stampTime(w.Header())
-		writeJSON(w, http.StatusOK, info)
+		writeLease(w, http.StatusOK, l)
+		return nil
 	})
 }
 
@@ -214,16 +230,14 @@ func (a *API) GetLease() http.Handler {
 // gateway's only. A gateway that does not answer in time is named under
 // "unreachable".
 func (a *API) ListLeases() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		scope := r.URL.Query().Get("scope")
 		if scope != "" && scope != "gateway" && scope != "all" {
-			WriteError(w, r, invalid("scope must be gateway or all"))
-			return
+			return invalid("scope must be gateway or all")
 		}
 		p, err := pageOf(r, "leases")
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		out := []recipes.LeaseInfo{}
 		c := CallerOf(r.Context())
@@ -237,7 +251,7 @@ func (a *API) ListLeases() http.Handler {
 		if scope == "gateway" || PeerOf(r.Context()) != nil || a.Gateways == nil {
 			page, next := leasePage(out, p, false)
 			writeJSON(w, http.StatusOK, pageDoc("leases", page, next))
-			return
+			return nil
 		}
 		others, more, unreachable := a.peerLeases(r, w.Header().Get("X-Request-Id"))
 		page, next := leasePage(append(out, others...), p, more)
@@ -246,6 +260,7 @@ func (a *API) ListLeases() http.Handler {
 			doc["unreachable"] = unreachable
 		}
 		writeJSON(w, http.StatusOK, doc)
+		return nil
 	})
 }
 
@@ -268,28 +283,10 @@ func leasePage(leases []recipes.LeaseInfo, p recipes.Page, more bool) ([]recipes
 	return page, ""
 }
 
-// peerTimeout bounds the asking of the other gateways for their leases.
-const peerTimeout = 2 * time.Second
-
-// unreachableGateway is a gateway that did not list its leases.
-type unreachableGateway struct {
-	Gateway   string `json:"gateway"`
-	Advertise string `json:"advertise"`
-	Error     string `json:"error"`
-}
-
 // peerLeases asks every other registered gateway for the page of its own
-// leases that r asks for, at once, each bounded by peerTimeout, as the
-// caller (see Peers); more says that one of them has more after that page.
-// Only registrations that check out are listed (see
-// recipes.Service.Gateways).
+// leases that r asks for, as the caller (see Peers); more says that one of
+// them has more after that page.
 func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo, bool, []unreachableGateway) {
-	ctx, cancel := context.WithTimeout(r.Context(), peerTimeout)
-	defer cancel()
-	gws, err := a.Gateways.Gateways(ctx)
-	if err != nil {
-		return nil, false, []unreachableGateway{{Gateway: "*", Error: "the gateways could not be listed: " + string(recipes.ErrorCode(err))}}
-	}
 	caller := ""
 	if c := CallerOf(r.Context()); c != nil {
 		caller = c.Name
@@ -301,89 +298,44 @@ func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo
 		}
 	}
 	var (
-		mu          sync.Mutex
-		wg          sync.WaitGroup
-		leases      []recipes.LeaseInfo
-		more        bool
-		unreachable []unreachableGateway
+		mu     sync.Mutex
+		leases []recipes.LeaseInfo
+		more   bool
 	)
-	for _, g := range gws {
-		if g.ID == a.Gateways.GatewayID() {
-			continue
+	q := peerQuery{method: http.MethodGet, uri: "/v1/leases?" + query.Encode(), requestID: requestID, caller: caller}
+	unreachable := a.askPeers(r.Context(), q, func(body []byte) error {
+		var doc struct {
+			Leases []recipes.LeaseInfo `json:"leases"`
+			Next   string              `json:"next"`
 		}
-		wg.Go(func() {
-			got, next, err := a.Peers.leasesOf(ctx, recipes.Keeper{Gateway: g.ID, Advertise: g.Advertise}, query, caller, requestID)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				unreachable = append(unreachable, unreachableGateway{Gateway: g.ID, Advertise: g.Advertise, Error: err.Error()})
-				return
-			}
-			leases = append(leases, got...)
-			more = more || next
-		})
-	}
-	wg.Wait()
-	slices.SortFunc(unreachable, func(x, y unreachableGateway) int { return cmp.Compare(x.Gateway, y.Gateway) })
+		if err := json.Unmarshal(body, &doc); err != nil {
+			return fmt.Errorf("an answer that is not a lease list: %w", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		leases = append(leases, doc.Leases...)
+		more = more || doc.Next != ""
+		return nil
+	})
 	return leases, more, unreachable
-}
-
-// leasesOf lists a page of the leases of gateway k (query: its ?limit= and
-// ?after=), the way requests are forwarded to it; next says that more
-// follow.
-func (p *Peers) leasesOf(ctx context.Context, k recipes.Keeper, query url.Values, caller, requestID string) ([]recipes.LeaseInfo, bool, error) {
-	answer, err := p.ask(ctx, k, http.MethodGet, "/v1/leases?"+query.Encode(), "", requestID, caller, nil)
-	if err != nil {
-		var e *recipes.Error
-		if errors.As(err, &e) && e.Err != nil {
-			return nil, false, fmt.Errorf("%s: %w", e.Detail, e.Err)
-		}
-		return nil, false, err
-	}
-	switch answer.status {
-	case http.StatusOK:
-	case http.StatusMisdirectedRequest:
-		return nil, false, nil // gone: another gateway serves its address, and lists its own leases
-	default:
-		return nil, false, fmt.Errorf("answered %d %s", answer.status, http.StatusText(answer.status))
-	}
-	var doc struct {
-		Leases []recipes.LeaseInfo `json:"leases"`
-		Next   string              `json:"next"`
-	}
-	if err := json.Unmarshal(answer.body, &doc); err != nil {
-		return nil, false, fmt.Errorf("an answer that is not a lease list: %w", err)
-	}
-	return doc.Leases, doc.Next != "", nil
 }
 
 // RevokeLease is DELETE /v1/leases/{id}: all it held is released first.
 func (a *API) RevokeLease() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := chi.URLParam(r, "id")
-		if err := validLeaseID(id); err != nil {
-			WriteError(w, r, err)
-			return
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		id, l, err := a.leaseByID(r)
+		if err != nil {
+			return err
 		}
 		revoke := a.Leases.Revoke
-		if l, ok := a.Leases.Lookup(id); ok {
-			if err := a.mayUse(r.Context(), l); err != nil {
-				WriteError(w, r, err)
-				return
-			}
-			if c := CallerOf(r.Context()); c != nil && l.Owner != c.Name {
-				revoke = a.Leases.Terminate // an admin's: not a release by its client
-			}
+		if c := CallerOf(r.Context()); l != nil && c != nil && l.Owner != c.Name {
+			revoke = a.Leases.Terminate // an admin's: not a release by its client
 		}
-		err := revoke(id)
-		if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
-			_, err = a.lookup(id)
-		}
-		if err != nil {
-			WriteError(w, r, err)
-			return
+		if err := a.keptElsewhere(id, revoke(id)); err != nil {
+			return err
 		}
 		w.WriteHeader(http.StatusNoContent)
+		return nil
 	})
 }
 
@@ -427,22 +379,30 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 	return l, err == nil, err
 }
 
+// existingLease is the lease of id that a request acts for (a release, a
+// leave, an ack): never one made for it.
+func (a *API) existingLease(ctx context.Context, id string) (*recipes.Lease, error) {
+	l, _, err := a.resolve(ctx, leaseRef{Lease: id}, false)
+	return l, err
+}
+
 // actFor runs act for the lease ref names, or for one it makes when ref
-// names none (and gives ttl and holder instead). A lease made for this
-// request is revoked again when act fails, unless keep says the failure
-// leaves it holding something the client will come back for; then the
-// problem tells the client its id.
-func (a *API) actFor(ctx context.Context, ref leaseRef, act func(*recipes.Lease) error, keep func(error) bool) (*recipes.Lease, error) {
+// names none (and gives ttl and holder instead), and returns what act
+// gives and the lease. A lease made for this request is revoked again when
+// act fails, unless keep says the failure leaves it holding something the
+// client will come back for; then the problem tells the client its id.
+func actFor[T any](a *API, ctx context.Context, ref leaseRef, act func(*recipes.Lease) (T, error), keep func(error) bool) (T, *recipes.Lease, error) {
+	var got T
 	lease, implicit, err := a.resolve(ctx, ref, true)
 	if err != nil {
-		return nil, err
+		return got, nil, err
 	}
-	err = act(lease)
+	got, err = act(lease)
 	if err != nil && implicit {
 		if keep != nil && keep(err) {
-			return lease, withLease(err, lease)
+			return got, lease, withLease(err, lease)
 		}
 		_ = a.Leases.Revoke(lease.ID)
 	}
-	return lease, err
+	return got, lease, err
 }

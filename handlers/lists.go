@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -62,23 +61,6 @@ func decodeCursor(list, s string) (string, error) {
 		return "", bad
 	}
 	return key, nil
-}
-
-// list serves GET /v1/<kind> a page at a time: {"<kind>":[...],"next":cursor}.
-func (a *API) list(key string, fn func(ctx context.Context, p recipes.Page) (any, string, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := pageOf(r, key)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		out, next, err := fn(r.Context(), p)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, pageDoc(key, out, next))
-	})
 }
 
 // pageDoc is the answer of one page: its items under key, and the cursor

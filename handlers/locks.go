@@ -25,28 +25,24 @@ type acquireBody struct {
 
 // AcquireLock is POST /v1/locks/{name}/acquire?wait=.
 func (a *API) AcquireLock() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var wait time.Duration
 		var body acquireBody
 		name, err := a.parse(r, &wait, &body)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		if _, err := recipes.ValidMode(body.Mode); err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		var grant recipes.LockGrant
-		_, err = a.actFor(r.Context(), body.leaseRef, func(lease *recipes.Lease) (err error) {
-			grant, err = a.Locks.Acquire(r.Context(), lease, name, body.Mode, wait)
 			return err
+		}
+		grant, _, err := actFor(a, r.Context(), body.leaseRef, func(lease *recipes.Lease) (recipes.LockGrant, error) {
+			return a.Locks.Acquire(r.Context(), lease, name, body.Mode, wait)
 		}, nil)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, grant)
+		return nil
 	})
 }
 
@@ -57,74 +53,66 @@ type releaseBody struct {
 
 // ReleaseLock is POST /v1/locks/{name}/release.
 func (a *API) ReleaseLock() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var body releaseBody
 		name, err := a.parse(r, nil, &body)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
-		lease, _, err := a.resolve(r.Context(), leaseRef{Lease: body.Lease}, false)
+		lease, err := a.existingLease(r.Context(), body.Lease)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		if err := a.Locks.Release(r.Context(), lease, name, body.Mode); err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		w.WriteHeader(http.StatusNoContent)
+		return nil
 	})
 }
 
 // LockState is GET /v1/locks/{name}, a blocking read.
 func (a *API) LockState() http.Handler {
-	return a.blockingRead(func(ctx context.Context, name string, index int64, wait time.Duration) (any, int64, error) {
-		st, err := a.Locks.State(ctx, name, index, wait)
-		return st, st.Index, err
-	})
+	return blockingRead(a, a.Locks.State, func(st recipes.LockState) int64 { return st.Index })
 }
 
 // ListLocks is GET /v1/locks?prefix=, a page at a time.
 func (a *API) ListLocks() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		prefix := r.URL.Query().Get("prefix")
 		if prefix != "" {
 			if err := recipes.ValidName(prefix); err != nil {
-				WriteError(w, r, invalid("prefix: %s", err.(*recipes.Error).Detail))
-				return
+				return invalid("prefix: %s", err.(*recipes.Error).Detail)
 			}
 		}
-		a.list("locks", func(ctx context.Context, p recipes.Page) (any, string, error) {
+		list("locks", func(ctx context.Context, p recipes.Page) ([]recipes.LockSummary, string, error) {
 			return a.Locks.List(ctx, prefix, p)
 		}).ServeHTTP(w, r)
+		return nil
 	})
 }
 
 // Fence is GET /v1/locks/{name}/fence?token=N.
 func (a *API) Fence() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		name, err := nameParam(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		token, err := strconv.ParseInt(r.URL.Query().Get("token"), 10, 64)
 		if err != nil || token <= 0 {
-			WriteError(w, r, invalid("token must be a positive integer"))
-			return
+			return invalid("token must be a positive integer")
 		}
 		ok, err := a.Locks.Fence(r.Context(), name, token)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		if !ok {
-			WriteError(w, r, &recipes.Error{Code: recipes.CodeStaleToken,
+			return &recipes.Error{Code: recipes.CodeStaleToken,
 				Detail: "token " + strconv.FormatInt(token, 10) + " is not held on lock " + strconv.Quote(name),
-				Extra:  map[string]any{"token": token}})
-			return
+				Extra:  map[string]any{"token": token}}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"name": name, "token": token, "current": true})
+		return nil
 	})
 }

@@ -135,6 +135,15 @@ func PeerOf(ctx context.Context) *PeerCall {
 	return pc
 }
 
+// peersOnly refuses a request that is not a proven call of another
+// gateway, on a route of the gateways alone: only one may do what.
+func peersOnly(r *http.Request, what string) error {
+	if PeerOf(r.Context()) == nil {
+		return Forbidden("only another gateway of this root may %s", what)
+	}
+	return nil
+}
+
 // proof is the content of ForwardedHeader.
 type proof struct {
 	from, to, caller, nonce, mac string

@@ -1,12 +1,16 @@
 // Package handlers turns HTTP requests into calls of the recipes and their
 // results into JSON or RFC 9457 problem documents. It never touches
-// ZooKeeper itself.
+// ZooKeeper itself. Each route is a handler that returns its error
+// (handler.go): a request for a lease another gateway keeps is passed on
+// to that gateway (forward.go), and any other error is written by
+// WriteError, whose statusOf is the one map of error codes to statuses.
+// A request reaches the other gateways only with this gateway's proof
+// (peer.go).
 package handlers
 
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -80,19 +84,12 @@ var titles = map[recipes.Code]string{
 
 // WriteError writes err as application/problem+json. Internal errors are
 // logged with the request id, and the client sees only "internal error".
+// It only writes: a request about a lease another gateway keeps is passed
+// on by the route's handler (see handler.ServeHTTP) before any error is
+// written, so such an error here is one not passed on.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	if ew, ok := asElsewhere(err); ok {
-		if forward(w, r, ew) {
-			return
-		}
-		// Forwarded here, yet kept by a third gateway: the forwarder's
-		// view of the records is behind this one's (or the lease was
-		// handed over from here a moment ago). The lease lives: ask again.
-		if ew.moved {
-			w.Header().Set(MovedToHeader, ew.via.baseURL(ew.keeper.Advertise))
-		}
-		err = &recipes.Error{Code: recipes.CodeUnavailable, Detail: fmt.Sprintf(
-			"lease %q is kept by gateway %s now, which the forwarding gateway had not seen yet; retry", ew.lease, ew.keeper.Gateway)}
+	if ew, ok := keeperElsewhere(err); ok {
+		err = ew.problem(w.Header())
 	}
 	var limit *LimitError
 	if errors.As(err, &limit) {

@@ -25,46 +25,30 @@ type QueueService interface {
 }
 
 // DeleteQueue is DELETE /v1/queues/{name}: removes an empty queue.
-func (a *API) DeleteQueue() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := nameParam(r)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		if err := a.Queues.Delete(r.Context(), name); err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-}
+func (a *API) DeleteQueue() http.Handler { return a.nameAction(a.Queues.Delete) }
 
 // Produce is POST /v1/queues/{name}/items?priority=: the body is the item.
 func (a *API) Produce() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		name, err := nameParam(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		priority, err := parsePriority(r.URL.Query().Get("priority"))
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		data, err := io.ReadAll(r.Body)
 		if err != nil {
-			WriteError(w, r, bodyError(err, "an item may hold at most %d bytes", "could not read the item"))
-			return
+			return bodyError(err, "an item may hold at most %d bytes", "could not read the item")
 		}
 		item, err := a.Queues.Produce(r.Context(), name, data, priority)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		w.Header().Set("Location", "/v1/queues/"+name+"/items/"+item.ID)
 		writeJSON(w, http.StatusCreated, item)
+		return nil
 	})
 }
 
@@ -93,83 +77,75 @@ func writeItem(w http.ResponseWriter, t recipes.Taken) {
 
 // Take is POST /v1/queues/{name}/take?wait=: at-most-once.
 func (a *API) Take() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var wait time.Duration
 		name, err := a.parse(r, &wait, nil)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		t, err := a.Queues.Take(r.Context(), name, wait)
-		if recipes.IsEmpty(err) {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		writeItem(w, t)
+		return writeTaken(w, t, err)
 	})
 }
 
 // Claim is POST /v1/queues/{name}/claim?wait=: at-least-once.
 func (a *API) Claim() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var wait time.Duration
 		var body leaseRef
 		name, err := a.parse(r, &wait, &body)
 		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		var t recipes.Taken
-		lease, err := a.actFor(r.Context(), body, func(lease *recipes.Lease) (err error) {
-			t, err = a.Queues.Claim(r.Context(), lease, name, wait)
 			return err
+		}
+		t, lease, err := actFor(a, r.Context(), body, func(lease *recipes.Lease) (recipes.Taken, error) {
+			return a.Queues.Claim(r.Context(), lease, name, wait)
 		}, nil)
-		if recipes.IsEmpty(err) {
-			w.WriteHeader(http.StatusNoContent)
-			return
+		if err == nil {
+			w.Header().Set("X-Zkgate-Lease", lease.ID)
 		}
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		w.Header().Set("X-Zkgate-Lease", lease.ID)
-		writeItem(w, t)
+		return writeTaken(w, t, err)
 	})
 }
 
-func (a *API) itemAction(fn func(ctx context.Context, lease *recipes.Lease, name, id string) error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// writeTaken answers what a take or a claim gave: the item, or 204 when
+// the queue stayed empty, or the error.
+func writeTaken(w http.ResponseWriter, t recipes.Taken, err error) error {
+	if recipes.IsEmpty(err) {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	writeItem(w, t)
+	return nil
+}
+
+func (a *API) itemAction(act func(ctx context.Context, lease *recipes.Lease, name, id string) error) http.Handler {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		name, err := nameParam(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		id := chi.URLParam(r, "id")
 		if _, _, err := recipes.ParseItemID(id); err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		var body struct {
 			Lease string `json:"lease"`
 		}
 		if err := decodeJSON(r, &body); err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
-		lease, _, err := a.resolve(r.Context(), leaseRef{Lease: body.Lease}, false)
+		lease, err := a.existingLease(r.Context(), body.Lease)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
-		if err := fn(r.Context(), lease, name, id); err != nil {
-			WriteError(w, r, err)
-			return
+		if err := act(r.Context(), lease, name, id); err != nil {
+			return err
 		}
 		w.WriteHeader(http.StatusNoContent)
+		return nil
 	})
 }
 
@@ -181,43 +157,37 @@ func (a *API) Nack() http.Handler { return a.itemAction(a.Queues.Nack) }
 
 // Peek is GET /v1/queues/{name}/items/{id}.
 func (a *API) Peek() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		name, err := nameParam(r)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		t, err := a.Queues.Peek(r.Context(), name, chi.URLParam(r, "id"))
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeItem(w, t)
+		return nil
 	})
 }
 
 // QueueState is GET /v1/queues/{name}?head=&index=&wait=, a blocking read.
 func (a *API) QueueState() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		head := 10
 		if s := r.URL.Query().Get("head"); s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 0 || n > recipes.MaxQueueHead {
-				WriteError(w, r, invalid("head must be a whole number from 0 to %d", recipes.MaxQueueHead))
-				return
+				return invalid("head must be a whole number from 0 to %d", recipes.MaxQueueHead)
 			}
 			head = n
 		}
-		a.blockingRead(func(ctx context.Context, name string, index int64, wait time.Duration) (any, int64, error) {
-			st, err := a.Queues.State(ctx, name, head, index, wait)
-			return st, st.Index, err
-		}).ServeHTTP(w, r)
+		blockingRead(a, func(ctx context.Context, name string, index int64, wait time.Duration) (recipes.QueueState, error) {
+			return a.Queues.State(ctx, name, head, index, wait)
+		}, func(st recipes.QueueState) int64 { return st.Index }).ServeHTTP(w, r)
+		return nil
 	})
 }
 
 // ListQueues is GET /v1/queues.
-func (a *API) ListQueues() http.Handler {
-	return a.list("queues", func(ctx context.Context, p recipes.Page) (any, string, error) {
-		return a.Queues.List(ctx, p)
-	})
-}
+func (a *API) ListQueues() http.Handler { return list("queues", a.Queues.List) }

@@ -17,11 +17,7 @@ type SemaphoreService interface {
 }
 
 // ListSemaphores is GET /v1/semaphores.
-func (a *API) ListSemaphores() http.Handler {
-	return a.list("semaphores", func(ctx context.Context, p recipes.Page) (any, string, error) {
-		return a.Semaphores.List(ctx, p)
-	})
-}
+func (a *API) ListSemaphores() http.Handler { return list("semaphores", a.Semaphores.List) }
 
 type semAcquireBody struct {
 	leaseRef
@@ -30,32 +26,27 @@ type semAcquireBody struct {
 
 // AcquireSemaphore is POST /v1/semaphores/{name}/acquire?wait=.
 func (a *API) AcquireSemaphore() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var wait time.Duration
 		var body semAcquireBody
 		name, err := a.parse(r, &wait, &body)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		if body.Limit == nil {
-			WriteError(w, r, invalid("limit is required"))
-			return
+			return invalid("limit is required")
 		}
 		if *body.Limit < 1 || *body.Limit > recipes.MaxSemaphoreLimit {
-			WriteError(w, r, invalid("limit must be between 1 and %d", recipes.MaxSemaphoreLimit))
-			return
+			return invalid("limit must be between 1 and %d", recipes.MaxSemaphoreLimit)
 		}
-		var grant recipes.SemaphoreGrant
-		_, err = a.actFor(r.Context(), body.leaseRef, func(lease *recipes.Lease) (err error) {
-			grant, err = a.Semaphores.Acquire(r.Context(), lease, name, *body.Limit, wait)
-			return err
+		grant, _, err := actFor(a, r.Context(), body.leaseRef, func(lease *recipes.Lease) (recipes.SemaphoreGrant, error) {
+			return a.Semaphores.Acquire(r.Context(), lease, name, *body.Limit, wait)
 		}, nil)
 		if err != nil {
-			WriteError(w, r, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, grant)
+		return nil
 	})
 }
 
@@ -64,8 +55,5 @@ func (a *API) ReleaseSemaphore() http.Handler { return a.leaseAction(a.Semaphore
 
 // SemaphoreState is GET /v1/semaphores/{name}, a blocking read.
 func (a *API) SemaphoreState() http.Handler {
-	return a.blockingRead(func(ctx context.Context, name string, index int64, wait time.Duration) (any, int64, error) {
-		st, err := a.Semaphores.State(ctx, name, index, wait)
-		return st, st.Index, err
-	})
+	return blockingRead(a, a.Semaphores.State, func(st recipes.SemaphoreState) int64 { return st.Index })
 }

@@ -56,8 +56,16 @@ want_pages=$(cd "$pages" && ls | sort | tr '\n' ' ')
 rm -rf "$pages"
 case "$want_pages" in *"zkgate.1 "*) ;; *) fail "zkgate __man made no zkgate.1: $want_pages" ;; esac
 case "$want_pages" in *"zkgate-queue-claim.1 "*) ;; *) fail "zkgate __man made no zkgate-queue-claim.1: $want_pages" ;; esac
-listing=$(tar tzf "$archive" | grep -v '^man/' | sort | tr '\n' ' ')
-[ "$listing" = "LICENSE LICENSE.go-zookeeper NOTICE README.md zkgate zkgate.env zkgate.service " ] || fail "$archive holds: $listing"
+listing=$(tar tzf "$archive" | grep -v '^man/' | grep -v '^docs/' | sort | tr '\n' ' ')
+[ "$listing" = "BENCHMARKS.md LICENSE LICENSE.go-zookeeper NOTICE README.md openapi.yaml zkgate zkgate.env zkgate.service " ] || fail "$archive holds: $listing"
+# Every document README.md links to is in the archive beside it (its links
+# to the clients' source are to the repository).
+unpacked=$(mktemp -d)
+tar xzf "$archive" -C "$unpacked"
+for target in $(grep -o '](\([^)#:]*\)' "$unpacked/README.md" | sed 's/^](//' | grep -E '\.(md|yaml|png)$' | sort -u); do
+  [ -e "$unpacked/$target" ] || fail "$archive's README.md links to $target, which the archive does not hold"
+done
+rm -rf "$unpacked"
 listing=$(tar tzf "$archive" | sed -n 's|^man/||p' | grep . | sort | tr '\n' ' ')
 [ "$listing" = "$want_pages" ] || fail "$archive's man/ holds $listing, want $want_pages"
 (cd dist && sha256sum --check --quiet checksums.txt) || fail "checksums.txt"

@@ -24,16 +24,7 @@ func twoGateways(t *testing.T) (g1, g2 *gwtest.Gateway) {
 // waitsFor waits until lease waits for kind name, as its gateway tells.
 func waitsFor(t *testing.T, base, lease, kind, name string) {
 	t.Helper()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		r := gwtest.Do(t, "GET", base+"/v1/leases/"+lease, nil)
-		for _, h := range r.JSON(t)["holds"].([]any) {
-			m := h.(map[string]any)
-			if m["kind"] == kind && m["name"] == name && m["state"] == "waiting" && m["node"] != nil {
-				return nil
-			}
-		}
-		return fmt.Errorf("lease %s does not wait for %s %s yet: %s", lease, kind, name, r.Body)
-	})
+	gwtest.WaitsFor(t, base, lease, kind, name)
 }
 
 // later sends a call through the spec checker in the background.

@@ -261,9 +261,7 @@ func TestDoubleBarrierAcrossGateways(t *testing.T) {
 
 func produce(t testing.TB, url, queue string, data []byte, priority int) string {
 	t.Helper()
-	r := gwtest.Do(t, "POST", url+"/v1/queues/"+queue+"/items?priority="+strconv.Itoa(priority), data)
-	mustStatus(t, r, 201, "produce")
-	return r.JSON(t)["id"].(string)
+	return gwtest.Produce(t, url, queue, data, priority)
 }
 
 func TestQueueOrderTakeAndPeek(t *testing.T) {

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,23 +15,17 @@ import (
 
 func newLease(t testing.TB, url, ttl, holder string) string {
 	t.Helper()
-	r := gwtest.Do(t, "POST", url+"/v1/leases", map[string]any{"ttl": ttl, "holder": holder})
-	if r.Status != http.StatusCreated {
-		t.Fatalf("create lease: %d %s", r.Status, r.Body)
-	}
-	return r.JSON(t)["id"].(string)
+	return gwtest.NewLease(t, url, ttl, holder)
 }
 
 func acquire(t testing.TB, url, name, lease, wait string) gwtest.Response {
 	t.Helper()
-	return gwtest.Do(t, "POST", url+"/v1/locks/"+name+"/acquire?wait="+wait, map[string]any{"lease": lease})
+	return gwtest.Acquire(t, url, name, lease, wait)
 }
 
 func mustStatus(t testing.TB, r gwtest.Response, want int, what string) {
 	t.Helper()
-	if r.Status != want {
-		t.Fatalf("%s: status %d, want %d: %s", what, r.Status, want, r.Body)
-	}
+	gwtest.MustStatus(t, r, want, what)
 }
 
 func tokenOf(t testing.TB, r gwtest.Response) int64 {

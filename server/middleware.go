@@ -304,7 +304,7 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 }
 
 // apiCSP is the Content-Security-Policy of every response that is not a
-// dashboard page (those send dashboardCSP): nothing may load, and nothing
+// dashboard page (dashboard.WritePage sends its own): nothing may load, and nothing
 // may frame it.
 const apiCSP = "default-src 'none'; frame-ancestors 'none'"
 

@@ -6,6 +6,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/zkgate/zkgate/auth"
+	"github.com/zkgate/zkgate/dashboard"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 )
@@ -56,7 +57,7 @@ func routeTable(d Deps) []route {
 	const json = jsonBodyLimit
 	page := rule{kind: "*", level: handlers.LevelRead, page: true}
 	peer := rule{peer: true}
-	signIn := auth.SignIn{Store: d.auth, WritePage: writePage, WriteError: handlers.WriteError}
+	signIn := auth.SignIn{Store: d.auth, WritePage: dashboard.WritePage, WriteError: handlers.WriteError}
 	return []route{
 		{method: get, pattern: "/healthz", handler: health(), body: noBodyCap, access: probeRoute},
 		{method: get, pattern: "/readyz", handler: ready(d.Service.Session(), d.Drain), body: noBodyCap, access: probeRoute},
@@ -65,10 +66,10 @@ func routeTable(d Deps) []route {
 
 		// The dashboard: the overview, its other pages, their files and
 		// the WebSocket of their live updates.
-		{method: get, pattern: "/", handler: dash.page("overview"), body: noBodyCap, access: page},
-		{method: get, pattern: "/ui/{page}", handler: dash.pages(), body: noBodyCap, access: page},
-		{method: get, pattern: "/ui/static/{file}", handler: dash.static(), body: noBodyCap, access: openRoute},
-		{method: get, pattern: "/ws", handler: dash.ws(), body: noBodyCap, access: dashRead},
+		{method: get, pattern: "/", handler: dash.Overview(), body: noBodyCap, access: page},
+		{method: get, pattern: "/ui/{page}", handler: dash.Pages(), body: noBodyCap, access: page},
+		{method: get, pattern: "/ui/static/{file}", handler: dash.Static(), body: noBodyCap, access: openRoute},
+		{method: get, pattern: "/ws", handler: dash.WS(), body: noBodyCap, access: dashRead},
 		{method: get, pattern: "/signin", handler: signIn.Page(), body: noBodyCap, access: openRoute},
 		{method: post, pattern: "/signin", handler: signIn.Post(), body: noBodyCap, access: openRoute},
 		{method: post, pattern: "/signout", handler: signIn.Out(), body: noBodyCap, access: openRoute},

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"bufio"
@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/zkgate/zkgate/views"
 	"github.com/zkgate/zkgate/zkserver"
 )
@@ -21,7 +19,9 @@ const rateWindow = 60
 // rateSampler turns the gateway's own counters into rates: the hub samples
 // it once a second while a dashboard is open.
 type rateSampler struct {
-	m *Metrics
+	// counts reads the counters: API requests, and grants by kind (nil:
+	// no rates).
+	counts func() (api float64, grants map[string]float64)
 
 	mu       sync.Mutex
 	last     time.Time
@@ -32,23 +32,12 @@ type rateSampler struct {
 	totalAll map[string]float64
 }
 
-func newRateSampler(m *Metrics) *rateSampler { return &rateSampler{m: m} }
-
 // sample reads the counters and records the rate since the last sample.
 func (r *rateSampler) sample(now time.Time) {
-	if r.m == nil {
+	if r.counts == nil {
 		return
 	}
-	api := 0.0
-	for _, s := range counterValues(r.m.requests) {
-		if strings.HasPrefix(s.labels["route"], "/v1/") {
-			api += s.value
-		}
-	}
-	grants := map[string]float64{}
-	for _, s := range counterValues(r.m.grants) {
-		grants[s.labels["kind"]] += s.value
-	}
+	api, grants := r.counts()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.last.IsZero() {
@@ -87,34 +76,6 @@ func (r *rateSampler) rates() views.Rates {
 	for _, k := range sortedKeys(r.totalAll) {
 		out.ByKind = append(out.ByKind, views.Rate{Name: k, PerSec: r.perKind[k], Total: r.totalAll[k]})
 		out.Grants += r.perKind[k]
-	}
-	return out
-}
-
-// series is one series of a counter vector.
-type series struct {
-	labels map[string]string
-	value  float64
-}
-
-// counterValues reads every series of a counter vector.
-func counterValues(c prometheus.Collector) []series {
-	ch := make(chan prometheus.Metric, 64)
-	go func() {
-		c.Collect(ch)
-		close(ch)
-	}()
-	var out []series
-	for m := range ch {
-		var pb dto.Metric
-		if m.Write(&pb) != nil || pb.Counter == nil {
-			continue
-		}
-		s := series{labels: map[string]string{}, value: pb.Counter.GetValue()}
-		for _, l := range pb.Label {
-			s.labels[l.GetName()] = l.GetValue()
-		}
-		out = append(out, s)
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"context"
@@ -63,7 +63,7 @@ const feedKeep = 10 * time.Second
 // contentionFeed keeps the figures each view last read, and reads them
 // again on request, one read under way per view at most.
 type contentionFeed struct {
-	api *handlers.API
+	api ContentionReader // nil: this gateway keeps no figures
 
 	mu    sync.Mutex
 	views map[contentionView]*feedEntry
@@ -80,7 +80,7 @@ func (f *contentionFeed) read(ctx context.Context, v contentionView) views.Conte
 	now := time.Now()
 	c := views.Contention{Window: v.window, Since: recipes.WindowSince(now, handlers.Windows[v.window]), Now: now,
 		Names: []recipes.NameStats{}, Deadlocks: []recipes.DeadlockRecord{}}
-	if f.api == nil || f.api.ContentionFigures == nil {
+	if f.api == nil {
 		c.Err = "This gateway keeps no contention figures."
 		return c
 	}
@@ -171,7 +171,7 @@ func (f *contentionFeed) refresh(ctx context.Context, vs []contentionView, chang
 }
 
 // contention serves GET /ui/contention: the page of a view, read at once.
-func (d *dashboard) contention(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) contention(w http.ResponseWriter, r *http.Request) {
 	v, err := contentionViewOf(r.URL.Query())
 	status := http.StatusOK
 	var c views.Contention
@@ -190,5 +190,5 @@ func (d *dashboard) contention(w http.ResponseWriter, r *http.Request) {
 	_ = d.source.loadAll(ctx, st, nil, []dashView{{page: pageContention}}) // the header's counts, as on every page
 	p := d.pageOf(pageContention, d.model(ctx, st, int(d.nclients.Load())), err == nil)
 	p.SignedIn = signedIn(r)
-	writePage(w, r, status, views.ContentionPage(p, c))
+	WritePage(w, r, status, views.ContentionPage(p, c))
 }

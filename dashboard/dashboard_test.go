@@ -1,7 +1,6 @@
-package server_test
+package dashboard_test
 
 import (
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -19,32 +18,18 @@ const (
 	markupData  = `<script>alert(1)</script>`
 )
 
-func getPage(t *testing.T, u string) (int, http.Header, string) {
-	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatalf("GET %s: %v", u, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", u, err)
-	}
-	return resp.StatusCode, resp.Header, string(b)
-}
-
 // TestDashboardPagesRenderEscaped renders every page of the dashboard with a
 // lock held by a lease whose label is markup, and checks the label comes out
 // as text, never as an element.
 func TestDashboardPagesRenderEscaped(t *testing.T) {
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	lease := newLease(t, g.URL, "30s", markupLabel)
-	mustStatus(t, acquire(t, g.URL, "pages-lock", lease, "0s"), 200, "acquire")
-	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/semaphores/pages-sem/acquire", map[string]any{"lease": lease, "limit": 2}), 200, "semaphore")
+	lease := gwtest.NewLease(t, g.URL, "30s", markupLabel)
+	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "pages-lock", lease, "0s"), 200, "acquire")
+	gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/semaphores/pages-sem/acquire", map[string]any{"lease": lease, "limit": 2}), 200, "semaphore")
 
 	for _, page := range []string{"/", "/ui/locks", "/ui/semaphores", "/ui/leases", "/ui/elections", "/ui/barriers", "/ui/queues", "/ui/znodes"} {
-		status, h, body := getPage(t, g.URL+page)
+		status, h, body := gwtest.GetPage(t, g.URL+page)
 		if status != http.StatusOK {
 			t.Fatalf("GET %s: %d\n%s", page, status, body)
 		}
@@ -63,33 +48,33 @@ func TestDashboardPagesRenderEscaped(t *testing.T) {
 			}
 		}
 	}
-	_, _, locks := getPage(t, g.URL+"/ui/locks")
+	_, _, locks := gwtest.GetPage(t, g.URL+"/ui/locks")
 	for _, want := range []string{`id="lock-pages-lock"`, `data-lease="` + lease + `"`, "&lt;img src=x onerror=alert(1)&gt;"} {
 		if !strings.Contains(locks, want) {
 			t.Errorf("locks page: no %s", want)
 		}
 	}
-	_, _, leases := getPage(t, g.URL+"/ui/leases")
+	_, _, leases := gwtest.GetPage(t, g.URL+"/ui/leases")
 	if !strings.Contains(leases, `id="lease-`+lease+`"`) || !strings.Contains(leases, "semaphore pages-sem") {
 		t.Errorf("leases page does not show the lease and its semaphore slot")
 	}
-	_, _, filtered := getPage(t, g.URL+"/ui/locks?q=nothing-like-it")
+	_, _, filtered := gwtest.GetPage(t, g.URL+"/ui/locks?q=nothing-like-it")
 	if strings.Contains(filtered, `id="lock-pages-lock"`) {
 		t.Errorf("?q= should filter the locks")
 	}
 
-	status, _, body := getPage(t, g.URL+"/ui/nope")
+	status, _, body := gwtest.GetPage(t, g.URL+"/ui/nope")
 	if status != http.StatusNotFound {
 		t.Errorf("unknown page: %d %s", status, body)
 	}
-	status, h, js := getPage(t, g.URL+"/ui/static/dashboard.js")
+	status, h, js := gwtest.GetPage(t, g.URL+"/ui/static/dashboard.js")
 	if status != http.StatusOK || !strings.Contains(h.Get("Content-Type"), "javascript") || !strings.Contains(js, "WebSocket") {
 		t.Errorf("dashboard.js: %d %q", status, h.Get("Content-Type"))
 	}
-	if status, _, _ := getPage(t, g.URL+"/ui/static/nope.js"); status != http.StatusNotFound {
+	if status, _, _ := gwtest.GetPage(t, g.URL+"/ui/static/nope.js"); status != http.StatusNotFound {
 		t.Errorf("unknown static file: %d", status)
 	}
-	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
+	gwtest.MustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
 }
 
 // TestDashboardZnodeBrowser shows znodes under the root as text, JSON or
@@ -113,7 +98,7 @@ func TestDashboardZnodeBrowser(t *testing.T) {
 		if view != "" {
 			u += "&view=" + view
 		}
-		status, _, body := getPage(t, u)
+		status, _, body := gwtest.GetPage(t, u)
 		return status, body
 	}
 

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"net/url"

@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"cmp"
@@ -395,12 +395,25 @@ type modelInputs struct {
 
 func buildModel(st *dashState, in modelInputs) *dashModel {
 	m := &dashModel{servers: in.servers, rates: in.rates, barriers: st.barriers, names: st.names, whole: st.whole}
-	root := in.rootPath
+	local, granted := localLeases(in.local)
+	// Holds of every lease, as ZooKeeper shows them: for leases of other
+	// gateways this is all there is.
+	holds := map[string][]recipes.HoldInfo{}
+	m.addContended(st, in.rootPath, granted, holds)
+	m.addMembers(st, holds)
+	m.addLeases(st, local, holds, in.self)
+	for _, g := range st.gateways {
+		m.gateways = append(m.gateways, views.Gateway{GatewayInfo: g, Self: g.ID == in.self})
+	}
+	m.count(st, len(local), in)
+	return m
+}
 
-	// What this gateway's leases hold, with their grant times.
-	local := map[string]recipes.LeaseInfo{}
-	granted := map[string]time.Time{} // full node path -> grant time
-	for _, l := range in.local {
+// localLeases are this gateway's leases by id, and the grant times of
+// what they hold by full node path.
+func localLeases(leases []*recipes.Lease) (local map[string]recipes.LeaseInfo, granted map[string]time.Time) {
+	local, granted = map[string]recipes.LeaseInfo{}, map[string]time.Time{}
+	for _, l := range leases {
 		info := l.Info()
 		local[info.ID] = info
 		for _, h := range info.Holds {
@@ -409,25 +422,28 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 			}
 		}
 	}
-	grantsUnder := func(parent string, hs ...[]recipes.Contender) map[string]time.Time {
-		out := map[string]time.Time{}
-		for _, list := range hs {
-			for _, h := range list {
-				if t, ok := granted[parent+"/"+h.Node]; ok {
-					out[h.Node] = t
-				}
-			}
-		}
-		return out
-	}
+	return local, granted
+}
 
-	// Holds of every lease, as ZooKeeper shows them: for leases of other
-	// gateways this is all there is.
-	holds := map[string][]recipes.HoldInfo{}
+// grantsUnder are the grant times this gateway knows of the contenders
+// hs under parent, by node name.
+func grantsUnder(granted map[string]time.Time, parent string, hs []recipes.Contender) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, h := range hs {
+		if t, ok := granted[parent+"/"+h.Node]; ok {
+			out[h.Node] = t
+		}
+	}
+	return out
+}
+
+// addContended adds the locks, semaphores and elections, with the grant
+// times this gateway knows, and their holds and waits to holds.
+func (m *dashModel) addContended(st *dashState, root string, granted map[string]time.Time, holds map[string][]recipes.HoldInfo) {
 	c := &m.header.Counts
 	for _, name := range sortedKeys(st.locks) {
 		l := st.locks[name]
-		m.locks = append(m.locks, views.Lock{LockState: l, GrantedAt: grantsUnder(root+"/locks/"+name, l.Holders)})
+		m.locks = append(m.locks, views.Lock{LockState: l, GrantedAt: grantsUnder(granted, root+"/locks/"+name, l.Holders)})
 		c.LockHolders += len(l.Holders)
 		c.LockWaiters += len(l.Waiters)
 		addHolds(holds, "lock", name, l.Holders, "held")
@@ -435,7 +451,7 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 	}
 	for _, name := range sortedKeys(st.sems) {
 		s := st.sems[name]
-		m.sems = append(m.sems, views.Semaphore{SemaphoreState: s, GrantedAt: grantsUnder(root+"/semaphores/"+name+"/leases", s.Holders)})
+		m.sems = append(m.sems, views.Semaphore{SemaphoreState: s, GrantedAt: grantsUnder(granted, root+"/semaphores/"+name+"/leases", s.Holders)})
 		c.SemHolders += len(s.Holders)
 		c.SemWaiters += len(s.Waiters)
 		addHolds(holds, "semaphore", name, s.Holders, "held")
@@ -443,7 +459,7 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 	}
 	for _, name := range sortedKeys(st.elections) {
 		e := st.elections[name]
-		m.elections = append(m.elections, views.Election{ElectionState: e, GrantedAt: grantsUnder(root+"/elections/"+name, e.Candidates)})
+		m.elections = append(m.elections, views.Election{ElectionState: e, GrantedAt: grantsUnder(granted, root+"/elections/"+name, e.Candidates)})
 		if e.Leader == nil {
 			c.Leaderless++
 		}
@@ -455,6 +471,12 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 			addHolds(holds, "election", name, []recipes.Contender{h}, state)
 		}
 	}
+}
+
+// addMembers adds the double barriers and the queues, and what their
+// members and claims hold to holds.
+func (m *dashModel) addMembers(st *dashState, holds map[string][]recipes.HoldInfo) {
+	c := &m.header.Counts
 	for _, name := range sortedKeys(st.dbarriers) {
 		d := st.dbarriers[name]
 		m.dbarriers = append(m.dbarriers, d)
@@ -475,9 +497,11 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 			}
 		}
 	}
+}
 
-	// Leases: every record in ZooKeeper, and this gateway's own even if
-	// its record is not in the cache yet.
+// addLeases adds every lease record in ZooKeeper, and this gateway's own
+// even if its record is not in the cache yet, sorted, with their holds.
+func (m *dashModel) addLeases(st *dashState, local map[string]recipes.LeaseInfo, holds map[string][]recipes.HoldInfo, self string) {
 	seen := map[string]bool{}
 	for _, r := range st.leases {
 		seen[r.ID] = true
@@ -489,7 +513,7 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 	}
 	for id, info := range local {
 		if !seen[id] {
-			m.leases = append(m.leases, views.Lease{ID: id, Holder: info.Holder, Gateway: in.self, TTL: time.Duration(info.TTL).String(),
+			m.leases = append(m.leases, views.Lease{ID: id, Holder: info.Holder, Gateway: self, TTL: time.Duration(info.TTL).String(),
 				Local: true, CreatedAt: info.CreatedAt, ExpiresAt: info.ExpiresAt, Holds: info.Holds})
 		}
 	}
@@ -499,14 +523,14 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 			return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Mode, b.Mode), cmp.Compare(a.Member, b.Member), cmp.Compare(a.Item, b.Item))
 		})
 	}
+}
 
-	for _, g := range st.gateways {
-		m.gateways = append(m.gateways, views.Gateway{GatewayInfo: g, Self: g.ID == in.self})
-	}
-
-	// A kind read whole counts the items with somebody in them; a longer
-	// one counts its names (some may be empty containers ZooKeeper has not
-	// removed yet), and its holders and waiters among the items read.
+// count sets the header's counts. A kind read whole counts the items with
+// somebody in them; a longer one counts its names (some may be empty
+// containers ZooKeeper has not removed yet), and its holders and waiters
+// among the items read.
+func (m *dashModel) count(st *dashState, localLeases int, in modelInputs) {
+	c := &m.header.Counts
 	count := func(kind string, read int) int {
 		if st.whole[kind] {
 			return read
@@ -516,10 +540,9 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 	}
 	c.Locks, c.Semaphores, c.Elections = count(kindLocks, len(m.locks)), count(kindSems, len(m.sems)), count(kindElections, len(m.elections))
 	c.Barriers, c.DoubleBarriers, c.Queues = len(m.barriers), count(kindDBarriers, len(m.dbarriers)), count(kindQueues, len(m.queues))
-	c.Leases, c.LocalLeases, c.Gateways = len(m.leases), len(local), len(m.gateways)
+	c.Leases, c.LocalLeases, c.Gateways = len(m.leases), localLeases, len(m.gateways)
 	c.WatchedPaths, c.DashboardClients = in.watched, in.clients
 	m.header.ZK = in.zk
-	return m
 }
 
 func addHolds(holds map[string][]recipes.HoldInfo, kind, name string, hs []recipes.Contender, state string) {

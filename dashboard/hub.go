@@ -1,4 +1,4 @@
-package server
+package dashboard
 
 import (
 	"bytes"
@@ -68,7 +68,7 @@ type subscriber struct {
 // and fans them out, one buffered channel per client. It runs only while
 // dashboards are connected (and a linger after).
 type hub struct {
-	d *dashboard
+	d *Dashboard
 
 	mu     sync.Mutex
 	run    *hubRun // nil while idle
@@ -88,7 +88,7 @@ type hubRun struct {
 	pending int // subscribers on their way in; guarded by hub.mu
 }
 
-func newHub(d *dashboard) *hub {
+func newHub(d *Dashboard) *hub {
 	return &hub{d: d, dirty: map[string]struct{}{}, poke: make(chan struct{}, 1)}
 }
 
@@ -276,7 +276,7 @@ func snapshotFrags(v topicView) []wsFrag {
 // channels, so that a snapshot and the updates after it are always in order.
 type hubLoop struct {
 	h     *hub
-	d     *dashboard
+	d     *Dashboard
 	ctx   context.Context
 	root  string
 	w     *hubWatcher

@@ -1,4 +1,4 @@
-package server_test
+package dashboard_test
 
 import (
 	"context"
@@ -14,64 +14,10 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/zkgate/zkgate/internal/dashtest"
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/internal/zk"
 )
-
-// chromiumPath is Debian's Chromium (apt-get install -y chromium).
-const chromiumPath = "/usr/bin/chromium"
-
-// startBrowser runs headless Chromium for the test, with the flags of
-// FACTS.md and any more given. A missing Chromium fails the test: it is
-// never skipped.
-func startBrowser(t *testing.T, more ...chromedp.ExecAllocatorOption) context.Context {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("this test needs headless Chromium at %s (%v): install it with: apt-get install -y chromium", chromiumPath, err)
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append([]chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.NoFirstRun,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	}, more...)...)
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	// The first action starts the browser, bound to ctx (no deadline);
-	// each step after runs with a deadline of its own.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start %s: %v", chromiumPath, err)
-	}
-	return ctx
-}
-
-// step runs browser actions with a deadline.
-func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := chromedp.Do(sctx, actions...); err != nil {
-		t.Fatalf("browser: %s: %v", what, err)
-	}
-}
-
-func eval[T any](t *testing.T, ctx context.Context, js string) T {
-	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](js))
-	if err != nil {
-		t.Fatalf("browser: %s: %v", js, err)
-	}
-	return v
-}
 
 // TestBrowserDashboardLive opens the dashboard in headless Chromium, takes a
 // lock through the API and sees its holder appear without a reload, releases
@@ -86,7 +32,7 @@ func TestBrowserDashboardLive(t *testing.T) {
 		opts.Root = "/zkgate" // as a real gateway shows it
 	}
 	g := gwtest.StartGateway(t, opts)
-	ctx := startBrowser(t)
+	ctx := dashtest.StartBrowser(t)
 
 	var dialogs atomic.Int32
 	go func() {
@@ -100,31 +46,31 @@ func TestBrowserDashboardLive(t *testing.T) {
 		}
 	}()
 
-	step(t, ctx, "open the locks page",
+	dashtest.Step(t, ctx, "open the locks page",
 		chromedp.Navigate(g.URL+"/ui/locks"),
 		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
 		chromedp.Evaluate[chromedp.Void](`window.sameDocument = "yes"`))
 
-	lease := newLease(t, g.URL, "1m", markupLabel)
-	mustStatus(t, acquire(t, g.URL, "e2e-orders", lease, "0s"), 200, "acquire")
+	lease := gwtest.NewLease(t, g.URL, "1m", markupLabel)
+	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "e2e-orders", lease, "0s"), 200, "acquire")
 	holder := fmt.Sprintf(`#lock-e2e-orders li.node.holds[data-lease=%q]`, lease)
-	step(t, ctx, "see the holder appear", chromedp.WaitVisible(chromedp.CSS(holder)))
-	if got := eval[string](t, ctx, `document.querySelector('`+holder+` .label').textContent`); got != markupLabel {
+	dashtest.Step(t, ctx, "see the holder appear", chromedp.WaitVisible(chromedp.CSS(holder)))
+	if got := dashtest.Eval[string](t, ctx, `document.querySelector('`+holder+` .label').textContent`); got != markupLabel {
 		t.Errorf("the holder's label shows as %q, want the text %q", got, markupLabel)
 	}
-	if n := eval[int](t, ctx, `document.querySelectorAll('img').length`); n != 0 {
+	if n := dashtest.Eval[int](t, ctx, `document.querySelectorAll('img').length`); n != 0 {
 		t.Errorf("the label became markup: %d img elements", n)
 	}
-	if got := eval[string](t, ctx, `document.getElementById('count-locks').textContent`); got != "1" {
+	if got := dashtest.Eval[string](t, ctx, `document.getElementById('count-locks').textContent`); got != "1" {
 		t.Errorf("the locks count shows %q, want 1", got)
 	}
 
-	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/e2e-orders/release", map[string]any{"lease": lease}), 204, "release")
-	step(t, ctx, "see the lock go", chromedp.WaitNotPresent(chromedp.CSS(`#lock-e2e-orders`)))
-	if got := eval[string](t, ctx, `window.sameDocument`); got != "yes" {
+	gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/e2e-orders/release", map[string]any{"lease": lease}), 204, "release")
+	dashtest.Step(t, ctx, "see the lock go", chromedp.WaitNotPresent(chromedp.CSS(`#lock-e2e-orders`)))
+	if got := dashtest.Eval[string](t, ctx, `window.sameDocument`); got != "yes" {
 		t.Fatalf("the page was reloaded (%q): updates must come over the WebSocket", got)
 	}
-	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
+	gwtest.MustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
 
 	// A dashboard worth a screenshot.
 	leases, stop := fillDashboard(t, g)
@@ -132,7 +78,7 @@ func TestBrowserDashboardLive(t *testing.T) {
 	if docs != "" {
 		demoTraffic(t, g, leases, 12*time.Second)
 	}
-	step(t, ctx, "open the overview",
+	dashtest.Step(t, ctx, "open the overview",
 		chromedp.Navigate(g.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#lock-payments li.node.foreign`)),
@@ -169,12 +115,12 @@ func fillDashboard(t *testing.T, g *gwtest.Gateway) (leases map[string]string, s
 	for _, l := range []struct{ holder, ttl string }{
 		{"billing-worker-3", "5m"}, {"api-7", "5m"}, {"reporting-2", "2m"}, {"etl-nightly", "45s"}, {"deploy-bot", "10m"},
 	} {
-		leases[l.holder] = newLease(t, g.URL, l.ttl, l.holder)
+		leases[l.holder] = gwtest.NewLease(t, g.URL, l.ttl, l.holder)
 	}
 	take := func(path, holder string, body map[string]any) {
 		t.Helper()
 		body["lease"] = leases[holder]
-		mustStatus(t, gwtest.Do(t, "POST", g.URL+path, body), 200, path+" for "+holder)
+		gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+path, body), 200, path+" for "+holder)
 	}
 
 	// A foreign holder of "payments": a Curator-style node whose data is
@@ -199,9 +145,9 @@ func fillDashboard(t *testing.T, g *gwtest.Gateway) (leases map[string]string, s
 	for _, h := range []string{"billing-worker-3", "api-7", "reporting-2"} {
 		take("/v1/semaphores/db-pool/acquire", h, map[string]any{"limit": 3})
 	}
-	mustStatus(t, gwtest.Do(t, "PUT", g.URL+"/v1/barriers/release-train", nil), 201, "raise barrier")
+	gwtest.MustStatus(t, gwtest.Do(t, "PUT", g.URL+"/v1/barriers/release-train", nil), 201, "raise barrier")
 	for i := range 3 {
-		mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/queues/emails/items", []byte(fmt.Sprintf("mail %d", i))), 201, "produce")
+		gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/queues/emails/items", []byte(fmt.Sprintf("mail %d", i))), 201, "produce")
 	}
 
 	// Waiters, in this order.
@@ -258,28 +204,28 @@ func demoTraffic(t *testing.T, g *gwtest.Gateway, leases map[string]string, d ti
 // for ?q=, from its first page, and stays live.
 func TestBrowserDashboardFilterAsksTheGateway(t *testing.T) {
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	lease := newLease(t, g.URL, "1m", "filter")
+	lease := gwtest.NewLease(t, g.URL, "1m", "filter")
 	for _, name := range []string{"alpha-1", "alpha-2", "beta-1"} {
-		mustStatus(t, acquire(t, g.URL, name, lease, "0s"), 200, "acquire "+name)
+		gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, name, lease, "0s"), 200, "acquire "+name)
 	}
-	ctx := startBrowser(t)
-	step(t, ctx, "open the locks page",
+	ctx := dashtest.StartBrowser(t)
+	dashtest.Step(t, ctx, "open the locks page",
 		chromedp.Navigate(g.URL+"/ui/locks"),
 		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#lock-alpha-1`)))
-	step(t, ctx, "filter the locks",
+	dashtest.Step(t, ctx, "filter the locks",
 		chromedp.SendKeys(chromedp.CSS(`#locks-filter`), "BETA"),
 		chromedp.WaitNotPresent(chromedp.CSS(`#lock-alpha-1`)),
 		chromedp.WaitVisible(chromedp.CSS(`#lock-beta-1`)),
 		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)))
-	if got := eval[string](t, ctx, `location.search`); got != "?q=BETA" {
+	if got := dashtest.Eval[string](t, ctx, `location.search`); got != "?q=BETA" {
 		t.Errorf("the page's query is %q, want ?q=BETA", got)
 	}
-	mustStatus(t, acquire(t, g.URL, "beta-2", lease, "0s"), 200, "acquire beta-2")
-	mustStatus(t, acquire(t, g.URL, "alpha-3", lease, "0s"), 200, "acquire alpha-3")
-	step(t, ctx, "see a new match appear", chromedp.WaitVisible(chromedp.CSS(`#lock-beta-2`)))
-	if n := eval[int](t, ctx, `document.querySelectorAll('#locks-list .item').length`); n != 2 {
+	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "beta-2", lease, "0s"), 200, "acquire beta-2")
+	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "alpha-3", lease, "0s"), 200, "acquire alpha-3")
+	dashtest.Step(t, ctx, "see a new match appear", chromedp.WaitVisible(chromedp.CSS(`#lock-beta-2`)))
+	if n := dashtest.Eval[int](t, ctx, `document.querySelectorAll('#locks-list .item').length`); n != 2 {
 		t.Errorf("the filtered page shows %d locks, want beta-1 and beta-2", n)
 	}
-	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
+	gwtest.MustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
 }

@@ -1,4 +1,4 @@
-package server_test
+package dashboard_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkgate/zkgate/internal/dashtest"
 	"github.com/zkgate/zkgate/internal/gwtest"
 )
 
@@ -19,14 +20,14 @@ import (
 func TestADashboardOfManyLocksShowsAPageAndWatchesIt(t *testing.T) {
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	lease := newLease(t, g.URL, "1m", "many")
+	lease := gwtest.NewLease(t, g.URL, "1m", "many")
 	const n = 520 // more than the dashboard reads whole
 	var wg sync.WaitGroup
 	work := make(chan int)
 	for range 16 {
 		wg.Go(func() {
 			for i := range work {
-				mustStatus(t, acquire(t, g.URL, fmt.Sprintf("many-%03d", i), lease, "0s"), 200, "acquire")
+				gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, fmt.Sprintf("many-%03d", i), lease, "0s"), 200, "acquire")
 			}
 		})
 	}
@@ -36,7 +37,7 @@ func TestADashboardOfManyLocksShowsAPageAndWatchesIt(t *testing.T) {
 	close(work)
 	wg.Wait()
 
-	status, _, body := getPage(t, g.URL+"/ui/locks")
+	status, _, body := gwtest.GetPage(t, g.URL+"/ui/locks")
 	if status != 200 {
 		t.Fatalf("GET /ui/locks: %d", status)
 	}
@@ -55,27 +56,27 @@ func TestADashboardOfManyLocksShowsAPageAndWatchesIt(t *testing.T) {
 	if len(body) > 100<<10 {
 		t.Errorf("the first page of %d locks is %d bytes", n, len(body))
 	}
-	_, _, second := getPage(t, g.URL+"/ui/locks?after=many-049")
+	_, _, second := gwtest.GetPage(t, g.URL+"/ui/locks?after=many-049")
 	if !strings.Contains(second, `id="lock-many-050"`) || strings.Contains(second, `id="lock-many-049"`) || strings.Count(second, `class="item lock"`) != 50 {
 		t.Errorf("the second page is not many-050 to many-099")
 	}
-	_, _, filtered := getPage(t, g.URL+"/ui/locks?q=MANY-51")
+	_, _, filtered := gwtest.GetPage(t, g.URL+"/ui/locks?q=MANY-51")
 	if got := strings.Count(filtered, `class="item lock"`); got != 10 || !strings.Contains(filtered, `id="lock-many-519"`) || strings.Contains(filtered, `rel="next"`) {
 		t.Errorf("?q=MANY-51 shows %d locks, want many-510 to many-519 on one page", got)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := dialWS(t, ctx, g.URL, "locks", nil)
-	var view wsView
-	view.until(t, ctx, c, "the snapshot", func(v *wsView) bool { return strings.Count(v.html["locks-list"], `class="item lock"`) == 50 })
-	if watched := metricValue(t, g.URL, "zkgate_watched_paths"); watched > 100 {
+	c := dashtest.Dial(t, ctx, g.URL, "locks", nil)
+	var view dashtest.View
+	view.Until(t, ctx, c, "the snapshot", func(v *dashtest.View) bool { return strings.Count(v.HTML["locks-list"], `class="item lock"`) == 50 })
+	if watched := gwtest.Metric(t, g.URL, "", "zkgate_watched_paths"); watched > 100 {
 		t.Errorf("a dashboard of a page of 50 of %d locks watches %v paths", n, watched)
 	}
-	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/many-000/release", map[string]any{"lease": lease}), 204, "release")
+	gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/many-000/release", map[string]any{"lease": lease}), 204, "release")
 	removed, added := false, false
 	for !removed || !added {
-		m, err := readWS(ctx, c)
+		m, err := dashtest.Read(ctx, c)
 		if err != nil {
 			t.Fatalf("waiting for many-000 to be replaced by many-050: %v", err)
 		}
@@ -84,5 +85,5 @@ func TestADashboardOfManyLocksShowsAPageAndWatchesIt(t *testing.T) {
 			added = added || f.Op == "upsert" && f.ID == "lock-many-050"
 		}
 	}
-	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
+	gwtest.MustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
 }

@@ -1,0 +1,91 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// The routes every kind of primitive has alike, built from the call of the
+// kind's service that differs: the state of one by a blocking read, an
+// action of a lease on one by name, and a page of them.
+
+// blockingRead serves GET .../{name}?index=&wait=: read's state of the
+// name, with its index (see writeIndexed) as indexOf tells it.
+func blockingRead[S any](a *API, read func(ctx context.Context, name string, index int64, wait time.Duration) (S, error),
+	indexOf func(S) int64) http.Handler {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		name, err := nameParam(r)
+		if err != nil {
+			return err
+		}
+		index, wait, err := blockingParams(r, a.Limits.MaxWait)
+		if err != nil {
+			return err
+		}
+		st, err := read(r.Context(), name, index, wait)
+		if err != nil {
+			return err
+		}
+		writeIndexed(w, indexOf(st), st)
+		return nil
+	})
+}
+
+// leaseAction serves POST .../{name}/verb with a body of {"lease"}: 204
+// once act has done it.
+func (a *API) leaseAction(act func(ctx context.Context, lease *recipes.Lease, name string) error) http.Handler {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		var body struct {
+			Lease string `json:"lease"`
+		}
+		name, err := a.parse(r, nil, &body)
+		if err != nil {
+			return err
+		}
+		lease, err := a.existingLease(r.Context(), body.Lease)
+		if err != nil {
+			return err
+		}
+		if err := act(r.Context(), lease, name); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+}
+
+// list serves GET /v1/<kind> a page at a time: {"<key>":[...],"next":cursor}
+// (see pageOf).
+func list[T any](key string, page func(ctx context.Context, p recipes.Page) ([]T, string, error)) http.Handler {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		p, err := pageOf(r, key)
+		if err != nil {
+			return err
+		}
+		out, next, err := page(r.Context(), p)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, pageDoc(key, out, next))
+		return nil
+	})
+}
+
+// nameAction serves a request of a name alone (no body): 204 once act has
+// done it.
+func (a *API) nameAction(act func(ctx context.Context, name string) error) http.Handler {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		name, err := nameParam(r)
+		if err != nil {
+			return err
+		}
+		if err := act(r.Context(), name); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+}
