@@ -8,19 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/zkgate/zkgate"
-	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/internal/gwtest"
-	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/server"
 )
@@ -94,60 +88,53 @@ func TestAccessRuleForEveryRoute(t *testing.T) {
 	}
 }
 
-// secured is a zkgate process with tokens.
-type secured struct {
-	*gwtest.Proc
-	file   string
-	secret map[string]string // token name -> secret
-}
+// secured is a zkgate process with tokens (see gwtest.Secured), with
+// the short names the server's tests call it by.
+type secured struct{ *gwtest.Secured }
 
-// The tokens of the secured gateways.
-var securedTokens = []struct {
-	name  string
-	perms []string
-}{
-	{"writer", []string{"*:*:write"}},
-	{"other", []string{"*:*:write"}},
-	{"reader", []string{"*:*:read"}},
-	{"admin", []string{"*:*:admin"}},
-	{"billing", []string{"locks:billing-:write", "leases:*:write"}},
-	{"locker", []string{"locks:*:write"}},
-}
-
-// newTokensFile makes a tokens file of securedTokens.
 func newTokensFile(t *testing.T) (string, map[string]string) {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "tokens")
-	secrets := map[string]string{}
-	for _, tok := range securedTokens {
-		s, err := auth.AddToken(file, tok.name, tok.perms)
-		if err != nil {
-			t.Fatal(err)
-		}
-		secrets[tok.name] = s
-	}
-	return file, secrets
+	return gwtest.NewTokensFile(t)
 }
 
 func startSecured(t *testing.T, opts gwtest.GatewayOptions, file string, secrets map[string]string) *secured {
 	t.Helper()
-	opts.Extra = append([]string{"--auth-file", file, "--log-level", "info"}, opts.Extra...)
-	p := gwtest.StartProcess(t, opts)
-	s := &secured{Proc: p, file: file, secret: secrets}
-	t.Cleanup(func() {
-		logs := p.Logs()
-		for name, secret := range secrets {
-			if strings.Contains(logs, secret) {
-				t.Errorf("the secret of token %s is in the gateway's log", name)
-			}
-		}
-	})
-	return s
+	return &secured{gwtest.StartSecured(t, opts, file, secrets)}
 }
 
+func (s *secured) as(t *testing.T, token, method, path string, body any) gwtest.Response {
+	t.Helper()
+	return s.As(t, token, method, path, body)
+}
+
+func (s *secured) secretOf(token string) string { return s.SecretOf(token) }
+
+func (s *secured) newLeaseAs(t *testing.T, token string) string {
+	t.Helper()
+	return s.NewLeaseAs(t, token)
+}
+
+var noRedirects = gwtest.NoRedirects
+
+func doAs(t *testing.T, base, secret, method, path string, body any) gwtest.Response {
+	t.Helper()
+	return gwtest.DoAs(t, base, secret, method, path, body)
+}
+
+func sendAs(ctx context.Context, base, secret, method, path string, body any) (gwtest.Response, error) {
+	return gwtest.SendAs(ctx, base, secret, method, path, body)
+}
+
+func wantProblem(t *testing.T, r gwtest.Response, status int, code, what string) map[string]any {
+	t.Helper()
+	return gwtest.WantProblem(t, r, status, code, what)
+}
+
+var errorf = fmt.Errorf
+
 // TestAuditIgnoresTheLogLevel: the audit trail of admin acts on other
-// tokens' leases is written whatever --log-level says (it was dropped below
-// info).
+// tokens' leases is written whatever --log-level says, even above
+// info.
 func TestAuditIgnoresTheLogLevel(t *testing.T) {
 	file, secrets := newTokensFile(t)
 	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--log-level", "error"}}, file, secrets)
@@ -159,100 +146,6 @@ func TestAuditIgnoresTheLogLevel(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// noRedirects shows a redirect instead of following it.
-var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
-// as sends a request with token's secret ("" sends none; a string that is
-// not a token name is sent as it is).
-func (s *secured) as(t *testing.T, token, method, path string, body any) gwtest.Response {
-	t.Helper()
-	return doAs(t, s.URL, s.secretOf(token), method, path, body)
-}
-
-func (s *secured) secretOf(token string) string {
-	if sec, ok := s.secret[token]; ok {
-		return sec
-	}
-	return token
-}
-
-func doAs(t *testing.T, base, secret, method, path string, body any) gwtest.Response {
-	t.Helper()
-	r, err := sendAs(context.Background(), base, secret, method, path, body)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	return r
-}
-
-// sendAs is doAs without a test, for goroutines: a string body is sent as
-// raw bytes, anything else as JSON.
-func sendAs(ctx context.Context, base, secret, method, path string, body any) (gwtest.Response, error) {
-	var rd io.Reader
-	ct := ""
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd, ct = strings.NewReader(b), "application/octet-stream"
-	default:
-		data, err := json.Marshal(b)
-		if err != nil {
-			return gwtest.Response{}, err
-		}
-		rd, ct = bytes.NewReader(data), "application/json"
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		return gwtest.Response{}, err
-	}
-	if ct != "" {
-		req.Header.Set("Content-Type", ct)
-	}
-	if secret != "" {
-		req.Header.Set("Authorization", "Bearer "+secret)
-	}
-	resp, err := noRedirects.Do(req)
-	if err != nil {
-		return gwtest.Response{}, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, err
-}
-
-var errorf = fmt.Errorf
-
-const hangup = syscall.SIGHUP
-
-// newLeaseAs makes a lease for token.
-func (s *secured) newLeaseAs(t *testing.T, token string) string {
-	t.Helper()
-	r := s.as(t, token, "POST", "/v1/leases", map[string]any{"ttl": "1m", "holder": token})
-	mustStatus(t, r, 201, "lease for "+token)
-	return r.JSON(t)["id"].(string)
-}
-
-func wantProblem(t *testing.T, r gwtest.Response, status int, code, what string) map[string]any {
-	t.Helper()
-	if r.Status != status {
-		t.Errorf("%s: status %d, want %d: %s", what, r.Status, status, r.Body)
-		return nil
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("%s: Content-Type %q, want a problem", what, ct)
-		return nil
-	}
-	var p map[string]any
-	if err := json.Unmarshal(r.Body, &p); err != nil {
-		t.Errorf("%s: %v", what, err)
-		return nil
-	}
-	if p["code"] != code {
-		t.Errorf("%s: code %v, want %s: %s", what, p["code"], code, r.Body)
-	}
-	return p
 }
 
 // accessCase is a request that exercises one route: lease is the id of a
@@ -519,220 +412,4 @@ func rawAuth(t *testing.T, base, method, path, authorization string, body any) g
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
-}
-
-// TestLeaseOwnership: a lease is its maker's. Another token, even one that
-// may write everything, can neither keep it alive, revoke it, nor acquire or
-// release with it; a token limited to billing- locks makes and uses its own;
-// an admin may act on any lease, and each such act is in the audit log with
-// the admin's name, never its secret. Listings show a token its own leases.
-func TestLeaseOwnership(t *testing.T) {
-	file, secrets := newTokensFile(t)
-	g := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
-	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
-
-	mine := g.newLeaseAs(t, "billing")
-	ownerIsRecorded(t, g, conn, mine)
-	othersCannotUse(t, g, mine)
-
-	// A lease made on the fly by an acquire is its caller's.
-	r := g.as(t, "other", "POST", "/v1/locks/o1/acquire", map[string]any{"ttl": "30s", "holder": "cron"})
-	mustStatus(t, r, 200, "acquire with a lease made for it")
-	implicit := r.JSON(t)["lease"].(string)
-	wantProblem(t, g.as(t, "writer", "DELETE", "/v1/leases/"+implicit, nil), 403, "forbidden", "revoke the implicit lease of another")
-
-	lockers := listingsShowOwnLeases(t, g)
-
-	// The admin may: audited.
-	mustStatus(t, g.as(t, "admin", "POST", "/v1/locks/billing-invoices/release", map[string]any{"lease": mine}), 204, "admin releases")
-	mustStatus(t, g.as(t, "admin", "DELETE", "/v1/leases/"+mine, nil), 204, "admin revokes")
-	mustStatus(t, g.as(t, "other", "DELETE", "/v1/leases/"+implicit, nil), 204, "owner revokes")
-	mustStatus(t, g.as(t, "locker", "DELETE", "/v1/leases/"+lockers, nil), 204, "an owner without permissions on leases revokes its own")
-	adminActsAudited(t, g, mine)
-	gwtest.NoZnodesLeft(t, conn, g.Root)
-}
-
-// ownerIsRecorded: the lease's owner is its maker, in its answer and in
-// its record in ZooKeeper (for the other gateways).
-func ownerIsRecorded(t *testing.T, g *secured, conn *zk.Conn, lease string) {
-	info := g.as(t, "billing", "GET", "/v1/leases/"+lease, nil)
-	mustStatus(t, info, 200, "own lease")
-	if info.JSON(t)["owner"] != "billing" {
-		t.Errorf("the lease's owner: %s", info.Body)
-	}
-	raw, _, err := conn.Get(g.Root + "/leases/" + lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec map[string]any
-	if err := json.Unmarshal(raw, &rec); err != nil || rec["owner"] != "billing" {
-		t.Errorf("lease record %s: want owner billing", raw)
-	}
-}
-
-// othersCannotUse: billing uses its lease within its prefix only, and
-// another token, even one that may write everything, can neither keep it
-// alive, revoke it, nor acquire or release with it.
-func othersCannotUse(t *testing.T, g *secured, mine string) {
-	mustStatus(t, g.as(t, "billing", "POST", "/v1/locks/billing-invoices/acquire", map[string]any{"lease": mine}), 200, "acquire own")
-	wantProblem(t, g.as(t, "billing", "POST", "/v1/locks/orders/acquire", map[string]any{"lease": mine}), 403, "forbidden", "a lock outside its prefix")
-	for _, r := range []struct{ method, path string }{
-		{"POST", "/v1/leases/" + mine + "/keepalive"},
-		{"DELETE", "/v1/leases/" + mine},
-	} {
-		wantProblem(t, g.as(t, "other", r.method, r.path, nil), 403, "forbidden", "other on "+r.path)
-	}
-	wantProblem(t, g.as(t, "other", "POST", "/v1/locks/billing-invoices/release", map[string]any{"lease": mine}), 403, "forbidden", "release with another's lease")
-	wantProblem(t, g.as(t, "other", "POST", "/v1/locks/billing-x/acquire", map[string]any{"lease": mine}), 403, "forbidden", "acquire with another's lease")
-
-	// The lock is still held by its owner after all that.
-	st := g.as(t, "reader", "GET", "/v1/locks/billing-invoices", nil)
-	mustStatus(t, st, 200, "lock state")
-	if !strings.Contains(string(st.Body), mine) {
-		t.Fatalf("the lock lost its holder: %s", st.Body)
-	}
-}
-
-// listingsShowOwnLeases: each token lists its own leases; read on leases
-// shows all. It returns the lease it makes for locker.
-func listingsShowOwnLeases(t *testing.T, g *secured) (lockers string) {
-	ids := func(who string) []string {
-		var out []string
-		for _, l := range g.as(t, who, "GET", "/v1/leases", nil).JSON(t)["leases"].([]any) {
-			out = append(out, l.(map[string]any)["id"].(string))
-		}
-		sort.Strings(out)
-		return out
-	}
-	r := g.as(t, "locker", "POST", "/v1/locks/l1/acquire", map[string]any{"ttl": "30s"})
-	mustStatus(t, r, 200, "locker acquires with a lease made for it")
-	lockers = r.JSON(t)["lease"].(string)
-	if got := ids("locker"); len(got) != 1 || got[0] != lockers {
-		t.Errorf("locker (no permission on leases) lists %v, want only its own %s", got, lockers)
-	}
-	if got := ids("reader"); len(got) != 3 {
-		t.Errorf("reader (read on every lease) lists %v, want all 3 leases", got)
-	}
-	return lockers
-}
-
-// adminActsAudited: the admin's two acts on billing's lease are in the
-// audit log with its name; an owner's own act is no admin act.
-func adminActsAudited(t *testing.T, g *secured, lease string) {
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		n := 0
-		for _, line := range strings.Split(g.Logs(), "\n") {
-			if strings.Contains(line, "audit=admin_lease_action") && strings.Contains(line, "actor=admin") &&
-				strings.Contains(line, "owner=billing") && strings.Contains(line, "lease="+lease) {
-				n++
-			}
-		}
-		if n != 2 {
-			return errorf("%d audit records of the admin's acts on %s, want 2", n, lease)
-		}
-		return nil
-	})
-	if strings.Contains(g.Logs(), "actor=other") {
-		t.Errorf("an owner's own act is not an admin act: %s", g.Logs())
-	}
-}
-
-// TestOwnershipAcrossGateways: a request for a lease of another gateway is
-// forwarded with its token, and the lease's gateway checks the owner: the
-// answer is the same whichever gateway the request reaches.
-func TestOwnershipAcrossGateways(t *testing.T) {
-	file, secrets := newTokensFile(t)
-	a := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
-	b := startSecured(t, gwtest.GatewayOptions{Root: a.Root}, file, secrets)
-
-	lease := a.newLeaseAs(t, "writer")
-	r := b.as(t, "other", "POST", "/v1/locks/x/acquire", map[string]any{"lease": lease})
-	wantProblem(t, r, 403, "forbidden", "another token's lease through the other gateway")
-	if r.Header.Get("X-Zkgate-Served-By") == "" {
-		t.Errorf("the refusal should come from the lease's gateway (forwarded): %v", r.Header)
-	}
-	wantProblem(t, b.as(t, "other", "POST", "/v1/leases/"+lease+"/keepalive", nil), 403, "forbidden", "keepalive through b")
-	wantProblem(t, b.as(t, "other", "DELETE", "/v1/leases/"+lease, nil), 403, "forbidden", "revoke through b")
-	wantProblem(t, b.as(t, "", "POST", "/v1/locks/x/acquire", map[string]any{"lease": lease}), 401, "unauthenticated", "no token through b")
-
-	r = b.as(t, "writer", "POST", "/v1/locks/x/acquire", map[string]any{"lease": lease})
-	mustStatus(t, r, 200, "the owner through b")
-	if r.Header.Get("X-Zkgate-Served-By") == "" {
-		t.Errorf("the acquire should have been forwarded to a")
-	}
-	mustStatus(t, b.as(t, "admin", "DELETE", "/v1/leases/"+lease, nil), 204, "an admin through b")
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		if !strings.Contains(a.Logs(), "actor=admin") {
-			return errorf("no audit record on the lease's gateway")
-		}
-		return nil
-	})
-}
-
-// TestTokensReloadOnHangup: SIGHUP loads a changed tokens file without
-// touching leases or waits; a broken file is refused, logged, and the
-// tokens in force stay.
-func TestTokensReloadOnHangup(t *testing.T) {
-	file, secrets := newTokensFile(t)
-	g := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
-
-	holder := g.newLeaseAs(t, "writer")
-	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/r1/acquire", map[string]any{"lease": holder}), 200, "hold")
-	waiter := g.newLeaseAs(t, "other")
-	waited := make(chan gwtest.Response, 1)
-	go func() {
-		r, err := sendAs(context.Background(), g.URL, secrets["other"], "POST", "/v1/locks/r1/acquire?wait=1m", map[string]any{"lease": waiter})
-		if err != nil {
-			r = gwtest.Response{Status: 599, Body: []byte(err.Error())}
-		}
-		waited <- r
-	}()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		st := g.as(t, "reader", "GET", "/v1/locks/r1", nil).JSON(t)
-		if w, _ := st["waiters"].([]any); len(w) != 1 {
-			return errorf("waiters %v", st["waiters"])
-		}
-		return nil
-	})
-
-	added, err := auth.AddToken(file, "late", []string{"locks:*:read"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantProblem(t, g.as(t, added, "GET", "/v1/locks/r1", nil), 401, "unauthenticated", "a token added but not loaded")
-	if err := g.Send(hangup); err != nil {
-		t.Fatal(err)
-	}
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		if r := g.as(t, added, "GET", "/v1/locks/r1", nil); r.Status != 200 {
-			return errorf("the new token after SIGHUP: %d", r.Status)
-		}
-		return nil
-	})
-
-	// A broken file: refused, logged, the tokens in force stay.
-	good, _ := os.ReadFile(file)
-	if err := os.WriteFile(file, append(good, []byte("broken sha256:00 bogus:*:read\n")...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Send(hangup); err != nil {
-		t.Fatal(err)
-	}
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		if !strings.Contains(g.Logs(), "tokens file not reloaded") {
-			return errorf("no log line about the refused file")
-		}
-		return nil
-	})
-	mustStatus(t, g.as(t, added, "GET", "/v1/locks/r1", nil), 200, "the tokens in force after a refused reload")
-
-	// The lease and the wait went on through both reloads.
-	mustStatus(t, g.as(t, "writer", "POST", "/v1/leases/"+holder+"/keepalive", nil), 200, "keepalive after the reloads")
-	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/r1/release", map[string]any{"lease": holder}), 204, "release")
-	select {
-	case r := <-waited:
-		mustStatus(t, r, 200, "the waiter, granted after the reloads")
-	case <-time.After(30 * time.Second):
-		t.Fatal("the waiter was not granted")
-	}
 }

@@ -1,4 +1,4 @@
-package server_test
+package auth_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/zkgate/zkgate/internal/dashtest"
 	"github.com/zkgate/zkgate/internal/gwtest"
 )
 
@@ -28,9 +29,9 @@ const cspRecorder = `document.addEventListener('securitypolicyviolation', functi
 // cookie, the dashboard shows live updates, and sign-out forgets it. No page
 // breaks its Content-Security-Policy (no inline script or style).
 func TestBrowserSignIn(t *testing.T) {
-	file, secrets := newTokensFile(t)
-	g := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
-	ctx := startBrowser(t)
+	file, secrets := gwtest.NewTokensFile(t)
+	g := gwtest.StartSecured(t, gwtest.GatewayOptions{}, file, secrets)
+	ctx := dashtest.StartBrowser(t)
 	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: cspRecorder}); err != nil {
 		t.Fatal(err)
 	}
@@ -38,19 +39,19 @@ func TestBrowserSignIn(t *testing.T) {
 	sentToSignIn(t, ctx, g)
 	signIn := func(secret string) {
 		t.Helper()
-		step(t, ctx, "sign in",
+		dashtest.Step(t, ctx, "sign in",
 			chromedp.WaitVisible(chromedp.CSS(`#token`)),
 			chromedp.SetValue(chromedp.CSS(`#token`), secret),
 			chromedp.Submit(chromedp.CSS(`#token`)))
 	}
 	signIn("zkg_not-a-token")
-	step(t, ctx, "an unknown token", chromedp.WaitVisible(chromedp.CSS(`#signin-error`)))
-	if msg := eval[string](t, ctx, `document.getElementById('signin-error').textContent`); !strings.Contains(msg, "Unknown token") {
+	dashtest.Step(t, ctx, "an unknown token", chromedp.WaitVisible(chromedp.CSS(`#signin-error`)))
+	if msg := dashtest.Eval[string](t, ctx, `document.getElementById('signin-error').textContent`); !strings.Contains(msg, "Unknown token") {
 		t.Errorf("error %q", msg)
 	}
 	signIn(secrets["billing"])
-	step(t, ctx, "a token without *:*:read", chromedp.WaitVisible(chromedp.CSS(`#signin-error`)))
-	if msg := eval[string](t, ctx, `document.getElementById('signin-error').textContent`); !strings.Contains(msg, "*:*:read") {
+	dashtest.Step(t, ctx, "a token without *:*:read", chromedp.WaitVisible(chromedp.CSS(`#signin-error`)))
+	if msg := dashtest.Eval[string](t, ctx, `document.getElementById('signin-error').textContent`); !strings.Contains(msg, "*:*:read") {
 		t.Errorf("error %q, want it to name *:*:read", msg)
 	}
 	signIn(secrets["reader"])
@@ -58,7 +59,7 @@ func TestBrowserSignIn(t *testing.T) {
 	liveUpdate(t, ctx, g)
 	signedOut(t, ctx, g)
 
-	if v := eval[string](t, ctx, `sessionStorage.getItem('csp') || '[]'`); v != "[]" {
+	if v := dashtest.Eval[string](t, ctx, `sessionStorage.getItem('csp') || '[]'`); v != "[]" {
 		t.Errorf("Content-Security-Policy violations: %s", v)
 	}
 	pageHeaders(t, g.URL+"/ui/locks", secrets["reader"])
@@ -67,31 +68,31 @@ func TestBrowserSignIn(t *testing.T) {
 // sentToSignIn: a page asked for without a token sends the browser to the
 // sign-in, which comes back to it; and the CSP recorder sees a planted
 // inline style (then forgets it).
-func sentToSignIn(t *testing.T, ctx context.Context, g *secured) {
-	step(t, ctx, "open a page without signing in",
+func sentToSignIn(t *testing.T, ctx context.Context, g *gwtest.Secured) {
+	dashtest.Step(t, ctx, "open a page without signing in",
 		chromedp.Navigate(g.URL+"/ui/locks"),
 		chromedp.WaitVisible(chromedp.CSS(`form.signin-form`)))
-	if loc := eval[string](t, ctx, `location.pathname + location.search`); loc != "/signin?next=%2Fui%2Flocks" {
+	if loc := dashtest.Eval[string](t, ctx, `location.pathname + location.search`); loc != "/signin?next=%2Fui%2Flocks" {
 		t.Errorf("sent to %q, want the sign-in with next=/ui/locks", loc)
 	}
 	// The recorder works: an inline style attribute is a violation.
-	_ = eval[bool](t, ctx, `(document.body.setAttribute('style', 'color: red'), true)`)
-	if n := eval[int](t, ctx, `JSON.parse(sessionStorage.getItem('csp') || '[]').length`); n != 1 {
+	_ = dashtest.Eval[bool](t, ctx, `(document.body.setAttribute('style', 'color: red'), true)`)
+	if n := dashtest.Eval[int](t, ctx, `JSON.parse(sessionStorage.getItem('csp') || '[]').length`); n != 1 {
 		t.Fatalf("the CSP recorder saw %d violations of a planted inline style, want 1", n)
 	}
-	_ = eval[bool](t, ctx, `(sessionStorage.removeItem('csp'), true)`)
+	_ = dashtest.Eval[bool](t, ctx, `(sessionStorage.removeItem('csp'), true)`)
 }
 
 // signedIn: the reader lands on the page it asked for, live, under its
 // name, its token in an HttpOnly, SameSite=Strict cookie no script reads.
-func signedIn(t *testing.T, ctx context.Context, g *secured) {
-	step(t, ctx, "land on the page asked for, live",
+func signedIn(t *testing.T, ctx context.Context, g *gwtest.Secured) {
+	dashtest.Step(t, ctx, "land on the page asked for, live",
 		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
 		chromedp.Evaluate[chromedp.Void](`window.sameDocument = "yes"`))
-	if loc := eval[string](t, ctx, `location.pathname`); loc != "/ui/locks" {
+	if loc := dashtest.Eval[string](t, ctx, `location.pathname`); loc != "/ui/locks" {
 		t.Errorf("signed in to %q, want /ui/locks", loc)
 	}
-	if who := eval[string](t, ctx, `document.querySelector('.signout .who').textContent`); who != "reader" {
+	if who := dashtest.Eval[string](t, ctx, `document.querySelector('.signout .who').textContent`); who != "reader" {
 		t.Errorf("the header says signed in as %q, want reader", who)
 	}
 	cookies, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{g.URL}})
@@ -111,28 +112,28 @@ func signedIn(t *testing.T, ctx context.Context, g *secured) {
 	if !found {
 		t.Fatalf("no zkgate_token cookie: %+v", cookies.Cookies)
 	}
-	if got := eval[string](t, ctx, `document.cookie`); strings.Contains(got, "zkgate_token") {
+	if got := dashtest.Eval[string](t, ctx, `document.cookie`); strings.Contains(got, "zkgate_token") {
 		t.Errorf("the page's script can read the token: %q", got)
 	}
 }
 
 // liveUpdate: a lock taken through the API appears without a reload, and
 // the other pages serve the signed-in browser.
-func liveUpdate(t *testing.T, ctx context.Context, g *secured) {
-	lease := g.newLeaseAs(t, "writer")
-	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/signed-in/acquire", map[string]any{"lease": lease}), 200, "acquire")
-	step(t, ctx, "see the holder appear",
+func liveUpdate(t *testing.T, ctx context.Context, g *gwtest.Secured) {
+	lease := g.NewLeaseAs(t, "writer")
+	gwtest.MustStatus(t, g.As(t, "writer", "POST", "/v1/locks/signed-in/acquire", map[string]any{"lease": lease}), 200, "acquire")
+	dashtest.Step(t, ctx, "see the holder appear",
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#lock-signed-in li.node.holds[data-lease=%q]`, lease))))
-	if got := eval[string](t, ctx, `window.sameDocument`); got != "yes" {
+	if got := dashtest.Eval[string](t, ctx, `window.sameDocument`); got != "yes" {
 		t.Fatalf("the page was reloaded: updates must come over the WebSocket")
 	}
-	step(t, ctx, "other pages", chromedp.Navigate(g.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
+	dashtest.Step(t, ctx, "other pages", chromedp.Navigate(g.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
 		chromedp.Navigate(g.URL+"/ui/znodes"), chromedp.WaitVisible(chromedp.CSS(`main`)))
 }
 
 // signedOut: sign-out takes the cookie away, and the dashboard asks again.
-func signedOut(t *testing.T, ctx context.Context, g *secured) {
-	step(t, ctx, "sign out", chromedp.Click(chromedp.CSS(`.signout button`)), chromedp.WaitVisible(chromedp.CSS(`form.signin-form`)))
+func signedOut(t *testing.T, ctx context.Context, g *gwtest.Secured) {
+	dashtest.Step(t, ctx, "sign out", chromedp.Click(chromedp.CSS(`.signout button`)), chromedp.WaitVisible(chromedp.CSS(`form.signin-form`)))
 	cookies, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{g.URL}})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func signedOut(t *testing.T, ctx context.Context, g *secured) {
 			t.Errorf("the cookie is still there after sign-out")
 		}
 	}
-	step(t, ctx, "the dashboard asks again", chromedp.Navigate(g.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`form.signin-form`)))
+	dashtest.Step(t, ctx, "the dashboard asks again", chromedp.Navigate(g.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`form.signin-form`)))
 }
 
 // pageHeaders: a page carries a Content-Security-Policy without inline
