@@ -107,8 +107,6 @@ func (s *secured) as(t *testing.T, token, method, path string, body any) gwtest.
 	return s.As(t, token, method, path, body)
 }
 
-func (s *secured) secretOf(token string) string { return s.SecretOf(token) }
-
 func (s *secured) newLeaseAs(t *testing.T, token string) string {
 	t.Helper()
 	return s.NewLeaseAs(t, token)

@@ -40,8 +40,3 @@ func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Ac
 	t.Helper()
 	dashtest.Step(t, ctx, what, actions...)
 }
-
-func eval[T any](t *testing.T, ctx context.Context, js string) T {
-	t.Helper()
-	return dashtest.Eval[T](t, ctx, js)
-}

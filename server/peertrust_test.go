@@ -3,8 +3,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,15 +11,12 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/zk"
@@ -487,75 +482,4 @@ func TestForwardedRequestsCarryNoSecret(t *testing.T) {
 			"a client's own forwarding header, token "+token)
 	}
 	mustStatus(t, a.as(t, "writer", "GET", "/v1/leases/"+other, nil), 200, "the other lease, untouched")
-}
-
-// TestForwardingTrustsOnlyThePeerCA: under TLS a gateway forwards only to
-// a gateway whose certificate --tls-peer-ca signed. A certificate of
-// another CA, even one this gateway trusts for its clients
-// (--tls-client-ca), is refused: the request is not forwarded.
-func TestForwardingTrustsOnlyThePeerCA(t *testing.T) {
-	dir := t.TempDir()
-	peers, clients := newTestCA(t, dir, "peers"), newTestCA(t, dir, "clients")
-	file := func(name string) string { return filepath.Join(dir, name) }
-	clients.issue(t, 500, file("a.pem"), file("a.key"), time.Now().Add(-time.Minute))
-	peers.issue(t, 501, file("b.pem"), file("b.key"), time.Now().Add(-time.Minute))
-	clients.issue(t, 502, file("client.pem"), file("client.key"), time.Now().Add(-time.Minute))
-	clientCert, err := tls.LoadX509KeyPair(file("client.pem"), file("client.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	both := x509.NewCertPool()
-	both.AddCert(peers.cert)
-	both.AddCert(clients.cert)
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: both, Certificates: []tls.Certificate{clientCert}}, ForceAttemptHTTP2: true}}
-
-	root := gwtest.UniqueRoot(t)
-	a := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: root, Client: client,
-		Extra: []string{"--tls-cert", file("a.pem"), "--tls-key", file("a.key")}})
-	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: root, Client: client,
-		Extra: []string{"--tls-cert", file("b.pem"), "--tls-key", file("b.key"), "--tls-client-ca", clients.file, "--tls-peer-ca", peers.file}})
-	lease := newLeaseTLS(t, client, a.URL)
-	resp, err := client.Post(b.URL+"/v1/locks/x/acquire", "application/json", strings.NewReader(`{"lease":"`+lease+`"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	wantProblem(t, gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, 503, "unavailable",
-		"a lease of a gateway whose certificate the peer CA did not sign")
-}
-
-// TestForwardedCallerIsTheTokenOfItsName: the lease's gateway acts for the
-// token that the forwarding gateway names, as its own tokens file has it;
-// a name it does not know is refused there, and that refusal, as any
-// answer of the lease's gateway, reaches the client.
-func TestForwardedCallerIsTheTokenOfItsName(t *testing.T) {
-	file, secrets := newTokensFile(t)
-	a := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	more := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(more, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	late, err := auth.AddToken(more, "late", []string{"*:*:admin"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := startSecured(t, gwtest.GatewayOptions{Root: a.Root}, more, secrets)
-	lease := a.newLeaseAs(t, "writer")
-
-	r := b.as(t, late, "GET", "/v1/leases/"+lease, nil)
-	p := wantProblem(t, r, 401, "unauthenticated", "a token a does not know, through b")
-	if detail, _ := p["detail"].(string); !strings.Contains(detail, `"late"`) || !strings.Contains(detail, "--auth-file") {
-		t.Errorf("the refusal should name the token and --auth-file: %q", detail)
-	}
-	if r.Header.Get("X-Zkgate-Served-By") == "" {
-		t.Errorf("the refusal should be a's: %v", r.Header)
-	}
-	mustStatus(t, b.as(t, "writer", "GET", "/v1/leases/"+lease, nil), 200, "the owner through b")
-	mustStatus(t, b.as(t, "admin", "POST", "/v1/leases/"+lease+"/keepalive", nil), 200, "an admin through b")
 }

@@ -59,13 +59,13 @@ func pemKeyStore(t *testing.T, certFile, keyFile, out string) {
 // certificates, and serves as usual.
 func TestZooKeeperTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, dir, "zk-ca")
+	ca := gwtest.NewCA(t, dir, "zk-ca")
 	serverCert, serverKey := filepath.Join(dir, "zk.pem"), filepath.Join(dir, "zk.key")
-	ca.issue(t, 10, serverCert, serverKey, time.Now().Add(-time.Minute))
+	ca.Issue(t, 10, serverCert, serverKey, time.Now().Add(-time.Minute))
 	keyStore := filepath.Join(dir, "zk-keystore.pem")
 	pemKeyStore(t, serverCert, serverKey, keyStore)
 	clientCert, clientKey := filepath.Join(dir, "gw.pem"), filepath.Join(dir, "gw.key")
-	ca.issue(t, 11, clientCert, clientKey, time.Now().Add(-time.Minute))
+	ca.Issue(t, 11, clientCert, clientKey, time.Now().Add(-time.Minute))
 
 	// Debian's zookeeper.jar names the netty jars of its plain port on its
 	// manifest classpath, but not netty-codec, which the TLS port needs: a
@@ -98,7 +98,7 @@ func TestZooKeeperTLS(t *testing.T) {
 			"secureClientPortAddress":  "127.0.0.1",
 			"ssl.keyStore.location":    keyStore,
 			"ssl.keyStore.type":        "PEM",
-			"ssl.trustStore.location":  ca.file,
+			"ssl.trustStore.location":  ca.File,
 			"ssl.trustStore.type":      "PEM",
 			"ssl.clientAuth":           "need",
 			"ssl.hostnameVerification": "false",
@@ -112,7 +112,7 @@ func TestZooKeeperTLS(t *testing.T) {
 	secure := "127.0.0.1:" + strconv.Itoa(securePort)
 
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{ZK: []string{secure},
-		Extra: []string{"--zk-tls-ca", ca.file, "--zk-tls-cert", clientCert, "--zk-tls-key", clientKey}})
+		Extra: []string{"--zk-tls-ca", ca.File, "--zk-tls-cert", clientCert, "--zk-tls-key", clientKey}})
 	lease := newLease(t, g.URL, "1m", "over TLS")
 	mustStatus(t, acquire(t, g.URL, "tls", lease, "0s"), 200, "acquire over a TLS session")
 	// The node is there, seen through the plain port.
