@@ -79,12 +79,7 @@ func wallName(kind string) string { return "wall-" + kind }
 func (r *runner) wallWorker(ctx context.Context, kind string, k, i int) {
 	c := r.newLeaseClient(fmt.Sprintf("wall-%s-%d", kind, i), uint64(1100+100*k+i))
 	defer c.dropAtEnd()
-	for ctx.Err() == nil {
-		id := c.lease(ctx)
-		if id == "" {
-			c.backoff(ctx)
-			continue
-		}
+	for id := range c.leases(ctx) {
 		mode := map[string]string{WallLock: "exclusive", WallSemaphore: "slot", WallElection: "leader"}[kind]
 		if kind == WallRWLock {
 			mode = "read"
