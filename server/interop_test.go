@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 const (
@@ -78,6 +79,17 @@ func compileCuratorPeer() (java string, classes map[string][]byte, err error) {
 		classes[filepath.Base(f)] = b
 	}
 	return java, classes, nil
+}
+
+// interopStart starts a gateway, a ZooKeeper client of its ensemble and
+// a peer (startKazooPeer or startCuratorPeer), and checks that the test
+// leaves no goroutine behind.
+func interopStart(t *testing.T, startPeer func(*testing.T, string) *interopPeer) (*gwtest.Gateway, *zk.Conn, *interopPeer) {
+	t.Helper()
+	gwtest.NoGoroutinesLeft(t)
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	return g, conn, startPeer(t, gwtest.ZK(t).Addr())
 }
 
 // startCuratorPeer starts CuratorPeer against zkAddr and waits for READY.
@@ -529,10 +541,7 @@ func ioOneForeignWaiter(mode string) func(ioState) error {
 // interopExclusiveLock: zkgate and a peer (verb: Curator `mutex`, kazoo
 // `lock`) take turns on {root}/locks/shared, each blocking the other.
 func interopExclusiveLock(t *testing.T, start func(*testing.T, string) *interopPeer, verb, nodeMarker string) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
-	p := start(t, gwtest.ZK(t).Addr())
+	g, conn, p := interopStart(t, start)
 	const name = "shared"
 	stateURL := g.URL + "/v1/locks/" + name
 	a, b := ioLease(t, g, "30s", "zkgate-a"), ioLease(t, g, "30s", "zkgate-b")
@@ -641,10 +650,7 @@ func ioCuratorAndZkgateTakeTurns(t *testing.T, g *gwtest.Gateway, p *interopPeer
 }
 
 func TestInteropCuratorReadWriteLock(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
-	p := startCuratorPeer(t, gwtest.ZK(t).Addr())
+	g, conn, p := interopStart(t, startCuratorPeer)
 	const name = "rw"
 	path := g.Root + "/locks/" + name
 	stateURL := g.URL + "/v1/locks/" + name
@@ -731,10 +737,7 @@ func ioSemaphoreFull(t *testing.T, g *gwtest.Gateway, p *interopPeer, name, path
 }
 
 func TestInteropCuratorSemaphoreV2(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
-	p := startCuratorPeer(t, gwtest.ZK(t).Addr())
+	g, conn, p := interopStart(t, startCuratorPeer)
 	const name = "pool"
 	path := g.Root + "/semaphores/" + name
 	stateURL := g.URL + "/v1/semaphores/" + name
