@@ -111,13 +111,7 @@ func (o *electOptions) run(cmd *cobra.Command, a *app, args []string) error {
 		}
 		return exitWith(exitLost, "leadership of %s lost while %s ran (%v): it was stopped", what, argv[0], why)
 	}
-	if lease.Err() == nil {
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := lease.Resign(rctx, name); err != nil && !errors.Is(err, client.ErrLeaseExpired) {
-			fmt.Fprintf(stderr, "zkgate: resign %s: %s\n", what, oneLine(err.Error()))
-		}
-		cancel()
-	}
+	letGo(lease, stderr, "resign", what, func(ctx context.Context) error { return lease.Resign(ctx, name) })
 	return &exitStatus{code: out.code}
 }
 

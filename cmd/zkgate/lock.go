@@ -141,13 +141,7 @@ func (o *lockOptions) run(cmd *cobra.Command, a *app, args []string) error {
 		}
 		return exitWith(exitLost, "%s lost while %s ran (%v): it was stopped", what, argv[0], why)
 	}
-	if lease.Err() == nil {
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := release(rctx); err != nil && !errors.Is(err, client.ErrLeaseExpired) {
-			fmt.Fprintf(stderr, "zkgate: release %s: %v\n", what, oneLine(err.Error()))
-		}
-		cancel()
-	}
+	letGo(lease, stderr, "release", what, release)
 	return &exitStatus{code: out.code}
 }
 
@@ -274,6 +268,20 @@ func leaseForCommand(ctx context.Context, gw *gatewayFlags, lockDelaySet bool, t
 		return nil, nil, err
 	}
 	return c, lease, nil
+}
+
+// letGo gives up what with giveUp (a release or a resign, named by verb),
+// bounded, unless the lease has ended: a failure is only told on stderr,
+// as the lease's revoke follows.
+func letGo(lease *client.Lease, stderr io.Writer, verb, what string, giveUp func(context.Context) error) {
+	if lease.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := giveUp(ctx); err != nil && !errors.Is(err, client.ErrLeaseExpired) {
+		fmt.Fprintf(stderr, "zkgate: %s %s: %s\n", verb, what, oneLine(err.Error()))
+	}
 }
 
 // revoke ends the lease at the gateway, bounded: what it held goes with
