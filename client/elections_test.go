@@ -47,11 +47,7 @@ func TestCampaignResignsAndObserveSeesLeaders(t *testing.T) {
 	}
 	a, b, d := grant(t, c, "a"), grant(t, c, "b"), grant(t, c, "d")
 	// The observer reads through a proxy, to tell when it has read a state.
-	p := newProxy(t, g.URL)
-	oc, err := client.New(p.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, oc := proxiedClient(t, g.URL)
 	obs, err := oc.Observe(ctx, "scheduler")
 	if err != nil {
 		t.Fatal(err)

@@ -200,11 +200,7 @@ func TestDeadlock(t *testing.T) {
 
 func TestAcquireRetriedAfterLostAnswer(t *testing.T) {
 	g, _ := gateway(t)
-	p := newProxy(t, g.URL)
-	c, err := client.New(p.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, c := proxiedClient(t, g.URL)
 	ctx := ctxFor(t, time.Minute)
 	l := grant(t, c, "retry")
 	var once sync.Once
