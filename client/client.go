@@ -183,17 +183,9 @@ type response struct {
 // was sent and a 503. A call ended by its context returns the context's
 // cause.
 func (c *Client) do(ctx context.Context, r request) (*response, error) {
-	var body []byte
-	contentType := ""
-	switch {
-	case r.rawBody:
-		body, contentType = r.raw, "application/octet-stream"
-	case r.body != nil:
-		var err error
-		if body, err = json.Marshal(r.body); err != nil {
-			return nil, fmt.Errorf("zkgate: encode request: %w", err)
-		}
-		contentType = "application/json"
+	body, contentType, err := r.encode()
+	if err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	deadline := r.until
@@ -203,21 +195,13 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 	unknown := false // an earlier attempt may have taken effect
 	dials := 0       // attempts that found no connection to the client's URL
 	for attempt := 0; ; attempt++ {
-		q := url.Values{}
-		for k, v := range r.query {
-			q[k] = v
-		}
-		if r.sendWait {
-			left := max(r.wait-time.Since(start), 0)
-			q.Set("wait", left.Truncate(time.Millisecond).String())
-		}
 		base := c.base
 		if r.target != nil {
 			if t := r.target(); t != nil {
 				base = t
 			}
 		}
-		resp, err := c.once(ctx, base, r.method, r.path, q, body, contentType, r.seen)
+		resp, err := c.once(ctx, base, r.method, r.path, r.queryAt(start), body, contentType, r.seen)
 		if err == nil {
 			return resp, nil
 		}
@@ -260,13 +244,50 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 		if !refused && (problem == nil || problem.Code == "unavailable") {
 			unknown = true
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, pause) {
 			return nil, context.Cause(ctx)
-		case <-t.C:
 		}
+	}
+}
+
+// encode returns r's body and its content type (none without a body).
+func (r request) encode() ([]byte, string, error) {
+	switch {
+	case r.rawBody:
+		return r.raw, "application/octet-stream", nil
+	case r.body != nil:
+		body, err := json.Marshal(r.body)
+		if err != nil {
+			return nil, "", fmt.Errorf("zkgate: encode request: %w", err)
+		}
+		return body, "application/json", nil
+	}
+	return nil, "", nil
+}
+
+// queryAt is r's query for an attempt made after the call started at
+// start: with the wait left, when r sends its wait.
+func (r request) queryAt(start time.Time) url.Values {
+	q := url.Values{}
+	for k, v := range r.query {
+		q[k] = v
+	}
+	if r.sendWait {
+		left := max(r.wait-time.Since(start), 0)
+		q.Set("wait", left.Truncate(time.Millisecond).String())
+	}
+	return q
+}
+
+// sleep waits d, or until ctx ends: false then.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

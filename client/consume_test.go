@@ -62,15 +62,11 @@ func queueEmpty(t *testing.T, c *client.Client, queue string) {
 // UntilEmpty ends the loop with nil.
 func TestConsumeAcksEachItemOnce(t *testing.T) {
 	g, _ := gateway(t)
-	p := newProxy(t, g.URL)
-	c, err := client.New(p.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, c := proxiedClient(t, g.URL)
 	ids := produce(t, c, "consume-ack", "a", "self", "c")
 	l := grant(t, c, "consumer")
 	var seen []string
-	err = l.Consume(ctxFor(t, 30*time.Second), "consume-ack", func(ctx context.Context, item *client.Item) error {
+	err := l.Consume(ctxFor(t, 30*time.Second), "consume-ack", func(ctx context.Context, item *client.Item) error {
 		seen = append(seen, string(item.Data))
 		if string(item.Data) == "self" {
 			return item.Ack(ctx)

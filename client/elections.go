@@ -23,23 +23,13 @@ func (l *Lease) Campaign(ctx context.Context, name, value string, wait time.Dura
 		return nil, err
 	}
 	k := holdKey{kind: "election", name: name}
-	if err := l.take(k); err != nil {
+	c := Campaign{lease: l}
+	if err := l.acquire(ctx, k, path, wait, map[string]string{"lease": l.id, "value": value}, &c); err != nil {
 		return nil, err
 	}
-	ctx, cancel := l.bind(ctx)
-	defer cancel()
-	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
-		body: map[string]string{"lease": l.id, "value": value}})
-	c := Campaign{lease: l}
-	if err == nil {
-		err = resp.decode(&c)
-	}
-	if err != nil || !c.Elected {
+	if !c.Elected {
 		// A candidate in line holds nothing yet: Campaign again resumes.
 		l.drop(k)
-	}
-	if err != nil {
-		return nil, err
 	}
 	return &c, nil
 }

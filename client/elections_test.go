@@ -11,6 +11,30 @@ import (
 	"github.com/zkgate/zkgate/internal/gwtest"
 )
 
+// readPast waits until a client reading through p has asked for a state
+// past index.
+func readPast(t *testing.T, p *proxy, index int64) {
+	t.Helper()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		for _, r := range p.requests() {
+			if n, _ := strconv.ParseInt(r.URL.Query().Get("index"), 10, 64); n >= index {
+				return nil
+			}
+		}
+		return fmt.Errorf("the observer has not read past index %d: it holds a state to deliver, or is slow", index)
+	})
+}
+
+// nextLeader is the leader in the next state obs delivers.
+func nextLeader(t *testing.T, obs *client.Watcher[client.ElectionState]) *client.Holder {
+	t.Helper()
+	st, ok := <-obs.C
+	if !ok {
+		t.Fatalf("Observe ended: %v", obs.Err())
+	}
+	return st.Leader
+}
+
 // TestCampaignResignsAndObserveSeesLeaders: a Campaign resigns and
 // proclaims by itself; Observe delivers the leader now and each change of
 // leader or of its value, and not the candidates that join or leave the
@@ -23,34 +47,12 @@ func TestCampaignResignsAndObserveSeesLeaders(t *testing.T) {
 	}
 	a, b, d := grant(t, c, "a"), grant(t, c, "b"), grant(t, c, "d")
 	// The observer reads through a proxy, to tell when it has read a state.
-	p := newProxy(t, g.URL)
-	oc, err := client.New(p.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	readPast := func(index int64) {
-		t.Helper()
-		gwtest.Eventually(t, 10*time.Second, func() error {
-			for _, r := range p.requests() {
-				if n, _ := strconv.ParseInt(r.URL.Query().Get("index"), 10, 64); n >= index {
-					return nil
-				}
-			}
-			return fmt.Errorf("the observer has not read past index %d: it holds a state to deliver, or is slow", index)
-		})
-	}
+	p, oc := proxiedClient(t, g.URL)
 	obs, err := oc.Observe(ctx, "scheduler")
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := func() *client.Holder {
-		t.Helper()
-		st, ok := <-obs.C
-		if !ok {
-			t.Fatalf("Observe ended: %v", obs.Err())
-		}
-		return st.Leader
-	}
+	next := func() *client.Holder { return nextLeader(t, obs) }
 	if l := next(); l != nil {
 		t.Fatalf("leader of a new election: %+v", l)
 	}
@@ -75,7 +77,7 @@ func TestCampaignResignsAndObserveSeesLeaders(t *testing.T) {
 	if err != nil || len(st.Candidates) != 2 {
 		t.Fatalf("state %+v %v", st, err)
 	}
-	readPast(st.Index) // it read the line's changes before the proclaim
+	readPast(t, p, st.Index) // it read the line's changes before the proclaim
 	if err := ca.Proclaim(ctx, "a2"); err != nil || ca.Value != "a2" {
 		t.Fatalf("Campaign.Proclaim: %v (value %q)", err, ca.Value)
 	}

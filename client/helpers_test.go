@@ -50,6 +50,18 @@ type proxy struct {
 	closed bool
 }
 
+// proxiedClient starts a proxy to the gateway at target and a client of
+// the gateway through it.
+func proxiedClient(t *testing.T, target string) (*proxy, *client.Client) {
+	t.Helper()
+	p := newProxy(t, target)
+	c, err := client.New(p.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, c
+}
+
 func newProxy(t *testing.T, target string) *proxy {
 	t.Helper()
 	u, err := url.Parse(target)

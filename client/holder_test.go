@@ -60,7 +60,16 @@ func TestOneLeaseOneHolder(t *testing.T) {
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	a, b := grant(t, c, "a"), grant(t, c, "b")
+	checkOneLockHolder(t, ctx, c, a, b)
+	checkOneSemaphoreHolder(t, ctx, a)
+	checkOneCandidate(t, ctx, a, b)
+}
 
+// checkOneLockHolder: concurrent Locks of one name through a make one
+// holder; the name is free again after Release or a failed acquire, and
+// another mode of a read/write lock is another hold.
+func checkOneLockHolder(t *testing.T, ctx context.Context, c *client.Client, a, b *client.Lease) {
+	t.Helper()
 	var mu sync.Mutex
 	var grants []*client.LockGrant
 	oneHolder(t, `lock "invoices"`, concurrently(8, func() error {
@@ -105,7 +114,12 @@ func TestOneLeaseOneHolder(t *testing.T) {
 			t.Fatalf("a try-once of a held lock: %v", err)
 		}
 	}
+}
 
+// checkOneSemaphoreHolder: concurrent AcquireSemaphores through a make one
+// holder; the name is free again after its release.
+func checkOneSemaphoreHolder(t *testing.T, ctx context.Context, a *client.Lease) {
+	t.Helper()
 	oneHolder(t, `semaphore "gpu"`, concurrently(4, func() error {
 		_, err := a.AcquireSemaphore(ctx, "gpu", 3, 5*time.Second)
 		return err
@@ -116,7 +130,13 @@ func TestOneLeaseOneHolder(t *testing.T) {
 	if _, err := a.AcquireSemaphore(ctx, "gpu", 3, 0); err != nil {
 		t.Fatalf("AcquireSemaphore after its release: %v", err)
 	}
+}
 
+// checkOneCandidate: concurrent Campaigns through a make one candidate; a
+// candidate in line may campaign again, as a after its Resign, and b leads
+// once a is behind it.
+func checkOneCandidate(t *testing.T, ctx context.Context, a, b *client.Lease) {
+	t.Helper()
 	oneHolder(t, `election "scheduler"`, concurrently(4, func() error {
 		_, err := a.Campaign(ctx, "scheduler", "a", 5*time.Second)
 		return err

@@ -533,12 +533,8 @@ func (l *Lease) keepAlive(ctx context.Context, sent time.Time) {
 		l.mu.Lock()
 		next := sent.Add(max(l.deadline.Sub(sent)/3, minKeepAlive))
 		l.mu.Unlock()
-		t := time.NewTimer(time.Until(next))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, time.Until(next)) {
 			return
-		case <-t.C:
 		}
 		var err error
 		sent, err = l.extend(ctx)
@@ -592,12 +588,8 @@ func (l *Lease) extend(ctx context.Context) (time.Time, error) {
 		if problem != nil && problem.RetryAfter > 0 {
 			pause = problem.RetryAfter
 		}
-		t := time.NewTimer(max(min(pause, time.Until(deadline)), 0))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, max(min(pause, time.Until(deadline)), 0)) {
 			return time.Time{}, ctx.Err()
-		case <-t.C:
 		}
 	}
 }
@@ -625,6 +617,25 @@ func (l *Lease) take(k holdKey) error {
 	}
 	l.holding[k] = true
 	return nil
+}
+
+// acquire takes k for the lease (take) and posts body to path, waiting up
+// to wait and retrying as Lock does, decoding the answer into grant; k is
+// dropped again when that fails.
+func (l *Lease) acquire(ctx context.Context, k holdKey, path string, wait time.Duration, body, grant any) error {
+	if err := l.take(k); err != nil {
+		return err
+	}
+	ctx, cancel := l.bind(ctx)
+	defer cancel()
+	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true, body: body})
+	if err == nil {
+		err = resp.decode(grant)
+	}
+	if err != nil {
+		l.drop(k)
+	}
+	return err
 }
 
 // drop frees k once its acquire failed.

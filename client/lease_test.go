@@ -143,11 +143,7 @@ func TestLeaseLostWhenRevokedElsewhere(t *testing.T) {
 // through and 503s from a proxy come and go; the lease lives on.
 func TestKeepAliveSlowServer(t *testing.T) {
 	g, _ := gateway(t)
-	p := newProxy(t, g.URL)
-	c, err := client.New(p.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, c := proxiedClient(t, g.URL)
 	ctx := ctxFor(t, time.Minute)
 	const ttl = 1500 * time.Millisecond
 	l, err := c.Grant(ctx, ttl, "slow")
@@ -186,11 +182,7 @@ func TestKeepAliveSlowServer(t *testing.T) {
 // gateway never answered 410.
 func TestLeaseLostWhenUnreachable(t *testing.T) {
 	g, _ := gateway(t)
-	p := newProxy(t, g.URL)
-	c, err := client.New(p.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, c := proxiedClient(t, g.URL)
 	ctx := ctxFor(t, time.Minute)
 	l, err := c.Grant(ctx, 2*time.Second, "cut-off")
 	if err != nil {

@@ -35,20 +35,10 @@ func (l *Lease) Lock(ctx context.Context, name string, mode LockMode, wait time.
 	if err != nil {
 		return nil, err
 	}
-	k := holdKey{kind: "lock", name: name, mode: mode}
-	if err := l.take(k); err != nil {
-		return nil, err
-	}
-	ctx, cancel := l.bind(ctx)
-	defer cancel()
-	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
-		body: map[string]string{"lease": l.id, "mode": string(mode)}})
 	g := &LockGrant{lease: l}
-	if err == nil {
-		err = resp.decode(g)
-	}
+	err = l.acquire(ctx, holdKey{kind: "lock", name: name, mode: mode}, path, wait,
+		map[string]string{"lease": l.id, "mode": string(mode)}, g)
 	if err != nil {
-		l.drop(k)
 		return nil, err
 	}
 	return g, nil
@@ -137,20 +127,10 @@ func (l *Lease) AcquireSemaphore(ctx context.Context, name string, limit int, wa
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: a semaphore limit is at least 1", ErrInvalid)
 	}
-	k := holdKey{kind: "semaphore", name: name}
-	if err := l.take(k); err != nil {
-		return nil, err
-	}
-	ctx, cancel := l.bind(ctx)
-	defer cancel()
-	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
-		body: map[string]any{"lease": l.id, "limit": limit}})
 	g := &SemaphoreGrant{lease: l}
-	if err == nil {
-		err = resp.decode(g)
-	}
+	err = l.acquire(ctx, holdKey{kind: "semaphore", name: name}, path, wait,
+		map[string]any{"lease": l.id, "limit": limit}, g)
 	if err != nil {
-		l.drop(k)
 		return nil, err
 	}
 	return g, nil

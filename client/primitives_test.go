@@ -46,7 +46,16 @@ func TestLocks(t *testing.T) {
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	a, b := grant(t, c, "a"), grant(t, c, "b")
+	checkExclusiveLock(t, ctx, c, a, b)
+	checkReadWriteLock(t, ctx, c, a, b)
+	checkBadLockInput(t, ctx, a)
+}
 
+// checkExclusiveLock: a holds "orders" with a token that fences, b times
+// out with the holders, then waits and is handed the lock with a larger
+// token when a releases it.
+func checkExclusiveLock(t *testing.T, ctx context.Context, c *client.Client, a, b *client.Lease) {
+	t.Helper()
 	ga, err := a.Lock(ctx, "orders", "", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -106,8 +115,12 @@ func TestLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Read/write: readers share, a writer waits for them; a lease's write
-	// behind its own read would deadlock.
+}
+
+// checkReadWriteLock: readers share, a writer waits for them; a lease's
+// write behind its own read would deadlock.
+func checkReadWriteLock(t *testing.T, ctx context.Context, c *client.Client, a, b *client.Lease) {
+	t.Helper()
 	if _, err := a.Lock(ctx, "catalog", client.Read, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +134,12 @@ func TestLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Bad input is refused before a round trip, and by the gateway.
+}
+
+// checkBadLockInput: bad input is refused before a round trip, and by the
+// gateway.
+func checkBadLockInput(t *testing.T, ctx context.Context, a *client.Lease) {
+	t.Helper()
 	for _, name := range []string{"", "..", "a/b", "x y", strings.Repeat("n", 201)} {
 		if _, err := a.Lock(ctx, name, client.Exclusive, 0); !errors.Is(err, client.ErrInvalid) {
 			t.Fatalf("name %q: %v", name, err)
@@ -130,7 +148,7 @@ func TestLocks(t *testing.T) {
 	if _, err := a.Lock(ctx, "x", "shared", 0); !errors.Is(err, client.ErrInvalid) {
 		t.Fatalf("bad mode: %v", err)
 	}
-	e = wantCode(t, errOf(a.Lock(ctx, "x", client.Exclusive, 2*time.Hour)), client.ErrInvalid, 400)
+	e := wantCode(t, errOf(a.Lock(ctx, "x", client.Exclusive, 2*time.Hour)), client.ErrInvalid, 400)
 	if !strings.Contains(e.Detail, "cap") {
 		t.Fatalf("the gateway's detail should name the cap: %q", e.Detail)
 	}
@@ -182,11 +200,7 @@ func TestDeadlock(t *testing.T) {
 
 func TestAcquireRetriedAfterLostAnswer(t *testing.T) {
 	g, _ := gateway(t)
-	p := newProxy(t, g.URL)
-	c, err := client.New(p.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, c := proxiedClient(t, g.URL)
 	ctx := ctxFor(t, time.Minute)
 	l := grant(t, c, "retry")
 	var once sync.Once
@@ -431,6 +445,23 @@ func TestQueues(t *testing.T) {
 	}
 
 	l := grant(t, c, "consumer")
+	checkClaims(t, ctx, c, l)
+	checkEmptyQueue(t, ctx, c, l)
+	if list, err := c.Queues(ctx); err != nil || len(list) != 1 || list[0].Name != "jobs" {
+		t.Fatalf("queues %+v %v", list, err)
+	}
+	if err := c.DeleteQueue(ctx, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Produce(ctx, "jobs", nil, 1000); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("priority 1000: %v", err)
+	}
+}
+
+// checkClaims: l claims job-0 of "jobs", which a nack serves again and an
+// ack ends; job-2, claimed by a lease that ends, is served again to l.
+func checkClaims(t *testing.T, ctx context.Context, c *client.Client, l *client.Lease) {
+	t.Helper()
 	claimed, err := l.Claim(ctx, "jobs", 0)
 	if err != nil || string(claimed.Data) != "job-0" {
 		t.Fatalf("claim: %+v %v", claimed, err)
@@ -467,7 +498,12 @@ func TestQueues(t *testing.T) {
 	if err := back.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
 
+// checkEmptyQueue: "jobs" is empty to a take and a claim, and a take that
+// waits is woken by a produce.
+func checkEmptyQueue(t *testing.T, ctx context.Context, c *client.Client, l *client.Lease) {
+	t.Helper()
 	if _, err := c.Take(ctx, "jobs", 100*time.Millisecond); !errors.Is(err, client.ErrEmpty) {
 		t.Fatalf("take from an empty queue: %v", err)
 	}
@@ -493,15 +529,6 @@ func TestQueues(t *testing.T) {
 	}
 	if it := <-taken; it == nil || len(it.Data) != 0 {
 		t.Fatalf("the woken take: %+v", it)
-	}
-	if list, err := c.Queues(ctx); err != nil || len(list) != 1 || list[0].Name != "jobs" {
-		t.Fatalf("queues %+v %v", list, err)
-	}
-	if err := c.DeleteQueue(ctx, "jobs"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Produce(ctx, "jobs", nil, 1000); !errors.Is(err, client.ErrInvalid) {
-		t.Fatalf("priority 1000: %v", err)
 	}
 }
 

@@ -102,35 +102,12 @@ func watch[T any, PT stateOf[T]](ctx context.Context, c *Client, kind, name stri
 	if err != nil {
 		return nil, err
 	}
-	read := func(ctx context.Context, index int64, wait time.Duration) (*response, int64, error) {
-		qq := url.Values{}
-		for k, v := range q {
-			qq[k] = v
-		}
-		if index > 0 {
-			qq.Set("index", strconv.FormatInt(index, 10))
-			qq.Set("wait", wait.String())
-		}
-		resp, err := c.do(ctx, request{method: http.MethodGet, path: path, query: qq, retry: true})
-		if err != nil {
-			return nil, 0, err
-		}
-		idx, _ := strconv.ParseInt(resp.header.Get("X-Zkgate-Index"), 10, 64)
-		return resp, idx, nil
-	}
-	decode := func(resp *response, idx int64) (T, error) {
-		var st T
-		if err := resp.decode(&st); err != nil {
-			return st, err
-		}
-		PT(&st).setIndex(idx)
-		return st, nil
-	}
-	resp, index, err := read(ctx, 0, 0)
+	r := stateReader[T, PT]{c: c, path: path, query: q}
+	resp, index, err := r.read(ctx, 0, 0)
 	if err != nil {
 		return nil, err
 	}
-	first, err := decode(resp, index)
+	first, err := r.decode(resp, index)
 	if err != nil {
 		return nil, err
 	}
@@ -139,58 +116,92 @@ func watch[T any, PT stateOf[T]](ctx context.Context, c *Client, kind, name stri
 	go func() {
 		defer close(w.done)
 		defer close(ch)
-		last := resp.body
-		pending, havePending := first, true
-		for attempt := 0; ; {
-			if havePending {
-				select {
-				case ch <- pending:
-					havePending = false
-				case <-ctx.Done():
-					w.err = ctx.Err()
-					return
-				}
-			}
-			resp, idx, err := read(ctx, max(index, 1), c.pollWait)
-			if ctx.Err() != nil {
-				w.err = ctx.Err()
-				return
-			}
-			if err != nil {
-				var problem *Error
-				if errors.As(err, &problem) && problem.Code != "unavailable" && problem.Code != "too_many" {
-					w.err = err
-					return
-				}
-				// c.do gave up after its retry window: keep trying, slower.
-				t := time.NewTimer(backoff(attempt + 5))
-				attempt++
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					w.err = ctx.Err()
-					return
-				case <-t.C:
-				}
-				continue
-			}
-			attempt = 0
-			index = idx
-			// The index can move with no visible change; deliver changes only.
-			if bytes.Equal(resp.body, last) {
-				continue
-			}
-			st, err := decode(resp, idx)
-			if err != nil {
-				w.err = err
-				return
-			}
-			last = resp.body
-			if changed != nil && !changed(pending, st) {
-				continue
-			}
-			pending, havePending = st, true
-		}
+		w.err = r.follow(ctx, ch, first, resp.body, index, changed)
 	}()
 	return w, nil
+}
+
+// stateReader reads the state of one primitive at path, with query.
+type stateReader[T any, PT stateOf[T]] struct {
+	c     *Client
+	path  string
+	query url.Values
+}
+
+// read reads the state, blocking until it is past index (when index > 0)
+// or wait has passed, and returns it with its X-Zkgate-Index.
+func (r stateReader[T, PT]) read(ctx context.Context, index int64, wait time.Duration) (*response, int64, error) {
+	q := url.Values{}
+	for k, v := range r.query {
+		q[k] = v
+	}
+	if index > 0 {
+		q.Set("index", strconv.FormatInt(index, 10))
+		q.Set("wait", wait.String())
+	}
+	resp, err := r.c.do(ctx, request{method: http.MethodGet, path: r.path, query: q, retry: true})
+	if err != nil {
+		return nil, 0, err
+	}
+	idx, _ := strconv.ParseInt(resp.header.Get("X-Zkgate-Index"), 10, 64)
+	return resp, idx, nil
+}
+
+// decode decodes the state in resp, read at index idx.
+func (r stateReader[T, PT]) decode(resp *response, idx int64) (T, error) {
+	var st T
+	if err := resp.decode(&st); err != nil {
+		return st, err
+	}
+	PT(&st).setIndex(idx)
+	return st, nil
+}
+
+// follow delivers pending, then each new state read after index on ch,
+// last being the body of the state read last, until ctx ends or an error
+// that retrying cannot mend, which it returns (ctx's error when ctx ended).
+func (r stateReader[T, PT]) follow(ctx context.Context, ch chan<- T, pending T, last []byte, index int64,
+	changed func(prev, next T) bool) error {
+	havePending := true
+	for attempt := 0; ; {
+		if havePending {
+			select {
+			case ch <- pending:
+				havePending = false
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		resp, idx, err := r.read(ctx, max(index, 1), r.c.pollWait)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			var problem *Error
+			if errors.As(err, &problem) && problem.Code != "unavailable" && problem.Code != "too_many" {
+				return err
+			}
+			// c.do gave up after its retry window: keep trying, slower.
+			if !sleep(ctx, backoff(attempt+5)) {
+				return ctx.Err()
+			}
+			attempt++
+			continue
+		}
+		attempt = 0
+		index = idx
+		// The index can move with no visible change; deliver changes only.
+		if bytes.Equal(resp.body, last) {
+			continue
+		}
+		st, err := r.decode(resp, idx)
+		if err != nil {
+			return err
+		}
+		last = resp.body
+		if changed != nil && !changed(pending, st) {
+			continue
+		}
+		pending, havePending = st, true
+	}
 }

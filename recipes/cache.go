@@ -453,29 +453,7 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot, w *watchSet)
 		children, stat, err = conn.Children(p)
 	}
 	if errors.Is(err, zk.ErrNoNode) {
-		// Its child and data watches fired with its deletion, before this
-		// answer: taken out (RemoveWatch of a fired watch sends nothing).
-		c.drop(p, &w.child)
-		c.drop(p, &w.data)
-		if w.exist == nil {
-			ok, _, ch, err := conn.ExistsW(p)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				// Created in between: the watch is one of its data.
-				w.data = ch
-				return c.load(p, opts, prev, w)
-			}
-			w.exist = ch
-		}
-		snap := &Snapshot{Path: p}
-		// An absent node takes its index from its parent's pzxid, which grew
-		// when the node was deleted.
-		if _, pstat, err := conn.Exists(path.Dir(p)); err == nil && pstat != nil {
-			snap.Index = pstat.Pzxid
-		}
-		return snap, nil
+		return c.loadAbsent(p, opts, prev, w)
 	}
 	if err != nil {
 		return nil, err
@@ -484,32 +462,12 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot, w *watchSet)
 	c.drop(p, &w.exist)
 	// The parent's own data is watched too (an election's proclaim touches
 	// it), except for name-only entries, whose parents' data never changes.
-	var data []byte
-	dstat := stat
-	if !opts.namesOnly {
-		same := prev != nil && prev.Exists && prev.Stat.Czxid == stat.Czxid && prev.Stat.Mzxid == stat.Mzxid
-		if !same {
-			// Changed before the listing: its watch fired then.
-			w.data = armed(w.data)
-		}
-		switch {
-		case same && w.data != nil:
-			data = prev.Data // unchanged, and still watched
-		case w.data != nil:
-			data, dstat, err = conn.Get(p)
-		default:
-			var ch <-chan zk.Event
-			data, dstat, ch, err = conn.GetW(p)
-			if err == nil {
-				w.data = ch
-			}
-		}
-		if errors.Is(err, zk.ErrNoNode) {
-			return c.load(p, opts, prev, w)
-		}
-		if err != nil {
-			return nil, err
-		}
+	data, dstat, err := c.loadData(p, opts, prev, w, stat)
+	if errors.Is(err, zk.ErrNoNode) {
+		return c.load(p, opts, prev, w)
+	}
+	if err != nil {
+		return nil, err
 	}
 	snap := &Snapshot{Path: p, Exists: true, Data: data, Stat: *dstat}
 	snap.Index = max(stat.Pzxid, dstat.Mzxid)
@@ -526,6 +484,62 @@ func (c *watchCache) load(p string, opts entryOpts, prev *Snapshot, w *watchSet)
 		return nil, err
 	}
 	return snap, nil
+}
+
+// loadAbsent answers load for p found absent: it arms in w the watch of its
+// creation, and loads p again if it was created in between.
+func (c *watchCache) loadAbsent(p string, opts entryOpts, prev *Snapshot, w *watchSet) (*Snapshot, error) {
+	conn := c.sess.Conn()
+	// Its child and data watches fired with its deletion, before this
+	// answer: taken out (RemoveWatch of a fired watch sends nothing).
+	c.drop(p, &w.child)
+	c.drop(p, &w.data)
+	if w.exist == nil {
+		ok, _, ch, err := conn.ExistsW(p)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			// Created in between: the watch is one of its data.
+			w.data = ch
+			return c.load(p, opts, prev, w)
+		}
+		w.exist = ch
+	}
+	snap := &Snapshot{Path: p}
+	// An absent node takes its index from its parent's pzxid, which grew
+	// when the node was deleted.
+	if _, pstat, err := conn.Exists(path.Dir(p)); err == nil && pstat != nil {
+		snap.Index = pstat.Pzxid
+	}
+	return snap, nil
+}
+
+// loadData reads p's own data for load, stat being the listing's: the data
+// of prev while its mzxid did not move and its watch has not fired, read
+// again (arming the watch in w when none is armed) when it did. Name-only
+// entries read none. zk.ErrNoNode says p went after the listing.
+func (c *watchCache) loadData(p string, opts entryOpts, prev *Snapshot, w *watchSet, stat *zk.Stat) ([]byte, *zk.Stat, error) {
+	if opts.namesOnly {
+		return nil, stat, nil
+	}
+	conn := c.sess.Conn()
+	same := prev != nil && prev.Exists && prev.Stat.Czxid == stat.Czxid && prev.Stat.Mzxid == stat.Mzxid
+	if !same {
+		// Changed before the listing: its watch fired then.
+		w.data = armed(w.data)
+	}
+	switch {
+	case same && w.data != nil:
+		return prev.Data, stat, nil // unchanged, and still watched
+	case w.data != nil:
+		return conn.Get(p)
+	}
+	data, dstat, ch, err := conn.GetW(p)
+	if err == nil {
+		w.data = ch
+	}
+	return data, dstat, err
 }
 
 // fetchChildren reads the named children of snap (data, or only stats),

@@ -73,14 +73,8 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 	vouched := false // the delete of the last node waited for checked ours (see handoffs)
 	for {
 		if !listed {
-			var t turn
-			var err error
-			if after != nil {
-				t, err = after.find(node, markers)
-				after = nil
-			} else {
-				t, err = s.listLine(ctx, lease, parent, node, markers)
-			}
+			t, err := s.lineAfter(ctx, lease, parent, node, after, markers)
+			after = nil
 			if err != nil {
 				return last, err
 			}
@@ -91,12 +85,11 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 		if b == "" && len(last.marks) > 0 {
 			// Nothing before the caller is left, but the lock-delay of one
 			// that ended without releasing may still hold it back.
-			until, _, _, expired := s.heldBack(parent, last.marks, last.contenders[last.index], last.present, blocks)
-			s.dropMarks(expired)
-			if !until.IsZero() {
-				if err := s.waitHeldBack(ctx, lease, until, tryOnce); err != nil {
-					return last, err
-				}
+			held, err := s.waitDelay(ctx, lease, parent, last, blocks, tryOnce)
+			if err != nil {
+				return last, err
+			}
+			if held {
 				listed = false
 				continue
 			}
@@ -150,6 +143,28 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 			listed = false
 		}
 	}
+}
+
+// lineAfter finds node in after, a listing of parent made after node was,
+// or lists parent itself when after is nil.
+func (s *Service) lineAfter(ctx context.Context, lease *Lease, parent, node string, after *listing, markers []marker) (turn, error) {
+	if after != nil {
+		return after.find(node, markers)
+	}
+	return s.listLine(ctx, lease, parent, node, markers)
+}
+
+// waitDelay waits out the lock-delay that holds back the caller's node in
+// t, nothing before it being left; held says there was one to wait for
+// (the line is then to be listed again).
+func (s *Service) waitDelay(ctx context.Context, lease *Lease, parent string, t turn,
+	blocks func(c, self seqNode) bool, tryOnce bool) (held bool, err error) {
+	until, _, _, expired := s.heldBack(parent, t.marks, t.contenders[t.index], t.present, blocks)
+	s.dropMarks(expired)
+	if until.IsZero() {
+		return false, nil
+	}
+	return true, s.waitHeldBack(ctx, lease, until, tryOnce)
 }
 
 // listLine lists parent (coalesced with the other waiters of this gateway)

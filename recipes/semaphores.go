@@ -145,16 +145,9 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 		h.mu.Unlock()
 		// First the admission mutex, unless a slot node is already made.
 		if !admitted {
-			queued, _, after, done, err := h.ensureInLine(admissionRole, base+"/locks", create(base+"/locks", "lock-"))
-			if errors.Is(err, errHoldGone) {
-				return SemaphoreGrant{}, h.goneErr("semaphore")
-			}
-			if err != nil {
-				return SemaphoreGrant{}, waitErr(ctx, lease, err)
-			}
-			t, again, err := h.waitInLine(ctx, admissionRole, base+"/locks", queued, after, lockMarkers, lockBlocks, wait <= 0)
-			done()
-			marks = t.marks
+			var again bool
+			var err error
+			marks, again, err = m.admit(ctx, h, base, create(base+"/locks", "lock-"), wait)
 			if again {
 				continue
 			}
@@ -186,24 +179,49 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 		if err != nil {
 			return SemaphoreGrant{}, err
 		}
-		h.mu.Lock()
-		if h.gone || h.nodeLocked(slotRole) != slot {
-			h.mu.Unlock()
-			continue
+		if g, ok := m.takeSlot(h, slot, stat.Czxid); ok {
+			return g, nil
 		}
-		h.markGrantedLocked(stat.Czxid)
-		g := h.grantLocked()
-		queued := h.nodeLocked(admissionRole)
-		h.forgetNodeLocked(admissionRole, queued)
-		h.mu.Unlock()
-		// Leave the admission queue so the next seqNode may try.
-		if queued != "" {
-			if err := svc.sess.deleteNode(context.Background(), queued, lease.epoch); err != nil {
-				svc.log.Error("leave semaphore admission queue", "node", queued, "err", err)
-			}
-		}
-		return g, nil
 	}
+}
+
+// admit waits in the admission line of the semaphore at base, its node
+// made by create, until h holds the admission mutex. It returns the
+// lock-delay markers the line showed; again says the wait is to start over.
+func (m *Semaphores) admit(ctx context.Context, h *semHold, base string,
+	create func(list bool) (string, *zk.Stat, *listing, error), wait time.Duration) (marks []delayMark, again bool, err error) {
+	queued, _, after, done, err := h.ensureInLine(admissionRole, base+"/locks", create)
+	if errors.Is(err, errHoldGone) {
+		return nil, false, h.goneErr("semaphore")
+	}
+	if err != nil {
+		return nil, false, waitErr(ctx, h.lease, err)
+	}
+	t, again, err := h.waitInLine(ctx, admissionRole, base+"/locks", queued, after, lockMarkers, lockBlocks, wait <= 0)
+	done()
+	return t.marks, again, err
+}
+
+// takeSlot grants h the slot node slot, made at czxid, and leaves the
+// admission queue so the next seqNode may try; false when h is gone or
+// holds another slot node by now.
+func (m *Semaphores) takeSlot(h *semHold, slot string, czxid int64) (SemaphoreGrant, bool) {
+	h.mu.Lock()
+	if h.gone || h.nodeLocked(slotRole) != slot {
+		h.mu.Unlock()
+		return SemaphoreGrant{}, false
+	}
+	h.markGrantedLocked(czxid)
+	g := h.grantLocked()
+	queued := h.nodeLocked(admissionRole)
+	h.forgetNodeLocked(admissionRole, queued)
+	h.mu.Unlock()
+	if queued != "" {
+		if err := m.svc.sess.deleteNode(context.Background(), queued, h.lease.epoch); err != nil {
+			m.svc.log.Error("leave semaphore admission queue", "node", queued, "err", err)
+		}
+	}
+	return g, true
 }
 
 // waitSlot waits until the leases directory holds at most limit nodes, ours
@@ -230,33 +248,15 @@ func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, base, slot stri
 			}
 			continue
 		}
-		mine := false
-		for _, n := range snap.Children {
-			if dir+"/"+n.Name == slot {
-				mine = true
-				continue
-			}
-			if d, ok := parseNodeData(n.Data); ok && d.Limit != 0 && d.Limit != limit {
-				release()
-				return nil, &Error{Code: CodeLimitMismatch,
-					Detail: fmt.Sprintf("the holders of this semaphore use limit %d, not %d", d.Limit, limit),
-					Extra:  map[string]any{"limit": d.Limit}}
-			}
+		mine, err := slotIn(snap, dir, slot, limit)
+		if err != nil {
+			release()
+			return nil, err
 		}
 		held := 0 // slots held back by a lock-delay
 		var heldUntil time.Time
 		if len(slotMarks) > 0 {
-			present := func(name string) bool {
-				for _, n := range snap.Children {
-					if n.Name == name {
-						return true
-					}
-				}
-				return false
-			}
-			var expired []string
-			_, heldUntil, held, expired = svc.heldBack(base+"/locks", slotMarks, seqNode{Lease: lease.ID}, present, nil)
-			svc.dropMarks(expired)
+			heldUntil, held = m.slotsHeldBack(base, slotMarks, lease, snap)
 		}
 		switch {
 		case mine && len(snap.Children)+held <= limit:
@@ -294,6 +294,41 @@ func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, base, slot stri
 			timer.Stop()
 		}
 	}
+}
+
+// slotIn says whether slot is among the children of dir in snap, and
+// fails with limit_mismatch when a zkgate holder there uses a limit other
+// than limit.
+func slotIn(snap *Snapshot, dir, slot string, limit int) (bool, error) {
+	mine := false
+	for _, n := range snap.Children {
+		if dir+"/"+n.Name == slot {
+			mine = true
+			continue
+		}
+		if d, ok := parseNodeData(n.Data); ok && d.Limit != 0 && d.Limit != limit {
+			return false, &Error{Code: CodeLimitMismatch,
+				Detail: fmt.Sprintf("the holders of this semaphore use limit %d, not %d", d.Limit, limit),
+				Extra:  map[string]any{"limit": d.Limit}}
+		}
+	}
+	return mine, nil
+}
+
+// slotsHeldBack counts the slots in snap that the lock-delay markers marks
+// hold back, and says until when the last of them runs.
+func (m *Semaphores) slotsHeldBack(base string, marks []delayMark, lease *Lease, snap *Snapshot) (until time.Time, held int) {
+	present := func(name string) bool {
+		for _, n := range snap.Children {
+			if n.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	_, until, held, expired := m.svc.heldBack(base+"/locks", marks, seqNode{Lease: lease.ID}, present, nil)
+	m.svc.dropMarks(expired)
+	return until, held
 }
 
 // timeoutState names the slot holders (as many as the slots, read one by

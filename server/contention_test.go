@@ -45,6 +45,117 @@ func answer(t *testing.T, ch <-chan specSent, within time.Duration, what string)
 	return specSent{}
 }
 
+// deadlockTake is a hold or a wait of a deadlock case: lease takes path
+// (under /v1) through gateway, with body besides its lease.
+type deadlockTake struct {
+	gateway, lease, path string
+	body                 map[string]any
+}
+
+// deadlockCase is a deadlock through two gateways: its leases (holder ->
+// gateway) take their holds, then wait in order, the last wait closing the
+// cycle, whose steps the victim's 409 must name.
+type deadlockCase struct {
+	name   string
+	leases map[string]string
+	holds  []deadlockTake
+	waits  []deadlockTake
+	steps  []string
+}
+
+// deadlockCases: two leases over two locks, a semaphore and a read/write
+// lock, and three leases.
+func deadlockCases() []deadlockCase {
+	return []deadlockCase{{
+		name:   "two leases, two locks",
+		leases: map[string]string{"a": "g1", "b": "g2"},
+		holds:  []deadlockTake{{"g1", "a", "locks/x/acquire", nil}, {"g2", "b", "locks/y/acquire", nil}},
+		waits:  []deadlockTake{{"g1", "a", "locks/y/acquire", nil}, {"g2", "b", "locks/x/acquire", nil}},
+		steps:  []string{"b lock x exclusive exclusive", "a lock y exclusive exclusive"},
+	}, {
+		name:   "a semaphore and a read/write lock",
+		leases: map[string]string{"a": "g1", "b": "g2"},
+		holds:  []deadlockTake{{"g1", "a", "semaphores/pool/acquire", map[string]any{"limit": 1}}, {"g2", "b", "locks/catalog/acquire", map[string]any{"mode": "read"}}},
+		waits:  []deadlockTake{{"g1", "a", "locks/catalog/acquire", map[string]any{"mode": "write"}}, {"g2", "b", "semaphores/pool/acquire", map[string]any{"limit": 1}}},
+		steps:  []string{"b semaphore pool  ", "a lock catalog write read"},
+	}, {
+		name:   "three leases",
+		leases: map[string]string{"a": "g1", "b": "g2", "c": "g1"},
+		holds:  []deadlockTake{{"g1", "a", "locks/x3/acquire", nil}, {"g2", "b", "locks/y3/acquire", nil}, {"g1", "c", "locks/z3/acquire", nil}},
+		waits:  []deadlockTake{{"g1", "a", "locks/y3/acquire", nil}, {"g2", "b", "locks/z3/acquire", nil}, {"g1", "c", "locks/x3/acquire", nil}},
+		steps:  []string{"c lock x3 exclusive exclusive", "a lock y3 exclusive exclusive", "b lock z3 exclusive exclusive"},
+	}}
+}
+
+// run makes the deadlock d through the gateways gw (checked by checkers)
+// and checks that the newest wait is its victim, within 2 s, and the wait
+// behind it is granted once the victim lets its hold go.
+func (d deadlockCase) run(t *testing.T, gw map[string]*gwtest.Gateway, checkers map[string]*specChecker) {
+	ids, holders := map[string]string{}, map[string]string{}
+	for h, g := range d.leases {
+		ids[h] = newLease(t, gw[g].URL, "1m", h)
+		holders[ids[h]] = h
+		t.Cleanup(func() { gwtest.Do(t, "DELETE", gw[g].URL+"/v1/leases/"+ids[h], nil) })
+	}
+	call := func(tk deadlockTake, wait string) specCall {
+		body := map[string]any{"lease": ids[tk.lease]}
+		for k, v := range tk.body {
+			body[k] = v
+		}
+		return specReq("POST", "/v1/"+tk.path+"?wait="+wait, body)
+	}
+	for _, h := range d.holds {
+		checkers[h.gateway].do(t, 200, call(h, "0s"))
+	}
+	var pending []<-chan specSent
+	var closedAt time.Time
+	for i, w := range d.waits {
+		if i == len(d.waits)-1 {
+			closedAt = time.Now()
+		}
+		pending = append(pending, later(checkers[w.gateway], call(w, "30s")))
+		if i < len(d.waits)-1 {
+			kind, rest, _ := strings.Cut(w.path, "/")
+			waitsFor(t, gw[w.gateway].URL, ids[w.lease], strings.TrimSuffix(kind, "s"), strings.TrimSuffix(rest, "/acquire"))
+		}
+	}
+	victim := d.waits[len(d.waits)-1]
+	got := answer(t, pending[len(pending)-1], 10*time.Second, "the wait that closes the cycle")
+	took := time.Since(closedAt)
+	if took > 2*time.Second {
+		t.Errorf("the deadlock was broken %s after the cycle closed, want within 2s", took)
+	}
+	t.Logf("broken %s after the cycle closed", took.Round(time.Millisecond))
+	checkers[victim.gateway].check(t, 409, call(victim, "30s"), got)
+	p := specWantCode(t, got.resp, "deadlock")
+	var steps []string
+	for _, s := range p["cycle"].([]any) {
+		m := s.(map[string]any)
+		steps = append(steps, fmt.Sprintf("%s %s %s %v %v", holders[m["lease"].(string)], m["kind"], m["name"], m["mode"], m["blocker_mode"]))
+		if m["holder"] != holders[m["lease"].(string)] || m["gateway"] == "" {
+			t.Errorf("a step of the cycle names %v as its holder, gateway %v", m["holder"], m["gateway"])
+		}
+	}
+	if want := strings.ReplaceAll(strings.Join(d.steps, "; "), "  ", " <nil> <nil>"); strings.Join(steps, "; ") != want {
+		t.Errorf("cycle %q, want %q", strings.Join(steps, "; "), want)
+	}
+	for i, ch := range pending[:len(pending)-1] {
+		select {
+		case r := <-ch:
+			t.Fatalf("wait %d (not the newest) ended: %d %s", i, r.resp.Status, r.resp.Body)
+		default:
+		}
+	}
+	// The victim lets its hold go: the wait behind it is granted.
+	vh := slices.IndexFunc(d.holds, func(h deadlockTake) bool { return h.lease == victim.lease })
+	release := strings.TrimSuffix(d.holds[vh].path, "/acquire") + "/release"
+	mustStatus(t, gwtest.Do(t, "POST", gw[victim.gateway].URL+"/v1/"+release, map[string]any{"lease": ids[victim.lease]}), 204, "the victim's release")
+	next := answer(t, pending[len(pending)-2], 10*time.Second, "the wait behind the victim")
+	if next.resp.Status != http.StatusOK {
+		t.Errorf("the wait behind the victim: %d %s", next.resp.Status, next.resp.Body)
+	}
+}
+
 // TestDeadlocksAcrossGateways: deadlocks through two gateways with the
 // default --deadlock-check, of two leases over two locks, of a semaphore
 // and a read/write lock, and of three leases, are each broken within 2 s of
@@ -57,101 +168,9 @@ func TestDeadlocksAcrossGateways(t *testing.T) {
 	checkers := map[string]*specChecker{"g1": newSpecChecker(t, g1.URL, specLoad(t, zkgate.OpenAPI)),
 		"g2": newSpecChecker(t, g2.URL, specLoad(t, zkgate.OpenAPI))}
 
-	type take struct {
-		gateway, lease, path string // path under /v1
-		body                 map[string]any
-	}
-	cases := []struct {
-		name   string
-		leases map[string]string // holder -> gateway
-		holds  []take
-		waits  []take // in order: the last one closes the cycle
-		steps  []string
-	}{{
-		name:   "two leases, two locks",
-		leases: map[string]string{"a": "g1", "b": "g2"},
-		holds:  []take{{"g1", "a", "locks/x/acquire", nil}, {"g2", "b", "locks/y/acquire", nil}},
-		waits:  []take{{"g1", "a", "locks/y/acquire", nil}, {"g2", "b", "locks/x/acquire", nil}},
-		steps:  []string{"b lock x exclusive exclusive", "a lock y exclusive exclusive"},
-	}, {
-		name:   "a semaphore and a read/write lock",
-		leases: map[string]string{"a": "g1", "b": "g2"},
-		holds:  []take{{"g1", "a", "semaphores/pool/acquire", map[string]any{"limit": 1}}, {"g2", "b", "locks/catalog/acquire", map[string]any{"mode": "read"}}},
-		waits:  []take{{"g1", "a", "locks/catalog/acquire", map[string]any{"mode": "write"}}, {"g2", "b", "semaphores/pool/acquire", map[string]any{"limit": 1}}},
-		steps:  []string{"b semaphore pool  ", "a lock catalog write read"},
-	}, {
-		name:   "three leases",
-		leases: map[string]string{"a": "g1", "b": "g2", "c": "g1"},
-		holds:  []take{{"g1", "a", "locks/x3/acquire", nil}, {"g2", "b", "locks/y3/acquire", nil}, {"g1", "c", "locks/z3/acquire", nil}},
-		waits:  []take{{"g1", "a", "locks/y3/acquire", nil}, {"g2", "b", "locks/z3/acquire", nil}, {"g1", "c", "locks/x3/acquire", nil}},
-		steps:  []string{"c lock x3 exclusive exclusive", "a lock y3 exclusive exclusive", "b lock z3 exclusive exclusive"},
-	}}
+	cases := deadlockCases()
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			ids, holders := map[string]string{}, map[string]string{}
-			for h, g := range c.leases {
-				ids[h] = newLease(t, gw[g].URL, "1m", h)
-				holders[ids[h]] = h
-				t.Cleanup(func() { gwtest.Do(t, "DELETE", gw[g].URL+"/v1/leases/"+ids[h], nil) })
-			}
-			call := func(tk take, wait string) specCall {
-				body := map[string]any{"lease": ids[tk.lease]}
-				for k, v := range tk.body {
-					body[k] = v
-				}
-				return specReq("POST", "/v1/"+tk.path+"?wait="+wait, body)
-			}
-			for _, h := range c.holds {
-				checkers[h.gateway].do(t, 200, call(h, "0s"))
-			}
-			var pending []<-chan specSent
-			var closedAt time.Time
-			for i, w := range c.waits {
-				if i == len(c.waits)-1 {
-					closedAt = time.Now()
-				}
-				pending = append(pending, later(checkers[w.gateway], call(w, "30s")))
-				if i < len(c.waits)-1 {
-					kind, rest, _ := strings.Cut(w.path, "/")
-					waitsFor(t, gw[w.gateway].URL, ids[w.lease], strings.TrimSuffix(kind, "s"), strings.TrimSuffix(rest, "/acquire"))
-				}
-			}
-			victim := c.waits[len(c.waits)-1]
-			got := answer(t, pending[len(pending)-1], 10*time.Second, "the wait that closes the cycle")
-			took := time.Since(closedAt)
-			if took > 2*time.Second {
-				t.Errorf("the deadlock was broken %s after the cycle closed, want within 2s", took)
-			}
-			t.Logf("broken %s after the cycle closed", took.Round(time.Millisecond))
-			checkers[victim.gateway].check(t, 409, call(victim, "30s"), got)
-			p := specWantCode(t, got.resp, "deadlock")
-			var steps []string
-			for _, s := range p["cycle"].([]any) {
-				m := s.(map[string]any)
-				steps = append(steps, fmt.Sprintf("%s %s %s %v %v", holders[m["lease"].(string)], m["kind"], m["name"], m["mode"], m["blocker_mode"]))
-				if m["holder"] != holders[m["lease"].(string)] || m["gateway"] == "" {
-					t.Errorf("a step of the cycle names %v as its holder, gateway %v", m["holder"], m["gateway"])
-				}
-			}
-			if want := strings.ReplaceAll(strings.Join(c.steps, "; "), "  ", " <nil> <nil>"); strings.Join(steps, "; ") != want {
-				t.Errorf("cycle %q, want %q", strings.Join(steps, "; "), want)
-			}
-			for i, ch := range pending[:len(pending)-1] {
-				select {
-				case r := <-ch:
-					t.Fatalf("wait %d (not the newest) ended: %d %s", i, r.resp.Status, r.resp.Body)
-				default:
-				}
-			}
-			// The victim lets its hold go: the wait behind it is granted.
-			vh := slices.IndexFunc(c.holds, func(h take) bool { return h.lease == victim.lease })
-			release := strings.TrimSuffix(c.holds[vh].path, "/acquire") + "/release"
-			mustStatus(t, gwtest.Do(t, "POST", gw[victim.gateway].URL+"/v1/"+release, map[string]any{"lease": ids[victim.lease]}), 204, "the victim's release")
-			next := answer(t, pending[len(pending)-2], 10*time.Second, "the wait behind the victim")
-			if next.resp.Status != http.StatusOK {
-				t.Errorf("the wait behind the victim: %d %s", next.resp.Status, next.resp.Body)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { c.run(t, gw, checkers) })
 	}
 	// Each broken deadlock is counted where it was broken.
 	counted := 0.0
@@ -242,6 +261,13 @@ func TestContentionAcrossGateways(t *testing.T) {
 	if pool["grants"] != 1.0 || pool["holds"] != 1.0 || len(pool["recent_holds"].([]any)) != 1 {
 		t.Errorf("ledger-pool's figures: %v", pool)
 	}
+	checkContentionNames(t, s1, s2)
+}
+
+// checkContentionNames: the names of the ledger workload, read through
+// s1 and s2, come with the most time waited first, from every gateway.
+func checkContentionNames(t *testing.T, s1, s2 *specChecker) {
+	t.Helper()
 	rep := specJSON(t, s1.do(t, 200, specReq("GET", "/v1/contention?window=1m", nil)))
 	var names []string
 	for _, n := range rep["names"].([]any) {

@@ -23,6 +23,15 @@ import (
 // holders ever overlap.
 func TestDrainedRestart(t *testing.T) {
 	opts := gwtest.GatewayOptions{Root: gwtest.UniqueRoot(t), DrainTimeout: 4 * time.Second}
+	drainOne(t, opts)
+	restartUnderLoad(t, opts)
+}
+
+// drainOne: a gateway started with opts drains on SIGTERM (503s with
+// Retry-After for new leases and holds, the end of its leases in
+// answers, releases served) and exits 0 once no lease is left.
+func drainOne(t *testing.T, opts gwtest.GatewayOptions) {
+	t.Helper()
 	a := gwtest.StartProcess(t, opts)
 
 	holder := newLease(t, a.URL, "1m", "holder")
@@ -53,8 +62,13 @@ func TestDrainedRestart(t *testing.T) {
 	if _, code := a.Exited(); code != 0 {
 		t.Fatalf("a drained gateway exited %d", code)
 	}
+}
 
-	// A rolling restart under load.
+// restartUnderLoad: a rolling restart of two gateways started with opts,
+// under six clients taking a lock: no answer other than the documented
+// ones, and no two holders overlap.
+func restartUnderLoad(t *testing.T, opts gwtest.GatewayOptions) {
+	t.Helper()
 	var mu sync.Mutex
 	gws := []*gwtest.Proc{gwtest.StartProcess(t, opts), gwtest.StartProcess(t, opts)}
 	pick := func() string {

@@ -65,70 +65,19 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{ZK: ens.Addrs(), SessionTimeout: 10 * time.Second})
 	conn := gwtest.Client(t, ens.Addrs(), 10*time.Second)
 
-	var (
-		register    = gwtest.NewFencedRegister()
-		grants      atomic.Int64
-		unavailable atomic.Int64
-		stop        = make(chan struct{})
-		wg          sync.WaitGroup
-	)
+	h := &haContention{url: g.URL, register: gwtest.NewFencedRegister(), stop: make(chan struct{})}
+	var wg sync.WaitGroup
 	const contenders = 8
 	leases := make([]string, contenders)
 	for i := range leases {
 		leases[i] = newLease(t, g.URL, "2m", fmt.Sprintf("c%d", i))
 	}
 	for i := 0; i < contenders; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				resp, err := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/locks/ha/acquire?wait=20s", map[string]any{"lease": leases[i]})
-				if err != nil {
-					t.Errorf("acquire: %v", err)
-					return
-				}
-				switch resp.Status {
-				case http.StatusOK:
-				case http.StatusServiceUnavailable, http.StatusConflict:
-					unavailable.Add(1)
-					time.Sleep(50 * time.Millisecond) // a client's back-off, not a wait for a condition
-					continue
-				default:
-					t.Errorf("acquire: %d %s", resp.Status, resp.Body)
-					return
-				}
-				var grant struct{ Token int64 }
-				_ = jsonUnmarshal(resp.Body, &grant)
-				register.Enter("ha", leases[i], grant.Token)
-				time.Sleep(time.Millisecond) // the holder's work: a hold of real length
-				register.Exit("ha", leases[i])
-				grants.Add(1)
-				for {
-					rel, err := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/locks/ha/release", map[string]any{"lease": leases[i]})
-					if err != nil {
-						t.Errorf("release: %v", err)
-						return
-					}
-					if rel.Status == http.StatusNoContent {
-						break
-					}
-					if rel.Status != http.StatusServiceUnavailable {
-						t.Errorf("release: %d %s", rel.Status, rel.Body)
-						return
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-			}
-		}(i)
+		wg.Go(func() { h.contend(t, leases[i]) })
 	}
 	waitGrants := func(n int64) {
 		gwtest.Eventually(t, 45*time.Second, func() error {
-			if got := grants.Load(); got < n {
+			if got := h.grants.Load(); got < n {
 				return fmt.Errorf("%d grants of %d", got, n)
 			}
 			return nil
@@ -139,16 +88,16 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := grants.Load()
+	before := h.grants.Load()
 	if err := ens.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("killed leader %d after %d grants", leader, before)
 	waitGrants(before + 50)
-	close(stop)
+	close(h.stop)
 	wg.Wait()
-	t.Logf("%d grants, %d unavailable/timeout answers during failover", grants.Load(), unavailable.Load())
-	if n := register.Check(t); n == 0 {
+	t.Logf("%d grants, %d unavailable/timeout answers during failover", h.grants.Load(), h.unavailable.Load())
+	if n := h.register.Check(t); n == 0 {
 		t.Fatal("no grant was checked")
 	}
 	for _, l := range leases {
@@ -161,6 +110,72 @@ func TestEnsembleLeaderKill(t *testing.T) {
 		})
 	}
 	gwtest.NoZnodesLeft(t, conn, g.Root)
+}
+
+// haContention is contenders taking the lock ha through the gateway at
+// url, each hold checked by the fenced register, until stop is closed.
+type haContention struct {
+	url         string
+	register    *gwtest.FencedRegister
+	grants      atomic.Int64
+	unavailable atomic.Int64 // 503 and 409 answers to an acquire
+	stop        chan struct{}
+}
+
+// contend takes and releases ha for lease until stop is closed, or an
+// answer no failover explains.
+func (h *haContention) contend(t *testing.T, lease string) {
+	for {
+		select {
+		case <-h.stop:
+			return
+		default:
+		}
+		resp, err := gwtest.DoCtx(context.Background(), "POST", h.url+"/v1/locks/ha/acquire?wait=20s", map[string]any{"lease": lease})
+		if err != nil {
+			t.Errorf("acquire: %v", err)
+			return
+		}
+		switch resp.Status {
+		case http.StatusOK:
+		case http.StatusServiceUnavailable, http.StatusConflict:
+			h.unavailable.Add(1)
+			time.Sleep(50 * time.Millisecond) // a client's back-off, not a wait for a condition
+			continue
+		default:
+			t.Errorf("acquire: %d %s", resp.Status, resp.Body)
+			return
+		}
+		var grant struct{ Token int64 }
+		_ = jsonUnmarshal(resp.Body, &grant)
+		h.register.Enter("ha", lease, grant.Token)
+		time.Sleep(time.Millisecond) // the holder's work: a hold of real length
+		h.register.Exit("ha", lease)
+		h.grants.Add(1)
+		if !h.release(t, lease) {
+			return
+		}
+	}
+}
+
+// release releases ha for lease, again while the gateway answers 503;
+// false (the test failed) on another answer.
+func (h *haContention) release(t *testing.T, lease string) bool {
+	for {
+		rel, err := gwtest.DoCtx(context.Background(), "POST", h.url+"/v1/locks/ha/release", map[string]any{"lease": lease})
+		if err != nil {
+			t.Errorf("release: %v", err)
+			return false
+		}
+		if rel.Status == http.StatusNoContent {
+			return true
+		}
+		if rel.Status != http.StatusServiceUnavailable {
+			t.Errorf("release: %d %s", rel.Status, rel.Body)
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestZooKeeperOutage: /readyz follows the session; while suspended, grants

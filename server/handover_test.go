@@ -95,24 +95,7 @@ func TestHandoverToAPeer(t *testing.T) {
 		t.Fatalf("the lease's gateway after the handover: %v, want the peer's %v", gw, onB["gateway"])
 	}
 	mustStatus(t, gwtest.Do(t, "DELETE", b.URL+"/v1/leases/"+onB["id"].(string), nil), http.StatusNoContent, "revoke")
-	// The cut wait, retried through the peer: its node, its place.
-	retried := make(chan gwtest.Response, 1)
-	go func() {
-		r, _ := gwtest.DoCtx(context.Background(), "POST", b.URL+"/v1/locks/moving/acquire?wait=30s", map[string]any{"lease": waiter})
-		retried <- r
-	}()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		if n := len(lockState(t, b.URL, "moving")["waiters"].([]any)); n != 1 {
-			return fmt.Errorf("%d waiters", n)
-		}
-		return nil
-	})
-	mustStatus(t, gwtest.Do(t, "POST", b.URL+"/v1/locks/moving/release", map[string]any{"lease": holder}), http.StatusNoContent, "release through the peer")
-	next := <-retried
-	mustStatus(t, next, http.StatusOK, "the retried wait")
-	if got := next.JSON(t)["node"]; got != waitNode {
-		t.Fatalf("the retried wait was granted on %v; its node before the handover was %s", got, waitNode)
-	}
+	next := retryCutWait(t, b.URL, holder, waiter, waitNode)
 	if tokenOf(t, next) <= tokenOf(t, first) {
 		t.Fatal("the token did not grow")
 	}
@@ -126,6 +109,31 @@ func TestHandoverToAPeer(t *testing.T) {
 	}
 	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
 	gwtest.NoZnodesLeft(t, conn, a.Root)
+}
+
+// retryCutWait: the wait of waiter cut by the handover, retried through
+// the peer at url, rejoins its place in line with its node waitNode and
+// is granted when holder releases; it returns the grant.
+func retryCutWait(t *testing.T, url, holder, waiter, waitNode string) gwtest.Response {
+	t.Helper()
+	retried := make(chan gwtest.Response, 1)
+	go func() {
+		r, _ := gwtest.DoCtx(context.Background(), "POST", url+"/v1/locks/moving/acquire?wait=30s", map[string]any{"lease": waiter})
+		retried <- r
+	}()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if n := len(lockState(t, url, "moving")["waiters"].([]any)); n != 1 {
+			return fmt.Errorf("%d waiters", n)
+		}
+		return nil
+	})
+	mustStatus(t, gwtest.Do(t, "POST", url+"/v1/locks/moving/release", map[string]any{"lease": holder}), http.StatusNoContent, "release through the peer")
+	next := <-retried
+	mustStatus(t, next, http.StatusOK, "the retried wait")
+	if got := next.JSON(t)["node"]; got != waitNode {
+		t.Fatalf("the retried wait was granted on %v; its node before the handover was %s", got, waitNode)
+	}
+	return next
 }
 
 // A lone gateway restarted within its session timeout keeps its leases:

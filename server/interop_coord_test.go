@@ -124,30 +124,11 @@ func icDeleteKazooParents(t *testing.T, conn *zk.Conn, queuePath string) {
 	}
 }
 
-// TestInteropKazooConsumesZkgateQueue: items produced through zkgate, with
-// mixed priorities and arbitrary bytes, are consumed by a kazoo
-// LockingQueue in kazoo's own order (priority, then sequence), byte-exact.
-func TestInteropKazooConsumesZkgateQueue(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
-	p := startKazooPeer(t, gwtest.ZK(t).Addr())
-	const name = "jobs"
-	queuePath := g.Root + "/queues/" + name
-
-	// The kazoo consumer is set up first, as a long-lived worker would be:
-	// its first call makes the queue's parents (PERSISTENT, kazoo's
-	// ensure_path) and caches that they exist. (Had zkgate made them, they
-	// would be CONTAINER nodes, which ZooKeeper removes whenever the queue
-	// drains; kazoo, trusting its cache, then fails or misses items.)
-	p.send("queue q %s", queuePath)
-	p.expect("QUEUE q", interopWait)
-	p.send("len q")
-	if l := p.expect("LEN q ", interopWait); l != "LEN q 0" {
-		t.Fatalf("kazoo sees %q in a new queue", l)
-	}
-
-	// zkgate produces 20 items with 5 priorities, one of them empty.
+// icProduceMixed produces 20 items to the queue name through zkgate, with
+// 5 priorities, one of them empty. It returns their ids in kazoo's order
+// (priority, then sequence) and the data of each.
+func icProduceMixed(t *testing.T, g *gwtest.Gateway, name string) ([]string, map[string][]byte) {
+	t.Helper()
 	priorities := []int{500, 1, 100, 999, 1, 42}
 	var want []icItem
 	ids := map[string]int{} // item id -> index in want
@@ -179,6 +160,34 @@ func TestInteropKazooConsumesZkgateQueue(t *testing.T) {
 	if st := icQueueState(t, g, name); st.Length != 20 || st.Claimed != 0 {
 		t.Fatalf("zkgate state after producing 20: %+v", st)
 	}
+	dataOf := map[string][]byte{}
+	for id, i := range ids {
+		dataOf[id] = want[i].data
+	}
+	return order, dataOf
+}
+
+// TestInteropKazooConsumesZkgateQueue: items produced through zkgate, with
+// mixed priorities and arbitrary bytes, are consumed by a kazoo
+// LockingQueue in kazoo's own order (priority, then sequence), byte-exact.
+func TestInteropKazooConsumesZkgateQueue(t *testing.T) {
+	g, conn, p := interopStart(t, startKazooPeer)
+	const name = "jobs"
+	queuePath := g.Root + "/queues/" + name
+
+	// The kazoo consumer is set up first, as a long-lived worker would be:
+	// its first call makes the queue's parents (PERSISTENT, kazoo's
+	// ensure_path) and caches that they exist. (Had zkgate made them, they
+	// would be CONTAINER nodes, which ZooKeeper removes whenever the queue
+	// drains; kazoo, trusting its cache, then fails or misses items.)
+	p.send("queue q %s", queuePath)
+	p.expect("QUEUE q", interopWait)
+	p.send("len q")
+	if l := p.expect("LEN q ", interopWait); l != "LEN q 0" {
+		t.Fatalf("kazoo sees %q in a new queue", l)
+	}
+
+	order, data := icProduceMixed(t, g, name)
 
 	for n, id := range order {
 		p.send("get q 5")
@@ -186,7 +195,7 @@ func TestInteropKazooConsumesZkgateQueue(t *testing.T) {
 		if entry != id {
 			t.Fatalf("kazoo get %d locked %s, want %s (order %v)", n, entry, id, order)
 		}
-		if w := want[ids[id]].data; string(value) != string(w) {
+		if w := data[id]; string(value) != string(w) {
 			t.Fatalf("kazoo get %d (%s): %q, want %q", n, id, value, w)
 		}
 		if n == 0 {
@@ -220,10 +229,7 @@ func TestInteropKazooConsumesZkgateQueue(t *testing.T) {
 // order, byte-exact; an item a kazoo consumer has locked is hidden from
 // zkgate until kazoo releases it or exits.
 func TestInteropZkgateConsumesKazooQueue(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
-	p := startKazooPeer(t, gwtest.ZK(t).Addr())
+	g, conn, p := interopStart(t, startKazooPeer)
 	const name = "inbox"
 	queuePath := g.Root + "/queues/" + name
 	lease := ioLease(t, g, "30s", "zkgate-consumer")
@@ -232,18 +238,7 @@ func TestInteropZkgateConsumesKazooQueue(t *testing.T) {
 	p.expect("QUEUE prod", interopWait)
 	put := func(prio int, vals ...[]byte) {
 		t.Helper()
-		if len(vals) == 1 {
-			p.send("put prod %d %s", prio, icHex(vals[0]))
-		} else {
-			hexes := make([]string, len(vals))
-			for i, v := range vals {
-				hexes[i] = icHex(v)
-			}
-			p.send("put-all prod %d %s", prio, strings.Join(hexes, " "))
-		}
-		if l := p.expect("PUT prod ", interopWait); l != "PUT prod "+strconv.Itoa(len(vals)) {
-			t.Fatalf("kazoo put: %q", l)
-		}
+		icPut(t, p, "prod", prio, vals...)
 	}
 	bin := []byte{0x00, 0x01, 0xfe, 0xff, ' ', '\n', '\r'}
 	put(300, []byte("p300 first"))
@@ -256,30 +251,7 @@ func TestInteropZkgateConsumesKazooQueue(t *testing.T) {
 		t.Fatalf("zkgate sees %+v, want %d items", st, len(want))
 	}
 
-	// zkgate consumes: claim+ack, and take every third one.
-	lastPrio, lastID := -1, ""
-	for i, w := range want {
-		var id string
-		var data []byte
-		if i%3 == 2 {
-			r := gwtest.Do(t, "POST", g.URL+"/v1/queues/"+name+"/take", nil)
-			if r.Status != http.StatusOK {
-				t.Fatalf("take %d: %d %s", i, r.Status, r.Body)
-			}
-			id, data = r.Header.Get("X-Zkgate-Item-Id"), r.Body
-		} else {
-			id, data = icMustClaim(t, g, name, lease, "0s")
-			ioPost204(t, g.URL+"/v1/queues/"+name+"/items/"+id+"/ack", map[string]any{"lease": lease})
-		}
-		if string(data) != string(w) {
-			t.Fatalf("item %d (%s): %q, want %q", i, id, data, w)
-		}
-		prio, err := strconv.Atoi(strings.Split(id, "-")[1])
-		if err != nil || prio < lastPrio || (prio == lastPrio && id <= lastID) {
-			t.Fatalf("item %d is %s, after %s: not in priority-then-sequence order", i, id, lastID)
-		}
-		lastPrio, lastID = prio, id
-	}
+	icConsumeInOrder(t, g, name, lease, want)
 	if st := icQueueState(t, g, name); st.Length != 0 {
 		t.Fatalf("zkgate state after consuming everything: %+v", st)
 	}
@@ -313,8 +285,65 @@ func TestInteropZkgateConsumesKazooQueue(t *testing.T) {
 	p.send("get cons 0.2")
 	p.expect("EMPTY cons", interopWait)
 	ioPost204(t, g.URL+"/v1/queues/"+name+"/items/"+id+"/nack", map[string]any{"lease": lease})
+	icClaimAfterKazooExits(t, g, p, name, lease, entry)
 
-	// kazoo locks it again and exits: a waiting zkgate claim gets it.
+	ioRevoke(t, g, lease)
+	icDeleteKazooParents(t, conn, queuePath)
+	gwtest.NoZnodesLeft(t, conn, g.Root)
+}
+
+// icPut puts vals into kazoo's queue qid of peer p with priority prio: one
+// put, or a put_all (one transaction) of several.
+func icPut(t *testing.T, p *interopPeer, qid string, prio int, vals ...[]byte) {
+	t.Helper()
+	if len(vals) == 1 {
+		p.send("put %s %d %s", qid, prio, icHex(vals[0]))
+	} else {
+		hexes := make([]string, len(vals))
+		for i, v := range vals {
+			hexes[i] = icHex(v)
+		}
+		p.send("put-all %s %d %s", qid, prio, strings.Join(hexes, " "))
+	}
+	if l := p.expect("PUT "+qid+" ", interopWait); l != "PUT "+qid+" "+strconv.Itoa(len(vals)) {
+		t.Fatalf("kazoo put: %q", l)
+	}
+}
+
+// icConsumeInOrder consumes the queue name through zkgate, claim+ack for
+// lease and a take every third item, and checks that it is want, in
+// priority-then-sequence order.
+func icConsumeInOrder(t *testing.T, g *gwtest.Gateway, name, lease string, want [][]byte) {
+	t.Helper()
+	lastPrio, lastID := -1, ""
+	for i, w := range want {
+		var id string
+		var data []byte
+		if i%3 == 2 {
+			r := gwtest.Do(t, "POST", g.URL+"/v1/queues/"+name+"/take", nil)
+			if r.Status != http.StatusOK {
+				t.Fatalf("take %d: %d %s", i, r.Status, r.Body)
+			}
+			id, data = r.Header.Get("X-Zkgate-Item-Id"), r.Body
+		} else {
+			id, data = icMustClaim(t, g, name, lease, "0s")
+			ioPost204(t, g.URL+"/v1/queues/"+name+"/items/"+id+"/ack", map[string]any{"lease": lease})
+		}
+		if string(data) != string(w) {
+			t.Fatalf("item %d (%s): %q, want %q", i, id, data, w)
+		}
+		prio, err := strconv.Atoi(strings.Split(id, "-")[1])
+		if err != nil || prio < lastPrio || (prio == lastPrio && id <= lastID) {
+			t.Fatalf("item %d is %s, after %s: not in priority-then-sequence order", i, id, lastID)
+		}
+		lastPrio, lastID = prio, id
+	}
+}
+
+// icClaimAfterKazooExits: kazoo (peer p) locks entry of the queue name
+// again and exits: a waiting zkgate claim of lease gets it.
+func icClaimAfterKazooExits(t *testing.T, g *gwtest.Gateway, p *interopPeer, name, lease, entry string) {
+	t.Helper()
 	p.send("get cons 5")
 	if again, _ := icGot(t, p, "cons"); again != entry {
 		t.Fatalf("kazoo got %s after the nack, want %s", again, entry)
@@ -345,10 +374,6 @@ func TestInteropZkgateConsumesKazooQueue(t *testing.T) {
 	if st := icQueueState(t, g, name); st.Length != 0 || st.Claimed != 0 {
 		t.Fatalf("zkgate state at the end: %+v", st)
 	}
-
-	ioRevoke(t, g, lease)
-	icDeleteKazooParents(t, conn, queuePath)
-	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 
 // icElection is what the gateway says of an election.
@@ -415,32 +440,13 @@ func icLeads(p *interopPeer, id int) bool {
 	return len(f) >= 3 && f[2] == "true"
 }
 
-// TestInteropCuratorLeaderLatch: Curator LeaderLatch and zkgate candidates
-// share one election, each waiting for the other to step down.
-func TestInteropCuratorLeaderLatch(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
-	p := startCuratorPeer(t, gwtest.ZK(t).Addr())
-	const name = "svc"
-	path := g.Root + "/elections/" + name
+// icCampaignBehindCurator: a zkgate campaign of lease a waits in line
+// behind the Curator latch 1 of peer p (node1) that leads the election
+// name, and is elected when Curator closes its latch.
+func icCampaignBehindCurator(t *testing.T, g *gwtest.Gateway, p *interopPeer, name, a, node1 string) {
+	t.Helper()
 	campaignURL := g.URL + "/v1/elections/" + name + "/campaign?wait="
-	a := ioLease(t, g, "30s", "zkgate-a")
 	body := map[string]any{"lease": a, "value": "10.0.0.5:8080"}
-
-	// Curator starts first and leads; zkgate shows it as a foreign leader.
-	node1 := icLatch(p, 1, path)
-	if got := p.acquired(1); got != node1 {
-		t.Fatalf("Curator leads with %s, but started with %s", got, node1)
-	}
-	icWaitElection(t, g, name, func(st icElection) error {
-		if st.Leader == nil || st.Leader.Node != node1 || !st.Leader.Foreign || st.Leader.Holder != "curator-latch-1" {
-			return fmt.Errorf("want the Curator latch %s leading, foreign, holder curator-latch-1", node1)
-		}
-		return nil
-	})
-
-	// A zkgate campaign waits in line behind it.
 	r := gwtest.Do(t, "POST", campaignURL+"100ms", body)
 	var c struct {
 		Elected  bool         `json:"elected"`
@@ -481,6 +487,29 @@ func TestInteropCuratorLeaderLatch(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestInteropCuratorLeaderLatch: Curator LeaderLatch and zkgate candidates
+// share one election, each waiting for the other to step down.
+func TestInteropCuratorLeaderLatch(t *testing.T) {
+	g, conn, p := interopStart(t, startCuratorPeer)
+	const name = "svc"
+	path := g.Root + "/elections/" + name
+	a := ioLease(t, g, "30s", "zkgate-a")
+
+	// Curator starts first and leads; zkgate shows it as a foreign leader.
+	node1 := icLatch(p, 1, path)
+	if got := p.acquired(1); got != node1 {
+		t.Fatalf("Curator leads with %s, but started with %s", got, node1)
+	}
+	icWaitElection(t, g, name, func(st icElection) error {
+		if st.Leader == nil || st.Leader.Node != node1 || !st.Leader.Foreign || st.Leader.Holder != "curator-latch-1" {
+			return fmt.Errorf("want the Curator latch %s leading, foreign, holder curator-latch-1", node1)
+		}
+		return nil
+	})
+
+	icCampaignBehindCurator(t, g, p, name, a, node1)
 
 	// A second Curator latch waits behind zkgate...
 	node2 := icLatch(p, 2, path)

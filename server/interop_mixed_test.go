@@ -18,10 +18,7 @@ import (
 // other recipe does not wait for zkgate: such mixes exclude one way only.
 // docs/interop.md says so: use one recipe per name.
 func TestInteropCuratorMixedRecipes(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
-	p := startCuratorPeer(t, gwtest.ZK(t).Addr())
+	g, conn, p := interopStart(t, startCuratorPeer)
 	a, b := ioLease(t, g, "30s", "zkgate-a"), ioLease(t, g, "30s", "zkgate-b")
 	id := 0
 	curatorGets := func(cmd, name string) bool {

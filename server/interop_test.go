@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 const (
@@ -78,6 +79,17 @@ func compileCuratorPeer() (java string, classes map[string][]byte, err error) {
 		classes[filepath.Base(f)] = b
 	}
 	return java, classes, nil
+}
+
+// interopStart starts a gateway, a ZooKeeper client of its ensemble and
+// a peer (startKazooPeer or startCuratorPeer), and checks that the test
+// leaves no goroutine behind.
+func interopStart(t *testing.T, startPeer func(*testing.T, string) *interopPeer) (*gwtest.Gateway, *zk.Conn, *interopPeer) {
+	t.Helper()
+	gwtest.NoGoroutinesLeft(t)
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	return g, conn, startPeer(t, gwtest.ZK(t).Addr())
 }
 
 // startCuratorPeer starts CuratorPeer against zkAddr and waits for READY.
@@ -529,10 +541,7 @@ func ioOneForeignWaiter(mode string) func(ioState) error {
 // interopExclusiveLock: zkgate and a peer (verb: Curator `mutex`, kazoo
 // `lock`) take turns on {root}/locks/shared, each blocking the other.
 func interopExclusiveLock(t *testing.T, start func(*testing.T, string) *interopPeer, verb, nodeMarker string) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
-	p := start(t, gwtest.ZK(t).Addr())
+	g, conn, p := interopStart(t, start)
 	const name = "shared"
 	stateURL := g.URL + "/v1/locks/" + name
 	a, b := ioLease(t, g, "30s", "zkgate-a"), ioLease(t, g, "30s", "zkgate-b")
@@ -605,11 +614,43 @@ func TestInteropKazooLock(t *testing.T) {
 	interopExclusiveLock(t, startKazooPeer, "lock", "__lock__")
 }
 
+// ioCuratorAndZkgateTakeTurns: on the read/write lock name (at path), a
+// zkgate writer (lease c) waits while a Curator reader of peer p reads,
+// and a Curator reader waits while it writes.
+func ioCuratorAndZkgateTakeTurns(t *testing.T, g *gwtest.Gateway, p *interopPeer, name, path, c string) {
+	t.Helper()
+	stateURL := g.URL + "/v1/locks/" + name
+	releaseURL := stateURL + "/release"
+	// A zkgate writer waits while Curator reads.
+	p.acquire(3, "rw-read", path)
+	read3 := p.acquired(3)
+	w := ioAcquireLockAsync(g, name, c, "write")
+	ioWaitState(t, stateURL, func(st ioState) error {
+		if len(st.Holders) != 1 || st.Holders[0].Node != read3 {
+			return fmt.Errorf("want the Curator reader %s holding", read3)
+		}
+		if len(st.Waiters) != 1 || st.Waiters[0].Lease != c || st.Waiters[0].Mode != "write" {
+			return fmt.Errorf("want lease %s waiting to write", c)
+		}
+		return nil
+	})
+	ioNotYet(t, w, "the zkgate write")
+	p.release(3)
+	if gr := ioGranted(t, w, "the zkgate write"); gr.Mode != "write" {
+		t.Fatalf("zkgate write grant: %+v", gr)
+	}
+
+	// A Curator reader waits while zkgate writes.
+	p.acquire(4, "rw-read", path)
+	ioWaitState(t, stateURL, ioOneForeignWaiter("read"))
+	p.blocked(4)
+	ioPost204(t, releaseURL, map[string]any{"lease": c})
+	p.acquired(4)
+	p.release(4)
+}
+
 func TestInteropCuratorReadWriteLock(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
-	p := startCuratorPeer(t, gwtest.ZK(t).Addr())
+	g, conn, p := interopStart(t, startCuratorPeer)
 	const name = "rw"
 	path := g.Root + "/locks/" + name
 	stateURL := g.URL + "/v1/locks/" + name
@@ -657,43 +698,46 @@ func TestInteropCuratorReadWriteLock(t *testing.T) {
 	}
 	p.release(2)
 
-	// A zkgate writer waits while Curator reads.
-	p.acquire(3, "rw-read", path)
-	read3 := p.acquired(3)
-	w := ioAcquireLockAsync(g, name, c, "write")
-	ioWaitState(t, stateURL, func(st ioState) error {
-		if len(st.Holders) != 1 || st.Holders[0].Node != read3 {
-			return fmt.Errorf("want the Curator reader %s holding", read3)
-		}
-		if len(st.Waiters) != 1 || st.Waiters[0].Lease != c || st.Waiters[0].Mode != "write" {
-			return fmt.Errorf("want lease %s waiting to write", c)
-		}
-		return nil
-	})
-	ioNotYet(t, w, "the zkgate write")
-	p.release(3)
-	if gr := ioGranted(t, w, "the zkgate write"); gr.Mode != "write" {
-		t.Fatalf("zkgate write grant: %+v", gr)
-	}
-
-	// A Curator reader waits while zkgate writes.
-	p.acquire(4, "rw-read", path)
-	ioWaitState(t, stateURL, ioOneForeignWaiter("read"))
-	p.blocked(4)
-	ioPost204(t, releaseURL, map[string]any{"lease": c})
-	p.acquired(4)
-	p.release(4)
+	ioCuratorAndZkgateTakeTurns(t, g, p, name, path, c)
 
 	p.exit()
 	ioRevoke(t, g, a, b, c)
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 
+// ioSemaphoreFull: with both slots of the semaphore name (at path, limit
+// 2) taken, a zkgate acquire of lease b times out naming the two holders,
+// and a Curator acquire of peer p (its lock 2) waits, listed once.
+func ioSemaphoreFull(t *testing.T, g *gwtest.Gateway, p *interopPeer, name, path, b string) {
+	t.Helper()
+	stateURL := g.URL + "/v1/semaphores/" + name
+	acquireURL := stateURL + "/acquire?wait="
+	r := gwtest.Do(t, "POST", acquireURL+"200ms", map[string]any{"lease": b, "limit": 2})
+	var to ioTimeout
+	ioDecode(t, r, &to)
+	if r.Status != http.StatusConflict || to.Code != "timeout" || len(to.Holders) != 2 {
+		t.Fatalf("third acquire: %d %s, want 409 timeout naming 2 holders", r.Status, r.Body)
+	}
+	p.acquire(2, "semaphore", path, "2")
+	ioWaitState(t, stateURL, func(st ioState) error {
+		// The waiting Curator is one waiter: its lease- node beyond the
+		// limit stands for it, and its admission lock- node (with a UUID of
+		// its own) is not listed again.
+		if len(st.Holders) != 2 || len(st.Waiters) != 1 {
+			return fmt.Errorf("want 2 holders and Curator waiting once")
+		}
+		for _, w := range st.Waiters {
+			if !w.Foreign {
+				return fmt.Errorf("want only Curator waiting")
+			}
+		}
+		return nil
+	})
+	p.blocked(2)
+}
+
 func TestInteropCuratorSemaphoreV2(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
-	p := startCuratorPeer(t, gwtest.ZK(t).Addr())
+	g, conn, p := interopStart(t, startCuratorPeer)
 	const name = "pool"
 	path := g.Root + "/semaphores/" + name
 	stateURL := g.URL + "/v1/semaphores/" + name
@@ -721,29 +765,7 @@ func TestInteropCuratorSemaphoreV2(t *testing.T) {
 		return nil
 	})
 
-	// Both slots taken: zkgate times out, and Curator waits.
-	r := gwtest.Do(t, "POST", acquireURL+"200ms", body(b))
-	var to ioTimeout
-	ioDecode(t, r, &to)
-	if r.Status != http.StatusConflict || to.Code != "timeout" || len(to.Holders) != 2 {
-		t.Fatalf("third acquire: %d %s, want 409 timeout naming 2 holders", r.Status, r.Body)
-	}
-	p.acquire(2, "semaphore", path, "2")
-	ioWaitState(t, stateURL, func(st ioState) error {
-		// The waiting Curator is one waiter: its lease- node beyond the
-		// limit stands for it, and its admission lock- node (with a UUID of
-		// its own) is not listed again.
-		if len(st.Holders) != 2 || len(st.Waiters) != 1 {
-			return fmt.Errorf("want 2 holders and Curator waiting once")
-		}
-		for _, w := range st.Waiters {
-			if !w.Foreign {
-				return fmt.Errorf("want only Curator waiting")
-			}
-		}
-		return nil
-	})
-	p.blocked(2)
+	ioSemaphoreFull(t, g, p, name, path, b)
 
 	// A zkgate acquire queues behind the waiting Curator.
 	cw := make(chan ioAsync, 1)

@@ -158,38 +158,8 @@ func TestLimitsWaiters(t *testing.T) {
 	holder := g.newLeaseAs(t, "other")
 	mustStatus(t, g.as(t, "other", "POST", "/v1/locks/w/acquire", map[string]any{"lease": holder}), 200, "hold w")
 
-	index := func(name string) string {
-		r := g.as(t, "reader", "GET", "/v1/locks/"+name, nil)
-		mustStatus(t, r, 200, "state of "+name)
-		return r.Header.Get("X-Zkgate-Index")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	block := func(name string) chan gwtest.Response {
-		ch := make(chan gwtest.Response, 1)
-		idx := index(name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := sendAs(ctx, g.URL, secrets["reader"], "GET", "/v1/locks/"+name+"?index="+idx+"&wait=1m", nil)
-			if err != nil {
-				r = gwtest.Response{Status: 599}
-			}
-			ch <- r
-		}()
-		return ch
-	}
-	// waiting waits until the gateway counts n waiting requests.
-	waiting := func(n float64) {
-		t.Helper()
-		gwtest.Eventually(t, 10*time.Second, func() error {
-			if v := g.metric(t, "zkgate_waiting_requests"); v != n {
-				return fmt.Errorf("%v waiting requests, want %v", v, n)
-			}
-			return nil
-		})
-	}
+	reads := newLockReads(t, g, secrets["reader"])
+	index, block, waiting := reads.index, reads.block, reads.waiting
 
 	// Two blocking reads of w are let in; more are refused at once.
 	w1, w2 := block("w"), block("w")
@@ -221,7 +191,13 @@ func TestLimitsWaiters(t *testing.T) {
 		}
 	}
 
-	// A change ends the waits on x: their slots come back.
+	slotsComeBack(t, g, reads, x1, x2)
+}
+
+// slotsComeBack: a change ends the waits x1 and x2 on x: their slots come
+// back, and a blocking read of y is let in again.
+func slotsComeBack(t *testing.T, g *secured, reads *lockReads, x1, x2 chan gwtest.Response) {
+	t.Helper()
 	lx := g.newLeaseAs(t, "writer")
 	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/x/acquire", map[string]any{"lease": lx}), 200, "change x")
 	for _, ch := range []chan gwtest.Response{x1, x2} {
@@ -232,12 +208,65 @@ func TestLimitsWaiters(t *testing.T) {
 			t.Fatal("a blocking read of x did not end on its change")
 		}
 	}
-	waiting(2)
-	y := block("y")
-	waiting(3)
+	reads.waiting(2)
+	y := reads.block("y")
+	reads.waiting(3)
 	ly := g.newLeaseAs(t, "writer")
 	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/y/acquire", map[string]any{"lease": ly}), 200, "change y")
 	mustStatus(t, <-y, 200, "a blocking read let in once slots came back")
+}
+
+// lockReads makes blocking reads of locks through g with secret, each
+// ended with the test.
+type lockReads struct {
+	t      *testing.T
+	g      *secured
+	secret string
+	ctx    context.Context
+	wg     sync.WaitGroup
+}
+
+func newLockReads(t *testing.T, g *secured, secret string) *lockReads {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &lockReads{t: t, g: g, secret: secret, ctx: ctx}
+	t.Cleanup(func() { cancel(); r.wg.Wait() })
+	return r
+}
+
+// index is the X-Zkgate-Index of the lock name now.
+func (r *lockReads) index(name string) string {
+	r.t.Helper()
+	resp := r.g.as(r.t, "reader", "GET", "/v1/locks/"+name, nil)
+	mustStatus(r.t, resp, 200, "state of "+name)
+	return resp.Header.Get("X-Zkgate-Index")
+}
+
+// block starts a blocking read of the lock name at its index now; its
+// answer comes on the channel (599 if it could not be sent).
+func (r *lockReads) block(name string) chan gwtest.Response {
+	ch := make(chan gwtest.Response, 1)
+	idx := r.index(name)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		resp, err := sendAs(r.ctx, r.g.URL, r.secret, "GET", "/v1/locks/"+name+"?index="+idx+"&wait=1m", nil)
+		if err != nil {
+			resp = gwtest.Response{Status: 599}
+		}
+		ch <- resp
+	}()
+	return ch
+}
+
+// waiting waits until the gateway counts n waiting requests.
+func (r *lockReads) waiting(n float64) {
+	r.t.Helper()
+	gwtest.Eventually(r.t, 10*time.Second, func() error {
+		if v := r.g.metric(r.t, "zkgate_waiting_requests"); v != n {
+			return fmt.Errorf("%v waiting requests, want %v", v, n)
+		}
+		return nil
+	})
 }
 
 // metric reads one metric of /metrics, with a token that may.
@@ -306,21 +335,7 @@ func TestLimitsWaitersPerToken(t *testing.T) {
 			defer func() { cancel(); wg.Wait() }()
 			refused := make(chan gwtest.Response, tc.tries)
 			for range tc.tries {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					req, _ := http.NewRequestWithContext(ctx, "GET", blocking, nil)
-					if secret != "" {
-						req.Header.Set("Authorization", "Bearer "+secret)
-					}
-					resp, err := greedy.Do(req)
-					if err != nil {
-						return // ended by the test
-					}
-					defer resp.Body.Close()
-					data, _ := io.ReadAll(resp.Body)
-					refused <- gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
-				}()
+				wg.Go(func() { getUntilEnded(ctx, greedy, blocking, secret, refused) })
 			}
 			for range tc.tries - tc.share {
 				select {
@@ -362,6 +377,22 @@ func TestLimitsWaitersPerToken(t *testing.T) {
 			}
 		})
 	}
+}
+
+// getUntilEnded GETs url with c (and secret, if not ""), sending the
+// answer to answers; nothing when ctx ended the request.
+func getUntilEnded(ctx context.Context, c *http.Client, url, secret string, answers chan<- gwtest.Response) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return // ended by the test
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	answers <- gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
 }
 
 // TestLimitsLeasesPerAddress: without tokens, --lease-rate and

@@ -36,31 +36,7 @@ func TestOpenAPISecurity(t *testing.T) {
 	s.do(t, 403, specReq("GET", "/metrics", nil, specToken(billing)))
 	s.do(t, 200, specReq("GET", "/metrics", nil, specToken(reader)))
 
-	// The dashboard and its sign-in.
-	s.do(t, 303, specReq("GET", "/", nil))
-	s.do(t, 303, specReq("GET", "/ui/locks", nil, specToken("zkg_unknown")))
-	s.do(t, 403, specReq("GET", "/ui/locks", nil, specToken(billing)))
-	s.do(t, 200, specReq("GET", "/ui/locks", nil, specToken(reader)))
-	s.do(t, 401, specReq("GET", "/ws?page=overview", nil))
-	s.do(t, 403, specReq("GET", "/ws?page=overview", nil, specToken(billing)))
-	s.do(t, 200, specReq("GET", "/signin?next=/ui/leases", nil))
-	s.do(t, 401, specReq("POST", "/signin", nil, specForm(url.Values{"token": {"zkg_unknown"}})))
-	s.do(t, 403, specReq("POST", "/signin", nil, specForm(url.Values{"token": {billing}})))
-	specWantCode(t, s.do(t, 403, specReq("POST", "/signin", nil, specForm(url.Values{"token": {reader}}),
-		specHeader("Sec-Fetch-Site", "cross-site"))), "forbidden")
-	in := s.do(t, 303, specReq("POST", "/signin", nil, specForm(url.Values{"token": {reader}, "next": {"//evil.example/x"}}),
-		specHeader("Sec-Fetch-Site", "same-origin")))
-	if loc := in.Header.Get("Location"); loc != "/" {
-		t.Errorf("a sign-in with next=//evil.example goes to %q, want /", loc)
-	}
-	if c := in.Header.Get("Set-Cookie"); !strings.Contains(c, "zkgate_token=") || !strings.Contains(c, "HttpOnly") || !strings.Contains(c, "SameSite=Strict") {
-		t.Errorf("sign-in cookie %q", c)
-	}
-	out := s.do(t, 303, specReq("POST", "/signout", nil))
-	if c := out.Header.Get("Set-Cookie"); !strings.Contains(c, "Max-Age=0") {
-		t.Errorf("sign-out cookie %q, want it expired", c)
-	}
-	specWantCode(t, s.do(t, 403, specReq("POST", "/signout", nil, specHeader("Sec-Fetch-Site", "cross-site"))), "forbidden")
+	s.dashboardSignIn(t, reader, billing)
 
 	// The API: 401, 403 and 429 of leases, locks and waits.
 	s.do(t, 401, specReq("POST", "/v1/leases", map[string]any{"ttl": "1m"}))
@@ -107,4 +83,34 @@ func TestOpenAPISecurity(t *testing.T) {
 	cancel()
 	<-done
 	mustStatus(t, doAs(t, g.URL, writer, http.MethodDelete, "/v1/leases/"+lease, nil), 204, "revoke")
+}
+
+// dashboardSignIn: the dashboard and its sign-in, with the tokens reader
+// (which may read it) and billing (which may not).
+func (s *specChecker) dashboardSignIn(t *testing.T, reader, billing string) {
+	t.Helper()
+	s.do(t, 303, specReq("GET", "/", nil))
+	s.do(t, 303, specReq("GET", "/ui/locks", nil, specToken("zkg_unknown")))
+	s.do(t, 403, specReq("GET", "/ui/locks", nil, specToken(billing)))
+	s.do(t, 200, specReq("GET", "/ui/locks", nil, specToken(reader)))
+	s.do(t, 401, specReq("GET", "/ws?page=overview", nil))
+	s.do(t, 403, specReq("GET", "/ws?page=overview", nil, specToken(billing)))
+	s.do(t, 200, specReq("GET", "/signin?next=/ui/leases", nil))
+	s.do(t, 401, specReq("POST", "/signin", nil, specForm(url.Values{"token": {"zkg_unknown"}})))
+	s.do(t, 403, specReq("POST", "/signin", nil, specForm(url.Values{"token": {billing}})))
+	specWantCode(t, s.do(t, 403, specReq("POST", "/signin", nil, specForm(url.Values{"token": {reader}}),
+		specHeader("Sec-Fetch-Site", "cross-site"))), "forbidden")
+	in := s.do(t, 303, specReq("POST", "/signin", nil, specForm(url.Values{"token": {reader}, "next": {"//evil.example/x"}}),
+		specHeader("Sec-Fetch-Site", "same-origin")))
+	if loc := in.Header.Get("Location"); loc != "/" {
+		t.Errorf("a sign-in with next=//evil.example goes to %q, want /", loc)
+	}
+	if c := in.Header.Get("Set-Cookie"); !strings.Contains(c, "zkgate_token=") || !strings.Contains(c, "HttpOnly") || !strings.Contains(c, "SameSite=Strict") {
+		t.Errorf("sign-in cookie %q", c)
+	}
+	out := s.do(t, 303, specReq("POST", "/signout", nil))
+	if c := out.Header.Get("Set-Cookie"); !strings.Contains(c, "Max-Age=0") {
+		t.Errorf("sign-out cookie %q, want it expired", c)
+	}
+	specWantCode(t, s.do(t, 403, specReq("POST", "/signout", nil, specHeader("Sec-Fetch-Site", "cross-site"))), "forbidden")
 }

@@ -556,10 +556,42 @@ const specUnknownLease = "00000000-0000-4000-8000-000000000000"
 func TestOpenAPIScenario(t *testing.T) {
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{MaxWait: time.Minute})
 	conn := gwtest.Client(t, g.ZK, 10*time.Second)
+	s := servedSpecChecker(t, g.URL)
+	s.operations(t)
+	a, b, c := s.leases(t)
+	s.leaseErrors(t, a)
+	tokenA := s.locks(t, a, b, c)
+	s.lockReads(t, a)
+	s.lockReleased(t, a, b, tokenA)
+	s.lockErrors(t, a)
+	s.semaphores(t, a, b, c)
+	s.semaphoreErrors(t, a)
 
-	// The spec under test is the one the gateway serves, which must be the
-	// one in the repository.
-	served := gwtest.Do(t, "GET", g.URL+"/openapi.yaml", nil)
+	// Contention: the figures of what the scenario did so far.
+	s.contention(t, tokenA)
+	s.revoked(t, a)
+
+	s.dashboard(t)
+	s.elections(t)
+	s.barriers(t, conn, g.Root)
+	s.doubleBarriers(t)
+	s.queues(t)
+	s.outsideRoutes(t)
+
+	// Clean up and check that nothing is left in ZooKeeper.
+	for _, id := range specLeaseIDs(t, s.do(t, 200, specReq("GET", "/v1/leases", nil))) {
+		s.do(t, 204, specReq("DELETE", "/v1/leases/"+id, nil))
+	}
+	gwtest.NoZnodesLeft(t, conn, g.Root)
+
+	s.everyOperationExercised(t)
+}
+
+// servedSpecChecker checks the spec under test, the one the gateway at
+// base serves, which must be the one in the repository.
+func servedSpecChecker(t *testing.T, base string) *specChecker {
+	t.Helper()
+	served := gwtest.Do(t, "GET", base+"/openapi.yaml", nil)
 	if served.Status != http.StatusOK {
 		t.Fatalf("GET /openapi.yaml: %d", served.Status)
 	}
@@ -570,9 +602,12 @@ func TestOpenAPIScenario(t *testing.T) {
 	if !bytes.Equal(served.Body, onDisk) {
 		t.Fatalf("the served /openapi.yaml differs from openapi.yaml in the repository")
 	}
-	s := newSpecChecker(t, g.URL, specLoad(t, served.Body))
+	return newSpecChecker(t, base, specLoad(t, served.Body))
+}
 
-	// Operations.
+// operations: the health, readiness, metrics and spec routes.
+func (s *specChecker) operations(t *testing.T) {
+	t.Helper()
 	s.do(t, 200, specReq("GET", "/healthz", nil))
 	if r := s.do(t, 200, specReq("GET", "/readyz", nil)); specJSON(t, r)["zookeeper"] != "live" {
 		t.Errorf("readyz: %s", r.Body)
@@ -581,18 +616,23 @@ func TestOpenAPIScenario(t *testing.T) {
 		t.Errorf("metrics lack zkgate_http_requests_total")
 	}
 	s.do(t, 200, specReq("GET", "/openapi.yaml", nil))
+}
 
-	// Leases.
+// leases makes leases with and without a body, in each content type read
+// as JSON, lists them whole and in pages, and keeps one alive; it returns
+// three of them (alice's, bob's, carol's), left alive.
+func (s *specChecker) leases(t *testing.T) (a, b, c string) {
+	t.Helper()
 	created := s.do(t, 201, specReq("POST", "/v1/leases", map[string]any{"ttl": "30s", "holder": "alice"}))
-	a := specJSON(t, created)["id"].(string)
+	a = specJSON(t, created)["id"].(string)
 	if loc := created.Header.Get("Location"); loc != "/v1/leases/"+a {
 		t.Errorf("Location %q, want /v1/leases/%s", loc, a)
 	}
 	// curl -d sends application/x-www-form-urlencoded: read as JSON.
-	b := specJSON(t, s.do(t, 201, specReq("POST", "/v1/leases", `{"ttl":"30s","holder":"bob"}`,
+	b = specJSON(t, s.do(t, 201, specReq("POST", "/v1/leases", `{"ttl":"30s","holder":"bob"}`,
 		specContentType("application/x-www-form-urlencoded"))))["id"].(string)
 	// No Content-Type at all: read as JSON.
-	c := specJSON(t, s.do(t, 201, specReq("POST", "/v1/leases", `{"ttl":"30s","holder":"carol"}`, specContentType(""))))["id"].(string)
+	c = specJSON(t, s.do(t, 201, specReq("POST", "/v1/leases", `{"ttl":"30s","holder":"carol"}`, specContentType(""))))["id"].(string)
 	// No body: every default.
 	d := s.do(t, 201, specReq("POST", "/v1/leases", nil))
 	if m := specJSON(t, d); m["ttl"] != "15s" || m["holder"] != "" {
@@ -626,8 +666,12 @@ func TestOpenAPIScenario(t *testing.T) {
 	}
 	s.do(t, 204, specReq("DELETE", "/v1/leases/"+short, nil))
 	s.do(t, 204, specReq("DELETE", "/v1/leases/"+dID, nil))
+	return a, b, c
+}
 
-	// Lease errors.
+// leaseErrors: bad lease requests, and unknown leases (a is alive).
+func (s *specChecker) leaseErrors(t *testing.T, a string) {
+	t.Helper()
 	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/leases", map[string]any{"ttl": "soon"}, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/leases", map[string]any{"ttl": 15}, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/leases", map[string]any{"ttl": "-5s"}, specRejects())), "invalid_request")
@@ -652,10 +696,14 @@ func TestOpenAPIScenario(t *testing.T) {
 	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/leases/nope/keepalive", nil, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 404, specReq("DELETE", "/v1/leases/"+specUnknownLease, nil)), "lease_not_found")
 	specWantCode(t, s.do(t, 400, specReq("DELETE", "/v1/leases/nope", nil, specRejects())), "invalid_request")
+}
 
-	// Locks: grant, idempotent retry, state, fence.
+// locks: a's grant of orders, its idempotent retry, b's try and c's wait
+// that time out, the fence and the list of locks; it returns a's token.
+func (s *specChecker) locks(t *testing.T, a, b, c string) (tokenA int64) {
+	t.Helper()
 	grantA := s.do(t, 200, specReq("POST", "/v1/locks/orders/acquire", map[string]any{"lease": a}))
-	tokenA := specInt(t, grantA, "token")
+	tokenA = specInt(t, grantA, "token")
 	again := s.do(t, 200, specReq("POST", "/v1/locks/orders/acquire", map[string]any{"lease": a, "mode": "exclusive"}))
 	if specInt(t, again, "token") != tokenA || specJSON(t, again)["node"] != specJSON(t, grantA)["node"] {
 		t.Errorf("a retried acquire must return the same grant: %s then %s", grantA.Body, again.Body)
@@ -689,11 +737,16 @@ func TestOpenAPIScenario(t *testing.T) {
 	// A cursor belongs to its list.
 	leasePage := specJSON(t, s.do(t, 200, specReq("GET", "/v1/leases?limit=1", nil)))
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks?after="+url.QueryEscape(leasePage["next"].(string)), nil)), "invalid_request")
+	return tokenA
+}
 
-	// Blocking reads of a lock. They are served by the gateway's watch
-	// cache, which may be a moment behind the fresh plain read that gave
-	// idx; and an index may move with no visible change. So a read may
-	// return at once, but only with a newer index.
+// lockReads: blocking reads of orders, held by a, return at once with an
+// old index and when a releases it with the current one. They are served
+// by the gateway's watch cache, which may be a moment behind the fresh
+// plain read that gave idx; and an index may move with no visible change.
+// So a read may return at once, but only with a newer index.
+func (s *specChecker) lockReads(t *testing.T, a string) {
+	t.Helper()
 	st := s.do(t, 200, specReq("GET", "/v1/locks/orders", nil))
 	idx := specIndex(t, st)
 	if got := specHolderLeases(t, specJSON(t, st)["holders"]); len(got) != 1 || got[0] != a {
@@ -722,7 +775,12 @@ func TestOpenAPIScenario(t *testing.T) {
 	s.readUntil(t, "/v1/locks/orders", specIndex(t, r.resp), "no holders", func(st map[string]any) bool {
 		return len(st["holders"].([]any)) == 0
 	})
+}
 
+// lockReleased: released by a, orders fences a's token no more and goes
+// to b with a larger one; a read/write lock and the implicit leases.
+func (s *specChecker) lockReleased(t *testing.T, a, b string, tokenA int64) {
+	t.Helper()
 	// Released: the token is stale, a second release holds nothing.
 	stale409 := specWantCode(t, s.do(t, 409, specReq("GET", fmt.Sprintf("/v1/locks/orders/fence?token=%d", tokenA), nil)), "stale_token")
 	if specInt(t, s.do(t, 409, specReq("GET", fmt.Sprintf("/v1/locks/orders/fence?token=%d", tokenA), nil)), "token") != tokenA {
@@ -759,8 +817,11 @@ func TestOpenAPIScenario(t *testing.T) {
 		t.Errorf("a failed acquire left its implicit lease behind: %d leases, was %d", n, leasesBefore)
 	}
 	s.do(t, 204, specReq("POST", "/v1/locks/jobs/release", map[string]any{"lease": e}))
+}
 
-	// Lock errors.
+// lockErrors: bad lock requests, and unknown leases (a is alive).
+func (s *specChecker) lockErrors(t *testing.T, a string) {
+	t.Helper()
 	for _, bad := range []string{"bad%20name", "..", ".", strings.Repeat("n", 201), "a%2Fb", "caf%C3%A9"} {
 		specWantCode(t, s.do(t, 400, specReq("POST", "/v1/locks/"+bad+"/acquire", map[string]any{"lease": a}, specRejects())), "invalid_request")
 		specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks/"+bad, nil, specRejects())), "invalid_request")
@@ -792,8 +853,12 @@ func TestOpenAPIScenario(t *testing.T) {
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks/orders/fence?token=0", nil, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks/orders/fence?token=abc", nil, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks/../fence?token=5", nil, specRejects())), "invalid_request")
+}
 
-	// Semaphores.
+// semaphores: the semaphore pool of limit 2 held by a and b, c timed out,
+// the limit checked, read, listed and released.
+func (s *specChecker) semaphores(t *testing.T, a, b, c string) {
+	t.Helper()
 	semA := s.do(t, 200, specReq("POST", "/v1/semaphores/pool/acquire", map[string]any{"lease": a, "limit": 2}))
 	if again := s.do(t, 200, specReq("POST", "/v1/semaphores/pool/acquire", map[string]any{"lease": a, "limit": 2})); specInt(t, again, "token") != specInt(t, semA, "token") {
 		t.Errorf("a retried semaphore acquire must return the same grant: %s then %s", semA.Body, again.Body)
@@ -821,7 +886,7 @@ func TestOpenAPIScenario(t *testing.T) {
 	// An index that is not the current one returns at once (blocking reads
 	// of a semaphore have a test of their own below).
 	semStale := specReq("GET", "/v1/semaphores/pool?index=1&wait=1m", nil)
-	r = s.send(context.Background(), semStale, nil)
+	r := s.send(context.Background(), semStale, nil)
 	s.check(t, 200, semStale, r)
 	if specIndex(t, r.resp) <= 1 || r.elapsed >= time.Minute {
 		t.Errorf("a semaphore read with an old index must return the current state at once: index %d after %s",
@@ -834,8 +899,12 @@ func TestOpenAPIScenario(t *testing.T) {
 	specWantCode(t, s.do(t, 409, specReq("POST", "/v1/semaphores/pool/release", map[string]any{"lease": b})), "not_held")
 	implicitSem := s.do(t, 200, specReq("POST", "/v1/semaphores/pool/acquire", map[string]any{"ttl": "20s", "holder": "batch", "limit": 2}))
 	s.do(t, 204, specReq("DELETE", "/v1/leases/"+specJSON(t, implicitSem)["lease"].(string), nil))
+}
 
-	// Semaphore errors.
+// semaphoreErrors: bad semaphore requests, and unknown leases (a is
+// alive).
+func (s *specChecker) semaphoreErrors(t *testing.T, a string) {
+	t.Helper()
 	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/semaphores/pool/acquire", map[string]any{"lease": a}, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/semaphores/pool/acquire", map[string]any{"lease": a, "limit": 0}, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/semaphores/pool/acquire", map[string]any{"lease": a, "limit": 100001}, specRejects())), "invalid_request")
@@ -855,11 +924,12 @@ func TestOpenAPIScenario(t *testing.T) {
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/semaphores/pool?index=x", nil, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/semaphores/pool?wait=forever", nil, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/semaphores/"+strings.Repeat("s", 201), nil, specRejects())), "invalid_request")
+}
 
-	// Contention: the figures of what the scenario did so far.
-	s.contention(t, tokenA)
-
-	// Revoke: everything is released, and the id answers 410 from then on.
+// revoked: a revoked lease (a) releases everything, and its id answers
+// 410 from then on.
+func (s *specChecker) revoked(t *testing.T, a string) {
+	t.Helper()
 	s.do(t, 204, specReq("DELETE", "/v1/leases/"+a, nil))
 	for _, cl := range []specCall{
 		specReq("GET", "/v1/leases/"+a, nil),
@@ -877,27 +947,22 @@ func TestOpenAPIScenario(t *testing.T) {
 	s.eventually(t, "/v1/semaphores/pool", "no holders", func(st map[string]any) bool {
 		return len(st["holders"].([]any)) == 0
 	})
+}
 
-	s.dashboard(t)
-	s.elections(t)
-	s.barriers(t, conn, g.Root)
-	s.doubleBarriers(t)
-	s.queues(t)
-
-	// Outside the routes.
+// outsideRoutes: 404 and 405 outside the routes.
+func (s *specChecker) outsideRoutes(t *testing.T) {
+	t.Helper()
 	specWantCode(t, s.do(t, 404, specReq("GET", "/nope", nil, specRejects())), "not_found")
 	specWantCode(t, s.do(t, 404, specReq("GET", "/v1/nope", nil, specRejects())), "not_found")
 	specWantCode(t, s.do(t, 404, specReq("POST", "/v1/locks/orders/steal", nil, specRejects())), "not_found")
 	specWantCode(t, s.do(t, 405, specReq("PUT", "/v1/leases", nil, specRejects())), "method_not_allowed")
 	specWantCode(t, s.do(t, 405, specReq("DELETE", "/v1/locks/orders", nil, specRejects())), "method_not_allowed")
+}
 
-	// Clean up and check that nothing is left in ZooKeeper.
-	for _, id := range specLeaseIDs(t, s.do(t, 200, specReq("GET", "/v1/leases", nil))) {
-		s.do(t, 204, specReq("DELETE", "/v1/leases/"+id, nil))
-	}
-	gwtest.NoZnodesLeft(t, conn, g.Root)
-
-	// Every operation of the spec was exercised, with at least one success.
+// everyOperationExercised: every operation of the spec was exercised,
+// with at least one success.
+func (s *specChecker) everyOperationExercised(t *testing.T) {
+	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, op := range specSortedKeys(specOperations(s.doc)) {
@@ -1026,7 +1091,7 @@ func (s *specChecker) dashboard(t *testing.T) {
 // elections drives /v1/elections.
 func (s *specChecker) elections(t *testing.T) {
 	x, y := s.newLease(t, "x"), s.newLease(t, "y")
-	campaign := func(lease, value string) map[string]any { return map[string]any{"lease": lease, "value": value} }
+	campaign := specCampaign
 
 	lead := s.do(t, 200, specReq("POST", "/v1/elections/primary/campaign", campaign(x, "10.0.0.5:8080")))
 	again := s.do(t, 200, specReq("POST", "/v1/elections/primary/campaign?wait=5s", campaign(x, "10.0.0.5:8080")))
@@ -1076,7 +1141,35 @@ func (s *specChecker) elections(t *testing.T) {
 	implicit := specJSON(t, s.do(t, 202, specReq("POST", "/v1/elections/primary/campaign", map[string]any{"ttl": "20s", "holder": "z"})))
 	s.do(t, 204, specReq("DELETE", "/v1/leases/"+implicit["lease"].(string), nil))
 
-	// Errors.
+	s.electionErrors(t, x, y)
+
+	// No leader is reported, not skipped.
+	s.do(t, 204, specReq("POST", "/v1/elections/primary/resign", map[string]any{"lease": y}))
+	if m := specJSON(t, s.do(t, 200, specReq("GET", "/v1/elections/primary", nil))); m["leader"] != nil || len(m["candidates"].([]any)) != 0 {
+		t.Errorf("an election without candidates: %v", m)
+	}
+	s.do(t, 204, specReq("DELETE", "/v1/leases/"+x, nil))
+	for _, cl := range []specCall{
+		specReq("POST", "/v1/elections/primary/campaign", campaign(x, "v")),
+		specReq("POST", "/v1/elections/primary/resign", map[string]any{"lease": x}),
+		specReq("PUT", "/v1/elections/primary/value", campaign(x, "v")),
+	} {
+		specWantCode(t, s.do(t, 410, cl), "lease_expired")
+	}
+	s.do(t, 204, specReq("DELETE", "/v1/leases/"+y, nil))
+}
+
+// specCampaign is the body of a campaign (or a proclaim) of lease with
+// value.
+func specCampaign(lease, value string) map[string]any {
+	return map[string]any{"lease": lease, "value": value}
+}
+
+// electionErrors: bad election requests, and unknown leases (x and y are
+// alive, y leads).
+func (s *specChecker) electionErrors(t *testing.T, x, y string) {
+	t.Helper()
+	campaign := specCampaign
 	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/elections/bad%20name/campaign", campaign(x, "v"), specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/elections/primary/campaign?wait=2m", campaign(x, "v"))), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/elections/primary/campaign", map[string]any{"lease": x, "value": 5}, specRejects())), "invalid_request")
@@ -1093,21 +1186,6 @@ func (s *specChecker) elections(t *testing.T) {
 	specWantCode(t, s.do(t, 415, specReq("PUT", "/v1/elections/primary/value", `{}`, specContentType("application/xml"), specRejects())), "unsupported_media_type")
 	specWantCode(t, s.do(t, 413, specReq("PUT", "/v1/elections/primary/value", campaign(y, strings.Repeat("v", 70<<10)), specRejects())), "too_large")
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/elections/primary?index=x", nil, specRejects())), "invalid_request")
-
-	// No leader is reported, not skipped.
-	s.do(t, 204, specReq("POST", "/v1/elections/primary/resign", map[string]any{"lease": y}))
-	if m := specJSON(t, s.do(t, 200, specReq("GET", "/v1/elections/primary", nil))); m["leader"] != nil || len(m["candidates"].([]any)) != 0 {
-		t.Errorf("an election without candidates: %v", m)
-	}
-	s.do(t, 204, specReq("DELETE", "/v1/leases/"+x, nil))
-	for _, cl := range []specCall{
-		specReq("POST", "/v1/elections/primary/campaign", campaign(x, "v")),
-		specReq("POST", "/v1/elections/primary/resign", map[string]any{"lease": x}),
-		specReq("PUT", "/v1/elections/primary/value", campaign(x, "v")),
-	} {
-		specWantCode(t, s.do(t, 410, cl), "lease_expired")
-	}
-	s.do(t, 204, specReq("DELETE", "/v1/leases/"+y, nil))
 }
 
 // barriers drives /v1/barriers.
@@ -1251,15 +1329,55 @@ func (s *specChecker) doubleBarriers(t *testing.T) {
 // queues drives /v1/queues.
 func (s *specChecker) queues(t *testing.T) {
 	k := s.newLease(t, "worker-1")
-	raw := func(method, path, data string, opts ...specOption) specCall {
-		return specReq(method, path, []byte(data), append([]specOption{specContentType("application/octet-stream")}, opts...)...)
+	raw := specRaw
+	world := s.queueProduced(t)
+	claim := specReq("POST", "/v1/queues/jobs/claim", map[string]any{"lease": k})
+	s.queueClaims(t, k, world, claim)
+
+	// An item claimed by k keeps the queue from being empty from here on
+	// (the state of an empty queue has a test of its own), hidden from
+	// takes and other claims.
+	keep := specJSON(t, s.do(t, 201, raw("POST", "/v1/queues/jobs/items?priority=900", "keep")))["id"].(string)
+	if r := s.do(t, 200, claim); r.Header.Get("X-Zkgate-Item-Id") != keep {
+		t.Fatalf("claimed %s, want %s", r.Header.Get("X-Zkgate-Item-Id"), keep)
 	}
+
+	s.queueWaits(t)
+	s.queueErrors(t, k, world)
+
+	// Queues are persistent: an empty one is deleted by hand.
+	specWantCode(t, s.do(t, 409, specReq("DELETE", "/v1/queues/jobs", nil)), "not_empty")
+	s.do(t, 204, specReq("POST", "/v1/queues/jobs/items/"+keep+"/ack", map[string]any{"lease": k}))
+	s.do(t, 204, specReq("DELETE", "/v1/queues/jobs", nil))
+	s.do(t, 204, specReq("DELETE", "/v1/queues/jobs", nil))
+
+	s.do(t, 204, specReq("DELETE", "/v1/leases/"+k, nil))
+	for _, cl := range []specCall{
+		specReq("POST", "/v1/queues/jobs/claim", map[string]any{"lease": k}),
+		specReq("POST", "/v1/queues/jobs/items/"+world+"/ack", map[string]any{"lease": k}),
+		specReq("POST", "/v1/queues/jobs/items/"+world+"/nack", map[string]any{"lease": k}),
+	} {
+		specWantCode(t, s.do(t, 410, cl), "lease_expired")
+	}
+}
+
+// specRaw is a call with data as an application/octet-stream body.
+func specRaw(method, path, data string, opts ...specOption) specCall {
+	return specReq(method, path, []byte(data), append([]specOption{specContentType("application/octet-stream")}, opts...)...)
+}
+
+// queueProduced: four items produced to jobs in each content type, the
+// queue's state, list and peek, and a take of the first by priority; it
+// returns the id of the next item ("world").
+func (s *specChecker) queueProduced(t *testing.T) (world string) {
+	t.Helper()
+	raw := specRaw
 	first := s.do(t, 201, raw("POST", "/v1/queues/jobs/items?priority=5", "hello"))
 	hello := specJSON(t, first)["id"].(string)
 	if loc := first.Header.Get("Location"); loc != "/v1/queues/jobs/items/"+hello {
 		t.Errorf("Location %q for item %s", loc, hello)
 	}
-	world := specJSON(t, s.do(t, 201, raw("POST", "/v1/queues/jobs/items", "world")))["id"].(string)
+	world = specJSON(t, s.do(t, 201, raw("POST", "/v1/queues/jobs/items", "world")))["id"].(string)
 	s.do(t, 201, raw("POST", "/v1/queues/jobs/items", `{"any":"bytes"}`, specContentType("application/json")))
 	s.do(t, 201, specReq("POST", "/v1/queues/jobs/items", nil))
 	st := specJSON(t, s.do(t, 200, specReq("GET", "/v1/queues/jobs", nil)))
@@ -1279,9 +1397,13 @@ func (s *specChecker) queues(t *testing.T) {
 		t.Errorf("take: %q, want the priority 5 item", r.Body)
 	}
 	specWantCode(t, s.do(t, 404, specReq("GET", "/v1/queues/jobs/items/"+hello, nil)), "not_found")
+	return world
+}
 
-	// Claims: the same item to a retry, served again after a nack.
-	claim := specReq("POST", "/v1/queues/jobs/claim", map[string]any{"lease": k})
+// queueClaims: claim, a call of k on jobs, gets world, the same item to a
+// retry, served again after a nack, and gone after an ack.
+func (s *specChecker) queueClaims(t *testing.T, k, world string, claim specCall) {
+	t.Helper()
 	c1 := s.do(t, 200, claim)
 	if string(c1.Body) != "world" || c1.Header.Get("X-Zkgate-Lease") != k {
 		t.Errorf("claim: %q %v", c1.Body, c1.Header)
@@ -1307,16 +1429,14 @@ func (s *specChecker) queues(t *testing.T) {
 	s.do(t, 204, specReq("POST", "/v1/queues/jobs/take", nil))
 	s.do(t, 204, specReq("POST", "/v1/queues/jobs/take?wait=200ms", nil))
 	s.do(t, 204, specReq("POST", "/v1/queues/jobs/claim?wait=200ms", map[string]any{"ttl": "10s", "holder": "late"}))
+}
 
-	// An item claimed by k keeps the queue from being empty from here on
-	// (the state of an empty queue has a test of its own), hidden from
-	// takes and other claims.
-	keep := specJSON(t, s.do(t, 201, raw("POST", "/v1/queues/jobs/items?priority=900", "keep")))["id"].(string)
-	if r := s.do(t, 200, claim); r.Header.Get("X-Zkgate-Item-Id") != keep {
-		t.Fatalf("claimed %s, want %s", r.Header.Get("X-Zkgate-Item-Id"), keep)
-	}
-
-	// A waiting take and a blocking read both see the next item.
+// queueWaits: a waiting take and a blocking read both see the next item,
+// and an item claimed by a lease made for it is served again once that
+// lease ends.
+func (s *specChecker) queueWaits(t *testing.T) {
+	t.Helper()
+	raw := specRaw
 	idx := specIndex(t, s.do(t, 200, specReq("GET", "/v1/queues/jobs", nil)))
 	taker := s.startCall(specReq("POST", "/v1/queues/jobs/take?wait=1m", nil))
 	read := s.startRead(fmt.Sprintf("/v1/queues/jobs?index=%d&wait=1m", idx))
@@ -1338,8 +1458,12 @@ func (s *specChecker) queues(t *testing.T) {
 	implicit := s.do(t, 200, specReq("POST", "/v1/queues/jobs/claim", map[string]any{"ttl": "20s", "holder": "w2"}))
 	s.do(t, 204, specReq("DELETE", "/v1/leases/"+implicit.Header.Get("X-Zkgate-Lease"), nil))
 	s.do(t, 200, specReq("POST", "/v1/queues/jobs/take", nil)) // served again once its lease ended
+}
 
-	// Errors.
+// queueErrors: bad queue requests, and unknown leases (k is alive).
+func (s *specChecker) queueErrors(t *testing.T, k, world string) {
+	t.Helper()
+	raw := specRaw
 	specWantCode(t, s.do(t, 400, raw("POST", "/v1/queues/jobs/items?priority=1000", "x", specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, raw("POST", "/v1/queues/jobs/items?priority=high", "x", specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, raw("POST", "/v1/queues/bad%20name/items", "x", specRejects())), "invalid_request")
@@ -1362,21 +1486,6 @@ func (s *specChecker) queues(t *testing.T) {
 	specWantCode(t, s.do(t, 415, specReq("POST", "/v1/queues/jobs/claim", `{}`, specContentType("application/xml"), specRejects())), "unsupported_media_type")
 	specWantCode(t, s.do(t, 413, specReq("POST", "/v1/queues/jobs/claim", map[string]any{"holder": strings.Repeat("x", 70<<10)}, specRejects())), "too_large")
 	specWantCode(t, s.do(t, 400, specReq("DELETE", "/v1/queues/..", nil, specRejects())), "invalid_request")
-
-	// Queues are persistent: an empty one is deleted by hand.
-	specWantCode(t, s.do(t, 409, specReq("DELETE", "/v1/queues/jobs", nil)), "not_empty")
-	s.do(t, 204, specReq("POST", "/v1/queues/jobs/items/"+keep+"/ack", map[string]any{"lease": k}))
-	s.do(t, 204, specReq("DELETE", "/v1/queues/jobs", nil))
-	s.do(t, 204, specReq("DELETE", "/v1/queues/jobs", nil))
-
-	s.do(t, 204, specReq("DELETE", "/v1/leases/"+k, nil))
-	for _, cl := range []specCall{
-		specReq("POST", "/v1/queues/jobs/claim", map[string]any{"lease": k}),
-		specReq("POST", "/v1/queues/jobs/items/"+world+"/ack", map[string]any{"lease": k}),
-		specReq("POST", "/v1/queues/jobs/items/"+world+"/nack", map[string]any{"lease": k}),
-	} {
-		specWantCode(t, s.do(t, 410, cl), "lease_expired")
-	}
 }
 
 func specLeaseIDs(t *testing.T, r gwtest.Response) []string {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/server"
 	"github.com/zkgate/zkgate/zkserver"
 )
@@ -34,53 +35,8 @@ func TestQueueCapsKeepZooKeeperUp(t *testing.T) {
 	s := newSpecChecker(t, g.URL, specLoad(t, spec))
 	conn := gwtest.Client(t, []string{g.ZK}, 10*time.Second)
 
-	// produce sends an item, and checks the answer against openapi.yaml.
-	produce := func(queue string, size int) gwtest.Response {
-		t.Helper()
-		c := specReq("POST", "/v1/queues/"+queue+"/items", make([]byte, size), specContentType("application/octet-stream"))
-		r := s.send(context.Background(), c, nil)
-		s.check(t, r.resp.Status, c, r)
-		return r.resp
-	}
-	zooKeeperUp := func(when string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if out, err := zkserver.FourLetterWord(ctx, g.ZK, "ruok"); err != nil || out != "imok" {
-			t.Fatalf("%s: ruok answered %q, %v", when, out, err)
-		}
-		if out, err := zkserver.FourLetterWord(ctx, g.ZK, "srvr"); err != nil || !strings.Contains(out, "Mode: standalone") {
-			t.Fatalf("%s: srvr answered %q, %v", when, out, err)
-		}
-		mustStatus(t, gwtest.Do(t, "GET", g.URL+"/readyz", nil), 200, when+": readyz")
-	}
-	// fill produces items of size into queue until one is refused, which
-	// must be at limit with the queue holding items, and returns the
-	// problem.
-	fill := func(queue string, size int, limit string, max float64, items int) map[string]any {
-		t.Helper()
-		for made := 0; ; made++ {
-			r := produce(queue, size)
-			if r.Status == 201 {
-				continue
-			}
-			p := wantProblem(t, r, 507, "queue_full", "a produce into "+queue+" past "+limit)
-			if p == nil {
-				t.FailNow()
-			}
-			q, _ := p["queue"].(map[string]any)
-			if p["exceeded"] != limit || p["max"] != max || q["name"] != queue || q["items"] != float64(made) ||
-				q["bytes"] != float64(made*size) || made != items || !strings.Contains(p["detail"].(string), "--"+limit) {
-				t.Fatalf("%s refused after %d items of %d bytes: %s; want %s (max %v) after %d", queue, made, size, r.Body, limit, max, items)
-			}
-			kids, _, err := conn.Children(g.Root + "/queues/" + queue + "/entries")
-			if err != nil || len(kids) != items {
-				t.Fatalf("%d items of %s in ZooKeeper (%v), want %d", len(kids), queue, err, items)
-			}
-			zooKeeperUp("at " + limit)
-			return p
-		}
-	}
+	q := &queueCaps{t: t, s: s, g: g, conn: conn}
+	produce, zooKeeperUp, fill := q.produce, q.zooKeeperUp, q.fill
 	fill("b", 1, "max-queue-items", 6, 6)
 	fill("a", 16<<10, "max-queue-bytes", 64<<10, 4)
 	fill("f", 16<<10, "max-queue-bytes", 64<<10, 4)
@@ -108,5 +64,67 @@ func TestQueueCapsKeepZooKeeperUp(t *testing.T) {
 	out, err := exec.Command("pgrep", "-a", "-P", strconv.Itoa(g.Pid()), "java").Output()
 	if want := fmt.Sprintf(" -Xmx%dm ", server.EmbeddedHeap(cfg)>>20); err != nil || !strings.Contains(string(out), want) {
 		t.Fatalf("the embedded ZooKeeper runs as %q (%v), want %q in it", out, err, want)
+	}
+}
+
+// queueCaps fills the queues of the gateway g (on its embedded ZooKeeper,
+// read through conn), checking every answer against openapi.yaml with s.
+type queueCaps struct {
+	t    *testing.T
+	s    *specChecker
+	g    *gwtest.Proc
+	conn *zk.Conn
+}
+
+// produce sends an item, and checks the answer against openapi.yaml.
+func (q *queueCaps) produce(queue string, size int) gwtest.Response {
+	q.t.Helper()
+	c := specReq("POST", "/v1/queues/"+queue+"/items", make([]byte, size), specContentType("application/octet-stream"))
+	r := q.s.send(context.Background(), c, nil)
+	q.s.check(q.t, r.resp.Status, c, r)
+	return r.resp
+}
+
+// zooKeeperUp: ZooKeeper answers ruok and srvr, and /readyz is 200.
+func (q *queueCaps) zooKeeperUp(when string) {
+	t, g := q.t, q.g
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if out, err := zkserver.FourLetterWord(ctx, g.ZK, "ruok"); err != nil || out != "imok" {
+		t.Fatalf("%s: ruok answered %q, %v", when, out, err)
+	}
+	if out, err := zkserver.FourLetterWord(ctx, g.ZK, "srvr"); err != nil || !strings.Contains(out, "Mode: standalone") {
+		t.Fatalf("%s: srvr answered %q, %v", when, out, err)
+	}
+	mustStatus(t, gwtest.Do(t, "GET", g.URL+"/readyz", nil), 200, when+": readyz")
+}
+
+// fill produces items of size into queue until one is refused, which
+// must be at limit with the queue holding items, and returns the
+// problem.
+func (q *queueCaps) fill(queue string, size int, limit string, max float64, items int) map[string]any {
+	t := q.t
+	t.Helper()
+	for made := 0; ; made++ {
+		r := q.produce(queue, size)
+		if r.Status == 201 {
+			continue
+		}
+		p := wantProblem(t, r, 507, "queue_full", "a produce into "+queue+" past "+limit)
+		if p == nil {
+			t.FailNow()
+		}
+		qs, _ := p["queue"].(map[string]any)
+		if p["exceeded"] != limit || p["max"] != max || qs["name"] != queue || qs["items"] != float64(made) ||
+			qs["bytes"] != float64(made*size) || made != items || !strings.Contains(p["detail"].(string), "--"+limit) {
+			t.Fatalf("%s refused after %d items of %d bytes: %s; want %s (max %v) after %d", queue, made, size, r.Body, limit, max, items)
+		}
+		kids, _, err := q.conn.Children(q.g.Root + "/queues/" + queue + "/entries")
+		if err != nil || len(kids) != items {
+			t.Fatalf("%d items of %s in ZooKeeper (%v), want %d", len(kids), queue, err, items)
+		}
+		q.zooKeeperUp("at " + limit)
+		return p
 	}
 }

@@ -27,9 +27,8 @@ exits with CMD's exit code; CMD is stopped as well when someone else leads.
 
 // electOptions are the flags of zkgate elect.
 type electOptions struct {
-	gw                          gatewayFlags
-	value, holder               string
-	wait, ttl, grace, lockDelay time.Duration
+	runOptions
+	value string
 }
 
 // newElectCommand is `zkgate elect`: CMD runs only while this process
@@ -63,12 +62,12 @@ func (o *electOptions) run(cmd *cobra.Command, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRunFlags(o.wait, o.grace, o.ttl, o.lockDelay); err != nil {
+	if err := o.check(); err != nil {
 		return err
 	}
 	relay := newSignalRelay()
 	defer relay.stop()
-	c, lease, err := leaseForCommand(ctx, &o.gw, cmd.Flags().Changed("lock-delay"), o.ttl, o.lockDelay, o.grace, o.holder, argv)
+	c, lease, err := o.lease(ctx, cmd.Flags().Changed("lock-delay"), argv)
 	if err != nil {
 		return err
 	}
@@ -111,13 +110,7 @@ func (o *electOptions) run(cmd *cobra.Command, a *app, args []string) error {
 		}
 		return exitWith(exitLost, "leadership of %s lost while %s ran (%v): it was stopped", what, argv[0], why)
 	}
-	if lease.Err() == nil {
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := lease.Resign(rctx, name); err != nil && !errors.Is(err, client.ErrLeaseExpired) {
-			fmt.Fprintf(stderr, "zkgate: resign %s: %s\n", what, oneLine(err.Error()))
-		}
-		cancel()
-	}
+	letGo(lease, stderr, "resign", what, func(ctx context.Context) error { return lease.Resign(ctx, name) })
 	return &exitStatus{code: out.code}
 }
 

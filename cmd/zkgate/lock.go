@@ -35,12 +35,18 @@ Exit codes: CMD's own (128+N if signal N ended it); 1 the gateway refused;
 first, CMD was not run; 76 lost while CMD ran, CMD was stopped; 126 CMD
 could not be started, 127 not found.`
 
-// lockOptions are the flags of zkgate lock.
-type lockOptions struct {
+// runOptions are the flags zkgate lock and zkgate elect share.
+type runOptions struct {
 	gw                          gatewayFlags
 	wait, ttl, grace, lockDelay time.Duration
-	mode, holder                string
-	semaphore                   int
+	holder                      string
+}
+
+// lockOptions are the flags of zkgate lock.
+type lockOptions struct {
+	runOptions
+	mode      string
+	semaphore int
 }
 
 // newLockCommand is `zkgate lock`: CMD runs while this process holds the
@@ -86,12 +92,12 @@ func (o *lockOptions) run(cmd *cobra.Command, a *app, args []string) error {
 	case client.LockMode(o.mode) != client.Exclusive && client.LockMode(o.mode) != client.Read && client.LockMode(o.mode) != client.Write:
 		return usageErr("--mode %q is not exclusive, read or write", o.mode)
 	}
-	if err := checkRunFlags(o.wait, o.grace, o.ttl, o.lockDelay); err != nil {
+	if err := o.check(); err != nil {
 		return err
 	}
 	relay := newSignalRelay()
 	defer relay.stop()
-	c, lease, err := leaseForCommand(ctx, &o.gw, cmd.Flags().Changed("lock-delay"), o.ttl, o.lockDelay, o.grace, o.holder, argv)
+	c, lease, err := o.lease(ctx, cmd.Flags().Changed("lock-delay"), argv)
 	if err != nil {
 		return err
 	}
@@ -141,13 +147,7 @@ func (o *lockOptions) run(cmd *cobra.Command, a *app, args []string) error {
 		}
 		return exitWith(exitLost, "%s lost while %s ran (%v): it was stopped", what, argv[0], why)
 	}
-	if lease.Err() == nil {
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := release(rctx); err != nil && !errors.Is(err, client.ErrLeaseExpired) {
-			fmt.Fprintf(stderr, "zkgate: release %s: %v\n", what, oneLine(err.Error()))
-		}
-		cancel()
-	}
+	letGo(lease, stderr, "release", what, release)
 	return &exitStatus{code: out.code}
 }
 
@@ -193,15 +193,15 @@ func nameAndCommand(kind string, pos, argv []string) (string, error) {
 	return pos[0], nil
 }
 
-// checkRunFlags checks the durations that lock and elect share.
-func checkRunFlags(wait, grace, ttl, lockDelay time.Duration) error {
-	for n, d := range map[string]time.Duration{"wait": wait, "kill-grace": grace, "lock-delay": lockDelay} {
+// check checks the durations that lock and elect share.
+func (o *runOptions) check() error {
+	for n, d := range map[string]time.Duration{"wait": o.wait, "kill-grace": o.grace, "lock-delay": o.lockDelay} {
 		if err := notNegative(n, d); err != nil {
 			return err
 		}
 	}
-	if ttl < time.Second {
-		return usageErr("--ttl %s is below the minimum of 1s", ttl)
+	if o.ttl < time.Second {
+		return usageErr("--ttl %s is below the minimum of 1s", o.ttl)
 	}
 	return nil
 }
@@ -245,35 +245,50 @@ func graceFits(grace, window time.Duration) error {
 		grace, window.Round(10*time.Millisecond), max(most, 0).Round(10*time.Millisecond))
 }
 
-// leaseForCommand takes the lease that a command of lock or elect runs
-// under, kept alive in the background; holder "" names it after argv;
-// lockDelaySet asks for lockDelay rather than the gateway's default.
-// It refuses a grace that does not fit in the lease's first deadline.
-func leaseForCommand(ctx context.Context, gw *gatewayFlags, lockDelaySet bool, ttl, lockDelay, grace time.Duration,
-	holder string, argv []string) (*client.Client, *client.Lease, error) {
-	c, err := gw.client()
+// lease takes the lease that the command argv of lock or elect runs
+// under, kept alive in the background; a holder "" names it after argv;
+// lockDelaySet asks for the lockDelay given rather than the gateway's
+// default. It refuses a grace that does not fit in the lease's first
+// deadline.
+func (o *runOptions) lease(ctx context.Context, lockDelaySet bool, argv []string) (*client.Client, *client.Lease, error) {
+	c, err := o.gw.client()
 	if err != nil {
 		return nil, nil, err
 	}
+	holder := o.holder
 	if holder == "" {
 		holder = defaultHolder(argv)
 	}
 	var opts []client.LeaseOption
 	if lockDelaySet {
-		opts = append(opts, client.LockDelay(lockDelay))
+		opts = append(opts, client.LockDelay(o.lockDelay))
 	}
 	asked := time.Now()
-	lease, err := c.Grant(ctx, ttl, holder, opts...)
+	lease, err := c.Grant(ctx, o.ttl, holder, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lease: %w", err)
 	}
-	if err := graceFits(grace, lease.Deadline().Sub(asked)); err != nil {
+	if err := graceFits(o.grace, lease.Deadline().Sub(asked)); err != nil {
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = lease.Revoke(rctx)
 		return nil, nil, err
 	}
 	return c, lease, nil
+}
+
+// letGo gives up what with giveUp (a release or a resign, named by verb),
+// bounded, unless the lease has ended: a failure is only told on stderr,
+// as the lease's revoke follows.
+func letGo(lease *client.Lease, stderr io.Writer, verb, what string, giveUp func(context.Context) error) {
+	if lease.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := giveUp(ctx); err != nil && !errors.Is(err, client.ErrLeaseExpired) {
+		fmt.Fprintf(stderr, "zkgate: %s %s: %s\n", verb, what, oneLine(err.Error()))
+	}
 }
 
 // revoke ends the lease at the gateway, bounded: what it held goes with

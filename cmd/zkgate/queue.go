@@ -89,77 +89,31 @@ func newQueuePutCommand(a *app) *cobra.Command {
 	return cmd
 }
 
+// queueTakeOptions are the flags of zkgate queue take and claim.
+type queueTakeOptions struct {
+	gw       gatewayFlags
+	wait     time.Duration
+	ttl      time.Duration // claim's: the TTL of a lease made for the claim
+	asJSON   bool
+	leaseID  string // claim's: the lease to claim for ("": one made for it)
+	claiming bool
+}
+
 // newQueueTakeCommand is zkgate queue take NAME, or with claim, zkgate
 // queue claim NAME.
 func newQueueTakeCommand(a *app, claim bool) *cobra.Command {
-	var gw gatewayFlags
-	var wait, ttl time.Duration
-	var asJSON bool
-	var leaseID string
+	o := &queueTakeOptions{claiming: claim}
 	cmd := &cobra.Command{
 		Use:   "take [--wait 30s] [--json] NAME",
 		Short: "take the next item of the queue NAME: its bytes on stdout (exit 75 if the queue stays empty)",
 		Args:  exactArgs(1, "one queue name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			if err := validName("queue", name); err != nil {
-				return err
-			}
-			if err := notNegative("wait", wait); err != nil {
-				return err
-			}
-			if claim && leaseID == "" && ttl < time.Second {
-				return usageErr("--ttl %s is below the minimum of 1s", ttl)
-			}
-			c, err := gw.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			if !claim {
-				it, err := c.Take(ctx, name, wait)
-				if errors.Is(err, client.ErrEmpty) {
-					return exitWith(exitWaited, "queue %q is empty", name)
-				}
-				if err != nil {
-					return fmt.Errorf("queue %q: %w", name, err)
-				}
-				return printItem(a.stdout, it, "", asJSON)
-			}
-			id := leaseID
-			if id == "" {
-				info, err := c.CreateLease(ctx, ttl, claimHolder(name))
-				if err != nil {
-					return fmt.Errorf("lease: %w", err)
-				}
-				id = info.ID
-			}
-			it, err := c.Lease(id).Claim(ctx, name, wait)
-			if err != nil && leaseID == "" {
-				// Nothing claimed: the lease made for the claim goes.
-				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_ = c.RevokeLease(rctx, id)
-				cancel()
-			}
-			if errors.Is(err, client.ErrEmpty) {
-				return exitWith(exitWaited, "queue %q is empty", name)
-			}
-			if err != nil {
-				return fmt.Errorf("queue %q: %w", name, err)
-			}
-			if !asJSON {
-				made := ""
-				if leaseID == "" {
-					made = fmt.Sprintf(" (made for it, TTL %s: ack or nack revokes it)", ttl)
-				}
-				gw.info("claimed %s for lease %s%s: zkgate queue ack --lease %s %s %s", it.ID, id, made, id, name, it.ID)
-			}
-			return printItem(a.stdout, it, id, asJSON)
+			return o.run(cmd.Context(), a, args[0])
 		},
 	}
-	gw.register(cmd, a)
-	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for an item; 0 answers at once")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the item as JSON (queue, id, priority, lease, data) instead of its bytes")
+	o.gw.register(cmd, a)
+	cmd.Flags().DurationVar(&o.wait, "wait", 30*time.Second, "how long to wait for an item; 0 answers at once")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the item as JSON (queue, id, priority, lease, data) instead of its bytes")
 	if claim {
 		cmd.Use = "claim [--wait 30s] [--lease ID | --ttl 5m] [--json] NAME"
 		cmd.Short = "claim the next item of the queue NAME for a lease, until ack or nack (exit 75 if the queue stays empty)"
@@ -173,10 +127,69 @@ Without --lease, claim makes a lease of --ttl for this one claim, labelled
 (--revoke=false keeps it), so that it does not linger for its TTL; if nothing
 is claimed, it is revoked at once. For several claims on one lease, make it
 with zkgate lease grant and give it with --lease.`
-		cmd.Flags().StringVar(&leaseID, "lease", "", "claim for this lease (default: a new lease of --ttl, printed on stderr or in the JSON)")
-		cmd.Flags().DurationVar(&ttl, "ttl", 5*time.Minute, "the TTL of the lease made for the claim: ack or nack before it ends")
+		cmd.Flags().StringVar(&o.leaseID, "lease", "", "claim for this lease (default: a new lease of --ttl, printed on stderr or in the JSON)")
+		cmd.Flags().DurationVar(&o.ttl, "ttl", 5*time.Minute, "the TTL of the lease made for the claim: ack or nack before it ends")
 	}
 	return cmd
+}
+
+// run takes or claims the next item of the queue name and prints it.
+func (o *queueTakeOptions) run(ctx context.Context, a *app, name string) error {
+	if err := validName("queue", name); err != nil {
+		return err
+	}
+	if err := notNegative("wait", o.wait); err != nil {
+		return err
+	}
+	if o.claiming && o.leaseID == "" && o.ttl < time.Second {
+		return usageErr("--ttl %s is below the minimum of 1s", o.ttl)
+	}
+	c, err := o.gw.client()
+	if err != nil {
+		return err
+	}
+	if !o.claiming {
+		it, err := c.Take(ctx, name, o.wait)
+		if err != nil {
+			return takeFailed(name, err)
+		}
+		return printItem(a.stdout, it, "", o.asJSON)
+	}
+	id := o.leaseID
+	if id == "" {
+		info, err := c.CreateLease(ctx, o.ttl, claimHolder(name))
+		if err != nil {
+			return fmt.Errorf("lease: %w", err)
+		}
+		id = info.ID
+	}
+	it, err := c.Lease(id).Claim(ctx, name, o.wait)
+	if err != nil {
+		if o.leaseID == "" {
+			// Nothing claimed: the lease made for the claim goes.
+			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = c.RevokeLease(rctx, id)
+			cancel()
+		}
+		return takeFailed(name, err)
+	}
+	if !o.asJSON {
+		made := ""
+		if o.leaseID == "" {
+			made = fmt.Sprintf(" (made for it, TTL %s: ack or nack revokes it)", o.ttl)
+		}
+		o.gw.info("claimed %s for lease %s%s: zkgate queue ack --lease %s %s %s", it.ID, id, made, id, name, it.ID)
+	}
+	return printItem(a.stdout, it, id, o.asJSON)
+}
+
+// takeFailed is the error of a take or claim from the queue name that
+// failed with err: exit 75 when the queue stayed empty.
+func takeFailed(name string, err error) error {
+	if errors.Is(err, client.ErrEmpty) {
+		return exitWith(exitWaited, "queue %q is empty", name)
+	}
+	return fmt.Errorf("queue %q: %w", name, err)
 }
 
 // newQueueSettleCommand is zkgate queue ack or nack.

@@ -153,90 +153,15 @@ func readStatus(ctx context.Context, c *client.Client, limit int) (*status, erro
 
 // printStatus writes the table people read.
 func printStatus(w io.Writer, st *status, now time.Time) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tNAME\tROLE\tHOLDER\tLEASE\tTOKEN\tFOR")
-	rows := 0
-	row := func(kind, name, role, holder, lease string, token int64, since time.Time) {
-		rows++
-		tok := ""
-		if token > 0 {
-			tok = strconv.FormatInt(token, 10)
-		}
-		age := ""
-		if !since.IsZero() {
-			age = now.Sub(since).Round(time.Second).String()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", kind, cell(name), role, cell(holder), cell(short(lease)), tok, age)
-	}
-	contender := func(kind, name, role string, h client.Holder) {
-		who := h.Holder
-		if h.Value != "" {
-			who = h.Value + " (" + h.Holder + ")"
-		}
-		if h.Foreign {
-			who += " [foreign]"
-		}
-		if h.Mode != "" && kind == "lock" {
-			role += " " + h.Mode
-		}
-		row(kind, name, role, who, h.Lease, h.Token, h.Since)
-	}
-	for _, l := range st.Locks {
-		for _, h := range l.Holders {
-			contender("lock", l.Name, "holds", h)
-		}
-		for i, h := range l.Waiters {
-			contender("lock", l.Name, fmt.Sprintf("waits #%d", i+1), h)
-		}
-	}
-	for _, s := range st.Semaphores {
-		name := s.Name
-		if s.Limit > 0 {
-			name = fmt.Sprintf("%s (%d/%d)", s.Name, len(s.Holders), s.Limit)
-		}
-		for _, h := range s.Holders {
-			contender("semaphore", name, "holds", h)
-		}
-		for i, h := range s.Waiters {
-			contender("semaphore", name, fmt.Sprintf("waits #%d", i+1), h)
-		}
-	}
-	for _, e := range st.Elections {
-		for i, h := range e.Candidates {
-			role := "leads"
-			if i > 0 {
-				role = fmt.Sprintf("candidate #%d", i)
-			}
-			contender("election", e.Name, role, h)
-		}
-	}
-	for _, b := range st.Barriers {
-		var since time.Time
-		if b.Since != nil {
-			since = *b.Since
-		}
-		row("barrier", b.Name, "raised", "", "", 0, since)
-	}
-	for _, d := range st.DoubleBarriers {
-		role := "member"
-		if d.Ready {
-			role = "member (ready)"
-		}
-		for _, m := range d.Members {
-			row("double-barrier", d.Name, role, m.Member+" ("+m.Holder+")", m.Lease, 0, m.Since)
-		}
-	}
-	for _, q := range st.Queues {
-		if q.Length == 0 {
-			continue
-		}
-		row("queue", q.Name, fmt.Sprintf("%d items, %d claimed", q.Length, q.Claimed), "", "", 0, time.Time{})
-	}
-	if rows == 0 && len(st.more) == 0 {
+	t := &statusTable{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), now: now}
+	fmt.Fprintln(t.tw, "KIND\tNAME\tROLE\tHOLDER\tLEASE\tTOKEN\tFOR")
+	t.holds(st)
+	t.gatherings(st)
+	if t.rows == 0 && len(st.more) == 0 {
 		fmt.Fprintf(w, "nothing is held, waited for or led at %s\n", st.Gateway)
 		return nil
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.tw.Flush(); err != nil {
 		return err
 	}
 	if len(st.more) > 0 {
@@ -248,6 +173,103 @@ func printStatus(w io.Writer, st *status, now time.Time) error {
 	}
 	fmt.Fprintf(w, "%s leases live at %s\n", leases, st.Gateway)
 	return nil
+}
+
+// statusTable is the table printStatus writes, counting its rows; ages are
+// counted to now.
+type statusTable struct {
+	tw   *tabwriter.Writer
+	now  time.Time
+	rows int
+}
+
+// row writes one row; a zero token or since leaves its cell empty.
+func (t *statusTable) row(kind, name, role, holder, lease string, token int64, since time.Time) {
+	t.rows++
+	tok := ""
+	if token > 0 {
+		tok = strconv.FormatInt(token, 10)
+	}
+	age := ""
+	if !since.IsZero() {
+		age = t.now.Sub(since).Round(time.Second).String()
+	}
+	fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", kind, cell(name), role, cell(holder), cell(short(lease)), tok, age)
+}
+
+// contender writes the row of a holder, waiter or candidate h.
+func (t *statusTable) contender(kind, name, role string, h client.Holder) {
+	who := h.Holder
+	if h.Value != "" {
+		who = h.Value + " (" + h.Holder + ")"
+	}
+	if h.Foreign {
+		who += " [foreign]"
+	}
+	if h.Mode != "" && kind == "lock" {
+		role += " " + h.Mode
+	}
+	t.row(kind, name, role, who, h.Lease, h.Token, h.Since)
+}
+
+// line writes the holders of name, then its waiters in their order.
+func (t *statusTable) line(kind, name string, holders, waiters []client.Holder) {
+	for _, h := range holders {
+		t.contender(kind, name, "holds", h)
+	}
+	for i, h := range waiters {
+		t.contender(kind, name, fmt.Sprintf("waits #%d", i+1), h)
+	}
+}
+
+// holds writes the locks, semaphores and elections of st.
+func (t *statusTable) holds(st *status) {
+	for _, l := range st.Locks {
+		t.line("lock", l.Name, l.Holders, l.Waiters)
+	}
+	for _, s := range st.Semaphores {
+		name := s.Name
+		if s.Limit > 0 {
+			name = fmt.Sprintf("%s (%d/%d)", s.Name, len(s.Holders), s.Limit)
+		}
+		t.line("semaphore", name, s.Holders, s.Waiters)
+	}
+	for _, e := range st.Elections {
+		for i, h := range e.Candidates {
+			role := "leads"
+			if i > 0 {
+				role = fmt.Sprintf("candidate #%d", i)
+			}
+			t.contender("election", e.Name, role, h)
+		}
+	}
+}
+
+// gatherings writes the barriers, double barriers and queues with items of
+// st.
+func (t *statusTable) gatherings(st *status) {
+	for _, b := range st.Barriers {
+		var since time.Time
+		if b.Since != nil {
+			since = *b.Since
+		}
+		t.row("barrier", b.Name, "raised", "", "", 0, since)
+	}
+	for _, d := range st.DoubleBarriers {
+		role := "member"
+		if d.Ready {
+			role = "member (ready)"
+		}
+		for _, m := range d.Members {
+			t.row("double-barrier", d.Name, role, m.Member+" ("+m.Holder+")", m.Lease, 0, m.Since)
+		}
+	}
+	for _, q := range st.Queues {
+		if q.Length == 0 {
+			continue
+		}
+		t.row("queue", q.Name, fmt.Sprintf("%d items, %d claimed", q.Length, q.Claimed), "", "", 0, time.Time{})
+	}
 }
 
 // short is the first block of a lease id: enough to tell leases apart.

@@ -184,7 +184,6 @@ func (c goneCheck) String() string {
 	if e.ServedBy != "" {
 		by += ", served by " + e.ServedBy
 	}
-	ts := func(t time.Time) string { return t.Format("15:04:05.000000") }
 	return fmt.Sprintf("lease %s (made on gateway %d): a %s answered 410 %s by %s at %s, but its record was there until %s (%s later)",
 		e.Lease, c.lease.Gateway, e.Kind, e.Reason, by, ts(e.Recv), ts(c.lease.RecordUntil), c.lead.Round(time.Millisecond))
 }
@@ -214,8 +213,34 @@ func Check(h *History) ([]Violation, map[string]int) {
 			out = append(out, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
 		}
 	}
-	ts := func(t time.Time) string { return t.Format("15:04:05.000000") }
+	checkTokens(h, add)
+	checkSessionLoss(h, add)
+	checkEnds(h, add)
+	checkGone(h, add)
+	checkWallClock(h.WallHolds, add)
+	for _, v := range h.Vanished {
+		if v.Outcome == "left_waiting" {
+			add(VWaiterLeft, "lock %s: lease %s still waiting long after its client hung up at %s", v.Lock, v.Lease, ts(v.HungUp))
+		}
+	}
+	checkQueue(h, add)
+	for _, u := range h.Unexpected {
+		add(VUnexpected, "%s", u)
+	}
+	for _, d := range h.Deadlocks {
+		add(VFalseDeadlock, "%s", d)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
+	return out, counts
+}
 
+// ts is a time as the violations show it.
+func ts(t time.Time) string { return t.Format("15:04:05.000000") }
+
+// checkTokens finds fencing tokens out of order per lock (a grant received
+// no later than one asked after it, with a token no smaller), and answers
+// that vouched for a lease after another received a larger token.
+func checkTokens(h *History, add func(kind, format string, args ...any)) {
 	// Grants per lock, by the time they were received.
 	byLock := map[string][]Grant{}
 	for _, g := range h.Grants {
@@ -252,7 +277,11 @@ func Check(h *History) ([]Violation, map[string]int) {
 			}
 		}
 	}
+}
 
+// checkSessionLoss finds grants and answers that a lease is alive asked
+// after the lease's ZooKeeper session was lost.
+func checkSessionLoss(h *History, add func(kind, format string, args ...any)) {
 	lostAt := func(lease string) (time.Time, int64, bool) {
 		l := h.Leases[lease]
 		if l == nil || l.Session == 0 {
@@ -273,7 +302,12 @@ func Check(h *History) ([]Violation, map[string]int) {
 				a.Kind, a.Lease, ts(a.Sent), ts(a.Recv), uint64(s), ts(x))
 		}
 	}
+}
 
+// checkEnds finds leases answered expired before their TTL ran out, writes
+// accepted after a lease's client was told it ended, and leases not kept
+// alive that answered 200 after their TTL ran out.
+func checkEnds(h *History, add func(kind, format string, args ...any)) {
 	firstEnd := map[string]time.Time{}
 	for _, e := range h.Ends {
 		if t, ok := firstEnd[e.Lease]; !ok || e.Recv.Before(t) {
@@ -302,16 +336,12 @@ func Check(h *History) ([]Violation, map[string]int) {
 				z.Lease, z.Holds, ts(z.Sent), ts(z.EndsBy))
 		}
 	}
-	checkGone(h, add)
-	checkWallClock(h.WallHolds, add)
-	for _, v := range h.Vanished {
-		if v.Outcome == "left_waiting" {
-			add(VWaiterLeft, "lock %s: lease %s still waiting long after its client hung up at %s", v.Lock, v.Lease, ts(v.HungUp))
-		}
-	}
+}
 
-	// Queue: every confirmed item acked exactly once, nothing served after
-	// its ack, nothing served that nobody produced.
+// checkQueue: every confirmed item acked exactly once, nothing served
+// after its ack, nothing served that nobody produced, and the queue empty
+// after the drain.
+func checkQueue(h *History, add func(kind, format string, args ...any)) {
 	confirmedAcks := map[string][]Ack{}
 	ambiguousAck := map[string]bool{}
 	for _, a := range h.Acks {
@@ -327,6 +357,22 @@ func Check(h *History) ([]Violation, map[string]int) {
 				body, len(acks), acks[0].Lease, ts(acks[0].Recv), acks[1].Lease, ts(acks[1].Recv))
 		}
 	}
+	checkClaims(h, confirmedAcks, add)
+	if !h.Drained {
+		add(VNotDrained, "the queue still held items or claims at the end of the drain")
+		return
+	}
+	for body, p := range h.Produced {
+		if p.Confirmed && len(confirmedAcks[body]) == 0 && !ambiguousAck[body] {
+			add(VLostItem, "item %s (%s), produced at %s, was never acked", p.ItemID, body, ts(p.Sent))
+		}
+	}
+}
+
+// checkClaims finds claimed items nobody produced, bodies served as two
+// items, and items claimed after their ack (confirmedAcks, by body) was
+// confirmed.
+func checkClaims(h *History, confirmedAcks map[string][]Ack, add func(kind, format string, args ...any)) {
 	itemOf := map[string]string{}
 	for body, p := range h.Produced {
 		if p.ItemID != "" {
@@ -351,21 +397,4 @@ func Check(h *History) ([]Violation, map[string]int) {
 			}
 		}
 	}
-	if !h.Drained {
-		add(VNotDrained, "the queue still held items or claims at the end of the drain")
-	} else {
-		for body, p := range h.Produced {
-			if p.Confirmed && len(confirmedAcks[body]) == 0 && !ambiguousAck[body] {
-				add(VLostItem, "item %s (%s), produced at %s, was never acked", p.ItemID, body, ts(p.Sent))
-			}
-		}
-	}
-	for _, u := range h.Unexpected {
-		add(VUnexpected, "%s", u)
-	}
-	for _, d := range h.Deadlocks {
-		add(VFalseDeadlock, "%s", d)
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
-	return out, counts
 }

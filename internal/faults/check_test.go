@@ -3,6 +3,7 @@
 package faults
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -80,11 +81,16 @@ func TestCheckCleanHistory(t *testing.T) {
 	}
 }
 
-func TestCheckFindsEachViolation(t *testing.T) {
-	cases := []struct {
-		kind  string
-		spoil func(h *History)
-	}{
+// spoiled is a change to cleanHistory that makes one violation of kind.
+type spoiled struct {
+	kind  string
+	spoil func(h *History)
+}
+
+// tokenAndLeaseSpoils break the order of tokens, act after a session's
+// loss or a lease's end, or end a lease early.
+func tokenAndLeaseSpoils() []spoiled {
+	return []spoiled{
 		{VTokenOrder, func(h *History) {
 			h.Grants = append(h.Grants, Grant{Lock: "L", Lease: "b", Token: 14, Sent: at(70), Recv: at(71)})
 		}},
@@ -112,6 +118,13 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{VOutlivedTTL, func(h *History) {
 			h.Zombies = append(h.Zombies, ZombieCheck{Lease: "b", EndsBy: at(2000), Sent: at(2001), Status: 200})
 		}},
+	}
+}
+
+// goneSpoils answer that a lease is gone while its record stays, with no
+// excuse.
+func goneSpoils() []spoiled {
+	return []spoiled{
 		{VGoneWhileAlive, func(h *History) { // another gateway said b was gone a second before its record went
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "release", Status: 410, Reason: "session_lost", Recv: at(1100), Gateway: 2, Life: 1})
 		}},
@@ -137,6 +150,12 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{VGoneWhileAlive, func(h *History) { // passed on to b's gateway (served by it)
 			h.Ends = append(h.Ends, LeaseEnd{Lease: "b", Kind: "keepalive", Status: 410, Reason: "revoked", Recv: at(900), Gateway: 0, Life: 1, ServedBy: "127.0.0.1:1"})
 		}},
+	}
+}
+
+// wallClockSpoils overlap the wall-clock holds.
+func wallClockSpoils() []spoiled {
+	return []spoiled{
 		{VWallClockOverlap, func(h *History) { // the next holder started before the lost one stopped
 			h.WallHolds[2].Start = at(1780)
 		}},
@@ -152,6 +171,13 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{VWallClockOverlap, func(h *History) { // two leaders
 			h.WallHolds[13].Start = at(40)
 		}},
+	}
+}
+
+// queueSpoils leave a waiter, break the queue's items, or show an
+// unexpected answer or deadlock.
+func queueSpoils() []spoiled {
+	return []spoiled{
 		{VWaiterLeft, func(h *History) { h.Vanished[0].Outcome = "left_waiting" }},
 		{VDoubleAck, func(h *History) {
 			h.Acks = append(h.Acks, Ack{BodyID: "p0-0", ItemID: "entry-100-0000000000", Lease: "a", Status: 204, Sent: at(27), Recv: at(28)})
@@ -173,6 +199,10 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{VUnexpected, func(h *History) { h.Unexpected = append(h.Unexpected, "release on gateway 1: 500 internal") }},
 		{VFalseDeadlock, func(h *History) { h.Deadlocks = append(h.Deadlocks, "acquire on gateway 0: 409 deadlock") }},
 	}
+}
+
+func TestCheckFindsEachViolation(t *testing.T) {
+	cases := slices.Concat(tokenAndLeaseSpoils(), goneSpoils(), wallClockSpoils(), queueSpoils())
 	for _, c := range cases {
 		h := cleanHistory()
 		c.spoil(h)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -61,6 +62,23 @@ type leaseInfo struct {
 		State string `json:"state"`
 		Token int64  `json:"token"`
 	} `json:"holds"`
+}
+
+// leases yields the client's lease (as lease returns it), one a round,
+// until ctx ends; a round that finds none and cannot make one backs off.
+func (c *leaseClient) leases(ctx context.Context) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for ctx.Err() == nil {
+			id := c.lease(ctx)
+			if id == "" {
+				c.backoff(ctx)
+				continue
+			}
+			if !yield(id) {
+				return
+			}
+		}
+	}
 }
 
 // lease returns the current lease id, making a lease if there is none (or
@@ -321,12 +339,7 @@ type grantBody struct {
 func (r *runner) lockClient(ctx context.Context, i int) {
 	c := r.newLeaseClient(fmt.Sprintf("locker-%d", i), uint64(i))
 	defer c.dropAtEnd()
-	for ctx.Err() == nil {
-		id := c.lease(ctx)
-		if id == "" {
-			c.backoff(ctx)
-			continue
-		}
+	for id := range c.leases(ctx) {
 		lock := fmt.Sprintf("lock-%d", c.rng.IntN(r.cfg.Locks))
 		wait := between(c.rng, 200*time.Millisecond, 1500*time.Millisecond)
 		a := c.sendLease(ctx, id, request{kind: "acquire", method: "POST",
@@ -481,12 +494,7 @@ func (c *leaseClient) zombieCheck(id string) {
 func (r *runner) vanisher(ctx context.Context, i int) {
 	c := r.newLeaseClient(fmt.Sprintf("vanisher-%d", i), uint64(500+i))
 	defer c.dropAtEnd()
-	for ctx.Err() == nil {
-		id := c.lease(ctx)
-		if id == "" {
-			c.backoff(ctx)
-			continue
-		}
+	for id := range c.leases(ctx) {
 		lock := fmt.Sprintf("lock-%d", c.rng.IntN(r.cfg.Locks))
 		hangUp := between(c.rng, 50*time.Millisecond, 800*time.Millisecond)
 		actx, cancel := context.WithTimeout(ctx, hangUp)

@@ -150,19 +150,7 @@ func (g *gateway) startOn(ctx context.Context, listen string) error {
 	}
 	done := make(chan struct{})
 	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on http://"); ok {
-				a, _, _ := strings.Cut(rest, " ")
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
+	go announcedAddr(stdout, addr)
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
@@ -191,6 +179,29 @@ func (g *gateway) startOn(ctx context.Context, listen string) error {
 	g.mu.Lock()
 	g.url = url
 	g.mu.Unlock()
+	return g.awaitReady(ctx, url, done, t.C)
+}
+
+// announcedAddr reads the gateway's stdout to its end, sending to addr the
+// address of the first "zkgate listening on http://ADDR" line.
+func announcedAddr(stdout io.Reader, addr chan<- string) {
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on http://"); ok {
+			a, _, _ := strings.Cut(rest, " ")
+			select {
+			case addr <- a:
+			default:
+			}
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+}
+
+// awaitReady polls url's /readyz until it answers 200; the gateway is
+// killed if ctx ends or expired fires first, and is not waited for once
+// its process ended (done).
+func (g *gateway) awaitReady(ctx context.Context, url string, done <-chan struct{}, expired <-chan time.Time) error {
 	probe := &http.Client{Timeout: 2 * time.Second}
 	for {
 		resp, err := probe.Get(url + "/readyz")
@@ -206,7 +217,7 @@ func (g *gateway) startOn(ctx context.Context, listen string) error {
 		case <-ctx.Done():
 			g.kill()
 			return ctx.Err()
-		case <-t.C:
+		case <-expired:
 			g.kill()
 			return fmt.Errorf("gateway %d was not ready within 60s (log: %s)", g.index, g.logf)
 		case <-time.After(50 * time.Millisecond):

@@ -283,6 +283,7 @@ func (r *runner) waitReady(ctx context.Context, g *gateway, within time.Duration
 	}
 }
 
+// report counts what the run's history holds, with its violations.
 func (r *runner) report() *Report {
 	violations, byKind := Check(r.hist)
 	h := r.hist
@@ -301,6 +302,28 @@ func (r *runner) report() *Report {
 		}
 	}
 	rep.SessionsLost = len(h.SessionLost)
+	rep.countWallHolds(h)
+	for _, s := range h.ObserverOut {
+		to := s.To
+		if to.IsZero() {
+			to = time.Now()
+		}
+		rep.ObserverOut += to.Sub(s.From)
+	}
+	rep.countGone(h)
+	rep.countWrites(h)
+	rep.countQueue(h)
+	r.mu.Lock()
+	for k, v := range r.faults {
+		rep.Faults[k] = v
+	}
+	r.mu.Unlock()
+	return rep
+}
+
+// countWallHolds counts the wall-clock holds of h: per kind, their gaps,
+// the lost, the late, and the worst overrun of a deadline.
+func (rep *Report) countWallHolds(h *History) {
 	var overrun time.Duration
 	rep.WallHolds, rep.WallGaps, overrun = wallStats(h.WallHolds)
 	if len(h.WallHolds) > 0 {
@@ -315,15 +338,13 @@ func (r *runner) report() *Report {
 		}
 	}
 	rep.WallLate = h.WallLate
-	checks := goneChecks(h)
-	for _, s := range h.ObserverOut {
-		to := s.To
-		if to.IsZero() {
-			to = time.Now()
-		}
-		rep.ObserverOut += to.Sub(s.From)
-	}
-	for _, c := range checks {
+}
+
+// countGone counts the 410s of h about leases whose record was still
+// there: by excuse, and those without one by whether the lease's own
+// gateway answered, with the longest lead of each.
+func (rep *Report) countGone(h *History) {
+	for _, c := range goneChecks(h) {
 		switch c.excuse {
 		case excuseReplaced:
 			rep.GoneReplaced++
@@ -350,6 +371,11 @@ func (r *runner) report() *Report {
 			}
 		}
 	}
+}
+
+// countWrites counts the fenced writes of h: accepted, refused, accepted
+// after their lease's session was lost; and the releases.
+func (rep *Report) countWrites(h *History) {
 	for _, w := range h.Writes {
 		if !w.Accepted {
 			rep.WritesFenced++
@@ -367,6 +393,11 @@ func (r *runner) report() *Report {
 			rep.Releases++
 		}
 	}
+}
+
+// countQueue counts the items of h produced (and unconfirmed), claimed,
+// served more than once and acked.
+func (rep *Report) countQueue(h *History) {
 	for _, p := range h.Produced {
 		rep.Produced++
 		if !p.Confirmed {
@@ -388,12 +419,6 @@ func (r *runner) report() *Report {
 			rep.Acks++
 		}
 	}
-	r.mu.Lock()
-	for k, v := range r.faults {
-		rep.Faults[k] = v
-	}
-	r.mu.Unlock()
-	return rep
 }
 
 // Print writes the report for people.

@@ -79,12 +79,7 @@ func wallName(kind string) string { return "wall-" + kind }
 func (r *runner) wallWorker(ctx context.Context, kind string, k, i int) {
 	c := r.newLeaseClient(fmt.Sprintf("wall-%s-%d", kind, i), uint64(1100+100*k+i))
 	defer c.dropAtEnd()
-	for ctx.Err() == nil {
-		id := c.lease(ctx)
-		if id == "" {
-			c.backoff(ctx)
-			continue
-		}
+	for id := range c.leases(ctx) {
 		mode := map[string]string{WallLock: "exclusive", WallSemaphore: "slot", WallElection: "leader"}[kind]
 		if kind == WallRWLock {
 			mode = "read"
@@ -372,7 +367,6 @@ func wallOverlap(p WallHold, gap time.Duration) bool {
 
 // checkWallClock reports every overlap that a primitive forbids.
 func checkWallClock(holds []WallHold, add func(kind, format string, args ...any)) {
-	ts := func(t time.Time) string { return t.Format("15:04:05.000000") }
 	wallGaps(holds, func(b, p WallHold, gap time.Duration, _ []WallHold) {
 		if wallOverlap(p, gap) {
 			add(VWallClockOverlap, "%s %s: %s (lease %s, %s) worked from %s, while %d other holder(s) still worked, the last of them %s (lease %s, %s, %d units, stopped: %s) until %s, %s after (its deadline %s, its last unit %s late)",

@@ -411,41 +411,14 @@ func TestCreateWithStatThenChildren(t *testing.T) {
 	d := &dialer{}
 	c := connect(t, d)
 	r := root(t, c)
-	acl := zk.WorldACL(zk.PermAll)
-
-	type answer struct {
-		path string
-		stat *zk.Stat
-		list zk.ChildrenResult
-		err  error
-	}
-	call := func(path, parent string, flags int32) answer {
-		p, st, l, err := c.CreateWithStatThenChildren(path, []byte("data"), flags, acl, parent)
-		return answer{p, st, l, err}
-	}
-	shows := func(a answer, parent string) error {
-		if a.err != nil || a.stat == nil || a.list.Err != nil || a.list.Stat == nil {
-			return fmt.Errorf("create %q, %v, %v; listing %v, %v", a.path, a.stat, a.err, a.list.Stat, a.list.Err)
-		}
-		if a.stat.EphemeralOwner != c.SessionID() || a.stat.DataLength != 4 {
-			return fmt.Errorf("not the stat of the node just made: %+v", *a.stat)
-		}
-		if int(a.list.Stat.NumChildren) != len(a.list.Children) || a.list.Stat.Pzxid < a.stat.Czxid {
-			return fmt.Errorf("the parent's stat %+v does not go with %d children made up to zxid %d",
-				*a.list.Stat, len(a.list.Children), a.stat.Czxid)
-		}
-		for _, name := range a.list.Children {
-			if parent+"/"+name == a.path {
-				return nil
-			}
-		}
-		return fmt.Errorf("the listing %v of %s does not show %s", a.list.Children, parent, a.path)
+	call := func(path, parent string, flags int32) createListAnswer {
+		return createThenList(c, path, parent, flags)
 	}
 
 	const opCreate2, opGetChildren2 = 15, 12
 	creates, lists := d.written(opCreate2), d.written(opGetChildren2)
 	release := d.holdReads()
-	answers := make(chan answer, 1)
+	answers := make(chan createListAnswer, 1)
 	go func() { answers <- call(r+"/lock-", r, zk.FlagEphemeralSequential) }()
 	waitFor(t, "the create and the listing to be written while no reply can be read", func() bool {
 		return d.written(opCreate2) == creates+1 && d.written(opGetChildren2) == lists+1
@@ -457,11 +430,54 @@ func TestCreateWithStatThenChildren(t *testing.T) {
 	}
 	release()
 	first := <-answers
-	if err := shows(first, r); err != nil {
+	if err := first.shows(c, r); err != nil {
 		t.Fatal(err)
 	}
+	checkListingsUnderChurn(t, c, r)
+	checkCreateThenChildrenErrors(t, c, r)
+}
 
-	// Other sessions add and remove siblings meanwhile.
+// createListAnswer is what CreateWithStatThenChildren answers.
+type createListAnswer struct {
+	path string
+	stat *zk.Stat
+	list zk.ChildrenResult
+	err  error
+}
+
+// createThenList calls c.CreateWithStatThenChildren with 4 bytes of data
+// and an open ACL.
+func createThenList(c *zk.Conn, path, parent string, flags int32) createListAnswer {
+	p, st, l, err := c.CreateWithStatThenChildren(path, []byte("data"), flags, zk.WorldACL(zk.PermAll), parent)
+	return createListAnswer{p, st, l, err}
+}
+
+// shows says why a, answered to c, is not a create of a node of c's
+// session whose listing of parent shows it and goes with the parent's stat.
+func (a createListAnswer) shows(c *zk.Conn, parent string) error {
+	if a.err != nil || a.stat == nil || a.list.Err != nil || a.list.Stat == nil {
+		return fmt.Errorf("create %q, %v, %v; listing %v, %v", a.path, a.stat, a.err, a.list.Stat, a.list.Err)
+	}
+	if a.stat.EphemeralOwner != c.SessionID() || a.stat.DataLength != 4 {
+		return fmt.Errorf("not the stat of the node just made: %+v", *a.stat)
+	}
+	if int(a.list.Stat.NumChildren) != len(a.list.Children) || a.list.Stat.Pzxid < a.stat.Czxid {
+		return fmt.Errorf("the parent's stat %+v does not go with %d children made up to zxid %d",
+			*a.list.Stat, len(a.list.Children), a.stat.Czxid)
+	}
+	for _, name := range a.list.Children {
+		if parent+"/"+name == a.path {
+			return nil
+		}
+	}
+	return fmt.Errorf("the listing %v of %s does not show %s", a.list.Children, parent, a.path)
+}
+
+// checkListingsUnderChurn: 200 creates under r through c, each listing
+// showing its node while other sessions add and remove siblings.
+func checkListingsUnderChurn(t *testing.T, c *zk.Conn, r string) {
+	t.Helper()
+	acl := zk.WorldACL(zk.PermAll)
 	other := connect(t, &dialer{})
 	stop := make(chan struct{})
 	var churn sync.WaitGroup
@@ -481,8 +497,8 @@ func TestCreateWithStatThenChildren(t *testing.T) {
 		}
 	}()
 	for i := 0; i < 200; i++ {
-		a := call(r+"/lock-", r, zk.FlagEphemeralSequential)
-		if err := shows(a, r); err != nil {
+		a := createThenList(c, r+"/lock-", r, zk.FlagEphemeralSequential)
+		if err := a.shows(c, r); err != nil {
 			close(stop)
 			churn.Wait()
 			t.Fatalf("call %d: %v", i, err)
@@ -493,8 +509,16 @@ func TestCreateWithStatThenChildren(t *testing.T) {
 	}
 	close(stop)
 	churn.Wait()
+}
 
-	// The create's errors, and the listing's own.
+// checkCreateThenChildrenErrors: the create's errors, and the listing's
+// own.
+func checkCreateThenChildrenErrors(t *testing.T, c *zk.Conn, r string) {
+	t.Helper()
+	acl := zk.WorldACL(zk.PermAll)
+	call := func(path, parent string, flags int32) createListAnswer {
+		return createThenList(c, path, parent, flags)
+	}
 	missing := call(r+"/missing/lock-", r+"/missing", zk.FlagEphemeralSequential)
 	if !errors.Is(missing.err, zk.ErrNoNode) || missing.stat != nil || missing.path != "" ||
 		!errors.Is(missing.list.Err, zk.ErrNoNode) || missing.list.Stat != nil {
@@ -738,9 +762,18 @@ func TestLargeAndManyReplies(t *testing.T) {
 		}
 	}
 
-	// Twelve 60 KiB creates and two 900 KiB sets, queued together behind a
-	// held Write: more than the 1.5 MiB send buffer, so they take several
-	// batches, one of them cut where a large request no longer fits.
+	want := checkOverflowingBatch(t, d, c, r)
+	want[r+"/big"] = big
+	checkManySmallReplies(t, c, r, small, want)
+}
+
+// checkOverflowingBatch: twelve 60 KiB creates and two 900 KiB sets under
+// r, queued together behind a held Write: more than the 1.5 MiB send
+// buffer, so they take several batches, one of them cut where a large
+// request no longer fits. It returns what each path now holds.
+func checkOverflowingBatch(t *testing.T, d *dialer, c *zk.Conn, r string) map[string][]byte {
+	t.Helper()
+	acl := zk.WorldACL(zk.PermAll)
 	want := map[string][]byte{}
 	for _, name := range []string{"/bigA", "/bigB"} {
 		if _, err := c.Create(r+name, nil, zk.FlagPersistent, acl); err != nil {
@@ -782,9 +815,13 @@ func TestLargeAndManyReplies(t *testing.T) {
 			t.Fatalf("Get(%s): %d bytes, %v; want the %d bytes written", p, len(got), err, len(data))
 		}
 	}
+	return want
+}
 
-	// Many small replies read in the same stream as large ones.
-	want[r+"/big"] = big
+// checkManySmallReplies: many small replies (the nodes small-000 on under
+// r) read in the same stream as large ones (want, read three times each).
+func checkManySmallReplies(t *testing.T, c *zk.Conn, r string, small int, want map[string][]byte) {
+	t.Helper()
 	reads := make(chan result, small+3*len(want))
 	for i := 0; i < small; i++ {
 		go func(i int) {
@@ -1082,8 +1119,15 @@ func TestRemoveWatch(t *testing.T) {
 	if n := d.written(opRemoveWatches); n != 3 {
 		t.Fatalf("%d removeWatches sent after removing a removed watch, want still 3", n)
 	}
+	checkKeptWatchAfterReconnect(t, d, c, other, kept, keptCh, base)
+}
 
-	// A reconnect sets again the watch kept, and only it.
+// checkKeptWatchAfterReconnect: a reconnect of c sets again the watch
+// kept (keptCh, on the children of kept), and only it: the server keeps
+// one watch more than base, it fires on a child made by other, and its
+// removal, once fired, sends nothing.
+func checkKeptWatchAfterReconnect(t *testing.T, d *dialer, c, other *zk.Conn, kept string, keptCh <-chan zk.Event, base int) {
+	t.Helper()
 	d.dropConnections()
 	waitFor(t, "a reconnect", func() bool { return d.dials.Load() == 2 && c.State() == zk.StateHasSession })
 	waitFor(t, "the kept watch set again", func() bool { return allWatches(t)-base == 1 })
@@ -1165,15 +1209,20 @@ func TestRemoveWatchKeepsSharedWatches(t *testing.T) {
 	if n := d.written(opRemoveWatches); n != 0 {
 		t.Fatalf("%d removeWatches sent, want none", n)
 	}
+	checkRemovalAfterAFailedRead(t, d, c, r)
+}
 
-	// The same, with a request that sets no watch (getData of a missing
-	// node): the removal is sent once it is answered.
+// checkRemovalAfterAFailedRead: as the last channel of a watch goes while
+// a request that sets no watch (getData of a missing node under r) is on
+// its way, the removal is sent once that request is answered.
+func checkRemovalAfterAFailedRead(t *testing.T, d *dialer, c *zk.Conn, r string) {
+	t.Helper()
 	missing := r + "/missing"
 	_, _, existCh, err := c.ExistsW(missing)
 	if err != nil {
 		t.Fatal(err)
 	}
-	release = d.holdReads()
+	release := d.holdReads()
 	failed := make(chan error, 1)
 	go func() {
 		_, _, _, err := c.GetW(missing)

@@ -30,8 +30,26 @@ func TestPagesFromTheProgram(t *testing.T) {
 	if _, err := os.Stat(stale); err == nil {
 		t.Error("the page of a command no longer there was left")
 	}
-	// Every command and subcommand the program lists, from its own help:
-	// the lines "  NAME   what it does" of its lists of commands.
+	want := listedPages(t, bin)
+	for _, top := range []string{"serve", "lock", "elect", "status", "queue", "barrier", "lease", "token", "peer-secret", "completion", "version"} {
+		if !want["zkgate-"+top+".1"] {
+			t.Errorf("zkgate help does not list %s", top)
+		}
+	}
+	for _, sub := range []string{"queue-claim", "queue-ack", "lease-grant", "token-new", "completion-bash"} {
+		if !want["zkgate-"+sub+".1"] {
+			t.Errorf("the help of zkgate does not lead to %s", sub)
+		}
+	}
+	checkPages(t, dir, want)
+	checkServeFlags(t, filepath.Join(dir, "zkgate-serve.1"))
+}
+
+// listedPages names the page of every command and subcommand the program
+// bin lists, from its own help: the lines "  NAME   what it does" of its
+// lists of commands.
+func listedPages(t *testing.T, bin string) map[string]bool {
+	t.Helper()
 	commandLine := regexp.MustCompile(`(?m)^  ([a-z][a-z-]*) +\S`)
 	want := map[string]bool{"zkgate.1": true}
 	var walk func(path []string)
@@ -50,16 +68,13 @@ func TestPagesFromTheProgram(t *testing.T) {
 		}
 	}
 	walk(nil)
-	for _, top := range []string{"serve", "lock", "elect", "status", "queue", "barrier", "lease", "token", "peer-secret", "completion", "version"} {
-		if !want["zkgate-"+top+".1"] {
-			t.Errorf("zkgate help does not list %s", top)
-		}
-	}
-	for _, sub := range []string{"queue-claim", "queue-ack", "lease-grant", "token-new", "completion-bash"} {
-		if !want["zkgate-"+sub+".1"] {
-			t.Errorf("the help of zkgate does not lead to %s", sub)
-		}
-	}
+	return want
+}
+
+// checkPages: the pages in dir are the pages in want, each read by groff
+// without a warning.
+func checkPages(t *testing.T, dir string, want map[string]bool) {
+	t.Helper()
 	got, err := filepath.Glob(filepath.Join(dir, "*.1"))
 	if err != nil {
 		t.Fatal(err)
@@ -80,8 +95,14 @@ func TestPagesFromTheProgram(t *testing.T) {
 	if len(have) != len(want) {
 		t.Errorf("pages %v, want %v", have, want)
 	}
+}
 
-	serve, err := os.ReadFile(filepath.Join(dir, "zkgate-serve.1"))
+// checkServeFlags: the page zkgate-serve(1) at file has an entry for every
+// flag of the Configuration table of docs/operations.md, naming its
+// environment twin.
+func checkServeFlags(t *testing.T, file string) {
+	t.Helper()
+	serve, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
