@@ -11,22 +11,11 @@ import (
 )
 
 // Who a request's caller is and what its token may do are the auth
-// package's; these names let the handlers say them briefly.
-type (
-	Level  = auth.Level
-	Caller = auth.Caller
-)
+// package's; these are the names of it the handlers use.
+type Caller = auth.Caller
 
-// The levels of a permission.
-const (
-	LevelNone  = auth.LevelNone
-	LevelRead  = auth.LevelRead
-	LevelWrite = auth.LevelWrite
-	LevelAdmin = auth.LevelAdmin
-)
-
-// WithCaller returns ctx carrying c.
-func WithCaller(ctx context.Context, c *Caller) context.Context { return auth.WithCaller(ctx, c) }
+// LevelRead is the level of a permission to read.
+const LevelRead = auth.LevelRead
 
 // CallerOf returns the caller of a request, or nil when tokens are off.
 func CallerOf(ctx context.Context) *Caller { return auth.CallerOf(ctx) }

@@ -107,7 +107,7 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_
 	ru, route := rt.access, rt.method+" "+rt.pattern
 	if !ru.known() {
 		// Fail closed; a test keeps this from happening.
-		handlers.Problem(w, r, handlers.CodeForbidden, "no access rule for "+route)
+		handlers.Problem(w, r, auth.CodeForbidden, "no access rule for "+route)
 		return r, slot{}, false
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

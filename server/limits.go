@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 )
@@ -52,7 +53,7 @@ type client struct {
 }
 
 // clientOf is the client of a request: its caller's token, or its address.
-func clientOf(r *http.Request, caller *handlers.Caller) client {
+func clientOf(r *http.Request, caller *auth.Caller) client {
 	if caller != nil {
 		return client{token: caller.Name}
 	}

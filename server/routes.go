@@ -55,7 +55,7 @@ func routeTable(d Deps) []route {
 	const get, post, put, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete
 	// JSON bodies are small; queue items have their own cap.
 	const json = jsonBodyLimit
-	page := rule{kind: "*", level: handlers.LevelRead, page: true}
+	page := rule{kind: "*", level: auth.LevelRead, page: true}
 	peer := rule{peer: true}
 	signIn := auth.SignIn{Store: d.auth, WritePage: dashboard.WritePage, WriteError: handlers.WriteError}
 	return []route{
@@ -75,15 +75,15 @@ func routeTable(d Deps) []route {
 		{method: post, pattern: "/signout", handler: signIn.Out(), body: noBodyCap, access: openRoute},
 
 		{method: post, pattern: "/v1/leases", handler: api.CreateLease(), body: json, drain: drainStarts,
-			access: rule{kind: "leases", level: handlers.LevelWrite, makesLeases: true}},
+			access: rule{kind: "leases", level: auth.LevelWrite, makesLeases: true}},
 		{method: get, pattern: "/v1/leases", handler: api.ListLeases(), body: json,
-			access: rule{kind: "leases", level: handlers.LevelRead, lease: true}},
-		{method: get, pattern: "/v1/leases/{id}", handler: api.GetLease(), body: json, access: leaseRule(handlers.LevelRead)},
-		{method: del, pattern: "/v1/leases/{id}", handler: api.RevokeLease(), body: json, access: leaseRule(handlers.LevelWrite)},
-		{method: post, pattern: "/v1/leases/{id}/keepalive", handler: api.KeepAlive(), body: json, access: leaseRule(handlers.LevelWrite)},
+			access: rule{kind: "leases", level: auth.LevelRead, lease: true}},
+		{method: get, pattern: "/v1/leases/{id}", handler: api.GetLease(), body: json, access: leaseRule(auth.LevelRead)},
+		{method: del, pattern: "/v1/leases/{id}", handler: api.RevokeLease(), body: json, access: leaseRule(auth.LevelWrite)},
+		{method: post, pattern: "/v1/leases/{id}/keepalive", handler: api.KeepAlive(), body: json, access: leaseRule(auth.LevelWrite)},
 
 		{method: get, pattern: "/v1/locks", handler: api.ListLocks(), body: json,
-			access: rule{kind: "locks", level: handlers.LevelRead, query: "prefix"}},
+			access: rule{kind: "locks", level: auth.LevelRead, query: "prefix"}},
 		{method: get, pattern: "/v1/locks/{name}", handler: api.LockState(), body: json, drain: drainBlocking,
 			access: waiter(read("locks"))},
 		{method: post, pattern: "/v1/locks/{name}/acquire", handler: api.AcquireLock(), body: json,
@@ -101,7 +101,7 @@ func routeTable(d Deps) []route {
 		{method: get, pattern: "/v1/semaphores/{name}/stats", handler: api.SemaphoreStats(), body: json, access: read("semaphores")},
 
 		{method: get, pattern: "/v1/contention", handler: api.ListContention(), body: json,
-			access: rule{kind: "locks", level: handlers.LevelRead, filtered: true}},
+			access: rule{kind: "locks", level: auth.LevelRead, filtered: true}},
 
 		{method: get, pattern: "/v1/elections", handler: api.ListElections(), body: json, access: readAll("elections")},
 		{method: get, pattern: "/v1/elections/{name}", handler: api.ElectionState(), body: json, drain: drainBlocking,
