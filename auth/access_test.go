@@ -14,7 +14,7 @@ import (
 // gateway: the caller it gets, or the refusal, with the challenge of RFC
 // 6750 on a 401 and the sign-in for a page.
 func TestAuthorize(t *testing.T) {
-	ts, err := ParseTokens("f", []byte("billing "+hashA+" locks:billing-:write\nviewer "+hashB+" *:*:read\n"))
+	ts, err := parseTokens("f", []byte("billing "+hashA+" locks:billing-:write\nviewer "+hashB+" *:*:read\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 //	billing     sha256:9f86d081…     locks:billing-:write leases:*:write
 //	dashboard   sha256:2c26b46b…     *:*:read
 //
-// A permission is KIND:PREFIX:LEVEL: KIND is one of Kinds or "*", PREFIX is
+// A permission is KIND:PREFIX:LEVEL: KIND is one of kinds or "*", PREFIX is
 // "*" (every name) or the start of the names it covers, and LEVEL is read,
 // write or admin, each including the ones before it.
 //
@@ -36,8 +36,8 @@ import (
 // expensive, and nobody can guess 2^256 secrets however fast the hash is;
 // a fast hash keeps checking a token cheap on every request.
 
-// Kinds are the kinds of permission, one per primitive plus leases.
-var Kinds = []string{"locks", "semaphores", "elections", "barriers", "double-barriers", "queues", "leases"}
+// kinds are the kinds of permission, one per primitive plus leases.
+var kinds = []string{"locks", "semaphores", "elections", "barriers", "double-barriers", "queues", "leases"}
 
 // secretPrefix starts every secret `zkgate token new` makes, so that a
 // leaked one is easy to recognise (and to search for in logs and code).
@@ -148,7 +148,7 @@ func LoadTokens(path string) (*Tokens, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParseTokens(path, data)
+	return parseTokens(path, data)
 }
 
 func readTokensFile(path string) ([]byte, error) {
@@ -182,8 +182,8 @@ func unwrapPathError(err error) string {
 	return err.Error()
 }
 
-// ParseTokens parses the text of a tokens file; path only names it in errors.
-func ParseTokens(path string, data []byte) (*Tokens, error) {
+// parseTokens parses the text of a tokens file; path only names it in errors.
+func parseTokens(path string, data []byte) (*Tokens, error) {
 	ts := &Tokens{byHash: map[[sha256.Size]byte]*Token{}, names: map[string]*Token{}}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
@@ -236,7 +236,7 @@ func parseTokenLine(text string) (*Token, error) {
 	}
 	copy(t.hash[:], raw)
 	for _, f := range fields[2:] {
-		p, err := ParsePermission(f)
+		p, err := parsePermission(f)
 		if err != nil {
 			return nil, fmt.Errorf("token %q: %v", t.Name, err)
 		}
@@ -263,16 +263,16 @@ func nameChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
-// ParsePermission reads KIND:PREFIX:LEVEL.
-func ParsePermission(s string) (Permission, error) {
+// parsePermission reads KIND:PREFIX:LEVEL.
+func parsePermission(s string) (Permission, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) != 3 {
 		return Permission{}, fmt.Errorf("permission %q must be KIND:PREFIX:LEVEL, such as locks:billing-:write or *:*:read", s)
 	}
 	kind, prefix, level := parts[0], parts[1], parts[2]
 	p := Permission{Kind: kind}
-	if kind != "*" && !slices.Contains(Kinds, kind) {
-		return Permission{}, fmt.Errorf("permission %q: unknown kind %q (want one of %s, or *)", s, kind, strings.Join(Kinds, ", "))
+	if kind != "*" && !slices.Contains(kinds, kind) {
+		return Permission{}, fmt.Errorf("permission %q: unknown kind %q (want one of %s, or *)", s, kind, strings.Join(kinds, ", "))
 	}
 	// "billing-*" is read as the prefix "billing-", as people write it.
 	prefix = strings.TrimSuffix(prefix, "*")
@@ -302,8 +302,8 @@ func levelNamed(name string) Level {
 	return LevelNone
 }
 
-// NewSecret makes a client secret: 32 random bytes, URL-safe base64.
-func NewSecret() (string, error) {
+// newSecret makes a client secret: 32 random bytes, URL-safe base64.
+func newSecret() (string, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
@@ -311,8 +311,8 @@ func NewSecret() (string, error) {
 	return secretPrefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// HashSecret is what the tokens file stores of a secret.
-func HashSecret(secret string) string {
+// hashSecret is what the tokens file stores of a secret.
+func hashSecret(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
@@ -331,7 +331,7 @@ func AddToken(path, name string, perms []string) (string, error) {
 		return "", errors.New("give at least one permission, such as locks:billing-:write or *:*:read")
 	}
 	for _, p := range perms {
-		if _, err := ParsePermission(p); err != nil {
+		if _, err := parsePermission(p); err != nil {
 			return "", err
 		}
 	}
@@ -349,7 +349,7 @@ func AddToken(path, name string, perms []string) (string, error) {
 		if serr == nil {
 			mode = st.Mode().Perm()
 		}
-		ts, perr := ParseTokens(path, old)
+		ts, perr := parseTokens(path, old)
 		if perr != nil {
 			return "", perr
 		}
@@ -361,7 +361,7 @@ func AddToken(path, name string, perms []string) (string, error) {
 	default:
 		return "", err
 	}
-	secret, err := NewSecret()
+	secret, err := newSecret()
 	if err != nil {
 		return "", err
 	}
@@ -370,9 +370,9 @@ func AddToken(path, name string, perms []string) (string, error) {
 	if len(old) > 0 && old[len(old)-1] != '\n' {
 		buf.WriteByte('\n')
 	}
-	fmt.Fprintf(&buf, "%s %s %s\n", name, HashSecret(secret), strings.Join(perms, " "))
+	fmt.Fprintf(&buf, "%s %s %s\n", name, hashSecret(secret), strings.Join(perms, " "))
 	// The result must load: never write a file the gateway would refuse.
-	if _, err := ParseTokens(path, buf.Bytes()); err != nil {
+	if _, err := parseTokens(path, buf.Bytes()); err != nil {
 		return "", err
 	}
 	if err := writeFileAtomic(path, buf.Bytes(), mode); err != nil {

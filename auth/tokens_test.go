@@ -28,9 +28,9 @@ func TestParseTokens(t *testing.T) {
 	}
 	for _, c := range good {
 		t.Run(c.name, func(t *testing.T) {
-			ts, err := ParseTokens("f", []byte(c.text))
+			ts, err := parseTokens("f", []byte(c.text))
 			if err != nil {
-				t.Fatalf("ParseTokens: %v", err)
+				t.Fatalf("parseTokens: %v", err)
 			}
 			if ts.Len() != c.tokens {
 				t.Errorf("%d tokens, want %d", ts.Len(), c.tokens)
@@ -58,7 +58,7 @@ func TestParseTokens(t *testing.T) {
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ParseTokens("tokens.txt", []byte(c.text))
+			_, err := parseTokens("tokens.txt", []byte(c.text))
 			if err == nil {
 				t.Fatalf("no error, want one with %q", c.want)
 			}
@@ -73,7 +73,7 @@ func TestParseTokens(t *testing.T) {
 }
 
 func TestPermissions(t *testing.T) {
-	ts, err := ParseTokens("f", []byte(strings.Join([]string{
+	ts, err := parseTokens("f", []byte(strings.Join([]string{
 		"billing " + hashA + " locks:billing-:write leases:*:write",
 		"viewer " + hashB + " *:*:read",
 	}, "\n")))
@@ -263,7 +263,7 @@ func FuzzTokensFile(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ts, err := ParseTokens("fuzz", data)
+		ts, err := parseTokens("fuzz", data)
 		if err != nil {
 			var te *TokensError
 			if !errors.As(err, &te) || strings.Contains(err.Error(), "\n") {
@@ -282,7 +282,7 @@ func FuzzTokensFile(f *testing.F) {
 				t.Fatalf("token %q has no permission", tok.Name)
 			}
 			for _, p := range tok.Permissions {
-				again, err := ParsePermission(p.String())
+				again, err := parsePermission(p.String())
 				if err != nil || again != p {
 					t.Fatalf("permission %v prints as %q, which parses as %v, %v", p, p.String(), again, err)
 				}
