@@ -420,7 +420,8 @@ func (e *env) held(ctx context.Context) (res heldResult, err error) {
 }
 
 // printChurn writes section 8 and adds its summary rows.
-func (r *report) printChurn(p func(string, ...any), sum *[][4]string) {
+func (r *report) printChurn(rw *reportWriter) {
+	p := rw.p
 	k := r.churn
 	if k.workers == 0 {
 		return
@@ -464,7 +465,7 @@ func (r *report) printChurn(p func(string, ...any), sum *[][4]string) {
 	p("")
 	last := k.last()
 	ok := k.settled > 0 && k.rssBack > 0 && k.failures == 0
-	*sum = append(*sum, [4]string{fmt.Sprintf("9. %s names used once: the gateway's ZooKeeper watches, goroutines and VmRSS after", thousands(k.names)),
+	rw.add([4]string{fmt.Sprintf("9. %s names used once: the gateway's ZooKeeper watches, goroutines and VmRSS after", thousands(k.names)),
 		fmt.Sprintf("%+d watches, %+d goroutines (%s), %+.1f MiB (%s); %d failed cycles", last.zkWatches-k.base.zkWatches,
 			int64(last.goroutines)-int64(k.base.goroutines), settled, (float64(last.rss)-float64(k.base.rss))/(1<<20), rssBack, k.failures),
 		fmt.Sprintf("<= +%d, <= +%d, <= +%s", targetChurnWatches, targetChurnGoroutines, mib(targetChurnRSS)), verdict(ok)})
@@ -485,7 +486,7 @@ func (r *report) printChurn(p func(string, ...any), sum *[][4]string) {
 	p("")
 	p("Every page of the list: %d pages, %s locks, %s in all.", h.pages, thousands(int64(h.listed)), h.allPages.Round(time.Millisecond))
 	p("")
-	*sum = append(*sum,
+	rw.add(
 		[4]string{fmt.Sprintf("9b. `GET /v1/locks?limit=100` with %s locks held, p50", thousands(int64(h.locks))), fmt.Sprintf("%s (%s, %d locks)", msf(h.list.p50), kib(float64(h.listBytes)), h.listItems), "< " + msf(targetListPage), verdict(h.list.p50 < targetListPage && h.paged)},
 		[4]string{"9b. dashboard `GET /`, p50", fmt.Sprintf("%s (%s)", msf(h.overview.p50), kib(float64(h.overviewBytes))), "< " + msf(targetDashPage), verdict(h.overview.p50 < targetDashPage)},
 		[4]string{"9b. dashboard `GET /ui/locks`, p50", fmt.Sprintf("%s (%s)", msf(h.locksPage.p50), kib(float64(h.locksPageBytes))), fmt.Sprintf("< %s, < %s", msf(targetDashPage), kib(targetDashPageBytes)),

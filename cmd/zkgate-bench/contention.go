@@ -99,32 +99,6 @@ func (e *env) contention(ctx context.Context) (contentionResult, error) {
 	return res, err
 }
 
-// inHalves runs a phase of dur on each side in ABBA halves (gateway,
-// direct, direct, gateway), each side after a warm-up of a second (or half
-// of dur if shorter) into warmGW and warmDirect, which are not counted.
-func inHalves[S any](dur time.Duration, gwRun, directRun func(time.Duration, *S) error, warmGW, warmDirect, gw, direct *S) error {
-	half := dur / 2
-	warm := min(time.Second, half)
-	for _, step := range []struct {
-		run  func(time.Duration, *S) error
-		s    *S
-		d    time.Duration
-		name string
-	}{
-		{gwRun, warmGW, warm, "gateway warm-up"},
-		{directRun, warmDirect, warm, "direct warm-up"},
-		{gwRun, gw, half, "gateway"},
-		{directRun, direct, half, "direct"},
-		{directRun, direct, dur - half, "direct"},
-		{gwRun, gw, dur - half, "gateway"},
-	} {
-		if err := step.run(step.d, step.s); err != nil {
-			return fmt.Errorf("%s: %w", step.name, err)
-		}
-	}
-	return nil
-}
-
 func (e *env) gatewayContention(ctx context.Context, c *client, leases []string, d time.Duration, s *side) error {
 	acquire := fmt.Sprintf("/v1/locks/bench-c/acquire?wait=%s", e.cfg.contentionWait)
 	const release = "/v1/locks/bench-c/release"

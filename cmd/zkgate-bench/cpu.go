@@ -359,7 +359,8 @@ func runOps(ctx context.Context, ops []func(context.Context) error, d time.Durat
 }
 
 // printCPU writes the cpu phase's section and adds its summary rows.
-func (r *report) printCPU(p func(string, ...any), sum *[][4]string) {
+func (r *report) printCPU(rw *reportWriter) {
+	p := rw.p
 	k := r.cpu
 	if len(k.this) == 0 {
 		return
@@ -396,6 +397,6 @@ func (r *report) printCPU(p func(string, ...any), sum *[][4]string) {
 	}
 	p("")
 	if t := k.this["lock"]; t != nil && t.ops > 0 {
-		*sum = append(*sum, [4]string{"10. the gateway's CPU per acquire+release cycle", us(t.gwPerOp()), "<= " + us(targetCPUPerCycle), verdict(t.gwPerOp() <= targetCPUPerCycle)})
+		rw.add([4]string{"10. the gateway's CPU per acquire+release cycle", us(t.gwPerOp()), "<= " + us(targetCPUPerCycle), verdict(t.gwPerOp() <= targetCPUPerCycle)})
 	}
 }

@@ -249,7 +249,8 @@ func (e *env) dashboardPhase(ctx context.Context) (res dashResult, err error) {
 }
 
 // printDash writes section 7 and adds its summary rows.
-func (r *report) printDash(p func(string, ...any), sum *[][4]string) {
+func (r *report) printDash(rw *reportWriter) {
+	p := rw.p
 	d := r.dash
 	if d.clients == 0 {
 		return
@@ -275,7 +276,7 @@ func (r *report) printDash(p func(string, ...any), sum *[][4]string) {
 		res := fmt.Sprintf("%s (worst of %d changes: %s; p50 %s, p99 %s; %d of %d clients missed it)",
 			msf(w.arrivals.worst), len(d.changes), w.what, msf(w.arrivals.p50), msf(w.arrivals.p99), w.missing, d.connected)
 		ok := w.missing == 0 && d.connected == d.clients && w.arrivals.worst < targetFanoutLast
-		*sum = append(*sum, [4]string{fmt.Sprintf("7. dashboard: one change to %s WebSocket clients, last client", thousands(int64(d.clients))), res,
+		rw.add([4]string{fmt.Sprintf("7. dashboard: one change to %s WebSocket clients, last client", thousands(int64(d.clients))), res,
 			fmt.Sprintf("< %s, all", msf(targetFanoutLast)), verdict(ok)})
 	}
 }

@@ -174,7 +174,8 @@ func directDistinct(ctx context.Context, locks []*zk.Lock, d time.Duration, s *d
 }
 
 // printDistinct writes section 2b and adds its summary rows.
-func (r *report) printDistinct(p func(string, ...any), sum *[][4]string) {
+func (r *report) printDistinct(rw *reportWriter) {
+	p := rw.p
 	k := r.distinct
 	if k.gw.segments == 0 && k.direct.segments == 0 {
 		return
@@ -201,11 +202,11 @@ func (r *report) printDistinct(p func(string, ...any), sum *[][4]string) {
 	}
 	if k.gw.segments > 0 && k.direct.segments > 0 {
 		p("| **ratio gateway/direct** | | | **%.2fx** | | | |", k.ratio())
-		*sum = append(*sum, ratioRow(fmt.Sprintf("2b. cycles/s, %d workers on distinct locks, gateway/direct", k.workers), k.ratio(),
+		rw.add(ratioRow(fmt.Sprintf("2b. cycles/s, %d workers on distinct locks, gateway/direct", k.workers), k.ratio(),
 			fmt.Sprintf("gateway %.0f/s, direct %.0f/s", k.gw.rate(), k.direct.rate()), targetDistinct, false))
 	}
 	if k.gw.segments > 0 {
-		*sum = append(*sum, [4]string{"2b. distinct locks: every acquire 200 with a growing token", fmt.Sprintf("%d bad of %s", k.gw.bad, thousands(k.gw.total)), "0", verdict(k.gw.bad == 0)})
+		rw.add([4]string{"2b. distinct locks: every acquire 200 with a growing token", fmt.Sprintf("%d bad of %s", k.gw.bad, thousands(k.gw.total)), "0", verdict(k.gw.bad == 0)})
 	}
 	p("")
 }

@@ -330,14 +330,15 @@ func (e *env) etcdDistinct(ctx context.Context, es *etcdServer, res *etcdResult)
 }
 
 // printEtcd writes section 1b and adds its summary rows.
-func (r *report) printEtcd(p func(string, ...any), sum *[][4]string) {
+func (r *report) printEtcd(rw *reportWriter) {
+	p := rw.p
 	x := r.etcd
 	if x.skipped != "" {
 		p("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)")
 		p("")
 		p("skipped: %s", x.skipped)
 		p("")
-		*sum = append(*sum, [4]string{"1b. uncontended, gateway/etcd lock API (stretch)", "skipped: " + x.skipped, fmt.Sprintf("<= %.2fx", targetEtcdRatio), "skipped"})
+		rw.add([4]string{"1b. uncontended, gateway/etcd lock API (stretch)", "skipped: " + x.skipped, fmt.Sprintf("<= %.2fx", targetEtcdRatio), "skipped"})
 		return
 	}
 	if x.gw.n == 0 || x.etcd.n == 0 {
@@ -372,10 +373,10 @@ func (r *report) printEtcd(p func(string, ...any), sum *[][4]string) {
 		p("| etcd | %s | %.0f | %s | — |", thousands(et.ops), et.rate(), msf(et.gwPerOp()))
 		p("| **ratio gateway/etcd** | | **%.2fx** | | |", g.rate()/et.rate())
 		p("")
-		*sum = append(*sum, ratioRow(fmt.Sprintf("1b. cycles/s, %d workers on distinct locks, gateway/etcd lock API", x.workers), g.rate()/et.rate(),
+		rw.add(ratioRow(fmt.Sprintf("1b. cycles/s, %d workers on distinct locks, gateway/etcd lock API", x.workers), g.rate()/et.rate(),
 			fmt.Sprintf("gateway %.0f/s, etcd %.0f/s", g.rate(), et.rate()), 1.0, false))
 	}
-	*sum = append(*sum,
+	rw.add(
 		stretch(ratioRow("1b. uncontended p50, gateway/etcd lock API (stretch)", x.ratioP50(), fmt.Sprintf("%s vs %s", msf(x.gw.p50), msf(x.etcd.p50)), targetEtcdRatio, true)),
 		stretch(ratioRow("1b. uncontended mean, gateway/etcd lock API (stretch)", x.ratioMean(), fmt.Sprintf("%s vs %s", msf(x.gw.mean), msf(x.etcd.mean)), targetEtcdRatio, true)))
 }

@@ -27,7 +27,8 @@ func ratioCell(a, b float64) string {
 }
 
 // printQueues writes sections 5 and 6 and adds their summary rows.
-func (r *report) printQueues(p func(string, ...any), sum *[][4]string) {
+func (r *report) printQueues(rw *reportWriter) {
+	p := rw.p
 	q := r.queue
 	var removed []string // queue paths the phases removed
 	var problems, left []string
@@ -66,7 +67,7 @@ func (r *report) printQueues(p func(string, ...any), sum *[][4]string) {
 					ratioCell(q.gw.seqTakeRate(), q.direct.seqTakeRate()),
 					ratioCell(perItem(q.gw.seqTakePackets, int64(q.gw.seqItems)), perItem(q.direct.seqTakePackets, int64(q.direct.seqItems))),
 					ratioCell(q.gw.seqRate(), q.direct.seqRate()))
-				*sum = append(*sum, ratioRow("5. queue items/s, 1 producer then 1 consumer, gateway/direct", q.seqRatio(),
+				rw.add(ratioRow("5. queue items/s, 1 producer then 1 consumer, gateway/direct", q.seqRatio(),
 					fmt.Sprintf("gateway %.0f/s, direct %.0f/s", q.gw.seqRate(), q.direct.seqRate()), targetQueue, false))
 			}
 			p("")
@@ -99,7 +100,7 @@ func (r *report) printQueues(p func(string, ...any), sum *[][4]string) {
 				p("| **ratio gateway/direct** | | | %s | | **%s** | %s | |", ratioCell(q.gw.concProduceRate(), q.direct.concProduceRate()),
 					ratioCell(q.gw.concRate(), q.direct.concRate()),
 					ratioCell(perItem(q.gw.segPackets, q.gw.segItems), perItem(q.direct.segPackets, q.direct.segItems)))
-				*sum = append(*sum, ratioRow(fmt.Sprintf("5. queue items/s, %d producers + %d consumers, gateway/direct", q.producers, q.consumers), q.concRatio(),
+				rw.add(ratioRow(fmt.Sprintf("5. queue items/s, %d producers + %d consumers, gateway/direct", q.producers, q.consumers), q.concRatio(),
 					fmt.Sprintf("gateway %.0f/s, direct %.0f/s", q.gw.concRate(), q.direct.concRate()), targetQueue, false))
 			}
 			p("")
@@ -129,7 +130,7 @@ func (r *report) printQueues(p func(string, ...any), sum *[][4]string) {
 			p("Sequential takes out of FIFO order (one producer, one consumer, one priority): gateway %d, direct %d %s.",
 				q.gw.fifoViolations, q.direct.fifoViolations, verdict(q.fifoViolations() == 0))
 			p("")
-			*sum = append(*sum,
+			rw.add(
 				[4]string{"5. every queue item taken exactly once", fmt.Sprintf("%s produced, %s taken: %d duplicates, %d lost, %d unknown",
 					thousands(int64(d.produced)), thousands(int64(d.taken)), d.duplicates, d.lost, d.unknown), "all, once", verdict(d.exactlyOnce())},
 				[4]string{"5. FIFO order, sequential takes", fmt.Sprintf("%d out of order", q.fifoViolations()), "0", verdict(q.fifoViolations() == 0)})
@@ -161,7 +162,7 @@ func (r *report) printQueues(p func(string, ...any), sum *[][4]string) {
 		p("ZooKeeper packets received per wake-up (produce and take, pings included): gateway %.2f, direct %.2f (the direct recipe needs 1 + 1 + 4: the Create, the ChildrenW that parks the consumer, and the take).",
 			w.gwPackets/float64(w.gw.n), w.directPackets/float64(w.direct.n))
 		p("")
-		*sum = append(*sum,
+		rw.add(
 			ratioRow("6. take wake-up p50, gateway/direct", w.ratioP50(), fmt.Sprintf("%s vs %s", msf(w.gw.p50), msf(w.direct.p50)), targetWake, true),
 			ratioRow("6. take wake-up mean, gateway/direct", w.ratioMean(), fmt.Sprintf("%s vs %s", msf(w.gw.mean), msf(w.direct.mean)), targetWake, true))
 	}
@@ -181,6 +182,6 @@ func (r *report) printQueues(p func(string, ...any), sum *[][4]string) {
 		}
 		p("Queue paths left in ZooKeeper afterwards: %s %s.", what, verdict(len(left) == 0 && len(problems) == 0))
 		p("")
-		*sum = append(*sum, [4]string{"5-6. queues removed, nothing left", what + " left", "none", verdict(len(left) == 0 && len(problems) == 0)})
+		rw.add([4]string{"5-6. queues removed, nothing left", what + " left", "none", verdict(len(left) == 0 && len(problems) == 0)})
 	}
 }

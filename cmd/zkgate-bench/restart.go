@@ -127,7 +127,8 @@ func (r *report) restartViolations() int {
 }
 
 // printRestart writes section 8 and adds its summary rows.
-func (r *report) printRestart(p func(string, ...any), sum *[][4]string) {
+func (r *report) printRestart(rw *reportWriter) {
+	p := rw.p
 	x := r.restart.rep
 	if x == nil {
 		return
@@ -157,7 +158,7 @@ func (r *report) printRestart(p func(string, ...any), sum *[][4]string) {
 		}
 	}
 	v := r.restartViolations()
-	*sum = append(*sum,
+	rw.add(
 		[4]string{"8. rolling restart: jobs ok, leases ended, overlaps, tokens changed", fmt.Sprintf("%d/%d, %d, %d, %d", x.JobsOK, x.Jobs,
 			len(x.LeasesEnded), len(x.Overlaps), len(x.TokensChanged)), "all ok, 0, 0, 0", verdict(v == 0)},
 		[4]string{"8. wait on a handover, p50 / p99 / max", fmt.Sprintf("%s / %s / %s (%d requests)", msf(x.Wait(0.5)), msf(x.Wait(0.99)),

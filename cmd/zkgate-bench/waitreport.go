@@ -8,7 +8,8 @@ import (
 )
 
 // printWaiters writes section 3 for one protocol.
-func (r *report) printWaiters(p func(string, ...any), sum *[][4]string, wr waitersResult) {
+func (r *report) printWaiters(rw *reportWriter, wr waitersResult) {
+	p := rw.p
 	c := r.cfg
 	if wr.n > 0 {
 		target := wr.target()
@@ -87,7 +88,7 @@ func (r *report) printWaiters(p func(string, ...any), sum *[][4]string, wr waite
 		p("Answered before the holder released: %d. Lock nodes left afterwards: %d. Exclusion violations: %d (token order: %d). Revoking the %s leases took %s.",
 			wr.early, wr.leftover, wr.excl.violations.Load(), wr.excl.tokenViolations.Load(), thousands(int64(wr.n+1)), wr.revokeTook.Round(time.Millisecond))
 		p("")
-		*sum = append(*sum,
+		rw.add(
 			[4]string{fmt.Sprintf("3%s. %s: gateway memory per waiter, VmRSS (headline)", wr.letter, wr.proto), fmt.Sprintf("%s (%d TCP connections)", kib(wr.rssPerWaiter()), wr.waiterConns()), "< " + kib(float64(target)), verdict(wr.rssPerWaiter() < float64(target) && wr.reached >= wr.n)},
 			[4]string{fmt.Sprintf("3%s. %s: gateway memory per waiter, Go heap+stack in use", wr.letter, wr.proto), kib(wr.heapStackPerWaiter()), "< " + kib(float64(target)), verdict(wr.heapStackPerWaiter() < float64(target) && wr.reached >= wr.n)},
 			[4]string{fmt.Sprintf("3%s. %s: every waiter answered", wr.letter, wr.proto), fmt.Sprintf("%s / %s", thousands(int64(wr.answered)), thousands(int64(wr.n))), "all", verdict(wr.answered == wr.n)},
