@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -103,101 +102,73 @@ func (e *env) gatewayContention(ctx context.Context, c *client, leases []string,
 	acquire := fmt.Sprintf("/v1/locks/bench-c/acquire?wait=%s", e.cfg.contentionWait)
 	const release = "/v1/locks/bench-c/release"
 	var grants, total, timeouts atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, len(leases))
-	start := time.Now()
-	deadline := start.Add(d)
-	for _, id := range leases {
-		body := leaseBody(id)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				st, b, err := c.do(ctx, http.MethodPost, acquire, body)
-				if err == nil && st == http.StatusConflict {
-					timeouts.Add(1)
-					continue
-				}
-				if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
-					errs <- err
-					return
-				}
-				at := time.Now()
-				g, err := parseGrant(b)
-				if err != nil {
-					errs <- err
-					return
-				}
-				s.excl.enter(g.Token)
-				s.excl.leave()
-				st, b, err = c.do(ctx, http.MethodPost, release, body)
-				if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
-					errs <- err
-					return
-				}
-				total.Add(1)
-				if at.Before(deadline) {
-					grants.Add(1)
-				}
-			}
-		}()
+	bodies := make([][]byte, len(leases))
+	for i, id := range leases {
+		bodies[i] = leaseBody(id)
 	}
-	wg.Wait()
-	close(errs)
-	s.grants += grants.Load()
-	s.total += total.Load()
-	s.timeouts += timeouts.Load()
+	deadline := time.Now().Add(d)
+	err := loopUntil(ctx, len(leases), deadline, func(i int) error {
+		body := bodies[i]
+		st, b, err := c.do(ctx, http.MethodPost, acquire, body)
+		if err == nil && st == http.StatusConflict {
+			timeouts.Add(1)
+			return nil
+		}
+		if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+			return err
+		}
+		at := time.Now()
+		g, err := parseGrant(b)
+		if err != nil {
+			return err
+		}
+		s.excl.enter(g.Token)
+		s.excl.leave()
+		st, b, err = c.do(ctx, http.MethodPost, release, body)
+		if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
+			return err
+		}
+		total.Add(1)
+		if at.Before(deadline) {
+			grants.Add(1)
+		}
+		return nil
+	}).wait(ctx)
+	s.add(grants.Load(), total.Load(), timeouts.Load(), d)
+	return err
+}
+
+// add adds one measured window's counts.
+func (s *side) add(grants, total, timeouts int64, d time.Duration) {
+	s.grants += grants
+	s.total += total
+	s.timeouts += timeouts
 	s.elapsed += d
 	s.segments++
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return <-errs // nil when none
 }
 
 func directContention(ctx context.Context, locks []*zk.Lock, d time.Duration, s *side) error {
 	var grants, total atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, len(locks))
-	start := time.Now()
-	deadline := start.Add(d)
-	for _, l := range locks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				if err := l.Lock(); err != nil {
-					errs <- fmt.Errorf("zk.Lock: %w", err)
-					return
-				}
-				at := time.Now()
-				s.excl.enter(0)
-				s.excl.leave()
-				if err := l.Unlock(); err != nil {
-					errs <- fmt.Errorf("zk.Unlock: %w", err)
-					return
-				}
-				total.Add(1)
-				if at.Before(deadline) {
-					grants.Add(1)
-				}
-			}
-		}()
+	deadline := time.Now().Add(d)
+	err := loopUntil(ctx, len(locks), deadline, func(i int) error {
+		if err := locks[i].Lock(); err != nil {
+			return fmt.Errorf("zk.Lock: %w", err)
+		}
+		at := time.Now()
+		s.excl.enter(0)
+		s.excl.leave()
+		if err := locks[i].Unlock(); err != nil {
+			return fmt.Errorf("zk.Unlock: %w", err)
+		}
+		total.Add(1)
+		if at.Before(deadline) {
+			grants.Add(1)
+		}
+		return nil
+	}).waitOrCancel(ctx)
+	if ctx.Err() != nil {
+		return err
 	}
-	// zk.Lock takes no context: on an interrupt, closing the connections
-	// (done by the caller's defers) is what ends a blocked Lock. Wait for
-	// the goroutines here unless interrupted.
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	close(errs)
-	s.grants += grants.Load()
-	s.total += total.Load()
-	s.elapsed += d
-	s.segments++
-	return <-errs
+	s.add(grants.Load(), total.Load(), 0, d)
+	return err
 }

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -258,16 +257,7 @@ func (e *env) cpuHalf(ctx context.Context, g *cpuGateway, zkPID int, workload st
 		body := leaseBody(id)
 		switch workload {
 		case "lock":
-			acquire := fmt.Sprintf("/v1/locks/bench-c-%d/acquire", i)
-			release := fmt.Sprintf("/v1/locks/bench-c-%d/release", i)
-			ops[i] = func(ctx context.Context) error {
-				st, b, err := g.c.do(ctx, http.MethodPost, acquire, body)
-				if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
-					return err
-				}
-				st, b, err = g.c.do(ctx, http.MethodPost, release, body)
-				return expect("release", st, b, err, http.StatusNoContent)
-			}
+			ops[i] = lockOp(g.c, fmt.Sprintf("bench-c-%d", i), body)
 		case "keepalive":
 			path := "/v1/leases/" + id + "/keepalive"
 			ops[i] = func(ctx context.Context) error {
@@ -300,6 +290,20 @@ func (e *env) cpuHalf(ctx context.Context, g *cpuGateway, zkPID int, workload st
 	return runOps(ctx, ops, d, g.gw.pid(), zkPID)
 }
 
+// lockOp acquires and releases lock name through the gateway with the
+// lease body holds.
+func lockOp(c *client, name string, body []byte) func(context.Context) error {
+	acquire, release := "/v1/locks/"+name+"/acquire", "/v1/locks/"+name+"/release"
+	return func(ctx context.Context) error {
+		st, b, err := c.do(ctx, http.MethodPost, acquire, body)
+		if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+			return err
+		}
+		st, b, err = c.do(ctx, http.MethodPost, release, body)
+		return expect("release", st, b, err, http.StatusNoContent)
+	}
+}
+
 // addRun adds a run's figures to s.
 func addRun(s *cpuSide, r cpuSide, err error) error {
 	s.ops += r.ops
@@ -313,7 +317,6 @@ func addRun(s *cpuSide, r cpuSide, err error) error {
 // done and the CPU that the server process and ZooKeeper spent meanwhile.
 func runOps(ctx context.Context, ops []func(context.Context) error, d time.Duration, serverPID, zkPID int) (cpuSide, error) {
 	var s cpuSide
-	n := len(ops)
 	gw0, err := cpuTime(serverPID)
 	if err != nil {
 		return s, err
@@ -323,24 +326,14 @@ func runOps(ctx context.Context, ops []func(context.Context) error, d time.Durat
 		return s, err
 	}
 	var count atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
 	start := time.Now()
-	deadline := start.Add(d)
-	for _, op := range ops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				if err := op(ctx); err != nil {
-					errs <- err
-					return
-				}
-				count.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	werr := loopUntil(ctx, len(ops), start.Add(d), func(i int) error {
+		if err := ops[i](ctx); err != nil {
+			return err
+		}
+		count.Add(1)
+		return nil
+	}).wait(ctx)
 	s.elapsed = time.Since(start)
 	gw1, err := cpuTime(serverPID)
 	if err != nil {
@@ -351,11 +344,7 @@ func runOps(ctx context.Context, ops []func(context.Context) error, d time.Durat
 		return s, err
 	}
 	s.ops, s.gwCPU, s.zkCPU = count.Load(), gw1-gw0, zk1-zk0
-	close(errs)
-	if err := ctx.Err(); err != nil {
-		return s, err
-	}
-	return s, <-errs
+	return s, werr
 }
 
 // printCPU writes the cpu phase's section and adds its summary rows.

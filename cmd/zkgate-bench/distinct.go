@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,110 +66,83 @@ func (e *env) distinct(ctx context.Context) (distinctResult, error) {
 
 func (e *env) gatewayDistinct(ctx context.Context, c *client, leases []string, lastTok []int64, d time.Duration, s *distinctSide) error {
 	var cycles, total, bad atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, len(leases))
 	lats := make([]dist, len(leases))
-	deadline := time.Now().Add(d)
+	bodies, acquire, release := make([][]byte, len(leases)), make([]string, len(leases)), make([]string, len(leases))
 	for i, id := range leases {
-		body := leaseBody(id)
-		acquire := fmt.Sprintf("/v1/locks/bench-d-%d/acquire", i)
-		release := fmt.Sprintf("/v1/locks/bench-d-%d/release", i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				t0 := time.Now()
-				st, b, err := c.do(ctx, http.MethodPost, acquire, body)
-				if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
-					bad.Add(1)
-					errs <- err
-					return
-				}
-				at := time.Now()
-				g, err := parseGrant(b)
-				if err != nil {
-					bad.Add(1)
-					errs <- err
-					return
-				}
-				if g.Token <= lastTok[i] {
-					bad.Add(1)
-				}
-				lastTok[i] = g.Token
-				st, b, err = c.do(ctx, http.MethodPost, release, body)
-				if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
-					errs <- err
-					return
-				}
-				total.Add(1)
-				if at.Before(deadline) {
-					cycles.Add(1)
-					lats[i] = append(lats[i], time.Since(t0))
-				}
-			}
-		}()
+		bodies[i] = leaseBody(id)
+		acquire[i], release[i] = fmt.Sprintf("/v1/locks/bench-d-%d/acquire", i), fmt.Sprintf("/v1/locks/bench-d-%d/release", i)
 	}
-	wg.Wait()
-	close(errs)
-	s.cycles += cycles.Load()
-	s.total += total.Load()
+	deadline := time.Now().Add(d)
+	err := loopUntil(ctx, len(leases), deadline, func(i int) error {
+		body := bodies[i]
+		t0 := time.Now()
+		st, b, err := c.do(ctx, http.MethodPost, acquire[i], body)
+		if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+			bad.Add(1)
+			return err
+		}
+		at := time.Now()
+		g, err := parseGrant(b)
+		if err != nil {
+			bad.Add(1)
+			return err
+		}
+		if g.Token <= lastTok[i] {
+			bad.Add(1)
+		}
+		lastTok[i] = g.Token
+		st, b, err = c.do(ctx, http.MethodPost, release[i], body)
+		if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
+			return err
+		}
+		total.Add(1)
+		if at.Before(deadline) {
+			cycles.Add(1)
+			lats[i] = append(lats[i], time.Since(t0))
+		}
+		return nil
+	}).wait(ctx)
 	s.bad += bad.Load()
+	s.add(cycles.Load(), total.Load(), d, lats)
+	return err
+}
+
+// add adds one measured window's counts and cycle times.
+func (s *distinctSide) add(cycles, total int64, d time.Duration, lats []dist) {
+	s.cycles += cycles
+	s.total += total
 	s.elapsed += d
 	s.segments++
 	for _, l := range lats {
 		s.lat = append(s.lat, l...)
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return <-errs
 }
 
 func directDistinct(ctx context.Context, locks []*zk.Lock, d time.Duration, s *distinctSide) error {
 	var cycles, total atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, len(locks))
 	lats := make([]dist, len(locks))
 	deadline := time.Now().Add(d)
-	for i, l := range locks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				t0 := time.Now()
-				if err := l.Lock(); err != nil {
-					errs <- fmt.Errorf("zk.Lock: %w", err)
-					return
-				}
-				at := time.Now()
-				if err := l.Unlock(); err != nil {
-					errs <- fmt.Errorf("zk.Unlock: %w", err)
-					return
-				}
-				total.Add(1)
-				if at.Before(deadline) {
-					cycles.Add(1)
-					lats[i] = append(lats[i], time.Since(t0))
-				}
-			}
-		}()
+	err := loopUntil(ctx, len(locks), deadline, func(i int) error {
+		t0 := time.Now()
+		if err := locks[i].Lock(); err != nil {
+			return fmt.Errorf("zk.Lock: %w", err)
+		}
+		at := time.Now()
+		if err := locks[i].Unlock(); err != nil {
+			return fmt.Errorf("zk.Unlock: %w", err)
+		}
+		total.Add(1)
+		if at.Before(deadline) {
+			cycles.Add(1)
+			lats[i] = append(lats[i], time.Since(t0))
+		}
+		return nil
+	}).waitOrCancel(ctx)
+	if ctx.Err() != nil {
+		return err
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	close(errs)
-	s.cycles += cycles.Load()
-	s.total += total.Load()
-	s.elapsed += d
-	s.segments++
-	for _, l := range lats {
-		s.lat = append(s.lat, l...)
-	}
-	return <-errs
+	s.add(cycles.Load(), total.Load(), d, lats)
+	return err
 }
 
 // printDistinct writes section 2b and adds its summary rows.

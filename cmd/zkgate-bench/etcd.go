@@ -155,18 +155,51 @@ func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
 
 	ec := newClient(es.url, 2, time.Minute)
 	defer ec.close()
+	lease, err := etcdGrant(ctx, ec)
+	if err != nil {
+		return res, err
+	}
+	etcdOnce := etcdLockCycle(ctx, ec, "bench-e", lease)
+
+	c := newClient(e.gw.url, 2, time.Minute)
+	defer c.close()
+	gl, err := c.createLease(ctx, 10*time.Minute, "bench-etcd-compare")
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = c.revokeLease(context.Background(), gl) }()
+	var gw, et cycleTimes
+	res.blocks, err = abbaCycles(ctx, min(e.cfg.warmup, e.cfg.etcdIterations), e.cfg.etcdIterations, e.cfg.block,
+		lockCycle(ctx, c, "bench-e", leaseBody(gl)), etcdOnce, &gw, &et, nil, nil)
+	if err != nil {
+		return res, err
+	}
+	res.gw, res.etcd, res.etcdLock, res.etcdUnlock = summarize(gw.both), summarize(et.both), summarize(et.acq), summarize(et.rel)
+	res.workers = e.cfg.distinctWorkers
+	err = e.etcdDistinct(ctx, es, &res)
+	return res, err
+}
+
+// etcdGrant grants a lease of 600 s through etcd's HTTP gateway.
+func etcdGrant(ctx context.Context, ec *client) (string, error) {
 	st, b, err := ec.do(ctx, http.MethodPost, "/v3/lease/grant", []byte(`{"TTL":600}`))
 	if err := expect("etcd lease grant", st, b, err, http.StatusOK); err != nil {
-		return res, err
+		return "", err
 	}
 	var lease struct {
 		ID string `json:"ID"`
 	}
 	if err := json.Unmarshal(b, &lease); err != nil || lease.ID == "" {
-		return res, fmt.Errorf("etcd lease grant: %s", truncate(b, 300))
+		return "", fmt.Errorf("etcd lease grant: %s", truncate(b, 300))
 	}
-	lockBody, _ := json.Marshal(map[string]string{"name": base64.StdEncoding.EncodeToString([]byte("bench-e")), "lease": lease.ID})
-	etcdOnce := func() (time.Duration, time.Duration, error) {
+	return lease.ID, nil
+}
+
+// etcdLockCycle locks and unlocks name through etcd's lock API with a
+// lease granted before.
+func etcdLockCycle(ctx context.Context, ec *client, name, lease string) cycle {
+	lockBody, _ := json.Marshal(map[string]string{"name": base64.StdEncoding.EncodeToString([]byte(name)), "lease": lease})
+	return func() (time.Duration, time.Duration, error) {
 		t0 := time.Now()
 		st, b, err := ec.do(ctx, http.MethodPost, "/v3/lock/lock", lockBody)
 		if err := expect("etcd lock", st, b, err, http.StatusOK); err != nil {
@@ -186,76 +219,6 @@ func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
 		}
 		return t1.Sub(t0), time.Since(t1), nil
 	}
-
-	c := newClient(e.gw.url, 2, time.Minute)
-	defer c.close()
-	gl, err := c.createLease(ctx, 10*time.Minute, "bench-etcd-compare")
-	if err != nil {
-		return res, err
-	}
-	defer func() { _ = c.revokeLease(context.Background(), gl) }()
-	body := leaseBody(gl)
-	gwOnce := func() (time.Duration, time.Duration, error) {
-		t0 := time.Now()
-		st, b, err := c.do(ctx, http.MethodPost, "/v1/locks/bench-e/acquire", body)
-		if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
-			return 0, 0, err
-		}
-		t1 := time.Now()
-		st, b, err = c.do(ctx, http.MethodPost, "/v1/locks/bench-e/release", body)
-		if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
-			return 0, 0, err
-		}
-		return t1.Sub(t0), time.Since(t1), nil
-	}
-
-	var gw, et, etL, etU dist
-	runBlock := func(n int, gateway, record bool) error {
-		for i := 0; i < n; i++ {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			once := etcdOnce
-			if gateway {
-				once = gwOnce
-			}
-			a, r, err := once()
-			if err != nil {
-				return err
-			}
-			switch {
-			case !record:
-			case gateway:
-				gw = append(gw, a+r)
-			default:
-				et, etL, etU = append(et, a+r), append(etL, a), append(etU, r)
-			}
-		}
-		return nil
-	}
-	warm := min(e.cfg.warmup, e.cfg.etcdIterations)
-	if err := runBlock(warm, true, false); err != nil {
-		return res, err
-	}
-	if err := runBlock(warm, false, false); err != nil {
-		return res, err
-	}
-	for done, b := 0, 0; done < e.cfg.etcdIterations; b++ {
-		n := min(e.cfg.block, e.cfg.etcdIterations-done)
-		first := b%2 == 0
-		if err := runBlock(n, first, true); err != nil {
-			return res, err
-		}
-		if err := runBlock(n, !first, true); err != nil {
-			return res, err
-		}
-		done += n
-		res.blocks = b + 1
-	}
-	res.gw, res.etcd, res.etcdLock, res.etcdUnlock = summarize(gw), summarize(et), summarize(etL), summarize(etU)
-	res.workers = e.cfg.distinctWorkers
-	err = e.etcdDistinct(ctx, es, &res)
-	return res, err
 }
 
 // etcdDistinct runs cfg.distinctWorkers workers, each locking and unlocking
@@ -269,32 +232,12 @@ func (e *env) etcdDistinct(ctx context.Context, es *etcdServer, res *etcdResult)
 	defer ec.close()
 	eops := make([]func(context.Context) error, n)
 	for i := range eops {
-		st, b, err := ec.do(ctx, http.MethodPost, "/v3/lease/grant", []byte(`{"TTL":600}`))
-		if err := expect("etcd lease grant", st, b, err, http.StatusOK); err != nil {
+		lease, err := etcdGrant(ctx, ec)
+		if err != nil {
 			return err
 		}
-		var lease struct {
-			ID string `json:"ID"`
-		}
-		if err := json.Unmarshal(b, &lease); err != nil || lease.ID == "" {
-			return fmt.Errorf("etcd lease grant: %s", truncate(b, 300))
-		}
-		lockBody, _ := json.Marshal(map[string]string{"name": base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "bench-ed-%d", i)), "lease": lease.ID})
-		eops[i] = func(ctx context.Context) error {
-			st, b, err := ec.do(ctx, http.MethodPost, "/v3/lock/lock", lockBody)
-			if err := expect("etcd lock", st, b, err, http.StatusOK); err != nil {
-				return err
-			}
-			var k struct {
-				Key string `json:"key"`
-			}
-			if err := json.Unmarshal(b, &k); err != nil || k.Key == "" {
-				return fmt.Errorf("etcd lock: no key in %s", truncate(b, 300))
-			}
-			ub, _ := json.Marshal(map[string]string{"key": k.Key})
-			st, b, err = ec.do(ctx, http.MethodPost, "/v3/lock/unlock", ub)
-			return expect("etcd unlock", st, b, err, http.StatusOK)
-		}
+		once := etcdLockCycle(ctx, ec, fmt.Sprintf("bench-ed-%d", i), lease)
+		eops[i] = func(context.Context) error { _, _, err := once(); return err }
 	}
 	c := newClient(e.gw.url, 2*n, time.Minute)
 	defer c.close()
@@ -305,17 +248,7 @@ func (e *env) etcdDistinct(ctx context.Context, es *etcdServer, res *etcdResult)
 	}
 	gops := make([]func(context.Context) error, n)
 	for i, id := range leases {
-		body := leaseBody(id)
-		acquire := fmt.Sprintf("/v1/locks/bench-ed-%d/acquire", i)
-		release := fmt.Sprintf("/v1/locks/bench-ed-%d/release", i)
-		gops[i] = func(ctx context.Context) error {
-			st, b, err := c.do(ctx, http.MethodPost, acquire, body)
-			if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
-				return err
-			}
-			st, b, err = c.do(ctx, http.MethodPost, release, body)
-			return expect("release", st, b, err, http.StatusNoContent)
-		}
+		gops[i] = lockOp(c, fmt.Sprintf("bench-ed-%d", i), leaseBody(id))
 	}
 	return inHalves(e.cfg.distinctDur,
 		func(d time.Duration, s *cpuSide) error {

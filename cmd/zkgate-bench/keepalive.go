@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -77,33 +76,25 @@ func (e *env) keepalives(ctx context.Context) (keepaliveResult, error) {
 	res.idlePackets = p1 - p0
 
 	var count atomic.Int64
-	var wg sync.WaitGroup
-	lats := make([]dist, len(leases))
-	errs := make(chan error, len(leases))
+	lats, paths := make([]dist, len(leases)), make([]string, len(leases))
+	for i, id := range leases {
+		paths[i] = "/v1/leases/" + id + "/keepalive"
+	}
 	p2, err := packets()
 	if err != nil {
 		return res, err
 	}
 	start := time.Now()
-	deadline := start.Add(e.cfg.kaDur)
-	for i, id := range leases {
-		path := "/v1/leases/" + id + "/keepalive"
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				t0 := time.Now()
-				st, b, err := c.do(ctx, http.MethodPost, path, nil)
-				if err := expect("keepalive", st, b, err, http.StatusOK); err != nil {
-					errs <- err
-					return
-				}
-				lats[i] = append(lats[i], time.Since(t0))
-				count.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	werr := loopUntil(ctx, len(leases), start.Add(e.cfg.kaDur), func(i int) error {
+		t0 := time.Now()
+		st, b, err := c.do(ctx, http.MethodPost, paths[i], nil)
+		if err := expect("keepalive", st, b, err, http.StatusOK); err != nil {
+			return err
+		}
+		lats[i] = append(lats[i], time.Since(t0))
+		count.Add(1)
+		return nil
+	}).wait(ctx)
 	res.elapsed = time.Since(start)
 	p3, err := packets()
 	if err != nil {
@@ -116,9 +107,5 @@ func (e *env) keepalives(ctx context.Context) (keepaliveResult, error) {
 		all = append(all, l...)
 	}
 	res.lat = summarize(all)
-	close(errs)
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	return res, <-errs
+	return res, werr
 }
