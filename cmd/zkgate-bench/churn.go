@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,30 @@ import (
 	"sync/atomic"
 	"time"
 )
+
+var churnPhase = phase{
+	name: "churn",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.churnWorkers, "churn-workers", 32, "churn test: workers, each using a fresh name of each kind in turn")
+		fs.DurationVar(&c.churnDur, "churn-duration", time.Minute, "churn test: how long the workers run")
+		fs.DurationVar(&c.churnWait, "churn-wait", 50*time.Millisecond, "churn test: ?wait= of the wait in vain and of the blocking read of each name")
+		fs.DurationVar(&c.churnSettle, "churn-settle", 4*time.Minute, "churn test: how long after the workers the gateway may take to be back where it started (its watches linger 30 s after their last use; Go gives freed memory back within about 2 minutes)")
+		fs.IntVar(&c.heldLocks, "held-locks", 10000, "churn test: locks held (100 per lease) while the lists and the dashboard are timed")
+	},
+	quick: map[string]func(c *config){
+		"churn-duration": func(c *config) { c.churnDur = 10 * time.Second },
+		"held-locks":     func(c *config) { c.heldLocks = 2000 },
+	},
+	check: func(c *config) error {
+		return firstError(positive(c.churnWorkers, c.heldLocks),
+			durations(c.churnDur >= 100*time.Millisecond && c.churnWait >= time.Millisecond && c.churnSettle >= 0))
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("9. churn: %d workers on fresh names for %s, then %d locks held", c.churnWorkers, c.churnDur, c.heldLocks)
+	},
+	what: "churn",
+	run:  func(ctx context.Context, e *env, rep *report) (err error) { rep.churn, err = e.churn(ctx); return err },
+}
 
 // The targets of the churn phase: what names used once leave behind, and
 // how lists answer with many names held.

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -11,6 +12,27 @@ import (
 
 	"github.com/zkgate/zkgate/internal/zk"
 )
+
+var contentionPhase = phase{
+	name: "contention",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.contenders, "contenders", 32, "contenders on one lock")
+		fs.DurationVar(&c.contentionDur, "contention-duration", 10*time.Second, "contended run time, each for the gateway and for the direct client (run as two halves, ABBA)")
+		fs.DurationVar(&c.contentionWait, "contention-wait", 30*time.Second, "?wait= of each contended acquire")
+	},
+	quick: map[string]func(c *config){"contention-duration": func(c *config) { c.contentionDur = 2 * time.Second }},
+	check: func(c *config) error {
+		return firstError(positive(c.contenders), durations(c.contentionDur >= 100*time.Millisecond), waits(c.contentionWait))
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("2. %d contenders, %s each for gateway and direct", c.contenders, c.contentionDur)
+	},
+	what: "contention",
+	run: func(ctx context.Context, e *env, rep *report) (err error) {
+		rep.contention, err = e.contention(ctx)
+		return err
+	},
+}
 
 // exclusion checks mutual exclusion from the clients' side: a counter of
 // current holders that must never exceed 1, and fencing tokens that must

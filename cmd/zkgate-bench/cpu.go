@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,30 @@ import (
 	"sync/atomic"
 	"time"
 )
+
+var cpuUsePhase = phase{
+	name: "cpu",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.cpuWorkers, "cpu-workers", 32, "CPU test: workers, each with its own lease, lock and queue")
+		fs.DurationVar(&c.cpuDur, "cpu-duration", 8*time.Second, "CPU test: run time of each workload for each binary (run as two halves, ABBA with -baseline-bin)")
+		fs.IntVar(&c.cpuRounds, "cpu-rounds", 2, "CPU test: ABBA rounds of each workload with -baseline-bin, -cpu-duration split among them (more rounds: less drift from other load on the machine)")
+		fs.StringVar(&c.cpuLoadList, "cpu-workloads", strings.Join(cpuWorkloads, ","), "CPU test: workloads to run, of "+strings.Join(cpuWorkloads, ","))
+		fs.StringVar(&c.baselineBin, "baseline-bin", "", "CPU test: a zkgate binary to compare this build with (for instance one built from main), on a gateway process of its own")
+		fs.StringVar(&c.cpuProfile, "cpu-profile", "", "CPU test: write a CPU profile of each gateway under the lock workload into this directory (the gateways then serve --debug-listen)")
+	},
+	quick: map[string]func(c *config){"cpu-duration": func(c *config) { c.cpuDur = 2 * time.Second }},
+	check: func(c *config) (err error) {
+		if c.cpuLoads, err = listFlag("cpu-workloads", "workload", c.cpuLoadList, cpuWorkloads, false); err != nil {
+			return err
+		}
+		return firstError(positive(c.cpuWorkers, c.cpuRounds), durations(c.cpuDur >= 200*time.Millisecond))
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("10. CPU per operation: %d workers, %s of each workload for each binary", c.cpuWorkers, c.cpuDur)
+	},
+	what: "CPU per operation",
+	run:  func(ctx context.Context, e *env, rep *report) (err error) { rep.cpu, err = e.cpuPhase(ctx); return err },
+}
 
 // The gateway's CPU per operation, the target of issue 24: at most this per
 // acquire+release cycle on the bench's machine (half of 0.255 ms).

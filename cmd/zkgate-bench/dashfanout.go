@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,6 +16,25 @@ import (
 
 	"github.com/coder/websocket"
 )
+
+var dashboardFanoutPhase = phase{
+	name: "dashboard",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.dashClients, "dashboard-clients", 3000, "dashboard fan-out test: WebSocket clients on /ws?page=locks")
+		fs.IntVar(&c.dashChanges, "dashboard-changes", 5, "dashboard fan-out test: changes (a lock acquired, then released), each timed until every client has seen it")
+		fs.IntVar(&c.dashRamp, "dashboard-ramp", 64, "dashboard fan-out test: WebSocket clients connecting at once")
+	},
+	quick: map[string]func(c *config){"dashboard-clients": func(c *config) { c.dashClients = 300 }},
+	check: func(c *config) error { return positive(c.dashClients, c.dashChanges, c.dashRamp) },
+	announce: func(c config) string {
+		return fmt.Sprintf("7. dashboard fan-out: %d WebSocket clients, %d changes", c.dashClients, c.dashChanges)
+	},
+	what: "dashboard fan-out",
+	run: func(ctx context.Context, e *env, rep *report) (err error) {
+		rep.dash, err = e.dashboardPhase(ctx)
+		return err
+	},
+}
 
 const (
 	dashPage       = "locks"

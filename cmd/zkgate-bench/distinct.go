@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -11,6 +12,26 @@ import (
 
 	"github.com/zkgate/zkgate/internal/zk"
 )
+
+var distinctPhase = phase{
+	name: "distinct",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.distinctWorkers, "distinct-workers", 32, "distinct-locks test: workers, each on its own lock")
+		fs.DurationVar(&c.distinctDur, "distinct-duration", 10*time.Second, "distinct-locks run time, each for the gateway and for the direct client (run as two halves, ABBA)")
+	},
+	quick: map[string]func(c *config){"distinct-duration": func(c *config) { c.distinctDur = 2 * time.Second }},
+	check: func(c *config) error {
+		return firstError(positive(c.distinctWorkers), durations(c.distinctDur >= 100*time.Millisecond))
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("2b. %d workers on distinct locks, %s each for gateway and direct", c.distinctWorkers, c.distinctDur)
+	},
+	what: "distinct locks",
+	run: func(ctx context.Context, e *env, rep *report) (err error) {
+		rep.distinct, err = e.distinct(ctx)
+		return err
+	},
+}
 
 // distinctSide is one client's run on distinct locks.
 type distinctSide struct {

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +18,22 @@ import (
 	"syscall"
 	"time"
 )
+
+var etcdComparePhase = phase{
+	name: "etcd",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.StringVar(&c.etcdBin, "etcd", "etcd", "the etcd binary of the etcd comparison (looked up on PATH; the phase is skipped without it)")
+		fs.IntVar(&c.etcdIterations, "etcd-iterations", 1000, "etcd comparison: uncontended lock+unlock iterations, each for the gateway and for etcd (blocks of -block, ABBA)")
+	},
+	quick:    map[string]func(c *config){"etcd-iterations": func(c *config) { c.etcdIterations = 300 }},
+	check:    func(c *config) error { return positive(c.etcdIterations) },
+	announce: func(c config) string { return fmt.Sprintf("1b. etcd comparison: %d iterations each", c.etcdIterations) },
+	what:     "etcd comparison",
+	run: func(ctx context.Context, e *env, rep *report) (err error) {
+		rep.etcd, err = e.etcdPhase(ctx)
+		return err
+	},
+}
 
 // etcdResult is the uncontended comparison with etcd's lock API.
 type etcdResult struct {

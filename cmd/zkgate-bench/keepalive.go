@@ -4,10 +4,30 @@ package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
 )
+
+var keepalivePhase = phase{
+	name: "keepalive",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.kaWorkers, "keepalive-workers", 32, "goroutines sending keepalives")
+		fs.DurationVar(&c.kaDur, "keepalive-duration", 5*time.Second, "keepalive run time (an idle window of the same length is measured first)")
+	},
+	quick: map[string]func(c *config){"keepalive-duration": func(c *config) { c.kaDur = 2 * time.Second }},
+	check: func(c *config) error {
+		return firstError(positive(c.kaWorkers), durations(c.kaDur >= 100*time.Millisecond))
+	},
+	announce: func(c config) string { return fmt.Sprintf("4. keepalives: %d workers, %s", c.kaWorkers, c.kaDur) },
+	what:     "keepalives",
+	run: func(ctx context.Context, e *env, rep *report) (err error) {
+		rep.keepalive, err = e.keepalives(ctx)
+		return err
+	},
+}
 
 type keepaliveResult struct {
 	workers       int

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"sort"
@@ -12,6 +13,31 @@ import (
 
 	"github.com/zkgate/zkgate/internal/zk"
 )
+
+var latencyPhase = phase{
+	name: "latency",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.iterations, "iterations", 2000, "uncontended acquire+release iterations, each for the gateway and for the direct client")
+		fs.IntVar(&c.warmup, "warmup", 200, "uncontended warm-up iterations, each")
+		fs.IntVar(&c.block, "block", 100, "uncontended iterations per block; blocks alternate gateway/direct in ABBA order")
+	},
+	quick: map[string]func(c *config){
+		"iterations": func(c *config) { c.iterations = 300 },
+		"warmup":     func(c *config) { c.warmup = 50 },
+		"block":      func(c *config) { c.block = 50 },
+	},
+	check: func(c *config) error {
+		return positive(c.iterations, c.block, c.warmup+1) // -warmup may be 0
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("1. uncontended latency: %d warm-up + %d iterations each", c.warmup, c.iterations)
+	},
+	what: "uncontended latency",
+	run: func(ctx context.Context, e *env, rep *report) (err error) {
+		rep.latency, err = e.latency(ctx)
+		return err
+	},
+}
 
 // dist is a sample of durations.
 type dist []time.Duration

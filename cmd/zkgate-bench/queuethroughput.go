@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,40 @@ import (
 
 	"github.com/zkgate/zkgate/internal/zk"
 )
+
+var queueThroughputPhase = phase{
+	name: "queue-throughput",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.qItems, "queue-items", 2000, "sequential queue test: items per client, produced by one producer and then taken by one consumer, in two ABBA runs of half each")
+		fs.IntVar(&c.qProducers, "queue-producers", 4, "concurrent queue test: producers")
+		fs.IntVar(&c.qConsumers, "queue-consumers", 4, "concurrent queue test: consumers")
+		fs.DurationVar(&c.qDur, "queue-duration", 6*time.Second, "concurrent queue test: run time, each for the gateway and for the direct client (run as two halves, ABBA)")
+		fs.IntVar(&c.qBacklog, "queue-backlog", 32, "concurrent queue test: producers wait while this many items are produced and not yet taken")
+		fs.IntVar(&c.qBytes, "queue-bytes", 100, "size of each queue item")
+	},
+	quick: map[string]func(c *config){
+		"queue-items":    func(c *config) { c.qItems = 300 },
+		"queue-duration": func(c *config) { c.qDur = 2 * time.Second },
+	},
+	check: func(c *config) error {
+		switch {
+		case c.qItems < 2:
+			return errors.New("-queue-items must be at least 2")
+		case c.qBytes < 32:
+			return errors.New("-queue-bytes must be at least 32 (the items carry a unique id)")
+		}
+		return firstError(positive(c.qProducers, c.qConsumers, c.qBacklog), durations(c.qDur >= 200*time.Millisecond))
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("5. queue throughput: %d items sequentially, then %d producers and %d consumers for %s, each for gateway and direct",
+			c.qItems, c.qProducers, c.qConsumers, c.qDur)
+	},
+	what: "queue throughput",
+	run: func(ctx context.Context, e *env, rep *report) (err error) {
+		rep.queue, err = e.queueThroughput(ctx)
+		return err
+	},
+}
 
 // queueRun is one sequential run: n items produced by one producer, then
 // taken by one consumer.

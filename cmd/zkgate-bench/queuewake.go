@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
@@ -13,6 +14,23 @@ import (
 
 	"github.com/zkgate/zkgate/internal/zk"
 )
+
+var queueWakeupPhase = phase{
+	name: "queue-wakeup",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.qWakeups, "queue-wakeups", 300, "queue wake-up test: produces to a waiting consumer, each for the gateway and for the direct client")
+	},
+	quick: map[string]func(c *config){"queue-wakeups": func(c *config) { c.qWakeups = 50 }},
+	check: func(c *config) error { return positive(c.qWakeups) },
+	announce: func(c config) string {
+		return fmt.Sprintf("6. queue take wake-up: %d each for gateway and direct", c.qWakeups)
+	},
+	what: "queue wake-up",
+	run: func(ctx context.Context, e *env, rep *report) (err error) {
+		rep.wake, err = e.queueWakeup(ctx)
+		return err
+	},
+}
 
 type wakeResult struct {
 	n, blocks                int

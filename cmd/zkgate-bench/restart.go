@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,39 @@ import (
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/restartload"
 )
+
+var restartsPhase = phase{
+	name: "restart",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.restartGateways, "restart-gateways", 3, "restart test: gateways on one root, each restarted in turn")
+		fs.IntVar(&c.restartRounds, "restart-rounds", 2, "restart test: times every gateway is restarted")
+		fs.DurationVar(&c.restartGap, "restart-gap", 15*time.Second, "restart test: pause after each restart (the default spreads 6 restarts over the jobs' two minutes)")
+		fs.DurationVar(&c.restartDrain, "restart-drain", 5*time.Second, "restart test: the gateways' --drain-timeout")
+		fs.IntVar(&c.restartJobs, "restart-jobs", 20, "restart test: zkgate lock jobs, over 4/5 as many locks")
+		fs.DurationVar(&c.restartJobHold, "restart-job-hold", time.Minute, "restart test: how long each job's command runs under its lock")
+		fs.IntVar(&c.restartHolders, "restart-holders", 4, "restart test: Go clients of each kind (locks, semaphore slots, leaders, queue consumers)")
+	},
+	quick: map[string]func(c *config){
+		"restart-jobs":     func(c *config) { c.restartJobs = 6 },
+		"restart-job-hold": func(c *config) { c.restartJobHold = 15 * time.Second },
+		"restart-gap":      func(c *config) { c.restartGap = time.Second },
+	},
+	check: func(c *config) error {
+		if c.restartJobHold < time.Second || c.restartGap < 0 || c.restartDrain < 0 {
+			return errors.New("-restart-job-hold must be at least 1s, -restart-gap and -restart-drain not negative")
+		}
+		return positive(c.restartGateways, c.restartRounds, c.restartJobs, c.restartHolders)
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("8. restarts: %d gateways restarted in turn %d times under %d zkgate lock jobs of %s and %d Go clients of each kind",
+			c.restartGateways, c.restartRounds, c.restartJobs, c.restartJobHold, c.restartHolders)
+	},
+	what: "restarts",
+	run: func(ctx context.Context, e *env, rep *report) (err error) {
+		rep.restart, err = e.restartPhase(ctx)
+		return err
+	},
+}
 
 // restartRoot is the root of the restart phase's gateways: theirs alone.
 const restartRoot = "/zkgate-bench-restart"

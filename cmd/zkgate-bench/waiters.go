@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,6 +23,37 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/zkserver"
 )
+
+var waitersMemoryPhase = phase{
+	name: "waiters",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.waiters, "waiters", 10000, "concurrent acquires waiting on one lock in the memory test, per protocol (see -waiter-protocols)")
+		fs.StringVar(&c.waiterProtoList, "waiter-protocols", strings.Join(waiterProtos, ","), "protocols of the memory test, each on a fresh gateway process: h1 (HTTP/1.1, a connection per waiter), h2c (HTTP/2 with prior knowledge on the plain port), tls (HTTP/2 over TLS, a self-signed certificate)")
+		fs.DurationVar(&c.waiterWait, "waiter-wait", 5*time.Minute, "?wait= of each waiting acquire; it must cover the time the gateway takes to park them all and then grant them in turn (see the report)")
+		fs.IntVar(&c.ramp, "ramp", 128, "waiting acquires being connected and sent at once while they arrive")
+	},
+	quick: map[string]func(c *config){"waiters": func(c *config) { c.waiters = 1000 }},
+	check: func(c *config) (err error) {
+		if c.waiterProtocols, err = listFlag("waiter-protocols", "protocol", c.waiterProtoList, waiterProtos, true); err != nil {
+			return err
+		}
+		if len(c.waiterProtocols) == 0 {
+			return errors.New("-waiter-protocols: none given")
+		}
+		return firstError(positive(c.waiters, c.ramp), waits(c.waiterWait))
+	},
+	run: func(ctx context.Context, e *env, rep *report) error {
+		for _, proto := range e.cfg.waiterProtocols {
+			progress("3. %d waiting acquires over %s, on a fresh gateway", e.cfg.waiters, protoName(proto))
+			wr, err := e.waitersOn(ctx, proto)
+			rep.waiters = append(rep.waiters, wr)
+			if err != nil {
+				return fmt.Errorf("waiters over %s: %w", protoName(proto), err)
+			}
+		}
+		return nil
+	},
+}
 
 const memLock = "bench-mem"
 
