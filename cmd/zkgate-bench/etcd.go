@@ -301,15 +301,11 @@ func (r *report) printEtcd(rw *reportWriter) {
 	p("")
 	p("| client | p50 | p90 | p99 | mean | max |")
 	p("|---|---:|---:|---:|---:|---:|")
-	row := func(name string, s summary) {
-		p("| %s | %s | %s | %s | %s | %s |", name, msf(s.p50), msf(s.p90), msf(s.p99), msf(s.mean), msf(s.worst))
-	}
-	row("gateway acquire+release", x.gw)
-	row("etcd lock+unlock", x.etcd)
-	p("| **ratio gateway/etcd** | **%.2fx** | %.2fx | %.2fx | **%.2fx** | |", x.ratioP50(),
-		float64(x.gw.p90)/float64(x.etcd.p90), float64(x.gw.p99)/float64(x.etcd.p99), x.ratioMean())
-	row("etcd lock only", x.etcdLock)
-	row("etcd unlock only", x.etcdUnlock)
+	rw.distRow("gateway acquire+release", x.gw)
+	rw.distRow("etcd lock+unlock", x.etcd)
+	rw.ratioDistRow("ratio gateway/etcd", x.gw, x.etcd)
+	rw.distRow("etcd lock only", x.etcdLock)
+	rw.distRow("etcd unlock only", x.etcdUnlock)
 	p("")
 	p("Stretch target: gateway at most %.2fx etcd. p50: %.2fx %s; mean: %.2fx %s.", targetEtcdRatio,
 		x.ratioP50(), verdict(x.ratioP50() <= targetEtcdRatio), x.ratioMean(), verdict(x.ratioMean() <= targetEtcdRatio))
