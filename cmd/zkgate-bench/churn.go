@@ -142,68 +142,17 @@ func (e *env) churn(ctx context.Context) (res churnResult, err error) {
 		c.close()
 		return res, err
 	}
-
 	start := time.Now()
-	var names atomic.Int64
-	var failures atomic.Int64
-	var mu sync.Mutex
-	cycles := map[string]int64{}
-	var firstErr error
-	fail := func(err error) {
-		failures.Add(1)
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-	}
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if s, err := e.churnSample(ctx, time.Since(start)); err == nil {
-				res.samples = append(res.samples, s)
-			}
-		}
+		e.sampleChurn(ctx, start, stop, &res)
 	}()
-	deadline := start.Add(e.cfg.churnDur)
-	var wg sync.WaitGroup
-	for w := range n {
-		a, b := leases[2*w], leases[2*w+1]
-		wg.Go(func() {
-			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
-				kind := churnKinds[i%len(churnKinds)]
-				name := fmt.Sprintf("bench-churn-%d-%d", w, i)
-				names.Add(1)
-				if err := e.useOnce(ctx, c, kind, name, a, b); err != nil {
-					fail(err)
-					continue
-				}
-				mu.Lock()
-				cycles[kind]++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	res.took = time.Since(start)
+	e.churnWorkers(ctx, c, leases, start, &res)
 	close(stop)
 	<-sampled
 	res.end = len(res.samples)
-	res.names, res.failures, res.cycles = names.Load(), failures.Load(), cycles
-	if firstErr != nil {
-		res.firstErr = firstErr.Error()
-	}
 	// The bench's own connections are closed first: each open one is a
 	// goroutine of the gateway's.
 	if err := c.revokeLeases(ctx, leases, 8); err != nil {
@@ -212,6 +161,73 @@ func (e *env) churn(ctx context.Context) (res churnResult, err error) {
 	}
 	c.close()
 	progress("9. %s names used by %d workers in %s; waiting up to %s for the gateway to settle", thousands(res.names), n, res.took.Round(time.Second), e.cfg.churnSettle)
+	e.settleChurn(ctx, start, &res)
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	res.held, err = e.held(ctx)
+	return res, err
+}
+
+// sampleChurn samples the gateway every second into res until stop.
+func (e *env) sampleChurn(ctx context.Context, start time.Time, stop <-chan struct{}, res *churnResult) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s, err := e.churnSample(ctx, time.Since(start)); err == nil {
+			res.samples = append(res.samples, s)
+		}
+	}
+}
+
+// churnWorkers runs the workers, two leases each, for cfg.churnDur from
+// start, and counts their names, cycles and failures into res.
+func (e *env) churnWorkers(ctx context.Context, c *client, leases []string, start time.Time, res *churnResult) {
+	var names, failures atomic.Int64
+	var mu sync.Mutex
+	var firstErr error
+	deadline := start.Add(e.cfg.churnDur)
+	var wg sync.WaitGroup
+	for w := range e.cfg.churnWorkers {
+		a, b := leases[2*w], leases[2*w+1]
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+				kind := churnKinds[i%len(churnKinds)]
+				names.Add(1)
+				err := e.useOnce(ctx, c, kind, fmt.Sprintf("bench-churn-%d-%d", w, i), a, b)
+				if err != nil {
+					failures.Add(1)
+				}
+				mu.Lock()
+				switch {
+				case err == nil:
+					res.cycles[kind]++
+				case firstErr == nil:
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	res.took = time.Since(start)
+	res.names, res.failures = names.Load(), failures.Load()
+	if firstErr != nil {
+		res.firstErr = firstErr.Error()
+	}
+}
+
+// settleChurn samples the gateway every second after the workers, until it
+// is back within the targets of the start (watches and goroutines, then
+// VmRSS) or cfg.churnSettle has passed.
+func (e *env) settleChurn(ctx context.Context, start time.Time, res *churnResult) {
 	stopped := time.Now()
 	for time.Since(stopped) < e.cfg.churnSettle && ctx.Err() == nil {
 		select {
@@ -231,14 +247,9 @@ func (e *env) churn(ctx context.Context) (res churnResult, err error) {
 			res.rssBack = time.Since(stopped)
 		}
 		if res.settled > 0 && res.rssBack > 0 {
-			break
+			return
 		}
 	}
-	if ctx.Err() != nil {
-		return res, ctx.Err()
-	}
-	res.held, err = e.held(ctx)
-	return res, err
 }
 
 // churnSample reads the gateway's state.

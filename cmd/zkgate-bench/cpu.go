@@ -124,6 +124,7 @@ func statCPU(s string) (time.Duration, error) {
 // workloads use: a lease per worker, which holds its bench-r-N lock for
 // the reads.
 type cpuGateway struct {
+	tag    string // this or base
 	gw     *gateway
 	c      *client
 	leases []string
@@ -135,108 +136,120 @@ type cpuGateway struct {
 // root of its own), in ABBA halves after a warm-up each, and reads both
 // gateways' and ZooKeeper's CPU time from /proc around every half.
 func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
-	zkPID := e.zkPID
-	n := e.cfg.cpuWorkers
-	res = cpuResult{workers: n, baseline: e.cfg.baselineBin, base: map[string]*cpuSide{}, this: map[string]*cpuSide{}}
-	start := func(bin, tag string) (*cpuGateway, error) {
-		extra := []string{"--root", gatewayRoot + "-cpu-" + tag}
-		g := &cpuGateway{}
-		if e.cfg.cpuProfile != "" {
-			p, err := freePort()
-			if err != nil {
-				return nil, err
-			}
-			g.debug = fmt.Sprintf("127.0.0.1:%d", p)
-			extra = append(extra, "--debug-listen", g.debug)
-		}
-		gw, err := startGateway(ctx, bin, e.zkAddr, e.cfg.logLevel, filepath.Join(e.tmp, "zkgate-cpu-"+tag+".log"), nil, extra...)
-		if err != nil {
-			return nil, err
-		}
-		g.gw = gw
-		g.c = newClient(gw.url, 2*n, time.Minute)
-		if g.leases, err = g.c.createLeases(ctx, n, 8, 10*time.Minute, "bench-cpu"); err != nil {
-			return g, err
-		}
-		err = parallel(ctx, n, n, func(i int) error {
-			st, b, err := g.c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/bench-r-%d/acquire", i), leaseBody(g.leases[i]))
-			return expect("acquire", st, b, err, http.StatusOK)
-		})
-		return g, err
-	}
-	stop := func(g *cpuGateway) {
-		if g == nil || g.gw == nil {
-			return
-		}
-		_ = g.c.revokeLeases(context.Background(), g.leases, 8)
-		g.c.close()
-		_ = g.gw.stop()
-	}
-	this, err := start(e.bin, "this")
-	defer stop(this)
+	res = cpuResult{workers: e.cfg.cpuWorkers, baseline: e.cfg.baselineBin, base: map[string]*cpuSide{}, this: map[string]*cpuSide{}}
+	this, err := e.startCPUGateway(ctx, e.bin, "this")
+	defer this.stop()
 	if err != nil {
 		return res, err
 	}
 	var base *cpuGateway
 	if e.cfg.baselineBin != "" {
-		base, err = start(e.cfg.baselineBin, "base")
-		defer stop(base)
+		base, err = e.startCPUGateway(ctx, e.cfg.baselineBin, "base")
+		defer base.stop()
 		if err != nil {
 			return res, err
 		}
 	}
+	for _, w := range e.cfg.cpuLoads {
+		res.this[w], res.base[w] = &cpuSide{}, &cpuSide{}
+		if err := e.cpuWorkload(ctx, w, this, base, res.this[w], res.base[w]); err != nil {
+			return res, err
+		}
+	}
+	if e.cfg.cpuProfile == "" {
+		return res, nil
+	}
+	if err := os.MkdirAll(e.cfg.cpuProfile, 0o755); err != nil {
+		return res, err
+	}
+	for _, g := range []*cpuGateway{base, this} {
+		if g == nil {
+			continue
+		}
+		path := filepath.Join(e.cfg.cpuProfile, "cpu-"+g.tag+".pprof")
+		if err := e.profileLock(ctx, g, e.zkPID, path); err != nil {
+			return res, err
+		}
+		res.profiles = append(res.profiles, path)
+	}
+	return res, nil
+}
+
+// cpuWorkload runs workload w on this build alone in one half after a
+// warm-up, or with base in cfg.cpuRounds ABBA rounds (base, this, this,
+// base) after a warm-up of each, -cpu-duration split among them.
+func (e *env) cpuWorkload(ctx context.Context, w string, this, base *cpuGateway, intoThis, intoBase *cpuSide) error {
 	half := e.cfg.cpuDur / 2
 	if base != nil {
 		half /= time.Duration(e.cfg.cpuRounds)
 	}
 	warm := min(time.Second, half/2)
-	for _, w := range e.cfg.cpuLoads {
-		res.this[w], res.base[w] = &cpuSide{}, &cpuSide{}
-		order := []*cpuGateway{this}
-		if base != nil {
-			order = nil
-			for range e.cfg.cpuRounds {
-				order = append(order, base, this, this, base)
-			}
-			if _, err := e.cpuHalf(ctx, base, zkPID, w, warm); err != nil {
-				return res, err
-			}
+	order := []*cpuGateway{this}
+	if base != nil {
+		order = nil
+		for range e.cfg.cpuRounds {
+			order = append(order, base, this, this, base)
 		}
-		if _, err := e.cpuHalf(ctx, this, zkPID, w, warm); err != nil {
-			return res, err
-		}
-		for _, g := range order {
-			s, err := e.cpuHalf(ctx, g, zkPID, w, half)
-			if err != nil {
-				return res, err
-			}
-			into := res.this[w]
-			if g == base {
-				into = res.base[w]
-			}
-			_ = addRun(into, s, nil)
+		if _, err := e.cpuHalf(ctx, base, e.zkPID, w, warm); err != nil {
+			return err
 		}
 	}
+	if _, err := e.cpuHalf(ctx, this, e.zkPID, w, warm); err != nil {
+		return err
+	}
+	for _, g := range order {
+		s, err := e.cpuHalf(ctx, g, e.zkPID, w, half)
+		if err != nil {
+			return err
+		}
+		into := intoThis
+		if g == base {
+			into = intoBase
+		}
+		_ = addRun(into, s, nil)
+	}
+	return nil
+}
+
+// startCPUGateway starts a gateway of bin on a root of its own (tag: this
+// or base), with a lease per worker, each holding its bench-r-N lock for
+// the reads.
+func (e *env) startCPUGateway(ctx context.Context, bin, tag string) (*cpuGateway, error) {
+	n := e.cfg.cpuWorkers
+	extra := []string{"--root", gatewayRoot + "-cpu-" + tag}
+	g := &cpuGateway{tag: tag}
 	if e.cfg.cpuProfile != "" {
-		if err := os.MkdirAll(e.cfg.cpuProfile, 0o755); err != nil {
-			return res, err
+		p, err := freePort()
+		if err != nil {
+			return nil, err
 		}
-		for _, g := range []*cpuGateway{base, this} {
-			if g == nil {
-				continue
-			}
-			tag := "this"
-			if g == base {
-				tag = "base"
-			}
-			path := filepath.Join(e.cfg.cpuProfile, "cpu-"+tag+".pprof")
-			if err := e.profileLock(ctx, g, zkPID, path); err != nil {
-				return res, err
-			}
-			res.profiles = append(res.profiles, path)
-		}
+		g.debug = fmt.Sprintf("127.0.0.1:%d", p)
+		extra = append(extra, "--debug-listen", g.debug)
 	}
-	return res, nil
+	gw, err := startGateway(ctx, bin, e.zkAddr, e.cfg.logLevel, filepath.Join(e.tmp, "zkgate-cpu-"+tag+".log"), nil, extra...)
+	if err != nil {
+		return nil, err
+	}
+	g.gw = gw
+	g.c = newClient(gw.url, 2*n, time.Minute)
+	if g.leases, err = g.c.createLeases(ctx, n, 8, 10*time.Minute, "bench-cpu"); err != nil {
+		return g, err
+	}
+	err = parallel(ctx, n, n, func(i int) error {
+		st, b, err := g.c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/bench-r-%d/acquire", i), leaseBody(g.leases[i]))
+		return expect("acquire", st, b, err, http.StatusOK)
+	})
+	return g, err
+}
+
+// stop revokes the gateway's leases and stops it (nil: nothing).
+func (g *cpuGateway) stop() {
+	if g == nil || g.gw == nil {
+		return
+	}
+	_ = g.c.revokeLeases(context.Background(), g.leases, 8)
+	g.c.close()
+	_ = g.gw.stop()
 }
 
 // profileLock takes a CPU profile of a gateway under the lock workload.
