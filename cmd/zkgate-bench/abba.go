@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -88,6 +89,34 @@ func inHalves[S any](dur time.Duration, gwRun, directRun func(time.Duration, *S)
 	})
 }
 
+// window counts the cycles of one measured window: all of them, and those
+// whose grant came before its deadline, with their times when kept.
+type window struct {
+	deadline  time.Time
+	total, in atomic.Int64
+	lats      []dist // per worker; nil: not kept
+}
+
+// newWindow is a window of d from now for n workers.
+func newWindow(d time.Duration, n int, keepTimes bool) *window {
+	w := &window{deadline: time.Now().Add(d)}
+	if keepTimes {
+		w.lats = make([]dist, n)
+	}
+	return w
+}
+
+// done counts worker i's cycle, sent at t0 and granted at at.
+func (w *window) done(i int, t0, at time.Time) {
+	w.total.Add(1)
+	if at.Before(w.deadline) {
+		w.in.Add(1)
+		if w.lats != nil {
+			w.lats[i] = append(w.lats[i], time.Since(t0))
+		}
+	}
+}
+
 // workers is goroutines each running a step in a loop until a deadline.
 type workers struct {
 	wg   sync.WaitGroup
@@ -134,16 +163,4 @@ func (w *workers) waitOrCancel(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return w.wait(ctx)
-}
-
-// distRow is a table row of a sample: p50, p90, p99, mean, max.
-func (w *reportWriter) distRow(name string, s summary) {
-	w.p("| %s | %s | %s | %s | %s | %s |", name, msf(s.p50), msf(s.p90), msf(s.p99), msf(s.mean), msf(s.worst))
-}
-
-// ratioDistRow is the ratio row of two samples: a over b at p50, p90, p99
-// and mean, the p50 and mean in bold.
-func (w *reportWriter) ratioDistRow(name string, a, b summary) {
-	w.p("| **%s** | **%.2fx** | %.2fx | %.2fx | **%.2fx** | |", name, float64(a.p50)/float64(b.p50),
-		float64(a.p90)/float64(b.p90), float64(a.p99)/float64(b.p99), float64(a.mean)/float64(b.mean))
 }

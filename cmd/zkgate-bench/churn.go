@@ -3,13 +3,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -278,28 +276,16 @@ func (e *env) churnSample(ctx context.Context, at time.Duration) (churnSample, e
 func (e *env) useOnce(ctx context.Context, c *client, kind, name, a, b string) error {
 	wait := "?wait=" + e.cfg.churnWait.String()
 	step := func(what, method, path string, body []byte, want ...int) ([]byte, http.Header, error) {
-		req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
-		if err != nil {
-			return nil, nil, err
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := c.hc.Do(req)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s %s: %w", kind, what, err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		st, b, h, err := c.exchange(ctx, method, path, "application/json", body)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s %s: %w", kind, what, err)
 		}
 		for _, w := range want {
-			if resp.StatusCode == w {
-				return b, resp.Header, nil
+			if st == w {
+				return b, h, nil
 			}
 		}
-		return nil, nil, fmt.Errorf("%s %s: status %d, want %v: %s", kind, what, resp.StatusCode, want, truncate(b, 200))
+		return nil, nil, fmt.Errorf("%s %s: status %d, want %v: %s", kind, what, st, want, truncate(b, 200))
 	}
 	read := func(path string) error {
 		_, h, err := step("read", http.MethodGet, path, nil, http.StatusOK)

@@ -123,13 +123,13 @@ func (e *env) contention(ctx context.Context) (contentionResult, error) {
 func (e *env) gatewayContention(ctx context.Context, c *client, leases []string, d time.Duration, s *side) error {
 	acquire := fmt.Sprintf("/v1/locks/bench-c/acquire?wait=%s", e.cfg.contentionWait)
 	const release = "/v1/locks/bench-c/release"
-	var grants, total, timeouts atomic.Int64
+	var timeouts atomic.Int64
 	bodies := make([][]byte, len(leases))
 	for i, id := range leases {
 		bodies[i] = leaseBody(id)
 	}
-	deadline := time.Now().Add(d)
-	err := loopUntil(ctx, len(leases), deadline, func(i int) error {
+	win := newWindow(d, len(leases), false)
+	err := loopUntil(ctx, len(leases), win.deadline, func(i int) error {
 		body := bodies[i]
 		st, b, err := c.do(ctx, http.MethodPost, acquire, body)
 		if err == nil && st == http.StatusConflict {
@@ -150,13 +150,10 @@ func (e *env) gatewayContention(ctx context.Context, c *client, leases []string,
 		if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
 			return err
 		}
-		total.Add(1)
-		if at.Before(deadline) {
-			grants.Add(1)
-		}
+		win.done(i, at, at) // no times kept: t0 is not read
 		return nil
 	}).wait(ctx)
-	s.add(grants.Load(), total.Load(), timeouts.Load(), d)
+	s.add(win.in.Load(), win.total.Load(), timeouts.Load(), d)
 	return err
 }
 
@@ -170,9 +167,8 @@ func (s *side) add(grants, total, timeouts int64, d time.Duration) {
 }
 
 func directContention(ctx context.Context, locks []*zk.Lock, d time.Duration, s *side) error {
-	var grants, total atomic.Int64
-	deadline := time.Now().Add(d)
-	err := loopUntil(ctx, len(locks), deadline, func(i int) error {
+	win := newWindow(d, len(locks), false)
+	err := loopUntil(ctx, len(locks), win.deadline, func(i int) error {
 		if err := locks[i].Lock(); err != nil {
 			return fmt.Errorf("zk.Lock: %w", err)
 		}
@@ -182,15 +178,12 @@ func directContention(ctx context.Context, locks []*zk.Lock, d time.Duration, s 
 		if err := locks[i].Unlock(); err != nil {
 			return fmt.Errorf("zk.Unlock: %w", err)
 		}
-		total.Add(1)
-		if at.Before(deadline) {
-			grants.Add(1)
-		}
+		win.done(i, at, at) // no times kept: t0 is not read
 		return nil
 	}).waitOrCancel(ctx)
 	if ctx.Err() != nil {
 		return err
 	}
-	s.add(grants.Load(), total.Load(), 0, d)
+	s.add(win.in.Load(), win.total.Load(), 0, d)
 	return err
 }

@@ -99,6 +99,19 @@ func cpuTime(pid int) (time.Duration, error) {
 	return d, nil
 }
 
+// cpuTimes is cpuTime of each of pids.
+func cpuTimes(pids ...int) ([]time.Duration, error) {
+	ts := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		t, err := cpuTime(pid)
+		if err != nil {
+			return nil, err
+		}
+		ts[i] = t
+	}
+	return ts, nil
+}
+
 // statCPU reads utime+stime from a /proc/<pid>/stat line. The command may
 // hold spaces and parentheses, so fields count from the last ')'. utime and
 // stime are fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
@@ -355,11 +368,7 @@ func addRun(s *cpuSide, r cpuSide, err error) error {
 // done and the CPU that the server process and ZooKeeper spent meanwhile.
 func runOps(ctx context.Context, ops []func(context.Context) error, d time.Duration, serverPID, zkPID int) (cpuSide, error) {
 	var s cpuSide
-	gw0, err := cpuTime(serverPID)
-	if err != nil {
-		return s, err
-	}
-	zk0, err := cpuTime(zkPID)
+	t0, err := cpuTimes(serverPID, zkPID)
 	if err != nil {
 		return s, err
 	}
@@ -373,15 +382,11 @@ func runOps(ctx context.Context, ops []func(context.Context) error, d time.Durat
 		return nil
 	}).wait(ctx)
 	s.elapsed = time.Since(start)
-	gw1, err := cpuTime(serverPID)
+	t1, err := cpuTimes(serverPID, zkPID)
 	if err != nil {
 		return s, err
 	}
-	zk1, err := cpuTime(zkPID)
-	if err != nil {
-		return s, err
-	}
-	s.ops, s.gwCPU, s.zkCPU = count.Load(), gw1-gw0, zk1-zk0
+	s.ops, s.gwCPU, s.zkCPU = count.Load(), t1[0]-t0[0], t1[1]-t0[1]
 	return s, werr
 }
 

@@ -86,15 +86,14 @@ func (e *env) distinct(ctx context.Context) (distinctResult, error) {
 }
 
 func (e *env) gatewayDistinct(ctx context.Context, c *client, leases []string, lastTok []int64, d time.Duration, s *distinctSide) error {
-	var cycles, total, bad atomic.Int64
-	lats := make([]dist, len(leases))
+	var bad atomic.Int64
 	bodies, acquire, release := make([][]byte, len(leases)), make([]string, len(leases)), make([]string, len(leases))
 	for i, id := range leases {
 		bodies[i] = leaseBody(id)
 		acquire[i], release[i] = fmt.Sprintf("/v1/locks/bench-d-%d/acquire", i), fmt.Sprintf("/v1/locks/bench-d-%d/release", i)
 	}
-	deadline := time.Now().Add(d)
-	err := loopUntil(ctx, len(leases), deadline, func(i int) error {
+	win := newWindow(d, len(leases), true)
+	err := loopUntil(ctx, len(leases), win.deadline, func(i int) error {
 		body := bodies[i]
 		t0 := time.Now()
 		st, b, err := c.do(ctx, http.MethodPost, acquire[i], body)
@@ -116,34 +115,28 @@ func (e *env) gatewayDistinct(ctx context.Context, c *client, leases []string, l
 		if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
 			return err
 		}
-		total.Add(1)
-		if at.Before(deadline) {
-			cycles.Add(1)
-			lats[i] = append(lats[i], time.Since(t0))
-		}
+		win.done(i, t0, at)
 		return nil
 	}).wait(ctx)
 	s.bad += bad.Load()
-	s.add(cycles.Load(), total.Load(), d, lats)
+	s.add(win, d)
 	return err
 }
 
-// add adds one measured window's counts and cycle times.
-func (s *distinctSide) add(cycles, total int64, d time.Duration, lats []dist) {
-	s.cycles += cycles
-	s.total += total
+// add adds one measured window of d: its counts and cycle times.
+func (s *distinctSide) add(win *window, d time.Duration) {
+	s.cycles += win.in.Load()
+	s.total += win.total.Load()
 	s.elapsed += d
 	s.segments++
-	for _, l := range lats {
+	for _, l := range win.lats {
 		s.lat = append(s.lat, l...)
 	}
 }
 
 func directDistinct(ctx context.Context, locks []*zk.Lock, d time.Duration, s *distinctSide) error {
-	var cycles, total atomic.Int64
-	lats := make([]dist, len(locks))
-	deadline := time.Now().Add(d)
-	err := loopUntil(ctx, len(locks), deadline, func(i int) error {
+	win := newWindow(d, len(locks), true)
+	err := loopUntil(ctx, len(locks), win.deadline, func(i int) error {
 		t0 := time.Now()
 		if err := locks[i].Lock(); err != nil {
 			return fmt.Errorf("zk.Lock: %w", err)
@@ -152,17 +145,13 @@ func directDistinct(ctx context.Context, locks []*zk.Lock, d time.Duration, s *d
 		if err := locks[i].Unlock(); err != nil {
 			return fmt.Errorf("zk.Unlock: %w", err)
 		}
-		total.Add(1)
-		if at.Before(deadline) {
-			cycles.Add(1)
-			lats[i] = append(lats[i], time.Since(t0))
-		}
+		win.done(i, t0, at)
 		return nil
 	}).waitOrCancel(ctx)
 	if ctx.Err() != nil {
 		return err
 	}
-	s.add(cycles.Load(), total.Load(), d, lats)
+	s.add(win, d)
 	return err
 }
 

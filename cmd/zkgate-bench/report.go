@@ -123,6 +123,18 @@ func (w *reportWriter) p(format string, args ...any) { fmt.Fprintf(w.w, format+"
 // add adds rows to the summary.
 func (w *reportWriter) add(rows ...[4]string) { w.sum = append(w.sum, rows...) }
 
+// distRow is a table row of a sample: p50, p90, p99, mean, max.
+func (w *reportWriter) distRow(name string, s summary) {
+	w.p("| %s | %s | %s | %s | %s | %s |", name, msf(s.p50), msf(s.p90), msf(s.p99), msf(s.mean), msf(s.worst))
+}
+
+// ratioDistRow is the ratio row of two samples: a over b at p50, p90, p99
+// and mean, the p50 and mean in bold.
+func (w *reportWriter) ratioDistRow(name string, a, b summary) {
+	w.p("| **%s** | **%.2fx** | %.2fx | %.2fx | **%.2fx** | |", name, float64(a.p50)/float64(b.p50),
+		float64(a.p90)/float64(b.p90), float64(a.p99)/float64(b.p99), float64(a.mean)/float64(b.mean))
+}
+
 // print writes the report: the run's setting, every section in the order of
 // the issue's targets (which is not the run's), then the summary.
 func (r *report) print(out io.Writer) {
