@@ -37,7 +37,7 @@ var churnPhase = phase{
 		return fmt.Sprintf("9. churn: %d workers on fresh names for %s, then %d locks held", c.churnWorkers, c.churnDur, c.heldLocks)
 	},
 	what: "churn",
-	run:  func(ctx context.Context, e *env, rep *report) (err error) { rep.churn, err = e.churn(ctx); return err },
+	run:  storeIn(func(r *report) *churnResult { return &r.churn }, (*env).churn),
 }
 
 // The targets of the churn phase: what names used once leave behind, and

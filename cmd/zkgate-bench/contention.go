@@ -28,10 +28,7 @@ var contentionPhase = phase{
 		return fmt.Sprintf("2. %d contenders, %s each for gateway and direct", c.contenders, c.contentionDur)
 	},
 	what: "contention",
-	run: func(ctx context.Context, e *env, rep *report) (err error) {
-		rep.contention, err = e.contention(ctx)
-		return err
-	},
+	run:  storeIn(func(r *report) *contentionResult { return &r.contention }, (*env).contention),
 }
 
 // exclusion checks mutual exclusion from the clients' side: a counter of

@@ -38,7 +38,7 @@ var cpuUsePhase = phase{
 		return fmt.Sprintf("10. CPU per operation: %d workers, %s of each workload for each binary", c.cpuWorkers, c.cpuDur)
 	},
 	what: "CPU per operation",
-	run:  func(ctx context.Context, e *env, rep *report) (err error) { rep.cpu, err = e.cpuPhase(ctx); return err },
+	run:  storeIn(func(r *report) *cpuResult { return &r.cpu }, (*env).cpuPhase),
 }
 
 // The gateway's CPU per operation, the target of issue 24: at most this per

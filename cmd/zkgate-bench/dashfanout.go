@@ -30,10 +30,7 @@ var dashboardFanoutPhase = phase{
 		return fmt.Sprintf("7. dashboard fan-out: %d WebSocket clients, %d changes", c.dashClients, c.dashChanges)
 	},
 	what: "dashboard fan-out",
-	run: func(ctx context.Context, e *env, rep *report) (err error) {
-		rep.dash, err = e.dashboardPhase(ctx)
-		return err
-	},
+	run:  storeIn(func(r *report) *dashResult { return &r.dash }, (*env).dashboardPhase),
 }
 
 const (

@@ -27,10 +27,7 @@ var distinctPhase = phase{
 		return fmt.Sprintf("2b. %d workers on distinct locks, %s each for gateway and direct", c.distinctWorkers, c.distinctDur)
 	},
 	what: "distinct locks",
-	run: func(ctx context.Context, e *env, rep *report) (err error) {
-		rep.distinct, err = e.distinct(ctx)
-		return err
-	},
+	run:  storeIn(func(r *report) *distinctResult { return &r.distinct }, (*env).distinct),
 }
 
 // distinctSide is one client's run on distinct locks.

@@ -29,10 +29,7 @@ var etcdComparePhase = phase{
 	check:    func(c *config) error { return positive(c.etcdIterations) },
 	announce: func(c config) string { return fmt.Sprintf("1b. etcd comparison: %d iterations each", c.etcdIterations) },
 	what:     "etcd comparison",
-	run: func(ctx context.Context, e *env, rep *report) (err error) {
-		rep.etcd, err = e.etcdPhase(ctx)
-		return err
-	},
+	run:      storeIn(func(r *report) *etcdResult { return &r.etcd }, (*env).etcdPhase),
 }
 
 // etcdResult is the uncontended comparison with etcd's lock API.

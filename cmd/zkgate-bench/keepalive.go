@@ -23,10 +23,7 @@ var keepalivePhase = phase{
 	},
 	announce: func(c config) string { return fmt.Sprintf("4. keepalives: %d workers, %s", c.kaWorkers, c.kaDur) },
 	what:     "keepalives",
-	run: func(ctx context.Context, e *env, rep *report) (err error) {
-		rep.keepalive, err = e.keepalives(ctx)
-		return err
-	},
+	run:      storeIn(func(r *report) *keepaliveResult { return &r.keepalive }, (*env).keepalives),
 }
 
 type keepaliveResult struct {

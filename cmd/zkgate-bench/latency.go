@@ -33,10 +33,7 @@ var latencyPhase = phase{
 		return fmt.Sprintf("1. uncontended latency: %d warm-up + %d iterations each", c.warmup, c.iterations)
 	},
 	what: "uncontended latency",
-	run: func(ctx context.Context, e *env, rep *report) (err error) {
-		rep.latency, err = e.latency(ctx)
-		return err
-	},
+	run:  storeIn(func(r *report) *latencyResult { return &r.latency }, (*env).latency),
 }
 
 // dist is a sample of durations.

@@ -43,10 +43,7 @@ var queueThroughputPhase = phase{
 			c.qItems, c.qProducers, c.qConsumers, c.qDur)
 	},
 	what: "queue throughput",
-	run: func(ctx context.Context, e *env, rep *report) (err error) {
-		rep.queue, err = e.queueThroughput(ctx)
-		return err
-	},
+	run:  storeIn(func(r *report) *queueResult { return &r.queue }, (*env).queueThroughput),
 }
 
 // queueRun is one sequential run: n items produced by one producer, then

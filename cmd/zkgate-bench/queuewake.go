@@ -26,10 +26,7 @@ var queueWakeupPhase = phase{
 		return fmt.Sprintf("6. queue take wake-up: %d each for gateway and direct", c.qWakeups)
 	},
 	what: "queue wake-up",
-	run: func(ctx context.Context, e *env, rep *report) (err error) {
-		rep.wake, err = e.queueWakeup(ctx)
-		return err
-	},
+	run:  storeIn(func(r *report) *wakeResult { return &r.wake }, (*env).queueWakeup),
 }
 
 type wakeResult struct {

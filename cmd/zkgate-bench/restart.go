@@ -44,10 +44,7 @@ var restartsPhase = phase{
 			c.restartGateways, c.restartRounds, c.restartJobs, c.restartJobHold, c.restartHolders)
 	},
 	what: "restarts",
-	run: func(ctx context.Context, e *env, rep *report) (err error) {
-		rep.restart, err = e.restartPhase(ctx)
-		return err
-	},
+	run:  storeIn(func(r *report) *restartResult { return &r.restart }, (*env).restartPhase),
 }
 
 // restartRoot is the root of the restart phase's gateways: theirs alone.

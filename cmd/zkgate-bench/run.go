@@ -54,6 +54,16 @@ type phase struct {
 	run  func(ctx context.Context, e *env, rep *report) error
 }
 
+// storeIn is a phase's run: measure, its result kept in the report's field
+// at, also when it fails (the report shows what was measured).
+func storeIn[R any](at func(*report) *R, measure func(*env, context.Context) (R, error)) func(context.Context, *env, *report) error {
+	return func(ctx context.Context, e *env, rep *report) error {
+		r, err := measure(e, ctx)
+		*at(rep) = r
+		return err
+	}
+}
+
 // phases are every phase, in run order.
 var phases = []phase{latencyPhase, contentionPhase, distinctPhase, etcdComparePhase, keepalivePhase, queueThroughputPhase,
 	queueWakeupPhase, dashboardFanoutPhase, restartsPhase, churnPhase, cpuUsePhase, waitersMemoryPhase}
