@@ -383,34 +383,56 @@ func (e *env) held(ctx context.Context) (res heldResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	timed := func(path string) (summary, int, []byte, error) {
-		var d dist
-		var size int
-		var last []byte
-		for range heldSamples {
-			t0 := time.Now()
-			st, b, err := c.do(ctx, http.MethodGet, path, nil)
-			if err := expect("GET "+path, st, b, err, http.StatusOK); err != nil {
-				return summary{}, 0, nil, err
-			}
-			d = append(d, time.Since(t0))
-			size, last = len(b), b
-		}
-		return summarize(d), size, last, nil
-	}
 	var last []byte
-	if res.list, res.listBytes, last, err = timed("/v1/locks?limit=100"); err != nil {
+	if res.list, res.listBytes, last, err = timedGets(ctx, c, "/v1/locks?limit=100"); err != nil {
 		return res, err
 	}
-	var page struct {
-		Locks []json.RawMessage `json:"locks"`
-		Next  string            `json:"next"`
-	}
+	var page locksPage
 	if err := json.Unmarshal(last, &page); err != nil {
 		return res, fmt.Errorf("GET /v1/locks: %w", err)
 	}
 	res.listItems, res.paged = len(page.Locks), page.Next != ""
+	if err := walkLocks(ctx, c, &res); err != nil {
+		return res, err
+	}
+	if res.overview, res.overviewBytes, _, err = timedGets(ctx, c, "/"); err != nil {
+		return res, err
+	}
+	if res.locksPage, res.locksPageBytes, _, err = timedGets(ctx, c, "/ui/locks"); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// locksPage is a page of GET /v1/locks.
+type locksPage struct {
+	Locks []json.RawMessage `json:"locks"`
+	Next  string            `json:"next"`
+}
+
+// timedGets times GET path heldSamples times, one at a time, and returns
+// the answers' size and the last one.
+func timedGets(ctx context.Context, c *client, path string) (summary, int, []byte, error) {
+	var d dist
+	var size int
+	var last []byte
+	for range heldSamples {
+		t0 := time.Now()
+		st, b, err := c.do(ctx, http.MethodGet, path, nil)
+		if err := expect("GET "+path, st, b, err, http.StatusOK); err != nil {
+			return summary{}, 0, nil, err
+		}
+		d = append(d, time.Since(t0))
+		size, last = len(b), b
+	}
+	return summarize(d), size, last, nil
+}
+
+// walkLocks walks every page of GET /v1/locks?limit=100, following next,
+// and counts the pages and the locks on them into res.
+func walkLocks(ctx context.Context, c *client, res *heldResult) error {
 	t0 := time.Now()
+	var page locksPage
 	for after := ""; ; {
 		path := "/v1/locks?limit=100"
 		if after != "" {
@@ -418,27 +440,21 @@ func (e *env) held(ctx context.Context) (res heldResult, err error) {
 		}
 		st, b, err := c.do(ctx, http.MethodGet, path, nil)
 		if err := expect("GET "+path, st, b, err, http.StatusOK); err != nil {
-			return res, err
+			return err
 		}
 		page.Next = ""
 		if err := json.Unmarshal(b, &page); err != nil {
-			return res, fmt.Errorf("GET %s: %w", path, err)
+			return fmt.Errorf("GET %s: %w", path, err)
 		}
 		res.pages++
 		res.listed += len(page.Locks)
-		if page.Next == "" || res.pages > n {
+		if page.Next == "" || res.pages > res.locks {
 			break
 		}
 		after = page.Next
 	}
 	res.allPages = time.Since(t0)
-	if res.overview, res.overviewBytes, _, err = timed("/"); err != nil {
-		return res, err
-	}
-	if res.locksPage, res.locksPageBytes, _, err = timed("/ui/locks"); err != nil {
-		return res, err
-	}
-	return res, nil
+	return nil
 }
 
 // printChurn writes section 8 and adds its summary rows.
