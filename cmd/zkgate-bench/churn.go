@@ -143,11 +143,12 @@ func (e *env) churn(ctx context.Context) (res churnResult, err error) {
 	start := time.Now()
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
+	k := &churnRun{e: e, res: &res, start: start}
 	go func() {
 		defer close(sampled)
-		e.sampleChurn(ctx, start, stop, &res)
+		k.sampleUntil(ctx, stop)
 	}()
-	e.churnWorkers(ctx, c, leases, start, &res)
+	k.work(ctx, c, leases)
 	close(stop)
 	<-sampled
 	res.end = len(res.samples)
@@ -159,7 +160,7 @@ func (e *env) churn(ctx context.Context) (res churnResult, err error) {
 	}
 	c.close()
 	progress("9. %s names used by %d workers in %s; waiting up to %s for the gateway to settle", thousands(res.names), n, res.took.Round(time.Second), e.cfg.churnSettle)
-	e.settleChurn(ctx, start, &res)
+	k.settle(ctx)
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
@@ -167,8 +168,15 @@ func (e *env) churn(ctx context.Context) (res churnResult, err error) {
 	return res, err
 }
 
-// sampleChurn samples the gateway every second into res until stop.
-func (e *env) sampleChurn(ctx context.Context, start time.Time, stop <-chan struct{}, res *churnResult) {
+// churnRun is the churn phase's workers and samples.
+type churnRun struct {
+	e     *env
+	res   *churnResult
+	start time.Time // the workers'
+}
+
+// sampleUntil samples the gateway every second until stop.
+func (k *churnRun) sampleUntil(ctx context.Context, stop <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -179,15 +187,16 @@ func (e *env) sampleChurn(ctx context.Context, start time.Time, stop <-chan stru
 			return
 		case <-t.C:
 		}
-		if s, err := e.churnSample(ctx, time.Since(start)); err == nil {
-			res.samples = append(res.samples, s)
+		if s, err := k.e.churnSample(ctx, time.Since(k.start)); err == nil {
+			k.res.samples = append(k.res.samples, s)
 		}
 	}
 }
 
-// churnWorkers runs the workers, two leases each, for cfg.churnDur from
-// start, and counts their names, cycles and failures into res.
-func (e *env) churnWorkers(ctx context.Context, c *client, leases []string, start time.Time, res *churnResult) {
+// work runs the workers, two leases each, for cfg.churnDur from the start,
+// and counts their names, cycles and failures.
+func (k *churnRun) work(ctx context.Context, c *client, leases []string) {
+	e, res, start := k.e, k.res, k.start
 	var names, failures atomic.Int64
 	var mu sync.Mutex
 	var firstErr error
@@ -199,7 +208,7 @@ func (e *env) churnWorkers(ctx context.Context, c *client, leases []string, star
 			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
 				kind := churnKinds[i%len(churnKinds)]
 				names.Add(1)
-				err := e.useOnce(ctx, c, kind, fmt.Sprintf("bench-churn-%d-%d", w, i), a, b)
+				err := useOnce(ctx, c, e.cfg.churnWait, kind, fmt.Sprintf("bench-churn-%d-%d", w, i), a, b)
 				if err != nil {
 					failures.Add(1)
 				}
@@ -222,10 +231,11 @@ func (e *env) churnWorkers(ctx context.Context, c *client, leases []string, star
 	}
 }
 
-// settleChurn samples the gateway every second after the workers, until it
-// is back within the targets of the start (watches and goroutines, then
+// settle samples the gateway every second after the workers, until it is
+// back within the targets of the start (watches and goroutines, then
 // VmRSS) or cfg.churnSettle has passed.
-func (e *env) settleChurn(ctx context.Context, start time.Time, res *churnResult) {
+func (k *churnRun) settle(ctx context.Context) {
+	e, res, start := k.e, k.res, k.start
 	stopped := time.Now()
 	for time.Since(stopped) < e.cfg.churnSettle && ctx.Err() == nil {
 		select {
@@ -271,10 +281,10 @@ func (e *env) churnSample(ctx context.Context, at time.Duration) (churnSample, e
 }
 
 // useOnce is one cycle on a fresh name of kind: a holds it, b waits for it
-// in vain (cfg.churnWait), a blocking read waits as long for a change, and
+// in vain (churnWait), a blocking read waits as long for a change, and
 // a lets it go.
-func (e *env) useOnce(ctx context.Context, c *client, kind, name, a, b string) error {
-	wait := "?wait=" + e.cfg.churnWait.String()
+func useOnce(ctx context.Context, c *client, churnWait time.Duration, kind, name, a, b string) error {
+	wait := "?wait=" + churnWait.String()
 	step := func(what, method, path string, body []byte, want ...int) ([]byte, http.Header, error) {
 		st, b, h, err := c.exchange(ctx, method, path, "application/json", body)
 		if err != nil {
@@ -292,7 +302,7 @@ func (e *env) useOnce(ctx context.Context, c *client, kind, name, a, b string) e
 		if err != nil {
 			return err
 		}
-		_, _, err = step("blocking read", http.MethodGet, path+"?index="+h.Get("X-Zkgate-Index")+"&wait="+e.cfg.churnWait.String(), nil, http.StatusOK)
+		_, _, err = step("blocking read", http.MethodGet, path+"?index="+h.Get("X-Zkgate-Index")+"&wait="+churnWait.String(), nil, http.StatusOK)
 		return err
 	}
 	lease := func(id string, extra string) []byte { return []byte(`{"lease":"` + id + `"` + extra + `}`) }

@@ -111,14 +111,18 @@ func (e *env) contention(ctx context.Context) (contentionResult, error) {
 
 	// Warm-up runs are checked for exclusion but not counted.
 	err = inHalves(e.cfg.contentionDur,
-		func(d time.Duration, s *side) error { return e.gatewayContention(ctx, c, leases, d, s) },
+		func(d time.Duration, s *side) error {
+			return gatewayContention(ctx, c, leases, e.cfg.contentionWait, d, s)
+		},
 		func(d time.Duration, s *side) error { return directContention(ctx, locks, d, s) },
 		&side{excl: res.gw.excl}, &side{excl: res.direct.excl}, &res.gw, &res.direct)
 	return res, err
 }
 
-func (e *env) gatewayContention(ctx context.Context, c *client, leases []string, d time.Duration, s *side) error {
-	acquire := fmt.Sprintf("/v1/locks/bench-c/acquire?wait=%s", e.cfg.contentionWait)
+// gatewayContention runs one window of d of the gateway's contenders, each
+// acquire with ?wait=wait.
+func gatewayContention(ctx context.Context, c *client, leases []string, wait, d time.Duration, s *side) error {
+	acquire := fmt.Sprintf("/v1/locks/bench-c/acquire?wait=%s", wait)
 	const release = "/v1/locks/bench-c/release"
 	var timeouts atomic.Int64
 	bodies := make([][]byte, len(leases))
@@ -163,6 +167,7 @@ func (s *side) add(grants, total, timeouts int64, d time.Duration) {
 	s.segments++
 }
 
+// directContention runs one window of d of the zk.Lock contenders.
 func directContention(ctx context.Context, locks []*zk.Lock, d time.Duration, s *side) error {
 	win := newWindow(d, len(locks), false)
 	err := loopUntil(ctx, len(locks), win.deadline, func(i int) error {

@@ -137,11 +137,13 @@ func statCPU(s string) (time.Duration, error) {
 // workloads use: a lease per worker, which holds its bench-r-N lock for
 // the reads.
 type cpuGateway struct {
-	tag    string // this or base
-	gw     *gateway
-	c      *client
-	leases []string
-	debug  string // its --debug-listen address ("" without -cpu-profile)
+	tag       string // this or base
+	zkPID     int    // ZooKeeper's, whose CPU is read too
+	itemBytes int    // -queue-bytes
+	gw        *gateway
+	c         *client
+	leases    []string
+	debug     string // its --debug-listen address ("" without -cpu-profile)
 }
 
 // cpuPhase runs each workload on this build and on -baseline-bin (when
@@ -165,7 +167,7 @@ func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
 	}
 	for _, w := range e.cfg.cpuLoads {
 		res.this[w], res.base[w] = &cpuSide{}, &cpuSide{}
-		if err := e.cpuWorkload(ctx, w, this, base, res.this[w], res.base[w]); err != nil {
+		if err := cpuWorkload(ctx, e.cfg, w, this, base, res.this[w], res.base[w]); err != nil {
 			return res, err
 		}
 	}
@@ -180,7 +182,7 @@ func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
 			continue
 		}
 		path := filepath.Join(e.cfg.cpuProfile, "cpu-"+g.tag+".pprof")
-		if err := e.profileLock(ctx, g, e.zkPID, path); err != nil {
+		if err := g.profile(ctx, path, int(max(e.cfg.cpuDur/2, time.Second)/time.Second)); err != nil {
 			return res, err
 		}
 		res.profiles = append(res.profiles, path)
@@ -191,27 +193,27 @@ func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
 // cpuWorkload runs workload w on this build alone in one half after a
 // warm-up, or with base in cfg.cpuRounds ABBA rounds (base, this, this,
 // base) after a warm-up of each, -cpu-duration split among them.
-func (e *env) cpuWorkload(ctx context.Context, w string, this, base *cpuGateway, intoThis, intoBase *cpuSide) error {
-	half := e.cfg.cpuDur / 2
+func cpuWorkload(ctx context.Context, cfg config, w string, this, base *cpuGateway, intoThis, intoBase *cpuSide) error {
+	half := cfg.cpuDur / 2
 	if base != nil {
-		half /= time.Duration(e.cfg.cpuRounds)
+		half /= time.Duration(cfg.cpuRounds)
 	}
 	warm := min(time.Second, half/2)
 	order := []*cpuGateway{this}
 	if base != nil {
 		order = nil
-		for range e.cfg.cpuRounds {
+		for range cfg.cpuRounds {
 			order = append(order, base, this, this, base)
 		}
-		if _, err := e.cpuHalf(ctx, base, e.zkPID, w, warm); err != nil {
+		if _, err := base.half(ctx, w, warm); err != nil {
 			return err
 		}
 	}
-	if _, err := e.cpuHalf(ctx, this, e.zkPID, w, warm); err != nil {
+	if _, err := this.half(ctx, w, warm); err != nil {
 		return err
 	}
 	for _, g := range order {
-		s, err := e.cpuHalf(ctx, g, e.zkPID, w, half)
+		s, err := g.half(ctx, w, half)
 		if err != nil {
 			return err
 		}
@@ -230,7 +232,7 @@ func (e *env) cpuWorkload(ctx context.Context, w string, this, base *cpuGateway,
 func (e *env) startCPUGateway(ctx context.Context, bin, tag string) (*cpuGateway, error) {
 	n := e.cfg.cpuWorkers
 	extra := []string{"--root", gatewayRoot + "-cpu-" + tag}
-	g := &cpuGateway{tag: tag}
+	g := &cpuGateway{tag: tag, zkPID: e.zkPID, itemBytes: e.cfg.qBytes}
 	if e.cfg.cpuProfile != "" {
 		p, err := freePort()
 		if err != nil {
@@ -265,9 +267,9 @@ func (g *cpuGateway) stop() {
 	_ = g.gw.stop()
 }
 
-// profileLock takes a CPU profile of a gateway under the lock workload.
-func (e *env) profileLock(ctx context.Context, g *cpuGateway, zkPID int, path string) error {
-	secs := int(max(e.cfg.cpuDur/2, time.Second) / time.Second)
+// profile writes a CPU profile of secs seconds of the gateway under the
+// lock workload to path.
+func (g *cpuGateway) profile(ctx context.Context, path string, secs int) error {
 	got := make(chan error, 1)
 	go func() {
 		hc := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
@@ -285,7 +287,7 @@ func (e *env) profileLock(ctx context.Context, g *cpuGateway, zkPID int, path st
 		_, err = io.Copy(f, resp.Body)
 		got <- errorsJoin(err, f.Close())
 	}()
-	if _, err := e.cpuHalf(ctx, g, zkPID, "lock", time.Duration(secs)*time.Second+500*time.Millisecond); err != nil {
+	if _, err := g.half(ctx, "lock", time.Duration(secs)*time.Second+500*time.Millisecond); err != nil {
 		return err
 	}
 	return <-got
@@ -298,9 +300,9 @@ func errorsJoin(a, b error) error {
 	return b
 }
 
-// cpuHalf runs one workload on one gateway for d and returns its operations
+// half runs one workload on the gateway for d and returns its operations
 // and the CPU the gateway and ZooKeeper spent meanwhile.
-func (e *env) cpuHalf(ctx context.Context, g *cpuGateway, zkPID int, workload string, d time.Duration) (cpuSide, error) {
+func (g *cpuGateway) half(ctx context.Context, workload string, d time.Duration) (cpuSide, error) {
 	var s cpuSide
 	n := len(g.leases)
 	ops := make([]func(ctx context.Context) error, n)
@@ -317,7 +319,7 @@ func (e *env) cpuHalf(ctx context.Context, g *cpuGateway, zkPID int, workload st
 			}
 		case "queue":
 			q := gwQueue{c: g.c, name: fmt.Sprintf("bench-cq-%d", i)}
-			item := payload("cpu", int64(i), e.cfg.qBytes)
+			item := payload("cpu", int64(i), g.itemBytes)
 			ops[i] = func(ctx context.Context) error {
 				if err := q.produce(ctx, 0, item); err != nil {
 					return err
@@ -338,7 +340,7 @@ func (e *env) cpuHalf(ctx context.Context, g *cpuGateway, zkPID int, workload st
 			return s, fmt.Errorf("unknown cpu workload %q", workload)
 		}
 	}
-	return runOps(ctx, ops, d, g.gw.pid(), zkPID)
+	return runOps(ctx, ops, d, g.gw.pid(), g.zkPID)
 }
 
 // lockOp acquires and releases lock name through the gateway with the

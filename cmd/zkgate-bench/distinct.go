@@ -76,13 +76,15 @@ func (e *env) distinct(ctx context.Context) (distinctResult, error) {
 	lastTok := make([]int64, n) // per worker (per lock): tokens must grow
 
 	err = inHalves(e.cfg.distinctDur,
-		func(d time.Duration, s *distinctSide) error { return e.gatewayDistinct(ctx, c, leases, lastTok, d, s) },
+		func(d time.Duration, s *distinctSide) error { return gatewayDistinct(ctx, c, leases, lastTok, d, s) },
 		func(d time.Duration, s *distinctSide) error { return directDistinct(ctx, locks, d, s) },
 		&distinctSide{}, &distinctSide{}, &res.gw, &res.direct)
 	return res, err
 }
 
-func (e *env) gatewayDistinct(ctx context.Context, c *client, leases []string, lastTok []int64, d time.Duration, s *distinctSide) error {
+// gatewayDistinct runs one window of d of the gateway's workers; lastTok
+// is each lock's last fencing token.
+func gatewayDistinct(ctx context.Context, c *client, leases []string, lastTok []int64, d time.Duration, s *distinctSide) error {
 	var bad atomic.Int64
 	bodies, acquire, release := make([][]byte, len(leases)), make([]string, len(leases)), make([]string, len(leases))
 	for i, id := range leases {
@@ -131,6 +133,7 @@ func (s *distinctSide) add(win *window, d time.Duration) {
 	}
 }
 
+// directDistinct runs one window of d of the zk.Lock workers.
 func directDistinct(ctx context.Context, locks []*zk.Lock, d time.Duration, s *distinctSide) error {
 	win := newWindow(d, len(locks), true)
 	err := loopUntil(ctx, len(locks), win.deadline, func(i int) error {

@@ -193,7 +193,7 @@ func (q *queueBench) sequential(ctx context.Context) error {
 			}
 			scraped = true
 		}
-		run, fifo, err := e.sequentialRun(ctx, qc, tag, next, led, s.n)
+		run, fifo, err := q.sequentialRun(ctx, qc, tag, next, led, s.n)
 		side.fifoViolations += fifo
 		if err != nil {
 			return fmt.Errorf("sequential %s: %w", tag, err)
@@ -237,7 +237,7 @@ func (q *queueBench) concurrent(ctx context.Context) error {
 		if st.gateway {
 			qc, paths, s, led, next, tag = q.gwConc, gwPaths, &res.gw, gwLed, &q.gwNext, "gc"
 		}
-		seg, err := e.concurrentSegment(ctx, qc, paths, tag, next, led, st.n)
+		seg, err := q.concurrentSegment(ctx, qc, paths, tag, next, led, st.n)
 		if err != nil {
 			return fmt.Errorf("concurrent %s: %w", tag, err)
 		}
@@ -262,7 +262,8 @@ func (q *queueBench) concurrent(ctx context.Context) error {
 // sequentialRun produces n items with producer 0, then takes n with
 // consumer 0 (no wait: the queue is full), and counts takes out of FIFO
 // order.
-func (e *env) sequentialRun(ctx context.Context, q queueClient, tag string, next *atomic.Int64, led *ledger, n int) (queueRun, int, error) {
+func (qb *queueBench) sequentialRun(ctx context.Context, q queueClient, tag string, next *atomic.Int64, led *ledger, n int) (queueRun, int, error) {
+	e := qb.e
 	run := queueRun{items: n}
 	p0, err := e.packets(ctx)
 	if err != nil {
@@ -355,7 +356,8 @@ func (s *segment) fail(err error) {
 // queue stays short. Then the producers stop and the consumers drain the
 // queue. paths are the queue's entries and taken directories, to tell
 // when it is empty.
-func (e *env) concurrentSegment(ctx context.Context, q queueClient, paths [2]string, tag string, next *atomic.Int64, led *ledger, d time.Duration) (segResult, error) {
+func (qb *queueBench) concurrentSegment(ctx context.Context, q queueClient, paths [2]string, tag string, next *atomic.Int64, led *ledger, d time.Duration) (segResult, error) {
+	e := qb.e
 	var res segResult
 	np, nc := e.cfg.qProducers, e.cfg.qConsumers
 	s := &segment{e: e, q: q, tag: tag, next: next, led: led, tokens: make(chan struct{}, e.cfg.qBacklog), errs: make(chan error, np+nc)}
