@@ -82,6 +82,7 @@ import (
 	"time"
 )
 
+// config is the command line: the run's flags, and each phase's own.
 type config struct {
 	iterations int
 	warmup     int
