@@ -38,6 +38,15 @@ func abbaBlocks(total, block int, side func(n int, gateway bool) error, between 
 	return blocks, nil
 }
 
+// abbaOrder is rounds of a, b, b, a.
+func abbaOrder[T any](rounds int, a, b T) []T {
+	var order []T
+	for range rounds {
+		order = append(order, a, b, b, a)
+	}
+	return order
+}
+
 // amount is what a side runs for: iterations or a duration.
 type amount interface{ ~int | ~int64 }
 

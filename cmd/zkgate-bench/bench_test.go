@@ -163,7 +163,7 @@ func TestStatCPU(t *testing.T) {
 
 // TestABBA pins the order of the A/B runner: blocks alternate gateway-first
 // and other-first, the last one short; halves are G D D G after a warm-up
-// of each.
+// of each; rounds are B T T B.
 func TestABBA(t *testing.T) {
 	var got []string
 	pairs, err := abbaBlocks(5, 2, func(n int, gateway bool) error {
@@ -180,5 +180,8 @@ func TestABBA(t *testing.T) {
 	})
 	if want := "G1w D1w G2 D2 D3 G3"; err != nil || strings.Join(got, " ") != want {
 		t.Fatalf("abbaHalves: %v, %q; want %q", err, strings.Join(got, " "), want)
+	}
+	if got, want := strings.Join(abbaOrder(2, "B", "T"), " "), "B T T B B T T B"; got != want {
+		t.Fatalf("abbaOrder: %q, want %q", got, want)
 	}
 }

@@ -201,10 +201,7 @@ func cpuWorkload(ctx context.Context, cfg config, w string, this, base *cpuGatew
 	warm := min(time.Second, half/2)
 	order := []*cpuGateway{this}
 	if base != nil {
-		order = nil
-		for range cfg.cpuRounds {
-			order = append(order, base, this, this, base)
-		}
+		order = abbaOrder(cfg.cpuRounds, base, this)
 		if _, err := base.half(ctx, w, warm); err != nil {
 			return err
 		}
