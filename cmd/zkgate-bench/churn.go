@@ -16,6 +16,7 @@ import (
 	"time"
 )
 
+// churnPhase is section 9: names used once, then many locks held.
 var churnPhase = phase{
 	name: "churn",
 	flags: func(fs *flag.FlagSet, c *config) {

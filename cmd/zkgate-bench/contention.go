@@ -13,6 +13,7 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 )
 
+// contentionPhase is section 2: contenders on one lock.
 var contentionPhase = phase{
 	name: "contention",
 	flags: func(fs *flag.FlagSet, c *config) {

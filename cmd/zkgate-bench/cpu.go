@@ -17,6 +17,7 @@ import (
 	"time"
 )
 
+// cpuUsePhase is section 10: the gateway's CPU per operation.
 var cpuUsePhase = phase{
 	name: "cpu",
 	flags: func(fs *flag.FlagSet, c *config) {

@@ -17,6 +17,8 @@ import (
 	"github.com/coder/websocket"
 )
 
+// dashboardFanoutPhase is section 7: one change reaching every dashboard
+// client.
 var dashboardFanoutPhase = phase{
 	name: "dashboard",
 	flags: func(fs *flag.FlagSet, c *config) {

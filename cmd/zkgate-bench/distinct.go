@@ -13,6 +13,7 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 )
 
+// distinctPhase is section 2b: workers each on a lock of its own.
 var distinctPhase = phase{
 	name: "distinct",
 	flags: func(fs *flag.FlagSet, c *config) {

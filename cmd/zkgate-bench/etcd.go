@@ -19,6 +19,7 @@ import (
 	"time"
 )
 
+// etcdComparePhase is section 1b: the gateway against etcd's lock API.
 var etcdComparePhase = phase{
 	name: "etcd",
 	flags: func(fs *flag.FlagSet, c *config) {

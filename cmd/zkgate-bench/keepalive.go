@@ -11,6 +11,7 @@ import (
 	"time"
 )
 
+// keepalivePhase is section 4: keepalives, and that they stay off ZooKeeper.
 var keepalivePhase = phase{
 	name: "keepalive",
 	flags: func(fs *flag.FlagSet, c *config) {

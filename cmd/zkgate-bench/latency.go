@@ -14,6 +14,7 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 )
 
+// latencyPhase is section 1: one client's uncontended acquire + release.
 var latencyPhase = phase{
 	name: "latency",
 	flags: func(fs *flag.FlagSet, c *config) {

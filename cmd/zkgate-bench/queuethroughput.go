@@ -15,6 +15,8 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 )
 
+// queueThroughputPhase is section 5: produce + take, sequentially and
+// concurrently.
 var queueThroughputPhase = phase{
 	name: "queue-throughput",
 	flags: func(fs *flag.FlagSet, c *config) {

@@ -15,6 +15,7 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 )
 
+// queueWakeupPhase is section 6: a produce waking a waiting consumer.
 var queueWakeupPhase = phase{
 	name: "queue-wakeup",
 	flags: func(fs *flag.FlagSet, c *config) {

@@ -113,7 +113,6 @@ func thousands(n int64) string {
 // rows each section adds on the way.
 type reportWriter struct {
 	w   io.Writer
-	r   *report // the run's settings and machine, which sections cite
 	sum [][4]string
 }
 
@@ -138,7 +137,7 @@ func (w *reportWriter) ratioDistRow(name string, a, b summary) {
 // print writes the report: the run's setting, every section in the order of
 // the targets (which is not the run's), then the summary.
 func (r *report) print(out io.Writer) {
-	w := &reportWriter{w: out, r: r}
+	w := &reportWriter{w: out}
 	r.printHeader(w)
 	sections := []func(*reportWriter){r.printLatency, r.printEtcd, r.printContention, r.printDistinct}
 	for _, wr := range r.waiters {
@@ -241,7 +240,6 @@ func (r *report) printLatency(rw *reportWriter) {
 			ratioRow("1. uncontended p50, gateway/direct", l.ratioP50(), fmt.Sprintf("%s vs %s", msf(l.gw.p50), msf(l.direct.p50)), targetLatencyRatio, true),
 			ratioRow("1. uncontended mean, gateway/direct", l.ratioMean(), fmt.Sprintf("%s vs %s; floor %.2fx", msf(l.gw.mean), msf(l.direct.mean), l.floorRatio(meanOf)), targetLatencyRatio, true))
 	}
-
 }
 
 // printContention writes section 2 and adds its summary rows.
@@ -279,7 +277,6 @@ func (r *report) printContention(rw *reportWriter) {
 			thousands(k.gw.excl.entered.Load()+k.direct.excl.entered.Load())), "0", verdict(v == 0)})
 		p("")
 	}
-
 }
 
 // printKeepalive writes section 4 and adds its summary rows.
@@ -302,5 +299,4 @@ func (r *report) printKeepalive(rw *reportWriter) {
 			[4]string{"4. keepalives/s", fmt.Sprintf("%.0f/s (%d workers)", ka.rate(), ka.workers), "report", "—"},
 			[4]string{"4. keepalives reach ZooKeeper", fmt.Sprintf("%+.0f packets for %s keepalives", ka.extraPackets(), thousands(ka.count)), "~0 (< 1%)", verdict(ka.keepalivesFree())})
 	}
-
 }

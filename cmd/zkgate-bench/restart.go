@@ -17,6 +17,7 @@ import (
 	"github.com/zkgate/zkgate/internal/restartload"
 )
 
+// restartsPhase is section 8: rolling restarts under held locks and jobs.
 var restartsPhase = phase{
 	name: "restart",
 	flags: func(fs *flag.FlagSet, c *config) {

@@ -24,6 +24,8 @@ import (
 	"github.com/zkgate/zkgate/zkserver"
 )
 
+// waitersMemoryPhase is section 3: the gateway's memory with many waiters,
+// over each protocol on a fresh gateway.
 var waitersMemoryPhase = phase{
 	name: "waiters",
 	flags: func(fs *flag.FlagSet, c *config) {

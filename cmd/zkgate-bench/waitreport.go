@@ -57,7 +57,6 @@ func (r *report) printWaiters(rw *reportWriter, wr waitersResult) {
 			[4]string{fmt.Sprintf("3%s. %s: mutual exclusion", wr.letter, wr.proto), fmt.Sprintf("%d violations", wr.excl.violations.Load()+wr.excl.tokenViolations.Load()), "0",
 				verdict(wr.excl.violations.Load()+wr.excl.tokenViolations.Load() == 0)})
 	}
-
 }
 
 // printWaiterMemory writes the table of the gateway's memory and counts
