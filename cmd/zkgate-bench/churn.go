@@ -476,11 +476,9 @@ func (r *report) printChurn(rw *reportWriter) {
 		return
 	}
 	c := r.cfg
-	p("## 9. Names used once: %s names, then %s locks held", thousands(k.names), thousands(int64(k.held.locks)))
-	p("")
-	p("%d workers, each with two leases of its own, use a fresh name at every cycle for %s, of each kind in turn (%s): the first lease holds it (acquire, campaign, produce then take, raise), the second waits for it in vain (`?wait=%s`: a 409, a 202, a 204), a blocking read waits as long for a change (`GET ...?index=N&wait=%s`), and the first lets it go (release, resign both, delete the queue, lower). Every second, during the workers and after them (for up to %s, until the gateway is back within the targets): ZooKeeper's `zk_watch_count` (every session's watches; only the gateway's session has any), the gateway's own `zkgate_zk_watches` (go-zookeeper's table), `zkgate_watched_paths`, `go_goroutines` and VmRSS. The bench's connections are closed before the settling starts (each open one is a goroutine of the gateway's).",
+	rw.section(fmt.Sprintf("## 9. Names used once: %s names, then %s locks held", thousands(k.names), thousands(int64(k.held.locks))),
+		"%d workers, each with two leases of its own, use a fresh name at every cycle for %s, of each kind in turn (%s): the first lease holds it (acquire, campaign, produce then take, raise), the second waits for it in vain (`?wait=%s`: a 409, a 202, a 204), a blocking read waits as long for a change (`GET ...?index=N&wait=%s`), and the first lets it go (release, resign both, delete the queue, lower). Every second, during the workers and after them (for up to %s, until the gateway is back within the targets): ZooKeeper's `zk_watch_count` (every session's watches; only the gateway's session has any), the gateway's own `zkgate_zk_watches` (go-zookeeper's table), `zkgate_watched_paths`, `go_goroutines` and VmRSS. The bench's connections are closed before the settling starts (each open one is a goroutine of the gateway's).",
 		k.workers, c.churnDur, strings.Join(churnKinds, ", "), c.churnWait, c.churnWait, c.churnSettle)
-	p("")
 	var kinds []string
 	for _, kind := range churnKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %s", thousands(k.cycles[kind]), kind))
@@ -523,10 +521,8 @@ func (r *report) printChurn(rw *reportWriter) {
 	if h.locks == 0 {
 		return
 	}
-	p("### 9b. Lists with %s locks held", thousands(int64(h.locks)))
-	p("")
-	p("%d leases hold %s locks (`bench-held-NNNNN`, 100 each). Each request is timed %d times, one at a time, on a keep-alive connection: `GET /v1/locks?limit=100`, the dashboard's overview `GET /` and its locks page `GET /ui/locks`. Then every page of `/v1/locks?limit=100` is walked, following `next`.", h.leases, thousands(int64(h.locks)), heldSamples)
-	p("")
+	rw.section(fmt.Sprintf("### 9b. Lists with %s locks held", thousands(int64(h.locks))),
+		"%d leases hold %s locks (`bench-held-NNNNN`, 100 each). Each request is timed %d times, one at a time, on a keep-alive connection: `GET /v1/locks?limit=100`, the dashboard's overview `GET /` and its locks page `GET /ui/locks`. Then every page of `/v1/locks?limit=100` is walked, following `next`.", h.leases, thousands(int64(h.locks)), heldSamples)
 	p("| request | p50 | p99 | max | size |")
 	p("|---|---:|---:|---:|---:|")
 	p("| `GET /v1/locks?limit=100` (%d locks in the answer, next cursor: %t) | %s | %s | %s | %s |", h.listItems, h.paged, msf(h.list.p50), msf(h.list.p99), msf(h.list.worst), kib(float64(h.listBytes)))

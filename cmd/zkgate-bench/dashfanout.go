@@ -293,12 +293,10 @@ func (r *report) printDash(rw *reportWriter) {
 	if d.clients == 0 {
 		return
 	}
-	p("## 7. Dashboard fan-out to %s WebSocket clients", thousands(int64(d.clients)))
-	p("")
-	p("%s clients in this process connect to the gateway's `GET /ws?page=%s` (github.com/coder/websocket, %d dialing at once, each its own TCP connection) and read every message; all had their snapshot (%s each, the first one's size) %s after the first dial (the gateway's `zkgate_dashboard_clients` then: %.0f; its VmRSS went from %s to %s). Then, %d times, the bench acquires a fresh lock (`%sN`) through the gateway and then releases it; each of these changes is timed from just before its request is sent until each client has read a message showing it (for the acquire, a fragment with id `lock-%sN`; for the release, its `remove`). A client's time includes its own read and a substring search of the message, on the same %d CPUs as the gateway and ZooKeeper; the gateway batches changes at most every 50 ms (hubFlushGap).",
+	rw.section(fmt.Sprintf("## 7. Dashboard fan-out to %s WebSocket clients", thousands(int64(d.clients))),
+		"%s clients in this process connect to the gateway's `GET /ws?page=%s` (github.com/coder/websocket, %d dialing at once, each its own TCP connection) and read every message; all had their snapshot (%s each, the first one's size) %s after the first dial (the gateway's `zkgate_dashboard_clients` then: %.0f; its VmRSS went from %s to %s). Then, %d times, the bench acquires a fresh lock (`%sN`) through the gateway and then releases it; each of these changes is timed from just before its request is sent until each client has read a message showing it (for the acquire, a fragment with id `lock-%sN`; for the release, its `remove`). A client's time includes its own read and a substring search of the message, on the same %d CPUs as the gateway and ZooKeeper; the gateway batches changes at most every 50 ms (hubFlushGap).",
 		thousands(int64(d.clients)), dashPage, r.cfg.dashRamp, kib(float64(d.snapshotBytes)), d.connectTook.Round(time.Millisecond), d.gaugeClients,
 		mib(d.rssBefore), mib(d.rssWith), r.cfg.dashChanges, dashLockPrefix, dashLockPrefix, r.machine.nproc)
-	p("")
 	p("| change | clients reached | first client | p50 | p99 | last client | last - first |")
 	p("|---|---:|---:|---:|---:|---:|---:|")
 	for _, c := range d.changes {

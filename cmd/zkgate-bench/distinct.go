@@ -163,10 +163,8 @@ func (r *report) printDistinct(rw *reportWriter) {
 	if k.gw.segments == 0 && k.direct.segments == 0 {
 		return
 	}
-	p("## 2b. %d workers on distinct locks", k.workers)
-	p("")
-	p("Each worker loops acquire + release on a lock of its own, so nobody waits for anybody: this is the gateway's throughput across many locks. Gateway: each worker its own lease and lock name (`bench-d-N`), `POST acquire` (no wait) then `POST release`, on keep-alive connections (the gateway holds one ZooKeeper session). Direct: the same number of workers sharing **one** `zk.Conn`, each with its own `zk.NewLock` on its own path (what one process using go-zookeeper would do). Cycles whose grant came inside the measured windows count (ABBA halves, after a warm-up each of 1s or half the duration if shorter, not counted). Mutual exclusion holds trivially (one worker per lock); checked instead: every gateway acquire answered 200 with a fencing token, growing per lock.")
-	p("")
+	rw.section(fmt.Sprintf("## 2b. %d workers on distinct locks", k.workers),
+		"Each worker loops acquire + release on a lock of its own, so nobody waits for anybody: this is the gateway's throughput across many locks. Gateway: each worker its own lease and lock name (`bench-d-N`), `POST acquire` (no wait) then `POST release`, on keep-alive connections (the gateway holds one ZooKeeper session). Direct: the same number of workers sharing **one** `zk.Conn`, each with its own `zk.NewLock` on its own path (what one process using go-zookeeper would do). Cycles whose grant came inside the measured windows count (ABBA halves, after a warm-up each of 1s or half the duration if shorter, not counted). Mutual exclusion holds trivially (one worker per lock); checked instead: every gateway acquire answered 200 with a fencing token, growing per lock.")
 	p("| client | window | cycles | cycles/s | cycle p50 | cycle p99 | bad answers |")
 	p("|---|---:|---:|---:|---:|---:|---:|")
 	for _, s := range []struct {

@@ -282,21 +282,17 @@ func (r *report) printEtcd(rw *reportWriter) {
 	p := rw.p
 	x := r.etcd
 	if x.skipped != "" {
-		p("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)")
-		p("")
-		p("skipped: %s", x.skipped)
-		p("")
+		rw.section("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)",
+			"skipped: %s", x.skipped)
 		rw.add([4]string{"1b. uncontended, gateway/etcd lock API (stretch)", "skipped: " + x.skipped, fmt.Sprintf("<= %.2fx", targetEtcdRatio), "skipped"})
 		return
 	}
 	if x.gw.n == 0 || x.etcd.n == 0 {
 		return
 	}
-	p("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)")
-	p("")
-	p("etcd %s, a single member started by the bench on %s with a fresh data dir in the run's temp dir (etcd fsyncs its WAL on every commit; it has no switch to turn that off in 3.4), killed and removed at the end. One lease granted once (`POST /v3/lease/grant {\"TTL\":600}`), then per cycle `POST /v3/lock/lock {\"name\": base64(\"bench-e\"), \"lease\": ID}` (answers the key) and `POST /v3/lock/unlock {\"key\": ...}`, through etcd's HTTP/JSON gateway (grpc-gateway) on one keep-alive HTTP/1.1 connection. Gateway: acquire + release of `bench-e` as in section 1, one lease, one keep-alive connection. %d samples each in %d ABBA block pairs, after %d warm-up cycles each. Both run on the same machine as everything else.",
+	rw.section("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)",
+		"etcd %s, a single member started by the bench on %s with a fresh data dir in the run's temp dir (etcd fsyncs its WAL on every commit; it has no switch to turn that off in 3.4), killed and removed at the end. One lease granted once (`POST /v3/lease/grant {\"TTL\":600}`), then per cycle `POST /v3/lock/lock {\"name\": base64(\"bench-e\"), \"lease\": ID}` (answers the key) and `POST /v3/lock/unlock {\"key\": ...}`, through etcd's HTTP/JSON gateway (grpc-gateway) on one keep-alive HTTP/1.1 connection. Gateway: acquire + release of `bench-e` as in section 1, one lease, one keep-alive connection. %d samples each in %d ABBA block pairs, after %d warm-up cycles each. Both run on the same machine as everything else.",
 		x.version, x.addr, x.gw.n, x.blocks, min(r.cfg.warmup, r.cfg.etcdIterations))
-	p("")
 	p("| client | p50 | p90 | p99 | mean | max |")
 	p("|---|---:|---:|---:|---:|---:|")
 	rw.distRow("gateway acquire+release", x.gw)

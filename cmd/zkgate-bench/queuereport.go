@@ -51,13 +51,10 @@ func (r *report) printQueues(rw *reportWriter) {
 
 // printQueueThroughput writes section 5.
 func (r *report) printQueueThroughput(rw *reportWriter) {
-	p := rw.p
 	q := r.queue
-	p("## 5. Queue throughput: produce + take, gateway vs. the same recipe direct")
-	p("")
-	p("Gateway: `POST /v1/queues/{q}/items` with a %d-byte raw item (201), then `POST /v1/queues/{q}/take` (200 with the item), on keep-alive connections; the gateway holds one ZooKeeper session. Direct: the gateway's own recipe (kazoo's LockingQueue layout) with go-zookeeper: produce = `Create entries/entry-100-` PERSISTENT_SEQUENTIAL; take = `Children(entries)`, sorted by priority then sequence number, `Create taken/<entry>` EPHEMERAL, `Get entries/<entry>`, `Multi(Delete entry, Delete claim)`: 1 + 4 ZooKeeper requests per item; each producer and each consumer has its own connection. \"ZK packets\" are ZooKeeper's `zk_packets_received` (mntr) over the same span divided by the items: client requests of everyone, the gateway's watch cache included, plus session pings (a few per second in all). The phase took %s.",
+	rw.section("## 5. Queue throughput: produce + take, gateway vs. the same recipe direct",
+		"Gateway: `POST /v1/queues/{q}/items` with a %d-byte raw item (201), then `POST /v1/queues/{q}/take` (200 with the item), on keep-alive connections; the gateway holds one ZooKeeper session. Direct: the gateway's own recipe (kazoo's LockingQueue layout) with go-zookeeper: produce = `Create entries/entry-100-` PERSISTENT_SEQUENTIAL; take = `Children(entries)`, sorted by priority then sequence number, `Create taken/<entry>` EPHEMERAL, `Get entries/<entry>`, `Multi(Delete entry, Delete claim)`: 1 + 4 ZooKeeper requests per item; each producer and each consumer has its own connection. \"ZK packets\" are ZooKeeper's `zk_packets_received` (mntr) over the same span divided by the items: client requests of everyone, the gateway's watch cache included, plus session pings (a few per second in all). The phase took %s.",
 		q.size, q.took.Round(100*time.Millisecond))
-	p("")
 	if len(q.runs) > 0 {
 		r.printQueueSequential(rw)
 	}
@@ -71,11 +68,9 @@ func (r *report) printQueueThroughput(rw *reportWriter) {
 func (r *report) printQueueSequential(rw *reportWriter) {
 	p := rw.p
 	q := r.queue
-	p("### Sequential: one producer fills the queue, then one consumer empties it")
-	p("")
-	p("%d items per client in %d runs, ABBA (after a warm-up run each); each run produces its items, then takes them all with plain takes (no wait). A take lists the whole queue, so its cost grows with the queue's length (%d items at the start of each take run here).",
+	rw.section("### Sequential: one producer fills the queue, then one consumer empties it",
+		"%d items per client in %d runs, ABBA (after a warm-up run each); each run produces its items, then takes them all with plain takes (no wait). A take lists the whole queue, so its cost grows with the queue's length (%d items at the start of each take run here).",
 		q.items, len(q.runs)/2, q.runs[0].items)
-	p("")
 	p("| run | client | items | produce | produce items/s | ZK packets/produce | take | take items/s | ZK packets/take | items/s, produce then take |")
 	p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for i, run := range q.runs {
@@ -115,11 +110,9 @@ func (r *report) printQueueSequential(rw *reportWriter) {
 func (r *report) printQueueConcurrent(rw *reportWriter) {
 	p := rw.p
 	q := r.queue
-	p("### Concurrent: %d producers and %d consumers at once", q.producers, q.consumers)
-	p("")
-	p("Each producer and each consumer loops on its own (keep-alive connection / ZooKeeper connection). Producers wait while %d items are produced and not yet taken, so the queue stays short; a consumer that finds nothing to take waits (gateway: `take?wait=%s`; direct: a children watch of the entries). Answers received inside the measured windows count (ABBA halves, after a warm-up each); after each window the producers stop and the consumers drain the queue. ZK packets per item: over the whole segment, drain included, per item through the queue.",
+	rw.section(fmt.Sprintf("### Concurrent: %d producers and %d consumers at once", q.producers, q.consumers),
+		"Each producer and each consumer loops on its own (keep-alive connection / ZooKeeper connection). Producers wait while %d items are produced and not yet taken, so the queue stays short; a consumer that finds nothing to take waits (gateway: `take?wait=%s`; direct: a children watch of the entries). Answers received inside the measured windows count (ABBA halves, after a warm-up each); after each window the producers stop and the consumers drain the queue. ZK packets per item: over the whole segment, drain included, per item through the queue.",
 		q.backlog, concurrentTakeWait)
-	p("")
 	p("| client | window | produced | produced/s | taken | taken/s | ZK packets per item (produce + take) | longest drain |")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, s := range []struct {
@@ -147,10 +140,8 @@ func (r *report) printQueueConcurrent(rw *reportWriter) {
 func (r *report) printQueueDelivery(rw *reportWriter) {
 	p := rw.p
 	q := r.queue
-	p("### Every item taken exactly once")
-	p("")
-	p("Every item carries a unique id; the counts include the warm-ups. Lost: produced (201 / create acknowledged) and never taken; unknown: taken but never acknowledged as produced.")
-	p("")
+	rw.section("### Every item taken exactly once",
+		"Every item carries a unique id; the counts include the warm-ups. Lost: produced (201 / create acknowledged) and never taken; unknown: taken but never acknowledged as produced.")
 	p("| client | test | produced | taken | duplicates | lost | unknown | |")
 	p("|---|---|---:|---:|---:|---:|---:|---|")
 	checked := false
@@ -183,11 +174,9 @@ func (r *report) printQueueDelivery(rw *reportWriter) {
 func (r *report) printWake(rw *reportWriter) {
 	p := rw.p
 	w := r.wake
-	p("## 6. Queue take wake-up: produce to a waiting consumer")
-	p("")
-	p("Gateway: a consumer waits in `POST /v1/queues/%s/take?wait=%s` on the empty queue; %s after its request is written (%dx the p90 of the gateway's answer to a take of the empty queue, %s, within %s-%s: it does the same before it parks) the bench sends `POST /v1/queues/%s/items`. Direct: a consumer blocks on a `ChildrenW` watch of the entries on its own connection; the bench's `Create` goes on another. Time: from just before the produce is sent to the item taken (gateway: the take's answer read; direct: the consumer's `Children` + claim + `Get` + `Multi` done), so it includes the produce. %d samples each in %d ABBA block pairs; the phase took %s.",
+	rw.section("## 6. Queue take wake-up: produce to a waiting consumer",
+		"Gateway: a consumer waits in `POST /v1/queues/%s/take?wait=%s` on the empty queue; %s after its request is written (%dx the p90 of the gateway's answer to a take of the empty queue, %s, within %s-%s: it does the same before it parks) the bench sends `POST /v1/queues/%s/items`. Direct: a consumer blocks on a `ChildrenW` watch of the entries on its own connection; the bench's `Create` goes on another. Time: from just before the produce is sent to the item taken (gateway: the take's answer read; direct: the consumer's `Children` + claim + `Get` + `Multi` done), so it includes the produce. %d samples each in %d ABBA block pairs; the phase took %s.",
 		queueWake, takeWakeWait, w.settle.Round(time.Millisecond/10), settleFactor, msf(w.emptyTake.p90), settleFloor, settleCap, queueWake, w.gw.n, w.blocks, w.took.Round(100*time.Millisecond))
-	p("")
 	p("| | p50 | p90 | p99 | mean | max |")
 	p("|---|---:|---:|---:|---:|---:|")
 	rw.distRow("gateway: produce, waiting take answered", w.gw)

@@ -122,6 +122,15 @@ func (w *reportWriter) p(format string, args ...any) { fmt.Fprintf(w.w, format+"
 // add adds rows to the summary.
 func (w *reportWriter) add(rows ...[4]string) { w.sum = append(w.sum, rows...) }
 
+// section writes a heading and its paragraph, each followed by a blank
+// line.
+func (w *reportWriter) section(heading, format string, args ...any) {
+	w.p("%s", heading)
+	w.p("")
+	w.p(format, args...)
+	w.p("")
+}
+
 // distRow is a table row of a sample: p50, p90, p99, mean, max.
 func (w *reportWriter) distRow(name string, s summary) {
 	w.p("| %s | %s | %s | %s | %s | %s |", name, msf(s.p50), msf(s.p90), msf(s.p99), msf(s.mean), msf(s.worst))
@@ -203,10 +212,8 @@ func (r *report) printHeader(rw *reportWriter) {
 func (r *report) printLatency(rw *reportWriter) {
 	p := rw.p
 	if l := r.latency; l.gw.n > 0 && l.direct.n > 0 {
-		p("## 1. Uncontended acquire + release, one client")
-		p("")
-		p("Gateway: `POST /v1/locks/bench-u/acquire {\"lease\":id}` then `POST /v1/locks/bench-u/release`, one lease, one keep-alive connection. Direct: `zk.Lock.Lock()` then `Unlock()` on its own connection. %d samples each, in %d ABBA block pairs.", l.gw.n, l.blocks)
-		p("")
+		rw.section("## 1. Uncontended acquire + release, one client",
+			"Gateway: `POST /v1/locks/bench-u/acquire {\"lease\":id}` then `POST /v1/locks/bench-u/release`, one lease, one keep-alive connection. Direct: `zk.Lock.Lock()` then `Unlock()` on its own connection. %d samples each, in %d ABBA block pairs.", l.gw.n, l.blocks)
 		p("| client | p50 | p90 | p99 | mean | max |")
 		p("|---|---:|---:|---:|---:|---:|")
 		rw.distRow("gateway acquire+release", l.gw)
@@ -247,10 +254,8 @@ func (r *report) printContention(rw *reportWriter) {
 	p := rw.p
 	c := r.cfg
 	if k := r.contention; k.gw.segments > 0 || k.direct.segments > 0 {
-		p("## 2. %d contenders on one lock", k.contenders)
-		p("")
-		p("Each contender loops acquire, then release at once. Gateway: each its own lease, `acquire?wait=%s`; direct: each its own `zk.Lock` on its own connection. Grants received inside the measured windows count (ABBA halves, after a warm-up).", c.contentionWait)
-		p("")
+		rw.section(fmt.Sprintf("## 2. %d contenders on one lock", k.contenders),
+			"Each contender loops acquire, then release at once. Gateway: each its own lease, `acquire?wait=%s`; direct: each its own `zk.Lock` on its own connection. Grants received inside the measured windows count (ABBA halves, after a warm-up).", c.contentionWait)
 		p("| client | window | grants | grants/s | acquire timeouts | max holders seen | exclusion violations | token order violations |")
 		p("|---|---:|---:|---:|---:|---:|---:|---:|")
 		for _, s := range []struct {
@@ -284,10 +289,8 @@ func (r *report) printKeepalive(rw *reportWriter) {
 	p := rw.p
 	c := r.cfg
 	if ka := r.keepalive; ka.count > 0 {
-		p("## 4. Keepalives")
-		p("")
-		p("%d goroutines each `POST /v1/leases/{id}/keepalive` in a loop for %s, on keep-alive connections.", ka.workers, c.kaDur)
-		p("")
+		rw.section("## 4. Keepalives",
+			"%d goroutines each `POST /v1/leases/{id}/keepalive` in a loop for %s, on keep-alive connections.", ka.workers, c.kaDur)
 		p("| keepalives | keepalives/s | p50 | p99 | ZooKeeper packets received, idle %s | ... during the keepalives |", c.kaDur)
 		p("|---:|---:|---:|---:|---:|---:|")
 		p("| %s | **%.0f** | %s | %s | %.0f | %.0f |", thousands(ka.count), ka.rate(), msf(ka.lat.p50), msf(ka.lat.p99), ka.idlePackets, ka.kaPackets)

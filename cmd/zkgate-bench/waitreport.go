@@ -13,11 +13,9 @@ func (r *report) printWaiters(rw *reportWriter, wr waitersResult) {
 	c := r.cfg
 	if wr.n > 0 {
 		target := wr.target()
-		p("## 3%s. Gateway memory with %s waiting acquires over %s", wr.letter, thousands(int64(wr.n)), protoName(wr.proto))
-		p("")
-		p("A fresh gateway process (pid %d, `zkgate %s`) for this protocol alone, so its memory starts from its own baseline; it is stopped afterwards. One lease holds `%s`; %s more, each with its own lease, send `acquire?wait=%s` and park. %s The waiters added **%d TCP connections** on the gateway's port (established sockets in /proc/net/tcp with them parked, less those of the bench's setup client before them; the table below); the waiters' client dialed %d in all (Go's client may dial a few at once while the streams of a full connection wait, and drop the spares). Memory is the child's own: VmRSS from /proc/%d/status, the Go figures from its /metrics (lowest of several samples). The heap in use includes garbage not yet collected (GOGC=100 lets the heap grow to twice what is live).",
+		rw.section(fmt.Sprintf("## 3%s. Gateway memory with %s waiting acquires over %s", wr.letter, thousands(int64(wr.n)), protoName(wr.proto)),
+			"A fresh gateway process (pid %d, `zkgate %s`) for this protocol alone, so its memory starts from its own baseline; it is stopped afterwards. One lease holds `%s`; %s more, each with its own lease, send `acquire?wait=%s` and park. %s The waiters added **%d TCP connections** on the gateway's port (established sockets in /proc/net/tcp with them parked, less those of the bench's setup client before them; the table below); the waiters' client dialed %d in all (Go's client may dial a few at once while the streams of a full connection wait, and drop the spares). Memory is the child's own: VmRSS from /proc/%d/status, the Go figures from its /metrics (lowest of several samples). The heap in use includes garbage not yet collected (GOGC=100 lets the heap grow to twice what is live).",
 			wr.pid, wr.args, memLock, thousands(int64(wr.n)), c.waiterWait, protoHow(wr.proto), wr.waiterConns(), wr.dials, wr.pid)
-		p("")
 		printWaiterMemory(rw, wr)
 		p("Leases: %s made in %s (%s per lease, RSS). Waiters: the gateway counted %s (most seen), ZooKeeper held %s lock nodes and %s watches, %s after the first was sent. This gateway's peak RSS (VmHWM): %s.",
 			thousands(int64(wr.n+1)), wr.leasesTook.Round(time.Millisecond), kib(perWaiter(wr.leased.rss, wr.idle.rss, wr.n+1)),
