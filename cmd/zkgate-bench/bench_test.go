@@ -3,6 +3,8 @@
 package main
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -156,5 +158,30 @@ func TestStatCPU(t *testing.T) {
 	}
 	if _, err := statCPU("4242 (zkgate) S 1 2"); err == nil {
 		t.Fatal("a short line: no error")
+	}
+}
+
+// TestABBA pins the order of the A/B runner: blocks alternate gateway-first
+// and other-first, the last one short; halves are G D D G after a warm-up
+// of each; rounds are B T T B.
+func TestABBA(t *testing.T) {
+	var got []string
+	pairs, err := abbaBlocks(5, 2, func(n int, gateway bool) error {
+		got = append(got, fmt.Sprintf("%v%d", map[bool]string{true: "G", false: "D"}[gateway], n))
+		return nil
+	}, func(n int) error { got = append(got, fmt.Sprintf("|%d", n)); return nil })
+	if want := "G2 D2 |2 D2 G2 |2 G1 D1 |1"; err != nil || pairs != 3 || strings.Join(got, " ") != want {
+		t.Fatalf("abbaBlocks: %d pairs, %v, %q; want 3 pairs, %q", pairs, err, strings.Join(got, " "), want)
+	}
+	got = nil
+	err = abbaHalves(1, 5, func(s abbaStep[int]) error {
+		got = append(got, fmt.Sprintf("%v%d%v", map[bool]string{true: "G", false: "D"}[s.gateway], s.n, map[bool]string{true: "", false: "w"}[s.measure]))
+		return nil
+	})
+	if want := "G1w D1w G2 D2 D3 G3"; err != nil || strings.Join(got, " ") != want {
+		t.Fatalf("abbaHalves: %v, %q; want %q", err, strings.Join(got, " "), want)
+	}
+	if got, want := strings.Join(abbaOrder(2, "B", "T"), " "), "B T T B B T T B"; got != want {
+		t.Fatalf("abbaOrder: %q, want %q", got, want)
 	}
 }

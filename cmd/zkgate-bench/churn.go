@@ -3,12 +3,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +15,31 @@ import (
 	"sync/atomic"
 	"time"
 )
+
+// churnPhase is section 9: names used once, then many locks held.
+var churnPhase = phase{
+	name: "churn",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.churnWorkers, "churn-workers", 32, "churn test: workers, each using a fresh name of each kind in turn")
+		fs.DurationVar(&c.churnDur, "churn-duration", time.Minute, "churn test: how long the workers run")
+		fs.DurationVar(&c.churnWait, "churn-wait", 50*time.Millisecond, "churn test: ?wait= of the wait in vain and of the blocking read of each name")
+		fs.DurationVar(&c.churnSettle, "churn-settle", 4*time.Minute, "churn test: how long after the workers the gateway may take to be back where it started (its watches linger 30 s after their last use; Go gives freed memory back within about 2 minutes)")
+		fs.IntVar(&c.heldLocks, "held-locks", 10000, "churn test: locks held (100 per lease) while the lists and the dashboard are timed")
+	},
+	quick: map[string]func(c *config){
+		"churn-duration": func(c *config) { c.churnDur = 10 * time.Second },
+		"held-locks":     func(c *config) { c.heldLocks = 2000 },
+	},
+	check: func(c *config) error {
+		return firstError(positive(c.churnWorkers, c.heldLocks),
+			durations(c.churnDur >= 100*time.Millisecond && c.churnWait >= time.Millisecond && c.churnSettle >= 0))
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("9. churn: %d workers on fresh names for %s, then %d locks held", c.churnWorkers, c.churnDur, c.heldLocks)
+	},
+	what: "churn",
+	run:  storeIn(func(r *report) *churnResult { return &r.churn }, (*env).churn),
+}
 
 // The targets of the churn phase: what names used once leave behind, and
 // how lists answer with many names held.
@@ -117,68 +141,18 @@ func (e *env) churn(ctx context.Context) (res churnResult, err error) {
 		c.close()
 		return res, err
 	}
-
 	start := time.Now()
-	var names atomic.Int64
-	var failures atomic.Int64
-	var mu sync.Mutex
-	cycles := map[string]int64{}
-	var firstErr error
-	fail := func(err error) {
-		failures.Add(1)
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-	}
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
+	k := &churnRun{e: e, res: &res, start: start}
 	go func() {
 		defer close(sampled)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if s, err := e.churnSample(ctx, time.Since(start)); err == nil {
-				res.samples = append(res.samples, s)
-			}
-		}
+		k.sampleUntil(ctx, stop)
 	}()
-	deadline := start.Add(e.cfg.churnDur)
-	var wg sync.WaitGroup
-	for w := range n {
-		a, b := leases[2*w], leases[2*w+1]
-		wg.Go(func() {
-			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
-				kind := churnKinds[i%len(churnKinds)]
-				name := fmt.Sprintf("bench-churn-%d-%d", w, i)
-				names.Add(1)
-				if err := e.useOnce(ctx, c, kind, name, a, b); err != nil {
-					fail(err)
-					continue
-				}
-				mu.Lock()
-				cycles[kind]++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	res.took = time.Since(start)
+	k.work(ctx, c, leases)
 	close(stop)
 	<-sampled
 	res.end = len(res.samples)
-	res.names, res.failures, res.cycles = names.Load(), failures.Load(), cycles
-	if firstErr != nil {
-		res.firstErr = firstErr.Error()
-	}
 	// The bench's own connections are closed first: each open one is a
 	// goroutine of the gateway's.
 	if err := c.revokeLeases(ctx, leases, 8); err != nil {
@@ -187,6 +161,82 @@ func (e *env) churn(ctx context.Context) (res churnResult, err error) {
 	}
 	c.close()
 	progress("9. %s names used by %d workers in %s; waiting up to %s for the gateway to settle", thousands(res.names), n, res.took.Round(time.Second), e.cfg.churnSettle)
+	k.settle(ctx)
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	res.held, err = e.held(ctx)
+	return res, err
+}
+
+// churnRun is the churn phase's workers and samples.
+type churnRun struct {
+	e     *env
+	res   *churnResult
+	start time.Time // the workers'
+}
+
+// sampleUntil samples the gateway every second until stop.
+func (k *churnRun) sampleUntil(ctx context.Context, stop <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s, err := k.e.churnSample(ctx, time.Since(k.start)); err == nil {
+			k.res.samples = append(k.res.samples, s)
+		}
+	}
+}
+
+// work runs the workers, two leases each, for cfg.churnDur from the start,
+// and counts their names, cycles and failures.
+func (k *churnRun) work(ctx context.Context, c *client, leases []string) {
+	e, res, start := k.e, k.res, k.start
+	var names, failures atomic.Int64
+	var mu sync.Mutex
+	var firstErr error
+	deadline := start.Add(e.cfg.churnDur)
+	var wg sync.WaitGroup
+	for w := range e.cfg.churnWorkers {
+		a, b := leases[2*w], leases[2*w+1]
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+				kind := churnKinds[i%len(churnKinds)]
+				names.Add(1)
+				err := useOnce(ctx, c, e.cfg.churnWait, kind, fmt.Sprintf("bench-churn-%d-%d", w, i), a, b)
+				if err != nil {
+					failures.Add(1)
+				}
+				mu.Lock()
+				switch {
+				case err == nil:
+					res.cycles[kind]++
+				case firstErr == nil:
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	res.took = time.Since(start)
+	res.names, res.failures = names.Load(), failures.Load()
+	if firstErr != nil {
+		res.firstErr = firstErr.Error()
+	}
+}
+
+// settle samples the gateway every second after the workers, until it is
+// back within the targets of the start (watches and goroutines, then
+// VmRSS) or cfg.churnSettle has passed.
+func (k *churnRun) settle(ctx context.Context) {
+	e, res, start := k.e, k.res, k.start
 	stopped := time.Now()
 	for time.Since(stopped) < e.cfg.churnSettle && ctx.Err() == nil {
 		select {
@@ -206,14 +256,9 @@ func (e *env) churn(ctx context.Context) (res churnResult, err error) {
 			res.rssBack = time.Since(stopped)
 		}
 		if res.settled > 0 && res.rssBack > 0 {
-			break
+			return
 		}
 	}
-	if ctx.Err() != nil {
-		return res, ctx.Err()
-	}
-	res.held, err = e.held(ctx)
-	return res, err
 }
 
 // churnSample reads the gateway's state.
@@ -237,40 +282,28 @@ func (e *env) churnSample(ctx context.Context, at time.Duration) (churnSample, e
 }
 
 // useOnce is one cycle on a fresh name of kind: a holds it, b waits for it
-// in vain (cfg.churnWait), a blocking read waits as long for a change, and
+// in vain (churnWait), a blocking read waits as long for a change, and
 // a lets it go.
-func (e *env) useOnce(ctx context.Context, c *client, kind, name, a, b string) error {
-	wait := "?wait=" + e.cfg.churnWait.String()
+func useOnce(ctx context.Context, c *client, churnWait time.Duration, kind, name, a, b string) error {
+	wait := "?wait=" + churnWait.String()
 	step := func(what, method, path string, body []byte, want ...int) ([]byte, http.Header, error) {
-		req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
-		if err != nil {
-			return nil, nil, err
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := c.hc.Do(req)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s %s: %w", kind, what, err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		st, b, h, err := c.exchange(ctx, method, path, "application/json", body)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s %s: %w", kind, what, err)
 		}
 		for _, w := range want {
-			if resp.StatusCode == w {
-				return b, resp.Header, nil
+			if st == w {
+				return b, h, nil
 			}
 		}
-		return nil, nil, fmt.Errorf("%s %s: status %d, want %v: %s", kind, what, resp.StatusCode, want, truncate(b, 200))
+		return nil, nil, fmt.Errorf("%s %s: status %d, want %v: %s", kind, what, st, want, truncate(b, 200))
 	}
 	read := func(path string) error {
 		_, h, err := step("read", http.MethodGet, path, nil, http.StatusOK)
 		if err != nil {
 			return err
 		}
-		_, _, err = step("blocking read", http.MethodGet, path+"?index="+h.Get("X-Zkgate-Index")+"&wait="+e.cfg.churnWait.String(), nil, http.StatusOK)
+		_, _, err = step("blocking read", http.MethodGet, path+"?index="+h.Get("X-Zkgate-Index")+"&wait="+churnWait.String(), nil, http.StatusOK)
 		return err
 	}
 	lease := func(id string, extra string) []byte { return []byte(`{"lease":"` + id + `"` + extra + `}`) }
@@ -361,34 +394,56 @@ func (e *env) held(ctx context.Context) (res heldResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	timed := func(path string) (summary, int, []byte, error) {
-		var d dist
-		var size int
-		var last []byte
-		for range heldSamples {
-			t0 := time.Now()
-			st, b, err := c.do(ctx, http.MethodGet, path, nil)
-			if err := expect("GET "+path, st, b, err, http.StatusOK); err != nil {
-				return summary{}, 0, nil, err
-			}
-			d = append(d, time.Since(t0))
-			size, last = len(b), b
-		}
-		return summarize(d), size, last, nil
-	}
 	var last []byte
-	if res.list, res.listBytes, last, err = timed("/v1/locks?limit=100"); err != nil {
+	if res.list, res.listBytes, last, err = timedGets(ctx, c, "/v1/locks?limit=100"); err != nil {
 		return res, err
 	}
-	var page struct {
-		Locks []json.RawMessage `json:"locks"`
-		Next  string            `json:"next"`
-	}
+	var page locksPage
 	if err := json.Unmarshal(last, &page); err != nil {
 		return res, fmt.Errorf("GET /v1/locks: %w", err)
 	}
 	res.listItems, res.paged = len(page.Locks), page.Next != ""
+	if err := walkLocks(ctx, c, &res); err != nil {
+		return res, err
+	}
+	if res.overview, res.overviewBytes, _, err = timedGets(ctx, c, "/"); err != nil {
+		return res, err
+	}
+	if res.locksPage, res.locksPageBytes, _, err = timedGets(ctx, c, "/ui/locks"); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// locksPage is a page of GET /v1/locks.
+type locksPage struct {
+	Locks []json.RawMessage `json:"locks"`
+	Next  string            `json:"next"`
+}
+
+// timedGets times GET path heldSamples times, one at a time, and returns
+// the answers' size and the last one.
+func timedGets(ctx context.Context, c *client, path string) (summary, int, []byte, error) {
+	var d dist
+	var size int
+	var last []byte
+	for range heldSamples {
+		t0 := time.Now()
+		st, b, err := c.do(ctx, http.MethodGet, path, nil)
+		if err := expect("GET "+path, st, b, err, http.StatusOK); err != nil {
+			return summary{}, 0, nil, err
+		}
+		d = append(d, time.Since(t0))
+		size, last = len(b), b
+	}
+	return summarize(d), size, last, nil
+}
+
+// walkLocks walks every page of GET /v1/locks?limit=100, following next,
+// and counts the pages and the locks on them into res.
+func walkLocks(ctx context.Context, c *client, res *heldResult) error {
 	t0 := time.Now()
+	var page locksPage
 	for after := ""; ; {
 		path := "/v1/locks?limit=100"
 		if after != "" {
@@ -396,41 +451,34 @@ func (e *env) held(ctx context.Context) (res heldResult, err error) {
 		}
 		st, b, err := c.do(ctx, http.MethodGet, path, nil)
 		if err := expect("GET "+path, st, b, err, http.StatusOK); err != nil {
-			return res, err
+			return err
 		}
 		page.Next = ""
 		if err := json.Unmarshal(b, &page); err != nil {
-			return res, fmt.Errorf("GET %s: %w", path, err)
+			return fmt.Errorf("GET %s: %w", path, err)
 		}
 		res.pages++
 		res.listed += len(page.Locks)
-		if page.Next == "" || res.pages > n {
+		if page.Next == "" || res.pages > res.locks {
 			break
 		}
 		after = page.Next
 	}
 	res.allPages = time.Since(t0)
-	if res.overview, res.overviewBytes, _, err = timed("/"); err != nil {
-		return res, err
-	}
-	if res.locksPage, res.locksPageBytes, _, err = timed("/ui/locks"); err != nil {
-		return res, err
-	}
-	return res, nil
+	return nil
 }
 
 // printChurn writes section 8 and adds its summary rows.
-func (r *report) printChurn(p func(string, ...any), sum *[][4]string) {
+func (r *report) printChurn(rw *reportWriter) {
+	p := rw.p
 	k := r.churn
 	if k.workers == 0 {
 		return
 	}
 	c := r.cfg
-	p("## 9. Names used once: %s names, then %s locks held", thousands(k.names), thousands(int64(k.held.locks)))
-	p("")
-	p("%d workers, each with two leases of its own, use a fresh name at every cycle for %s, of each kind in turn (%s): the first lease holds it (acquire, campaign, produce then take, raise), the second waits for it in vain (`?wait=%s`: a 409, a 202, a 204), a blocking read waits as long for a change (`GET ...?index=N&wait=%s`), and the first lets it go (release, resign both, delete the queue, lower). Every second, during the workers and after them (for up to %s, until the gateway is back within the targets): ZooKeeper's `zk_watch_count` (every session's watches; only the gateway's session has any), the gateway's own `zkgate_zk_watches` (go-zookeeper's table), `zkgate_watched_paths`, `go_goroutines` and VmRSS. The bench's connections are closed before the settling starts (each open one is a goroutine of the gateway's).",
+	rw.section(fmt.Sprintf("## 9. Names used once: %s names, then %s locks held", thousands(k.names), thousands(int64(k.held.locks))),
+		"%d workers, each with two leases of its own, use a fresh name at every cycle for %s, of each kind in turn (%s): the first lease holds it (acquire, campaign, produce then take, raise), the second waits for it in vain (`?wait=%s`: a 409, a 202, a 204), a blocking read waits as long for a change (`GET ...?index=N&wait=%s`), and the first lets it go (release, resign both, delete the queue, lower). Every second, during the workers and after them (for up to %s, until the gateway is back within the targets): ZooKeeper's `zk_watch_count` (every session's watches; only the gateway's session has any), the gateway's own `zkgate_zk_watches` (go-zookeeper's table), `zkgate_watched_paths`, `go_goroutines` and VmRSS. The bench's connections are closed before the settling starts (each open one is a goroutine of the gateway's).",
 		k.workers, c.churnDur, strings.Join(churnKinds, ", "), c.churnWait, c.churnWait, c.churnSettle)
-	p("")
 	var kinds []string
 	for _, kind := range churnKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %s", thousands(k.cycles[kind]), kind))
@@ -464,7 +512,7 @@ func (r *report) printChurn(p func(string, ...any), sum *[][4]string) {
 	p("")
 	last := k.last()
 	ok := k.settled > 0 && k.rssBack > 0 && k.failures == 0
-	*sum = append(*sum, [4]string{fmt.Sprintf("9. %s names used once: the gateway's ZooKeeper watches, goroutines and VmRSS after", thousands(k.names)),
+	rw.add([4]string{fmt.Sprintf("9. %s names used once: the gateway's ZooKeeper watches, goroutines and VmRSS after", thousands(k.names)),
 		fmt.Sprintf("%+d watches, %+d goroutines (%s), %+.1f MiB (%s); %d failed cycles", last.zkWatches-k.base.zkWatches,
 			int64(last.goroutines)-int64(k.base.goroutines), settled, (float64(last.rss)-float64(k.base.rss))/(1<<20), rssBack, k.failures),
 		fmt.Sprintf("<= +%d, <= +%d, <= +%s", targetChurnWatches, targetChurnGoroutines, mib(targetChurnRSS)), verdict(ok)})
@@ -473,10 +521,8 @@ func (r *report) printChurn(p func(string, ...any), sum *[][4]string) {
 	if h.locks == 0 {
 		return
 	}
-	p("### 9b. Lists with %s locks held", thousands(int64(h.locks)))
-	p("")
-	p("%d leases hold %s locks (`bench-held-NNNNN`, 100 each). Each request is timed %d times, one at a time, on a keep-alive connection: `GET /v1/locks?limit=100`, the dashboard's overview `GET /` and its locks page `GET /ui/locks`. Then every page of `/v1/locks?limit=100` is walked, following `next`.", h.leases, thousands(int64(h.locks)), heldSamples)
-	p("")
+	rw.section(fmt.Sprintf("### 9b. Lists with %s locks held", thousands(int64(h.locks))),
+		"%d leases hold %s locks (`bench-held-NNNNN`, 100 each). Each request is timed %d times, one at a time, on a keep-alive connection: `GET /v1/locks?limit=100`, the dashboard's overview `GET /` and its locks page `GET /ui/locks`. Then every page of `/v1/locks?limit=100` is walked, following `next`.", h.leases, thousands(int64(h.locks)), heldSamples)
 	p("| request | p50 | p99 | max | size |")
 	p("|---|---:|---:|---:|---:|")
 	p("| `GET /v1/locks?limit=100` (%d locks in the answer, next cursor: %t) | %s | %s | %s | %s |", h.listItems, h.paged, msf(h.list.p50), msf(h.list.p99), msf(h.list.worst), kib(float64(h.listBytes)))
@@ -485,7 +531,7 @@ func (r *report) printChurn(p func(string, ...any), sum *[][4]string) {
 	p("")
 	p("Every page of the list: %d pages, %s locks, %s in all.", h.pages, thousands(int64(h.listed)), h.allPages.Round(time.Millisecond))
 	p("")
-	*sum = append(*sum,
+	rw.add(
 		[4]string{fmt.Sprintf("9b. `GET /v1/locks?limit=100` with %s locks held, p50", thousands(int64(h.locks))), fmt.Sprintf("%s (%s, %d locks)", msf(h.list.p50), kib(float64(h.listBytes)), h.listItems), "< " + msf(targetListPage), verdict(h.list.p50 < targetListPage && h.paged)},
 		[4]string{"9b. dashboard `GET /`, p50", fmt.Sprintf("%s (%s)", msf(h.overview.p50), kib(float64(h.overviewBytes))), "< " + msf(targetDashPage), verdict(h.overview.p50 < targetDashPage)},
 		[4]string{"9b. dashboard `GET /ui/locks`, p50", fmt.Sprintf("%s (%s)", msf(h.locksPage.p50), kib(float64(h.locksPageBytes))), fmt.Sprintf("< %s, < %s", msf(targetDashPage), kib(targetDashPageBytes)),

@@ -4,14 +4,33 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
 )
+
+// contentionPhase is section 2: contenders on one lock.
+var contentionPhase = phase{
+	name: "contention",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.contenders, "contenders", 32, "contenders on one lock")
+		fs.DurationVar(&c.contentionDur, "contention-duration", 10*time.Second, "contended run time, each for the gateway and for the direct client (run as two halves, ABBA)")
+		fs.DurationVar(&c.contentionWait, "contention-wait", 30*time.Second, "?wait= of each contended acquire")
+	},
+	quick: map[string]func(c *config){"contention-duration": func(c *config) { c.contentionDur = 2 * time.Second }},
+	check: func(c *config) error {
+		return firstError(positive(c.contenders), durations(c.contentionDur >= 100*time.Millisecond), waits(c.contentionWait))
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("2. %d contenders, %s each for gateway and direct", c.contenders, c.contentionDur)
+	},
+	what: "contention",
+	run:  storeIn(func(r *report) *contentionResult { return &r.contention }, (*env).contention),
+}
 
 // exclusion checks mutual exclusion from the clients' side: a counter of
 // current holders that must never exceed 1, and fencing tokens that must
@@ -93,137 +112,81 @@ func (e *env) contention(ctx context.Context) (contentionResult, error) {
 
 	// Warm-up runs are checked for exclusion but not counted.
 	err = inHalves(e.cfg.contentionDur,
-		func(d time.Duration, s *side) error { return e.gatewayContention(ctx, c, leases, d, s) },
+		func(d time.Duration, s *side) error {
+			return gatewayContention(ctx, c, leases, e.cfg.contentionWait, d, s)
+		},
 		func(d time.Duration, s *side) error { return directContention(ctx, locks, d, s) },
 		&side{excl: res.gw.excl}, &side{excl: res.direct.excl}, &res.gw, &res.direct)
 	return res, err
 }
 
-// inHalves runs a phase of dur on each side in ABBA halves (gateway,
-// direct, direct, gateway), each side after a warm-up of a second (or half
-// of dur if shorter) into warmGW and warmDirect, which are not counted.
-func inHalves[S any](dur time.Duration, gwRun, directRun func(time.Duration, *S) error, warmGW, warmDirect, gw, direct *S) error {
-	half := dur / 2
-	warm := min(time.Second, half)
-	for _, step := range []struct {
-		run  func(time.Duration, *S) error
-		s    *S
-		d    time.Duration
-		name string
-	}{
-		{gwRun, warmGW, warm, "gateway warm-up"},
-		{directRun, warmDirect, warm, "direct warm-up"},
-		{gwRun, gw, half, "gateway"},
-		{directRun, direct, half, "direct"},
-		{directRun, direct, dur - half, "direct"},
-		{gwRun, gw, dur - half, "gateway"},
-	} {
-		if err := step.run(step.d, step.s); err != nil {
-			return fmt.Errorf("%s: %w", step.name, err)
-		}
+// gatewayContention runs one window of d of the gateway's contenders, each
+// acquire with ?wait=wait.
+func gatewayContention(ctx context.Context, c *client, leases []string, wait, d time.Duration, s *side) error {
+	acquire := fmt.Sprintf("/v1/locks/bench-c/acquire?wait=%s", wait)
+	const release = "/v1/locks/bench-c/release"
+	var timeouts atomic.Int64
+	bodies := make([][]byte, len(leases))
+	for i, id := range leases {
+		bodies[i] = leaseBody(id)
 	}
-	return nil
+	win := newWindow(d, len(leases), false)
+	err := loopUntil(ctx, len(leases), win.deadline, func(i int) error {
+		body := bodies[i]
+		st, b, err := c.do(ctx, http.MethodPost, acquire, body)
+		if err == nil && st == http.StatusConflict {
+			timeouts.Add(1)
+			return nil
+		}
+		if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+			return err
+		}
+		at := time.Now()
+		g, err := parseGrant(b)
+		if err != nil {
+			return err
+		}
+		s.excl.enter(g.Token)
+		s.excl.leave()
+		st, b, err = c.do(ctx, http.MethodPost, release, body)
+		if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
+			return err
+		}
+		win.done(i, at, at) // no times kept: t0 is not read
+		return nil
+	}).wait(ctx)
+	s.add(win.in.Load(), win.total.Load(), timeouts.Load(), d)
+	return err
 }
 
-func (e *env) gatewayContention(ctx context.Context, c *client, leases []string, d time.Duration, s *side) error {
-	acquire := fmt.Sprintf("/v1/locks/bench-c/acquire?wait=%s", e.cfg.contentionWait)
-	const release = "/v1/locks/bench-c/release"
-	var grants, total, timeouts atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, len(leases))
-	start := time.Now()
-	deadline := start.Add(d)
-	for _, id := range leases {
-		body := leaseBody(id)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				st, b, err := c.do(ctx, http.MethodPost, acquire, body)
-				if err == nil && st == http.StatusConflict {
-					timeouts.Add(1)
-					continue
-				}
-				if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
-					errs <- err
-					return
-				}
-				at := time.Now()
-				g, err := parseGrant(b)
-				if err != nil {
-					errs <- err
-					return
-				}
-				s.excl.enter(g.Token)
-				s.excl.leave()
-				st, b, err = c.do(ctx, http.MethodPost, release, body)
-				if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
-					errs <- err
-					return
-				}
-				total.Add(1)
-				if at.Before(deadline) {
-					grants.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	s.grants += grants.Load()
-	s.total += total.Load()
-	s.timeouts += timeouts.Load()
+// add adds one measured window's counts.
+func (s *side) add(grants, total, timeouts int64, d time.Duration) {
+	s.grants += grants
+	s.total += total
+	s.timeouts += timeouts
 	s.elapsed += d
 	s.segments++
-	if err := ctx.Err(); err != nil {
+}
+
+// directContention runs one window of d of the zk.Lock contenders.
+func directContention(ctx context.Context, locks []*zk.Lock, d time.Duration, s *side) error {
+	win := newWindow(d, len(locks), false)
+	err := loopUntil(ctx, len(locks), win.deadline, func(i int) error {
+		if err := locks[i].Lock(); err != nil {
+			return fmt.Errorf("zk.Lock: %w", err)
+		}
+		at := time.Now()
+		s.excl.enter(0)
+		s.excl.leave()
+		if err := locks[i].Unlock(); err != nil {
+			return fmt.Errorf("zk.Unlock: %w", err)
+		}
+		win.done(i, at, at) // no times kept: t0 is not read
+		return nil
+	}).waitOrCancel(ctx)
+	if ctx.Err() != nil {
 		return err
 	}
-	return <-errs // nil when none
-}
-
-func directContention(ctx context.Context, locks []*zk.Lock, d time.Duration, s *side) error {
-	var grants, total atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, len(locks))
-	start := time.Now()
-	deadline := start.Add(d)
-	for _, l := range locks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				if err := l.Lock(); err != nil {
-					errs <- fmt.Errorf("zk.Lock: %w", err)
-					return
-				}
-				at := time.Now()
-				s.excl.enter(0)
-				s.excl.leave()
-				if err := l.Unlock(); err != nil {
-					errs <- fmt.Errorf("zk.Unlock: %w", err)
-					return
-				}
-				total.Add(1)
-				if at.Before(deadline) {
-					grants.Add(1)
-				}
-			}
-		}()
-	}
-	// zk.Lock takes no context: on an interrupt, closing the connections
-	// (done by the caller's defers) is what ends a blocked Lock. Wait for
-	// the goroutines here unless interrupted.
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	close(errs)
-	s.grants += grants.Load()
-	s.total += total.Load()
-	s.elapsed += d
-	s.segments++
-	return <-errs
+	s.add(win.in.Load(), win.total.Load(), 0, d)
+	return err
 }

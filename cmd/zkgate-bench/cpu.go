@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,10 +13,34 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// cpuUsePhase is section 10: the gateway's CPU per operation.
+var cpuUsePhase = phase{
+	name: "cpu",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.cpuWorkers, "cpu-workers", 32, "CPU test: workers, each with its own lease, lock and queue")
+		fs.DurationVar(&c.cpuDur, "cpu-duration", 8*time.Second, "CPU test: run time of each workload for each binary (run as two halves, ABBA with -baseline-bin)")
+		fs.IntVar(&c.cpuRounds, "cpu-rounds", 2, "CPU test: ABBA rounds of each workload with -baseline-bin, -cpu-duration split among them (more rounds: less drift from other load on the machine)")
+		fs.StringVar(&c.cpuLoadList, "cpu-workloads", strings.Join(cpuWorkloads, ","), "CPU test: workloads to run, of "+strings.Join(cpuWorkloads, ","))
+		fs.StringVar(&c.baselineBin, "baseline-bin", "", "CPU test: a zkgate binary to compare this build with (for instance one built from main), on a gateway process of its own")
+		fs.StringVar(&c.cpuProfile, "cpu-profile", "", "CPU test: write a CPU profile of each gateway under the lock workload into this directory (the gateways then serve --debug-listen)")
+	},
+	quick: map[string]func(c *config){"cpu-duration": func(c *config) { c.cpuDur = 2 * time.Second }},
+	check: func(c *config) (err error) {
+		if c.cpuLoads, err = listFlag("cpu-workloads", "workload", c.cpuLoadList, cpuWorkloads, false); err != nil {
+			return err
+		}
+		return firstError(positive(c.cpuWorkers, c.cpuRounds), durations(c.cpuDur >= 200*time.Millisecond))
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("10. CPU per operation: %d workers, %s of each workload for each binary", c.cpuWorkers, c.cpuDur)
+	},
+	what: "CPU per operation",
+	run:  storeIn(func(r *report) *cpuResult { return &r.cpu }, (*env).cpuPhase),
+}
 
 // The gateway's CPU per operation, the target of issue 24: at most this per
 // acquire+release cycle on the bench's machine (half of 0.255 ms).
@@ -75,6 +100,19 @@ func cpuTime(pid int) (time.Duration, error) {
 	return d, nil
 }
 
+// cpuTimes is cpuTime of each of pids.
+func cpuTimes(pids ...int) ([]time.Duration, error) {
+	ts := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		t, err := cpuTime(pid)
+		if err != nil {
+			return nil, err
+		}
+		ts[i] = t
+	}
+	return ts, nil
+}
+
 // statCPU reads utime+stime from a /proc/<pid>/stat line. The command may
 // hold spaces and parentheses, so fields count from the last ')'. utime and
 // stime are fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
@@ -100,10 +138,13 @@ func statCPU(s string) (time.Duration, error) {
 // workloads use: a lease per worker, which holds its bench-r-N lock for
 // the reads.
 type cpuGateway struct {
-	gw     *gateway
-	c      *client
-	leases []string
-	debug  string // its --debug-listen address ("" without -cpu-profile)
+	tag       string // this or base
+	zkPID     int    // ZooKeeper's, whose CPU is read too
+	itemBytes int    // -queue-bytes
+	gw        *gateway
+	c         *client
+	leases    []string
+	debug     string // its --debug-listen address ("" without -cpu-profile)
 }
 
 // cpuPhase runs each workload on this build and on -baseline-bin (when
@@ -111,113 +152,122 @@ type cpuGateway struct {
 // root of its own), in ABBA halves after a warm-up each, and reads both
 // gateways' and ZooKeeper's CPU time from /proc around every half.
 func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
-	zkPID := e.zkPID
-	n := e.cfg.cpuWorkers
-	res = cpuResult{workers: n, baseline: e.cfg.baselineBin, base: map[string]*cpuSide{}, this: map[string]*cpuSide{}}
-	start := func(bin, tag string) (*cpuGateway, error) {
-		extra := []string{"--root", gatewayRoot + "-cpu-" + tag}
-		g := &cpuGateway{}
-		if e.cfg.cpuProfile != "" {
-			p, err := freePort()
-			if err != nil {
-				return nil, err
-			}
-			g.debug = fmt.Sprintf("127.0.0.1:%d", p)
-			extra = append(extra, "--debug-listen", g.debug)
-		}
-		gw, err := startGateway(ctx, bin, e.zkAddr, e.cfg.logLevel, filepath.Join(e.tmp, "zkgate-cpu-"+tag+".log"), nil, extra...)
-		if err != nil {
-			return nil, err
-		}
-		g.gw = gw
-		g.c = newClient(gw.url, 2*n, time.Minute)
-		if g.leases, err = g.c.createLeases(ctx, n, 8, 10*time.Minute, "bench-cpu"); err != nil {
-			return g, err
-		}
-		err = parallel(ctx, n, n, func(i int) error {
-			st, b, err := g.c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/bench-r-%d/acquire", i), leaseBody(g.leases[i]))
-			return expect("acquire", st, b, err, http.StatusOK)
-		})
-		return g, err
-	}
-	stop := func(g *cpuGateway) {
-		if g == nil || g.gw == nil {
-			return
-		}
-		_ = g.c.revokeLeases(context.Background(), g.leases, 8)
-		g.c.close()
-		_ = g.gw.stop()
-	}
-	this, err := start(e.bin, "this")
-	defer stop(this)
+	res = cpuResult{workers: e.cfg.cpuWorkers, baseline: e.cfg.baselineBin, base: map[string]*cpuSide{}, this: map[string]*cpuSide{}}
+	this, err := e.startCPUGateway(ctx, e.bin, "this")
+	defer this.stop()
 	if err != nil {
 		return res, err
 	}
 	var base *cpuGateway
 	if e.cfg.baselineBin != "" {
-		base, err = start(e.cfg.baselineBin, "base")
-		defer stop(base)
+		base, err = e.startCPUGateway(ctx, e.cfg.baselineBin, "base")
+		defer base.stop()
 		if err != nil {
 			return res, err
 		}
 	}
-	half := e.cfg.cpuDur / 2
-	if base != nil {
-		half /= time.Duration(e.cfg.cpuRounds)
-	}
-	warm := min(time.Second, half/2)
 	for _, w := range e.cfg.cpuLoads {
 		res.this[w], res.base[w] = &cpuSide{}, &cpuSide{}
-		order := []*cpuGateway{this}
-		if base != nil {
-			order = nil
-			for range e.cfg.cpuRounds {
-				order = append(order, base, this, this, base)
-			}
-			if _, err := e.cpuHalf(ctx, base, zkPID, w, warm); err != nil {
-				return res, err
-			}
-		}
-		if _, err := e.cpuHalf(ctx, this, zkPID, w, warm); err != nil {
+		if err := cpuWorkload(ctx, e.cfg, w, this, base, res.this[w], res.base[w]); err != nil {
 			return res, err
-		}
-		for _, g := range order {
-			s, err := e.cpuHalf(ctx, g, zkPID, w, half)
-			if err != nil {
-				return res, err
-			}
-			into := res.this[w]
-			if g == base {
-				into = res.base[w]
-			}
-			_ = addRun(into, s, nil)
 		}
 	}
-	if e.cfg.cpuProfile != "" {
-		if err := os.MkdirAll(e.cfg.cpuProfile, 0o755); err != nil {
+	if e.cfg.cpuProfile == "" {
+		return res, nil
+	}
+	if err := os.MkdirAll(e.cfg.cpuProfile, 0o755); err != nil {
+		return res, err
+	}
+	for _, g := range []*cpuGateway{base, this} {
+		if g == nil {
+			continue
+		}
+		path := filepath.Join(e.cfg.cpuProfile, "cpu-"+g.tag+".pprof")
+		if err := g.profile(ctx, path, int(max(e.cfg.cpuDur/2, time.Second)/time.Second)); err != nil {
 			return res, err
 		}
-		for _, g := range []*cpuGateway{base, this} {
-			if g == nil {
-				continue
-			}
-			tag := "this"
-			if g == base {
-				tag = "base"
-			}
-			path := filepath.Join(e.cfg.cpuProfile, "cpu-"+tag+".pprof")
-			if err := e.profileLock(ctx, g, zkPID, path); err != nil {
-				return res, err
-			}
-			res.profiles = append(res.profiles, path)
-		}
+		res.profiles = append(res.profiles, path)
 	}
 	return res, nil
 }
 
-// profileLock takes a CPU profile of a gateway under the lock workload.
-func (e *env) profileLock(ctx context.Context, g *cpuGateway, zkPID int, path string) error {
-	secs := int(max(e.cfg.cpuDur/2, time.Second) / time.Second)
+// cpuWorkload runs workload w on this build alone in one half after a
+// warm-up, or with base in cfg.cpuRounds ABBA rounds (base, this, this,
+// base) after a warm-up of each, -cpu-duration split among them.
+func cpuWorkload(ctx context.Context, cfg config, w string, this, base *cpuGateway, intoThis, intoBase *cpuSide) error {
+	half := cfg.cpuDur / 2
+	if base != nil {
+		half /= time.Duration(cfg.cpuRounds)
+	}
+	warm := min(time.Second, half/2)
+	order := []*cpuGateway{this}
+	if base != nil {
+		order = abbaOrder(cfg.cpuRounds, base, this)
+		if _, err := base.half(ctx, w, warm); err != nil {
+			return err
+		}
+	}
+	if _, err := this.half(ctx, w, warm); err != nil {
+		return err
+	}
+	for _, g := range order {
+		s, err := g.half(ctx, w, half)
+		if err != nil {
+			return err
+		}
+		into := intoThis
+		if g == base {
+			into = intoBase
+		}
+		_ = addRun(into, s, nil)
+	}
+	return nil
+}
+
+// startCPUGateway starts a gateway of bin on a root of its own (tag: this
+// or base), with a lease per worker, each holding its bench-r-N lock for
+// the reads.
+func (e *env) startCPUGateway(ctx context.Context, bin, tag string) (*cpuGateway, error) {
+	n := e.cfg.cpuWorkers
+	extra := []string{"--root", gatewayRoot + "-cpu-" + tag}
+	g := &cpuGateway{tag: tag, zkPID: e.zkPID, itemBytes: e.cfg.qBytes}
+	if e.cfg.cpuProfile != "" {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		g.debug = fmt.Sprintf("127.0.0.1:%d", p)
+		extra = append(extra, "--debug-listen", g.debug)
+	}
+	gw, err := startGateway(ctx, bin, e.zkAddr, e.cfg.logLevel, filepath.Join(e.tmp, "zkgate-cpu-"+tag+".log"), nil, extra...)
+	if err != nil {
+		return nil, err
+	}
+	g.gw = gw
+	g.c = newClient(gw.url, 2*n, time.Minute)
+	if g.leases, err = g.c.createLeases(ctx, n, 8, 10*time.Minute, "bench-cpu"); err != nil {
+		return g, err
+	}
+	err = parallel(ctx, n, n, func(i int) error {
+		st, b, err := g.c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/bench-r-%d/acquire", i), leaseBody(g.leases[i]))
+		return expect("acquire", st, b, err, http.StatusOK)
+	})
+	return g, err
+}
+
+// stop revokes the gateway's leases and stops it (nil: nothing).
+func (g *cpuGateway) stop() {
+	if g == nil || g.gw == nil {
+		return
+	}
+	_ = g.c.revokeLeases(context.Background(), g.leases, 8)
+	g.c.close()
+	_ = g.gw.stop()
+}
+
+// profile writes a CPU profile of secs seconds of the gateway under the
+// lock workload to path.
+func (g *cpuGateway) profile(ctx context.Context, path string, secs int) error {
 	got := make(chan error, 1)
 	go func() {
 		hc := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
@@ -235,7 +285,7 @@ func (e *env) profileLock(ctx context.Context, g *cpuGateway, zkPID int, path st
 		_, err = io.Copy(f, resp.Body)
 		got <- errorsJoin(err, f.Close())
 	}()
-	if _, err := e.cpuHalf(ctx, g, zkPID, "lock", time.Duration(secs)*time.Second+500*time.Millisecond); err != nil {
+	if _, err := g.half(ctx, "lock", time.Duration(secs)*time.Second+500*time.Millisecond); err != nil {
 		return err
 	}
 	return <-got
@@ -248,9 +298,9 @@ func errorsJoin(a, b error) error {
 	return b
 }
 
-// cpuHalf runs one workload on one gateway for d and returns its operations
+// half runs one workload on the gateway for d and returns its operations
 // and the CPU the gateway and ZooKeeper spent meanwhile.
-func (e *env) cpuHalf(ctx context.Context, g *cpuGateway, zkPID int, workload string, d time.Duration) (cpuSide, error) {
+func (g *cpuGateway) half(ctx context.Context, workload string, d time.Duration) (cpuSide, error) {
 	var s cpuSide
 	n := len(g.leases)
 	ops := make([]func(ctx context.Context) error, n)
@@ -258,16 +308,7 @@ func (e *env) cpuHalf(ctx context.Context, g *cpuGateway, zkPID int, workload st
 		body := leaseBody(id)
 		switch workload {
 		case "lock":
-			acquire := fmt.Sprintf("/v1/locks/bench-c-%d/acquire", i)
-			release := fmt.Sprintf("/v1/locks/bench-c-%d/release", i)
-			ops[i] = func(ctx context.Context) error {
-				st, b, err := g.c.do(ctx, http.MethodPost, acquire, body)
-				if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
-					return err
-				}
-				st, b, err = g.c.do(ctx, http.MethodPost, release, body)
-				return expect("release", st, b, err, http.StatusNoContent)
-			}
+			ops[i] = lockOp(g.c, fmt.Sprintf("bench-c-%d", i), body)
 		case "keepalive":
 			path := "/v1/leases/" + id + "/keepalive"
 			ops[i] = func(ctx context.Context) error {
@@ -276,7 +317,7 @@ func (e *env) cpuHalf(ctx context.Context, g *cpuGateway, zkPID int, workload st
 			}
 		case "queue":
 			q := gwQueue{c: g.c, name: fmt.Sprintf("bench-cq-%d", i)}
-			item := payload("cpu", int64(i), e.cfg.qBytes)
+			item := payload("cpu", int64(i), g.itemBytes)
 			ops[i] = func(ctx context.Context) error {
 				if err := q.produce(ctx, 0, item); err != nil {
 					return err
@@ -297,7 +338,21 @@ func (e *env) cpuHalf(ctx context.Context, g *cpuGateway, zkPID int, workload st
 			return s, fmt.Errorf("unknown cpu workload %q", workload)
 		}
 	}
-	return runOps(ctx, ops, d, g.gw.pid(), zkPID)
+	return runOps(ctx, ops, d, g.gw.pid(), g.zkPID)
+}
+
+// lockOp acquires and releases lock name through the gateway with the
+// lease body holds.
+func lockOp(c *client, name string, body []byte) func(context.Context) error {
+	acquire, release := "/v1/locks/"+name+"/acquire", "/v1/locks/"+name+"/release"
+	return func(ctx context.Context) error {
+		st, b, err := c.do(ctx, http.MethodPost, acquire, body)
+		if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+			return err
+		}
+		st, b, err = c.do(ctx, http.MethodPost, release, body)
+		return expect("release", st, b, err, http.StatusNoContent)
+	}
 }
 
 // addRun adds a run's figures to s.
@@ -313,53 +368,31 @@ func addRun(s *cpuSide, r cpuSide, err error) error {
 // done and the CPU that the server process and ZooKeeper spent meanwhile.
 func runOps(ctx context.Context, ops []func(context.Context) error, d time.Duration, serverPID, zkPID int) (cpuSide, error) {
 	var s cpuSide
-	n := len(ops)
-	gw0, err := cpuTime(serverPID)
-	if err != nil {
-		return s, err
-	}
-	zk0, err := cpuTime(zkPID)
+	t0, err := cpuTimes(serverPID, zkPID)
 	if err != nil {
 		return s, err
 	}
 	var count atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
 	start := time.Now()
-	deadline := start.Add(d)
-	for _, op := range ops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				if err := op(ctx); err != nil {
-					errs <- err
-					return
-				}
-				count.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	werr := loopUntil(ctx, len(ops), start.Add(d), func(i int) error {
+		if err := ops[i](ctx); err != nil {
+			return err
+		}
+		count.Add(1)
+		return nil
+	}).wait(ctx)
 	s.elapsed = time.Since(start)
-	gw1, err := cpuTime(serverPID)
+	t1, err := cpuTimes(serverPID, zkPID)
 	if err != nil {
 		return s, err
 	}
-	zk1, err := cpuTime(zkPID)
-	if err != nil {
-		return s, err
-	}
-	s.ops, s.gwCPU, s.zkCPU = count.Load(), gw1-gw0, zk1-zk0
-	close(errs)
-	if err := ctx.Err(); err != nil {
-		return s, err
-	}
-	return s, <-errs
+	s.ops, s.gwCPU, s.zkCPU = count.Load(), t1[0]-t0[0], t1[1]-t0[1]
+	return s, werr
 }
 
 // printCPU writes the cpu phase's section and adds its summary rows.
-func (r *report) printCPU(p func(string, ...any), sum *[][4]string) {
+func (r *report) printCPU(rw *reportWriter) {
+	p := rw.p
 	k := r.cpu
 	if len(k.this) == 0 {
 		return
@@ -396,6 +429,6 @@ func (r *report) printCPU(p func(string, ...any), sum *[][4]string) {
 	}
 	p("")
 	if t := k.this["lock"]; t != nil && t.ops > 0 {
-		*sum = append(*sum, [4]string{"10. the gateway's CPU per acquire+release cycle", us(t.gwPerOp()), "<= " + us(targetCPUPerCycle), verdict(t.gwPerOp() <= targetCPUPerCycle)})
+		rw.add([4]string{"10. the gateway's CPU per acquire+release cycle", us(t.gwPerOp()), "<= " + us(targetCPUPerCycle), verdict(t.gwPerOp() <= targetCPUPerCycle)})
 	}
 }

@@ -4,14 +4,32 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
 )
+
+// distinctPhase is section 2b: workers each on a lock of its own.
+var distinctPhase = phase{
+	name: "distinct",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.distinctWorkers, "distinct-workers", 32, "distinct-locks test: workers, each on its own lock")
+		fs.DurationVar(&c.distinctDur, "distinct-duration", 10*time.Second, "distinct-locks run time, each for the gateway and for the direct client (run as two halves, ABBA)")
+	},
+	quick: map[string]func(c *config){"distinct-duration": func(c *config) { c.distinctDur = 2 * time.Second }},
+	check: func(c *config) error {
+		return firstError(positive(c.distinctWorkers), durations(c.distinctDur >= 100*time.Millisecond))
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("2b. %d workers on distinct locks, %s each for gateway and direct", c.distinctWorkers, c.distinctDur)
+	},
+	what: "distinct locks",
+	run:  storeIn(func(r *report) *distinctResult { return &r.distinct }, (*env).distinct),
+}
 
 // distinctSide is one client's run on distinct locks.
 type distinctSide struct {
@@ -59,130 +77,94 @@ func (e *env) distinct(ctx context.Context) (distinctResult, error) {
 	lastTok := make([]int64, n) // per worker (per lock): tokens must grow
 
 	err = inHalves(e.cfg.distinctDur,
-		func(d time.Duration, s *distinctSide) error { return e.gatewayDistinct(ctx, c, leases, lastTok, d, s) },
+		func(d time.Duration, s *distinctSide) error { return gatewayDistinct(ctx, c, leases, lastTok, d, s) },
 		func(d time.Duration, s *distinctSide) error { return directDistinct(ctx, locks, d, s) },
 		&distinctSide{}, &distinctSide{}, &res.gw, &res.direct)
 	return res, err
 }
 
-func (e *env) gatewayDistinct(ctx context.Context, c *client, leases []string, lastTok []int64, d time.Duration, s *distinctSide) error {
-	var cycles, total, bad atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, len(leases))
-	lats := make([]dist, len(leases))
-	deadline := time.Now().Add(d)
+// gatewayDistinct runs one window of d of the gateway's workers; lastTok
+// is each lock's last fencing token.
+func gatewayDistinct(ctx context.Context, c *client, leases []string, lastTok []int64, d time.Duration, s *distinctSide) error {
+	var bad atomic.Int64
+	bodies, acquire, release := make([][]byte, len(leases)), make([]string, len(leases)), make([]string, len(leases))
 	for i, id := range leases {
-		body := leaseBody(id)
-		acquire := fmt.Sprintf("/v1/locks/bench-d-%d/acquire", i)
-		release := fmt.Sprintf("/v1/locks/bench-d-%d/release", i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				t0 := time.Now()
-				st, b, err := c.do(ctx, http.MethodPost, acquire, body)
-				if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
-					bad.Add(1)
-					errs <- err
-					return
-				}
-				at := time.Now()
-				g, err := parseGrant(b)
-				if err != nil {
-					bad.Add(1)
-					errs <- err
-					return
-				}
-				if g.Token <= lastTok[i] {
-					bad.Add(1)
-				}
-				lastTok[i] = g.Token
-				st, b, err = c.do(ctx, http.MethodPost, release, body)
-				if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
-					errs <- err
-					return
-				}
-				total.Add(1)
-				if at.Before(deadline) {
-					cycles.Add(1)
-					lats[i] = append(lats[i], time.Since(t0))
-				}
-			}
-		}()
+		bodies[i] = leaseBody(id)
+		acquire[i], release[i] = fmt.Sprintf("/v1/locks/bench-d-%d/acquire", i), fmt.Sprintf("/v1/locks/bench-d-%d/release", i)
 	}
-	wg.Wait()
-	close(errs)
-	s.cycles += cycles.Load()
-	s.total += total.Load()
+	win := newWindow(d, len(leases), true)
+	err := loopUntil(ctx, len(leases), win.deadline, func(i int) error {
+		body := bodies[i]
+		t0 := time.Now()
+		st, b, err := c.do(ctx, http.MethodPost, acquire[i], body)
+		if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+			bad.Add(1)
+			return err
+		}
+		at := time.Now()
+		g, err := parseGrant(b)
+		if err != nil {
+			bad.Add(1)
+			return err
+		}
+		if g.Token <= lastTok[i] {
+			bad.Add(1)
+		}
+		lastTok[i] = g.Token
+		st, b, err = c.do(ctx, http.MethodPost, release[i], body)
+		if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
+			return err
+		}
+		win.done(i, t0, at)
+		return nil
+	}).wait(ctx)
 	s.bad += bad.Load()
-	s.elapsed += d
-	s.segments++
-	for _, l := range lats {
-		s.lat = append(s.lat, l...)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return <-errs
+	s.add(win, d)
+	return err
 }
 
-func directDistinct(ctx context.Context, locks []*zk.Lock, d time.Duration, s *distinctSide) error {
-	var cycles, total atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, len(locks))
-	lats := make([]dist, len(locks))
-	deadline := time.Now().Add(d)
-	for i, l := range locks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				t0 := time.Now()
-				if err := l.Lock(); err != nil {
-					errs <- fmt.Errorf("zk.Lock: %w", err)
-					return
-				}
-				at := time.Now()
-				if err := l.Unlock(); err != nil {
-					errs <- fmt.Errorf("zk.Unlock: %w", err)
-					return
-				}
-				total.Add(1)
-				if at.Before(deadline) {
-					cycles.Add(1)
-					lats[i] = append(lats[i], time.Since(t0))
-				}
-			}
-		}()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	close(errs)
-	s.cycles += cycles.Load()
-	s.total += total.Load()
+// add adds one measured window of d: its counts and cycle times.
+func (s *distinctSide) add(win *window, d time.Duration) {
+	s.cycles += win.in.Load()
+	s.total += win.total.Load()
 	s.elapsed += d
 	s.segments++
-	for _, l := range lats {
+	for _, l := range win.lats {
 		s.lat = append(s.lat, l...)
 	}
-	return <-errs
+}
+
+// directDistinct runs one window of d of the zk.Lock workers.
+func directDistinct(ctx context.Context, locks []*zk.Lock, d time.Duration, s *distinctSide) error {
+	win := newWindow(d, len(locks), true)
+	err := loopUntil(ctx, len(locks), win.deadline, func(i int) error {
+		t0 := time.Now()
+		if err := locks[i].Lock(); err != nil {
+			return fmt.Errorf("zk.Lock: %w", err)
+		}
+		at := time.Now()
+		if err := locks[i].Unlock(); err != nil {
+			return fmt.Errorf("zk.Unlock: %w", err)
+		}
+		win.done(i, t0, at)
+		return nil
+	}).waitOrCancel(ctx)
+	if ctx.Err() != nil {
+		return err
+	}
+	s.add(win, d)
+	return err
 }
 
 // printDistinct writes section 2b and adds its summary rows.
-func (r *report) printDistinct(p func(string, ...any), sum *[][4]string) {
+func (r *report) printDistinct(rw *reportWriter) {
+	p := rw.p
 	k := r.distinct
 	if k.gw.segments == 0 && k.direct.segments == 0 {
 		return
 	}
-	p("## 2b. %d workers on distinct locks", k.workers)
-	p("")
-	p("Each worker loops acquire + release on a lock of its own, so nobody waits for anybody: this is the gateway's throughput across many locks. Gateway: each worker its own lease and lock name (`bench-d-N`), `POST acquire` (no wait) then `POST release`, on keep-alive connections (the gateway holds one ZooKeeper session). Direct: the same number of workers sharing **one** `zk.Conn`, each with its own `zk.NewLock` on its own path (what one process using go-zookeeper would do). Cycles whose grant came inside the measured windows count (ABBA halves, after a warm-up each of 1s or half the duration if shorter, not counted). Mutual exclusion holds trivially (one worker per lock); checked instead: every gateway acquire answered 200 with a fencing token, growing per lock.")
-	p("")
+	rw.section(fmt.Sprintf("## 2b. %d workers on distinct locks", k.workers),
+		"Each worker loops acquire + release on a lock of its own, so nobody waits for anybody: this is the gateway's throughput across many locks. Gateway: each worker its own lease and lock name (`bench-d-N`), `POST acquire` (no wait) then `POST release`, on keep-alive connections (the gateway holds one ZooKeeper session). Direct: the same number of workers sharing **one** `zk.Conn`, each with its own `zk.NewLock` on its own path (what one process using go-zookeeper would do). Cycles whose grant came inside the measured windows count (ABBA halves, after a warm-up each of 1s or half the duration if shorter, not counted). Mutual exclusion holds trivially (one worker per lock); checked instead: every gateway acquire answered 200 with a fencing token, growing per lock.")
 	p("| client | window | cycles | cycles/s | cycle p50 | cycle p99 | bad answers |")
 	p("|---|---:|---:|---:|---:|---:|---:|")
 	for _, s := range []struct {
@@ -201,11 +183,11 @@ func (r *report) printDistinct(p func(string, ...any), sum *[][4]string) {
 	}
 	if k.gw.segments > 0 && k.direct.segments > 0 {
 		p("| **ratio gateway/direct** | | | **%.2fx** | | | |", k.ratio())
-		*sum = append(*sum, ratioRow(fmt.Sprintf("2b. cycles/s, %d workers on distinct locks, gateway/direct", k.workers), k.ratio(),
+		rw.add(ratioRow(fmt.Sprintf("2b. cycles/s, %d workers on distinct locks, gateway/direct", k.workers), k.ratio(),
 			fmt.Sprintf("gateway %.0f/s, direct %.0f/s", k.gw.rate(), k.direct.rate()), targetDistinct, false))
 	}
 	if k.gw.segments > 0 {
-		*sum = append(*sum, [4]string{"2b. distinct locks: every acquire 200 with a growing token", fmt.Sprintf("%d bad of %s", k.gw.bad, thousands(k.gw.total)), "0", verdict(k.gw.bad == 0)})
+		rw.add([4]string{"2b. distinct locks: every acquire 200 with a growing token", fmt.Sprintf("%d bad of %s", k.gw.bad, thousands(k.gw.total)), "0", verdict(k.gw.bad == 0)})
 	}
 	p("")
 }

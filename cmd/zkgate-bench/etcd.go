@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +18,20 @@ import (
 	"syscall"
 	"time"
 )
+
+// etcdComparePhase is section 1b: the gateway against etcd's lock API.
+var etcdComparePhase = phase{
+	name: "etcd",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.StringVar(&c.etcdBin, "etcd", "etcd", "the etcd binary of the etcd comparison (looked up on PATH; the phase is skipped without it)")
+		fs.IntVar(&c.etcdIterations, "etcd-iterations", 1000, "etcd comparison: uncontended lock+unlock iterations, each for the gateway and for etcd (blocks of -block, ABBA)")
+	},
+	quick:    map[string]func(c *config){"etcd-iterations": func(c *config) { c.etcdIterations = 300 }},
+	check:    func(c *config) error { return positive(c.etcdIterations) },
+	announce: func(c config) string { return fmt.Sprintf("1b. etcd comparison: %d iterations each", c.etcdIterations) },
+	what:     "etcd comparison",
+	run:      storeIn(func(r *report) *etcdResult { return &r.etcd }, (*env).etcdPhase),
+}
 
 // etcdResult is the uncontended comparison with etcd's lock API.
 type etcdResult struct {
@@ -155,18 +170,51 @@ func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
 
 	ec := newClient(es.url, 2, time.Minute)
 	defer ec.close()
+	lease, err := etcdGrant(ctx, ec)
+	if err != nil {
+		return res, err
+	}
+	etcdOnce := etcdLockCycle(ctx, ec, "bench-e", lease)
+
+	c := newClient(e.gw.url, 2, time.Minute)
+	defer c.close()
+	gl, err := c.createLease(ctx, 10*time.Minute, "bench-etcd-compare")
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = c.revokeLease(context.Background(), gl) }()
+	var gw, et cycleTimes
+	res.blocks, err = abbaCycles(ctx, min(e.cfg.warmup, e.cfg.etcdIterations), e.cfg.etcdIterations, e.cfg.block,
+		lockCycle(ctx, c, "bench-e", leaseBody(gl)), etcdOnce, &gw, &et, nil, nil)
+	if err != nil {
+		return res, err
+	}
+	res.gw, res.etcd, res.etcdLock, res.etcdUnlock = summarize(gw.both), summarize(et.both), summarize(et.acq), summarize(et.rel)
+	res.workers = e.cfg.distinctWorkers
+	err = e.etcdDistinct(ctx, es, &res)
+	return res, err
+}
+
+// etcdGrant grants a lease of 600 s through etcd's HTTP gateway.
+func etcdGrant(ctx context.Context, ec *client) (string, error) {
 	st, b, err := ec.do(ctx, http.MethodPost, "/v3/lease/grant", []byte(`{"TTL":600}`))
 	if err := expect("etcd lease grant", st, b, err, http.StatusOK); err != nil {
-		return res, err
+		return "", err
 	}
 	var lease struct {
 		ID string `json:"ID"`
 	}
 	if err := json.Unmarshal(b, &lease); err != nil || lease.ID == "" {
-		return res, fmt.Errorf("etcd lease grant: %s", truncate(b, 300))
+		return "", fmt.Errorf("etcd lease grant: %s", truncate(b, 300))
 	}
-	lockBody, _ := json.Marshal(map[string]string{"name": base64.StdEncoding.EncodeToString([]byte("bench-e")), "lease": lease.ID})
-	etcdOnce := func() (time.Duration, time.Duration, error) {
+	return lease.ID, nil
+}
+
+// etcdLockCycle locks and unlocks name through etcd's lock API with a
+// lease granted before.
+func etcdLockCycle(ctx context.Context, ec *client, name, lease string) cycle {
+	lockBody, _ := json.Marshal(map[string]string{"name": base64.StdEncoding.EncodeToString([]byte(name)), "lease": lease})
+	return func() (time.Duration, time.Duration, error) {
 		t0 := time.Now()
 		st, b, err := ec.do(ctx, http.MethodPost, "/v3/lock/lock", lockBody)
 		if err := expect("etcd lock", st, b, err, http.StatusOK); err != nil {
@@ -186,76 +234,6 @@ func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
 		}
 		return t1.Sub(t0), time.Since(t1), nil
 	}
-
-	c := newClient(e.gw.url, 2, time.Minute)
-	defer c.close()
-	gl, err := c.createLease(ctx, 10*time.Minute, "bench-etcd-compare")
-	if err != nil {
-		return res, err
-	}
-	defer func() { _ = c.revokeLease(context.Background(), gl) }()
-	body := leaseBody(gl)
-	gwOnce := func() (time.Duration, time.Duration, error) {
-		t0 := time.Now()
-		st, b, err := c.do(ctx, http.MethodPost, "/v1/locks/bench-e/acquire", body)
-		if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
-			return 0, 0, err
-		}
-		t1 := time.Now()
-		st, b, err = c.do(ctx, http.MethodPost, "/v1/locks/bench-e/release", body)
-		if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
-			return 0, 0, err
-		}
-		return t1.Sub(t0), time.Since(t1), nil
-	}
-
-	var gw, et, etL, etU dist
-	runBlock := func(n int, gateway, record bool) error {
-		for i := 0; i < n; i++ {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			once := etcdOnce
-			if gateway {
-				once = gwOnce
-			}
-			a, r, err := once()
-			if err != nil {
-				return err
-			}
-			switch {
-			case !record:
-			case gateway:
-				gw = append(gw, a+r)
-			default:
-				et, etL, etU = append(et, a+r), append(etL, a), append(etU, r)
-			}
-		}
-		return nil
-	}
-	warm := min(e.cfg.warmup, e.cfg.etcdIterations)
-	if err := runBlock(warm, true, false); err != nil {
-		return res, err
-	}
-	if err := runBlock(warm, false, false); err != nil {
-		return res, err
-	}
-	for done, b := 0, 0; done < e.cfg.etcdIterations; b++ {
-		n := min(e.cfg.block, e.cfg.etcdIterations-done)
-		first := b%2 == 0
-		if err := runBlock(n, first, true); err != nil {
-			return res, err
-		}
-		if err := runBlock(n, !first, true); err != nil {
-			return res, err
-		}
-		done += n
-		res.blocks = b + 1
-	}
-	res.gw, res.etcd, res.etcdLock, res.etcdUnlock = summarize(gw), summarize(et), summarize(etL), summarize(etU)
-	res.workers = e.cfg.distinctWorkers
-	err = e.etcdDistinct(ctx, es, &res)
-	return res, err
 }
 
 // etcdDistinct runs cfg.distinctWorkers workers, each locking and unlocking
@@ -269,32 +247,12 @@ func (e *env) etcdDistinct(ctx context.Context, es *etcdServer, res *etcdResult)
 	defer ec.close()
 	eops := make([]func(context.Context) error, n)
 	for i := range eops {
-		st, b, err := ec.do(ctx, http.MethodPost, "/v3/lease/grant", []byte(`{"TTL":600}`))
-		if err := expect("etcd lease grant", st, b, err, http.StatusOK); err != nil {
+		lease, err := etcdGrant(ctx, ec)
+		if err != nil {
 			return err
 		}
-		var lease struct {
-			ID string `json:"ID"`
-		}
-		if err := json.Unmarshal(b, &lease); err != nil || lease.ID == "" {
-			return fmt.Errorf("etcd lease grant: %s", truncate(b, 300))
-		}
-		lockBody, _ := json.Marshal(map[string]string{"name": base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "bench-ed-%d", i)), "lease": lease.ID})
-		eops[i] = func(ctx context.Context) error {
-			st, b, err := ec.do(ctx, http.MethodPost, "/v3/lock/lock", lockBody)
-			if err := expect("etcd lock", st, b, err, http.StatusOK); err != nil {
-				return err
-			}
-			var k struct {
-				Key string `json:"key"`
-			}
-			if err := json.Unmarshal(b, &k); err != nil || k.Key == "" {
-				return fmt.Errorf("etcd lock: no key in %s", truncate(b, 300))
-			}
-			ub, _ := json.Marshal(map[string]string{"key": k.Key})
-			st, b, err = ec.do(ctx, http.MethodPost, "/v3/lock/unlock", ub)
-			return expect("etcd unlock", st, b, err, http.StatusOK)
-		}
+		once := etcdLockCycle(ctx, ec, fmt.Sprintf("bench-ed-%d", i), lease)
+		eops[i] = func(context.Context) error { _, _, err := once(); return err }
 	}
 	c := newClient(e.gw.url, 2*n, time.Minute)
 	defer c.close()
@@ -305,17 +263,7 @@ func (e *env) etcdDistinct(ctx context.Context, es *etcdServer, res *etcdResult)
 	}
 	gops := make([]func(context.Context) error, n)
 	for i, id := range leases {
-		body := leaseBody(id)
-		acquire := fmt.Sprintf("/v1/locks/bench-ed-%d/acquire", i)
-		release := fmt.Sprintf("/v1/locks/bench-ed-%d/release", i)
-		gops[i] = func(ctx context.Context) error {
-			st, b, err := c.do(ctx, http.MethodPost, acquire, body)
-			if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
-				return err
-			}
-			st, b, err = c.do(ctx, http.MethodPost, release, body)
-			return expect("release", st, b, err, http.StatusNoContent)
-		}
+		gops[i] = lockOp(c, fmt.Sprintf("bench-ed-%d", i), leaseBody(id))
 	}
 	return inHalves(e.cfg.distinctDur,
 		func(d time.Duration, s *cpuSide) error {
@@ -330,35 +278,28 @@ func (e *env) etcdDistinct(ctx context.Context, es *etcdServer, res *etcdResult)
 }
 
 // printEtcd writes section 1b and adds its summary rows.
-func (r *report) printEtcd(p func(string, ...any), sum *[][4]string) {
+func (r *report) printEtcd(rw *reportWriter) {
+	p := rw.p
 	x := r.etcd
 	if x.skipped != "" {
-		p("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)")
-		p("")
-		p("skipped: %s", x.skipped)
-		p("")
-		*sum = append(*sum, [4]string{"1b. uncontended, gateway/etcd lock API (stretch)", "skipped: " + x.skipped, fmt.Sprintf("<= %.2fx", targetEtcdRatio), "skipped"})
+		rw.section("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)",
+			"skipped: %s", x.skipped)
+		rw.add([4]string{"1b. uncontended, gateway/etcd lock API (stretch)", "skipped: " + x.skipped, fmt.Sprintf("<= %.2fx", targetEtcdRatio), "skipped"})
 		return
 	}
 	if x.gw.n == 0 || x.etcd.n == 0 {
 		return
 	}
-	p("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)")
-	p("")
-	p("etcd %s, a single member started by the bench on %s with a fresh data dir in the run's temp dir (etcd fsyncs its WAL on every commit; it has no switch to turn that off in 3.4), killed and removed at the end. One lease granted once (`POST /v3/lease/grant {\"TTL\":600}`), then per cycle `POST /v3/lock/lock {\"name\": base64(\"bench-e\"), \"lease\": ID}` (answers the key) and `POST /v3/lock/unlock {\"key\": ...}`, through etcd's HTTP/JSON gateway (grpc-gateway) on one keep-alive HTTP/1.1 connection. Gateway: acquire + release of `bench-e` as in section 1, one lease, one keep-alive connection. %d samples each in %d ABBA block pairs, after %d warm-up cycles each. Both run on the same machine as everything else.",
+	rw.section("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)",
+		"etcd %s, a single member started by the bench on %s with a fresh data dir in the run's temp dir (etcd fsyncs its WAL on every commit; it has no switch to turn that off in 3.4), killed and removed at the end. One lease granted once (`POST /v3/lease/grant {\"TTL\":600}`), then per cycle `POST /v3/lock/lock {\"name\": base64(\"bench-e\"), \"lease\": ID}` (answers the key) and `POST /v3/lock/unlock {\"key\": ...}`, through etcd's HTTP/JSON gateway (grpc-gateway) on one keep-alive HTTP/1.1 connection. Gateway: acquire + release of `bench-e` as in section 1, one lease, one keep-alive connection. %d samples each in %d ABBA block pairs, after %d warm-up cycles each. Both run on the same machine as everything else.",
 		x.version, x.addr, x.gw.n, x.blocks, min(r.cfg.warmup, r.cfg.etcdIterations))
-	p("")
 	p("| client | p50 | p90 | p99 | mean | max |")
 	p("|---|---:|---:|---:|---:|---:|")
-	row := func(name string, s summary) {
-		p("| %s | %s | %s | %s | %s | %s |", name, msf(s.p50), msf(s.p90), msf(s.p99), msf(s.mean), msf(s.worst))
-	}
-	row("gateway acquire+release", x.gw)
-	row("etcd lock+unlock", x.etcd)
-	p("| **ratio gateway/etcd** | **%.2fx** | %.2fx | %.2fx | **%.2fx** | |", x.ratioP50(),
-		float64(x.gw.p90)/float64(x.etcd.p90), float64(x.gw.p99)/float64(x.etcd.p99), x.ratioMean())
-	row("etcd lock only", x.etcdLock)
-	row("etcd unlock only", x.etcdUnlock)
+	rw.distRow("gateway acquire+release", x.gw)
+	rw.distRow("etcd lock+unlock", x.etcd)
+	rw.ratioDistRow("ratio gateway/etcd", x.gw, x.etcd)
+	rw.distRow("etcd lock only", x.etcdLock)
+	rw.distRow("etcd unlock only", x.etcdUnlock)
 	p("")
 	p("Stretch target: gateway at most %.2fx etcd. p50: %.2fx %s; mean: %.2fx %s.", targetEtcdRatio,
 		x.ratioP50(), verdict(x.ratioP50() <= targetEtcdRatio), x.ratioMean(), verdict(x.ratioMean() <= targetEtcdRatio))
@@ -372,10 +313,10 @@ func (r *report) printEtcd(p func(string, ...any), sum *[][4]string) {
 		p("| etcd | %s | %.0f | %s | — |", thousands(et.ops), et.rate(), msf(et.gwPerOp()))
 		p("| **ratio gateway/etcd** | | **%.2fx** | | |", g.rate()/et.rate())
 		p("")
-		*sum = append(*sum, ratioRow(fmt.Sprintf("1b. cycles/s, %d workers on distinct locks, gateway/etcd lock API", x.workers), g.rate()/et.rate(),
+		rw.add(ratioRow(fmt.Sprintf("1b. cycles/s, %d workers on distinct locks, gateway/etcd lock API", x.workers), g.rate()/et.rate(),
 			fmt.Sprintf("gateway %.0f/s, etcd %.0f/s", g.rate(), et.rate()), 1.0, false))
 	}
-	*sum = append(*sum,
+	rw.add(
 		stretch(ratioRow("1b. uncontended p50, gateway/etcd lock API (stretch)", x.ratioP50(), fmt.Sprintf("%s vs %s", msf(x.gw.p50), msf(x.etcd.p50)), targetEtcdRatio, true)),
 		stretch(ratioRow("1b. uncontended mean, gateway/etcd lock API (stretch)", x.ratioMean(), fmt.Sprintf("%s vs %s", msf(x.gw.mean), msf(x.etcd.mean)), targetEtcdRatio, true)))
 }

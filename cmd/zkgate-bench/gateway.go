@@ -72,6 +72,20 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tl
 	}
 	g := &gateway{cmd: cmd, logPath: logPath, done: make(chan struct{}),
 		metrics: &http.Client{Timeout: 30 * time.Second, Transport: metrics}}
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(g.done)
+	}()
+	if err := g.awaitReady(ctx, stdout); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// awaitReady reads the address the gateway listens on from its stdout, then
+// waits until its /readyz is 200, all within 60s.
+func (g *gateway) awaitReady(ctx context.Context, stdout io.Reader) error {
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -85,42 +99,37 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tl
 			}
 		}
 	}()
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(g.done)
-	}()
 	t := time.NewTimer(60 * time.Second)
 	defer t.Stop()
 	select {
 	case a := <-addr:
 		g.url = a
 	case <-g.done:
-		return nil, fmt.Errorf("zkgate exited before serving:\n%s", g.logTail(20))
+		return fmt.Errorf("zkgate exited before serving:\n%s", g.logTail(20))
 	case <-ctx.Done():
 		_ = g.stop()
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-t.C:
 		_ = g.stop()
-		return nil, errors.New("zkgate did not serve within 60s")
+		return errors.New("zkgate did not serve within 60s")
 	}
 	for {
 		resp, err := g.metrics.Get(g.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return g, nil
+				return nil
 			}
 		}
 		select {
 		case <-g.done:
-			return nil, fmt.Errorf("zkgate exited before it was ready:\n%s", g.logTail(20))
+			return fmt.Errorf("zkgate exited before it was ready:\n%s", g.logTail(20))
 		case <-ctx.Done():
 			_ = g.stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 			_ = g.stop()
-			return nil, errors.New("zkgate was not ready within 60s")
+			return errors.New("zkgate was not ready within 60s")
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -44,24 +44,31 @@ func (c *client) close() { c.hc.CloseIdleConnections() }
 
 // do sends a request with a JSON body (nil: none) and reads the answer whole.
 func (c *client) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	st, b, _, err := c.exchange(ctx, method, path, "application/json", body)
+	return st, b, err
+}
+
+// exchange sends a request with a body of contentType (nil: none, and no
+// Content-Type) and reads the answer whole.
+func (c *client) exchange(ctx context.Context, method, path, contentType string, body []byte) (int, []byte, http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode, b, err
+	return resp.StatusCode, b, resp.Header, err
 }
 
 // expect checks the status of an answer.

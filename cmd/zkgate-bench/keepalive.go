@@ -4,11 +4,28 @@ package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// keepalivePhase is section 4: keepalives, and that they stay off ZooKeeper.
+var keepalivePhase = phase{
+	name: "keepalive",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.kaWorkers, "keepalive-workers", 32, "goroutines sending keepalives")
+		fs.DurationVar(&c.kaDur, "keepalive-duration", 5*time.Second, "keepalive run time (an idle window of the same length is measured first)")
+	},
+	quick: map[string]func(c *config){"keepalive-duration": func(c *config) { c.kaDur = 2 * time.Second }},
+	check: func(c *config) error {
+		return firstError(positive(c.kaWorkers), durations(c.kaDur >= 100*time.Millisecond))
+	},
+	announce: func(c config) string { return fmt.Sprintf("4. keepalives: %d workers, %s", c.kaWorkers, c.kaDur) },
+	what:     "keepalives",
+	run:      storeIn(func(r *report) *keepaliveResult { return &r.keepalive }, (*env).keepalives),
+}
 
 type keepaliveResult struct {
 	workers       int
@@ -77,33 +94,25 @@ func (e *env) keepalives(ctx context.Context) (keepaliveResult, error) {
 	res.idlePackets = p1 - p0
 
 	var count atomic.Int64
-	var wg sync.WaitGroup
-	lats := make([]dist, len(leases))
-	errs := make(chan error, len(leases))
+	lats, paths := make([]dist, len(leases)), make([]string, len(leases))
+	for i, id := range leases {
+		paths[i] = "/v1/leases/" + id + "/keepalive"
+	}
 	p2, err := packets()
 	if err != nil {
 		return res, err
 	}
 	start := time.Now()
-	deadline := start.Add(e.cfg.kaDur)
-	for i, id := range leases {
-		path := "/v1/leases/" + id + "/keepalive"
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				t0 := time.Now()
-				st, b, err := c.do(ctx, http.MethodPost, path, nil)
-				if err := expect("keepalive", st, b, err, http.StatusOK); err != nil {
-					errs <- err
-					return
-				}
-				lats[i] = append(lats[i], time.Since(t0))
-				count.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	werr := loopUntil(ctx, len(leases), start.Add(e.cfg.kaDur), func(i int) error {
+		t0 := time.Now()
+		st, b, err := c.do(ctx, http.MethodPost, paths[i], nil)
+		if err := expect("keepalive", st, b, err, http.StatusOK); err != nil {
+			return err
+		}
+		lats[i] = append(lats[i], time.Since(t0))
+		count.Add(1)
+		return nil
+	}).wait(ctx)
 	res.elapsed = time.Since(start)
 	p3, err := packets()
 	if err != nil {
@@ -116,9 +125,5 @@ func (e *env) keepalives(ctx context.Context) (keepaliveResult, error) {
 		all = append(all, l...)
 	}
 	res.lat = summarize(all)
-	close(errs)
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	return res, <-errs
+	return res, werr
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"sort"
@@ -12,6 +13,29 @@ import (
 
 	"github.com/zkgate/zkgate/internal/zk"
 )
+
+// latencyPhase is section 1: one client's uncontended acquire + release.
+var latencyPhase = phase{
+	name: "latency",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.iterations, "iterations", 2000, "uncontended acquire+release iterations, each for the gateway and for the direct client")
+		fs.IntVar(&c.warmup, "warmup", 200, "uncontended warm-up iterations, each")
+		fs.IntVar(&c.block, "block", 100, "uncontended iterations per block; blocks alternate gateway/direct in ABBA order")
+	},
+	quick: map[string]func(c *config){
+		"iterations": func(c *config) { c.iterations = 300 },
+		"warmup":     func(c *config) { c.warmup = 50 },
+		"block":      func(c *config) { c.block = 50 },
+	},
+	check: func(c *config) error {
+		return positive(c.iterations, c.block, c.warmup+1) // -warmup may be 0
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("1. uncontended latency: %d warm-up + %d iterations each", c.warmup, c.iterations)
+	},
+	what: "uncontended latency",
+	run:  storeIn(func(r *report) *latencyResult { return &r.latency }, (*env).latency),
+}
 
 // dist is a sample of durations.
 type dist []time.Duration
@@ -86,6 +110,86 @@ func meanOf(s summary) time.Duration { return s.mean }
 func (r latencyResult) ratioP50() float64  { return float64(r.gw.p50) / float64(r.direct.p50) }
 func (r latencyResult) ratioMean() float64 { return float64(r.gw.mean) / float64(r.direct.mean) }
 
+// cycle is one acquire + release, timed: the acquire, then the release.
+type cycle func() (acq, rel time.Duration, err error)
+
+// cycleTimes are one side's recorded cycles: whole, acquire, release.
+type cycleTimes struct{ both, acq, rel dist }
+
+// runCycles runs once n times, recording into times (nil: a warm-up).
+func runCycles(ctx context.Context, n int, once cycle, times *cycleTimes) error {
+	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		a, r, err := once()
+		if err != nil {
+			return err
+		}
+		if times != nil {
+			times.both, times.acq, times.rel = append(times.both, a+r), append(times.acq, a), append(times.rel, r)
+		}
+	}
+	return nil
+}
+
+// abbaCycles warms both sides up with warm cycles each, then (after
+// measuring, nil: nothing) runs iterations of each in ABBA blocks of block,
+// with between after each pair of blocks; it returns the pairs run.
+func abbaCycles(ctx context.Context, warm, iterations, block int, gwOnce, otherOnce cycle, gw, other *cycleTimes, measuring func() error, between func(n int) error) (int, error) {
+	if err := runCycles(ctx, warm, gwOnce, nil); err != nil {
+		return 0, err
+	}
+	if err := runCycles(ctx, warm, otherOnce, nil); err != nil {
+		return 0, err
+	}
+	if measuring != nil {
+		if err := measuring(); err != nil {
+			return 0, err
+		}
+	}
+	return abbaBlocks(iterations, block, func(n int, gateway bool) error {
+		if gateway {
+			return runCycles(ctx, n, gwOnce, gw)
+		}
+		return runCycles(ctx, n, otherOnce, other)
+	}, between)
+}
+
+// lockCycle acquires and releases lock name through the gateway with the
+// lease body holds.
+func lockCycle(ctx context.Context, c *client, name string, body []byte) cycle {
+	acquirePath, releasePath := "/v1/locks/"+name+"/acquire", "/v1/locks/"+name+"/release"
+	return func() (acq, rel time.Duration, err error) {
+		t0 := time.Now()
+		st, b, err := c.do(ctx, http.MethodPost, acquirePath, body)
+		if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
+			return 0, 0, err
+		}
+		t1 := time.Now()
+		st, b, err = c.do(ctx, http.MethodPost, releasePath, body)
+		if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
+			return 0, 0, err
+		}
+		return t1.Sub(t0), time.Since(t1), nil
+	}
+}
+
+// zkLockCycle locks and unlocks a zk.Lock.
+func zkLockCycle(lock *zk.Lock) cycle {
+	return func() (acq, rel time.Duration, err error) {
+		t0 := time.Now()
+		if err := lock.Lock(); err != nil {
+			return 0, 0, fmt.Errorf("zk.Lock: %w", err)
+		}
+		t1 := time.Now()
+		if err := lock.Unlock(); err != nil {
+			return 0, 0, fmt.Errorf("zk.Unlock: %w", err)
+		}
+		return t1.Sub(t0), time.Since(t1), nil
+	}
+}
+
 // latency measures one client acquiring and releasing a free lock, through
 // the gateway (one lease, one keep-alive connection) and with go-zookeeper's
 // zk.Lock on a direct connection, in alternating blocks (ABBA) so that drift
@@ -99,143 +203,30 @@ func (e *env) latency(ctx context.Context) (latencyResult, error) {
 		return res, err
 	}
 	defer func() { _ = c.revokeLease(context.Background(), lease) }()
-	body := leaseBody(lease)
-	const acquirePath, releasePath = "/v1/locks/bench-u/acquire", "/v1/locks/bench-u/release"
-
-	gwOnce := func() (acq, rel time.Duration, err error) {
-		t0 := time.Now()
-		st, b, err := c.do(ctx, http.MethodPost, acquirePath, body)
-		if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
-			return 0, 0, err
-		}
-		t1 := time.Now()
-		st, b, err = c.do(ctx, http.MethodPost, releasePath, body)
-		if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
-			return 0, 0, err
-		}
-		return t1.Sub(t0), time.Since(t1), nil
-	}
-	lock := zk.NewLock(e.conn, directRoot+"/bench-u", zk.WorldACL(zk.PermAll))
-	directOnce := func() (acq, rel time.Duration, err error) {
-		t0 := time.Now()
-		if err := lock.Lock(); err != nil {
-			return 0, 0, fmt.Errorf("zk.Lock: %w", err)
-		}
-		t1 := time.Now()
-		if err := lock.Unlock(); err != nil {
-			return 0, 0, fmt.Errorf("zk.Unlock: %w", err)
-		}
-		return t1.Sub(t0), time.Since(t1), nil
-	}
-
-	kaPath := "/v1/leases/" + lease + "/keepalive"
-	floorParent := directRoot + "/bench-floor"
-	for _, p := range []string{directRoot, floorParent} {
+	fl := &floor{ctx: ctx, c: c, conn: e.conn, kaPath: "/v1/leases/" + lease + "/keepalive", parent: directRoot + "/bench-floor"}
+	for _, p := range []string{directRoot, fl.parent} {
 		if _, err := e.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && err != zk.ErrNodeExists {
 			return res, fmt.Errorf("create %s: %w", p, err)
 		}
 	}
-	var ka, ex, cr, ch, del, cl dist
-	floorBlock := func(n int) error {
-		for i := 0; i < n; i++ {
-			t0 := time.Now()
-			st, b, err := c.do(ctx, http.MethodPost, kaPath, nil)
-			if err := expect("keepalive", st, b, err, http.StatusOK); err != nil {
-				return err
-			}
-			t1 := time.Now()
-			if _, _, err := e.conn.Exists(directRoot); err != nil {
-				return fmt.Errorf("zk Exists: %w", err)
-			}
-			t2 := time.Now()
-			node, err := e.conn.Create(floorParent+"/floor-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
-			if err != nil {
-				return fmt.Errorf("zk Create: %w", err)
-			}
-			t3 := time.Now()
-			if _, _, err := e.conn.Children(floorParent); err != nil {
-				return fmt.Errorf("zk Children: %w", err)
-			}
-			t4 := time.Now()
-			if err := e.conn.Delete(node, -1); err != nil {
-				return fmt.Errorf("zk Delete: %w", err)
-			}
-			t5 := time.Now()
-			node, _, list, err := e.conn.CreateWithStatThenChildren(floorParent+"/floor-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll), floorParent)
-			if err == nil {
-				err = list.Err
-			}
-			if err != nil {
-				return fmt.Errorf("zk CreateWithStatThenChildren: %w", err)
-			}
-			t6 := time.Now()
-			if err := e.conn.Delete(node, -1); err != nil {
-				return fmt.Errorf("zk Delete: %w", err)
-			}
-			ka, ex = append(ka, t1.Sub(t0)), append(ex, t2.Sub(t1))
-			cr, ch, del = append(cr, t3.Sub(t2)), append(ch, t4.Sub(t3)), append(del, t5.Sub(t4))
-			cl = append(cl, t6.Sub(t5))
-		}
-		return nil
-	}
-
-	var gw, gwAcq, gwRel, d, dAcq, dRel dist
-	runBlock := func(n int, gateway, record bool) error {
-		for i := 0; i < n; i++ {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			once := directOnce
-			if gateway {
-				once = gwOnce
-			}
-			a, r, err := once()
-			if err != nil {
-				return err
-			}
-			if !record {
-				continue
-			}
-			if gateway {
-				gw, gwAcq, gwRel = append(gw, a+r), append(gwAcq, a), append(gwRel, r)
-			} else {
-				d, dAcq, dRel = append(d, a+r), append(dAcq, a), append(dRel, r)
-			}
-		}
-		return nil
-	}
-	// Warm up both (connections, JIT of the JVM, lock parents).
-	if err := runBlock(e.cfg.warmup, true, false); err != nil {
-		return res, err
-	}
-	if err := runBlock(e.cfg.warmup, false, false); err != nil {
-		return res, err
-	}
-	before, err := e.gw.scrape(ctx)
+	// Both are warmed up (connections, JIT of the JVM, lock parents) before
+	// the gateway's own figures are read.
+	var before map[string]float64
+	var gw, d cycleTimes
+	lock := zk.NewLock(e.conn, directRoot+"/bench-u", zk.WorldACL(zk.PermAll))
+	res.blocks, err = abbaCycles(ctx, e.cfg.warmup, e.cfg.iterations, e.cfg.block,
+		lockCycle(ctx, c, "bench-u", leaseBody(lease)), zkLockCycle(lock), &gw, &d,
+		func() (err error) { before, err = e.gw.scrape(ctx); return err },
+		func(n int) error { return fl.block(max(1, n/4)) })
 	if err != nil {
 		return res, err
 	}
-	for done, b := 0, 0; done < e.cfg.iterations; b++ {
-		n := min(e.cfg.block, e.cfg.iterations-done)
-		first := b%2 == 0 // ABBA: G D, D G, G D, ...
-		if err := runBlock(n, first, true); err != nil {
-			return res, err
-		}
-		if err := runBlock(n, !first, true); err != nil {
-			return res, err
-		}
-		if err := floorBlock(max(1, n/4)); err != nil {
-			return res, err
-		}
-		done += n
-		res.blocks = b + 1
-	}
-	res.gw, res.gwAcq, res.gwRel = summarize(gw), summarize(gwAcq), summarize(gwRel)
-	res.direct, res.directLock, res.directUnlk = summarize(d), summarize(dAcq), summarize(dRel)
-	res.keepalive, res.exists = summarize(ka), summarize(ex)
-	res.create, res.children, res.del = summarize(cr), summarize(ch), summarize(del)
-	res.createThenList = summarize(cl)
-	_ = e.conn.Delete(floorParent, -1)
+	res.gw, res.gwAcq, res.gwRel = summarize(gw.both), summarize(gw.acq), summarize(gw.rel)
+	res.direct, res.directLock, res.directUnlk = summarize(d.both), summarize(d.acq), summarize(d.rel)
+	res.keepalive, res.exists = summarize(fl.ka), summarize(fl.ex)
+	res.create, res.children, res.del = summarize(fl.cr), summarize(fl.ch), summarize(fl.del)
+	res.createThenList = summarize(fl.cl)
+	_ = e.conn.Delete(fl.parent, -1)
 	after, err := e.gw.scrape(ctx)
 	if err != nil {
 		return res, err
@@ -244,6 +235,61 @@ func (e *env) latency(ctx context.Context) (latencyResult, error) {
 	res.serverRel = serverMean(before, after, "/v1/locks/{name}/release")
 	res.serverKA = serverMean(before, after, "/v1/leases/{id}/keepalive")
 	return res, nil
+}
+
+// floor times, raw on the direct client's connection, the requests a lock
+// cycle is made of, and one HTTP exchange of the gateway (a keepalive).
+type floor struct {
+	ctx                     context.Context
+	c                       *client
+	conn                    *zk.Conn
+	kaPath, parent          string
+	ka, ex, cr, ch, del, cl dist
+}
+
+// block times n of each.
+func (f *floor) block(n int) error {
+	acl := zk.WorldACL(zk.PermAll)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		st, b, err := f.c.do(f.ctx, http.MethodPost, f.kaPath, nil)
+		if err := expect("keepalive", st, b, err, http.StatusOK); err != nil {
+			return err
+		}
+		t1 := time.Now()
+		if _, _, err := f.conn.Exists(directRoot); err != nil {
+			return fmt.Errorf("zk Exists: %w", err)
+		}
+		t2 := time.Now()
+		node, err := f.conn.Create(f.parent+"/floor-", nil, zk.FlagEphemeral|zk.FlagSequence, acl)
+		if err != nil {
+			return fmt.Errorf("zk Create: %w", err)
+		}
+		t3 := time.Now()
+		if _, _, err := f.conn.Children(f.parent); err != nil {
+			return fmt.Errorf("zk Children: %w", err)
+		}
+		t4 := time.Now()
+		if err := f.conn.Delete(node, -1); err != nil {
+			return fmt.Errorf("zk Delete: %w", err)
+		}
+		t5 := time.Now()
+		node, _, list, err := f.conn.CreateWithStatThenChildren(f.parent+"/floor-", nil, zk.FlagEphemeral|zk.FlagSequence, acl, f.parent)
+		if err == nil {
+			err = list.Err
+		}
+		if err != nil {
+			return fmt.Errorf("zk CreateWithStatThenChildren: %w", err)
+		}
+		t6 := time.Now()
+		if err := f.conn.Delete(node, -1); err != nil {
+			return fmt.Errorf("zk Delete: %w", err)
+		}
+		f.ka, f.ex = append(f.ka, t1.Sub(t0)), append(f.ex, t2.Sub(t1))
+		f.cr, f.ch, f.del = append(f.cr, t3.Sub(t2)), append(f.ch, t4.Sub(t3)), append(f.del, t5.Sub(t4))
+		f.cl = append(f.cl, t6.Sub(t5))
+	}
+	return nil
 }
 
 // serverMean is the mean request duration the gateway itself measured for a

@@ -82,6 +82,7 @@ import (
 	"time"
 )
 
+// config is the command line: the run's flags, and each phase's own.
 type config struct {
 	iterations int
 	warmup     int
@@ -114,6 +115,7 @@ type config struct {
 	cpuDur      time.Duration
 	cpuRounds   int
 	cpuLoads    []string
+	cpuLoadList string // -cpu-workloads, parsed into cpuLoads
 	baselineBin string
 	cpuProfile  string
 
@@ -121,6 +123,7 @@ type config struct {
 	etcdIterations int
 
 	waiterProtocols []string
+	waiterProtoList string // -waiter-protocols, parsed into waiterProtocols
 
 	dashClients int
 	dashChanges int
@@ -149,66 +152,25 @@ type config struct {
 	quick          bool
 }
 
-var allPhases = []string{"latency", "contention", "distinct", "etcd", "keepalive", "queue-throughput", "queue-wakeup", "dashboard", "restart", "churn", "cpu", "waiters"}
-
 // waiterProtos are the protocols of the waiter-memory phase, in run order.
 var waiterProtos = []string{"h1", "h2c", "tls"}
 
+// parseFlags reads the command line: the flags of the whole run here, each
+// phase's own with the phase.
 func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("zkgate-bench", flag.ContinueOnError)
-	fs.IntVar(&c.iterations, "iterations", 2000, "uncontended acquire+release iterations, each for the gateway and for the direct client")
-	fs.IntVar(&c.warmup, "warmup", 200, "uncontended warm-up iterations, each")
-	fs.IntVar(&c.block, "block", 100, "uncontended iterations per block; blocks alternate gateway/direct in ABBA order")
-	fs.IntVar(&c.contenders, "contenders", 32, "contenders on one lock")
-	fs.DurationVar(&c.contentionDur, "contention-duration", 10*time.Second, "contended run time, each for the gateway and for the direct client (run as two halves, ABBA)")
-	fs.DurationVar(&c.contentionWait, "contention-wait", 30*time.Second, "?wait= of each contended acquire")
-	fs.IntVar(&c.waiters, "waiters", 10000, "concurrent acquires waiting on one lock in the memory test, per protocol (see -waiter-protocols)")
-	protos := fs.String("waiter-protocols", strings.Join(waiterProtos, ","), "protocols of the memory test, each on a fresh gateway process: h1 (HTTP/1.1, a connection per waiter), h2c (HTTP/2 with prior knowledge on the plain port), tls (HTTP/2 over TLS, a self-signed certificate)")
-	fs.DurationVar(&c.waiterWait, "waiter-wait", 5*time.Minute, "?wait= of each waiting acquire; it must cover the time the gateway takes to park them all and then grant them in turn (see the report)")
-	fs.IntVar(&c.ramp, "ramp", 128, "waiting acquires being connected and sent at once while they arrive")
-	fs.IntVar(&c.kaWorkers, "keepalive-workers", 32, "goroutines sending keepalives")
-	fs.DurationVar(&c.kaDur, "keepalive-duration", 5*time.Second, "keepalive run time (an idle window of the same length is measured first)")
-	fs.IntVar(&c.qItems, "queue-items", 2000, "sequential queue test: items per client, produced by one producer and then taken by one consumer, in two ABBA runs of half each")
-	fs.IntVar(&c.qProducers, "queue-producers", 4, "concurrent queue test: producers")
-	fs.IntVar(&c.qConsumers, "queue-consumers", 4, "concurrent queue test: consumers")
-	fs.DurationVar(&c.qDur, "queue-duration", 6*time.Second, "concurrent queue test: run time, each for the gateway and for the direct client (run as two halves, ABBA)")
-	fs.IntVar(&c.qBacklog, "queue-backlog", 32, "concurrent queue test: producers wait while this many items are produced and not yet taken")
-	fs.IntVar(&c.qBytes, "queue-bytes", 100, "size of each queue item")
-	fs.IntVar(&c.qWakeups, "queue-wakeups", 300, "queue wake-up test: produces to a waiting consumer, each for the gateway and for the direct client")
-	fs.IntVar(&c.distinctWorkers, "distinct-workers", 32, "distinct-locks test: workers, each on its own lock")
-	fs.DurationVar(&c.distinctDur, "distinct-duration", 10*time.Second, "distinct-locks run time, each for the gateway and for the direct client (run as two halves, ABBA)")
-	fs.IntVar(&c.cpuWorkers, "cpu-workers", 32, "CPU test: workers, each with its own lease, lock and queue")
-	fs.DurationVar(&c.cpuDur, "cpu-duration", 8*time.Second, "CPU test: run time of each workload for each binary (run as two halves, ABBA with -baseline-bin)")
-	fs.IntVar(&c.cpuRounds, "cpu-rounds", 2, "CPU test: ABBA rounds of each workload with -baseline-bin, -cpu-duration split among them (more rounds: less drift from other load on the machine)")
-	loads := fs.String("cpu-workloads", strings.Join(cpuWorkloads, ","), "CPU test: workloads to run, of "+strings.Join(cpuWorkloads, ","))
-	fs.StringVar(&c.baselineBin, "baseline-bin", "", "CPU test: a zkgate binary to compare this build with (for instance one built from main), on a gateway process of its own")
-	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "CPU test: write a CPU profile of each gateway under the lock workload into this directory (the gateways then serve --debug-listen)")
-	fs.StringVar(&c.etcdBin, "etcd", "etcd", "the etcd binary of the etcd comparison (looked up on PATH; the phase is skipped without it)")
-	fs.IntVar(&c.etcdIterations, "etcd-iterations", 1000, "etcd comparison: uncontended lock+unlock iterations, each for the gateway and for etcd (blocks of -block, ABBA)")
-	fs.IntVar(&c.dashClients, "dashboard-clients", 3000, "dashboard fan-out test: WebSocket clients on /ws?page=locks")
-	fs.IntVar(&c.dashChanges, "dashboard-changes", 5, "dashboard fan-out test: changes (a lock acquired, then released), each timed until every client has seen it")
-	fs.IntVar(&c.dashRamp, "dashboard-ramp", 64, "dashboard fan-out test: WebSocket clients connecting at once")
-	fs.IntVar(&c.restartGateways, "restart-gateways", 3, "restart test: gateways on one root, each restarted in turn")
-	fs.IntVar(&c.restartRounds, "restart-rounds", 2, "restart test: times every gateway is restarted")
-	fs.DurationVar(&c.restartGap, "restart-gap", 15*time.Second, "restart test: pause after each restart (the default spreads 6 restarts over the jobs' two minutes)")
-	fs.DurationVar(&c.restartDrain, "restart-drain", 5*time.Second, "restart test: the gateways' --drain-timeout")
-	fs.IntVar(&c.restartJobs, "restart-jobs", 20, "restart test: zkgate lock jobs, over 4/5 as many locks")
-	fs.DurationVar(&c.restartJobHold, "restart-job-hold", time.Minute, "restart test: how long each job's command runs under its lock")
-	fs.IntVar(&c.restartHolders, "restart-holders", 4, "restart test: Go clients of each kind (locks, semaphore slots, leaders, queue consumers)")
-	fs.IntVar(&c.churnWorkers, "churn-workers", 32, "churn test: workers, each using a fresh name of each kind in turn")
-	fs.DurationVar(&c.churnDur, "churn-duration", time.Minute, "churn test: how long the workers run")
-	fs.DurationVar(&c.churnWait, "churn-wait", 50*time.Millisecond, "churn test: ?wait= of the wait in vain and of the blocking read of each name")
-	fs.DurationVar(&c.churnSettle, "churn-settle", 4*time.Minute, "churn test: how long after the workers the gateway may take to be back where it started (its watches linger 30 s after their last use; Go gives freed memory back within about 2 minutes)")
-	fs.IntVar(&c.heldLocks, "held-locks", 10000, "churn test: locks held (100 per lease) while the lists and the dashboard are timed")
 	fs.BoolVar(&c.forceSync, "force-sync", true, "ZooKeeper fsyncs its transaction log (forceSync=yes, ZooKeeper's default); -force-sync=false sets forceSync=no")
 	fs.DurationVar(&c.tickTime, "tick", 2*time.Second, "ZooKeeper tickTime")
 	fs.DurationVar(&c.containerCheck, "container-check", time.Minute, "ZooKeeper znode.container.checkIntervalMs (ZooKeeper's default is 1m)")
 	fs.Float64Var(&c.maxRSSGiB, "max-gateway-rss", 4, "kill the gateway if its VmRSS passes this many GiB (the machine is shared)")
 	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "use this zkgate binary instead of building ./cmd/zkgate")
 	fs.StringVar(&c.logLevel, "gateway-log-level", "info", "the gateway's --log-level (its log goes to a temp file)")
-	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, comma-separated, of "+strings.Join(allPhases, ","))
+	phaseList := fs.String("phases", strings.Join(allPhases, ","), "phases to run, comma-separated, of "+strings.Join(allPhases, ","))
 	fs.BoolVar(&c.quick, "quick", false, "a short run: 300 iterations, 2s contention, 2s distinct locks, 300 etcd iterations, 1,000 waiters per protocol, 2s keepalives, 300 queue items, 2s of concurrent queue use, 50 queue wake-ups, 300 dashboard clients, 6 restart jobs of 15s, 10s of churn and 2,000 held locks (explicit flags still win)")
+	for _, p := range phases {
+		p.flags(fs, &c)
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -218,90 +180,80 @@ func parseFlags(args []string) (config, error) {
 	if c.quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		quick := func(name string, apply func()) {
-			if !set[name] {
-				apply()
+		for _, p := range phases {
+			for name, apply := range p.quick {
+				if !set[name] {
+					apply(&c)
+				}
 			}
 		}
-		quick("iterations", func() { c.iterations = 300 })
-		quick("warmup", func() { c.warmup = 50 })
-		quick("block", func() { c.block = 50 })
-		quick("contention-duration", func() { c.contentionDur = 2 * time.Second })
-		quick("waiters", func() { c.waiters = 1000 })
-		quick("keepalive-duration", func() { c.kaDur = 2 * time.Second })
-		quick("queue-items", func() { c.qItems = 300 })
-		quick("queue-duration", func() { c.qDur = 2 * time.Second })
-		quick("queue-wakeups", func() { c.qWakeups = 50 })
-		quick("distinct-duration", func() { c.distinctDur = 2 * time.Second })
-		quick("cpu-duration", func() { c.cpuDur = 2 * time.Second })
-		quick("etcd-iterations", func() { c.etcdIterations = 300 })
-		quick("dashboard-clients", func() { c.dashClients = 300 })
-		quick("restart-jobs", func() { c.restartJobs = 6 })
-		quick("restart-job-hold", func() { c.restartJobHold = 15 * time.Second })
-		quick("restart-gap", func() { c.restartGap = time.Second })
-		quick("churn-duration", func() { c.churnDur = 10 * time.Second })
-		quick("held-locks", func() { c.heldLocks = 2000 })
 	}
-	for _, p := range strings.Split(*protos, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		if !slices.Contains(waiterProtos, p) {
-			return c, fmt.Errorf("-waiter-protocols: unknown protocol %q (have %s)", p, strings.Join(waiterProtos, ","))
-		}
-		if !slices.Contains(c.waiterProtocols, p) {
-			c.waiterProtocols = append(c.waiterProtocols, p)
+	for _, p := range phases {
+		if err := p.check(&c); err != nil {
+			return c, err
 		}
 	}
-	for _, w := range strings.Split(*loads, ",") {
-		w = strings.TrimSpace(w)
-		if w == "" {
-			continue
-		}
-		if !slices.Contains(cpuWorkloads, w) {
-			return c, fmt.Errorf("-cpu-workloads: unknown workload %q (have %s)", w, strings.Join(cpuWorkloads, ","))
-		}
-		c.cpuLoads = append(c.cpuLoads, w)
-	}
-	if len(c.waiterProtocols) == 0 {
-		return c, errors.New("-waiter-protocols: none given")
-	}
+	names, err := listFlag("phases", "phase", *phaseList, allPhases, true)
 	c.phases = map[string]bool{}
-	for _, p := range strings.Split(*phases, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		ok := false
-		for _, a := range allPhases {
-			ok = ok || a == p
-		}
-		if !ok {
-			return c, fmt.Errorf("-phases: unknown phase %q (have %s)", p, strings.Join(allPhases, ","))
-		}
+	for _, p := range names {
 		c.phases[p] = true
 	}
-	switch {
-	case c.iterations < 1, c.warmup < 0, c.block < 1, c.contenders < 1, c.waiters < 1, c.ramp < 1, c.kaWorkers < 1,
-		c.qProducers < 1, c.qConsumers < 1, c.qBacklog < 1, c.qWakeups < 1,
-		c.distinctWorkers < 1, c.cpuWorkers < 1, c.cpuRounds < 1, c.etcdIterations < 1, c.dashClients < 1, c.dashChanges < 1, c.dashRamp < 1,
-		c.restartGateways < 1, c.restartRounds < 1, c.restartJobs < 1, c.restartHolders < 1,
-		c.churnWorkers < 1, c.heldLocks < 1:
-		return c, errors.New("counts must be positive")
-	case c.qItems < 2:
-		return c, errors.New("-queue-items must be at least 2")
-	case c.qBytes < 32:
-		return c, errors.New("-queue-bytes must be at least 32 (the items carry a unique id)")
-	case c.contentionDur < 100*time.Millisecond, c.distinctDur < 100*time.Millisecond, c.cpuDur < 200*time.Millisecond, c.kaDur < 100*time.Millisecond, c.qDur < 200*time.Millisecond,
-		c.churnDur < 100*time.Millisecond, c.churnWait < time.Millisecond, c.churnSettle < 0:
-		return c, errors.New("durations must be at least 100ms (-queue-duration and -cpu-duration 200ms)")
-	case c.contentionWait < time.Second || c.waiterWait < time.Second:
-		return c, errors.New("waits must be at least 1s")
-	case c.restartJobHold < time.Second, c.restartGap < 0, c.restartDrain < 0:
-		return c, errors.New("-restart-job-hold must be at least 1s, -restart-gap and -restart-drain not negative")
+	return c, err
+}
+
+// listFlag parses the comma-separated list of flag name, each of known
+// (what: what an item is); once drops repeats.
+func listFlag(name, what, list string, known []string, once bool) ([]string, error) {
+	var out []string
+	for _, x := range strings.Split(list, ",") {
+		x = strings.TrimSpace(x)
+		if x == "" {
+			continue
+		}
+		if !slices.Contains(known, x) {
+			return out, fmt.Errorf("-%s: unknown %s %q (have %s)", name, what, x, strings.Join(known, ","))
+		}
+		if !once || !slices.Contains(out, x) {
+			out = append(out, x)
+		}
 	}
-	return c, nil
+	return out, nil
+}
+
+// The checks of the phases' flags, one message per kind of value.
+
+// positive says "counts must be positive" if any of ns is not.
+func positive(ns ...int) error {
+	if slices.Min(ns) < 1 {
+		return errors.New("counts must be positive")
+	}
+	return nil
+}
+
+// durations says that durations are too short unless ok.
+func durations(ok bool) error {
+	if !ok {
+		return errors.New("durations must be at least 100ms (-queue-duration and -cpu-duration 200ms)")
+	}
+	return nil
+}
+
+// waits says "waits must be at least 1s" if any of ws is shorter.
+func waits(ws ...time.Duration) error {
+	if slices.Min(ws) < time.Second {
+		return errors.New("waits must be at least 1s")
+	}
+	return nil
+}
+
+// firstError is the first of errs that is not nil.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func main() {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sort"
@@ -41,18 +40,8 @@ type queueClient interface {
 
 // doRaw sends raw bytes (a queue item) and reads the answer whole.
 func (c *client) doRaw(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, b, err
+	st, b, _, err := c.exchange(ctx, method, path, "application/octet-stream", body)
+	return st, b, err
 }
 
 // gwQueue is a queue through the gateway: POST .../items and POST .../take.

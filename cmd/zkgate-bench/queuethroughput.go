@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,39 @@ import (
 
 	"github.com/zkgate/zkgate/internal/zk"
 )
+
+// queueThroughputPhase is section 5: produce + take, sequentially and
+// concurrently.
+var queueThroughputPhase = phase{
+	name: "queue-throughput",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.qItems, "queue-items", 2000, "sequential queue test: items per client, produced by one producer and then taken by one consumer, in two ABBA runs of half each")
+		fs.IntVar(&c.qProducers, "queue-producers", 4, "concurrent queue test: producers")
+		fs.IntVar(&c.qConsumers, "queue-consumers", 4, "concurrent queue test: consumers")
+		fs.DurationVar(&c.qDur, "queue-duration", 6*time.Second, "concurrent queue test: run time, each for the gateway and for the direct client (run as two halves, ABBA)")
+		fs.IntVar(&c.qBacklog, "queue-backlog", 32, "concurrent queue test: producers wait while this many items are produced and not yet taken")
+		fs.IntVar(&c.qBytes, "queue-bytes", 100, "size of each queue item")
+	},
+	quick: map[string]func(c *config){
+		"queue-items":    func(c *config) { c.qItems = 300 },
+		"queue-duration": func(c *config) { c.qDur = 2 * time.Second },
+	},
+	check: func(c *config) error {
+		switch {
+		case c.qItems < 2:
+			return errors.New("-queue-items must be at least 2")
+		case c.qBytes < 32:
+			return errors.New("-queue-bytes must be at least 32 (the items carry a unique id)")
+		}
+		return firstError(positive(c.qProducers, c.qConsumers, c.qBacklog), durations(c.qDur >= 200*time.Millisecond))
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("5. queue throughput: %d items sequentially, then %d producers and %d consumers for %s, each for gateway and direct",
+			c.qItems, c.qProducers, c.qConsumers, c.qDur)
+	},
+	what: "queue throughput",
+	run:  storeIn(func(r *report) *queueResult { return &r.queue }, (*env).queueThroughput),
+}
 
 // queueRun is one sequential run: n items produced by one producer, then
 // taken by one consumer.
@@ -85,6 +119,15 @@ func (r queueResult) delivery() delivery {
 
 func (r queueResult) fifoViolations() int { return r.gw.fifoViolations + r.direct.fifoViolations }
 
+// queueBench is the queue-throughput phase's queues on both sides.
+type queueBench struct {
+	e             *env
+	res           *queueResult
+	gwSeq, gwConc gwQueue
+	dSeq, dConc   directQueue
+	gwNext, dNext atomic.Int64 // the items' ids, per side
+}
+
 // queueThroughput measures produce + take through the gateway and with the
 // same recipe on direct connections: sequentially (one producer fills the
 // queue, then one consumer empties it) and concurrently (producers and
@@ -109,125 +152,120 @@ func (e *env) queueThroughput(ctx context.Context) (res queueResult, err error) 
 	}
 	defer closeCons()
 
-	gwSeq, gwConc := gwQueue{c, queueSeq}, gwQueue{c, queueConc}
-	dSeq := directQueue{base: directRoot + "/queues/" + queueSeq, producers: prods, consumers: cons}
-	dConc := directQueue{base: directRoot + "/queues/" + queueConc, producers: prods, consumers: cons}
+	q := &queueBench{e: e, res: &res, gwSeq: gwQueue{c, queueSeq}, gwConc: gwQueue{c, queueConc},
+		dSeq:  directQueue{base: directRoot + "/queues/" + queueSeq, producers: prods, consumers: cons},
+		dConc: directQueue{base: directRoot + "/queues/" + queueConc, producers: prods, consumers: cons}}
 	defer func() { // runs before res.took is set
-		res.cleanup, res.left = e.removeQueues(ctx, []gwQueue{gwSeq, gwConc}, []directQueue{dSeq, dConc})
+		res.cleanup, res.left = e.removeQueues(ctx, []gwQueue{q.gwSeq, q.gwConc}, []directQueue{q.dSeq, q.dConc})
 	}()
-	for _, q := range []directQueue{dSeq, dConc} {
-		if err := q.ensure(e.conn); err != nil {
+	for _, dq := range []directQueue{q.dSeq, q.dConc} {
+		if err := dq.ensure(e.conn); err != nil {
 			return res, err
 		}
 	}
+	if err := q.sequential(ctx); err != nil {
+		return res, err
+	}
+	if err := q.concurrent(ctx); err != nil {
+		return res, err
+	}
+	res.finished = true
+	return res, nil
+}
 
-	// Sequential: warm-ups (checked, not counted), then G D D G.
+// sequential runs the sequential test: warm-ups (checked, not counted),
+// then G D D G, with the gateway's own figures read around the measured
+// runs.
+func (q *queueBench) sequential(ctx context.Context) error {
+	e, res := q.e, q.res
 	gwLed, dLed := newLedger(), newLedger()
-	var gwNext, dNext atomic.Int64
-	warm := min(100, max(1, cfg.qItems/10))
-	half := cfg.qItems / 2
-	type seqStep struct {
-		q       queueClient
-		side    *queueSide
-		led     *ledger
-		next    *atomic.Int64
-		tag     string
-		n       int
-		measure bool
-	}
-	gwStep := func(n int, measure bool) seqStep {
-		return seqStep{gwSeq, &res.gw, gwLed, &gwNext, "gs", n, measure}
-	}
-	dStep := func(n int, measure bool) seqStep {
-		return seqStep{dSeq, &res.direct, dLed, &dNext, "ds", n, measure}
-	}
 	var before map[string]float64
-	for i, st := range []seqStep{gwStep(warm, false), dStep(warm, false),
-		gwStep(half, true), dStep(half, true), dStep(cfg.qItems-half, true), gwStep(cfg.qItems-half, true)} {
-		if st.n == 0 {
-			continue
+	scraped := false
+	err := abbaHalves(min(100, max(1, e.cfg.qItems/10)), e.cfg.qItems, func(s abbaStep[int]) (err error) {
+		qc, side, led, next, tag, client := queueClient(q.dSeq), &res.direct, dLed, &q.dNext, "ds", "direct"
+		if s.gateway {
+			qc, side, led, next, tag, client = q.gwSeq, &res.gw, gwLed, &q.gwNext, "gs", "gateway"
 		}
-		if i == 2 {
+		if s.n == 0 {
+			return nil
+		}
+		if s.measure && !scraped {
 			if before, err = e.gw.scrape(ctx); err != nil {
-				return res, err
+				return err
 			}
+			scraped = true
 		}
-		run, fifo, err := e.sequentialRun(ctx, st.q, st.tag, st.next, st.led, st.n)
-		st.side.fifoViolations += fifo
+		run, fifo, err := q.sequentialRun(ctx, qc, tag, next, led, s.n)
+		side.fifoViolations += fifo
 		if err != nil {
-			return res, fmt.Errorf("sequential %s: %w", st.tag, err)
+			return fmt.Errorf("sequential %s: %w", tag, err)
 		}
-		if !st.measure {
-			continue
+		if s.measure {
+			run.client = client
+			res.runs = append(res.runs, run)
+			side.addSequential(run)
 		}
-		run.client = "gateway"
-		if st.side == &res.direct {
-			run.client = "direct"
-		}
-		res.runs = append(res.runs, run)
-		s := st.side
-		s.seqItems += run.items
-		s.seqProduce += run.produce
-		s.seqTake += run.take
-		s.seqProducePackets += run.producePackets
-		s.seqTakePackets += run.takePackets
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	after, err := e.gw.scrape(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.serverProduce = serverMean(before, after, "/v1/queues/{name}/items")
 	res.serverTake = serverMean(before, after, "/v1/queues/{name}/take")
 	res.gw.seq, res.direct.seq = gwLed.check(), dLed.check()
+	return nil
+}
 
-	// Concurrent: warm-ups, then G D D G halves.
-	gwLed, dLed = newLedger(), newLedger()
-	halfDur := cfg.qDur / 2
-	warmDur := min(time.Second, halfDur/4)
-	type concStep struct {
-		q       queueClient
-		paths   [2]string
-		side    *queueSide
-		led     *ledger
-		next    *atomic.Int64
-		tag     string
-		d       time.Duration
-		measure bool
-	}
+// addSequential adds one measured sequential run.
+func (s *queueSide) addSequential(run queueRun) {
+	s.seqItems += run.items
+	s.seqProduce += run.produce
+	s.seqTake += run.take
+	s.seqProducePackets += run.producePackets
+	s.seqTakePackets += run.takePackets
+}
+
+// concurrent runs the concurrent test: warm-ups, then G D D G halves.
+func (q *queueBench) concurrent(ctx context.Context) error {
+	e, res := q.e, q.res
+	gwLed, dLed := newLedger(), newLedger()
 	gwPaths := [2]string{gatewayRoot + "/queues/" + queueConc + "/entries", gatewayRoot + "/queues/" + queueConc + "/taken"}
-	gwC := func(d time.Duration, measure bool) concStep {
-		return concStep{gwConc, gwPaths, &res.gw, gwLed, &gwNext, "gc", d, measure}
-	}
-	dC := func(d time.Duration, measure bool) concStep {
-		return concStep{dConc, [2]string{dConc.entries(), dConc.taken()}, &res.direct, dLed, &dNext, "dc", d, measure}
-	}
-	for _, st := range []concStep{gwC(warmDur, false), dC(warmDur, false),
-		gwC(halfDur, true), dC(halfDur, true), dC(cfg.qDur-halfDur, true), gwC(cfg.qDur-halfDur, true)} {
-		seg, err := e.concurrentSegment(ctx, st.q, st.paths, st.tag, st.next, st.led, st.d)
+	err := abbaHalves(min(time.Second, e.cfg.qDur/2/4), e.cfg.qDur, func(st abbaStep[time.Duration]) error {
+		qc, paths, s, led, next, tag := queueClient(q.dConc), [2]string{q.dConc.entries(), q.dConc.taken()}, &res.direct, dLed, &q.dNext, "dc"
+		if st.gateway {
+			qc, paths, s, led, next, tag = q.gwConc, gwPaths, &res.gw, gwLed, &q.gwNext, "gc"
+		}
+		seg, err := q.concurrentSegment(ctx, qc, paths, tag, next, led, st.n)
 		if err != nil {
-			return res, fmt.Errorf("concurrent %s: %w", st.tag, err)
+			return fmt.Errorf("concurrent %s: %w", tag, err)
 		}
-		if !st.measure {
-			continue
+		if st.measure {
+			s.produced += seg.producedIn
+			s.taken += seg.takenIn
+			s.segItems += seg.taken
+			s.segPackets += seg.packets
+			s.elapsed += st.n
+			s.segments++
+			s.maxDrain = max(s.maxDrain, seg.drain)
 		}
-		s := st.side
-		s.produced += seg.producedIn
-		s.taken += seg.takenIn
-		s.segItems += seg.taken
-		s.segPackets += seg.packets
-		s.elapsed += st.d
-		s.segments++
-		s.maxDrain = max(s.maxDrain, seg.drain)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	res.gw.conc, res.direct.conc = gwLed.check(), dLed.check()
-	res.finished = true
-	return res, nil
+	return nil
 }
 
 // sequentialRun produces n items with producer 0, then takes n with
 // consumer 0 (no wait: the queue is full), and counts takes out of FIFO
 // order.
-func (e *env) sequentialRun(ctx context.Context, q queueClient, tag string, next *atomic.Int64, led *ledger, n int) (queueRun, int, error) {
+func (qb *queueBench) sequentialRun(ctx context.Context, q queueClient, tag string, next *atomic.Int64, led *ledger, n int) (queueRun, int, error) {
+	e := qb.e
 	run := queueRun{items: n}
 	p0, err := e.packets(ctx)
 	if err != nil {
@@ -294,119 +332,160 @@ var stopItem = []byte("stop-")
 // consumer that finds the queue empty blocks instead of polling.
 const concurrentTakeWait = 5 * time.Second
 
+// segment is one concurrent segment on one side.
+type segment struct {
+	e                                    *env
+	q                                    queueClient
+	tag                                  string
+	next                                 *atomic.Int64
+	led                                  *ledger
+	deadline                             time.Time
+	tokens                               chan struct{} // items produced and not yet taken
+	cctx                                 context.Context
+	cancel                               context.CancelFunc
+	errs                                 chan error
+	produced, taken, producedIn, takenIn atomic.Int64
+}
+
+// fail records err and stops the segment.
+func (s *segment) fail(err error) {
+	s.errs <- err
+	s.cancel()
+}
+
 // concurrentSegment runs the producers and consumers for d; a producer
 // waits while cfg.qBacklog items are produced and not yet taken, so the
 // queue stays short. Then the producers stop and the consumers drain the
 // queue. paths are the queue's entries and taken directories, to tell
 // when it is empty.
-func (e *env) concurrentSegment(ctx context.Context, q queueClient, paths [2]string, tag string, next *atomic.Int64, led *ledger, d time.Duration) (segResult, error) {
+func (qb *queueBench) concurrentSegment(ctx context.Context, q queueClient, paths [2]string, tag string, next *atomic.Int64, led *ledger, d time.Duration) (segResult, error) {
+	e := qb.e
 	var res segResult
 	np, nc := e.cfg.qProducers, e.cfg.qConsumers
-	var produced, taken, producedIn, takenIn atomic.Int64
-	tokens := make(chan struct{}, e.cfg.qBacklog)
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, np+nc)
-	fail := func(err error) {
-		errs <- err
-		cancel()
-	}
+	s := &segment{e: e, q: q, tag: tag, next: next, led: led, tokens: make(chan struct{}, e.cfg.qBacklog), errs: make(chan error, np+nc)}
+	s.cctx, s.cancel = context.WithCancel(ctx)
+	defer s.cancel()
 	p0, err := e.packets(ctx)
 	if err != nil {
 		return res, err
 	}
-	deadline := time.Now().Add(d)
-	pctx, pcancel := context.WithDeadline(cctx, deadline)
+	s.deadline = time.Now().Add(d)
+	pctx, pcancel := context.WithDeadline(s.cctx, s.deadline)
 	defer pcancel()
 	var pwg, cwg sync.WaitGroup
 	for i := 0; i < np; i++ {
-		pwg.Add(1)
-		go func() {
-			defer pwg.Done()
-			for {
-				select {
-				case tokens <- struct{}{}:
-				case <-pctx.Done():
-					return
-				}
-				if pctx.Err() != nil {
-					<-tokens
-					return
-				}
-				data := payload(tag, next.Add(1), e.cfg.qBytes)
-				// Not pctx: a produce cut off at the deadline could add an
-				// item without our knowing.
-				if err := q.produce(cctx, i, data); err != nil {
-					if cctx.Err() == nil {
-						fail(err)
-					}
-					return
-				}
-				led.addProduced(data)
-				produced.Add(1)
-				if time.Now().Before(deadline) {
-					producedIn.Add(1)
-				}
-			}
-		}()
+		pwg.Go(func() { s.produce(pctx, i) })
 	}
 	for i := 0; i < nc; i++ {
-		cwg.Add(1)
-		go func() {
-			defer cwg.Done()
-			for cctx.Err() == nil {
-				data, ok, err := q.take(cctx, i, concurrentTakeWait)
-				if ok && bytes.HasPrefix(data, stopItem) {
-					return
-				}
-				if ok {
-					led.addTaken(data)
-					taken.Add(1)
-					if time.Now().Before(deadline) {
-						takenIn.Add(1)
-					}
-					select {
-					case <-tokens:
-					default:
-					}
-				}
-				if cctx.Err() != nil {
-					return
-				}
-				if err != nil {
-					fail(err)
-					return
-				}
-			}
-		}()
+		cwg.Go(func() { s.consume(i) })
 	}
 	pwg.Wait()
-
-	// Drain: until every item produced is taken, or ZooKeeper shows the
-	// queue empty with takes missing (lost items), or 60s.
 	drainStart := time.Now()
-	limit := drainStart.Add(time.Minute)
+	drainErr := s.drain(paths)
+	res.drain = time.Since(drainStart)
+	// Stop the consumers with one stop item each rather than by cutting
+	// their takes off: a take whose client is gone is work the gateway may
+	// still be doing when the queue is deleted.
+	if drainErr == nil && s.cctx.Err() == nil {
+		for i := 0; i < nc; i++ {
+			if err := q.produce(s.cctx, i%np, payload(string(stopItem[:len(stopItem)-1]), int64(i), e.cfg.qBytes)); err != nil {
+				s.fail(err)
+				break
+			}
+		}
+	} else {
+		s.cancel()
+	}
+	cwg.Wait()
+	s.cancel()
+	close(s.errs)
+	if err := firstError(ctx.Err(), <-s.errs, drainErr); err != nil {
+		return res, err
+	}
+	p1, err := e.packets(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.packets = p1 - p0
+	res.producedIn, res.takenIn = s.producedIn.Load(), s.takenIn.Load()
+	res.produced, res.taken = s.produced.Load(), s.taken.Load()
+	return res, nil
+}
+
+// produce is producer i: it produces until pctx ends, waiting for a token
+// of the backlog before each item.
+func (s *segment) produce(pctx context.Context, i int) {
+	for {
+		select {
+		case s.tokens <- struct{}{}:
+		case <-pctx.Done():
+			return
+		}
+		if pctx.Err() != nil {
+			<-s.tokens
+			return
+		}
+		data := payload(s.tag, s.next.Add(1), s.e.cfg.qBytes)
+		// Not pctx: a produce cut off at the deadline could add an item
+		// without our knowing.
+		if err := s.q.produce(s.cctx, i, data); err != nil {
+			if s.cctx.Err() == nil {
+				s.fail(err)
+			}
+			return
+		}
+		s.led.addProduced(data)
+		s.produced.Add(1)
+		if time.Now().Before(s.deadline) {
+			s.producedIn.Add(1)
+		}
+	}
+}
+
+// consume is consumer i: it takes, waiting on an empty queue, until it
+// takes a stop item or the segment ends.
+func (s *segment) consume(i int) {
+	for s.cctx.Err() == nil {
+		data, ok, err := s.q.take(s.cctx, i, concurrentTakeWait)
+		if ok && bytes.HasPrefix(data, stopItem) {
+			return
+		}
+		if ok {
+			s.led.addTaken(data)
+			s.taken.Add(1)
+			if time.Now().Before(s.deadline) {
+				s.takenIn.Add(1)
+			}
+			select {
+			case <-s.tokens:
+			default:
+			}
+		}
+		if s.cctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			s.fail(err)
+			return
+		}
+	}
+}
+
+// drain waits until every item produced is taken, or ZooKeeper shows the
+// queue empty with takes missing (lost items: the ledger tells), or 60s.
+func (s *segment) drain(paths [2]string) error {
+	limit := time.Now().Add(time.Minute)
 	var emptySeen int
 	var lastCheck time.Time
-	var drainErr error
-	for cctx.Err() == nil && taken.Load() < produced.Load() {
+	for s.cctx.Err() == nil && s.taken.Load() < s.produced.Load() {
 		if time.Now().After(limit) {
-			drainErr = fmt.Errorf("%d items produced and not taken a minute after the producers stopped", produced.Load()-taken.Load())
-			break
+			return fmt.Errorf("%d items produced and not taken a minute after the producers stopped", s.produced.Load()-s.taken.Load())
 		}
 		if time.Since(lastCheck) > 250*time.Millisecond {
 			lastCheck = time.Now()
-			empty := true
-			for _, p := range paths {
-				kids, _, err := e.conn.Children(p)
-				if err != nil && !errors.Is(err, zk.ErrNoNode) {
-					drainErr = err
-					break
-				}
-				empty = empty && len(kids) == 0
-			}
-			if drainErr != nil {
-				break
+			empty, err := s.empty(paths)
+			if err != nil {
+				return err
 			}
 			if empty {
 				emptySeen++
@@ -414,45 +493,26 @@ func (e *env) concurrentSegment(ctx context.Context, q queueClient, paths [2]str
 				emptySeen = 0
 			}
 			if emptySeen >= 3 {
-				break // the missing items are lost; the ledger tells
+				return nil
 			}
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	res.drain = time.Since(drainStart)
-	// Stop the consumers with one stop item each rather than by cutting
-	// their takes off: a take whose client is gone is work the gateway may
-	// still be doing when the queue is deleted.
-	if drainErr == nil && cctx.Err() == nil {
-		for i := 0; i < nc; i++ {
-			if err := q.produce(cctx, i%np, payload(string(stopItem[:len(stopItem)-1]), int64(i), e.cfg.qBytes)); err != nil {
-				fail(err)
-				break
-			}
+	return nil
+}
+
+// empty says whether ZooKeeper shows the queue's directories empty; it
+// lists both every time, so that every drain costs ZooKeeper the same.
+func (s *segment) empty(paths [2]string) (bool, error) {
+	empty := true
+	for _, p := range paths {
+		kids, _, err := s.e.conn.Children(p)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return false, err
 		}
-	} else {
-		cancel()
+		empty = empty && len(kids) == 0
 	}
-	cwg.Wait()
-	cancel()
-	close(errs)
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	if err := <-errs; err != nil {
-		return res, err
-	}
-	if drainErr != nil {
-		return res, drainErr
-	}
-	p1, err := e.packets(ctx)
-	if err != nil {
-		return res, err
-	}
-	res.packets = p1 - p0
-	res.producedIn, res.takenIn = producedIn.Load(), takenIn.Load()
-	res.produced, res.taken = produced.Load(), taken.Load()
-	return res, nil
+	return empty, nil
 }
 
 // removeQueues deletes the gateway's queues with DELETE /v1/queues/{name}

@@ -109,8 +109,69 @@ func thousands(n int64) string {
 	return b.String()
 }
 
-func (r *report) print(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+// reportWriter renders the report: its markdown lines, and the summary
+// rows each section adds on the way.
+type reportWriter struct {
+	w   io.Writer
+	sum [][4]string
+}
+
+// p writes one line.
+func (w *reportWriter) p(format string, args ...any) { fmt.Fprintf(w.w, format+"\n", args...) }
+
+// add adds rows to the summary.
+func (w *reportWriter) add(rows ...[4]string) { w.sum = append(w.sum, rows...) }
+
+// section writes a heading and its paragraph, each followed by a blank
+// line.
+func (w *reportWriter) section(heading, format string, args ...any) {
+	w.p("%s", heading)
+	w.p("")
+	w.p(format, args...)
+	w.p("")
+}
+
+// distRow is a table row of a sample: p50, p90, p99, mean, max.
+func (w *reportWriter) distRow(name string, s summary) {
+	w.p("| %s | %s | %s | %s | %s | %s |", name, msf(s.p50), msf(s.p90), msf(s.p99), msf(s.mean), msf(s.worst))
+}
+
+// ratioDistRow is the ratio row of two samples: a over b at p50, p90, p99
+// and mean, the p50 and mean in bold.
+func (w *reportWriter) ratioDistRow(name string, a, b summary) {
+	w.p("| **%s** | **%.2fx** | %.2fx | %.2fx | **%.2fx** | |", name, float64(a.p50)/float64(b.p50),
+		float64(a.p90)/float64(b.p90), float64(a.p99)/float64(b.p99), float64(a.mean)/float64(b.mean))
+}
+
+// print writes the report: the run's setting, every section in the order of
+// the issue's targets (which is not the run's), then the summary.
+func (r *report) print(out io.Writer) {
+	w := &reportWriter{w: out}
+	r.printHeader(w)
+	sections := []func(*reportWriter){r.printLatency, r.printEtcd, r.printContention, r.printDistinct}
+	for _, wr := range r.waiters {
+		sections = append(sections, func(w *reportWriter) { r.printWaiters(w, wr) })
+	}
+	sections = append(sections, r.printKeepalive, r.printQueues, r.printDash, r.printRestart, r.printChurn, r.printCPU)
+	for _, s := range sections {
+		s(w)
+	}
+	if len(w.sum) > 0 {
+		w.p("## Summary")
+		w.p("")
+		w.p("| measure | result | target | verdict |")
+		w.p("|---|---|---|---|")
+		for _, s := range w.sum {
+			w.p("| %s | %s | %s | %s |", s[0], s[1], s[2], s[3])
+		}
+		w.p("")
+	}
+	w.p("Total run time %s.", r.total.Round(time.Second))
+}
+
+// printHeader writes the title and the table of the run's setting.
+func (r *report) printHeader(rw *reportWriter) {
+	p := rw.p
 	c := r.cfg
 	m := r.machine
 	p("# zkgate-bench: the lock and queue paths through zkgate vs. go-zookeeper direct")
@@ -145,32 +206,29 @@ func (r *report) print(w io.Writer) {
 	}
 	p("All clients run in this process on the same machine as the gateway and ZooKeeper, so they share its %d CPUs.", m.nproc)
 	p("")
+}
 
-	var sum [][4]string
+// printLatency writes section 1 and adds its summary rows.
+func (r *report) printLatency(rw *reportWriter) {
+	p := rw.p
 	if l := r.latency; l.gw.n > 0 && l.direct.n > 0 {
-		p("## 1. Uncontended acquire + release, one client")
-		p("")
-		p("Gateway: `POST /v1/locks/bench-u/acquire {\"lease\":id}` then `POST /v1/locks/bench-u/release`, one lease, one keep-alive connection. Direct: `zk.Lock.Lock()` then `Unlock()` on its own connection. %d samples each, in %d ABBA block pairs.", l.gw.n, l.blocks)
-		p("")
+		rw.section("## 1. Uncontended acquire + release, one client",
+			"Gateway: `POST /v1/locks/bench-u/acquire {\"lease\":id}` then `POST /v1/locks/bench-u/release`, one lease, one keep-alive connection. Direct: `zk.Lock.Lock()` then `Unlock()` on its own connection. %d samples each, in %d ABBA block pairs.", l.gw.n, l.blocks)
 		p("| client | p50 | p90 | p99 | mean | max |")
 		p("|---|---:|---:|---:|---:|---:|")
-		row := func(name string, s summary) {
-			p("| %s | %s | %s | %s | %s | %s |", name, msf(s.p50), msf(s.p90), msf(s.p99), msf(s.mean), msf(s.worst))
-		}
-		row("gateway acquire+release", l.gw)
-		row("direct zk.Lock Lock+Unlock", l.direct)
-		p("| **ratio gateway/direct** | **%.2fx** | %.2fx | %.2fx | **%.2fx** | |", l.ratioP50(),
-			float64(l.gw.p90)/float64(l.direct.p90), float64(l.gw.p99)/float64(l.direct.p99), l.ratioMean())
-		row("gateway acquire only", l.gwAcq)
-		row("gateway release only", l.gwRel)
-		row("direct Lock only", l.directLock)
-		row("direct Unlock only", l.directUnlk)
-		row("floor: gateway keepalive (one HTTP exchange, no ZooKeeper)", l.keepalive)
-		row("floor: direct zk Exists (one ZooKeeper read round trip)", l.exists)
-		row("floor: direct zk Create, ephemeral sequential (a write)", l.create)
-		row("floor: direct zk Children (a read)", l.children)
-		row("floor: direct zk Delete (a write)", l.del)
-		row("floor: direct zk CreateWithStatThenChildren (the gateway's acquire: a write, the listing behind it)", l.createThenList)
+		rw.distRow("gateway acquire+release", l.gw)
+		rw.distRow("direct zk.Lock Lock+Unlock", l.direct)
+		rw.ratioDistRow("ratio gateway/direct", l.gw, l.direct)
+		rw.distRow("gateway acquire only", l.gwAcq)
+		rw.distRow("gateway release only", l.gwRel)
+		rw.distRow("direct Lock only", l.directLock)
+		rw.distRow("direct Unlock only", l.directUnlk)
+		rw.distRow("floor: gateway keepalive (one HTTP exchange, no ZooKeeper)", l.keepalive)
+		rw.distRow("floor: direct zk Exists (one ZooKeeper read round trip)", l.exists)
+		rw.distRow("floor: direct zk Create, ephemeral sequential (a write)", l.create)
+		rw.distRow("floor: direct zk Children (a read)", l.children)
+		rw.distRow("floor: direct zk Delete (a write)", l.del)
+		rw.distRow("floor: direct zk CreateWithStatThenChildren (the gateway's acquire: a write, the listing behind it)", l.createThenList)
 		p("")
 		if l.serverAcq > 0 {
 			p("Inside the gateway (mean of its own `zkgate_http_request_duration_seconds`, handler and middleware, over the measured blocks): acquire %s, release %s, keepalive %s; the rest of the client-side mean (acquire %s, release %s, keepalive %s) is HTTP transport and scheduling.",
@@ -185,18 +243,19 @@ func (r *report) print(w io.Writer) {
 		p("Target: gateway at most %.2fx the direct client. p50: %.2fx %s; mean: %.2fx %s.", targetLatencyRatio,
 			l.ratioP50(), verdict(l.ratioP50() <= targetLatencyRatio), l.ratioMean(), verdict(l.ratioMean() <= targetLatencyRatio))
 		p("")
-		sum = append(sum,
+		rw.add(
 			ratioRow("1. uncontended p50, gateway/direct", l.ratioP50(), fmt.Sprintf("%s vs %s", msf(l.gw.p50), msf(l.direct.p50)), targetLatencyRatio, true),
 			ratioRow("1. uncontended mean, gateway/direct", l.ratioMean(), fmt.Sprintf("%s vs %s; floor %.2fx", msf(l.gw.mean), msf(l.direct.mean), l.floorRatio(meanOf)), targetLatencyRatio, true))
 	}
+}
 
-	r.printEtcd(p, &sum)
-
+// printContention writes section 2 and adds its summary rows.
+func (r *report) printContention(rw *reportWriter) {
+	p := rw.p
+	c := r.cfg
 	if k := r.contention; k.gw.segments > 0 || k.direct.segments > 0 {
-		p("## 2. %d contenders on one lock", k.contenders)
-		p("")
-		p("Each contender loops acquire, then release at once. Gateway: each its own lease, `acquire?wait=%s`; direct: each its own `zk.Lock` on its own connection. Grants received inside the measured windows count (ABBA halves, after a warm-up).", c.contentionWait)
-		p("")
+		rw.section(fmt.Sprintf("## 2. %d contenders on one lock", k.contenders),
+			"Each contender loops acquire, then release at once. Gateway: each its own lease, `acquire?wait=%s`; direct: each its own `zk.Lock` on its own connection. Grants received inside the measured windows count (ABBA halves, after a warm-up).", c.contentionWait)
 		p("| client | window | grants | grants/s | acquire timeouts | max holders seen | exclusion violations | token order violations |")
 		p("|---|---:|---:|---:|---:|---:|---:|---:|")
 		for _, s := range []struct {
@@ -215,26 +274,23 @@ func (r *report) print(w io.Writer) {
 		}
 		if k.gw.elapsed > 0 && k.direct.elapsed > 0 {
 			p("| **ratio gateway/direct** | | | **%.2fx** | | | | |", k.ratio())
-			sum = append(sum, ratioRow(fmt.Sprintf("2. grants/s, %d contenders on one lock, gateway/direct", k.contenders), k.ratio(),
+			rw.add(ratioRow(fmt.Sprintf("2. grants/s, %d contenders on one lock, gateway/direct", k.contenders), k.ratio(),
 				fmt.Sprintf("gateway %.0f/s, direct %.0f/s", k.gw.rate(), k.direct.rate()), targetContention, false))
 		}
 		v := k.gw.excl.violations.Load() + k.gw.excl.tokenViolations.Load() + k.direct.excl.violations.Load()
-		sum = append(sum, [4]string{"2. mutual exclusion (holders > 1, token order)", fmt.Sprintf("%d violations in %s grants", v,
+		rw.add([4]string{"2. mutual exclusion (holders > 1, token order)", fmt.Sprintf("%d violations in %s grants", v,
 			thousands(k.gw.excl.entered.Load()+k.direct.excl.entered.Load())), "0", verdict(v == 0)})
 		p("")
 	}
+}
 
-	r.printDistinct(p, &sum)
-
-	for _, wr := range r.waiters {
-		r.printWaiters(p, &sum, wr)
-	}
-
+// printKeepalive writes section 4 and adds its summary rows.
+func (r *report) printKeepalive(rw *reportWriter) {
+	p := rw.p
+	c := r.cfg
 	if ka := r.keepalive; ka.count > 0 {
-		p("## 4. Keepalives")
-		p("")
-		p("%d goroutines each `POST /v1/leases/{id}/keepalive` in a loop for %s, on keep-alive connections.", ka.workers, c.kaDur)
-		p("")
+		rw.section("## 4. Keepalives",
+			"%d goroutines each `POST /v1/leases/{id}/keepalive` in a loop for %s, on keep-alive connections.", ka.workers, c.kaDur)
 		p("| keepalives | keepalives/s | p50 | p99 | ZooKeeper packets received, idle %s | ... during the keepalives |", c.kaDur)
 		p("|---:|---:|---:|---:|---:|---:|")
 		p("| %s | **%.0f** | %s | %s | %.0f | %.0f |", thousands(ka.count), ka.rate(), msf(ka.lat.p50), msf(ka.lat.p99), ka.idlePackets, ka.kaPackets)
@@ -242,26 +298,8 @@ func (r *report) print(w io.Writer) {
 		p("ZooKeeper saw %+.0f packets more during %s keepalives than in an idle window of the same length (session pings): keepalives are served from memory %s.",
 			ka.extraPackets(), thousands(ka.count), verdict(ka.keepalivesFree()))
 		p("")
-		sum = append(sum,
+		rw.add(
 			[4]string{"4. keepalives/s", fmt.Sprintf("%.0f/s (%d workers)", ka.rate(), ka.workers), "report", "—"},
 			[4]string{"4. keepalives reach ZooKeeper", fmt.Sprintf("%+.0f packets for %s keepalives", ka.extraPackets(), thousands(ka.count)), "~0 (< 1%)", verdict(ka.keepalivesFree())})
 	}
-
-	r.printQueues(p, &sum)
-	r.printDash(p, &sum)
-	r.printRestart(p, &sum)
-	r.printChurn(p, &sum)
-	r.printCPU(p, &sum)
-
-	if len(sum) > 0 {
-		p("## Summary")
-		p("")
-		p("| measure | result | target | verdict |")
-		p("|---|---|---|---|")
-		for _, s := range sum {
-			p("| %s | %s | %s | %s |", s[0], s[1], s[2], s[3])
-		}
-		p("")
-	}
-	p("Total run time %s.", r.total.Round(time.Second))
 }

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,37 @@ import (
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/restartload"
 )
+
+// restartsPhase is section 8: rolling restarts under held locks and jobs.
+var restartsPhase = phase{
+	name: "restart",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.restartGateways, "restart-gateways", 3, "restart test: gateways on one root, each restarted in turn")
+		fs.IntVar(&c.restartRounds, "restart-rounds", 2, "restart test: times every gateway is restarted")
+		fs.DurationVar(&c.restartGap, "restart-gap", 15*time.Second, "restart test: pause after each restart (the default spreads 6 restarts over the jobs' two minutes)")
+		fs.DurationVar(&c.restartDrain, "restart-drain", 5*time.Second, "restart test: the gateways' --drain-timeout")
+		fs.IntVar(&c.restartJobs, "restart-jobs", 20, "restart test: zkgate lock jobs, over 4/5 as many locks")
+		fs.DurationVar(&c.restartJobHold, "restart-job-hold", time.Minute, "restart test: how long each job's command runs under its lock")
+		fs.IntVar(&c.restartHolders, "restart-holders", 4, "restart test: Go clients of each kind (locks, semaphore slots, leaders, queue consumers)")
+	},
+	quick: map[string]func(c *config){
+		"restart-jobs":     func(c *config) { c.restartJobs = 6 },
+		"restart-job-hold": func(c *config) { c.restartJobHold = 15 * time.Second },
+		"restart-gap":      func(c *config) { c.restartGap = time.Second },
+	},
+	check: func(c *config) error {
+		if c.restartJobHold < time.Second || c.restartGap < 0 || c.restartDrain < 0 {
+			return errors.New("-restart-job-hold must be at least 1s, -restart-gap and -restart-drain not negative")
+		}
+		return positive(c.restartGateways, c.restartRounds, c.restartJobs, c.restartHolders)
+	},
+	announce: func(c config) string {
+		return fmt.Sprintf("8. restarts: %d gateways restarted in turn %d times under %d zkgate lock jobs of %s and %d Go clients of each kind",
+			c.restartGateways, c.restartRounds, c.restartJobs, c.restartJobHold, c.restartHolders)
+	},
+	what: "restarts",
+	run:  storeIn(func(r *report) *restartResult { return &r.restart }, (*env).restartPhase),
+}
 
 // restartRoot is the root of the restart phase's gateways: theirs alone.
 const restartRoot = "/zkgate-bench-restart"
@@ -127,18 +159,17 @@ func (r *report) restartViolations() int {
 }
 
 // printRestart writes section 8 and adds its summary rows.
-func (r *report) printRestart(p func(string, ...any), sum *[][4]string) {
+func (r *report) printRestart(rw *reportWriter) {
+	p := rw.p
 	x := r.restart.rep
 	if x == nil {
 		return
 	}
 	c := r.cfg
-	p("## 8. Restarts cost nothing: a rolling restart under load")
-	p("")
-	p("%d gateways on one root (`zkgate %s`, on addresses of their own), each restarted in turn (SIGTERM: it hands its sessions to a peer, drains for %s, exits; then started again on the same address), %d times, %s apart. Meanwhile %d `zkgate lock` jobs (%s each, over %d locks, so some wait for another job's whole run) and %d Go clients of each kind (locks, slots of a semaphore of 2, leaders of an election, consumers of a queue fed as they go), each on its own lease, each holding %s at a time, all spread over the gateways (internal/restartload). After each restart every hold's token is asked of the gateways.",
+	rw.section("## 8. Restarts cost nothing: a rolling restart under load",
+		"%d gateways on one root (`zkgate %s`, on addresses of their own), each restarted in turn (SIGTERM: it hands its sessions to a peer, drains for %s, exits; then started again on the same address), %d times, %s apart. Meanwhile %d `zkgate lock` jobs (%s each, over %d locks, so some wait for another job's whole run) and %d Go clients of each kind (locks, slots of a semaphore of 2, leaders of an election, consumers of a queue fed as they go), each on its own lease, each holding %s at a time, all spread over the gateways (internal/restartload). After each restart every hold's token is asked of the gateways.",
 		r.restart.gateways, r.restart.args, c.restartDrain, c.restartRounds, c.restartGap, c.restartJobs, c.restartJobHold,
 		max(c.restartJobs*4/5, 1), c.restartHolders, "500ms")
-	p("")
 	p("| restarts | jobs exited 0 | leases ended | overlaps | tokens changed | holds granted | items | requests that waited on a handover | wait p50 | p99 | max |")
 	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	p("| %d | %d of %d | %d | %d | %d of %d checked | %s | %s | %d | %s | %s | %s |", x.Restarts, x.JobsOK, x.Jobs, len(x.LeasesEnded),
@@ -157,7 +188,7 @@ func (r *report) printRestart(p func(string, ...any), sum *[][4]string) {
 		}
 	}
 	v := r.restartViolations()
-	*sum = append(*sum,
+	rw.add(
 		[4]string{"8. rolling restart: jobs ok, leases ended, overlaps, tokens changed", fmt.Sprintf("%d/%d, %d, %d, %d", x.JobsOK, x.Jobs,
 			len(x.LeasesEnded), len(x.Overlaps), len(x.TokensChanged)), "all ok, 0, 0, 0", verdict(v == 0)},
 		[4]string{"8. wait on a handover, p50 / p99 / max", fmt.Sprintf("%s / %s / %s (%d requests)", msf(x.Wait(0.5)), msf(x.Wait(0.99)),

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,59 +34,68 @@ type env struct {
 	tmp    string   // the run's temp dir
 }
 
+// phase is one part of the bench: the name -phases knows it by, the flags
+// only it reads (with their -quick values and their checks), and how it
+// runs into the report. The phases run in the order of phases; the report
+// has its own order (report.print).
+type phase struct {
+	name string
+	// flags registers the flags only this phase reads.
+	flags func(fs *flag.FlagSet, c *config)
+	// quick sets, by flag name, the -quick value of its flags.
+	quick map[string]func(c *config)
+	// check rejects values of its flags it cannot run with, and parses
+	// the lists among them.
+	check func(c *config) error
+	// announce is its progress line (nil: it announces its own).
+	announce func(c config) string
+	// what names it in an error ("": its errors say it themselves).
+	what string
+	run  func(ctx context.Context, e *env, rep *report) error
+}
+
+// storeIn is a phase's run: measure, its result kept in the report's field
+// at, also when it fails (the report shows what was measured).
+func storeIn[R any](at func(*report) *R, measure func(*env, context.Context) (R, error)) func(context.Context, *env, *report) error {
+	return func(ctx context.Context, e *env, rep *report) error {
+		r, err := measure(e, ctx)
+		*at(rep) = r
+		return err
+	}
+}
+
+// phases are every phase, in run order.
+var phases = []phase{latencyPhase, contentionPhase, distinctPhase, etcdComparePhase, keepalivePhase, queueThroughputPhase,
+	queueWakeupPhase, dashboardFanoutPhase, restartsPhase, churnPhase, cpuUsePhase, waitersMemoryPhase}
+
+// allPhases are their names.
+var allPhases = func() []string {
+	var names []string
+	for _, p := range phases {
+		names = append(names, p.name)
+	}
+	return names
+}()
+
 // run sets everything up, runs the phases and tears everything down. The
 // report holds whatever was measured, even when an error ends the run early.
 func run(ctx context.Context, cfg config) (rep *report, err error) {
 	rep = &report{cfg: cfg, started: time.Now()}
 	rep.machine = machineInfo()
-
-	need := uint64(4096)
-	if cfg.phases["waiters"] {
-		need += uint64(cfg.waiters)
-	}
-	if cfg.phases["dashboard"] {
-		need = max(need, 2*uint64(cfg.dashClients)+4096)
-	}
-	if rep.nofile, err = raiseNoFile(need); err != nil {
+	if err := checkLimits(cfg, rep); err != nil {
 		return rep, err
 	}
-	if err := checkPorts(cfg); err != nil {
-		return rep, err
-	}
-
 	tmp, err := os.MkdirTemp("", "zkgate-bench-")
 	if err != nil {
 		return rep, err
 	}
 	defer os.RemoveAll(tmp)
 
-	bin := cfg.gatewayBin
-	var moduleDir string
-	if bin == "" {
-		progress("building ./cmd/zkgate")
-		if bin, moduleDir, err = buildGateway(ctx, tmp); err != nil {
-			return rep, err
-		}
-		rep.gatewayBuild = "built from this tree (go build ./cmd/zkgate)"
-	} else {
-		rep.gatewayBuild = "given binary " + bin
-	}
-
-	// The JVM's output goes to zookeeper.out in ZooKeeper's own temp data
-	// dir, removed by Stop.
-	zopts := zkserver.Options{TickTime: cfg.tickTime, ContainerCheckInterval: cfg.containerCheck}
-	rep.zk.forceSync = "no"
-	if cfg.forceSync {
-		// zkserver sets forceSync=no in a temp dir; this puts ZooKeeper's
-		// own default back.
-		zopts.Config = map[string]string{"forceSync": "yes"}
-		rep.zk.forceSync = "yes"
-	}
-	if err := zkserver.Check(zopts); err != nil {
+	bin, moduleDir, err := gatewayBinary(ctx, cfg, tmp, rep)
+	if err != nil {
 		return rep, err
 	}
-	progress("starting ZooKeeper (tickTime %s, forceSync=%s)", cfg.tickTime, rep.zk.forceSync)
-	zs, err := zkserver.Start(ctx, zopts)
+	zs, err := startZK(ctx, cfg, rep)
 	if err != nil {
 		return rep, err
 	}
@@ -94,11 +104,6 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 			err = errors.Join(err, fmt.Errorf("stop ZooKeeper: %w", serr))
 		}
 	}()
-	rep.zk.addr = zs.Addr()
-	rep.zk.pid = zs.PID()
-	if srvr, ferr := zkserver.FourLetterWord(ctx, zs.Addr(), "srvr"); ferr == nil {
-		rep.zk.version, rep.zk.mode = parseSrvr(srvr)
-	}
 
 	progress("starting the gateway")
 	gw, err := startGateway(ctx, bin, zs.Addr(), cfg.logLevel, filepath.Join(tmp, "zkgate.log"), nil)
@@ -114,22 +119,10 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 			fmt.Fprintf(os.Stderr, "--- last lines of the gateway's log ---\n%s\n", gw.logTail(30))
 		}
 	}()
-	rep.gw.pid = gw.cmd.Process.Pid
-	if cfg.gatewayBin == "" {
-		rep.gw.build = treeInfo(ctx, moduleDir)
-	}
-	stopGuard := gw.guardRSS(uint64(cfg.maxRSSGiB*(1<<30)), func(rss uint64) {
-		rep.gw.killed = fmt.Sprintf("the bench killed the gateway: its VmRSS reached %s, above -max-gateway-rss %.1f GiB", mib(rss), cfg.maxRSSGiB)
-		progress("%s", rep.gw.killed)
-	})
+	stopGuard := guardGateway(ctx, gw, cfg, rep, moduleDir)
 	defer stopGuard()
-	rep.gw.args = strings.Join(gw.cmd.Args[1:], " ")
-	rep.gw.nofile, _ = procLimit(gw.pid(), "Max open files")
-	if cfg.phases["waiters"] && rep.gw.nofile < uint64(cfg.waiters)+64 {
-		return rep, fmt.Errorf("the gateway's open-file limit is %d, below the %d waiters", rep.gw.nofile, cfg.waiters)
-	}
-	if cfg.phases["dashboard"] && rep.gw.nofile < uint64(cfg.dashClients)+64 {
-		return rep, fmt.Errorf("the gateway's open-file limit is %d, below the %d dashboard clients", rep.gw.nofile, cfg.dashClients)
+	if err := checkGatewayLimit(cfg, rep); err != nil {
+		return rep, err
 	}
 
 	conn, err := dialZK(ctx, zs.Addr())
@@ -139,85 +132,108 @@ func run(ctx context.Context, cfg config) (rep *report, err error) {
 	defer conn.Close()
 
 	e := &env{cfg: cfg, zkAddr: zs.Addr(), zkPID: zs.PID(), gw: gw, conn: conn, bin: bin, tmp: tmp}
-	if cfg.phases["latency"] {
-		progress("1. uncontended latency: %d warm-up + %d iterations each", cfg.warmup, cfg.iterations)
-		if rep.latency, err = e.latency(ctx); err != nil {
-			return rep, fmt.Errorf("uncontended latency: %w", err)
+	for _, p := range phases {
+		if !cfg.phases[p.name] {
+			continue
 		}
-	}
-	if cfg.phases["contention"] {
-		progress("2. %d contenders, %s each for gateway and direct", cfg.contenders, cfg.contentionDur)
-		if rep.contention, err = e.contention(ctx); err != nil {
-			return rep, fmt.Errorf("contention: %w", err)
+		if p.announce != nil {
+			progress("%s", p.announce(cfg))
 		}
-	}
-	if cfg.phases["distinct"] {
-		progress("2b. %d workers on distinct locks, %s each for gateway and direct", cfg.distinctWorkers, cfg.distinctDur)
-		if rep.distinct, err = e.distinct(ctx); err != nil {
-			return rep, fmt.Errorf("distinct locks: %w", err)
-		}
-	}
-	if cfg.phases["etcd"] {
-		progress("1b. etcd comparison: %d iterations each", cfg.etcdIterations)
-		if rep.etcd, err = e.etcdPhase(ctx); err != nil {
-			return rep, fmt.Errorf("etcd comparison: %w", err)
-		}
-	}
-	if cfg.phases["keepalive"] {
-		progress("4. keepalives: %d workers, %s", cfg.kaWorkers, cfg.kaDur)
-		if rep.keepalive, err = e.keepalives(ctx); err != nil {
-			return rep, fmt.Errorf("keepalives: %w", err)
-		}
-	}
-	if cfg.phases["queue-throughput"] {
-		progress("5. queue throughput: %d items sequentially, then %d producers and %d consumers for %s, each for gateway and direct",
-			cfg.qItems, cfg.qProducers, cfg.qConsumers, cfg.qDur)
-		if rep.queue, err = e.queueThroughput(ctx); err != nil {
-			return rep, fmt.Errorf("queue throughput: %w", err)
-		}
-	}
-	if cfg.phases["queue-wakeup"] {
-		progress("6. queue take wake-up: %d each for gateway and direct", cfg.qWakeups)
-		if rep.wake, err = e.queueWakeup(ctx); err != nil {
-			return rep, fmt.Errorf("queue wake-up: %w", err)
-		}
-	}
-	if cfg.phases["dashboard"] {
-		progress("7. dashboard fan-out: %d WebSocket clients, %d changes", cfg.dashClients, cfg.dashChanges)
-		if rep.dash, err = e.dashboardPhase(ctx); err != nil {
-			return rep, fmt.Errorf("dashboard fan-out: %w", err)
-		}
-	}
-	if cfg.phases["restart"] {
-		progress("8. restarts: %d gateways restarted in turn %d times under %d zkgate lock jobs of %s and %d Go clients of each kind",
-			cfg.restartGateways, cfg.restartRounds, cfg.restartJobs, cfg.restartJobHold, cfg.restartHolders)
-		if rep.restart, err = e.restartPhase(ctx); err != nil {
-			return rep, fmt.Errorf("restarts: %w", err)
-		}
-	}
-	if cfg.phases["churn"] {
-		progress("9. churn: %d workers on fresh names for %s, then %d locks held", cfg.churnWorkers, cfg.churnDur, cfg.heldLocks)
-		if rep.churn, err = e.churn(ctx); err != nil {
-			return rep, fmt.Errorf("churn: %w", err)
-		}
-	}
-	if cfg.phases["cpu"] {
-		progress("10. CPU per operation: %d workers, %s of each workload for each binary", cfg.cpuWorkers, cfg.cpuDur)
-		if rep.cpu, err = e.cpuPhase(ctx); err != nil {
-			return rep, fmt.Errorf("CPU per operation: %w", err)
-		}
-	}
-	if cfg.phases["waiters"] {
-		for _, proto := range cfg.waiterProtocols {
-			progress("3. %d waiting acquires over %s, on a fresh gateway", cfg.waiters, protoName(proto))
-			wr, err := e.waitersOn(ctx, proto)
-			rep.waiters = append(rep.waiters, wr)
-			if err != nil {
-				return rep, fmt.Errorf("waiters over %s: %w", protoName(proto), err)
+		if err := p.run(ctx, e, rep); err != nil {
+			if p.what != "" {
+				err = fmt.Errorf("%s: %w", p.what, err)
 			}
+			return rep, err
 		}
 	}
 	return rep, nil
+}
+
+// checkLimits raises the bench's open-file limit to what the phases need,
+// and checks the loopback ports.
+func checkLimits(cfg config, rep *report) (err error) {
+	need := uint64(4096)
+	if cfg.phases["waiters"] {
+		need += uint64(cfg.waiters)
+	}
+	if cfg.phases["dashboard"] {
+		need = max(need, 2*uint64(cfg.dashClients)+4096)
+	}
+	if rep.nofile, err = raiseNoFile(need); err != nil {
+		return err
+	}
+	return checkPorts(cfg)
+}
+
+// gatewayBinary builds ./cmd/zkgate into dir, or takes -gateway-bin, and
+// returns the binary and the module's directory ("" for a given binary).
+func gatewayBinary(ctx context.Context, cfg config, dir string, rep *report) (bin, moduleDir string, err error) {
+	if cfg.gatewayBin != "" {
+		rep.gatewayBuild = "given binary " + cfg.gatewayBin
+		return cfg.gatewayBin, "", nil
+	}
+	progress("building ./cmd/zkgate")
+	if bin, moduleDir, err = buildGateway(ctx, dir); err != nil {
+		return "", "", err
+	}
+	rep.gatewayBuild = "built from this tree (go build ./cmd/zkgate)"
+	return bin, moduleDir, nil
+}
+
+// startZK starts the standalone ZooKeeper every phase works on. The JVM's
+// output goes to zookeeper.out in ZooKeeper's own temp data dir, removed by
+// Stop.
+func startZK(ctx context.Context, cfg config, rep *report) (*zkserver.Server, error) {
+	zopts := zkserver.Options{TickTime: cfg.tickTime, ContainerCheckInterval: cfg.containerCheck}
+	rep.zk.forceSync = "no"
+	if cfg.forceSync {
+		// zkserver sets forceSync=no in a temp dir; this puts ZooKeeper's
+		// own default back.
+		zopts.Config = map[string]string{"forceSync": "yes"}
+		rep.zk.forceSync = "yes"
+	}
+	if err := zkserver.Check(zopts); err != nil {
+		return nil, err
+	}
+	progress("starting ZooKeeper (tickTime %s, forceSync=%s)", cfg.tickTime, rep.zk.forceSync)
+	zs, err := zkserver.Start(ctx, zopts)
+	if err != nil {
+		return nil, err
+	}
+	rep.zk.addr = zs.Addr()
+	rep.zk.pid = zs.PID()
+	if srvr, ferr := zkserver.FourLetterWord(ctx, zs.Addr(), "srvr"); ferr == nil {
+		rep.zk.version, rep.zk.mode = parseSrvr(srvr)
+	}
+	return zs, nil
+}
+
+// guardGateway records the main gateway in the report and kills it if its
+// memory runs away; the returned func stops the guard.
+func guardGateway(ctx context.Context, gw *gateway, cfg config, rep *report, moduleDir string) func() {
+	rep.gw.pid = gw.cmd.Process.Pid
+	if cfg.gatewayBin == "" {
+		rep.gw.build = treeInfo(ctx, moduleDir)
+	}
+	stop := gw.guardRSS(uint64(cfg.maxRSSGiB*(1<<30)), func(rss uint64) {
+		rep.gw.killed = fmt.Sprintf("the bench killed the gateway: its VmRSS reached %s, above -max-gateway-rss %.1f GiB", mib(rss), cfg.maxRSSGiB)
+		progress("%s", rep.gw.killed)
+	})
+	rep.gw.args = strings.Join(gw.cmd.Args[1:], " ")
+	rep.gw.nofile, _ = procLimit(gw.pid(), "Max open files")
+	return stop
+}
+
+// checkGatewayLimit checks that the gateway may open a file for every
+// waiter and every dashboard client.
+func checkGatewayLimit(cfg config, rep *report) error {
+	if cfg.phases["waiters"] && rep.gw.nofile < uint64(cfg.waiters)+64 {
+		return fmt.Errorf("the gateway's open-file limit is %d, below the %d waiters", rep.gw.nofile, cfg.waiters)
+	}
+	if cfg.phases["dashboard"] && rep.gw.nofile < uint64(cfg.dashClients)+64 {
+		return fmt.Errorf("the gateway's open-file limit is %d, below the %d dashboard clients", rep.gw.nofile, cfg.dashClients)
+	}
+	return nil
 }
 
 // buildGateway builds ./cmd/zkgate of the module this bench belongs to and

@@ -13,6 +13,18 @@ import (
 	"github.com/zkgate/zkgate/zkserver"
 )
 
+// smokeFlags are the smoke run's tiny sizes.
+var smokeFlags = []string{
+	"-iterations", "20", "-warmup", "5", "-block", "10",
+	"-contention-duration", "300ms", "-contenders", "4", "-distinct-duration", "300ms", "-distinct-workers", "4",
+	"-etcd-iterations", "20", "-waiters", "5", "-waiter-wait", "30s", "-keepalive-duration", "200ms", "-keepalive-workers", "4",
+	"-queue-items", "10", "-queue-duration", "300ms", "-queue-wakeups", "3",
+	"-dashboard-clients", "10", "-dashboard-changes", "1",
+	"-restart-gateways", "2", "-restart-rounds", "1", "-restart-gap", "0s", "-restart-drain", "1s", "-restart-jobs", "2",
+	"-restart-job-hold", "3s", "-restart-holders", "1",
+	"-churn-duration", "300ms", "-churn-workers", "2", "-churn-settle", "2s", "-held-locks", "30",
+	"-cpu-duration", "400ms", "-cpu-workers", "2"}
+
 // TestSmoke runs every phase at tiny sizes (a few seconds each), so that
 // none of them can rot: a real ZooKeeper, the gateway built from this tree,
 // etcd if it is installed, 5 waiters over each protocol, 10 dashboard
@@ -26,15 +38,7 @@ func TestSmoke(t *testing.T) {
 	if err := zkserver.Check(zkserver.Options{}); err != nil {
 		t.Fatalf("no ZooKeeper to run the bench on: %v", err) // Check's error says how to install it
 	}
-	cfg, err := parseFlags([]string{"-iterations", "20", "-warmup", "5", "-block", "10",
-		"-contention-duration", "300ms", "-contenders", "4", "-distinct-duration", "300ms", "-distinct-workers", "4",
-		"-etcd-iterations", "20", "-waiters", "5", "-waiter-wait", "30s", "-keepalive-duration", "200ms", "-keepalive-workers", "4",
-		"-queue-items", "10", "-queue-duration", "300ms", "-queue-wakeups", "3",
-		"-dashboard-clients", "10", "-dashboard-changes", "1",
-		"-restart-gateways", "2", "-restart-rounds", "1", "-restart-gap", "0s", "-restart-drain", "1s", "-restart-jobs", "2",
-		"-restart-job-hold", "3s", "-restart-holders", "1",
-		"-churn-duration", "300ms", "-churn-workers", "2", "-churn-settle", "2s", "-held-locks", "30",
-		"-cpu-duration", "400ms", "-cpu-workers", "2"})
+	cfg, err := parseFlags(smokeFlags)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +58,22 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	t.Logf("the smoke run took %s", rep.total.Round(time.Millisecond))
+	checkSmokeLocks(t, rep)
+	checkSmokeOthers(t, rep, cfg)
+	s := out.String()
+	for _, h := range []string{"## 1. ", "## 1b. ", "## 2. ", "## 2b. ", "## 3a. ", "## 3b. ", "## 3c. ", "## 4. ", "## 5. ", "## 6. ", "## 7. ", "## 8. ", "## 9. ", "### 9b. ", "## 10. ", "## Summary", "forceSync=yes"} {
+		if !strings.Contains(s, h) {
+			t.Errorf("the report has no %q", h)
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", s)
+	}
+}
+
+// checkSmokeLocks checks the smoke run's lock, etcd, CPU and waiter phases.
+func checkSmokeLocks(t *testing.T, rep *report) {
+	t.Helper()
 	if v := rep.violations(); v != 0 {
 		t.Errorf("%d mutual-exclusion violations", v)
 	}
@@ -92,6 +112,12 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("waiters over %s: %d TCP connections for %d waiters", w.proto, c, w.n)
 		}
 	}
+}
+
+// checkSmokeOthers checks the smoke run's restart, dashboard and churn
+// phases.
+func checkSmokeOthers(t *testing.T, rep *report, cfg config) {
+	t.Helper()
 	if x := rep.restart.rep; x == nil || !x.OK() || x.Restarts != 2 || x.Jobs != 2 {
 		t.Errorf("restarts: %v", x)
 	}
@@ -108,14 +134,5 @@ func TestSmoke(t *testing.T) {
 	}
 	if h := rep.churn.held; h.listed != 30 || h.pages != 1 || h.locksPageBytes == 0 {
 		t.Errorf("held locks: %+v", h)
-	}
-	s := out.String()
-	for _, h := range []string{"## 1. ", "## 1b. ", "## 2. ", "## 2b. ", "## 3a. ", "## 3b. ", "## 3c. ", "## 4. ", "## 5. ", "## 6. ", "## 7. ", "## 8. ", "## 9. ", "### 9b. ", "## 10. ", "## Summary", "forceSync=yes"} {
-		if !strings.Contains(s, h) {
-			t.Errorf("the report has no %q", h)
-		}
-	}
-	if t.Failed() {
-		t.Logf("report:\n%s", s)
 	}
 }

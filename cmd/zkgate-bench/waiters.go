@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,6 +23,39 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/zkserver"
 )
+
+// waitersMemoryPhase is section 3: the gateway's memory with many waiters,
+// over each protocol on a fresh gateway.
+var waitersMemoryPhase = phase{
+	name: "waiters",
+	flags: func(fs *flag.FlagSet, c *config) {
+		fs.IntVar(&c.waiters, "waiters", 10000, "concurrent acquires waiting on one lock in the memory test, per protocol (see -waiter-protocols)")
+		fs.StringVar(&c.waiterProtoList, "waiter-protocols", strings.Join(waiterProtos, ","), "protocols of the memory test, each on a fresh gateway process: h1 (HTTP/1.1, a connection per waiter), h2c (HTTP/2 with prior knowledge on the plain port), tls (HTTP/2 over TLS, a self-signed certificate)")
+		fs.DurationVar(&c.waiterWait, "waiter-wait", 5*time.Minute, "?wait= of each waiting acquire; it must cover the time the gateway takes to park them all and then grant them in turn (see the report)")
+		fs.IntVar(&c.ramp, "ramp", 128, "waiting acquires being connected and sent at once while they arrive")
+	},
+	quick: map[string]func(c *config){"waiters": func(c *config) { c.waiters = 1000 }},
+	check: func(c *config) (err error) {
+		if c.waiterProtocols, err = listFlag("waiter-protocols", "protocol", c.waiterProtoList, waiterProtos, true); err != nil {
+			return err
+		}
+		if len(c.waiterProtocols) == 0 {
+			return errors.New("-waiter-protocols: none given")
+		}
+		return firstError(positive(c.waiters, c.ramp), waits(c.waiterWait))
+	},
+	run: func(ctx context.Context, e *env, rep *report) error {
+		for _, proto := range e.cfg.waiterProtocols {
+			progress("3. %d waiting acquires over %s, on a fresh gateway", e.cfg.waiters, protoName(proto))
+			wr, err := e.waitersOn(ctx, proto)
+			rep.waiters = append(rep.waiters, wr)
+			if err != nil {
+				return fmt.Errorf("waiters over %s: %w", protoName(proto), err)
+			}
+		}
+		return nil
+	},
+}
 
 const memLock = "bench-mem"
 
@@ -193,41 +227,100 @@ type outcome struct {
 	answered  time.Time
 }
 
+// waiterRun is one run of the memory test on one gateway.
+type waiterRun struct {
+	e                *env
+	g                *gateway
+	res              *waitersResult
+	setup, wc        *client // the bench's setup requests; the waiters'
+	leases           []string
+	acquire, release string
+	parent           string // the lock's node in ZooKeeper
+	outs             []outcome
+	wg               sync.WaitGroup
+	answered         atomic.Int64 // HTTP answers
+	finished         atomic.Int64 // answers and failures
+	released         atomic.Bool
+	early            atomic.Int64
+	start            time.Time // the first waiter sent
+}
+
 // waitersPhase parks cfg.waiters acquires on one held lock, measures the
 // gateway's memory before and with them, then releases the holder and lets
 // every waiter be granted and release in turn.
-func (e *env) waitersPhase(ctx context.Context, g *gateway, tr *http.Transport, out *waitersResult) (err error) {
+func (e *env) waitersPhase(ctx context.Context, g *gateway, tr *http.Transport, res *waitersResult) (err error) {
 	n := e.cfg.waiters
-	res := out
 	res.n, res.acquire, res.release, res.excl = n, map[string]int{}, map[string]int{}, &exclusion{}
 	setupTr := g.metrics.Transport.(*http.Transport).Clone()
 	setupTr.MaxIdleConns, setupTr.MaxIdleConnsPerHost = 64, 64
-	setup := &client{base: g.url, hc: &http.Client{Transport: setupTr, Timeout: 2 * time.Minute}}
-	defer setup.close()
+	w := &waiterRun{e: e, g: g, res: res, setup: &client{base: g.url, hc: &http.Client{Transport: setupTr, Timeout: 2 * time.Minute}},
+		acquire: fmt.Sprintf("/v1/locks/%s/acquire", memLock), release: fmt.Sprintf("/v1/locks/%s/release", memLock),
+		parent: gatewayRoot + "/locks/" + memLock, outs: make([]outcome, n)}
+	defer w.setup.close()
 	if res.idle, err = g.settledMemory(ctx, 3, e.settle(300*time.Millisecond)); err != nil {
 		return err
 	}
-
-	// Leases: one per waiter, plus the holder's, made 64 at a time.
-	t0 := time.Now()
-	ttl := e.cfg.waiterWait + 30*time.Minute
-	leases, err := setup.createLeases(ctx, n+1, 64, ttl, "bench-waiter")
-	res.leasesTook = time.Since(t0)
 	revoked := false
 	defer func() {
 		if !revoked {
-			_ = setup.revokeLeases(context.Background(), leases, 64)
+			_ = w.setup.revokeLeases(context.Background(), w.leases, 64)
 		}
 	}()
+	if err := w.hold(ctx); err != nil {
+		return err
+	}
+	if res.leased, err = g.settledMemory(ctx, 5, e.settle(400*time.Millisecond)); err != nil {
+		return err
+	}
+	// The waiters: each its own connection (HTTP/1.1) or stream.
+	w.wc = &client{base: g.url, hc: &http.Client{Transport: tr, Timeout: e.cfg.waiterWait + 3*time.Minute}}
+	defer w.wc.close()
+	if err := w.park(ctx); err != nil {
+		return err
+	}
+	if err := w.awaitArrival(ctx); err != nil {
+		return err
+	}
+	if err := w.measureWith(ctx); err != nil {
+		return err
+	}
+	t0, err := w.grantAll(ctx)
 	if err != nil {
 		return err
 	}
-	holder, waiters := leases[0], leases[1:]
-	progress("%d leases made in %s", len(leases), res.leasesTook.Round(time.Millisecond))
+	w.tally(t0)
+	if err := w.leftover(ctx); err != nil {
+		return err
+	}
+	w.wc.close() // drop the waiters' idle connections before "after"
+	progress("revoking %d leases", len(w.leases))
+	t0 = time.Now()
+	revoked = true
+	if err := w.setup.revokeLeases(ctx, w.leases, 64); err != nil {
+		return err
+	}
+	res.revokeTook = time.Since(t0)
+	if res.after, err = g.settledMemory(ctx, 3, e.settle(300*time.Millisecond)); err != nil {
+		return err
+	}
+	if res.unanswered > 0 {
+		return fmt.Errorf("%d of %d waiters got no answer", res.unanswered, n)
+	}
+	return nil
+}
 
-	acquire := fmt.Sprintf("/v1/locks/%s/acquire", memLock)
-	release := fmt.Sprintf("/v1/locks/%s/release", memLock)
-	st, b, herr := setup.do(ctx, http.MethodPost, acquire, leaseBody(holder))
+// hold makes a lease per waiter plus the holder's, 64 at a time, and has
+// the holder acquire the lock.
+func (w *waiterRun) hold(ctx context.Context) (err error) {
+	t0 := time.Now()
+	ttl := w.e.cfg.waiterWait + 30*time.Minute
+	w.leases, err = w.setup.createLeases(ctx, w.res.n+1, 64, ttl, "bench-waiter")
+	w.res.leasesTook = time.Since(t0)
+	if err != nil {
+		return err
+	}
+	progress("%d leases made in %s", len(w.leases), w.res.leasesTook.Round(time.Millisecond))
+	st, b, herr := w.setup.do(ctx, http.MethodPost, w.acquire, leaseBody(w.leases[0]))
 	if err := expect("holder acquire", st, b, herr, http.StatusOK); err != nil {
 		return err
 	}
@@ -235,124 +328,111 @@ func (e *env) waitersPhase(ctx context.Context, g *gateway, tr *http.Transport, 
 	if err != nil {
 		return err
 	}
-	res.excl.enter(hg.Token)
+	w.res.excl.enter(hg.Token)
+	return nil
+}
 
-	if res.leased, err = g.settledMemory(ctx, 5, e.settle(400*time.Millisecond)); err != nil {
-		return err
-	}
-
-	// The waiters: each its own connection. At most cfg.ramp of them are
-	// connecting and sending at once; once a request is written the next
-	// one starts.
-	wc := &client{base: g.url, hc: &http.Client{Transport: tr, Timeout: e.cfg.waiterWait + 3*time.Minute}}
-	defer wc.close()
+// park sends every waiter's acquire?wait=. At most cfg.ramp of them are
+// connecting and sending at once; once a request is written the next one
+// starts.
+func (w *waiterRun) park(ctx context.Context) error {
 	// One request first: an HTTP/2 client then has its connection up, and
 	// the waiters open streams on it (and more connections when it is full).
-	st, b, herr = wc.do(ctx, http.MethodGet, "/readyz", nil)
+	st, b, herr := w.wc.do(ctx, http.MethodGet, "/readyz", nil)
 	if err := expect("readyz", st, b, herr, http.StatusOK); err != nil {
 		return err
 	}
-	waitPath := fmt.Sprintf("%s?wait=%s", acquire, e.cfg.waiterWait)
-	outs := make([]outcome, n)
-	sem := make(chan struct{}, e.cfg.ramp)
-	var (
-		wg       sync.WaitGroup
-		answered atomic.Int64 // HTTP answers
-		finished atomic.Int64 // answers and failures
-		released atomic.Bool
-		early    atomic.Int64
-	)
-	start := time.Now()
-	for i := range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o := &outs[i]
-			body := leaseBody(waiters[i])
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				o.err = ctx.Err()
-				return
-			}
-			var once sync.Once
-			free := func() { once.Do(func() { <-sem }) }
-			tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-				WroteRequest: func(httptrace.WroteRequestInfo) { free() }})
-			st, b, err := wc.do(tctx, http.MethodPost, waitPath, body)
-			free()
-			o.answered = time.Now()
-			finished.Add(1)
-			o.status, o.err = st, err
-			if err != nil {
-				return
-			}
-			answered.Add(1)
-			if !released.Load() {
-				early.Add(1)
-			}
-			if st != http.StatusOK {
-				var p struct {
-					Code string `json:"code"`
-				}
-				_ = json.Unmarshal(b, &p)
-				o.code = p.Code
-				return
-			}
-			g, err := parseGrant(b)
-			if err != nil {
-				o.err = err
-				return
-			}
-			res.excl.enter(g.Token)
-			res.excl.leave()
-			o.relStatus, _, o.relErr = wc.do(ctx, http.MethodPost, release, body)
-		}()
+	waitPath := fmt.Sprintf("%s?wait=%s", w.acquire, w.e.cfg.waiterWait)
+	sem := make(chan struct{}, w.e.cfg.ramp)
+	w.start = time.Now()
+	for i, lease := range w.leases[1:] {
+		w.wg.Go(func() { w.wait(ctx, sem, waitPath, &w.outs[i], leaseBody(lease)) })
 	}
+	return nil
+}
 
-	// Wait until the gateway counts every waiter and ZooKeeper has all their
-	// nodes, or some waiter has already finished (then all never will be).
-	parent := gatewayRoot + "/locks/" + memLock
+// wait is one waiter: its acquire, and its release once granted.
+func (w *waiterRun) wait(ctx context.Context, sem chan struct{}, waitPath string, o *outcome, body []byte) {
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		o.err = ctx.Err()
+		return
+	}
+	var once sync.Once
+	free := func() { once.Do(func() { <-sem }) }
+	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { free() }})
+	st, b, err := w.wc.do(tctx, http.MethodPost, waitPath, body)
+	free()
+	o.answered = time.Now()
+	w.finished.Add(1)
+	o.status, o.err = st, err
+	if err != nil {
+		return
+	}
+	w.answered.Add(1)
+	if !w.released.Load() {
+		w.early.Add(1)
+	}
+	if st != http.StatusOK {
+		var p struct {
+			Code string `json:"code"`
+		}
+		_ = json.Unmarshal(b, &p)
+		o.code = p.Code
+		return
+	}
+	g, err := parseGrant(b)
+	if err != nil {
+		o.err = err
+		return
+	}
+	w.res.excl.enter(g.Token)
+	w.res.excl.leave()
+	o.relStatus, _, o.relErr = w.wc.do(ctx, http.MethodPost, w.release, body)
+}
+
+// zkState reads the lock nodes and the watches ZooKeeper holds ("?": not
+// read).
+func (w *waiterRun) zkState(ctx context.Context) (nodes, watches string) {
+	nodes, watches = "?", "?"
+	if kids, _, err := w.e.conn.Children(w.parent); err == nil {
+		nodes = fmt.Sprint(len(kids))
+	}
+	if n, err := totalWatches(ctx, w.e.zkAddr); err == nil {
+		watches = fmt.Sprint(n)
+	}
+	return nodes, watches
+}
+
+// awaitArrival waits until the gateway counts every waiter and ZooKeeper
+// has all their nodes, or some waiter has already finished (then all never
+// will be), or the waiters' wait and a minute have passed.
+func (w *waiterRun) awaitArrival(ctx context.Context) error {
+	n, res := w.res.n, w.res
 	lastReport := time.Now()
-	arrivalLimit := time.NewTimer(e.cfg.waiterWait + time.Minute)
+	limit := w.e.cfg.waiterWait + time.Minute
+	arrivalLimit := time.NewTimer(limit)
 	defer arrivalLimit.Stop()
-wait:
 	for {
-		m, err := g.memory(ctx)
+		m, err := w.g.memory(ctx)
 		if err != nil {
 			return fmt.Errorf("while waiters arrive: %w", err)
 		}
 		res.reached = max(res.reached, int(m.waiters))
-		if int(m.waiters) >= n {
-			// The gateway counts a waiter from the start of its acquire; it
-			// is parked once ZooKeeper holds its node and its watch on the
-			// node before it.
-			kids, _, err := e.conn.Children(parent)
-			if err == nil {
-				res.zkChildren = len(kids)
-			}
-			if w, err := totalWatches(ctx, e.zkAddr); err == nil {
-				res.zkWatches = w
-			}
-			if res.zkChildren >= n+1 && res.zkWatches >= n {
-				res.arrival = time.Since(start)
-				break
-			}
+		if int(m.waiters) >= n && w.parked(ctx) {
+			res.arrival = time.Since(w.start)
+			return nil
 		}
-		if finished.Load() > 0 {
-			res.arrival = time.Since(start)
+		if w.finished.Load() > 0 {
+			res.arrival = time.Since(w.start)
 			progress("a waiter finished (answered %d, failed %d) before all %d were parked (the gateway counts %d)",
-				answered.Load(), finished.Load()-answered.Load(), n, int(m.waiters))
-			break
+				w.answered.Load(), w.finished.Load()-w.answered.Load(), n, int(m.waiters))
+			return nil
 		}
 		if time.Since(lastReport) > 5*time.Second {
-			nodes, watches := "?", "?"
-			if kids, _, err := e.conn.Children(parent); err == nil {
-				nodes = fmt.Sprint(len(kids))
-			}
-			if w, err := totalWatches(ctx, e.zkAddr); err == nil {
-				watches = fmt.Sprint(w)
-			}
+			nodes, watches := w.zkState(ctx)
 			progress("waiters: the gateway counts %d of %d; ZooKeeper holds %s lock nodes and %s watches", int(m.waiters), n, nodes, watches)
 			lastReport = time.Now()
 		}
@@ -360,56 +440,83 @@ wait:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-arrivalLimit.C:
-			res.arrival = time.Since(start)
-			progress("not all %d waiters arrived within %s", n, e.cfg.waiterWait+time.Minute)
-			break wait
+			res.arrival = time.Since(w.start)
+			progress("not all %d waiters arrived within %s", n, limit)
+			return nil
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	progress("%d waiters parked in %s; measuring memory", res.reached, res.arrival.Round(time.Millisecond))
+}
+
+// parked says whether ZooKeeper holds every waiter's node and watch: the
+// gateway counts a waiter from the start of its acquire; it is parked once
+// ZooKeeper holds its node and its watch on the node before it.
+func (w *waiterRun) parked(ctx context.Context) bool {
+	res := w.res
+	if kids, _, err := w.e.conn.Children(w.parent); err == nil {
+		res.zkChildren = len(kids)
+	}
+	if n, err := totalWatches(ctx, w.e.zkAddr); err == nil {
+		res.zkWatches = n
+	}
+	return res.zkChildren >= res.n+1 && res.zkWatches >= res.n
+}
+
+// measureWith measures the gateway's memory with the waiters parked.
+func (w *waiterRun) measureWith(ctx context.Context) (err error) {
+	progress("%d waiters parked in %s; measuring memory", w.res.reached, w.res.arrival.Round(time.Millisecond))
 	select { // let the last arrivals finish their bookkeeping
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(e.settle(2 * time.Second)):
+	case <-time.After(w.e.settle(2 * time.Second)):
 	}
-	if res.with, err = g.settledMemory(ctx, 5, e.settle(400*time.Millisecond)); err != nil {
+	if w.res.with, err = w.g.settledMemory(ctx, 5, w.e.settle(400*time.Millisecond)); err != nil {
 		return err
 	}
-	if m, err := g.memory(ctx); err == nil && int(m.waiters) < res.reached {
+	if m, err := w.g.memory(ctx); err == nil && int(m.waiters) < w.res.reached {
 		progress("waiters left while memory was measured: the gateway counts %d", int(m.waiters))
 	}
+	return nil
+}
 
-	// Release the holder: every waiter is granted in turn and releases.
-	released.Store(true)
-	res.excl.leave()
-	t0 = time.Now()
-	st, b, herr = setup.do(ctx, http.MethodPost, release, leaseBody(holder))
+// grantAll releases the holder, so that every waiter is granted in turn and
+// releases, and waits for them all (or their wait and 3 minutes); it
+// returns when the holder released.
+func (w *waiterRun) grantAll(ctx context.Context) (time.Time, error) {
+	w.released.Store(true)
+	w.res.excl.leave()
+	t0 := time.Now()
+	st, b, herr := w.setup.do(ctx, http.MethodPost, w.release, leaseBody(w.leases[0]))
 	if err := expect("holder release", st, b, herr, http.StatusNoContent); err != nil {
-		return err
+		return t0, err
 	}
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	limit := time.NewTimer(e.cfg.waiterWait + 3*time.Minute)
+	go func() { w.wg.Wait(); close(done) }()
+	limit := time.NewTimer(w.e.cfg.waiterWait + 3*time.Minute)
 	defer limit.Stop()
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
-collect:
 	for {
 		select {
 		case <-done:
-			break collect
+			return t0, nil
 		case <-ctx.Done():
-			return ctx.Err()
+			return t0, ctx.Err()
 		case <-limit.C:
-			break collect
+			return t0, nil
 		case <-tick.C:
-			progress("waiters answered: %d of %d (failed: %d)", answered.Load(), n, finished.Load()-answered.Load())
+			progress("waiters answered: %d of %d (failed: %d)", w.answered.Load(), w.res.n, w.finished.Load()-w.answered.Load())
 		}
 	}
+}
+
+// tally counts the waiters' answers; t0 is when the holder released.
+func (w *waiterRun) tally(t0 time.Time) {
+	res := w.res
 	res.chain = time.Since(t0)
-	res.early = int(early.Load())
-	for i := range outs {
-		o := &outs[i]
+	res.early = int(w.early.Load())
+	for i := range w.outs {
+		o := &w.outs[i]
 		switch {
 		case o.answered.IsZero():
 			res.unanswered++
@@ -441,28 +548,17 @@ collect:
 			}
 		}
 	}
-	if m, merr := g.memory(ctx); merr == nil {
-		res.waitersAfter = m.waiters
+}
+
+// leftover reads the gateway's waiter gauge and the lock nodes left.
+func (w *waiterRun) leftover(ctx context.Context) error {
+	if m, merr := w.g.memory(ctx); merr == nil {
+		w.res.waitersAfter = m.waiters
 	}
-	if kids, _, kerr := e.conn.Children(parent); kerr == nil {
-		res.leftover = len(kids)
+	if kids, _, kerr := w.e.conn.Children(w.parent); kerr == nil {
+		w.res.leftover = len(kids)
 	} else if !errors.Is(kerr, zk.ErrNoNode) {
 		return kerr
-	}
-
-	wc.close() // drop the waiters' idle connections before "after"
-	progress("revoking %d leases", len(leases))
-	t0 = time.Now()
-	revoked = true
-	if err := setup.revokeLeases(ctx, leases, 64); err != nil {
-		return err
-	}
-	res.revokeTook = time.Since(t0)
-	if res.after, err = g.settledMemory(ctx, 3, e.settle(300*time.Millisecond)); err != nil {
-		return err
-	}
-	if res.unanswered > 0 {
-		return fmt.Errorf("%d of %d waiters got no answer", res.unanswered, n)
 	}
 	return nil
 }
