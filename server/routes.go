@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -11,8 +12,8 @@ import (
 	"github.com/zkgate/zkgate/recipes"
 )
 
-// jsonBodyLimit caps every JSON request body, and maxHandoverBody a
-// handover's (see handlers.TakeHandover).
+// jsonBodyLimit caps every JSON request body (JSON bodies are small; queue
+// items have their own cap), and maxHandoverBody a handover's (see handlers.TakeHandover).
 const (
 	jsonBodyLimit   = 64 << 10
 	maxHandoverBody = 256 << 20
@@ -48,24 +49,40 @@ const (
 	drainBlocking                     // refused when a blocking read (?index=)
 )
 
-// routeTable is the one list of every route the gateway serves.
+// routeTable is the one list of every route the gateway serves, in the
+// groups that follow.
 func routeTable(d Deps) []route {
-	api := d.API
-	dash := newDashboard(d)
-	const get, post, put, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete
-	// JSON bodies are small; queue items have their own cap.
-	const json = jsonBodyLimit
-	page := rule{kind: "*", level: auth.LevelRead, page: true}
-	peer := rule{peer: true}
-	signIn := auth.SignIn{Store: d.auth, WritePage: dashboard.WritePage, WriteError: handlers.WriteError}
+	return slices.Concat(
+		operatorRoutes(d),
+		dashboardRoutes(d),
+		leaseRoutes(d.API),
+		lockRoutes(d.API),
+		barrierRoutes(d.API),
+		queueRoutes(d.API, d.MaxItemBytes),
+		peerRoutes(d.API),
+	)
+}
+
+// The methods of the routes.
+const get, post, put, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete
+
+// operatorRoutes are the probes, the metrics and the API's contract.
+func operatorRoutes(d Deps) []route {
 	return []route{
 		{method: get, pattern: "/healthz", handler: health(), body: noBodyCap, access: probeRoute},
 		{method: get, pattern: "/readyz", handler: ready(d.Service.Session(), d.Drain), body: noBodyCap, access: probeRoute},
 		{method: get, pattern: "/metrics", handler: promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{}), body: noBodyCap, access: dashRead},
 		{method: get, pattern: "/openapi.yaml", handler: openAPI(d.OpenAPI), body: noBodyCap, access: openRoute},
+	}
+}
 
-		// The dashboard: the overview, its other pages, their files and
-		// the WebSocket of their live updates.
+// dashboardRoutes are the dashboard: the overview, its other pages, their
+// files and the WebSocket of their live updates; and the sign-in.
+func dashboardRoutes(d Deps) []route {
+	dash := newDashboard(d)
+	page := rule{kind: "*", level: auth.LevelRead, page: true}
+	signIn := auth.SignIn{Store: d.auth, WritePage: dashboard.WritePage, WriteError: handlers.WriteError}
+	return []route{
 		{method: get, pattern: "/", handler: dash.Overview(), body: noBodyCap, access: page},
 		{method: get, pattern: "/ui/{page}", handler: dash.Pages(), body: noBodyCap, access: page},
 		{method: get, pattern: "/ui/static/{file}", handler: dash.Static(), body: noBodyCap, access: openRoute},
@@ -73,73 +90,97 @@ func routeTable(d Deps) []route {
 		{method: get, pattern: "/signin", handler: signIn.Page(), body: noBodyCap, access: openRoute},
 		{method: post, pattern: "/signin", handler: signIn.Post(), body: noBodyCap, access: openRoute},
 		{method: post, pattern: "/signout", handler: signIn.Out(), body: noBodyCap, access: openRoute},
+	}
+}
 
-		{method: post, pattern: "/v1/leases", handler: api.CreateLease(), body: json, drain: drainStarts,
+func leaseRoutes(api *handlers.API) []route {
+	return []route{
+		{method: post, pattern: "/v1/leases", handler: api.CreateLease(), body: jsonBodyLimit, drain: drainStarts,
 			access: rule{kind: "leases", level: auth.LevelWrite, makesLeases: true}},
-		{method: get, pattern: "/v1/leases", handler: api.ListLeases(), body: json,
+		{method: get, pattern: "/v1/leases", handler: api.ListLeases(), body: jsonBodyLimit,
 			access: rule{kind: "leases", level: auth.LevelRead, lease: true}},
-		{method: get, pattern: "/v1/leases/{id}", handler: api.GetLease(), body: json, access: leaseRule(auth.LevelRead)},
-		{method: del, pattern: "/v1/leases/{id}", handler: api.RevokeLease(), body: json, access: leaseRule(auth.LevelWrite)},
-		{method: post, pattern: "/v1/leases/{id}/keepalive", handler: api.KeepAlive(), body: json, access: leaseRule(auth.LevelWrite)},
+		{method: get, pattern: "/v1/leases/{id}", handler: api.GetLease(), body: jsonBodyLimit, access: leaseRule(auth.LevelRead)},
+		{method: del, pattern: "/v1/leases/{id}", handler: api.RevokeLease(), body: jsonBodyLimit, access: leaseRule(auth.LevelWrite)},
+		{method: post, pattern: "/v1/leases/{id}/keepalive", handler: api.KeepAlive(), body: jsonBodyLimit, access: leaseRule(auth.LevelWrite)},
+	}
+}
 
-		{method: get, pattern: "/v1/locks", handler: api.ListLocks(), body: json,
+// lockRoutes are the locks, the semaphores, their contention and the
+// elections: the kinds that make a lease wait in a line.
+func lockRoutes(api *handlers.API) []route {
+	return []route{
+		{method: get, pattern: "/v1/locks", handler: api.ListLocks(), body: jsonBodyLimit,
 			access: rule{kind: "locks", level: auth.LevelRead, query: "prefix"}},
-		{method: get, pattern: "/v1/locks/{name}", handler: api.LockState(), body: json, drain: drainBlocking,
+		{method: get, pattern: "/v1/locks/{name}", handler: api.LockState(), body: jsonBodyLimit, drain: drainBlocking,
 			access: waiter(read("locks"))},
-		{method: post, pattern: "/v1/locks/{name}/acquire", handler: api.AcquireLock(), body: json,
+		{method: post, pattern: "/v1/locks/{name}/acquire", handler: api.AcquireLock(), body: jsonBodyLimit,
 			access: makingLeases(waiter(write("locks")))},
-		{method: post, pattern: "/v1/locks/{name}/release", handler: api.ReleaseLock(), body: json, access: write("locks")},
-		{method: get, pattern: "/v1/locks/{name}/fence", handler: api.Fence(), body: json, access: read("locks")},
-		{method: get, pattern: "/v1/locks/{name}/stats", handler: api.LockStats(), body: json, access: read("locks")},
+		{method: post, pattern: "/v1/locks/{name}/release", handler: api.ReleaseLock(), body: jsonBodyLimit, access: write("locks")},
+		{method: get, pattern: "/v1/locks/{name}/fence", handler: api.Fence(), body: jsonBodyLimit, access: read("locks")},
+		{method: get, pattern: "/v1/locks/{name}/stats", handler: api.LockStats(), body: jsonBodyLimit, access: read("locks")},
 
-		{method: get, pattern: "/v1/semaphores", handler: api.ListSemaphores(), body: json, access: readAll("semaphores")},
-		{method: get, pattern: "/v1/semaphores/{name}", handler: api.SemaphoreState(), body: json, drain: drainBlocking,
+		{method: get, pattern: "/v1/semaphores", handler: api.ListSemaphores(), body: jsonBodyLimit, access: readAll("semaphores")},
+		{method: get, pattern: "/v1/semaphores/{name}", handler: api.SemaphoreState(), body: jsonBodyLimit, drain: drainBlocking,
 			access: waiter(read("semaphores"))},
-		{method: post, pattern: "/v1/semaphores/{name}/acquire", handler: api.AcquireSemaphore(), body: json,
+		{method: post, pattern: "/v1/semaphores/{name}/acquire", handler: api.AcquireSemaphore(), body: jsonBodyLimit,
 			access: makingLeases(waiter(write("semaphores")))},
-		{method: post, pattern: "/v1/semaphores/{name}/release", handler: api.ReleaseSemaphore(), body: json, access: write("semaphores")},
-		{method: get, pattern: "/v1/semaphores/{name}/stats", handler: api.SemaphoreStats(), body: json, access: read("semaphores")},
+		{method: post, pattern: "/v1/semaphores/{name}/release", handler: api.ReleaseSemaphore(), body: jsonBodyLimit, access: write("semaphores")},
+		{method: get, pattern: "/v1/semaphores/{name}/stats", handler: api.SemaphoreStats(), body: jsonBodyLimit, access: read("semaphores")},
 
-		{method: get, pattern: "/v1/contention", handler: api.ListContention(), body: json,
+		{method: get, pattern: "/v1/contention", handler: api.ListContention(), body: jsonBodyLimit,
 			access: rule{kind: "locks", level: auth.LevelRead, filtered: true}},
 
-		{method: get, pattern: "/v1/elections", handler: api.ListElections(), body: json, access: readAll("elections")},
-		{method: get, pattern: "/v1/elections/{name}", handler: api.ElectionState(), body: json, drain: drainBlocking,
+		{method: get, pattern: "/v1/elections", handler: api.ListElections(), body: jsonBodyLimit, access: readAll("elections")},
+		{method: get, pattern: "/v1/elections/{name}", handler: api.ElectionState(), body: jsonBodyLimit, drain: drainBlocking,
 			access: waiter(read("elections"))},
-		{method: post, pattern: "/v1/elections/{name}/campaign", handler: api.Campaign(), body: json,
+		{method: post, pattern: "/v1/elections/{name}/campaign", handler: api.Campaign(), body: jsonBodyLimit,
 			access: makingLeases(waiter(write("elections")))},
-		{method: post, pattern: "/v1/elections/{name}/resign", handler: api.Resign(), body: json, access: write("elections")},
-		{method: put, pattern: "/v1/elections/{name}/value", handler: api.Proclaim(), body: json, access: write("elections")},
+		{method: post, pattern: "/v1/elections/{name}/resign", handler: api.Resign(), body: jsonBodyLimit, access: write("elections")},
+		{method: put, pattern: "/v1/elections/{name}/value", handler: api.Proclaim(), body: jsonBodyLimit, access: write("elections")},
+	}
+}
 
-		{method: get, pattern: "/v1/barriers", handler: api.ListBarriers(), body: json, access: readAll("barriers")},
-		{method: get, pattern: "/v1/barriers/{name}", handler: api.BarrierState(), body: json, drain: drainBlocking,
+func barrierRoutes(api *handlers.API) []route {
+	return []route{
+		{method: get, pattern: "/v1/barriers", handler: api.ListBarriers(), body: jsonBodyLimit, access: readAll("barriers")},
+		{method: get, pattern: "/v1/barriers/{name}", handler: api.BarrierState(), body: jsonBodyLimit, drain: drainBlocking,
 			access: waiter(read("barriers"))},
-		{method: put, pattern: "/v1/barriers/{name}", handler: api.RaiseBarrier(), body: json, access: write("barriers")},
-		{method: del, pattern: "/v1/barriers/{name}", handler: api.LowerBarrier(), body: json, access: write("barriers")},
-		{method: post, pattern: "/v1/barriers/{name}/wait", handler: api.WaitBarrier(), body: json, drain: drainStarts,
+		{method: put, pattern: "/v1/barriers/{name}", handler: api.RaiseBarrier(), body: jsonBodyLimit, access: write("barriers")},
+		{method: del, pattern: "/v1/barriers/{name}", handler: api.LowerBarrier(), body: jsonBodyLimit, access: write("barriers")},
+		{method: post, pattern: "/v1/barriers/{name}/wait", handler: api.WaitBarrier(), body: jsonBodyLimit, drain: drainStarts,
 			access: waiter(read("barriers"))},
 
-		{method: get, pattern: "/v1/double-barriers", handler: api.ListDoubleBarriers(), body: json, access: readAll("double-barriers")},
-		{method: get, pattern: "/v1/double-barriers/{name}", handler: api.DoubleBarrierState(), body: json, drain: drainBlocking,
+		{method: get, pattern: "/v1/double-barriers", handler: api.ListDoubleBarriers(), body: jsonBodyLimit, access: readAll("double-barriers")},
+		{method: get, pattern: "/v1/double-barriers/{name}", handler: api.DoubleBarrierState(), body: jsonBodyLimit, drain: drainBlocking,
 			access: waiter(read("double-barriers"))},
-		{method: post, pattern: "/v1/double-barriers/{name}/enter", handler: api.EnterDoubleBarrier(), body: json,
+		{method: post, pattern: "/v1/double-barriers/{name}/enter", handler: api.EnterDoubleBarrier(), body: jsonBodyLimit,
 			access: makingLeases(waiter(write("double-barriers")))},
-		{method: post, pattern: "/v1/double-barriers/{name}/leave", handler: api.LeaveDoubleBarrier(), body: json,
+		{method: post, pattern: "/v1/double-barriers/{name}/leave", handler: api.LeaveDoubleBarrier(), body: jsonBodyLimit,
 			access: waiter(write("double-barriers"))},
+	}
+}
 
-		{method: get, pattern: "/v1/queues", handler: api.ListQueues(), body: json, access: readAll("queues")},
-		{method: get, pattern: "/v1/queues/{name}", handler: api.QueueState(), body: json, drain: drainBlocking,
+func queueRoutes(api *handlers.API, maxItemBytes int64) []route {
+	return []route{
+		{method: get, pattern: "/v1/queues", handler: api.ListQueues(), body: jsonBodyLimit, access: readAll("queues")},
+		{method: get, pattern: "/v1/queues/{name}", handler: api.QueueState(), body: jsonBodyLimit, drain: drainBlocking,
 			access: waiter(read("queues"))},
-		{method: del, pattern: "/v1/queues/{name}", handler: api.DeleteQueue(), body: json, access: write("queues")},
-		{method: post, pattern: "/v1/queues/{name}/items", handler: api.Produce(), body: d.MaxItemBytes, access: write("queues")},
-		{method: get, pattern: "/v1/queues/{name}/items/{id}", handler: api.Peek(), body: json, access: read("queues")},
-		{method: post, pattern: "/v1/queues/{name}/items/{id}/ack", handler: api.Ack(), body: json, access: write("queues")},
-		{method: post, pattern: "/v1/queues/{name}/items/{id}/nack", handler: api.Nack(), body: json, access: write("queues")},
-		{method: post, pattern: "/v1/queues/{name}/take", handler: api.Take(), body: json, drain: drainStarts,
+		{method: del, pattern: "/v1/queues/{name}", handler: api.DeleteQueue(), body: jsonBodyLimit, access: write("queues")},
+		{method: post, pattern: "/v1/queues/{name}/items", handler: api.Produce(), body: maxItemBytes, access: write("queues")},
+		{method: get, pattern: "/v1/queues/{name}/items/{id}", handler: api.Peek(), body: jsonBodyLimit, access: read("queues")},
+		{method: post, pattern: "/v1/queues/{name}/items/{id}/ack", handler: api.Ack(), body: jsonBodyLimit, access: write("queues")},
+		{method: post, pattern: "/v1/queues/{name}/items/{id}/nack", handler: api.Nack(), body: jsonBodyLimit, access: write("queues")},
+		{method: post, pattern: "/v1/queues/{name}/take", handler: api.Take(), body: jsonBodyLimit, drain: drainStarts,
 			access: waiter(write("queues"))},
-		{method: post, pattern: "/v1/queues/{name}/claim", handler: api.Claim(), body: json,
+		{method: post, pattern: "/v1/queues/{name}/claim", handler: api.Claim(), body: jsonBodyLimit,
 			access: makingLeases(waiter(write("queues")))},
+	}
+}
 
+// peerRoutes are the gateways' own, for proven peers only.
+func peerRoutes(api *handlers.API) []route {
+	peer := rule{peer: true}
+	return []route{
 		// A draining gateway hands its sessions to another: proven peers
 		// only (see handlers.TakeHandover); a handover of many leases is
 		// large.
@@ -148,7 +189,7 @@ func routeTable(d Deps) []route {
 		// (deadlock checks): proven peers only too.
 		{method: get, pattern: handlers.PeerContentionPath, handler: api.PeerContention(), body: noBodyCap, access: peer},
 		{method: get, pattern: handlers.PeerContentionPath + "/{kind}/{name}", handler: api.PeerNameContention(), body: noBodyCap, access: peer},
-		{method: post, pattern: handlers.PeerWaitsPath, handler: api.PeerWaits(), body: json, access: peer},
+		{method: post, pattern: handlers.PeerWaitsPath, handler: api.PeerWaits(), body: jsonBodyLimit, access: peer},
 	}
 }
 
