@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // Deadlock checks on real ZooKeeper, with gateways played by services of
@@ -42,7 +43,7 @@ func (p servicePeers) Holds(_ context.Context, leases []string) (map[string]Part
 // checkEvery.
 func gateways(t *testing.T, n int) []*testService {
 	t.Helper()
-	root := uniqueRoot(t)
+	root := zktest.UniqueRoot(t)
 	all := make([]*testService, n)
 	for i := range all {
 		all[i] = newService(t, serviceOptions{root: root, gateway: fmt.Sprintf("gw-%d", i)})
@@ -88,7 +89,7 @@ func acquireLater(acquire func() error) <-chan acquired {
 // name (a semaphore's admission line, or its slots).
 func waitingIn(t *testing.T, s *testService, lease *Lease, kind, name string) {
 	t.Helper()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		for _, h := range lease.Info().Holds {
 			if h.Kind == kind && h.Name == name && h.State == "waiting" && h.Node != "" {
 				return nil

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // A session handed over keeps every lease and hold it had, on the gateway
@@ -49,7 +51,7 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 		waiting <- err
 	}()
 	var waitNode string
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		for _, h := range waiter.Info().Holds {
 			if h.Node != "" {
 				waitNode = h.Node
@@ -82,7 +84,7 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}
+	cfg := SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}
 	if err := taker.Adopt(ctx, cfg, &got); err != nil {
 		t.Fatalf("adopt: %v", err)
 	}
@@ -139,7 +141,7 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 		}
 	}
 	conn := rawClient(t)
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if n := len(taker.Services()); n != 1 {
 			return fmt.Errorf("%d services: the adopted one is not closed", n)
 		}
@@ -163,14 +165,14 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := rawClient(t)
-	eventually(t, 20*time.Second, func() error {
+	zktest.Eventually(t, 20*time.Second, func() error {
 		if ok, _, _ := conn.Exists(giver.root + "/leases/" + h.Leases[0].ID); ok {
 			return errors.New("the record is still there")
 		}
 		return nil
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	err = taker.Adopt(ctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: time.Second, Root: taker.root, Logger: log}, h)
+	err = taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: time.Second, Root: taker.root, Logger: log}, h)
 	if !errors.Is(err, ErrSessionGone) {
 		t.Fatalf("adopt an expired session: %v, want ErrSessionGone", err)
 	}
@@ -217,7 +219,7 @@ func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	got := h.Aged()
 	got.Received = time.Now()
-	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
+	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range leases {
@@ -310,7 +312,7 @@ func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
 		}
 		handed <- h
 	}()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		ls.mu.Lock()
 		defer ls.mu.Unlock()
 		if !ls.handingOver {
@@ -347,7 +349,7 @@ func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 		_, err := giver.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
 		waiting <- err
 	}()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		for _, h := range waiter.Info().Holds {
 			if h.Node != "" {
 				return nil
@@ -365,7 +367,7 @@ func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	got := h.Aged()
 	got.Received = time.Now()
-	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
+	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
 		t.Fatal(err)
 	}
 	w, err := taker.Leases.Get(waiter.ID)
@@ -380,7 +382,7 @@ func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 		t.Fatal("the retry was granted a held lock")
 	}
 	conn := rawClient(t)
-	eventually(t, 5*time.Second, func() error {
+	zktest.Eventually(t, 5*time.Second, func() error {
 		if holds := w.Info().Holds; len(holds) != 0 {
 			return fmt.Errorf("the waiter still has %+v", holds)
 		}

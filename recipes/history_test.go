@@ -6,6 +6,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // historyIDs lists the lease ids in the history under root.
@@ -26,7 +29,7 @@ func historyIDs(t *testing.T, svc *testService) []string {
 // costs no request more for it: one transaction, as ever.
 func TestLeaseHistoryIsCappedOldestFirst(t *testing.T) {
 	const capacity = 10
-	px := newProxy(t, sharedServer(t).Addr())
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()},
 		leases: LeaseConfig{RememberMax: capacity, historyCheck: 50 * time.Millisecond}})
 	ctx := context.Background()
@@ -47,11 +50,11 @@ func TestLeaseHistoryIsCappedOldestFirst(t *testing.T) {
 		var multis, creates int
 		for _, r := range px.Requests(svc.root)[mark:] {
 			switch {
-			case r.op == opMulti && r.path == svc.Leases.recordPath(l.ID):
+			case r.Op == opMulti && r.Path == svc.Leases.recordPath(l.ID):
 				multis++
-			case r.op == opMulti:
-				t.Fatalf("making lease %d sent a transaction on %s", i, r.path)
-			case r.op == opCreate:
+			case r.Op == opMulti:
+				t.Fatalf("making lease %d sent a transaction on %s", i, r.Path)
+			case r.Op == opCreate:
 				creates++
 			}
 		}
@@ -63,7 +66,7 @@ func TestLeaseHistoryIsCappedOldestFirst(t *testing.T) {
 		}
 		ended = append(ended, l.ID)
 	}
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if ids := historyIDs(t, svc); len(ids) > capacity {
 			return fmt.Errorf("the history holds %d leases, more than its %d", len(ids), capacity)
 		}

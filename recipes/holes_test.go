@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // The hold lifecycle's guarantees where a hold meets a failure, each on real
@@ -73,8 +75,8 @@ func TestConcurrentClaimsOfOneLeaseShareOneItem(t *testing.T) {
 // otherwise leave the lock held by a node no lease tracks, until the
 // gateway's session ended.
 func TestReleaseDeletesTheNodeWhenTheClientHangsUp(t *testing.T) {
-	zks := sharedServer(t)
-	px := newProxy(t, zks.Addr())
+	zks := zktest.Shared(t)
+	px := zkproxy.New(t, zks.Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
 	raw := rawClient(t)
 	ctx := context.Background()
@@ -92,7 +94,7 @@ func TestReleaseDeletesTheNodeWhenTheClientHangsUp(t *testing.T) {
 	go func() { released <- svc.Locks.Release(rctx, lease, "db", "") }()
 	// The delete is on its way; the client hangs up; the connection drops
 	// before ZooKeeper sees the delete, and comes back within the session.
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if !px.Held(g.Node) {
 			return errors.New("the delete has not been sent")
 		}
@@ -107,7 +109,7 @@ func TestReleaseDeletesTheNodeWhenTheClientHangsUp(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("release never returned")
 	}
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if ok, _, err := raw.Exists(g.Node); err != nil || ok {
 			return fmt.Errorf("the released lock's node %s is still there (err %v)", g.Node, err)
 		}
@@ -243,7 +245,7 @@ func TestConcurrentCallsOfOneLeaseInEveryPrimitive(t *testing.T) {
 // A failed dial after a session loss is retried until the ensemble resolves,
 // outside the session's lock, so that no request waits on it.
 func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
-	zks := ownServer(t)
+	zks := zktest.Own(t)
 	hosts := &flakyHosts{}
 	hosts.fail.Store(true)
 	svcCh := make(chan *testService, 1)
@@ -252,7 +254,7 @@ func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
 			hosts: func() zk.HostProvider { return hosts.provider() }})
 	}()
 	// Connect keeps trying while the name does not resolve.
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if hosts.attempts.Load() < 3 {
 			return fmt.Errorf("%d dials so far", hosts.attempts.Load())
 		}
@@ -273,7 +275,7 @@ func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
 	if err := zks.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() error {
+	zktest.Eventually(t, 20*time.Second, func() error {
 		if st, _, _ := svc.sess.Status(); st != StateLost {
 			return fmt.Errorf("session is %s", st)
 		}
@@ -282,7 +284,7 @@ func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
 	// Dials fail and are retried; the session's state answers meanwhile.
 	before := hosts.attempts.Load()
 	hosts.block()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if hosts.attempts.Load() <= before {
 			return errors.New("no redial yet")
 		}
@@ -305,7 +307,7 @@ func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	hosts.fail.Store(false)
-	eventually(t, 30*time.Second, func() error {
+	zktest.Eventually(t, 30*time.Second, func() error {
 		st, e, _ := svc.sess.Status()
 		if st != StateLive || e == epoch {
 			return fmt.Errorf("session %s in epoch %d (was %d)", st, e, epoch)
@@ -396,7 +398,7 @@ func TestWatchCacheRecoversFromALoadError(t *testing.T) {
 	if _, err := raw.SetACL(parent, zk.WorldACL(zk.PermAll), -1); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, func() error {
+	zktest.Eventually(t, 15*time.Second, func() error {
 		_, err := svc.Locks.State(ctx, "guarded", 1, 50*time.Millisecond)
 		return err
 	})
@@ -480,7 +482,7 @@ func TestMemberWithASequentialLookingNameIsReadAgain(t *testing.T) {
 		&zk.CreateRequest{Path: member, Data: data("second"), Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagEphemeral}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		st, err := svc.DoubleBarriers.State(ctx, "b", st.Index, 100*time.Millisecond)
 		if err != nil {
 			return err
@@ -624,7 +626,7 @@ func TestWaitEndedByItsLeaseAnswersLeaseExpired(t *testing.T) {
 			done <- err
 		}()
 		if round%2 == 0 {
-			eventually(t, 10*time.Second, func() error {
+			zktest.Eventually(t, 10*time.Second, func() error {
 				if len(waiter.Info().Holds) == 0 {
 					return errors.New("not waiting yet")
 				}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 func delayed(d time.Duration) *time.Duration { return &d }
@@ -113,7 +114,7 @@ func TestLockDelayHoldsBackTheNextGrant(t *testing.T) {
 		t.Fatalf("granted %s before the holder's TTL and lock-delay could both have run out", earliest.Sub(g.at))
 	}
 	raw := rawClient(t)
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if m := marksUnder(t, raw, svc.root); len(m) > 0 {
 			return fmt.Errorf("markers left: %v", m)
 		}
@@ -224,7 +225,7 @@ func TestLockDelayAfterItsGatewayWent(t *testing.T) {
 		}
 		leads <- grantAt{c.Token, err, time.Now()}
 	}()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		st, err := other.Locks.State(ctx, "lock", 0, 0)
 		if err != nil || len(st.Waiters) != 1 {
 			return fmt.Errorf("lock waiters %v %v", st.Waiters, err)
@@ -287,7 +288,7 @@ func TestLockDelayMarkerAndZkLock(t *testing.T) {
 	l := zk.NewLock(raw, svc.root+"/locks/shared", zk.WorldACL(zk.PermAll))
 	locked := make(chan error, 1)
 	go func() { locked <- l.Lock() }()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		kids, _, err := raw.Children(svc.root + "/locks/shared")
 		if err != nil || len(kids) != 3 {
 			return fmt.Errorf("children %v %v", kids, err)
@@ -331,7 +332,7 @@ func TestLockDelaySweep(t *testing.T) {
 	if m := marksUnder(t, raw, svc.root); len(m) != 2 {
 		t.Fatalf("after an admin's revoke: %v, want the marker and its index entry", m)
 	}
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if err := svc.SweepDelays(ctx); err != nil {
 			return err
 		}

@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // A connection that drops and comes back within the session timeout keeps
 // the session: leases and their locks survive, in the same epoch.
 func TestSessionReconnectKeepsLeases(t *testing.T) {
-	zks := sharedServer(t)
-	px := newProxy(t, zks.Addr())
+	zks := zktest.Shared(t)
+	px := zkproxy.New(t, zks.Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
 	ctx := context.Background()
 	lease, _ := svc.Leases.Create(ctx, time.Minute, "steady", "")
@@ -27,7 +29,7 @@ func TestSessionReconnectKeepsLeases(t *testing.T) {
 	_, epoch, id := svc.sess.Status()
 	before := svc.sess.Stats().Reconnects
 	px.Drop()
-	eventually(t, 20*time.Second, func() error {
+	zktest.Eventually(t, 20*time.Second, func() error {
 		st, e, sid := svc.sess.Status()
 		if st != StateLive || svc.sess.Stats().Reconnects == before {
 			return fmt.Errorf("session %s, %d reconnects", st, svc.sess.Stats().Reconnects)
@@ -68,7 +70,7 @@ func TestWatchCacheSharesAnEntryAndLetsItGo(t *testing.T) {
 			results <- got
 		}()
 	}
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		svc.cache.mu.Lock()
 		e := svc.cache.entries[svc.root+"/locks/shared"]
 		refs := 0
@@ -97,7 +99,7 @@ func TestWatchCacheSharesAnEntryAndLetsItGo(t *testing.T) {
 			t.Fatalf("a reader woke with index %d, not past %d", got.Index, st.Index)
 		}
 	}
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if n := svc.cache.Watching(); n != 0 {
 			return fmt.Errorf("%d entries still watched", n)
 		}
@@ -177,7 +179,7 @@ func TestLeaseHistorySweep(t *testing.T) {
 	if _, err := svc.Leases.Locate(revoked.ID); ErrorCode(err) != CodeLeaseExpired || !strings.Contains(err.Error(), EndRevoked) {
 		t.Fatalf("a revoked lease: %v", err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if err := svc.Leases.SweepHistory(ctx); err != nil {
 			return err
 		}

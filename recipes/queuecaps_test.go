@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // wantQueueFull checks that err refuses a produce at the cap limit of max,
@@ -136,7 +139,7 @@ func TestAllQueuesAreCappedTogether(t *testing.T) {
 // sixteenth of the cap) per other gateway, and every gateway refuses it.
 func TestQueueCapsHoldAcrossGateways(t *testing.T) {
 	const capacity, gateways = 64, 3
-	root := uniqueRoot(t)
+	root := zktest.UniqueRoot(t)
 	var svcs []*testService
 	for range gateways {
 		svcs = append(svcs, newService(t, serviceOptions{root: root, queues: QueueConfig{MaxItems: capacity}}))
@@ -187,13 +190,13 @@ func TestQueueCapsHoldAcrossGateways(t *testing.T) {
 // gateway made meanwhile.
 func TestAProduceCountsOnlyOncePerBudget(t *testing.T) {
 	const capacity = 32 // a blind budget of 2 items
-	px := newProxy(t, sharedServer(t).Addr())
-	root := uniqueRoot(t)
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
+	root := zktest.UniqueRoot(t)
 	svc := newService(t, serviceOptions{root: root, servers: []string{px.Addr()}, queues: QueueConfig{MaxItems: capacity}})
 	other := newService(t, serviceOptions{root: root})
 	ctx := context.Background()
 	entries := svc.Queues.entries("q")
-	produce := func(on *testService) []zkRequest {
+	produce := func(on *testService) []zkproxy.Request {
 		t.Helper()
 		mark := len(px.Requests(root))
 		if _, err := on.Queues.Produce(ctx, "q", []byte("x"), 0); err != nil {
@@ -201,15 +204,15 @@ func TestAProduceCountsOnlyOncePerBudget(t *testing.T) {
 		}
 		return px.Requests(root)[mark:]
 	}
-	ops := func(rs []zkRequest) (out []string) {
+	ops := func(rs []zkproxy.Request) (out []string) {
 		for _, r := range rs {
-			out = append(out, fmt.Sprintf("%d %s", r.op, strings.TrimPrefix(r.path, root)))
+			out = append(out, fmt.Sprintf("%d %s", r.Op, strings.TrimPrefix(r.Path, root)))
 		}
 		return out
 	}
 	// The first produce counts, and its item is the first of the budget.
 	t.Logf("the first produce sent %v", ops(produce(svc)))
-	if got := produce(svc); len(got) != 1 || got[0].op != opCreate {
+	if got := produce(svc); len(got) != 1 || got[0].Op != opCreate {
 		t.Fatalf("a produce within the budget sent %v, want one create", ops(got))
 	}
 	for range 3 {
@@ -217,15 +220,15 @@ func TestAProduceCountsOnlyOncePerBudget(t *testing.T) {
 	}
 	got := produce(svc)
 	want := []int32{opGetChildren2, opExists, opExists, opExists, opCreate}
-	if !slices.Equal(opsOf(got), want) || got[0].path != entries {
+	if !slices.Equal(opsOf(got), want) || got[0].Path != entries {
 		t.Fatalf("the produce past the budget sent %v, want a listing of the entries, a stat of each of the other gateway's 3 items, and its create", ops(got))
 	}
 }
 
-func opsOf(rs []zkRequest) []int32 {
+func opsOf(rs []zkproxy.Request) []int32 {
 	var out []int32
 	for _, r := range rs {
-		out = append(out, r.op)
+		out = append(out, r.Op)
 	}
 	return out
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/zktest"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
@@ -183,8 +185,8 @@ var nameKinds = []string{"lock", "rwlock", "semaphore", "election", "queue", "ba
 // watches of a name still read. Before, each name left about seven watches
 // on both sides for good, set again at every reconnect.
 func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
-	zks := ownServer(t)
-	px := newProxy(t, zks.Addr())
+	zks := zktest.Own(t)
+	px := zkproxy.New(t, zks.Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
 	svc.cache.linger = 100 * time.Millisecond
 	svc.watches.linger = 100 * time.Millisecond
@@ -213,7 +215,7 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 		_, err := svc.Locks.State(keptCtx, "kept", st.Index, time.Minute)
 		keptDone <- err
 	}()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if n := clientWatches(t, conn) - baseClient; n != 2 {
 			return fmt.Errorf("%d watches for the kept lock, want 2 (its children, its data)", n)
 		}
@@ -244,7 +246,7 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	}
 
 	kept := svc.root + "/locks/kept"
-	eventually(t, 30*time.Second, func() error {
+	zktest.Eventually(t, 30*time.Second, func() error {
 		server, client := watchCount(t, zks.Addr())-baseServer, clientWatches(t, conn)-baseClient
 		data := dataWatchesOf(t, zks.Addr(), id)
 		if server != 2 || client != 2 || len(data) != 1 || data[0] != kept {
@@ -260,7 +262,7 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	// A reconnect sets again the watches of the kept name, and no other.
 	reconnects := svc.sess.Stats().Reconnects
 	px.Drop()
-	eventually(t, 20*time.Second, func() error {
+	zktest.Eventually(t, 20*time.Second, func() error {
 		if st, _, _ := svc.sess.Status(); st != StateLive || svc.sess.Stats().Reconnects == reconnects {
 			return fmt.Errorf("session %s", st)
 		}
@@ -295,7 +297,7 @@ func head(s []string, n int) []string {
 // go-zookeeper keep a channel more for every change of the line, as long as
 // the lock lived.
 func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
 	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
@@ -321,7 +323,7 @@ func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 		}
 	}()
 	parent := svc.Locks.parent("watched")
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if n := watchersOf(t, svc.sess.Conn(), parent); n != 2 {
 			return fmt.Errorf("%d watches on the line", n)
 		}
@@ -351,10 +353,10 @@ func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 	}
 	reloads := 0
 	for _, r := range px.Requests(parent)[mark:] {
-		if r.path != parent {
+		if r.Path != parent {
 			continue
 		}
-		switch r.op {
+		switch r.Op {
 		case opGetChildren2:
 			reloads++
 		case opGetData:
@@ -384,11 +386,11 @@ func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
 		t.Fatalf("want a timeout, got %v", err)
 	}
 	_, _, id := svc.sess.Status()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if n := watchersOf(t, svc.sess.Conn(), g.Node); n != 0 {
 			return fmt.Errorf("go-zookeeper keeps %d watches on the holder's node", n)
 		}
-		for _, p := range dataWatchesOf(t, sharedServer(t).Addr(), id) {
+		for _, p := range dataWatchesOf(t, zktest.Shared(t).Addr(), id) {
 			if p == g.Node {
 				return fmt.Errorf("ZooKeeper keeps the watch on the holder's node")
 			}
@@ -407,11 +409,11 @@ const opRemoveWatches = 18
 // with the version the gateway needs: it would keep a watch of every name
 // it ever served. The proxy answers removeWatches as such a server does.
 func TestAZooKeeperThatCannotRemoveWatchesIsRefused(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	px.Unknown(opRemoveWatches)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sess, err := Connect(ctx, SessionConfig{Servers: []string{px.Addr()}, Timeout: time.Second, Root: uniqueRoot(t),
+	sess, err := Connect(ctx, SessionConfig{Servers: []string{px.Addr()}, Timeout: time.Second, Root: zktest.UniqueRoot(t),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err == nil {
 		sess.Close()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkproxy"
 )
 
 // requireZooKeeper fails (never skips) the test when ZooKeeper or Java is
@@ -416,83 +417,9 @@ func TestCheckNotInstalled(t *testing.T) {
 	}
 }
 
-// blockingProxy forwards TCP to a server until blocked; while blocked it cuts
-// every connection, so the server stops hearing from clients behind it.
-type blockingProxy struct {
-	ln      net.Listener
-	target  string
-	mu      sync.Mutex
-	blocked bool
-	conns   map[net.Conn]struct{}
-}
-
-func newBlockingProxy(t *testing.T, target string) *blockingProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &blockingProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	t.Cleanup(func() { ln.Close(); p.setBlocked(true) })
-	go p.serve()
-	return p
-}
-
-func (p *blockingProxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *blockingProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go p.handle(c)
-	}
-}
-
-func (p *blockingProxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.blocked {
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (p *blockingProxy) handle(c net.Conn) {
-	up, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	if !p.track(c, up) {
-		c.Close()
-		up.Close()
-		return
-	}
-	go func() { io.Copy(up, c); up.Close(); c.Close() }()
-	io.Copy(c, up)
-	c.Close()
-	up.Close()
-}
-
-func (p *blockingProxy) setBlocked(b bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.blocked = b
-	if b {
-		for c := range p.conns {
-			c.Close()
-		}
-		clear(p.conns)
-	}
-}
-
 func TestSessionExpiresInAboutASecond(t *testing.T) {
 	s := startStandalone(t, Options{TickTime: 200 * time.Millisecond})
-	proxy := newBlockingProxy(t, s.Addr())
+	proxy := zkproxy.New(t, s.Addr())
 
 	conn, st := connect(t, []string{proxy.Addr()}, time.Second)
 	first := conn.SessionID()
@@ -511,7 +438,10 @@ func TestSessionExpiresInAboutASecond(t *testing.T) {
 
 	observer, _ := connect(t, []string{s.Addr()}, 4*time.Second)
 	t0 := time.Now()
-	proxy.setBlocked(true)
+	// The server stops hearing from the client: its connections are cut
+	// and new ones refused.
+	proxy.Refuse(true)
+	proxy.Drop()
 	for {
 		ok, _, err := observer.Exists("/ephemeral")
 		if err != nil {
@@ -531,7 +461,7 @@ func TestSessionExpiresInAboutASecond(t *testing.T) {
 		t.Errorf("expiry took %v, want about a second", elapsed)
 	}
 
-	proxy.setBlocked(false)
+	proxy.Refuse(false)
 	st.waitFor(t, zk.StateExpired, 1, 10*time.Second)
 	st.waitFor(t, zk.StateHasSession, 2, 10*time.Second)
 	if conn.SessionID() == first {
