@@ -2,11 +2,14 @@ package recipes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/zkproxy"
 	"github.com/zkgate/zkgate/internal/zktest"
 )
@@ -115,5 +118,54 @@ func TestNextHistoryCount(t *testing.T) {
 		if got := nextHistoryCount(tt.n, 100_000, check); got != tt.want {
 			t.Errorf("with %d of 100,000: next count in %s, want %s", tt.n, got, tt.want)
 		}
+	}
+}
+
+// The lease history: a lease whose gateway died (its record went with the
+// session, no reason written) is stamped session_lost by a sweep; an entry
+// ended longer than Remember ago is removed.
+func TestLeaseHistorySweep(t *testing.T) {
+	const remember = 300 * time.Millisecond
+	svc := newService(t, serviceOptions{leases: LeaseConfig{Remember: remember}})
+	raw := rawClient(t)
+	ctx := context.Background()
+	revoked, _ := svc.Leases.Create(ctx, time.Minute, "revoked", "")
+	if err := svc.Leases.Revoke(revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A lease of a gateway that died: its history, and no record.
+	dead := "0123abcd-0000-4000-8000-000000000000"
+	if _, err := raw.Create(svc.root+"/history/01", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	if _, err := raw.Create(svc.root+"/history/01/"+dead, historyEntry{Gateway: "gw-dead"}.bytes(), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Leases.Locate(dead); ErrorCode(err) != CodeLeaseExpired || !strings.Contains(err.Error(), EndSessionLost) {
+		t.Fatalf("a dead gateway's lease: %v, want lease_expired session_lost", err)
+	}
+	if err := svc.Leases.SweepHistory(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw1, _, err := raw.Get(svc.Leases.historyPath(dead))
+	if err != nil || !strings.Contains(string(raw1), `"reason":"session_lost"`) {
+		t.Fatalf("after a sweep the dead gateway's lease reads %s, %v", raw1, err)
+	}
+	if _, err := svc.Leases.Locate(revoked.ID); ErrorCode(err) != CodeLeaseExpired || !strings.Contains(err.Error(), EndRevoked) {
+		t.Fatalf("a revoked lease: %v", err)
+	}
+	zktest.Eventually(t, 10*time.Second, func() error {
+		if err := svc.Leases.SweepHistory(ctx); err != nil {
+			return err
+		}
+		for _, id := range []string{revoked.ID, dead} {
+			if ok, _, _ := raw.Exists(svc.Leases.historyPath(id)); ok {
+				return fmt.Errorf("the history of %s is still there", id)
+			}
+		}
+		return nil
+	})
+	if owner, err := svc.Leases.Locate(revoked.ID); owner != (Keeper{}) || err != nil {
+		t.Fatalf("a swept lease: %+v %v, want nothing known", owner, err)
 	}
 }

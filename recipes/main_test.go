@@ -18,6 +18,19 @@ import (
 // stop them.
 func TestMain(m *testing.M) { os.Exit(zktest.Run(m)) }
 
+// ZooKeeper's opcodes, as the proxy sees them (zkproxy.Request.Op).
+const (
+	opCreate          = 1
+	opDelete          = 2
+	opExists          = 3
+	opGetData         = 4 // a change watch is set with getData
+	opGetChildren2    = 12
+	opMulti           = 14 // a lease's record and history are made in one multi
+	opCreate2         = 15
+	opRemoveWatches   = 18
+	opCreateContainer = 19
+)
+
 // testService is a Service on its own session and root, closed at the end
 // of the test.
 type testService struct {

@@ -12,15 +12,6 @@ import (
 	"github.com/zkgate/zkgate/internal/zktest"
 )
 
-// More of ZooKeeper's opcodes (see faultfound_test.go), as the proxy sees
-// them.
-const (
-	opExists          = 3
-	opGetChildren2    = 12
-	opCreate2         = 15
-	opCreateContainer = 19
-)
-
 // An uncontended acquire sends what zk.Lock sends: the create, which brings
 // the node's stat with it (create2), and one listing; no read of the stat of
 // its own. The listing goes right behind the create, before its reply: one

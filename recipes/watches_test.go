@@ -402,9 +402,6 @@ func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
 	})
 }
 
-// opRemoveWatches is ZooKeeper's removeWatches opcode.
-const opRemoveWatches = 18
-
 // A ZooKeeper too old to remove watches (before 3.5) is refused at start,
 // with the version the gateway needs: it would keep a watch of every name
 // it ever served. The proxy answers removeWatches as such a server does.
@@ -481,4 +478,61 @@ func TestASharedWatchAnswersAfterItsNodeWent(t *testing.T) {
 	if st, err := svc.DoubleBarriers.Enter(ctx, third, name, "c", 2, 0); ErrorCode(err) != CodeTimeout {
 		t.Fatalf("a member entering alone after the others left: %+v, %v; want a timeout", st, err)
 	}
+}
+
+// A node has one armed watch, however many waits retry on it: a watch of its
+// own per wait, kept by go-zookeeper until the node changes, would pile up
+// without bound from clients retrying against a lock held for long.
+func TestRetriedWaitsShareOneWatch(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	ctx := context.Background()
+	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
+	g, err := svc.Locks.Acquire(ctx, holder, "busy", ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
+	for range 40 {
+		_, err := svc.Locks.Acquire(ctx, waiter, "busy", ModeExclusive, 20*time.Millisecond)
+		if ErrorCode(err) != CodeTimeout {
+			t.Fatalf("want a timeout, got %v", err)
+		}
+	}
+	if n := watchersOf(t, svc.sess.Conn(), g.Node); n > 1 {
+		t.Fatalf("go-zookeeper keeps %d watches on the holder's node after 40 timed-out waits, want at most 1", n)
+	}
+	if n := svc.watches.Armed(); n > 1 {
+		t.Fatalf("%d shared watches armed, want at most 1", n)
+	}
+	svc.handoffs.mu.Lock()
+	left := len(svc.handoffs.waiting)
+	svc.handoffs.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d nodes still have hand-over registrations after the waits ended", left)
+	}
+}
+
+// watchersOf counts the watch channels go-zookeeper keeps for p. It reads
+// the client's unexported table, which only a test may do: the pile-up it
+// checks for lives nowhere else.
+func watchersOf(t *testing.T, conn *zk.Conn, p string) int {
+	t.Helper()
+	v := reflect.ValueOf(conn).Elem()
+	lock := v.FieldByName("watchersLock")
+	table := v.FieldByName("watchers")
+	if !lock.IsValid() || !table.IsValid() {
+		t.Fatal("go-zookeeper's watcher table moved: update watchersOf")
+	}
+	// The table is read under its own lock: watches may come and go.
+	mu := (*sync.Mutex)(lock.Addr().UnsafePointer())
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	iter := table.MapRange()
+	for iter.Next() {
+		if iter.Key().Field(0).String() == p {
+			n += iter.Value().Len()
+		}
+	}
+	return n
 }

@@ -12,8 +12,9 @@ import (
 	"github.com/zkgate/zkgate/internal/zktest"
 )
 
-// Regression tests for bugs the fault-injection suite (internal/faults)
-// found, each on real ZooKeeper.
+// Calls whose ZooKeeper connection stalls, is lost or lost with its
+// session (each a case the fault-injection suite, internal/faults, met),
+// on real ZooKeeper behind a proxy.
 
 // stallProxy is a proxy in front of ZooKeeper that, once armed, stalls
 // the client's packets from the first request of a given opcode whose
@@ -71,12 +72,6 @@ func (p *stallProxy) isStalled() bool {
 		return false
 	}
 }
-
-const (
-	opCreate  = 1
-	opDelete  = 2
-	opGetData = 4 // a change watch is set with getData
-)
 
 // An acquire whose wait ended while it was setting the watch on the node
 // before it (the getData that sets it found no answer in time: a stalled
@@ -201,8 +196,6 @@ func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 		t.Fatalf("the item could not be claimed again: %v %v", got.ID, err)
 	}
 }
-
-const opMulti = 14 // a lease's record and history are made in one multi
 
 // A lease create whose request ended (the client hung up) while the
 // transaction that makes its record went unanswered answered 500 internal,
