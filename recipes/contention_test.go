@@ -144,7 +144,13 @@ func TestContentionFigures(t *testing.T) {
 		t.Errorf("a semaphore passed a filter of locks: %+v", fs)
 	}
 
-	// Names past the bound: the least recently used goes.
+	namesAreBounded(t, c)
+}
+
+// namesAreBounded checks that c keeps at most ContentionNames names: the
+// least recently used goes.
+func namesAreBounded(t *testing.T, c *Contention) {
+	t.Helper()
 	for i := range ContentionNames {
 		c.lineSeen(KindLock, fmt.Sprintf("n%d", i), 1)
 	}

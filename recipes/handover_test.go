@@ -25,41 +25,7 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 	ctx := context.Background()
 	holder, _ := giver.Leases.Create(ctx, time.Minute, "holder", "")
 	waiter, _ := giver.Leases.Create(ctx, time.Minute, "waiter", "")
-
-	lock, err := giver.Locks.Acquire(ctx, holder, "x", "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sem, err := giver.Semaphores.Acquire(ctx, holder, "s", 2, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lead, err := giver.Elections.Campaign(ctx, holder, "e", "v1", 0)
-	if err != nil || !lead.Elected {
-		t.Fatalf("campaign: %+v %v", lead, err)
-	}
-	if _, err := giver.Queues.Produce(ctx, "q", []byte("work"), 100); err != nil {
-		t.Fatal(err)
-	}
-	claim, err := giver.Queues.Claim(ctx, holder, "q", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiting := make(chan error, 1)
-	go func() {
-		_, err := giver.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
-		waiting <- err
-	}()
-	var waitNode string
-	zktest.Eventually(t, 10*time.Second, func() error {
-		for _, h := range waiter.Info().Holds {
-			if h.Node != "" {
-				waitNode = h.Node
-				return nil
-			}
-		}
-		return errors.New("the waiter has no node yet")
-	})
+	held, waiting := holdOneOfEach(t, giver, holder, waiter)
 
 	h, err := giver.HandOver(ctx)
 	if err != nil {
@@ -77,17 +43,7 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 	if _, err := giver.Leases.Create(ctx, time.Minute, "late", ""); !errors.Is(err, ErrMoving) {
 		t.Fatalf("a new lease on the giver: %v, want ErrMoving", err)
 	}
-	// Over the wire, as a peer receives it.
-	raw, _ := json.Marshal(h)
-	var got Handover
-	if err := json.Unmarshal(raw, &got); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}
-	if err := taker.Adopt(ctx, cfg, &got); err != nil {
-		t.Fatalf("adopt: %v", err)
-	}
+	adoptOverTheWire(t, taker, h)
 
 	kept, err := taker.Leases.KeepAlive(holder.ID)
 	if err != nil {
@@ -101,38 +57,9 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 	if err != nil || !strings.Contains(string(rec), `"gateway":"gw-taker"`) {
 		t.Fatalf("the lease record after the handover: %s %v", rec, err)
 	}
-	again, err := taker.Locks.Acquire(ctx, kept, "x", "", 0)
-	if err != nil || again.Token != lock.Token || again.Node != lock.Node {
-		t.Fatalf("the lock on the taker: %+v %v, want the same grant %+v", again, err, lock)
-	}
-	if g, err := taker.Semaphores.Acquire(ctx, kept, "s", 2, 0); err != nil || g.Token != sem.Token {
-		t.Fatalf("the semaphore slot on the taker: %+v %v", g, err)
-	}
-	if c, err := taker.Elections.Proclaim(ctx, kept, "e", "v2"); err != nil || !c.Elected || c.Token != lead.Token {
-		t.Fatalf("proclaim on the taker: %+v %v", c, err)
-	}
-
-	// The cut wait, retried: the same node, its place in line.
-	w, err := taker.Leases.Get(waiter.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	granted := make(chan LockGrant, 1)
-	go func() {
-		g, err := taker.Locks.Acquire(ctx, w, "x", "", 30*time.Second)
-		if err != nil {
-			t.Errorf("the retried wait: %v", err)
-		}
-		granted <- g
-	}()
-	if err := taker.Locks.Release(ctx, kept, "x", ""); err != nil {
-		t.Fatal(err)
-	}
-	g := <-granted
-	if g.Node != waitNode || g.Token <= lock.Token {
-		t.Fatalf("the retried wait was granted %+v; want its node %s from before the handover, and a later token than %d", g, waitNode, lock.Token)
-	}
-	if err := taker.Queues.Ack(ctx, kept, "q", claim.ID); err != nil {
+	held.sameOn(t, taker, kept)
+	w := held.waitResumes(t, taker, kept, waiter.ID)
+	if err := taker.Queues.Ack(ctx, kept, "q", held.claim.ID); err != nil {
 		t.Fatalf("ack on the taker: %v", err)
 	}
 	for _, l := range []*Lease{kept, w} {
@@ -150,6 +77,117 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// heldOfEach is what holdOneOfEach holds: a lock, a semaphore slot, a
+// leadership and a claim of the holder, and the waiter's node in the
+// lock's line.
+type heldOfEach struct {
+	lock     LockGrant
+	sem      SemaphoreGrant
+	lead     Campaign
+	claim    Taken
+	waitNode string
+}
+
+// holdOneOfEach has holder take a lock x, a slot of semaphore s, the
+// leadership of e and a claim of queue q, and waiter wait for x; waiting
+// answers that wait.
+func holdOneOfEach(t *testing.T, svc *testService, holder, waiter *Lease) (heldOfEach, <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	var h heldOfEach
+	var err error
+	if h.lock, err = svc.Locks.Acquire(ctx, holder, "x", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if h.sem, err = svc.Semaphores.Acquire(ctx, holder, "s", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if h.lead, err = svc.Elections.Campaign(ctx, holder, "e", "v1", 0); err != nil || !h.lead.Elected {
+		t.Fatalf("campaign: %+v %v", h.lead, err)
+	}
+	if _, err := svc.Queues.Produce(ctx, "q", []byte("work"), 100); err != nil {
+		t.Fatal(err)
+	}
+	if h.claim, err = svc.Queues.Claim(ctx, holder, "q", 0); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := svc.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
+		waiting <- err
+	}()
+	zktest.Eventually(t, 10*time.Second, func() error {
+		for _, hold := range waiter.Info().Holds {
+			if hold.Node != "" {
+				h.waitNode = hold.Node
+				return nil
+			}
+		}
+		return errors.New("the waiter has no node yet")
+	})
+	return h, waiting
+}
+
+// adoptOverTheWire has taker adopt h as a peer receives it: as JSON.
+func adoptOverTheWire(t *testing.T, taker *testService, h *Handover) {
+	t.Helper()
+	raw, _ := json.Marshal(h)
+	var got Handover
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}
+	if err := taker.Adopt(context.Background(), cfg, &got); err != nil {
+		t.Fatalf("adopt: %v", err)
+	}
+}
+
+// sameOn checks that the lock, the slot and the leadership are kept's on
+// taker, with the same nodes and tokens.
+func (h heldOfEach) sameOn(t *testing.T, taker *testService, kept *Lease) {
+	t.Helper()
+	ctx := context.Background()
+	again, err := taker.Locks.Acquire(ctx, kept, "x", "", 0)
+	if err != nil || again.Token != h.lock.Token || again.Node != h.lock.Node {
+		t.Fatalf("the lock on the taker: %+v %v, want the same grant %+v", again, err, h.lock)
+	}
+	if g, err := taker.Semaphores.Acquire(ctx, kept, "s", 2, 0); err != nil || g.Token != h.sem.Token {
+		t.Fatalf("the semaphore slot on the taker: %+v %v", g, err)
+	}
+	if c, err := taker.Elections.Proclaim(ctx, kept, "e", "v2"); err != nil || !c.Elected || c.Token != h.lead.Token {
+		t.Fatalf("proclaim on the taker: %+v %v", c, err)
+	}
+}
+
+// waitResumes retries on taker the wait the handover cut, releases kept's
+// lock, and checks that the wait is granted with its node from before the
+// handover, its place in line; it returns the waiter's lease.
+func (h heldOfEach) waitResumes(t *testing.T, taker *testService, kept *Lease, waiterID string) *Lease {
+	t.Helper()
+	ctx := context.Background()
+	w, err := taker.Leases.Get(waiterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan LockGrant, 1)
+	go func() {
+		g, err := taker.Locks.Acquire(ctx, w, "x", "", 30*time.Second)
+		if err != nil {
+			t.Errorf("the retried wait: %v", err)
+		}
+		granted <- g
+	}()
+	if err := taker.Locks.Release(ctx, kept, "x", ""); err != nil {
+		t.Fatal(err)
+	}
+	g := <-granted
+	if g.Node != h.waitNode || g.Token <= h.lock.Token {
+		t.Fatalf("the retried wait was granted %+v; want its node %s from before the handover, and a later token than %d", g, h.waitNode, h.lock.Token)
+	}
+	return w
 }
 
 // A handover of a session that expires before it is adopted: ErrSessionGone.

@@ -89,7 +89,6 @@ func clientWatches(t testing.TB, conn *zk.Conn) int {
 // lets it go. Every kind of name, each with its own recipe.
 func useOnce(t testing.TB, svc *testService, kind, name string) {
 	ctx := context.Background()
-	const short = 20 * time.Millisecond
 	a, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
 	if err != nil {
 		t.Error(err)
@@ -102,78 +101,112 @@ func useOnce(t testing.TB, svc *testService, kind, name string) {
 		return
 	}
 	defer func() { _ = svc.Leases.Revoke(b.ID) }()
-	check := func(what string, err error) {
-		if err != nil && ErrorCode(err) != CodeTimeout {
-			t.Errorf("%s %s %s: %v", kind, name, what, err)
-		}
+	u := nameUse{t: t, ctx: ctx, svc: svc, a: a, b: b, kind: kind, name: name}
+	nameUses[kind](u)
+}
+
+// nameUse is one use of a name by useOnce: a holds, b waits in vain.
+type nameUse struct {
+	t          testing.TB
+	ctx        context.Context
+	svc        *testService
+	a, b       *Lease
+	kind, name string
+}
+
+// short is the wait that useOnce's waits and blocking reads give up after.
+const short = 20 * time.Millisecond
+
+// check fails the test for an error of what but a timeout.
+func (u nameUse) check(what string, err error) {
+	if err != nil && ErrorCode(err) != CodeTimeout {
+		u.t.Errorf("%s %s %s: %v", u.kind, u.name, what, err)
 	}
-	switch kind {
-	case "lock", "rwlock":
-		mode, other := ModeExclusive, ModeExclusive
-		if kind == "rwlock" {
-			mode, other = ModeWrite, ModeRead
+}
+
+// nameUses use a name of each kind once.
+var nameUses = map[string]func(nameUse){
+	"lock": useLock, "rwlock": useLock,
+	"semaphore": func(u nameUse) {
+		ctx, svc := u.ctx, u.svc
+		_, err := svc.Semaphores.Acquire(ctx, u.a, u.name, 1, 0)
+		u.check("acquire", err)
+		_, err = svc.Semaphores.Acquire(ctx, u.b, u.name, 1, short)
+		u.check("wait", err)
+		st, err := svc.Semaphores.State(ctx, u.name, 0, 0)
+		u.check("read", err)
+		_, err = svc.Semaphores.State(ctx, u.name, st.Index, short)
+		u.check("blocking read", err)
+		u.check("release", svc.Semaphores.Release(ctx, u.a, u.name))
+	},
+	"election": func(u nameUse) {
+		ctx, svc := u.ctx, u.svc
+		_, err := svc.Elections.Campaign(ctx, u.a, u.name, "a", 0)
+		u.check("campaign", err)
+		_, err = svc.Elections.Campaign(ctx, u.b, u.name, "b", short)
+		u.check("wait", err)
+		st, err := svc.Elections.State(ctx, u.name, 0, 0)
+		u.check("read", err)
+		_, err = svc.Elections.State(ctx, u.name, st.Index, short)
+		u.check("blocking read", err)
+		u.check("resign", svc.Elections.Resign(ctx, u.a, u.name))
+		u.check("resign", svc.Elections.Resign(ctx, u.b, u.name))
+	},
+	"queue": func(u nameUse) {
+		ctx, svc := u.ctx, u.svc
+		_, err := svc.Queues.Produce(ctx, u.name, []byte("x"), 1)
+		u.check("produce", err)
+		_, err = svc.Queues.Take(ctx, u.name, 0)
+		u.check("take", err)
+		if _, err := svc.Queues.Take(ctx, u.name, short); !IsEmpty(err) {
+			u.t.Errorf("queue %s: a take of the empty queue: %v", u.name, err)
 		}
-		_, err := svc.Locks.Acquire(ctx, a, name, mode, 0)
-		check("acquire", err)
-		_, err = svc.Locks.Acquire(ctx, b, name, other, short)
-		check("wait", err)
-		st, err := svc.Locks.State(ctx, name, 0, 0)
-		check("read", err)
-		_, err = svc.Locks.State(ctx, name, st.Index, short)
-		check("blocking read", err)
-		check("release", svc.Locks.Release(ctx, a, name, mode))
-	case "semaphore":
-		_, err := svc.Semaphores.Acquire(ctx, a, name, 1, 0)
-		check("acquire", err)
-		_, err = svc.Semaphores.Acquire(ctx, b, name, 1, short)
-		check("wait", err)
-		st, err := svc.Semaphores.State(ctx, name, 0, 0)
-		check("read", err)
-		_, err = svc.Semaphores.State(ctx, name, st.Index, short)
-		check("blocking read", err)
-		check("release", svc.Semaphores.Release(ctx, a, name))
-	case "election":
-		_, err := svc.Elections.Campaign(ctx, a, name, "a", 0)
-		check("campaign", err)
-		_, err = svc.Elections.Campaign(ctx, b, name, "b", short)
-		check("wait", err)
-		st, err := svc.Elections.State(ctx, name, 0, 0)
-		check("read", err)
-		_, err = svc.Elections.State(ctx, name, st.Index, short)
-		check("blocking read", err)
-		check("resign", svc.Elections.Resign(ctx, a, name))
-		check("resign", svc.Elections.Resign(ctx, b, name))
-	case "queue":
-		_, err := svc.Queues.Produce(ctx, name, []byte("x"), 1)
-		check("produce", err)
-		_, err = svc.Queues.Take(ctx, name, 0)
-		check("take", err)
-		if _, err := svc.Queues.Take(ctx, name, short); !IsEmpty(err) {
-			t.Errorf("queue %s: a take of the empty queue: %v", name, err)
-		}
-		st, err := svc.Queues.State(ctx, name, 0, 0, 0)
-		check("read", err)
-		_, err = svc.Queues.State(ctx, name, 0, st.Index, short)
-		check("blocking read", err)
-		check("delete", svc.Queues.Delete(ctx, name))
-	case "barrier":
-		_, err := svc.Barriers.Raise(ctx, name)
-		check("raise", err)
-		_, err = svc.Barriers.Wait(ctx, name, short)
-		check("wait", err)
-		check("lower", svc.Barriers.Lower(ctx, name))
-		_, err = svc.Barriers.Wait(ctx, name, short)
-		check("wait", err)
-	case "double-barrier":
-		_, err := svc.DoubleBarriers.Enter(ctx, a, name, "a", 2, short)
-		check("enter", err)
-		st, err := svc.DoubleBarriers.State(ctx, name, 0, 0)
-		check("read", err)
-		_, err = svc.DoubleBarriers.State(ctx, name, st.Index, short)
-		check("blocking read", err)
-		_, err = svc.DoubleBarriers.Leave(ctx, a, name, "a", 0)
-		check("leave", err)
+		st, err := svc.Queues.State(ctx, u.name, 0, 0, 0)
+		u.check("read", err)
+		_, err = svc.Queues.State(ctx, u.name, 0, st.Index, short)
+		u.check("blocking read", err)
+		u.check("delete", svc.Queues.Delete(ctx, u.name))
+	},
+	"barrier": func(u nameUse) {
+		ctx, svc := u.ctx, u.svc
+		_, err := svc.Barriers.Raise(ctx, u.name)
+		u.check("raise", err)
+		_, err = svc.Barriers.Wait(ctx, u.name, short)
+		u.check("wait", err)
+		u.check("lower", svc.Barriers.Lower(ctx, u.name))
+		_, err = svc.Barriers.Wait(ctx, u.name, short)
+		u.check("wait", err)
+	},
+	"double-barrier": func(u nameUse) {
+		ctx, svc := u.ctx, u.svc
+		_, err := svc.DoubleBarriers.Enter(ctx, u.a, u.name, "a", 2, short)
+		u.check("enter", err)
+		st, err := svc.DoubleBarriers.State(ctx, u.name, 0, 0)
+		u.check("read", err)
+		_, err = svc.DoubleBarriers.State(ctx, u.name, st.Index, short)
+		u.check("blocking read", err)
+		_, err = svc.DoubleBarriers.Leave(ctx, u.a, u.name, "a", 0)
+		u.check("leave", err)
+	},
+}
+
+// useLock uses a lock (exclusive) or a read/write lock (a writer holds it,
+// a reader waits).
+func useLock(u nameUse) {
+	ctx, svc := u.ctx, u.svc
+	mode, other := ModeExclusive, ModeExclusive
+	if u.kind == "rwlock" {
+		mode, other = ModeWrite, ModeRead
 	}
+	_, err := svc.Locks.Acquire(ctx, u.a, u.name, mode, 0)
+	u.check("acquire", err)
+	_, err = svc.Locks.Acquire(ctx, u.b, u.name, other, short)
+	u.check("wait", err)
+	st, err := svc.Locks.State(ctx, u.name, 0, 0)
+	u.check("read", err)
+	_, err = svc.Locks.State(ctx, u.name, st.Index, short)
+	u.check("blocking read", err)
+	u.check("release", svc.Locks.Release(ctx, u.a, u.name, mode))
 }
 
 var nameKinds = []string{"lock", "rwlock", "semaphore", "election", "queue", "barrier", "double-barrier"}
@@ -196,55 +229,9 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	baseServer, baseClient := watchCount(t, zks.Addr()), clientWatches(t, conn)
 	baseGoroutines := runtime.NumGoroutine()
 
-	// One name stays in use: held, and watched by a blocking read.
-	keeper, err := svc.Leases.Create(ctx, time.Minute, "keeper", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.Locks.Acquire(ctx, keeper, "kept", ModeExclusive, 0); err != nil {
-		t.Fatal(err)
-	}
-	st, err := svc.Locks.State(ctx, "kept", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keptDone := make(chan error, 1)
-	keptCtx, stopKept := context.WithCancel(ctx)
-	defer stopKept()
-	go func() {
-		_, err := svc.Locks.State(keptCtx, "kept", st.Index, time.Minute)
-		keptDone <- err
-	}()
-	zktest.Eventually(t, 10*time.Second, func() error {
-		if n := clientWatches(t, conn) - baseClient; n != 2 {
-			return fmt.Errorf("%d watches for the kept lock, want 2 (its children, its data)", n)
-		}
-		return nil
-	})
-
+	keeper, keptDone := keepOneName(t, svc, baseClient)
 	const perKind = 40 // 280 names in all
-	work := make(chan [2]string)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for w := range work {
-				useOnce(t, svc, w[0], w[1])
-			}
-		}()
-	}
-	for i := range perKind {
-		for _, kind := range nameKinds {
-			work <- [2]string{kind, fmt.Sprintf("%s-%d", kind, i)}
-		}
-	}
-	close(work)
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-
+	useNamesOnce(t, svc, perKind)
 	kept := svc.root + "/locks/kept"
 	zktest.Eventually(t, 30*time.Second, func() error {
 		server, client := watchCount(t, zks.Addr())-baseServer, clientWatches(t, conn)-baseClient
@@ -280,6 +267,66 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	}
 	if err := <-keptDone; err != nil {
 		t.Fatalf("the kept blocking read: %v", err)
+	}
+}
+
+// keepOneName keeps the lock "kept" in use, held by the lease it returns
+// and watched by a blocking read, which answers on the channel it
+// returns; base is go-zookeeper's count of watches before.
+func keepOneName(t *testing.T, svc *testService, base int) (*Lease, <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	conn := svc.sess.Conn()
+	keeper, err := svc.Leases.Create(ctx, time.Minute, "keeper", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Locks.Acquire(ctx, keeper, "kept", ModeExclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := svc.Locks.State(ctx, "kept", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keptDone := make(chan error, 1)
+	keptCtx, stopKept := context.WithCancel(ctx)
+	t.Cleanup(stopKept)
+	go func() {
+		_, err := svc.Locks.State(keptCtx, "kept", st.Index, time.Minute)
+		keptDone <- err
+	}()
+	zktest.Eventually(t, 10*time.Second, func() error {
+		if n := clientWatches(t, conn) - base; n != 2 {
+			return fmt.Errorf("%d watches for the kept lock, want 2 (its children, its data)", n)
+		}
+		return nil
+	})
+	return keeper, keptDone
+}
+
+// useNamesOnce uses perKind names of every kind once each, on 8 workers.
+func useNamesOnce(t *testing.T, svc *testService, perKind int) {
+	t.Helper()
+	work := make(chan [2]string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range work {
+				useOnce(t, svc, w[0], w[1])
+			}
+		}()
+	}
+	for i := range perKind {
+		for _, kind := range nameKinds {
+			work <- [2]string{kind, fmt.Sprintf("%s-%d", kind, i)}
+		}
+	}
+	close(work)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 }
 

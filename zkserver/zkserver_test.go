@@ -246,7 +246,41 @@ func TestEnsemble(t *testing.T) {
 	if got := strings.Split(e.ConnectString(), ","); len(got) != 3 || got[0] != e.Addrs()[0] {
 		t.Fatalf("ConnectString() = %q", e.ConnectString())
 	}
+	pids := oneLeader(ctx, t, e)
+	leader, err := e.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 
+	conn, _ := connect(t, e.Addrs(), 4*time.Second)
+	if _, err := conn.Create("/ensemble", nil, 0, openACL); err != nil {
+		t.Fatal(err)
+	}
+	second := loseQuorum(ctx, t, e, conn, leader)
+
+	// One member back: quorum again.
+	t1 := time.Now()
+	if err := e.Restart(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("member restart to quorum: %v", time.Since(t1))
+	createEventually(t, conn, "/ensemble/after-restart", 20*time.Second)
+	if _, err := e.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, s := range e.Servers {
+		if s.Running() {
+			pids = append(pids, s.PID())
+		}
+	}
+	stopLeavesNothing(t, e, pids)
+}
+
+// oneLeader checks that the members of e are one leader and followers, and
+// returns their pids.
+func oneLeader(ctx context.Context, t *testing.T, e *Ensemble) []int {
+	t.Helper()
 	var pids []int
 	leaders := 0
 	for i, s := range e.Servers {
@@ -266,17 +300,14 @@ func TestEnsemble(t *testing.T) {
 	if leaders != 1 {
 		t.Fatalf("%d leaders, want 1", leaders)
 	}
-	leader, err := e.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return pids
+}
 
-	conn, _ := connect(t, e.Addrs(), 4*time.Second)
-	if _, err := conn.Create("/ensemble", nil, 0, openACL); err != nil {
-		t.Fatal(err)
-	}
-
-	// Leader dies: two of three members keep the quorum.
+// loseQuorum kills the leader of e (two of three members keep the quorum),
+// then a second member (the survivor stops serving), and returns that
+// second member.
+func loseQuorum(ctx context.Context, t *testing.T, e *Ensemble, conn *zk.Conn, leader int) int {
+	t.Helper()
 	if err := e.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +320,6 @@ func TestEnsemble(t *testing.T) {
 		t.Fatalf("new leader %d (old %d): %v", newLeader, leader, err)
 	}
 
-	// A second member dies: the survivor loses quorum and stops serving.
 	second := (leader + 1) % 3
 	survivor := 3 - leader - second
 	if err := e.Kill(second); err != nil {
@@ -320,23 +350,13 @@ func TestEnsemble(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Log("create without quorum did not complete within 2s, as expected")
 	}
+	return second
+}
 
-	// One member back: quorum again.
-	t1 := time.Now()
-	if err := e.Restart(ctx, second); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("member restart to quorum: %v", time.Since(t1))
-	createEventually(t, conn, "/ensemble/after-restart", 20*time.Second)
-	if _, err := e.Leader(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	for _, s := range e.Servers {
-		if s.Running() {
-			pids = append(pids, s.PID())
-		}
-	}
+// stopLeavesNothing stops e and checks that none of pids, nor any member's
+// data dir, is left.
+func stopLeavesNothing(t *testing.T, e *Ensemble, pids []int) {
+	t.Helper()
 	if err := e.Stop(); err != nil {
 		t.Fatal(err)
 	}
