@@ -56,6 +56,8 @@ func (p *replyDropper) onRequest(r zkproxy.Request) zkproxy.Action {
 // the connection. The gateway reconnects to the same session, finds its
 // node by the lease-derived prefix, and grants the lock with that one node
 // (no second node, no self-deadlock).
+//
+//zkgate:race
 func TestLostCreateReply(t *testing.T) {
 	zs := gwtest.ZK(t)
 	proxy := newReplyDropper(t, zs.Addr(), "/locks/lost/")
