@@ -17,6 +17,7 @@ import (
 // A load error other than a lost connection does not stick in the watch
 // cache: the entry loads again while read, and arms its watch.
 func TestWatchCacheRecoversFromALoadError(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
 	if err := raw.AddAuth("digest", []byte("owner:secret")); err != nil {
@@ -46,6 +47,7 @@ func TestWatchCacheRecoversFromALoadError(t *testing.T) {
 // read again when it is made anew, not shown with the data of an earlier
 // member of that name.
 func TestMemberWithASequentialLookingNameIsReadAgain(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
 	ctx := context.Background()
@@ -85,6 +87,7 @@ func TestMemberWithASequentialLookingNameIsReadAgain(t *testing.T) {
 // Hundreds of blocked readers of one path share one cache entry; once the
 // last has gone and the linger has passed, the entry stops.
 func TestWatchCacheSharesAnEntryAndLetsItGo(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	svc.cache.linger = 200 * time.Millisecond
 	ctx := context.Background()

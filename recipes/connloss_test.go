@@ -81,6 +81,7 @@ func (p *stallProxy) isStalled() bool {
 // later. It is the wait's end, then and there: 409 timeout, the waiter node
 // gone.
 func TestAcquireWhoseWaitEndsWhileSettingAWatch(t *testing.T) {
+	t.Parallel()
 	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opGetData)
 	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
 	t.Cleanup(proxy.Release) // before the service closes, on a failure too
@@ -141,6 +142,7 @@ func TestAcquireWhoseWaitEndsWhileSettingAWatch(t *testing.T) {
 // gateway's session ended. The claim node is ours (session and lease), so
 // it is dropped once the session is back.
 func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
+	t.Parallel()
 	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opCreate)
 	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
 	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
@@ -203,6 +205,7 @@ func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 // session ended. Now it answers unavailable, and the record is ended once
 // the session is back.
 func TestLeaseCreateWhoseRequestEndsUnanswered(t *testing.T) {
+	t.Parallel()
 	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opMulti)
 	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
 	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
@@ -251,6 +254,7 @@ func TestLeaseCreateWhoseRequestEndsUnanswered(t *testing.T) {
 // another gateway: it could not read the lease's record or history, and
 // took that for "no such lease". It cannot tell now: unavailable.
 func TestLocateWithoutZooKeeperIsUnavailable(t *testing.T) {
+	t.Parallel()
 	zks := zktest.Shared(t)
 	px := zkproxy.New(t, zks.Addr())
 	cut := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 10 * time.Second})
@@ -284,6 +288,7 @@ func TestLocateWithoutZooKeeperIsUnavailable(t *testing.T) {
 // lease_expired ("the gateway's ZooKeeper session was lost") for a lease
 // that never was. It answers unavailable: retry, on a new session.
 func TestLeaseCreateWhoseSessionIsLostIsUnavailable(t *testing.T) {
+	t.Parallel()
 	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opMulti)
 	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: time.Second})
 	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
@@ -316,6 +321,7 @@ func TestLeaseCreateWhoseSessionIsLostIsUnavailable(t *testing.T) {
 // withoutLease: a call with no lease never answers lease_expired for its
 // session's end.
 func TestCallsWithoutALeaseNeverAnswerLeaseExpired(t *testing.T) {
+	t.Parallel()
 	if code := ErrorCode(withoutLease(errSessionLost)); code != CodeUnavailable {
 		t.Fatalf("the session's end for a call without a lease: %s", code)
 	}

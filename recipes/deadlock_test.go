@@ -146,6 +146,7 @@ func pending(t *testing.T, ch <-chan acquired, what string) {
 // for: the newest wait (b's) is ended with the cycle within two check
 // intervals; a's goes on, and gets the lock once b lets its own go.
 func TestADeadlockOfTwoLeasesThroughTwoGatewaysIsBroken(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 2)
 	ctx := context.Background()
 	a, b := newLease(t, gws[0], "worker-a"), newLease(t, gws[1], "worker-b")
@@ -190,6 +191,7 @@ func TestADeadlockOfTwoLeasesThroughTwoGatewaysIsBroken(t *testing.T) {
 // A semaphore (one slot) and a read/write lock in the cycle: a holds the
 // slot and asks to write, b reads and waits for the slot.
 func TestADeadlockThroughASemaphoreAndAReadWriteLockIsBroken(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 2)
 	ctx := context.Background()
 	a, b := newLease(t, gws[0], "worker-a"), newLease(t, gws[1], "worker-b")
@@ -220,6 +222,7 @@ func TestADeadlockThroughASemaphoreAndAReadWriteLockIsBroken(t *testing.T) {
 // Three leases through three gateways: a holds x and waits for y, b holds y
 // and waits for z, c holds z and waits for x. Only c, the newest, is ended.
 func TestADeadlockOfThreeLeasesIsBroken(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 3)
 	ctx := context.Background()
 	names := []string{"x", "y", "z"}
@@ -261,6 +264,7 @@ func TestADeadlockOfThreeLeasesIsBroken(t *testing.T) {
 // behind the lease that holds y, which then waits for x. The lease's wait
 // is ended: the foreign one cannot be.
 func TestADeadlockThroughAForeignSessionIsBroken(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 1)
 	svc := gws[0]
 	ctx := context.Background()
@@ -298,6 +302,7 @@ func TestADeadlockThroughAForeignSessionIsBroken(t *testing.T) {
 // wait behind a deadlock it is not part of (the cycle's own newest wait is
 // ended instead, although this one is newer).
 func TestNoWaitOutsideACycleIsEnded(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 2)
 	ctx := context.Background()
 
@@ -386,6 +391,7 @@ func TestNoWaitOutsideACycleIsEnded(t *testing.T) {
 // head still saw the old slot node, being deleted, of the lease now behind
 // it.)
 func TestANodeOnItsWayOutIsNotItsLeases(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 2)
 	ctx := context.Background()
 	x, y := newLease(t, gws[0], "x"), newLease(t, gws[1], "y")

@@ -20,6 +20,7 @@ import (
 // place in line on retry; the lease records name the new keeper; the
 // adopted session closes once its last lease ends, leaving nothing.
 func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
 	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
 	ctx := context.Background()
@@ -192,6 +193,7 @@ func (h heldOfEach) waitResumes(t *testing.T, taker *testService, kept *Lease, w
 
 // A handover of a session that expires before it is adopted: ErrSessionGone.
 func TestAdoptAnExpiredSession(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: time.Second, gateway: "gw-giver"})
 	taker := newService(t, serviceOptions{root: giver.root, gateway: "gw-taker"})
 	ctx := context.Background()
@@ -220,6 +222,7 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 // handover's: a lease written down after a wait for a hold's operation
 // under way ends when it would have, not that wait earlier.
 func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
 	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
 	ctx := context.Background()
@@ -279,6 +282,7 @@ func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
 // the background as the gateway stops, is not waited for forever, and the
 // gateway's service closes.
 func TestNoWaitOutlivesAHandedOverSession(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
 	lease, err := giver.Leases.Create(context.Background(), time.Minute, "holder", "")
 	if err != nil {
@@ -325,6 +329,7 @@ func after(ch <-chan error, check func(error)) <-chan struct{} {
 // over with the others once it is made: a lease the client is told of is
 // never left behind in a session given up.
 func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
 	ls := giver.Leases
 	recorded, proceed := make(chan struct{}), make(chan struct{})
@@ -374,6 +379,7 @@ func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
 // when the grace ends. (The fault suite saw a vanished client's waiter
 // kept 10 s after it hung up, and handed over again with a new grace.)
 func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
 	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
 	ctx := context.Background()

@@ -31,6 +31,7 @@ func historyIDs(t *testing.T, svc *testService) []string {
 // first, long before their hour is up; live leases stay. Making a lease
 // costs no request more for it: one transaction, as ever.
 func TestLeaseHistoryIsCappedOldestFirst(t *testing.T) {
+	t.Parallel()
 	const capacity = 10
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()},
@@ -103,6 +104,7 @@ func TestLeaseHistoryIsCappedOldestFirst(t *testing.T) {
 // The sweeper counts the history more often as it fills: at its longest
 // interval when empty, a thirty-second of it once full.
 func TestNextHistoryCount(t *testing.T) {
+	t.Parallel()
 	const check = 32 * time.Second
 	for _, tt := range []struct {
 		n    int
@@ -125,6 +127,7 @@ func TestNextHistoryCount(t *testing.T) {
 // session, no reason written) is stamped session_lost by a sweep; an entry
 // ended longer than Remember ago is removed.
 func TestLeaseHistorySweep(t *testing.T) {
+	t.Parallel()
 	const remember = 300 * time.Millisecond
 	svc := newService(t, serviceOptions{leases: LeaseConfig{Remember: remember}})
 	raw := rawClient(t)

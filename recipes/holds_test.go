@@ -19,6 +19,7 @@ import (
 // Two concurrent claims by one lease claim one item: a second item, which the
 // lease would not track, would stay claimed after the lease ended.
 func TestConcurrentClaimsOfOneLeaseShareOneItem(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
 	for i := range 4 {
@@ -73,6 +74,7 @@ func TestConcurrentClaimsOfOneLeaseShareOneItem(t *testing.T) {
 // otherwise leave the lock held by a node no lease tracks, until the
 // gateway's session ended.
 func TestReleaseDeletesTheNodeWhenTheClientHangsUp(t *testing.T) {
+	t.Parallel()
 	zks := zktest.Shared(t)
 	px := zkproxy.New(t, zks.Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
@@ -122,6 +124,7 @@ func TestReleaseDeletesTheNodeWhenTheClientHangsUp(t *testing.T) {
 // failed: detached without being marked gone, a concurrent call of the same
 // lease would make a node no lease tracks.
 func TestAHoldStaysAttachedWhileACallerUsesIt(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
 	ctx := context.Background()
@@ -171,6 +174,7 @@ func TestAHoldStaysAttachedWhileACallerUsesIt(t *testing.T) {
 // Many concurrent calls of one lease, in every primitive, make one node and
 // share one answer; ending the lease leaves nothing.
 func TestConcurrentCallsOfOneLeaseInEveryPrimitive(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
 	ctx := context.Background()

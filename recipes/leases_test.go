@@ -12,6 +12,7 @@ import (
 
 // A keepalive of a lease listed before its timer was set dereferenced nil.
 func TestKeepAliveRacingLeaseCreation(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -39,6 +40,7 @@ func TestKeepAliveRacingLeaseCreation(t *testing.T) {
 // 200 without extending anything, so its client counted on a lease that had
 // let its semaphore slot go.
 func TestKeepAliveOfALeaseEndingMeanwhileAnswersEnded(t *testing.T) {
+	// Not parallel: it sets keepAliveChecked, which every lease calls.
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
 	l, err := svc.Leases.Create(ctx, time.Minute, "racer", "")

@@ -16,6 +16,7 @@ import (
 // predecessor answers as a wait that ended (it answered internal: the
 // cancelled context went on as if ZooKeeper had failed).
 func TestAWaitCancelledWhileArmingItsWatchIsNoInternalError(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
 	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
@@ -42,6 +43,7 @@ func TestAWaitCancelledWhileArmingItsWatchIsNoInternalError(t *testing.T) {
 // under way when the lease's end cancelled it (it answered internal when
 // that was the arming of a shared watch).
 func TestWaitEndedByItsLeaseAnswersLeaseExpired(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
 	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")

@@ -14,6 +14,7 @@ import (
 // The lister answers each caller with a listing made after it asked: a
 // change made before the call is always in it, however many share it.
 func TestListerAnswersWithAFreshListing(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
 	parent := svc.root + "/locks/listed"
@@ -55,6 +56,7 @@ func TestListerAnswersWithAFreshListing(t *testing.T) {
 // take the snapshot back, nor wake the readers with it. The watch it armed
 // brings the next load.
 func TestAnOfferedListingIsNotTakenBackByAnOlderLoad(t *testing.T) {
+	t.Parallel()
 	c := &watchCache{entries: map[string]*cacheEntry{}}
 	const p = "/q/entries"
 	e := &cacheEntry{path: p, opts: entryOpts{namesOnly: true}, ready: make(chan struct{}), changed: make(chan struct{}), refs: 1}

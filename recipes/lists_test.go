@@ -16,6 +16,7 @@ import (
 // another client made): such a page is short, even empty, and its next
 // name goes on past them. Every held lock comes on some page, once.
 func TestAListPagesPastNamesWithNobodyInThem(t *testing.T) {
+	t.Parallel()
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	raw := rawClient(t)

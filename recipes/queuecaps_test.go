@@ -49,6 +49,7 @@ func itemsIn(t *testing.T, svc *testService, name string) int {
 // by another client, at the next produce (which counts the queue again
 // before it refuses).
 func TestAQueueIsCappedInItemsAndBytes(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{queues: QueueConfig{MaxItems: 5, MaxBytes: 100}})
 	ctx := context.Background()
 	for range 5 {
@@ -94,6 +95,7 @@ func TestAQueueIsCappedInItemsAndBytes(t *testing.T) {
 // counting QueueNodes more) and MaxTotalBytes bytes; a queue deleted gives
 // its share back.
 func TestAllQueuesAreCappedTogether(t *testing.T) {
+	t.Parallel()
 	const most = 2*QueueNodes + 3
 	svc := newService(t, serviceOptions{queues: QueueConfig{MaxTotalItems: most}})
 	ctx := context.Background()
@@ -138,6 +140,7 @@ func TestAllQueuesAreCappedTogether(t *testing.T) {
 // the queue ends at its cap or above it by at most a blind budget (a
 // sixteenth of the cap) per other gateway, and every gateway refuses it.
 func TestQueueCapsHoldAcrossGateways(t *testing.T) {
+	t.Parallel()
 	const capacity, gateways = 64, 3
 	root := zktest.UniqueRoot(t)
 	var svcs []*testService
@@ -189,6 +192,7 @@ func TestQueueCapsHoldAcrossGateways(t *testing.T) {
 // spent, one listing of the entries, and one stat per item that another
 // gateway made meanwhile.
 func TestAProduceCountsOnlyOncePerBudget(t *testing.T) {
+	t.Parallel()
 	const capacity = 32 // a blind budget of 2 items
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	root := zktest.UniqueRoot(t)
@@ -236,6 +240,7 @@ func opsOf(rs []zkproxy.Request) []int32 {
 // The produces of one gateway under way in ZooKeeper hold at most
 // MaxProducingBytes of items; another waits for room.
 func TestProducesUnderWayAreBounded(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{queues: QueueConfig{MaxBytes: 1 << 30, MaxTotalBytes: 1 << 30}})
 	l := svc.Queues.ledger
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 // the write commits (the other two make the quorum), and read right after
 // it thaws, when its backlog is still on its way.
 func TestPlainReadsSeeWritesMadeThroughAnotherServer(t *testing.T) {
+	t.Parallel()
 	zktest.Shared(t) // the loud failure when ZooKeeper is missing
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 // its own. The listing goes right behind the create, before its reply: one
 // round trip. A release is one delete.
 func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
+	t.Parallel()
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
@@ -72,6 +73,7 @@ func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
 // in the line sends its listing after its create is answered, through the
 // lister; once every call is over, the count of calls in the line is gone.
 func TestOnlyACallAloneInItsLineListsBehindItsCreate(t *testing.T) {
+	t.Parallel()
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
@@ -121,6 +123,7 @@ func TestOnlyACallAloneInItsLineListsBehindItsCreate(t *testing.T) {
 // another client's; none when the holder released through this gateway,
 // whose delete went in one transaction with a check of the waiter's node.
 func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
+	t.Parallel()
 	for _, through := range []string{"this gateway", "another client"} {
 		t.Run(through, func(t *testing.T) {
 			px := zkproxy.New(t, zktest.Shared(t).Addr())
@@ -176,6 +179,7 @@ func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
 // transaction that removes both; the taken directory is read only once a
 // claim finds its item claimed already.
 func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
+	t.Parallel()
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
@@ -276,6 +280,7 @@ func waitingTakeUnheard(t *testing.T, svc *testService, px *zkproxy.Proxy, name 
 // and nothing lists the entries between the produce and the take's removal
 // of the item.
 func TestAWaitingTakeGetsAnItemProducedHereBeforeTheWatchFires(t *testing.T) {
+	t.Parallel()
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	entries := svc.Queues.entries("w")
@@ -309,6 +314,7 @@ func TestAWaitingTakeGetsAnItemProducedHereBeforeTheWatchFires(t *testing.T) {
 // here), is in it, and the waiting take, woken by the produce, takes that
 // item first, in the queue's order.
 func TestAProduceGivesTheCacheARealListing(t *testing.T) {
+	t.Parallel()
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
@@ -330,6 +336,7 @@ func TestAProduceGivesTheCacheARealListing(t *testing.T) {
 // and the waiter, finding its node gone, makes a new one and is granted with
 // that node's token, never the old one's.
 func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
+	t.Parallel()
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
@@ -384,6 +391,7 @@ func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
 // (a take's claimant is new: the claim is someone else's) and no listing of
 // the claims beyond the watch cache's own.
 func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
+	t.Parallel()
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
@@ -503,6 +511,7 @@ func waitBehind(t *testing.T, svc *testService, px *zkproxy.Proxy, name string) 
 // (and its claim once for its claimant), behind one sync and the two
 // listings.
 func TestAQueueReadCostsABoundedNumberOfRequests(t *testing.T) {
+	t.Parallel()
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()

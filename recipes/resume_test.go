@@ -16,6 +16,7 @@ import (
 // with the nodes it holds; one that does not exist (or expired) is
 // ErrSessionGone, never a new session in its place.
 func TestResumeADetachedSession(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{timeout: 5 * time.Second})
 	ctx := context.Background()
 	lease, _ := svc.Leases.Create(ctx, time.Minute, "moving", "")

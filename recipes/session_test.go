@@ -20,6 +20,7 @@ import (
 // A failed dial after a session loss is retried until the ensemble resolves,
 // outside the session's lock, so that no request waits on it.
 func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
+	t.Parallel()
 	zks := zktest.Own(t)
 	hosts := &flakyHosts{}
 	hosts.fail.Store(true)
@@ -97,6 +98,7 @@ func TestSessionRedialsUntilTheEnsembleResolves(t *testing.T) {
 // A node made for a lease whose session has ended (a request go-zookeeper
 // sent on the next session) is removed, and the lease told so.
 func TestANodeOfAnEndedEpochIsNotReported(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
 	ctx := context.Background()
@@ -190,6 +192,7 @@ func (p *flakyProvider) Init(servers []string) error {
 // A connection that drops and comes back within the session timeout keeps
 // the session: leases and their locks survive, in the same epoch.
 func TestSessionReconnectKeepsLeases(t *testing.T) {
+	t.Parallel()
 	zks := zktest.Shared(t)
 	px := zkproxy.New(t, zks.Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})

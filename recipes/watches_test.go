@@ -218,6 +218,7 @@ var nameKinds = []string{"lock", "rwlock", "semaphore", "election", "queue", "ba
 // watches of a name still read. Before, each name left about seven watches
 // on both sides for good, set again at every reconnect.
 func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
+	// Not parallel: it counts the goroutines of the whole test binary.
 	zks := zktest.Own(t)
 	px := zkproxy.New(t, zks.Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
@@ -344,6 +345,7 @@ func head(s []string, n int) []string {
 // go-zookeeper keep a channel more for every change of the line, as long as
 // the lock lived.
 func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
+	t.Parallel()
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
@@ -420,6 +422,7 @@ func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 // it from go-zookeeper and ZooKeeper, rather than keeping it, and a
 // goroutine waiting for its event, until the node changes.
 func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	svc.watches.linger = 100 * time.Millisecond
 	ctx := context.Background()
@@ -453,6 +456,7 @@ func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
 // with the version the gateway needs: it would keep a watch of every name
 // it ever served. The proxy answers removeWatches as such a server does.
 func TestAZooKeeperThatCannotRemoveWatchesIsRefused(t *testing.T) {
+	t.Parallel()
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	px.Unknown(opRemoveWatches)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -474,6 +478,7 @@ func TestAZooKeeperThatCannotRemoveWatchesIsRefused(t *testing.T) {
 // after every member had left, its ready node deleted, answered ready at
 // once, alone (the Python client's test saw it under load).
 func TestASharedWatchAnswersAfterItsNodeWent(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
 	conn := svc.sess.Conn()
@@ -531,6 +536,7 @@ func TestASharedWatchAnswersAfterItsNodeWent(t *testing.T) {
 // own per wait, kept by go-zookeeper until the node changes, would pile up
 // without bound from clients retrying against a lock held for long.
 func TestRetriedWaitsShareOneWatch(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
 	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")

@@ -152,6 +152,7 @@ func processGone(pid int) bool {
 }
 
 func TestStandalone(t *testing.T) {
+	t.Parallel()
 	requireZooKeeper(t)
 	t0 := time.Now()
 	s := startStandalone(t, Options{})
@@ -230,6 +231,7 @@ func createEventually(t *testing.T, conn *zk.Conn, path string, d time.Duration)
 }
 
 func TestEnsemble(t *testing.T) {
+	t.Parallel()
 	requireZooKeeper(t)
 	ctx := testContext(t, 90*time.Second)
 	t0 := time.Now()
@@ -373,6 +375,7 @@ func stopLeavesNothing(t *testing.T, e *Ensemble, pids []int) {
 }
 
 func TestRestartKeepsData(t *testing.T) {
+	t.Parallel()
 	s := startStandalone(t, Options{})
 	addr := s.Addr()
 	conn, _ := connect(t, []string{addr}, 4*time.Second)
@@ -424,6 +427,7 @@ func TestRestartKeepsData(t *testing.T) {
 }
 
 func TestCheckNotInstalled(t *testing.T) {
+	t.Parallel()
 	err := Check(Options{ZooKeeperHome: t.TempDir()})
 	if !errors.Is(err, ErrNotInstalled) {
 		t.Fatalf("Check = %v, want ErrNotInstalled", err)
@@ -438,6 +442,7 @@ func TestCheckNotInstalled(t *testing.T) {
 }
 
 func TestSessionExpiresInAboutASecond(t *testing.T) {
+	// Not parallel: it times the expiry, which a busy machine would stretch.
 	s := startStandalone(t, Options{TickTime: 200 * time.Millisecond})
 	proxy := zkproxy.New(t, s.Addr())
 
@@ -490,6 +495,7 @@ func TestSessionExpiresInAboutASecond(t *testing.T) {
 }
 
 func TestStartFailureLeavesNothing(t *testing.T) {
+	t.Parallel()
 	requireZooKeeper(t)
 	// Hold a port so ZooKeeper cannot bind it; a fixed ClientPort is not
 	// retried, so the bind error comes back.
@@ -524,6 +530,7 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 }
 
 func TestFreePortRaceIsRetried(t *testing.T) {
+	// Not parallel: it sets testHookPortPicked, which every Start calls.
 	requireZooKeeper(t)
 	// Another process takes the port Start picked before the JVM binds it:
 	// Start must notice the bind error and succeed on a fresh port.
@@ -552,6 +559,7 @@ func TestFreePortRaceIsRetried(t *testing.T) {
 }
 
 func TestEnsemblePortRaceIsRetried(t *testing.T) {
+	// Not parallel: it sets testHookEnsemblePorts, which every StartEnsemble calls.
 	requireZooKeeper(t)
 	// Member 1's election port is taken after it was picked: the ensemble
 	// must be relaunched on a fresh set of ports.
@@ -595,6 +603,7 @@ func TestEnsemblePortRaceIsRetried(t *testing.T) {
 // TestParentDeathKillsServer SIGKILLs a process that started a server (this
 // test binary, re-executed) and checks the kernel takes the JVM down too.
 func TestParentDeathKillsServer(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("ZKSERVER_TEST_HELPER") == "1" {
 		s, err := Start(context.Background(), Options{})
 		if err != nil {
