@@ -63,15 +63,29 @@ func watchCount(t testing.TB, addr string) int {
 }
 
 // clientWatches counts the watch channels go-zookeeper keeps, of every
-// path. It reads the client's unexported table (see watchersOf): a request
-// may be under way, so it takes the table's lock.
+// path.
 func clientWatches(t testing.TB, conn *zk.Conn) int {
+	t.Helper()
+	return watchChannels(t, conn, func(string) bool { return true })
+}
+
+// watchersOf counts the watch channels go-zookeeper keeps for p.
+func watchersOf(t testing.TB, conn *zk.Conn, p string) int {
+	t.Helper()
+	return watchChannels(t, conn, func(path string) bool { return path == p })
+}
+
+// watchChannels counts the watch channels go-zookeeper keeps for the paths
+// that match. It reads the client's unexported table, which only a test
+// may do: the pile-up it checks for lives nowhere else. A request may be
+// under way, so it takes the table's lock.
+func watchChannels(t testing.TB, conn *zk.Conn, match func(path string) bool) int {
 	t.Helper()
 	v := reflect.ValueOf(conn).Elem()
 	table := v.FieldByName("watchers")
 	lock := v.FieldByName("watchersLock")
 	if !table.IsValid() || !lock.IsValid() {
-		t.Fatal("go-zookeeper's watcher table moved: update clientWatches")
+		t.Fatal("go-zookeeper's watcher table moved: update watchChannels")
 	}
 	mu := (*sync.Mutex)(lock.Addr().UnsafePointer())
 	mu.Lock()
@@ -79,7 +93,9 @@ func clientWatches(t testing.TB, conn *zk.Conn) int {
 	n := 0
 	iter := table.MapRange()
 	for iter.Next() {
-		n += iter.Value().Len()
+		if match(iter.Key().Field(0).String()) {
+			n += iter.Value().Len()
+		}
 	}
 	return n
 }
@@ -563,29 +579,4 @@ func TestRetriedWaitsShareOneWatch(t *testing.T) {
 	if left != 0 {
 		t.Fatalf("%d nodes still have hand-over registrations after the waits ended", left)
 	}
-}
-
-// watchersOf counts the watch channels go-zookeeper keeps for p. It reads
-// the client's unexported table, which only a test may do: the pile-up it
-// checks for lives nowhere else.
-func watchersOf(t *testing.T, conn *zk.Conn, p string) int {
-	t.Helper()
-	v := reflect.ValueOf(conn).Elem()
-	lock := v.FieldByName("watchersLock")
-	table := v.FieldByName("watchers")
-	if !lock.IsValid() || !table.IsValid() {
-		t.Fatal("go-zookeeper's watcher table moved: update watchersOf")
-	}
-	// The table is read under its own lock: watches may come and go.
-	mu := (*sync.Mutex)(lock.Addr().UnsafePointer())
-	mu.Lock()
-	defer mu.Unlock()
-	n := 0
-	iter := table.MapRange()
-	for iter.Next() {
-		if iter.Key().Field(0).String() == p {
-			n += iter.Value().Len()
-		}
-	}
-	return n
 }
