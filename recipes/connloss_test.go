@@ -73,6 +73,39 @@ func (p *stallProxy) isStalled() bool {
 	}
 }
 
+// whenStalled runs fn once the armed request has stalled (not at all if it
+// has not within 30s).
+func (p *stallProxy) whenStalled(fn func()) {
+	stalled := p.stalled
+	go func() {
+		select {
+		case <-stalled:
+		case <-time.After(30 * time.Second):
+			return
+		}
+		fn()
+	}()
+}
+
+// loseReply lets the stalled request through and loses the connection
+// before its reply: new connections are refused (until the test allows
+// them again) and the server's answers dropped until applied reports the
+// request applied (polled for up to 10s); then hangUp, if not nil, and
+// the connection is dropped.
+func (p *stallProxy) loseReply(applied func() bool, hangUp func()) {
+	p.Refuse(true)
+	p.Mute(true)
+	p.Release()
+	for deadline := time.Now().Add(10 * time.Second); !applied() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond) // polling ZooKeeper for the applied request
+	}
+	if hangUp != nil {
+		hangUp()
+	}
+	p.Drop()
+	p.Mute(false)
+}
+
 // An acquire whose wait ended while it was setting the watch on the node
 // before it (the getData that sets it found no answer in time: a stalled
 // connection) answered 500 internal ("ZooKeeper request: wait elapsed"),
@@ -157,27 +190,15 @@ func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimNode := svc.root + "/queues/jobs/taken/" + item.ID
-	stalled := proxy.stalled
 	proxy.Arm("/queues/jobs/taken/")
-	go func() {
-		select {
-		case <-stalled:
-		case <-time.After(30 * time.Second):
-			return
-		}
-		// The create goes through, then the connection is lost before its
-		// reply, and no new one can be made for now.
-		proxy.Refuse(true)
-		proxy.Mute(true)
-		proxy.Release()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if ok, _, err := conn.Exists(claimNode); err == nil && ok {
-				break // polling ZooKeeper for the applied create
-			}
-		}
-		proxy.Drop()
-		proxy.Mute(false)
-	}()
+	// The create goes through, then the connection is lost before its
+	// reply, and no new one can be made for now.
+	proxy.whenStalled(func() {
+		proxy.loseReply(func() bool {
+			ok, _, err := conn.Exists(claimNode)
+			return err == nil && ok
+		}, nil)
+	})
 	_, err = svc.Queues.Claim(ctx, lease, "jobs", 500*time.Millisecond)
 	if !IsEmpty(err) {
 		t.Fatalf("claim whose wait ended with its create unanswered: %v (code %q), want no item", err, ErrorCode(err))
@@ -212,27 +233,14 @@ func TestLeaseCreateWhoseRequestEndsUnanswered(t *testing.T) {
 	conn := rawClient(t)
 	proxy.Arm("/leases/")
 	ctx, cancel := context.WithCancel(context.Background())
-	stalled := proxy.stalled
-	go func() {
-		select {
-		case <-stalled:
-		case <-time.After(30 * time.Second):
-			return
-		}
-		// The transaction goes through, the client hangs up, and the
-		// connection is lost before the reply.
-		proxy.Refuse(true)
-		proxy.Mute(true)
-		proxy.Release()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if kids, _, err := conn.Children(svc.root + "/leases"); err == nil && len(kids) > 0 {
-				break // polling ZooKeeper for the applied transaction
-			}
-		}
-		cancel()
-		proxy.Drop()
-		proxy.Mute(false)
-	}()
+	// The transaction goes through, the client hangs up, and the
+	// connection is lost before the reply.
+	proxy.whenStalled(func() {
+		proxy.loseReply(func() bool {
+			kids, _, err := conn.Children(svc.root + "/leases")
+			return err == nil && len(kids) > 0
+		}, cancel)
+	})
 	_, err := svc.Leases.Create(ctx, time.Minute, "hung-up", "")
 	if code := ErrorCode(err); err == nil || code == CodeInternal {
 		t.Fatalf("a create whose request ended unanswered: %v (code %q), want no internal error", err, code)
@@ -293,15 +301,9 @@ func TestLeaseCreateWhoseSessionIsLostIsUnavailable(t *testing.T) {
 	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: time.Second})
 	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
 	proxy.Arm("/leases/")
-	stalled := proxy.stalled
-	go func() {
-		select {
-		case <-stalled:
-		case <-time.After(30 * time.Second):
-			return
-		}
-		// The connection goes, and none can be made until the session is
-		// given up.
+	// The connection goes, and none can be made until the session is
+	// given up.
+	proxy.whenStalled(func() {
 		proxy.Refuse(true)
 		proxy.Drop()
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -311,7 +313,7 @@ func TestLeaseCreateWhoseSessionIsLostIsUnavailable(t *testing.T) {
 		}
 		proxy.Refuse(false)
 		proxy.Release()
-	}()
+	})
 	_, err := svc.Leases.Create(context.Background(), time.Minute, "unlucky", "")
 	if code := ErrorCode(err); code != CodeUnavailable {
 		t.Fatalf("a create during which the session was lost: %v (code %q), want unavailable", err, code)
