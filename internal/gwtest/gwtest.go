@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/peer"
+	"github.com/zkgate/zkgate/internal/proc"
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/zktest"
 	"github.com/zkgate/zkgate/server"
@@ -501,7 +502,9 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 	}
 	logs := &testLog{t: t, keep: true}
 	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
+	// In the test's process group (a terminal's Ctrl-C reaches it), and
+	// killed with the test binary on Linux, so that none outlives a crash.
+	if err := proc.Start(cmd, false); err != nil {
 		t.Fatalf("start zkgate: %v", err)
 	}
 	p := &Proc{Root: opts.Root, cmd: cmd, done: make(chan struct{}), logs: logs}
