@@ -433,6 +433,51 @@ func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 	}
 }
 
+// A wait given up while the answer that arms its watch is still on its way
+// leaves no watch either: armed with nobody left to wait on it, the watch
+// lingers and is removed like any other, not kept until the node changes.
+func TestAWaitGivenUpWhileArmingItsWatchLeavesNoWatch(t *testing.T) {
+	t.Parallel()
+	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opGetData)
+	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
+	t.Cleanup(proxy.Release) // before the service closes, on a failure too
+	svc.watches.linger = 100 * time.Millisecond
+	ctx := context.Background()
+	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
+	held, err := svc.Locks.Acquire(ctx, holder, "stall", ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
+	deleteHeld := proxy.deleteHeld
+	proxy.Arm(held.Node) // the waiter's watch on the holder's node
+	// The wait ends while its watch is armed; its waiter node's delete
+	// queues behind the stalled getData, which both go on then.
+	go func() {
+		select {
+		case <-deleteHeld:
+		case <-time.After(30 * time.Second):
+		}
+		proxy.Release()
+	}()
+	_, err = svc.Locks.Acquire(ctx, waiter, "stall", ModeExclusive, 200*time.Millisecond)
+	if !proxy.isStalled() {
+		t.Fatalf("the acquire never armed a watch (got %v)", err)
+	}
+	if code := ErrorCode(err); code != CodeTimeout {
+		t.Fatalf("acquire: %v (code %q), want a timeout", err, code)
+	}
+	zktest.Eventually(t, 10*time.Second, func() error {
+		if n := watchersOf(t, svc.sess.Conn(), held.Node); n != 0 {
+			return fmt.Errorf("go-zookeeper keeps %d watches on the holder's node", n)
+		}
+		if n := svc.watches.Armed(); n != 0 {
+			return fmt.Errorf("%d shared watches armed", n)
+		}
+		return nil
+	})
+}
+
 // A wait given up on a node that stays (a lock held for hours) leaves its
 // watch on that node for the linger, to the waits that retry, then removes
 // it from go-zookeeper and ZooKeeper, rather than keeping it, and a
