@@ -220,11 +220,10 @@ func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 	}
 }
 
-// A lease create whose request ended (the client hung up) while the
-// transaction that makes its record went unanswered answered 500 internal,
-// and the record it may have made stayed, known to no lease, until the
-// session ended. Now it answers unavailable, and the record is ended once
-// the session is back.
+// A lease create whose request ends (the client hangs up) while the
+// transaction that makes its record is unanswered answers unavailable, not
+// 500 internal, and the record it may have made is ended once the session
+// is back, not left, known to no lease, until the session ends.
 func TestLeaseCreateWhoseRequestEndsUnanswered(t *testing.T) {
 	t.Parallel()
 	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opMulti)

@@ -231,8 +231,8 @@ var nameKinds = []string{"lock", "rwlock", "semaphore", "election", "queue", "ba
 // behind: once each is released and the linger has passed, ZooKeeper keeps
 // no watch of the gateway's session, go-zookeeper none in its table, and the
 // goroutines are back where they were; a reconnect sets again only the
-// watches of a name still read. Before, each name left about seven watches
-// on both sides for good, set again at every reconnect.
+// watches of a name still read, not about seven watches of each name on
+// both sides for good, set again at every reconnect.
 func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	// Not parallel: it counts the goroutines of the whole test binary.
 	zks := zktest.Own(t)
