@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseContender(t *testing.T) {
+	t.Parallel()
 	uuid := "0b5c6f7e-1a2b-4c3d-8e9f-001122334455"
 	cases := []struct {
 		name   string
@@ -43,6 +44,7 @@ func TestParseContender(t *testing.T) {
 // Sequences are compared as numbers: names differ in their prefixes, and a
 // sequence past 9999999999 has more digits.
 func TestSortContendersBySequence(t *testing.T) {
+	t.Parallel()
 	names := []string{"_c_zzz-lock-0000000010", "abc__lock__0000000002", "_c_aaa-lock-10000000000", "_c_mmm-lock-0000000001"}
 	got := sortContenders(names, lockMarkers)
 	var seqs []int64
@@ -58,6 +60,7 @@ func TestSortContendersBySequence(t *testing.T) {
 }
 
 func TestLockBlocker(t *testing.T) {
+	t.Parallel()
 	c := func(name string, reader bool, lease string) seqNode {
 		return seqNode{Name: name, Reader: reader, Lease: lease}
 	}
@@ -76,6 +79,7 @@ func TestLockBlocker(t *testing.T) {
 }
 
 func TestValidName(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"a", "db-1", "A.b_c-d", strings.Repeat("x", 200), "..."} {
 		if err := ValidName(ok); err != nil {
 			t.Errorf("%q rejected: %v", ok, err)
@@ -89,6 +93,7 @@ func TestValidName(t *testing.T) {
 }
 
 func TestParseItemID(t *testing.T) {
+	t.Parallel()
 	p, seq, err := ParseItemID("entry-007-0000000042")
 	if err != nil || p != 7 || seq != 42 {
 		t.Fatalf("got %d %d %v", p, seq, err)
@@ -101,6 +106,7 @@ func TestParseItemID(t *testing.T) {
 }
 
 func TestProtectedID(t *testing.T) {
+	t.Parallel()
 	uuid := "0b5c6f7e-1a2b-4c3d-8e9f-001122334455"
 	if got := protectedID("_c_" + uuid + "-latch-0000000001"); got != uuid {
 		t.Fatalf("got %q", got)
@@ -113,6 +119,7 @@ func TestProtectedID(t *testing.T) {
 // The marker is the one right before the trailing digits; a name holding
 // another marker's text earlier, or a sign, is read right.
 func TestParseContenderTakesTheMarkerBeforeTheDigits(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		ok     bool

@@ -18,6 +18,7 @@ import (
 // above the max), its count, sum and max exact; merging two is adding
 // every duration to one, also through JSON (another gateway's).
 func TestHistogramPercentilesAndMerge(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var all, a, b Histogram
 	var ds []time.Duration
@@ -78,6 +79,7 @@ func fakeHold(kind, name, lease string) *hold {
 // as it went, the last holds kept, and names past the bound dropped least
 // recently used first.
 func TestContentionFigures(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC)
 	c := NewContention(nil)
 	c.now = func() time.Time { return now }
@@ -144,7 +146,13 @@ func TestContentionFigures(t *testing.T) {
 		t.Errorf("a semaphore passed a filter of locks: %+v", fs)
 	}
 
-	// Names past the bound: the least recently used goes.
+	namesAreBounded(t, c)
+}
+
+// namesAreBounded checks that c keeps at most ContentionNames names: the
+// least recently used goes.
+func namesAreBounded(t *testing.T, c *Contention) {
+	t.Helper()
 	for i := range ContentionNames {
 		c.lineSeen(KindLock, fmt.Sprintf("n%d", i), 1)
 	}
@@ -163,6 +171,7 @@ func TestContentionFigures(t *testing.T) {
 
 // A name keeps its last contentionRecent holds.
 func TestContentionKeepsTheLastHolds(t *testing.T) {
+	t.Parallel()
 	c := NewContention(nil)
 	for i := range contentionRecent + 5 {
 		h := fakeHold(KindLock, "busy", fmt.Sprintf("lease-%d", i))
@@ -181,6 +190,7 @@ func TestContentionKeepsTheLastHolds(t *testing.T) {
 // duration from 100µs to 3 minutes), and its last holds and waits with
 // 200-byte holder labels. The measure is in docs/contention.md.
 func TestContentionMemoryIsBounded(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	c := NewContention(nil)
 	c.now = func() time.Time { return now }

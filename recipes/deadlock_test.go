@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // Deadlock checks on real ZooKeeper, with gateways played by services of
@@ -42,7 +43,7 @@ func (p servicePeers) Holds(_ context.Context, leases []string) (map[string]Part
 // checkEvery.
 func gateways(t *testing.T, n int) []*testService {
 	t.Helper()
-	root := uniqueRoot(t)
+	root := zktest.UniqueRoot(t)
 	all := make([]*testService, n)
 	for i := range all {
 		all[i] = newService(t, serviceOptions{root: root, gateway: fmt.Sprintf("gw-%d", i)})
@@ -88,7 +89,7 @@ func acquireLater(acquire func() error) <-chan acquired {
 // name (a semaphore's admission line, or its slots).
 func waitingIn(t *testing.T, s *testService, lease *Lease, kind, name string) {
 	t.Helper()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		for _, h := range lease.Info().Holds {
 			if h.Kind == kind && h.Name == name && h.State == "waiting" && h.Node != "" {
 				return nil
@@ -145,6 +146,7 @@ func pending(t *testing.T, ch <-chan acquired, what string) {
 // for: the newest wait (b's) is ended with the cycle within two check
 // intervals; a's goes on, and gets the lock once b lets its own go.
 func TestADeadlockOfTwoLeasesThroughTwoGatewaysIsBroken(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 2)
 	ctx := context.Background()
 	a, b := newLease(t, gws[0], "worker-a"), newLease(t, gws[1], "worker-b")
@@ -189,6 +191,7 @@ func TestADeadlockOfTwoLeasesThroughTwoGatewaysIsBroken(t *testing.T) {
 // A semaphore (one slot) and a read/write lock in the cycle: a holds the
 // slot and asks to write, b reads and waits for the slot.
 func TestADeadlockThroughASemaphoreAndAReadWriteLockIsBroken(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 2)
 	ctx := context.Background()
 	a, b := newLease(t, gws[0], "worker-a"), newLease(t, gws[1], "worker-b")
@@ -219,6 +222,7 @@ func TestADeadlockThroughASemaphoreAndAReadWriteLockIsBroken(t *testing.T) {
 // Three leases through three gateways: a holds x and waits for y, b holds y
 // and waits for z, c holds z and waits for x. Only c, the newest, is ended.
 func TestADeadlockOfThreeLeasesIsBroken(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 3)
 	ctx := context.Background()
 	names := []string{"x", "y", "z"}
@@ -260,6 +264,7 @@ func TestADeadlockOfThreeLeasesIsBroken(t *testing.T) {
 // behind the lease that holds y, which then waits for x. The lease's wait
 // is ended: the foreign one cannot be.
 func TestADeadlockThroughAForeignSessionIsBroken(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 1)
 	svc := gws[0]
 	ctx := context.Background()
@@ -297,6 +302,7 @@ func TestADeadlockThroughAForeignSessionIsBroken(t *testing.T) {
 // wait behind a deadlock it is not part of (the cycle's own newest wait is
 // ended instead, although this one is newer).
 func TestNoWaitOutsideACycleIsEnded(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 2)
 	ctx := context.Background()
 
@@ -338,42 +344,47 @@ func TestNoWaitOutsideACycleIsEnded(t *testing.T) {
 		}
 	})
 
-	t.Run("behind a deadlock", func(t *testing.T) {
-		a, b, p := newLease(t, gws[0], "a"), newLease(t, gws[1], "b"), newLease(t, gws[0], "p")
-		if _, err := gws[0].Locks.Acquire(ctx, a, "x1", ModeExclusive, 0); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := gws[1].Locks.Acquire(ctx, b, "y1", ModeExclusive, 0); err != nil {
-			t.Fatal(err)
-		}
-		aWaits := acquireLater(func() error { _, err := gws[0].Locks.Acquire(ctx, a, "y1", ModeExclusive, 30*time.Second); return err })
-		waitingIn(t, gws[0], a, "lock", "y1")
-		bWaits := acquireLater(func() error { _, err := gws[1].Locks.Acquire(ctx, b, "x1", ModeExclusive, 30*time.Second); return err })
-		waitingIn(t, gws[1], b, "lock", "x1")
-		// p, the newest, waits behind the cycle, in none: nobody waits
-		// for it.
-		pWaits := acquireLater(func() error { _, err := gws[0].Locks.Acquire(ctx, p, "x1", ModeExclusive, 30*time.Second); return err })
-		deadlockOf(t, expect(t, bWaits, 10*time.Second, "b's wait").err)
-		pending(t, pWaits, "p's wait")
-		pending(t, aWaits, "a's wait")
-		if err := gws[1].Locks.Release(ctx, b, "y1", ""); err != nil {
-			t.Fatal(err)
-		}
-		if got := expect(t, aWaits, 10*time.Second, "a's wait"); got.err != nil {
-			t.Fatal(got.err)
-		}
-		pending(t, pWaits, "p's wait")
-		if err := gws[0].Locks.Release(ctx, a, "x1", ""); err != nil {
-			t.Fatal(err)
-		}
-		if got := expect(t, pWaits, 10*time.Second, "p's wait"); got.err != nil {
-			t.Fatal(got.err)
-		}
-	})
+	t.Run("behind a deadlock", func(t *testing.T) { waitBehindADeadlock(t, gws) })
 	for i, g := range gws {
 		if n := g.Contention().DeadlocksBroken(); n > 1 || n == 1 && i != 1 {
 			t.Errorf("gateway %d broke %d deadlocks: only b's gateway should have, once", i, n)
 		}
+	}
+}
+
+// waitBehindADeadlock: p waits behind the cycle of a and b, in none; the
+// cycle's own newest wait (b's) is ended, not p's, although p's is newer.
+func waitBehindADeadlock(t *testing.T, gws []*testService) {
+	ctx := context.Background()
+	a, b, p := newLease(t, gws[0], "a"), newLease(t, gws[1], "b"), newLease(t, gws[0], "p")
+	if _, err := gws[0].Locks.Acquire(ctx, a, "x1", ModeExclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gws[1].Locks.Acquire(ctx, b, "y1", ModeExclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	aWaits := acquireLater(func() error { _, err := gws[0].Locks.Acquire(ctx, a, "y1", ModeExclusive, 30*time.Second); return err })
+	waitingIn(t, gws[0], a, "lock", "y1")
+	bWaits := acquireLater(func() error { _, err := gws[1].Locks.Acquire(ctx, b, "x1", ModeExclusive, 30*time.Second); return err })
+	waitingIn(t, gws[1], b, "lock", "x1")
+	// p, the newest, waits behind the cycle, in none: nobody waits
+	// for it.
+	pWaits := acquireLater(func() error { _, err := gws[0].Locks.Acquire(ctx, p, "x1", ModeExclusive, 30*time.Second); return err })
+	deadlockOf(t, expect(t, bWaits, 10*time.Second, "b's wait").err)
+	pending(t, pWaits, "p's wait")
+	pending(t, aWaits, "a's wait")
+	if err := gws[1].Locks.Release(ctx, b, "y1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := expect(t, aWaits, 10*time.Second, "a's wait"); got.err != nil {
+		t.Fatal(got.err)
+	}
+	pending(t, pWaits, "p's wait")
+	if err := gws[0].Locks.Release(ctx, a, "x1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := expect(t, pWaits, 10*time.Second, "p's wait"); got.err != nil {
+		t.Fatal(got.err)
 	}
 }
 
@@ -385,6 +396,7 @@ func TestNoWaitOutsideACycleIsEnded(t *testing.T) {
 // head still saw the old slot node, being deleted, of the lease now behind
 // it.)
 func TestANodeOnItsWayOutIsNotItsLeases(t *testing.T) {
+	t.Parallel()
 	gws := gateways(t, 2)
 	ctx := context.Background()
 	x, y := newLease(t, gws[0], "x"), newLease(t, gws[1], "y")

@@ -12,6 +12,7 @@ import (
 // leave that had left read the state it answers on the ended wait. A wait
 // of 1ns ends before anything is read.
 func TestADoubleBarrierCallThatSucceedsAsItsWaitEndsAnswersItsState(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
 	lease, err := svc.Leases.Create(ctx, time.Minute, "member", "")

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // A session handed over keeps every lease and hold it had, on the gateway
@@ -18,46 +20,13 @@ import (
 // place in line on retry; the lease records name the new keeper; the
 // adopted session closes once its last lease ends, leaving nothing.
 func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
 	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
 	ctx := context.Background()
 	holder, _ := giver.Leases.Create(ctx, time.Minute, "holder", "")
 	waiter, _ := giver.Leases.Create(ctx, time.Minute, "waiter", "")
-
-	lock, err := giver.Locks.Acquire(ctx, holder, "x", "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sem, err := giver.Semaphores.Acquire(ctx, holder, "s", 2, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lead, err := giver.Elections.Campaign(ctx, holder, "e", "v1", 0)
-	if err != nil || !lead.Elected {
-		t.Fatalf("campaign: %+v %v", lead, err)
-	}
-	if _, err := giver.Queues.Produce(ctx, "q", []byte("work"), 100); err != nil {
-		t.Fatal(err)
-	}
-	claim, err := giver.Queues.Claim(ctx, holder, "q", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiting := make(chan error, 1)
-	go func() {
-		_, err := giver.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
-		waiting <- err
-	}()
-	var waitNode string
-	eventually(t, 10*time.Second, func() error {
-		for _, h := range waiter.Info().Holds {
-			if h.Node != "" {
-				waitNode = h.Node
-				return nil
-			}
-		}
-		return errors.New("the waiter has no node yet")
-	})
+	held, waiting := holdOneOfEach(t, giver, holder, waiter)
 
 	h, err := giver.HandOver(ctx)
 	if err != nil {
@@ -75,17 +44,7 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 	if _, err := giver.Leases.Create(ctx, time.Minute, "late", ""); !errors.Is(err, ErrMoving) {
 		t.Fatalf("a new lease on the giver: %v, want ErrMoving", err)
 	}
-	// Over the wire, as a peer receives it.
-	raw, _ := json.Marshal(h)
-	var got Handover
-	if err := json.Unmarshal(raw, &got); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}
-	if err := taker.Adopt(ctx, cfg, &got); err != nil {
-		t.Fatalf("adopt: %v", err)
-	}
+	adoptOverTheWire(t, taker, h)
 
 	kept, err := taker.Leases.KeepAlive(holder.ID)
 	if err != nil {
@@ -99,19 +58,118 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 	if err != nil || !strings.Contains(string(rec), `"gateway":"gw-taker"`) {
 		t.Fatalf("the lease record after the handover: %s %v", rec, err)
 	}
-	again, err := taker.Locks.Acquire(ctx, kept, "x", "", 0)
-	if err != nil || again.Token != lock.Token || again.Node != lock.Node {
-		t.Fatalf("the lock on the taker: %+v %v, want the same grant %+v", again, err, lock)
+	held.sameOn(t, taker, kept)
+	w := held.waitResumes(t, taker, kept, waiter.ID)
+	if err := taker.Queues.Ack(ctx, kept, "q", held.claim.ID); err != nil {
+		t.Fatalf("ack on the taker: %v", err)
 	}
-	if g, err := taker.Semaphores.Acquire(ctx, kept, "s", 2, 0); err != nil || g.Token != sem.Token {
+	for _, l := range []*Lease{kept, w} {
+		if err := taker.Leases.Revoke(l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := rawClient(t)
+	zktest.Eventually(t, 10*time.Second, func() error {
+		if n := len(taker.Services()); n != 1 {
+			return fmt.Errorf("%d services: the adopted one is not closed", n)
+		}
+		if e := ephemeralsUnder(t, conn, taker.root); len(e) > 0 {
+			return fmt.Errorf("ephemeral nodes left: %v", e)
+		}
+		return nil
+	})
+}
+
+// heldOfEach is what holdOneOfEach holds: a lock, a semaphore slot, a
+// leadership and a claim of the holder, and the waiter's node in the
+// lock's line.
+type heldOfEach struct {
+	lock     LockGrant
+	sem      SemaphoreGrant
+	lead     Campaign
+	claim    Taken
+	waitNode string
+}
+
+// holdOneOfEach has holder take a lock x, a slot of semaphore s, the
+// leadership of e and a claim of queue q, and waiter wait for x; waiting
+// answers that wait.
+func holdOneOfEach(t *testing.T, svc *testService, holder, waiter *Lease) (heldOfEach, <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	var h heldOfEach
+	var err error
+	if h.lock, err = svc.Locks.Acquire(ctx, holder, "x", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if h.sem, err = svc.Semaphores.Acquire(ctx, holder, "s", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if h.lead, err = svc.Elections.Campaign(ctx, holder, "e", "v1", 0); err != nil || !h.lead.Elected {
+		t.Fatalf("campaign: %+v %v", h.lead, err)
+	}
+	if _, err := svc.Queues.Produce(ctx, "q", []byte("work"), 100); err != nil {
+		t.Fatal(err)
+	}
+	if h.claim, err = svc.Queues.Claim(ctx, holder, "q", 0); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := svc.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
+		waiting <- err
+	}()
+	zktest.Eventually(t, 10*time.Second, func() error {
+		for _, hold := range waiter.Info().Holds {
+			if hold.Node != "" {
+				h.waitNode = hold.Node
+				return nil
+			}
+		}
+		return errors.New("the waiter has no node yet")
+	})
+	return h, waiting
+}
+
+// adoptOverTheWire has taker adopt h as a peer receives it: as JSON.
+func adoptOverTheWire(t *testing.T, taker *testService, h *Handover) {
+	t.Helper()
+	raw, _ := json.Marshal(h)
+	var got Handover
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}
+	if err := taker.Adopt(context.Background(), cfg, &got); err != nil {
+		t.Fatalf("adopt: %v", err)
+	}
+}
+
+// sameOn checks that the lock, the slot and the leadership are kept's on
+// taker, with the same nodes and tokens.
+func (h heldOfEach) sameOn(t *testing.T, taker *testService, kept *Lease) {
+	t.Helper()
+	ctx := context.Background()
+	again, err := taker.Locks.Acquire(ctx, kept, "x", "", 0)
+	if err != nil || again.Token != h.lock.Token || again.Node != h.lock.Node {
+		t.Fatalf("the lock on the taker: %+v %v, want the same grant %+v", again, err, h.lock)
+	}
+	if g, err := taker.Semaphores.Acquire(ctx, kept, "s", 2, 0); err != nil || g.Token != h.sem.Token {
 		t.Fatalf("the semaphore slot on the taker: %+v %v", g, err)
 	}
-	if c, err := taker.Elections.Proclaim(ctx, kept, "e", "v2"); err != nil || !c.Elected || c.Token != lead.Token {
+	if c, err := taker.Elections.Proclaim(ctx, kept, "e", "v2"); err != nil || !c.Elected || c.Token != h.lead.Token {
 		t.Fatalf("proclaim on the taker: %+v %v", c, err)
 	}
+}
 
-	// The cut wait, retried: the same node, its place in line.
-	w, err := taker.Leases.Get(waiter.ID)
+// waitResumes retries on taker the wait the handover cut, releases kept's
+// lock, and checks that the wait is granted with its node from before the
+// handover, its place in line; it returns the waiter's lease.
+func (h heldOfEach) waitResumes(t *testing.T, taker *testService, kept *Lease, waiterID string) *Lease {
+	t.Helper()
+	ctx := context.Background()
+	w, err := taker.Leases.Get(waiterID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,31 +185,15 @@ func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := <-granted
-	if g.Node != waitNode || g.Token <= lock.Token {
-		t.Fatalf("the retried wait was granted %+v; want its node %s from before the handover, and a later token than %d", g, waitNode, lock.Token)
+	if g.Node != h.waitNode || g.Token <= h.lock.Token {
+		t.Fatalf("the retried wait was granted %+v; want its node %s from before the handover, and a later token than %d", g, h.waitNode, h.lock.Token)
 	}
-	if err := taker.Queues.Ack(ctx, kept, "q", claim.ID); err != nil {
-		t.Fatalf("ack on the taker: %v", err)
-	}
-	for _, l := range []*Lease{kept, w} {
-		if err := taker.Leases.Revoke(l.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conn := rawClient(t)
-	eventually(t, 10*time.Second, func() error {
-		if n := len(taker.Services()); n != 1 {
-			return fmt.Errorf("%d services: the adopted one is not closed", n)
-		}
-		if e := ephemeralsUnder(t, conn, taker.root); len(e) > 0 {
-			return fmt.Errorf("ephemeral nodes left: %v", e)
-		}
-		return nil
-	})
+	return w
 }
 
 // A handover of a session that expires before it is adopted: ErrSessionGone.
 func TestAdoptAnExpiredSession(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: time.Second, gateway: "gw-giver"})
 	taker := newService(t, serviceOptions{root: giver.root, gateway: "gw-taker"})
 	ctx := context.Background()
@@ -163,14 +205,14 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := rawClient(t)
-	eventually(t, 20*time.Second, func() error {
+	zktest.Eventually(t, 20*time.Second, func() error {
 		if ok, _, _ := conn.Exists(giver.root + "/leases/" + h.Leases[0].ID); ok {
 			return errors.New("the record is still there")
 		}
 		return nil
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	err = taker.Adopt(ctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: time.Second, Root: taker.root, Logger: log}, h)
+	err = taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: time.Second, Root: taker.root, Logger: log}, h)
 	if !errors.Is(err, ErrSessionGone) {
 		t.Fatalf("adopt an expired session: %v, want ErrSessionGone", err)
 	}
@@ -180,6 +222,7 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 // handover's: a lease written down after a wait for a hold's operation
 // under way ends when it would have, not that wait earlier.
 func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
 	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
 	ctx := context.Background()
@@ -217,7 +260,7 @@ func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	got := h.Aged()
 	got.Received = time.Now()
-	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
+	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range leases {
@@ -239,6 +282,7 @@ func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
 // the background as the gateway stops, is not waited for forever, and the
 // gateway's service closes.
 func TestNoWaitOutlivesAHandedOverSession(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
 	lease, err := giver.Leases.Create(context.Background(), time.Minute, "holder", "")
 	if err != nil {
@@ -285,6 +329,7 @@ func after(ch <-chan error, check func(error)) <-chan struct{} {
 // over with the others once it is made: a lease the client is told of is
 // never left behind in a session given up.
 func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
 	ls := giver.Leases
 	recorded, proceed := make(chan struct{}), make(chan struct{})
@@ -310,7 +355,7 @@ func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
 		}
 		handed <- h
 	}()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		ls.mu.Lock()
 		defer ls.mu.Unlock()
 		if !ls.handingOver {
@@ -334,6 +379,7 @@ func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
 // when the grace ends. (The fault suite saw a vanished client's waiter
 // kept 10 s after it hung up, and handed over again with a new grace.)
 func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
+	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
 	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
 	ctx := context.Background()
@@ -347,7 +393,7 @@ func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 		_, err := giver.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
 		waiting <- err
 	}()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		for _, h := range waiter.Info().Holds {
 			if h.Node != "" {
 				return nil
@@ -365,7 +411,7 @@ func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	got := h.Aged()
 	got.Received = time.Now()
-	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
+	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
 		t.Fatal(err)
 	}
 	w, err := taker.Leases.Get(waiter.ID)
@@ -380,7 +426,7 @@ func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 		t.Fatal("the retry was granted a held lock")
 	}
 	conn := rawClient(t)
-	eventually(t, 5*time.Second, func() error {
+	zktest.Eventually(t, 5*time.Second, func() error {
 		if holds := w.Info().Holds; len(holds) != 0 {
 			return fmt.Errorf("the waiter still has %+v", holds)
 		}

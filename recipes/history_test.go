@@ -2,10 +2,16 @@ package recipes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // historyIDs lists the lease ids in the history under root.
@@ -25,8 +31,9 @@ func historyIDs(t *testing.T, svc *testService) []string {
 // first, long before their hour is up; live leases stay. Making a lease
 // costs no request more for it: one transaction, as ever.
 func TestLeaseHistoryIsCappedOldestFirst(t *testing.T) {
+	t.Parallel()
 	const capacity = 10
-	px := newProxy(t, sharedServer(t).Addr())
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()},
 		leases: LeaseConfig{RememberMax: capacity, historyCheck: 50 * time.Millisecond}})
 	ctx := context.Background()
@@ -47,11 +54,11 @@ func TestLeaseHistoryIsCappedOldestFirst(t *testing.T) {
 		var multis, creates int
 		for _, r := range px.Requests(svc.root)[mark:] {
 			switch {
-			case r.op == opMulti && r.path == svc.Leases.recordPath(l.ID):
+			case r.Op == opMulti && r.Path == svc.Leases.recordPath(l.ID):
 				multis++
-			case r.op == opMulti:
-				t.Fatalf("making lease %d sent a transaction on %s", i, r.path)
-			case r.op == opCreate:
+			case r.Op == opMulti:
+				t.Fatalf("making lease %d sent a transaction on %s", i, r.Path)
+			case r.Op == opCreate:
 				creates++
 			}
 		}
@@ -63,7 +70,7 @@ func TestLeaseHistoryIsCappedOldestFirst(t *testing.T) {
 		}
 		ended = append(ended, l.ID)
 	}
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if ids := historyIDs(t, svc); len(ids) > capacity {
 			return fmt.Errorf("the history holds %d leases, more than its %d", len(ids), capacity)
 		}
@@ -97,6 +104,7 @@ func TestLeaseHistoryIsCappedOldestFirst(t *testing.T) {
 // The sweeper counts the history more often as it fills: at its longest
 // interval when empty, a thirty-second of it once full.
 func TestNextHistoryCount(t *testing.T) {
+	t.Parallel()
 	const check = 32 * time.Second
 	for _, tt := range []struct {
 		n    int
@@ -112,5 +120,55 @@ func TestNextHistoryCount(t *testing.T) {
 		if got := nextHistoryCount(tt.n, 100_000, check); got != tt.want {
 			t.Errorf("with %d of 100,000: next count in %s, want %s", tt.n, got, tt.want)
 		}
+	}
+}
+
+// The lease history: a lease whose gateway died (its record went with the
+// session, no reason written) is stamped session_lost by a sweep; an entry
+// ended longer than Remember ago is removed.
+func TestLeaseHistorySweep(t *testing.T) {
+	t.Parallel()
+	const remember = 300 * time.Millisecond
+	svc := newService(t, serviceOptions{leases: LeaseConfig{Remember: remember}})
+	raw := rawClient(t)
+	ctx := context.Background()
+	revoked, _ := svc.Leases.Create(ctx, time.Minute, "revoked", "")
+	if err := svc.Leases.Revoke(revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A lease of a gateway that died: its history, and no record.
+	dead := "0123abcd-0000-4000-8000-000000000000"
+	if _, err := raw.Create(svc.root+"/history/01", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	if _, err := raw.Create(svc.root+"/history/01/"+dead, historyEntry{Gateway: "gw-dead"}.bytes(), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Leases.Locate(dead); ErrorCode(err) != CodeLeaseExpired || !strings.Contains(err.Error(), EndSessionLost) {
+		t.Fatalf("a dead gateway's lease: %v, want lease_expired session_lost", err)
+	}
+	if err := svc.Leases.SweepHistory(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw1, _, err := raw.Get(svc.Leases.historyPath(dead))
+	if err != nil || !strings.Contains(string(raw1), `"reason":"session_lost"`) {
+		t.Fatalf("after a sweep the dead gateway's lease reads %s, %v", raw1, err)
+	}
+	if _, err := svc.Leases.Locate(revoked.ID); ErrorCode(err) != CodeLeaseExpired || !strings.Contains(err.Error(), EndRevoked) {
+		t.Fatalf("a revoked lease: %v", err)
+	}
+	zktest.Eventually(t, 10*time.Second, func() error {
+		if err := svc.Leases.SweepHistory(ctx); err != nil {
+			return err
+		}
+		for _, id := range []string{revoked.ID, dead} {
+			if ok, _, _ := raw.Exists(svc.Leases.historyPath(id)); ok {
+				return fmt.Errorf("the history of %s is still there", id)
+			}
+		}
+		return nil
+	})
+	if owner, err := svc.Leases.Locate(revoked.ID); owner != (Keeper{}) || err != nil {
+		t.Fatalf("a swept lease: %+v %v, want nothing known", owner, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // A list reads a bounded number of names a page, however many have nobody
@@ -14,7 +16,8 @@ import (
 // another client made): such a page is short, even empty, and its next
 // name goes on past them. Every held lock comes on some page, once.
 func TestAListPagesPastNamesWithNobodyInThem(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	t.Parallel()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	raw := rawClient(t)
 	ctx := context.Background()
@@ -44,7 +47,7 @@ func TestAListPagesPastNamesWithNobodyInThem(t *testing.T) {
 		}
 		read := 0 // the names listed, each a lock's children
 		for _, r := range px.Requests(svc.root + "/locks")[mark:] {
-			if r.op == opGetChildren2 && r.path != svc.root+"/locks" {
+			if r.Op == opGetChildren2 && r.Path != svc.root+"/locks" {
 				read++
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 func delayed(d time.Duration) *time.Duration { return &d }
@@ -32,6 +33,7 @@ func marksUnder(t testing.TB, conn *zk.Conn, root string) []string {
 // The name of a marker holds the node it stands for, and no recipe's marker:
 // Curator, kazoo and go-zookeeper's zk.Lock sort it after every contender.
 func TestMarkNames(t *testing.T) {
+	t.Parallel()
 	lease := "0b5c6f7e-1a2b-4c3d-8e9f-001122334455"
 	for _, tt := range []struct {
 		node   string
@@ -87,6 +89,7 @@ type grantAt struct {
 // and the marker goes once it is granted; a try-once acquire meanwhile is
 // a timeout that names the lock-delay.
 func TestLockDelayHoldsBackTheNextGrant(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{leases: delayConfig})
 	ctx := context.Background()
 	const delay = 1500 * time.Millisecond
@@ -113,7 +116,7 @@ func TestLockDelayHoldsBackTheNextGrant(t *testing.T) {
 		t.Fatalf("granted %s before the holder's TTL and lock-delay could both have run out", earliest.Sub(g.at))
 	}
 	raw := rawClient(t)
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if m := marksUnder(t, raw, svc.root); len(m) > 0 {
 			return fmt.Errorf("markers left: %v", m)
 		}
@@ -125,6 +128,7 @@ func TestLockDelayHoldsBackTheNextGrant(t *testing.T) {
 // no lock-delay, no marker left. (A delay of an hour would time the test
 // out.)
 func TestLockDelayNotAfterARelease(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{leases: delayConfig})
 	ctx := context.Background()
 	raw := rawClient(t)
@@ -164,6 +168,7 @@ func TestLockDelayNotAfterARelease(t *testing.T) {
 // An admin's revoke is not a release by the lease's client: the lock-delay
 // applies.
 func TestLockDelayAfterAnAdminRevoke(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{leases: delayConfig})
 	ctx := context.Background()
 	holder, _ := svc.Leases.Grant(ctx, LeaseSpec{TTL: time.Minute, Holder: "revoked", LockDelay: delayed(time.Hour)})
@@ -184,6 +189,7 @@ func TestLockDelayAfterAnAdminRevoke(t *testing.T) {
 // its holders' nodes with its session; another gateway grants none of
 // their locks, leaderships or semaphore slots before their lock-delay.
 func TestLockDelayAfterItsGatewayWent(t *testing.T) {
+	t.Parallel()
 	gone := newService(t, serviceOptions{leases: delayConfig})
 	other := newService(t, serviceOptions{root: gone.root, leases: delayConfig})
 	ctx := context.Background()
@@ -224,7 +230,7 @@ func TestLockDelayAfterItsGatewayWent(t *testing.T) {
 		}
 		leads <- grantAt{c.Token, err, time.Now()}
 	}()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		st, err := other.Locks.State(ctx, "lock", 0, 0)
 		if err != nil || len(st.Waiters) != 1 {
 			return fmt.Errorf("lock waiters %v %v", st.Waiters, err)
@@ -252,6 +258,7 @@ func TestLockDelayAfterItsGatewayWent(t *testing.T) {
 
 // A reader's marker holds writers back, not readers.
 func TestLockDelayOfAReader(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{leases: delayConfig})
 	ctx := context.Background()
 	holder, _ := svc.Leases.Grant(ctx, LeaseSpec{TTL: time.Minute, Holder: "reader", LockDelay: delayed(time.Hour)})
@@ -277,6 +284,7 @@ func TestLockDelayOfAReader(t *testing.T) {
 // go-zookeeper's zk.Lock reads every child's sequence: a marker must not
 // break it, and it is not bound by the lock-delay.
 func TestLockDelayMarkerAndZkLock(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{leases: delayConfig})
 	ctx := context.Background()
 	holder, _ := svc.Leases.Grant(ctx, LeaseSpec{TTL: time.Minute, Holder: "zkgate", LockDelay: delayed(time.Hour)})
@@ -287,7 +295,7 @@ func TestLockDelayMarkerAndZkLock(t *testing.T) {
 	l := zk.NewLock(raw, svc.root+"/locks/shared", zk.WorldACL(zk.PermAll))
 	locked := make(chan error, 1)
 	go func() { locked <- l.Lock() }()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		kids, _, err := raw.Children(svc.root + "/locks/shared")
 		if err != nil || len(kids) != 3 {
 			return fmt.Errorf("children %v %v", kids, err)
@@ -318,6 +326,7 @@ func TestLockDelayMarkerAndZkLock(t *testing.T) {
 // A marker of a line nobody waits on is deleted by a sweep once its delay
 // has run out.
 func TestLockDelaySweep(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{leases: delayConfig})
 	ctx := context.Background()
 	holder, _ := svc.Leases.Grant(ctx, LeaseSpec{TTL: time.Minute, Holder: "lonely", LockDelay: delayed(300 * time.Millisecond)})
@@ -331,7 +340,7 @@ func TestLockDelaySweep(t *testing.T) {
 	if m := marksUnder(t, raw, svc.root); len(m) != 2 {
 		t.Fatalf("after an admin's revoke: %v, want the marker and its index entry", m)
 	}
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if err := svc.SweepDelays(ctx); err != nil {
 			return err
 		}

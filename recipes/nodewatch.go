@@ -156,11 +156,16 @@ func (w *nodeWatches) release(nw *nodeWatch) {
 	defer w.mu.Unlock()
 	nw.refs--
 	if nw.refs == 0 && !nw.done && nw.events != nil {
-		nw.idleSince = time.Now()
-		if !w.sweeping {
-			w.sweeping = true
-			go w.sweep()
-		}
+		w.idleLocked(nw)
+	}
+}
+
+// idleLocked leaves nw, armed and waited on by nobody, to the sweep.
+func (w *nodeWatches) idleLocked(nw *nodeWatch) {
+	nw.idleSince = time.Now()
+	if !w.sweeping {
+		w.sweeping = true
+		go w.sweep()
 	}
 }
 
@@ -266,6 +271,11 @@ func (w *nodeWatches) arm(nw *nodeWatch) {
 		}
 	} else {
 		nw.events = events
+		if nw.refs == 0 {
+			// Every caller gave up while it was being armed: it is idle
+			// from now, as if the last had let go of it now.
+			w.idleLocked(nw)
+		}
 	}
 	w.mu.Unlock()
 	close(nw.ready)

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // wantQueueFull checks that err refuses a produce at the cap limit of max,
@@ -46,6 +49,7 @@ func itemsIn(t *testing.T, svc *testService, name string) int {
 // by another client, at the next produce (which counts the queue again
 // before it refuses).
 func TestAQueueIsCappedInItemsAndBytes(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{queues: QueueConfig{MaxItems: 5, MaxBytes: 100}})
 	ctx := context.Background()
 	for range 5 {
@@ -91,6 +95,7 @@ func TestAQueueIsCappedInItemsAndBytes(t *testing.T) {
 // counting QueueNodes more) and MaxTotalBytes bytes; a queue deleted gives
 // its share back.
 func TestAllQueuesAreCappedTogether(t *testing.T) {
+	t.Parallel()
 	const most = 2*QueueNodes + 3
 	svc := newService(t, serviceOptions{queues: QueueConfig{MaxTotalItems: most}})
 	ctx := context.Background()
@@ -135,8 +140,9 @@ func TestAllQueuesAreCappedTogether(t *testing.T) {
 // the queue ends at its cap or above it by at most a blind budget (a
 // sixteenth of the cap) per other gateway, and every gateway refuses it.
 func TestQueueCapsHoldAcrossGateways(t *testing.T) {
+	t.Parallel()
 	const capacity, gateways = 64, 3
-	root := uniqueRoot(t)
+	root := zktest.UniqueRoot(t)
 	var svcs []*testService
 	for range gateways {
 		svcs = append(svcs, newService(t, serviceOptions{root: root, queues: QueueConfig{MaxItems: capacity}}))
@@ -186,14 +192,15 @@ func TestQueueCapsHoldAcrossGateways(t *testing.T) {
 // spent, one listing of the entries, and one stat per item that another
 // gateway made meanwhile.
 func TestAProduceCountsOnlyOncePerBudget(t *testing.T) {
+	t.Parallel()
 	const capacity = 32 // a blind budget of 2 items
-	px := newProxy(t, sharedServer(t).Addr())
-	root := uniqueRoot(t)
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
+	root := zktest.UniqueRoot(t)
 	svc := newService(t, serviceOptions{root: root, servers: []string{px.Addr()}, queues: QueueConfig{MaxItems: capacity}})
 	other := newService(t, serviceOptions{root: root})
 	ctx := context.Background()
 	entries := svc.Queues.entries("q")
-	produce := func(on *testService) []zkRequest {
+	produce := func(on *testService) []zkproxy.Request {
 		t.Helper()
 		mark := len(px.Requests(root))
 		if _, err := on.Queues.Produce(ctx, "q", []byte("x"), 0); err != nil {
@@ -201,15 +208,15 @@ func TestAProduceCountsOnlyOncePerBudget(t *testing.T) {
 		}
 		return px.Requests(root)[mark:]
 	}
-	ops := func(rs []zkRequest) (out []string) {
+	ops := func(rs []zkproxy.Request) (out []string) {
 		for _, r := range rs {
-			out = append(out, fmt.Sprintf("%d %s", r.op, strings.TrimPrefix(r.path, root)))
+			out = append(out, fmt.Sprintf("%d %s", r.Op, strings.TrimPrefix(r.Path, root)))
 		}
 		return out
 	}
 	// The first produce counts, and its item is the first of the budget.
 	t.Logf("the first produce sent %v", ops(produce(svc)))
-	if got := produce(svc); len(got) != 1 || got[0].op != opCreate {
+	if got := produce(svc); len(got) != 1 || got[0].Op != opCreate {
 		t.Fatalf("a produce within the budget sent %v, want one create", ops(got))
 	}
 	for range 3 {
@@ -217,15 +224,15 @@ func TestAProduceCountsOnlyOncePerBudget(t *testing.T) {
 	}
 	got := produce(svc)
 	want := []int32{opGetChildren2, opExists, opExists, opExists, opCreate}
-	if !slices.Equal(opsOf(got), want) || got[0].path != entries {
+	if !slices.Equal(opsOf(got), want) || got[0].Path != entries {
 		t.Fatalf("the produce past the budget sent %v, want a listing of the entries, a stat of each of the other gateway's 3 items, and its create", ops(got))
 	}
 }
 
-func opsOf(rs []zkRequest) []int32 {
+func opsOf(rs []zkproxy.Request) []int32 {
 	var out []int32
 	for _, r := range rs {
-		out = append(out, r.op)
+		out = append(out, r.Op)
 	}
 	return out
 }
@@ -233,6 +240,7 @@ func opsOf(rs []zkRequest) []int32 {
 // The produces of one gateway under way in ZooKeeper hold at most
 // MaxProducingBytes of items; another waits for room.
 func TestProducesUnderWayAreBounded(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{queues: QueueConfig{MaxBytes: 1 << 30, MaxTotalBytes: 1 << 30}})
 	l := svc.Queues.ledger
 	ctx := context.Background()

@@ -8,15 +8,8 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
-)
-
-// More of ZooKeeper's opcodes (see faultfound_test.go), as the proxy sees
-// them.
-const (
-	opExists          = 3
-	opGetChildren2    = 12
-	opCreate2         = 15
-	opCreateContainer = 19
+	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // An uncontended acquire sends what zk.Lock sends: the create, which brings
@@ -24,7 +17,8 @@ const (
 // its own. The listing goes right behind the create, before its reply: one
 // round trip. A release is one delete.
 func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	t.Parallel()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
 	lease, err := svc.Leases.Create(ctx, time.Minute, "solo", "")
@@ -57,7 +51,7 @@ func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("acquire %d sent %v, want %v (create2, getChildren2)", i, got, want)
 		}
-		if sent[1].answered != sent[0].answered {
+		if sent[1].Answered != sent[0].Answered {
 			t.Fatalf("acquire %d sent its listing after the create's reply", i)
 		}
 		if _, st, err := rawClient(t).Exists(g.Node); err != nil || st.Czxid != g.Token {
@@ -79,7 +73,8 @@ func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
 // in the line sends its listing after its create is answered, through the
 // lister; once every call is over, the count of calls in the line is gone.
 func TestOnlyACallAloneInItsLineListsBehindItsCreate(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	t.Parallel()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
 	holder, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
@@ -93,14 +88,14 @@ func TestOnlyACallAloneInItsLineListsBehindItsCreate(t *testing.T) {
 	// The holder's call is over: the first waiter is alone in the line.
 	before := len(px.Requests(parent))
 	first := waitBehind(t, svc, px, "crowd")
-	if sent := px.Requests(parent)[before:]; len(sent) < 2 || sent[0].op != opCreate2 || sent[1].op != opGetChildren2 ||
-		sent[1].answered != sent[0].answered {
+	if sent := px.Requests(parent)[before:]; len(sent) < 2 || sent[0].Op != opCreate2 || sent[1].Op != opGetChildren2 ||
+		sent[1].Answered != sent[0].Answered {
 		t.Fatalf("the first waiter, alone in the line, sent %+v; want its listing before the create's reply", sent)
 	}
 	before = len(px.Requests(parent))
 	second := waitBehind(t, svc, px, "crowd")
-	if sent := px.Requests(parent)[before:]; len(sent) < 2 || sent[0].op != opCreate2 || sent[1].op != opGetChildren2 ||
-		sent[1].answered == sent[0].answered {
+	if sent := px.Requests(parent)[before:]; len(sent) < 2 || sent[0].Op != opCreate2 || sent[1].Op != opGetChildren2 ||
+		sent[1].Answered == sent[0].Answered {
 		t.Fatalf("the second waiter, with company, sent %+v; want its listing after the create's reply", sent)
 	}
 	if err := svc.Locks.Release(ctx, holder, "crowd", ""); err != nil {
@@ -128,9 +123,10 @@ func TestOnlyACallAloneInItsLineListsBehindItsCreate(t *testing.T) {
 // another client's; none when the holder released through this gateway,
 // whose delete went in one transaction with a check of the waiter's node.
 func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
+	t.Parallel()
 	for _, through := range []string{"this gateway", "another client"} {
 		t.Run(through, func(t *testing.T) {
-			px := newProxy(t, sharedServer(t).Addr())
+			px := zkproxy.New(t, zktest.Shared(t).Addr())
 			svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 			ctx := context.Background()
 			parent := svc.Locks.parent("line")
@@ -183,7 +179,8 @@ func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
 // transaction that removes both; the taken directory is read only once a
 // claim finds its item claimed already.
 func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	t.Parallel()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
 	base := svc.Queues.base("q")
@@ -228,7 +225,7 @@ func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
 // proxy holds every watch event back, until the test ends. took waits for
 // the take's answer, which must be want, and checks that an event was held
 // meanwhile (else the test would prove nothing).
-func waitingTakeUnheard(t *testing.T, svc *testService, px *proxy, name string) (took func(want string)) {
+func waitingTakeUnheard(t *testing.T, svc *testService, px *zkproxy.Proxy, name string) (took func(want string)) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := svc.Queues.Produce(ctx, name, []byte("first"), 0); err != nil {
@@ -248,9 +245,9 @@ func waitingTakeUnheard(t *testing.T, svc *testService, px *proxy, name string) 
 		}
 		taken <- it
 	}()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		for _, r := range px.Requests(svc.Queues.taken(name))[mark:] {
-			if r.op == opGetChildren2 {
+			if r.Op == opGetChildren2 {
 				return nil
 			}
 		}
@@ -283,7 +280,8 @@ func waitingTakeUnheard(t *testing.T, svc *testService, px *proxy, name string) 
 // and nothing lists the entries between the produce and the take's removal
 // of the item.
 func TestAWaitingTakeGetsAnItemProducedHereBeforeTheWatchFires(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	t.Parallel()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	entries := svc.Queues.entries("w")
 	took := waitingTakeUnheard(t, svc, px, "w")
@@ -296,15 +294,15 @@ func TestAWaitingTakeGetsAnItemProducedHereBeforeTheWatchFires(t *testing.T) {
 	// listing right behind it (sent before the create's reply), the claim's
 	// read of the item; no other listing.
 	sent := px.Requests(entries)[mark:]
-	if len(sent) < 2 || sent[0].op != opCreate2 || sent[1].op != opGetChildren2 || sent[1].path != entries ||
-		sent[1].answered != sent[0].answered {
+	if len(sent) < 2 || sent[0].Op != opCreate2 || sent[1].Op != opGetChildren2 || sent[1].Path != entries ||
+		sent[1].Answered != sent[0].Answered {
 		t.Fatalf("the produce sent %+v; want a create2 with the listing of the entries behind it", sent)
 	}
 	for _, r := range sent[2:] {
-		if r.op == opMulti {
+		if r.Op == opMulti {
 			break
 		}
-		if r.op == opGetChildren2 && r.path == entries {
+		if r.Op == opGetChildren2 && r.Path == entries {
 			t.Fatalf("the entries were listed again between the produce and the take: %+v", sent)
 		}
 	}
@@ -316,7 +314,8 @@ func TestAWaitingTakeGetsAnItemProducedHereBeforeTheWatchFires(t *testing.T) {
 // here), is in it, and the waiting take, woken by the produce, takes that
 // item first, in the queue's order.
 func TestAProduceGivesTheCacheARealListing(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	t.Parallel()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
 	took := waitingTakeUnheard(t, svc, px, "u")
@@ -337,7 +336,8 @@ func TestAProduceGivesTheCacheARealListing(t *testing.T) {
 // and the waiter, finding its node gone, makes a new one and is granted with
 // that node's token, never the old one's.
 func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	t.Parallel()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
 	parent := svc.Locks.parent("gone")
@@ -391,7 +391,8 @@ func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
 // (a take's claimant is new: the claim is someone else's) and no listing of
 // the claims beyond the watch cache's own.
 func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	t.Parallel()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
 	taken := svc.Queues.taken("herd")
@@ -414,9 +415,9 @@ func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
 			got <- string(it.Data)
 		}()
 	}
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		for _, r := range px.Requests(taken) {
-			if r.op == opGetChildren2 {
+			if r.Op == opGetChildren2 {
 				return nil
 			}
 		}
@@ -443,11 +444,11 @@ func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
 	var listings, reads, creates int
 	for _, r := range px.Requests(taken)[mark:] {
 		switch {
-		case r.op == opGetChildren2 && r.path == taken:
+		case r.Op == opGetChildren2 && r.Path == taken:
 			listings++
-		case r.op == opGetData:
+		case r.Op == opGetData:
 			reads++
-		case r.op == opCreate:
+		case r.Op == opCreate:
 			creates++
 		}
 	}
@@ -465,7 +466,7 @@ func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
 // waitBehind has a new lease wait for lock name through svc, and returns
 // once its wait is armed (its getData with a watch on the node before it
 // went through px); grant waits for the grant.
-func waitBehind(t *testing.T, svc *testService, px *proxy, name string) (grant func() LockGrant) {
+func waitBehind(t *testing.T, svc *testService, px *zkproxy.Proxy, name string) (grant func() LockGrant) {
 	t.Helper()
 	ctx := context.Background()
 	waiter, err := svc.Leases.Create(ctx, time.Minute, "waiter", "")
@@ -484,7 +485,7 @@ func waitBehind(t *testing.T, svc *testService, px *proxy, name string) (grant f
 		}
 		granted <- g
 	}()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if sent := px.Sent(parent)[before:]; len(sent) == 0 || sent[len(sent)-1] != opGetData {
 			return fmt.Errorf("the waiter has not armed its watch yet: %v", sent)
 		}
@@ -510,7 +511,8 @@ func waitBehind(t *testing.T, svc *testService, px *proxy, name string) (grant f
 // (and its claim once for its claimant), behind one sync and the two
 // listings.
 func TestAQueueReadCostsABoundedNumberOfRequests(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	t.Parallel()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
 	const items = 250
@@ -544,9 +546,9 @@ func TestAQueueReadCostsABoundedNumberOfRequests(t *testing.T) {
 	// A sync, the two listings, a stat per head item and the one claim;
 	// the session's heartbeat (a stat of the root) may come in between.
 	const maxHead = 100
-	var sent []zkRequest
+	var sent []zkproxy.Request
 	for _, r := range px.Requests(svc.root)[mark:] {
-		if r.op != opExists || r.path != svc.root {
+		if r.Op != opExists || r.Path != svc.root {
 			sent = append(sent, r)
 		}
 	}

@@ -8,12 +8,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // A session given up with Detach is resumed by a Connect that presents it,
 // with the nodes it holds; one that does not exist (or expired) is
 // ErrSessionGone, never a new session in its place.
 func TestResumeADetachedSession(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{timeout: 5 * time.Second})
 	ctx := context.Background()
 	lease, _ := svc.Leases.Create(ctx, time.Minute, "moving", "")
@@ -32,7 +35,7 @@ func TestResumeADetachedSession(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	resumed, err := Connect(cctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second,
+	resumed, err := Connect(cctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second,
 		Root: svc.root, Logger: log, Resume: &saved})
 	if err != nil {
 		t.Fatalf("resume: %v", err)
@@ -47,7 +50,7 @@ func TestResumeADetachedSession(t *testing.T) {
 	}
 
 	gone := SavedSession{ID: saved.ID ^ 0x5a5a5a, Password: saved.Password}
-	_, err = Connect(cctx, SessionConfig{Servers: []string{sharedServer(t).Addr()}, Timeout: 5 * time.Second,
+	_, err = Connect(cctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second,
 		Root: svc.root, Logger: log, Resume: &gone})
 	if !errors.Is(err, ErrSessionGone) {
 		t.Fatalf("resume a session that does not exist: %v, want ErrSessionGone", err)

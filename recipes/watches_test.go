@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/zktest"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
@@ -61,15 +63,29 @@ func watchCount(t testing.TB, addr string) int {
 }
 
 // clientWatches counts the watch channels go-zookeeper keeps, of every
-// path. It reads the client's unexported table (see watchersOf): a request
-// may be under way, so it takes the table's lock.
+// path.
 func clientWatches(t testing.TB, conn *zk.Conn) int {
+	t.Helper()
+	return watchChannels(t, conn, func(string) bool { return true })
+}
+
+// watchersOf counts the watch channels go-zookeeper keeps for p.
+func watchersOf(t testing.TB, conn *zk.Conn, p string) int {
+	t.Helper()
+	return watchChannels(t, conn, func(path string) bool { return path == p })
+}
+
+// watchChannels counts the watch channels go-zookeeper keeps for the paths
+// that match. It reads the client's unexported table, which only a test
+// may do: the pile-up it checks for lives nowhere else. A request may be
+// under way, so it takes the table's lock.
+func watchChannels(t testing.TB, conn *zk.Conn, match func(path string) bool) int {
 	t.Helper()
 	v := reflect.ValueOf(conn).Elem()
 	table := v.FieldByName("watchers")
 	lock := v.FieldByName("watchersLock")
 	if !table.IsValid() || !lock.IsValid() {
-		t.Fatal("go-zookeeper's watcher table moved: update clientWatches")
+		t.Fatal("go-zookeeper's watcher table moved: update watchChannels")
 	}
 	mu := (*sync.Mutex)(lock.Addr().UnsafePointer())
 	mu.Lock()
@@ -77,7 +93,9 @@ func clientWatches(t testing.TB, conn *zk.Conn) int {
 	n := 0
 	iter := table.MapRange()
 	for iter.Next() {
-		n += iter.Value().Len()
+		if match(iter.Key().Field(0).String()) {
+			n += iter.Value().Len()
+		}
 	}
 	return n
 }
@@ -87,7 +105,6 @@ func clientWatches(t testing.TB, conn *zk.Conn) int {
 // lets it go. Every kind of name, each with its own recipe.
 func useOnce(t testing.TB, svc *testService, kind, name string) {
 	ctx := context.Background()
-	const short = 20 * time.Millisecond
 	a, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
 	if err != nil {
 		t.Error(err)
@@ -100,78 +117,112 @@ func useOnce(t testing.TB, svc *testService, kind, name string) {
 		return
 	}
 	defer func() { _ = svc.Leases.Revoke(b.ID) }()
-	check := func(what string, err error) {
-		if err != nil && ErrorCode(err) != CodeTimeout {
-			t.Errorf("%s %s %s: %v", kind, name, what, err)
-		}
+	u := nameUse{t: t, ctx: ctx, svc: svc, a: a, b: b, kind: kind, name: name}
+	nameUses[kind](u)
+}
+
+// nameUse is one use of a name by useOnce: a holds, b waits in vain.
+type nameUse struct {
+	t          testing.TB
+	ctx        context.Context
+	svc        *testService
+	a, b       *Lease
+	kind, name string
+}
+
+// short is the wait that useOnce's waits and blocking reads give up after.
+const short = 20 * time.Millisecond
+
+// check fails the test for an error of what but a timeout.
+func (u nameUse) check(what string, err error) {
+	if err != nil && ErrorCode(err) != CodeTimeout {
+		u.t.Errorf("%s %s %s: %v", u.kind, u.name, what, err)
 	}
-	switch kind {
-	case "lock", "rwlock":
-		mode, other := ModeExclusive, ModeExclusive
-		if kind == "rwlock" {
-			mode, other = ModeWrite, ModeRead
+}
+
+// nameUses use a name of each kind once.
+var nameUses = map[string]func(nameUse){
+	"lock": useLock, "rwlock": useLock,
+	"semaphore": func(u nameUse) {
+		ctx, svc := u.ctx, u.svc
+		_, err := svc.Semaphores.Acquire(ctx, u.a, u.name, 1, 0)
+		u.check("acquire", err)
+		_, err = svc.Semaphores.Acquire(ctx, u.b, u.name, 1, short)
+		u.check("wait", err)
+		st, err := svc.Semaphores.State(ctx, u.name, 0, 0)
+		u.check("read", err)
+		_, err = svc.Semaphores.State(ctx, u.name, st.Index, short)
+		u.check("blocking read", err)
+		u.check("release", svc.Semaphores.Release(ctx, u.a, u.name))
+	},
+	"election": func(u nameUse) {
+		ctx, svc := u.ctx, u.svc
+		_, err := svc.Elections.Campaign(ctx, u.a, u.name, "a", 0)
+		u.check("campaign", err)
+		_, err = svc.Elections.Campaign(ctx, u.b, u.name, "b", short)
+		u.check("wait", err)
+		st, err := svc.Elections.State(ctx, u.name, 0, 0)
+		u.check("read", err)
+		_, err = svc.Elections.State(ctx, u.name, st.Index, short)
+		u.check("blocking read", err)
+		u.check("resign", svc.Elections.Resign(ctx, u.a, u.name))
+		u.check("resign", svc.Elections.Resign(ctx, u.b, u.name))
+	},
+	"queue": func(u nameUse) {
+		ctx, svc := u.ctx, u.svc
+		_, err := svc.Queues.Produce(ctx, u.name, []byte("x"), 1)
+		u.check("produce", err)
+		_, err = svc.Queues.Take(ctx, u.name, 0)
+		u.check("take", err)
+		if _, err := svc.Queues.Take(ctx, u.name, short); !IsEmpty(err) {
+			u.t.Errorf("queue %s: a take of the empty queue: %v", u.name, err)
 		}
-		_, err := svc.Locks.Acquire(ctx, a, name, mode, 0)
-		check("acquire", err)
-		_, err = svc.Locks.Acquire(ctx, b, name, other, short)
-		check("wait", err)
-		st, err := svc.Locks.State(ctx, name, 0, 0)
-		check("read", err)
-		_, err = svc.Locks.State(ctx, name, st.Index, short)
-		check("blocking read", err)
-		check("release", svc.Locks.Release(ctx, a, name, mode))
-	case "semaphore":
-		_, err := svc.Semaphores.Acquire(ctx, a, name, 1, 0)
-		check("acquire", err)
-		_, err = svc.Semaphores.Acquire(ctx, b, name, 1, short)
-		check("wait", err)
-		st, err := svc.Semaphores.State(ctx, name, 0, 0)
-		check("read", err)
-		_, err = svc.Semaphores.State(ctx, name, st.Index, short)
-		check("blocking read", err)
-		check("release", svc.Semaphores.Release(ctx, a, name))
-	case "election":
-		_, err := svc.Elections.Campaign(ctx, a, name, "a", 0)
-		check("campaign", err)
-		_, err = svc.Elections.Campaign(ctx, b, name, "b", short)
-		check("wait", err)
-		st, err := svc.Elections.State(ctx, name, 0, 0)
-		check("read", err)
-		_, err = svc.Elections.State(ctx, name, st.Index, short)
-		check("blocking read", err)
-		check("resign", svc.Elections.Resign(ctx, a, name))
-		check("resign", svc.Elections.Resign(ctx, b, name))
-	case "queue":
-		_, err := svc.Queues.Produce(ctx, name, []byte("x"), 1)
-		check("produce", err)
-		_, err = svc.Queues.Take(ctx, name, 0)
-		check("take", err)
-		if _, err := svc.Queues.Take(ctx, name, short); !IsEmpty(err) {
-			t.Errorf("queue %s: a take of the empty queue: %v", name, err)
-		}
-		st, err := svc.Queues.State(ctx, name, 0, 0, 0)
-		check("read", err)
-		_, err = svc.Queues.State(ctx, name, 0, st.Index, short)
-		check("blocking read", err)
-		check("delete", svc.Queues.Delete(ctx, name))
-	case "barrier":
-		_, err := svc.Barriers.Raise(ctx, name)
-		check("raise", err)
-		_, err = svc.Barriers.Wait(ctx, name, short)
-		check("wait", err)
-		check("lower", svc.Barriers.Lower(ctx, name))
-		_, err = svc.Barriers.Wait(ctx, name, short)
-		check("wait", err)
-	case "double-barrier":
-		_, err := svc.DoubleBarriers.Enter(ctx, a, name, "a", 2, short)
-		check("enter", err)
-		st, err := svc.DoubleBarriers.State(ctx, name, 0, 0)
-		check("read", err)
-		_, err = svc.DoubleBarriers.State(ctx, name, st.Index, short)
-		check("blocking read", err)
-		_, err = svc.DoubleBarriers.Leave(ctx, a, name, "a", 0)
-		check("leave", err)
+		st, err := svc.Queues.State(ctx, u.name, 0, 0, 0)
+		u.check("read", err)
+		_, err = svc.Queues.State(ctx, u.name, 0, st.Index, short)
+		u.check("blocking read", err)
+		u.check("delete", svc.Queues.Delete(ctx, u.name))
+	},
+	"barrier": func(u nameUse) {
+		ctx, svc := u.ctx, u.svc
+		_, err := svc.Barriers.Raise(ctx, u.name)
+		u.check("raise", err)
+		_, err = svc.Barriers.Wait(ctx, u.name, short)
+		u.check("wait", err)
+		u.check("lower", svc.Barriers.Lower(ctx, u.name))
+		_, err = svc.Barriers.Wait(ctx, u.name, short)
+		u.check("wait", err)
+	},
+	"double-barrier": func(u nameUse) {
+		ctx, svc := u.ctx, u.svc
+		_, err := svc.DoubleBarriers.Enter(ctx, u.a, u.name, "a", 2, short)
+		u.check("enter", err)
+		st, err := svc.DoubleBarriers.State(ctx, u.name, 0, 0)
+		u.check("read", err)
+		_, err = svc.DoubleBarriers.State(ctx, u.name, st.Index, short)
+		u.check("blocking read", err)
+		_, err = svc.DoubleBarriers.Leave(ctx, u.a, u.name, "a", 0)
+		u.check("leave", err)
+	},
+}
+
+// useLock uses a lock (exclusive) or a read/write lock (a writer holds it,
+// a reader waits).
+func useLock(u nameUse) {
+	ctx, svc := u.ctx, u.svc
+	mode, other := ModeExclusive, ModeExclusive
+	if u.kind == "rwlock" {
+		mode, other = ModeWrite, ModeRead
 	}
+	_, err := svc.Locks.Acquire(ctx, u.a, u.name, mode, 0)
+	u.check("acquire", err)
+	_, err = svc.Locks.Acquire(ctx, u.b, u.name, other, short)
+	u.check("wait", err)
+	st, err := svc.Locks.State(ctx, u.name, 0, 0)
+	u.check("read", err)
+	_, err = svc.Locks.State(ctx, u.name, st.Index, short)
+	u.check("blocking read", err)
+	u.check("release", svc.Locks.Release(ctx, u.a, u.name, mode))
 }
 
 var nameKinds = []string{"lock", "rwlock", "semaphore", "election", "queue", "barrier", "double-barrier"}
@@ -180,11 +231,12 @@ var nameKinds = []string{"lock", "rwlock", "semaphore", "election", "queue", "ba
 // behind: once each is released and the linger has passed, ZooKeeper keeps
 // no watch of the gateway's session, go-zookeeper none in its table, and the
 // goroutines are back where they were; a reconnect sets again only the
-// watches of a name still read. Before, each name left about seven watches
-// on both sides for good, set again at every reconnect.
+// watches of a name still read, not about seven watches of each name on
+// both sides for good, set again at every reconnect.
 func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
-	zks := ownServer(t)
-	px := newProxy(t, zks.Addr())
+	// Not parallel: it counts the goroutines of the whole test binary.
+	zks := zktest.Own(t)
+	px := zkproxy.New(t, zks.Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
 	svc.cache.linger = 100 * time.Millisecond
 	svc.watches.linger = 100 * time.Millisecond
@@ -194,7 +246,54 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	baseServer, baseClient := watchCount(t, zks.Addr()), clientWatches(t, conn)
 	baseGoroutines := runtime.NumGoroutine()
 
-	// One name stays in use: held, and watched by a blocking read.
+	keeper, keptDone := keepOneName(t, svc, baseClient)
+	const perKind = 40 // 280 names in all
+	useNamesOnce(t, svc, perKind)
+	kept := svc.root + "/locks/kept"
+	zktest.Eventually(t, 30*time.Second, func() error {
+		server, client := watchCount(t, zks.Addr())-baseServer, clientWatches(t, conn)-baseClient
+		data := dataWatchesOf(t, zks.Addr(), id)
+		if server != 2 || client != 2 || len(data) != 1 || data[0] != kept {
+			return fmt.Errorf("after %d names used once: ZooKeeper keeps %d watches of the gateway (data: %d, %s), go-zookeeper %d; want 2 each, those of %s",
+				perKind*len(nameKinds), server, len(data), head(data, 5), client, kept)
+		}
+		if g := runtime.NumGoroutine(); g > baseGoroutines+2 {
+			return fmt.Errorf("%d goroutines, %d before the names were used", g, baseGoroutines)
+		}
+		return nil
+	})
+
+	// A reconnect sets again the watches of the kept name, and no other.
+	reconnects := svc.sess.Stats().Reconnects
+	px.Drop()
+	zktest.Eventually(t, 20*time.Second, func() error {
+		if st, _, _ := svc.sess.Status(); st != StateLive || svc.sess.Stats().Reconnects == reconnects {
+			return fmt.Errorf("session %s", st)
+		}
+		if data := dataWatchesOf(t, zks.Addr(), id); len(data) != 1 || data[0] != kept {
+			return fmt.Errorf("after a reconnect ZooKeeper keeps data watches %s, want [%s]", head(data, 5), kept)
+		}
+		if n := watchCount(t, zks.Addr()) - baseServer; n != 2 {
+			return fmt.Errorf("after a reconnect ZooKeeper keeps %d watches of the gateway, want 2", n)
+		}
+		return nil
+	})
+	// The kept read still sees a change.
+	if err := svc.Locks.Release(ctx, keeper, "kept", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-keptDone; err != nil {
+		t.Fatalf("the kept blocking read: %v", err)
+	}
+}
+
+// keepOneName keeps the lock "kept" in use, held by the lease it returns
+// and watched by a blocking read, which answers on the channel it
+// returns; base is go-zookeeper's count of watches before.
+func keepOneName(t *testing.T, svc *testService, base int) (*Lease, <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	conn := svc.sess.Conn()
 	keeper, err := svc.Leases.Create(ctx, time.Minute, "keeper", "")
 	if err != nil {
 		t.Fatal(err)
@@ -208,19 +307,23 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	}
 	keptDone := make(chan error, 1)
 	keptCtx, stopKept := context.WithCancel(ctx)
-	defer stopKept()
+	t.Cleanup(stopKept)
 	go func() {
 		_, err := svc.Locks.State(keptCtx, "kept", st.Index, time.Minute)
 		keptDone <- err
 	}()
-	eventually(t, 10*time.Second, func() error {
-		if n := clientWatches(t, conn) - baseClient; n != 2 {
+	zktest.Eventually(t, 10*time.Second, func() error {
+		if n := clientWatches(t, conn) - base; n != 2 {
 			return fmt.Errorf("%d watches for the kept lock, want 2 (its children, its data)", n)
 		}
 		return nil
 	})
+	return keeper, keptDone
+}
 
-	const perKind = 40 // 280 names in all
+// useNamesOnce uses perKind names of every kind once each, on 8 workers.
+func useNamesOnce(t *testing.T, svc *testService, perKind int) {
+	t.Helper()
 	work := make(chan [2]string)
 	var wg sync.WaitGroup
 	for range 8 {
@@ -242,43 +345,6 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-
-	kept := svc.root + "/locks/kept"
-	eventually(t, 30*time.Second, func() error {
-		server, client := watchCount(t, zks.Addr())-baseServer, clientWatches(t, conn)-baseClient
-		data := dataWatchesOf(t, zks.Addr(), id)
-		if server != 2 || client != 2 || len(data) != 1 || data[0] != kept {
-			return fmt.Errorf("after %d names used once: ZooKeeper keeps %d watches of the gateway (data: %d, %s), go-zookeeper %d; want 2 each, those of %s",
-				perKind*len(nameKinds), server, len(data), head(data, 5), client, kept)
-		}
-		if g := runtime.NumGoroutine(); g > baseGoroutines+2 {
-			return fmt.Errorf("%d goroutines, %d before the names were used", g, baseGoroutines)
-		}
-		return nil
-	})
-
-	// A reconnect sets again the watches of the kept name, and no other.
-	reconnects := svc.sess.Stats().Reconnects
-	px.Drop()
-	eventually(t, 20*time.Second, func() error {
-		if st, _, _ := svc.sess.Status(); st != StateLive || svc.sess.Stats().Reconnects == reconnects {
-			return fmt.Errorf("session %s", st)
-		}
-		if data := dataWatchesOf(t, zks.Addr(), id); len(data) != 1 || data[0] != kept {
-			return fmt.Errorf("after a reconnect ZooKeeper keeps data watches %s, want [%s]", head(data, 5), kept)
-		}
-		if n := watchCount(t, zks.Addr()) - baseServer; n != 2 {
-			return fmt.Errorf("after a reconnect ZooKeeper keeps %d watches of the gateway, want 2", n)
-		}
-		return nil
-	})
-	// The kept read still sees a change.
-	if err := svc.Locks.Release(ctx, keeper, "kept", ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-keptDone; err != nil {
-		t.Fatalf("the kept blocking read: %v", err)
-	}
 }
 
 func head(s []string, n int) []string {
@@ -295,7 +361,8 @@ func head(s []string, n int) []string {
 // go-zookeeper keep a channel more for every change of the line, as long as
 // the lock lived.
 func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	t.Parallel()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
 	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
@@ -321,7 +388,7 @@ func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 		}
 	}()
 	parent := svc.Locks.parent("watched")
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if n := watchersOf(t, svc.sess.Conn(), parent); n != 2 {
 			return fmt.Errorf("%d watches on the line", n)
 		}
@@ -351,10 +418,10 @@ func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 	}
 	reloads := 0
 	for _, r := range px.Requests(parent)[mark:] {
-		if r.path != parent {
+		if r.Path != parent {
 			continue
 		}
-		switch r.op {
+		switch r.Op {
 		case opGetChildren2:
 			reloads++
 		case opGetData:
@@ -366,11 +433,57 @@ func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 	}
 }
 
+// A wait given up while the answer that arms its watch is still on its way
+// leaves no watch either: armed with nobody left to wait on it, the watch
+// lingers and is removed like any other, not kept until the node changes.
+func TestAWaitGivenUpWhileArmingItsWatchLeavesNoWatch(t *testing.T) {
+	t.Parallel()
+	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opGetData)
+	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
+	t.Cleanup(proxy.Release) // before the service closes, on a failure too
+	svc.watches.linger = 100 * time.Millisecond
+	ctx := context.Background()
+	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
+	held, err := svc.Locks.Acquire(ctx, holder, "stall", ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
+	deleteHeld := proxy.deleteHeld
+	proxy.Arm(held.Node) // the waiter's watch on the holder's node
+	// The wait ends while its watch is armed; its waiter node's delete
+	// queues behind the stalled getData, which both go on then.
+	go func() {
+		select {
+		case <-deleteHeld:
+		case <-time.After(30 * time.Second):
+		}
+		proxy.Release()
+	}()
+	_, err = svc.Locks.Acquire(ctx, waiter, "stall", ModeExclusive, 200*time.Millisecond)
+	if !proxy.isStalled() {
+		t.Fatalf("the acquire never armed a watch (got %v)", err)
+	}
+	if code := ErrorCode(err); code != CodeTimeout {
+		t.Fatalf("acquire: %v (code %q), want a timeout", err, code)
+	}
+	zktest.Eventually(t, 10*time.Second, func() error {
+		if n := watchersOf(t, svc.sess.Conn(), held.Node); n != 0 {
+			return fmt.Errorf("go-zookeeper keeps %d watches on the holder's node", n)
+		}
+		if n := svc.watches.Armed(); n != 0 {
+			return fmt.Errorf("%d shared watches armed", n)
+		}
+		return nil
+	})
+}
+
 // A wait given up on a node that stays (a lock held for hours) leaves its
 // watch on that node for the linger, to the waits that retry, then removes
 // it from go-zookeeper and ZooKeeper, rather than keeping it, and a
 // goroutine waiting for its event, until the node changes.
 func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	svc.watches.linger = 100 * time.Millisecond
 	ctx := context.Background()
@@ -384,11 +497,11 @@ func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
 		t.Fatalf("want a timeout, got %v", err)
 	}
 	_, _, id := svc.sess.Status()
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if n := watchersOf(t, svc.sess.Conn(), g.Node); n != 0 {
 			return fmt.Errorf("go-zookeeper keeps %d watches on the holder's node", n)
 		}
-		for _, p := range dataWatchesOf(t, sharedServer(t).Addr(), id) {
+		for _, p := range dataWatchesOf(t, zktest.Shared(t).Addr(), id) {
 			if p == g.Node {
 				return fmt.Errorf("ZooKeeper keeps the watch on the holder's node")
 			}
@@ -400,18 +513,16 @@ func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
 	})
 }
 
-// opRemoveWatches is ZooKeeper's removeWatches opcode.
-const opRemoveWatches = 18
-
 // A ZooKeeper too old to remove watches (before 3.5) is refused at start,
 // with the version the gateway needs: it would keep a watch of every name
 // it ever served. The proxy answers removeWatches as such a server does.
 func TestAZooKeeperThatCannotRemoveWatchesIsRefused(t *testing.T) {
-	px := newProxy(t, sharedServer(t).Addr())
+	t.Parallel()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	px.Unknown(opRemoveWatches)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sess, err := Connect(ctx, SessionConfig{Servers: []string{px.Addr()}, Timeout: time.Second, Root: uniqueRoot(t),
+	sess, err := Connect(ctx, SessionConfig{Servers: []string{px.Addr()}, Timeout: time.Second, Root: zktest.UniqueRoot(t),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err == nil {
 		sess.Close()
@@ -428,6 +539,7 @@ func TestAZooKeeperThatCannotRemoveWatchesIsRefused(t *testing.T) {
 // after every member had left, its ready node deleted, answered ready at
 // once, alone (the Python client's test saw it under load).
 func TestASharedWatchAnswersAfterItsNodeWent(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
 	conn := svc.sess.Conn()
@@ -478,5 +590,38 @@ func TestASharedWatchAnswersAfterItsNodeWent(t *testing.T) {
 	}
 	if st, err := svc.DoubleBarriers.Enter(ctx, third, name, "c", 2, 0); ErrorCode(err) != CodeTimeout {
 		t.Fatalf("a member entering alone after the others left: %+v, %v; want a timeout", st, err)
+	}
+}
+
+// A node has one armed watch, however many waits retry on it: a watch of its
+// own per wait, kept by go-zookeeper until the node changes, would pile up
+// without bound from clients retrying against a lock held for long.
+func TestRetriedWaitsShareOneWatch(t *testing.T) {
+	t.Parallel()
+	svc := newService(t, serviceOptions{})
+	ctx := context.Background()
+	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
+	g, err := svc.Locks.Acquire(ctx, holder, "busy", ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
+	for range 40 {
+		_, err := svc.Locks.Acquire(ctx, waiter, "busy", ModeExclusive, 20*time.Millisecond)
+		if ErrorCode(err) != CodeTimeout {
+			t.Fatalf("want a timeout, got %v", err)
+		}
+	}
+	if n := watchersOf(t, svc.sess.Conn(), g.Node); n > 1 {
+		t.Fatalf("go-zookeeper keeps %d watches on the holder's node after 40 timed-out waits, want at most 1", n)
+	}
+	if n := svc.watches.Armed(); n > 1 {
+		t.Fatalf("%d shared watches armed, want at most 1", n)
+	}
+	svc.handoffs.mu.Lock()
+	left := len(svc.handoffs.waiting)
+	svc.handoffs.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d nodes still have hand-over registrations after the waits ended", left)
 	}
 }

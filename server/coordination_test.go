@@ -28,6 +28,7 @@ func leaderOf(st map[string]any) string {
 	return l["holder"].(string)
 }
 
+//zkgate:race
 func TestElection(t *testing.T) {
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
@@ -99,6 +100,8 @@ func TestElection(t *testing.T) {
 
 // TestOneShotElection: campaign with wait 0 and resign if not elected, as in
 // the classic recipe: exactly one of many wins.
+//
+//zkgate:race
 func TestOneShotElection(t *testing.T) {
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -172,6 +175,7 @@ func TestElectionFailover(t *testing.T) {
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 
+//zkgate:race
 func TestBarrier(t *testing.T) {
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
@@ -210,6 +214,8 @@ func TestBarrier(t *testing.T) {
 
 // TestDoubleBarrierAcrossGateways: three members, two gateways; nobody
 // starts before all entered, nobody finishes before all left.
+//
+//zkgate:race
 func TestDoubleBarrierAcrossGateways(t *testing.T) {
 	g1 := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	g2 := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: g1.Root})
@@ -328,6 +334,8 @@ func TestQueueOrderTakeAndPeek(t *testing.T) {
 // TestQueueClaimsSurviveDyingConsumers: 8 consumers claim and ack 2,000
 // items while their leases are killed at random; every item is acked
 // exactly once and none is lost.
+//
+//zkgate:race
 func TestQueueClaimsSurviveDyingConsumers(t *testing.T) {
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
@@ -398,6 +406,8 @@ func TestQueueClaimsSurviveDyingConsumers(t *testing.T) {
 
 // TestQueueNackAndDisconnect: a nacked item is served again; a claim whose
 // client hangs up while waiting leaves nothing behind.
+//
+//zkgate:race
 func TestQueueNackAndDisconnect(t *testing.T) {
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})

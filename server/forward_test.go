@@ -10,6 +10,8 @@ import (
 // TestLeaseOnAnotherGateway: behind a load balancer a client's requests
 // reach any gateway; those for a lease another gateway owns are forwarded
 // to it, so the client never sees which gateway holds its lease.
+//
+//zkgate:race
 func TestLeaseOnAnotherGateway(t *testing.T) {
 	a := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root})

@@ -73,6 +73,8 @@ func TestLockAcquireReleaseLeavesNothing(t *testing.T) {
 
 // TestLockContention runs 32 HTTP contenders on one lock: holders never
 // overlap, and tokens strictly grow in grant order.
+//
+//zkgate:race
 func TestLockContention(t *testing.T) {
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
@@ -162,6 +164,8 @@ func TestLeaseExpiryHandsLockToNextWaiter(t *testing.T) {
 // TestTimeoutAndDisconnectLeaveNoWaiter: a wait that times out answers 409
 // with the holders and the caller's position, and a client that hangs up
 // while waiting leaves no node behind.
+//
+//zkgate:race
 func TestTimeoutAndDisconnectLeaveNoWaiter(t *testing.T) {
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
@@ -223,6 +227,7 @@ func TestTimeoutAndDisconnectLeaveNoWaiter(t *testing.T) {
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 
+//zkgate:race
 func TestReadWriteLock(t *testing.T) {
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -261,6 +266,7 @@ func TestReadWriteLock(t *testing.T) {
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 
+//zkgate:race
 func TestSemaphore(t *testing.T) {
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -340,6 +346,8 @@ func TestBlockingRead(t *testing.T) {
 // TestBlockingReadsShareOneWatch: hundreds of clients blocked on one lock's
 // state cost the gateway one cache entry and ZooKeeper one watch, and all of
 // them are answered by one change.
+//
+//zkgate:race
 func TestBlockingReadsShareOneWatch(t *testing.T) {
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	r := gwtest.Do(t, "GET", g.URL+"/v1/locks/watched", nil)

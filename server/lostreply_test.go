@@ -3,25 +3,21 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/zkproxy"
 )
 
-// replyDropper is a TCP proxy in front of ZooKeeper that, once armed, lets
+// replyDropper is a proxy in front of ZooKeeper that, once armed, lets
 // the first create whose path contains match reach the server, then cuts
 // the connection before the reply gets back: the client cannot know whether
 // its create happened.
 type replyDropper struct {
-	ln      net.Listener
-	target  string
+	*zkproxy.Proxy
 	match   []byte
 	armed   atomic.Bool
 	dropped atomic.Int32
@@ -29,100 +25,39 @@ type replyDropper struct {
 	// applied reports whether the server has applied the create: the
 	// connection is cut only then, so that the create surely happened.
 	applied func() bool
-	wg      sync.WaitGroup
 }
 
 func newReplyDropper(t *testing.T, target, match string) *replyDropper {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &replyDropper{ln: ln, target: target, match: []byte(match)}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	p := &replyDropper{Proxy: zkproxy.New(t, target), match: []byte(match)}
+	p.OnRequest(p.onRequest)
 	return p
 }
 
-func (p *replyDropper) Addr() string { return p.ln.Addr().String() }
-
-func (p *replyDropper) serve() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		var mute atomic.Bool
-		closeBoth := func() { client.Close(); server.Close() }
-		p.wg.Add(2)
-		go func() { // server to client, muted once the create is on its way
-			defer p.wg.Done()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := server.Read(buf)
-				if n > 0 && !mute.Load() {
-					if _, werr := client.Write(buf[:n]); werr != nil {
-						break
-					}
-				}
-				if err != nil {
-					break
-				}
-			}
-			closeBoth()
-		}()
-		go func() { // client to server, packet by packet
-			defer p.wg.Done()
-			defer closeBoth()
-			first := true
-			for {
-				var size [4]byte
-				if _, err := io.ReadFull(client, size[:]); err != nil {
-					return
-				}
-				body := make([]byte, binary.BigEndian.Uint32(size[:]))
-				if _, err := io.ReadFull(client, body); err != nil {
-					return
-				}
-				// After the connect request, a request starts with xid and
-				// opcode; opcode 1 is create, 15 create2 (a create answered
-				// with the node's stat).
-				op := uint32(0)
-				if len(body) >= 8 {
-					op = binary.BigEndian.Uint32(body[4:8])
-				}
-				isCreate := !first && (op == 1 || op == 15) && bytes.Contains(body, p.match)
-				first = false
-				if isCreate {
-					p.creates.Add(1)
-				}
-				if isCreate && p.armed.CompareAndSwap(true, false) {
-					mute.Store(true)
-					_, _ = server.Write(append(size[:], body...))
-					for deadline := time.Now().Add(10 * time.Second); !p.applied() && time.Now().Before(deadline); {
-						time.Sleep(5 * time.Millisecond) // polling ZooKeeper for the node
-					}
-					p.dropped.Add(1)
-					return
-				}
-				if _, err := server.Write(append(size[:], body...)); err != nil {
-					return
-				}
-			}
-		}()
+// Opcode 1 is create, 15 create2 (a create answered with the node's stat).
+func (p *replyDropper) onRequest(r zkproxy.Request) zkproxy.Action {
+	if (r.Op != 1 && r.Op != 15) || !bytes.Contains(r.Raw[4:], p.match) {
+		return zkproxy.Pass
 	}
+	p.creates.Add(1)
+	if !p.armed.CompareAndSwap(true, false) {
+		return zkproxy.Pass
+	}
+	go func() {
+		for deadline := time.Now().Add(10 * time.Second); !p.applied() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond) // polling ZooKeeper for the node
+		}
+		p.Drop()
+		p.dropped.Add(1)
+	}()
+	return zkproxy.LoseReply
 }
 
 // TestLostCreateReply: the reply to the create of a lock node is lost with
 // the connection. The gateway reconnects to the same session, finds its
 // node by the lease-derived prefix, and grants the lock with that one node
 // (no second node, no self-deadlock).
+//
+//zkgate:race
 func TestLostCreateReply(t *testing.T) {
 	zs := gwtest.ZK(t)
 	proxy := newReplyDropper(t, zs.Addr(), "/locks/lost/")

@@ -5,12 +5,7 @@ package zkserver
 import (
 	"errors"
 	"os"
-	"os/exec"
 )
-
-func setProcAttr(*exec.Cmd) {}
-
-func startProcess(cmd *exec.Cmd) error { return cmd.Start() }
 
 // Without POSIX signals there is no graceful stop: both end the process.
 func terminateSignal(p *os.Process) error { return killSignal(p) }

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/proc"
 )
 
 // Options configures one server (or each member of an ensemble).
@@ -388,8 +390,9 @@ func (s *Server) spawn() (*process, error) {
 	cmd.Dir = s.dataDir
 	cmd.Stdout, cmd.Stderr = out, out // same writer: one copying goroutine
 	cmd.WaitDelay = time.Second       // never hang in Wait on a pipe
-	setProcAttr(cmd)
-	if err := startProcess(cmd); err != nil {
+	// Its own process group: signals reach the JVM (and anything it spawns)
+	// but not us, and a terminal's Ctrl-C does not race our Stop.
+	if err := proc.Start(cmd, true); err != nil {
 		if file != nil {
 			file.Close()
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkproxy"
 )
 
 // requireZooKeeper fails (never skips) the test when ZooKeeper or Java is
@@ -151,6 +152,7 @@ func processGone(pid int) bool {
 }
 
 func TestStandalone(t *testing.T) {
+	t.Parallel()
 	requireZooKeeper(t)
 	t0 := time.Now()
 	s := startStandalone(t, Options{})
@@ -229,6 +231,7 @@ func createEventually(t *testing.T, conn *zk.Conn, path string, d time.Duration)
 }
 
 func TestEnsemble(t *testing.T) {
+	t.Parallel()
 	requireZooKeeper(t)
 	ctx := testContext(t, 90*time.Second)
 	t0 := time.Now()
@@ -245,7 +248,41 @@ func TestEnsemble(t *testing.T) {
 	if got := strings.Split(e.ConnectString(), ","); len(got) != 3 || got[0] != e.Addrs()[0] {
 		t.Fatalf("ConnectString() = %q", e.ConnectString())
 	}
+	pids := oneLeader(ctx, t, e)
+	leader, err := e.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 
+	conn, _ := connect(t, e.Addrs(), 4*time.Second)
+	if _, err := conn.Create("/ensemble", nil, 0, openACL); err != nil {
+		t.Fatal(err)
+	}
+	second := loseQuorum(ctx, t, e, conn, leader)
+
+	// One member back: quorum again.
+	t1 := time.Now()
+	if err := e.Restart(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("member restart to quorum: %v", time.Since(t1))
+	createEventually(t, conn, "/ensemble/after-restart", 20*time.Second)
+	if _, err := e.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, s := range e.Servers {
+		if s.Running() {
+			pids = append(pids, s.PID())
+		}
+	}
+	stopLeavesNothing(t, e, pids)
+}
+
+// oneLeader checks that the members of e are one leader and followers, and
+// returns their pids.
+func oneLeader(ctx context.Context, t *testing.T, e *Ensemble) []int {
+	t.Helper()
 	var pids []int
 	leaders := 0
 	for i, s := range e.Servers {
@@ -265,17 +302,14 @@ func TestEnsemble(t *testing.T) {
 	if leaders != 1 {
 		t.Fatalf("%d leaders, want 1", leaders)
 	}
-	leader, err := e.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return pids
+}
 
-	conn, _ := connect(t, e.Addrs(), 4*time.Second)
-	if _, err := conn.Create("/ensemble", nil, 0, openACL); err != nil {
-		t.Fatal(err)
-	}
-
-	// Leader dies: two of three members keep the quorum.
+// loseQuorum kills the leader of e (two of three members keep the quorum),
+// then a second member (the survivor stops serving), and returns that
+// second member.
+func loseQuorum(ctx context.Context, t *testing.T, e *Ensemble, conn *zk.Conn, leader int) int {
+	t.Helper()
 	if err := e.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +322,6 @@ func TestEnsemble(t *testing.T) {
 		t.Fatalf("new leader %d (old %d): %v", newLeader, leader, err)
 	}
 
-	// A second member dies: the survivor loses quorum and stops serving.
 	second := (leader + 1) % 3
 	survivor := 3 - leader - second
 	if err := e.Kill(second); err != nil {
@@ -319,23 +352,13 @@ func TestEnsemble(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Log("create without quorum did not complete within 2s, as expected")
 	}
+	return second
+}
 
-	// One member back: quorum again.
-	t1 := time.Now()
-	if err := e.Restart(ctx, second); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("member restart to quorum: %v", time.Since(t1))
-	createEventually(t, conn, "/ensemble/after-restart", 20*time.Second)
-	if _, err := e.Leader(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	for _, s := range e.Servers {
-		if s.Running() {
-			pids = append(pids, s.PID())
-		}
-	}
+// stopLeavesNothing stops e and checks that none of pids, nor any member's
+// data dir, is left.
+func stopLeavesNothing(t *testing.T, e *Ensemble, pids []int) {
+	t.Helper()
 	if err := e.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -352,6 +375,7 @@ func TestEnsemble(t *testing.T) {
 }
 
 func TestRestartKeepsData(t *testing.T) {
+	t.Parallel()
 	s := startStandalone(t, Options{})
 	addr := s.Addr()
 	conn, _ := connect(t, []string{addr}, 4*time.Second)
@@ -403,6 +427,7 @@ func TestRestartKeepsData(t *testing.T) {
 }
 
 func TestCheckNotInstalled(t *testing.T) {
+	t.Parallel()
 	err := Check(Options{ZooKeeperHome: t.TempDir()})
 	if !errors.Is(err, ErrNotInstalled) {
 		t.Fatalf("Check = %v, want ErrNotInstalled", err)
@@ -416,83 +441,10 @@ func TestCheckNotInstalled(t *testing.T) {
 	}
 }
 
-// blockingProxy forwards TCP to a server until blocked; while blocked it cuts
-// every connection, so the server stops hearing from clients behind it.
-type blockingProxy struct {
-	ln      net.Listener
-	target  string
-	mu      sync.Mutex
-	blocked bool
-	conns   map[net.Conn]struct{}
-}
-
-func newBlockingProxy(t *testing.T, target string) *blockingProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &blockingProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	t.Cleanup(func() { ln.Close(); p.setBlocked(true) })
-	go p.serve()
-	return p
-}
-
-func (p *blockingProxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *blockingProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go p.handle(c)
-	}
-}
-
-func (p *blockingProxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.blocked {
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (p *blockingProxy) handle(c net.Conn) {
-	up, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	if !p.track(c, up) {
-		c.Close()
-		up.Close()
-		return
-	}
-	go func() { io.Copy(up, c); up.Close(); c.Close() }()
-	io.Copy(c, up)
-	c.Close()
-	up.Close()
-}
-
-func (p *blockingProxy) setBlocked(b bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.blocked = b
-	if b {
-		for c := range p.conns {
-			c.Close()
-		}
-		clear(p.conns)
-	}
-}
-
 func TestSessionExpiresInAboutASecond(t *testing.T) {
+	// Not parallel: it times the expiry, which a busy machine would stretch.
 	s := startStandalone(t, Options{TickTime: 200 * time.Millisecond})
-	proxy := newBlockingProxy(t, s.Addr())
+	proxy := zkproxy.New(t, s.Addr())
 
 	conn, st := connect(t, []string{proxy.Addr()}, time.Second)
 	first := conn.SessionID()
@@ -511,7 +463,10 @@ func TestSessionExpiresInAboutASecond(t *testing.T) {
 
 	observer, _ := connect(t, []string{s.Addr()}, 4*time.Second)
 	t0 := time.Now()
-	proxy.setBlocked(true)
+	// The server stops hearing from the client: its connections are cut
+	// and new ones refused.
+	proxy.Refuse(true)
+	proxy.Drop()
 	for {
 		ok, _, err := observer.Exists("/ephemeral")
 		if err != nil {
@@ -531,7 +486,7 @@ func TestSessionExpiresInAboutASecond(t *testing.T) {
 		t.Errorf("expiry took %v, want about a second", elapsed)
 	}
 
-	proxy.setBlocked(false)
+	proxy.Refuse(false)
 	st.waitFor(t, zk.StateExpired, 1, 10*time.Second)
 	st.waitFor(t, zk.StateHasSession, 2, 10*time.Second)
 	if conn.SessionID() == first {
@@ -540,6 +495,7 @@ func TestSessionExpiresInAboutASecond(t *testing.T) {
 }
 
 func TestStartFailureLeavesNothing(t *testing.T) {
+	t.Parallel()
 	requireZooKeeper(t)
 	// Hold a port so ZooKeeper cannot bind it; a fixed ClientPort is not
 	// retried, so the bind error comes back.
@@ -574,6 +530,7 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 }
 
 func TestFreePortRaceIsRetried(t *testing.T) {
+	// Not parallel: it sets testHookPortPicked, which every Start calls.
 	requireZooKeeper(t)
 	// Another process takes the port Start picked before the JVM binds it:
 	// Start must notice the bind error and succeed on a fresh port.
@@ -602,6 +559,7 @@ func TestFreePortRaceIsRetried(t *testing.T) {
 }
 
 func TestEnsemblePortRaceIsRetried(t *testing.T) {
+	// Not parallel: it sets testHookEnsemblePorts, which every StartEnsemble calls.
 	requireZooKeeper(t)
 	// Member 1's election port is taken after it was picked: the ensemble
 	// must be relaunched on a fresh set of ports.
@@ -645,6 +603,7 @@ func TestEnsemblePortRaceIsRetried(t *testing.T) {
 // TestParentDeathKillsServer SIGKILLs a process that started a server (this
 // test binary, re-executed) and checks the kernel takes the JVM down too.
 func TestParentDeathKillsServer(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("ZKSERVER_TEST_HELPER") == "1" {
 		s, err := Start(context.Background(), Options{})
 		if err != nil {

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/proc"
 )
 
 // etcdComparePhase is section 1b: the gateway against etcd's lock API.
@@ -99,8 +101,7 @@ func startEtcd(ctx context.Context, bin, parent string) (*etcdServer, error) {
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "default="+peer, "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := proc.Start(cmd, true); err != nil {
 		logf.Close()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start %s: %w", bin, err)

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/proc"
 )
 
 // gateway is zkgate running as a child process.
@@ -64,9 +66,8 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tl
 		logf.Close()
 		return nil, err
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	if err := proc.Start(cmd, true); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}

@@ -11,10 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/zkgate/zkgate/internal/proc"
 )
 
 // passedSignals are the signals zkgate passes on to CMD. While zkgate still
@@ -126,39 +127,12 @@ type outcome struct {
 // zkgate: what CMD started is not stopped.
 func (ch *child) run(ctx context.Context, r *signalRelay, lost <-chan struct{}) (outcome, error) {
 	interactive := foregroundOfTerminal()
-	cmd := exec.Command(ch.argv[0], ch.argv[1:]...)
-	cmd.Env = append(os.Environ(), ch.env...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, ch.stdout, ch.stderr
-	cmd.SysProcAttr = procAttr(!interactive)
-
-	// Pdeathsig fires when the thread that started the child exits: start
-	// and wait on one locked thread.
-	started, exited := make(chan error, 1), make(chan error, 1)
-	var dog *watchdog
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		if !interactive {
-			// Before CMD is reaped: until then its pid is its group's id.
-			var err error
-			if dog, err = guardGroup(cmd.Process.Pid); err != nil {
-				fmt.Fprintf(ch.stderr, "zkgate: %v: if zkgate dies, what %s started runs on\n", err, ch.argv[0])
-			}
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	if err := <-started; err != nil {
-		code := exitCannotRun
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			code = exitNotFound
-		}
-		return outcome{}, exitWith(code, "%s: %v", ch.argv[0], err)
+	cmd, dog, err := ch.start(interactive)
+	if err != nil {
+		return outcome{}, err
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	pid := cmd.Process.Pid
 	send := func(sig syscall.Signal) {
 		if interactive {
@@ -212,6 +186,30 @@ func (ch *child) run(ctx context.Context, r *signalRelay, lost <-chan struct{}) 
 			return outcome{code: codeOf(cmd.ProcessState), stopped: stopped}, nil
 		}
 	}
+}
+
+// start starts CMD, in a process group of its own unless interactive,
+// and then the watchdog of that group.
+func (ch *child) start(interactive bool) (*exec.Cmd, *watchdog, error) {
+	cmd := exec.Command(ch.argv[0], ch.argv[1:]...)
+	cmd.Env = append(os.Environ(), ch.env...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, ch.stdout, ch.stderr
+	if err := proc.Start(cmd, !interactive); err != nil {
+		code := exitCannotRun
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code = exitNotFound
+		}
+		return nil, nil, exitWith(code, "%s: %v", ch.argv[0], err)
+	}
+	if interactive {
+		return cmd, nil, nil
+	}
+	// Before CMD is reaped: until then its pid is its group's id.
+	dog, err := guardGroup(cmd.Process.Pid)
+	if err != nil {
+		fmt.Fprintf(ch.stderr, "zkgate: %v: if zkgate dies, what %s started runs on\n", err, ch.argv[0])
+	}
+	return cmd, dog, nil
 }
 
 // codeOf is a process's exit code as a shell reports it.

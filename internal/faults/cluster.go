@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/peer"
+	"github.com/zkgate/zkgate/internal/proc"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
@@ -143,8 +144,7 @@ func (g *gateway) startOn(ctx context.Context, listen string) error {
 		logf.Close()
 		return err
 	}
-	cmd.SysProcAttr = sysProcAttr()
-	if err := startProcess(cmd); err != nil {
+	if err := proc.Start(cmd, true); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", g.bin, err)
 	}

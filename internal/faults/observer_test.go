@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // A lease record made anew in one transaction (delete and create, as the
@@ -15,9 +15,9 @@ import (
 // and never marked it moved, so the checker judged a handed-over lease
 // without the handover's transit (lease_outlived_ttl, seed 1234, by 1.2 ms).
 func TestObserverTakesARecordMadeAnewForAMove(t *testing.T) {
-	srv := gwtest.ZK(t)
-	root := gwtest.UniqueRoot(t)
-	conn := gwtest.Client(t, []string{srv.Addr()}, 10*time.Second)
+	srv := zktest.Shared(t)
+	root := zktest.UniqueRoot(t)
+	conn := zktest.Connect(t, []string{srv.Addr()}, 10*time.Second)
 	acl := zk.WorldACL(zk.PermAll)
 	for _, p := range []string{root, root + "/leases", root + "/gateways"} {
 		if _, err := conn.Create(p, nil, 0, acl); err != nil {
@@ -41,7 +41,7 @@ func TestObserverTakesARecordMadeAnewForAMove(t *testing.T) {
 	o.watchLease("l1", rec)
 	seen := func(what string, ok func() bool) {
 		t.Helper()
-		gwtest.Eventually(t, 10*time.Second, func() error {
+		zktest.Eventually(t, 10*time.Second, func() error {
 			hist.mu.Lock()
 			defer hist.mu.Unlock()
 			if !ok() {
@@ -52,7 +52,7 @@ func TestObserverTakesARecordMadeAnewForAMove(t *testing.T) {
 	}
 	// Armed: the registrations' watch and the record's (go-zookeeper adds a
 	// watch to its table once ZooKeeper answered the request that set it).
-	gwtest.Eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		if o.conn.WatchCount() < 2 {
 			return errString("the observer's watches are not armed yet")
 		}

@@ -1,24 +1,21 @@
-// Package gwtest is the test harness of zkgate: real ZooKeeper servers
-// (through zkserver), gateways started the way production starts them
-// (server.Run in-process, or the zkgate binary as a child process), HTTP
-// helpers, and leak checks for znodes and goroutines.
+// Package gwtest is the gateway side of zkgate's test harness, built on
+// internal/zktest (the shared ZooKeeper, roots, waits, leak checks):
+// gateways started the way production starts them (server.Run in-process,
+// or the zkgate binary as a child process), HTTP helpers, and the znodes a
+// gateway leaves behind.
 package gwtest
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -29,18 +26,17 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/peer"
+	"github.com/zkgate/zkgate/internal/proc"
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zktest"
 	"github.com/zkgate/zkgate/server"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
-// shared is the standalone ZooKeeper that the tests of one test binary
-// share; each test works under a root of its own.
+// shared is what the tests of one test binary share: the zkgate binary
+// and the roots' peer secrets.
 var shared struct {
-	once sync.Once
-	srv  *zkserver.Server
-	err  error
-	bin  struct {
+	bin struct {
 		once sync.Once
 		path string
 		dir  string
@@ -58,10 +54,7 @@ var shared struct {
 // Main runs the tests of a package and then stops what the harness started.
 // Use it as: func TestMain(m *testing.M) { gwtest.Main(m) }.
 func Main(m *testing.M) {
-	code := m.Run()
-	if shared.srv != nil {
-		_ = shared.srv.Stop()
-	}
+	code := zktest.Run(m)
 	if shared.bin.dir != "" {
 		os.RemoveAll(shared.bin.dir)
 	}
@@ -71,42 +64,11 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// ZK returns the shared standalone ZooKeeper (tickTime 200ms), starting it on
-// first use. A missing ZooKeeper fails the test loudly with the install
-// command: it is never skipped.
-func ZK(t testing.TB) *zkserver.Server {
-	t.Helper()
-	shared.once.Do(func() {
-		if err := zkserver.Check(zkserver.Options{}); err != nil {
-			shared.err = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		shared.srv, shared.err = zkserver.Start(ctx, zkserver.Options{
-			MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute})
-	})
-	if shared.err != nil {
-		t.Fatalf("ZooKeeper is needed by this test and could not be started: %v", shared.err)
-	}
-	return shared.srv
-}
+// ZK returns the shared standalone ZooKeeper (see zktest.Shared).
+func ZK(t testing.TB) *zkserver.Server { return zktest.Shared(t) }
 
 // UniqueRoot returns a fresh root znode for one test.
-func UniqueRoot(t testing.TB) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	name := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '-'
-	}, t.Name())
-	if len(name) > 60 {
-		name = name[:60]
-	}
-	return "/t-" + name + "-" + hex.EncodeToString(b[:])
-}
+func UniqueRoot(t testing.TB) string { return zktest.UniqueRoot(t) }
 
 // GatewayOptions configure a test gateway; zero values get test defaults.
 type GatewayOptions struct {
@@ -292,19 +254,7 @@ func WaitReadyWith(t testing.TB, client *http.Client, url string, within time.Du
 // Eventually polls fn until it returns nil or within elapses.
 func Eventually(t testing.TB, within time.Duration, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	delay := 5 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", within, err)
-		}
-		time.Sleep(delay)
-		delay = min(delay*2, 200*time.Millisecond)
-	}
+	zktest.Eventually(t, within, fn)
 }
 
 type lineWatcher struct {
@@ -376,31 +326,8 @@ func (l *testLog) stop() {
 // the end of the test.
 func Client(t testing.TB, servers []string, timeout time.Duration) *zk.Conn {
 	t.Helper()
-	live := make(chan struct{}, 1)
-	conn, _, err := zk.Connect(servers, timeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}),
-		zk.WithEventCallback(func(ev zk.Event) {
-			if ev.State == zk.StateHasSession {
-				select {
-				case live <- struct{}{}:
-				default:
-				}
-			}
-		}))
-	if err != nil {
-		t.Fatalf("zk connect: %v", err)
-	}
-	t.Cleanup(conn.Close)
-	select {
-	case <-live:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no ZooKeeper session with %v within 30s", servers)
-	}
-	return conn
+	return zktest.Connect(t, servers, timeout)
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(string, ...any) {}
 
 // skeleton are the persistent nodes a gateway makes under its root.
 var skeleton = map[string]bool{"leases": true, "gateways": true, "locks": true, "semaphores": true,
@@ -410,32 +337,14 @@ var skeleton = map[string]bool{"leases": true, "gateways": true, "locks": true, 
 // skeleton, the gateways' own registrations and the lease history (kept,
 // by design, for a while after each lease, and swept later).
 func Znodes(conn *zk.Conn, root string) ([]string, error) {
-	var out []string
-	var walk func(p string) error
-	walk = func(p string) error {
-		kids, _, err := conn.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for _, k := range kids {
-			child := p + "/" + k
-			if p == root && (k == "gateways" || k == "history") {
-				continue
-			}
-			inSkeleton := p == root && skeleton[k]
-			if !inSkeleton {
-				out = append(out, child)
-			}
-			if err := walk(child); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	err := walk(root)
+	out, err := zktest.Tree(conn, root, func(child string) bool {
+		k, ok := strings.CutPrefix(child, root+"/")
+		return ok && (k == "gateways" || k == "history")
+	})
+	out = slices.DeleteFunc(out, func(n string) bool {
+		k, ok := strings.CutPrefix(n, root+"/")
+		return ok && skeleton[k]
+	})
 	sort.Strings(out)
 	return out, err
 }
@@ -464,31 +373,11 @@ func head(s []string, n int) []string {
 	return s
 }
 
-// NoGoroutinesLeft records the goroutine count now and, at the end of the
-// test (after later cleanups, such as stopping gateways, have run), waits
-// until it is back to at most that.
+// NoGoroutinesLeft is zktest.NoGoroutinesLeft: at the end of the test,
+// as many goroutines as now at most.
 func NoGoroutinesLeft(t testing.TB) {
 	t.Helper()
-	ZK(t) // the shared server's own goroutines live as long as the test binary
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		http.DefaultClient.CloseIdleConnections()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			n := runtime.NumGoroutine()
-			if n <= before {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("%d goroutines left over (before %d):\n%s", n-before, before, buf)
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-			http.DefaultClient.CloseIdleConnections()
-		}
-	})
+	zktest.NoGoroutinesLeft(t)
 }
 
 // Response is an HTTP answer read whole.
@@ -613,7 +502,9 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 	}
 	logs := &testLog{t: t, keep: true}
 	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
+	// In the test's process group (a terminal's Ctrl-C reaches it), and
+	// killed with the test binary on Linux, so that none outlives a crash.
+	if err := proc.Start(cmd, false); err != nil {
 		t.Fatalf("start zkgate: %v", err)
 	}
 	p := &Proc{Root: opts.Root, cmd: cmd, done: make(chan struct{}), logs: logs}

@@ -18,44 +18,16 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zktest"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
-// The tests run against one real standalone ZooKeeper server, started on
-// first use and stopped by TestMain.
-var shared struct {
-	once sync.Once
-	srv  *zkserver.Server
-	err  error
-}
+// The tests run against the real standalone ZooKeeper of internal/zktest,
+// started on first use and stopped by TestMain.
+func TestMain(m *testing.M) { os.Exit(zktest.Run(m)) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.srv != nil {
-		_ = shared.srv.Stop()
-	}
-	os.Exit(code)
-}
-
-// server returns the shared ZooKeeper. A missing ZooKeeper fails the test
-// with the command that installs it: it is never skipped.
-func server(t *testing.T) *zkserver.Server {
-	t.Helper()
-	shared.once.Do(func() {
-		if err := zkserver.Check(zkserver.Options{}); err != nil {
-			shared.err = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		shared.srv, shared.err = zkserver.Start(ctx, zkserver.Options{
-			MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute})
-	})
-	if shared.err != nil {
-		t.Fatalf("ZooKeeper is needed by this test and could not be started: %v", shared.err)
-	}
-	return shared.srv
-}
+// server returns the shared ZooKeeper.
+func server(t *testing.T) *zkserver.Server { return zktest.Shared(t) }
 
 // wait is how long any one thing a test waits for may take before the test
 // fails: a bound on a hang, not a timing threshold.

@@ -3,64 +3,42 @@ package recipes
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/zktest"
 )
 
-// Regression tests for bugs the fault-injection suite (internal/faults)
-// found, each on real ZooKeeper.
+// Calls whose ZooKeeper connection stalls, is lost or lost with its
+// session (each a case the fault-injection suite, internal/faults, met),
+// on real ZooKeeper behind a proxy.
 
-// stallProxy is a TCP proxy in front of ZooKeeper that, once armed, stops
-// passing the client's packets on from the first request of a given opcode
-// whose bytes contain match (that one included) until released: a
-// connection that stalls at a chosen moment, as a partition does.
+// stallProxy is a proxy in front of ZooKeeper that, once armed, stalls
+// the client's packets from the first request of a given opcode whose
+// bytes contain match (that one included) until released: a connection
+// that stalls at a chosen moment, as a partition does.
 type stallProxy struct {
-	ln      net.Listener
-	target  string
-	opcode  uint32
-	match   []byte
+	*zkproxy.Proxy
+	opcode  int32
 	mu      sync.Mutex
 	armed   bool
-	refuse  bool          // new connections are closed at once
-	mute    bool          // what the server sends is dropped
+	match   []byte
 	stalled chan struct{} // closed when a matching request is held
 	// deleteHeld is closed when a delete of a node of the lock "stall"
 	// comes in behind the held request.
 	deleteHeld chan struct{}
-	release    chan struct{}
-	conns      []net.Conn
-	wg         sync.WaitGroup
 }
 
-func newStallProxy(t *testing.T, target string, opcode uint32) *stallProxy {
+func newStallProxy(t *testing.T, target string, opcode int32) *stallProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &stallProxy{ln: ln, target: target, opcode: opcode,
-		stalled: make(chan struct{}), deleteHeld: make(chan struct{}), release: make(chan struct{})}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() {
-		p.Release()
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
+	p := &stallProxy{Proxy: zkproxy.New(t, target), opcode: opcode,
+		stalled: make(chan struct{}), deleteHeld: make(chan struct{})}
+	p.OnRequest(p.onRequest)
 	return p
 }
-
-func (p *stallProxy) Addr() string { return p.ln.Addr().String() }
 
 // Arm makes the proxy stall at the next request of its opcode for a path
 // containing match.
@@ -70,127 +48,20 @@ func (p *stallProxy) Arm(match string) {
 	p.mu.Unlock()
 }
 
-// Release lets the held packets, and every later one, through.
-func (p *stallProxy) Release() {
+func (p *stallProxy) onRequest(r zkproxy.Request) zkproxy.Action {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	select {
-	case <-p.release:
-	default:
-		close(p.release)
+	body := r.Raw[4:]
+	if p.armed && r.Op == p.opcode && bytes.Contains(body, p.match) {
+		p.armed = false
+		close(p.stalled)
+		return zkproxy.Stall
 	}
-}
-
-func (p *stallProxy) serve() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		refuse := p.refuse
-		p.mu.Unlock()
-		if refuse {
-			client.Close()
-			continue
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, client, server)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go func() { // server to client, dropped while muted
-			defer p.wg.Done()
-			defer client.Close()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := server.Read(buf)
-				p.mu.Lock()
-				mute := p.mute
-				p.mu.Unlock()
-				if n > 0 && !mute {
-					if _, werr := client.Write(buf[:n]); werr != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-		type packet struct {
-			data  []byte
-			stall bool // wait for the release before writing it
-		}
-		packets := make(chan packet, 1024)
-		go func() { // client to server: read packet by packet
-			defer p.wg.Done()
-			defer close(packets)
-			first := true
-			for {
-				var size [4]byte
-				if _, err := io.ReadFull(client, size[:]); err != nil {
-					return
-				}
-				body := make([]byte, binary.BigEndian.Uint32(size[:]))
-				if _, err := io.ReadFull(client, body); err != nil {
-					return
-				}
-				// After the connect request, a request starts with its xid
-				// and opcode.
-				op := uint32(0)
-				if !first && len(body) >= 8 {
-					op = binary.BigEndian.Uint32(body[4:8])
-				}
-				first = false
-				stall := false
-				p.mu.Lock()
-				if p.armed && op == p.opcode && bytes.Contains(body, p.match) {
-					p.armed, stall = false, true
-					close(p.stalled)
-				} else if op == opDelete && bytes.Contains(body, []byte("/locks/stall/")) && p.isStalled() && p.deleteHeld != nil {
-					close(p.deleteHeld)
-					p.deleteHeld = nil
-				}
-				p.mu.Unlock()
-				packets <- packet{data: append(size[:], body...), stall: stall}
-			}
-		}()
-		go func() { // ... and write them on, held from the stalled one to the release
-			defer server.Close()
-			for pkt := range packets {
-				if pkt.stall {
-					<-p.release
-				}
-				if _, err := server.Write(pkt.data); err != nil {
-					return
-				}
-			}
-		}()
+	if r.Op == opDelete && bytes.Contains(body, []byte("/locks/stall/")) && p.isStalled() && p.deleteHeld != nil {
+		close(p.deleteHeld)
+		p.deleteHeld = nil
 	}
-}
-
-// Refuse makes new connections fail (or work again).
-func (p *stallProxy) Refuse(refuse bool) {
-	p.mu.Lock()
-	p.refuse = refuse
-	p.mu.Unlock()
-}
-
-// Drop closes every connection made so far.
-func (p *stallProxy) Drop() {
-	p.mu.Lock()
-	conns := p.conns
-	p.conns = nil
-	p.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-	}
+	return zkproxy.Pass
 }
 
 func (p *stallProxy) isStalled() bool {
@@ -202,11 +73,38 @@ func (p *stallProxy) isStalled() bool {
 	}
 }
 
-const (
-	opCreate  = 1
-	opDelete  = 2
-	opGetData = 4 // a change watch is set with getData
-)
+// whenStalled runs fn once the armed request has stalled (not at all if it
+// has not within 30s).
+func (p *stallProxy) whenStalled(fn func()) {
+	stalled := p.stalled
+	go func() {
+		select {
+		case <-stalled:
+		case <-time.After(30 * time.Second):
+			return
+		}
+		fn()
+	}()
+}
+
+// loseReply lets the stalled request through and loses the connection
+// before its reply: new connections are refused (until the test allows
+// them again) and the server's answers dropped until applied reports the
+// request applied (polled for up to 10s); then hangUp, if not nil, and
+// the connection is dropped.
+func (p *stallProxy) loseReply(applied func() bool, hangUp func()) {
+	p.Refuse(true)
+	p.Mute(true)
+	p.Release()
+	for deadline := time.Now().Add(10 * time.Second); !applied() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond) // polling ZooKeeper for the applied request
+	}
+	if hangUp != nil {
+		hangUp()
+	}
+	p.Drop()
+	p.Mute(false)
+}
 
 // An acquire whose wait ended while it was setting the watch on the node
 // before it (the getData that sets it found no answer in time: a stalled
@@ -216,7 +114,8 @@ const (
 // later. It is the wait's end, then and there: 409 timeout, the waiter node
 // gone.
 func TestAcquireWhoseWaitEndsWhileSettingAWatch(t *testing.T) {
-	proxy := newStallProxy(t, sharedServer(t).Addr(), opGetData)
+	t.Parallel()
+	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opGetData)
 	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
 	t.Cleanup(proxy.Release) // before the service closes, on a failure too
 	ctx := context.Background()
@@ -256,7 +155,7 @@ func TestAcquireWhoseWaitEndsWhileSettingAWatch(t *testing.T) {
 		t.Fatalf("the acquire outlived its wait until the connection was replaced: %+v", st)
 	}
 	conn := rawClient(t)
-	eventually(t, 10*time.Second, func() error {
+	zktest.Eventually(t, 10*time.Second, func() error {
 		kids, _, err := conn.Children(svc.root + "/locks/stall")
 		if err != nil {
 			return err
@@ -276,7 +175,8 @@ func TestAcquireWhoseWaitEndsWhileSettingAWatch(t *testing.T) {
 // gateway's session ended. The claim node is ours (session and lease), so
 // it is dropped once the session is back.
 func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
-	proxy := newStallProxy(t, sharedServer(t).Addr(), opCreate)
+	t.Parallel()
+	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opCreate)
 	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
 	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
 	conn := rawClient(t)
@@ -290,37 +190,21 @@ func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimNode := svc.root + "/queues/jobs/taken/" + item.ID
-	stalled := proxy.stalled
 	proxy.Arm("/queues/jobs/taken/")
-	go func() {
-		select {
-		case <-stalled:
-		case <-time.After(30 * time.Second):
-			return
-		}
-		// The create goes through, then the connection is lost before its
-		// reply, and no new one can be made for now.
-		proxy.Refuse(true)
-		proxy.mu.Lock()
-		proxy.mute = true
-		proxy.mu.Unlock()
-		proxy.Release()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if ok, _, err := conn.Exists(claimNode); err == nil && ok {
-				break // polling ZooKeeper for the applied create
-			}
-		}
-		proxy.Drop()
-		proxy.mu.Lock()
-		proxy.mute = false
-		proxy.mu.Unlock()
-	}()
+	// The create goes through, then the connection is lost before its
+	// reply, and no new one can be made for now.
+	proxy.whenStalled(func() {
+		proxy.loseReply(func() bool {
+			ok, _, err := conn.Exists(claimNode)
+			return err == nil && ok
+		}, nil)
+	})
 	_, err = svc.Queues.Claim(ctx, lease, "jobs", 500*time.Millisecond)
 	if !IsEmpty(err) {
 		t.Fatalf("claim whose wait ended with its create unanswered: %v (code %q), want no item", err, ErrorCode(err))
 	}
 	proxy.Refuse(false)
-	eventually(t, 15*time.Second, func() error {
+	zktest.Eventually(t, 15*time.Second, func() error {
 		if ok, _, err := conn.Exists(claimNode); err != nil || ok {
 			return fmt.Errorf("claim node %s still there (%v)", claimNode, err)
 		}
@@ -336,51 +220,32 @@ func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 	}
 }
 
-const opMulti = 14 // a lease's record and history are made in one multi
-
-// A lease create whose request ended (the client hung up) while the
-// transaction that makes its record went unanswered answered 500 internal,
-// and the record it may have made stayed, known to no lease, until the
-// session ended. Now it answers unavailable, and the record is ended once
-// the session is back.
+// A lease create whose request ends (the client hangs up) while the
+// transaction that makes its record is unanswered answers unavailable, not
+// 500 internal, and the record it may have made is ended once the session
+// is back, not left, known to no lease, until the session ends.
 func TestLeaseCreateWhoseRequestEndsUnanswered(t *testing.T) {
-	proxy := newStallProxy(t, sharedServer(t).Addr(), opMulti)
+	t.Parallel()
+	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opMulti)
 	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
 	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
 	conn := rawClient(t)
 	proxy.Arm("/leases/")
 	ctx, cancel := context.WithCancel(context.Background())
-	stalled := proxy.stalled
-	go func() {
-		select {
-		case <-stalled:
-		case <-time.After(30 * time.Second):
-			return
-		}
-		// The transaction goes through, the client hangs up, and the
-		// connection is lost before the reply.
-		proxy.Refuse(true)
-		proxy.mu.Lock()
-		proxy.mute = true
-		proxy.mu.Unlock()
-		proxy.Release()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if kids, _, err := conn.Children(svc.root + "/leases"); err == nil && len(kids) > 0 {
-				break // polling ZooKeeper for the applied transaction
-			}
-		}
-		cancel()
-		proxy.Drop()
-		proxy.mu.Lock()
-		proxy.mute = false
-		proxy.mu.Unlock()
-	}()
+	// The transaction goes through, the client hangs up, and the
+	// connection is lost before the reply.
+	proxy.whenStalled(func() {
+		proxy.loseReply(func() bool {
+			kids, _, err := conn.Children(svc.root + "/leases")
+			return err == nil && len(kids) > 0
+		}, cancel)
+	})
 	_, err := svc.Leases.Create(ctx, time.Minute, "hung-up", "")
 	if code := ErrorCode(err); err == nil || code == CodeInternal {
 		t.Fatalf("a create whose request ended unanswered: %v (code %q), want no internal error", err, code)
 	}
 	proxy.Refuse(false)
-	eventually(t, 30*time.Second, func() error {
+	zktest.Eventually(t, 30*time.Second, func() error {
 		kids, _, err := conn.Children(svc.root + "/leases")
 		if err != nil || len(kids) != 0 {
 			return fmt.Errorf("lease records left: %v (%v)", kids, err)
@@ -396,8 +261,9 @@ func TestLeaseCreateWhoseRequestEndsUnanswered(t *testing.T) {
 // another gateway: it could not read the lease's record or history, and
 // took that for "no such lease". It cannot tell now: unavailable.
 func TestLocateWithoutZooKeeperIsUnavailable(t *testing.T) {
-	zks := sharedServer(t)
-	px := newProxy(t, zks.Addr())
+	t.Parallel()
+	zks := zktest.Shared(t)
+	px := zkproxy.New(t, zks.Addr())
 	cut := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 10 * time.Second})
 	other := newService(t, serviceOptions{root: cut.root})
 	lease, err := other.Leases.Create(context.Background(), time.Minute, "elsewhere", "")
@@ -411,7 +277,7 @@ func TestLocateWithoutZooKeeperIsUnavailable(t *testing.T) {
 	}
 	px.Pause()
 	px.Drop()
-	eventually(t, 20*time.Second, func() error {
+	zktest.Eventually(t, 20*time.Second, func() error {
 		if st, _, _ := cut.sess.Status(); st != StateSuspended {
 			return fmt.Errorf("session %s", st)
 		}
@@ -429,19 +295,14 @@ func TestLocateWithoutZooKeeperIsUnavailable(t *testing.T) {
 // lease_expired ("the gateway's ZooKeeper session was lost") for a lease
 // that never was. It answers unavailable: retry, on a new session.
 func TestLeaseCreateWhoseSessionIsLostIsUnavailable(t *testing.T) {
-	proxy := newStallProxy(t, sharedServer(t).Addr(), opMulti)
+	t.Parallel()
+	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opMulti)
 	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: time.Second})
 	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
 	proxy.Arm("/leases/")
-	stalled := proxy.stalled
-	go func() {
-		select {
-		case <-stalled:
-		case <-time.After(30 * time.Second):
-			return
-		}
-		// The connection goes, and none can be made until the session is
-		// given up.
+	// The connection goes, and none can be made until the session is
+	// given up.
+	proxy.whenStalled(func() {
 		proxy.Refuse(true)
 		proxy.Drop()
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -451,7 +312,7 @@ func TestLeaseCreateWhoseSessionIsLostIsUnavailable(t *testing.T) {
 		}
 		proxy.Refuse(false)
 		proxy.Release()
-	}()
+	})
 	_, err := svc.Leases.Create(context.Background(), time.Minute, "unlucky", "")
 	if code := ErrorCode(err); code != CodeUnavailable {
 		t.Fatalf("a create during which the session was lost: %v (code %q), want unavailable", err, code)
@@ -461,6 +322,7 @@ func TestLeaseCreateWhoseSessionIsLostIsUnavailable(t *testing.T) {
 // withoutLease: a call with no lease never answers lease_expired for its
 // session's end.
 func TestCallsWithoutALeaseNeverAnswerLeaseExpired(t *testing.T) {
+	t.Parallel()
 	if code := ErrorCode(withoutLease(errSessionLost)); code != CodeUnavailable {
 		t.Fatalf("the session's end for a call without a lease: %s", code)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkgate/zkgate/internal/zktest"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
@@ -17,10 +18,11 @@ import (
 // the write commits (the other two make the quorum), and read right after
 // it thaws, when its backlog is still on its way.
 func TestPlainReadsSeeWritesMadeThroughAnotherServer(t *testing.T) {
-	sharedServer(t) // the loud failure when ZooKeeper is missing
+	t.Parallel()
+	zktest.Shared(t) // the loud failure when ZooKeeper is missing
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ens, err := zkserver.StartEnsemble(ctx, 3, zkOptions())
+	ens, err := zkserver.StartEnsemble(ctx, 3, zktest.Options())
 	if err != nil {
 		t.Fatalf("ensemble: %v", err)
 	}

@@ -1,0 +1,13 @@
+//go:build !unix
+
+package proc
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// No process groups and no Pdeathsig without Unix.
+func attr(bool) *syscall.SysProcAttr { return nil }
+
+func start(cmd *exec.Cmd) error { return cmd.Start() }
