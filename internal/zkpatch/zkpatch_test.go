@@ -523,6 +523,52 @@ func TestCreateWithStatThenChildren(t *testing.T) {
 	}
 }
 
+// TestCreateThenChildrenKeepOrder: under many concurrent callers, whose
+// requests the send loop takes in batches, the create and the listing of
+// one CreateWithStatThenChildren still go out in their order. 32 workers
+// each create a sequential node with a listing behind it and delete it
+// again, on a lock of their own: every listing must show the node just
+// created, alone. (Only the send loop may take queued requests: another
+// writer that took them could send a listing ahead of its create.)
+func TestCreateThenChildrenKeepOrder(t *testing.T) {
+	c := connect(t, &dialer{})
+	r := root(t, c)
+	acl := zk.WorldACL(zk.PermAll)
+	const workers, each = 32, 200
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		p := fmt.Sprintf("%s/l%d", r, w)
+		if _, err := c.Create(p, nil, zk.FlagPersistent, acl); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				node, _, list, err := c.CreateWithStatThenChildren(p+"/lock-", nil, zk.FlagEphemeralSequential, acl, p)
+				if err != nil || list.Err != nil {
+					errs <- fmt.Errorf("create %s: %v, listing: %v", p, err, list.Err)
+					return
+				}
+				if len(list.Children) != 1 || p+"/"+list.Children[0] != node {
+					errs <- fmt.Errorf("call %d created %s and listed %v", i, node, list.Children)
+					return
+				}
+				if err := c.Delete(node, -1); err != nil {
+					errs <- fmt.Errorf("delete %s: %v", node, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
 // TestBatchedWrites: requests queued while the send loop is busy go out
 // together. The first Write is held on a gate; 100 concurrent Creates and
 // Gets are issued and the test waits (by goroutine dump, not by sleeping)
