@@ -426,6 +426,31 @@ type encoder interface {
 	Encode(buf []byte) (int, error)
 }
 
+var (
+	decoderType = reflect.TypeOf((*decoder)(nil)).Elem()
+	encoderType = reflect.TypeOf((*encoder)(nil)).Elem()
+)
+
+// asDecoder returns v as a decoder if it is one. v.Interface() is called
+// only when it may be: on a struct value it copies the struct to the heap,
+// for every struct of every packet.
+func asDecoder(v reflect.Value) (decoder, bool) {
+	if v.Kind() != reflect.Interface && !v.Type().Implements(decoderType) {
+		return nil, false
+	}
+	de, ok := v.Interface().(decoder)
+	return de, ok
+}
+
+// asEncoder returns v as an encoder if it is one, as asDecoder does.
+func asEncoder(v reflect.Value) (encoder, bool) {
+	if v.Kind() != reflect.Interface && !v.Type().Implements(encoderType) {
+		return nil, false
+	}
+	en, ok := v.Interface().(encoder)
+	return en, ok
+}
+
 func decodePacket(buf []byte, st interface{}) (n int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -460,9 +485,9 @@ func decodePacketValue(buf []byte, v reflect.Value) (int, error) {
 	default:
 		return n, ErrUnhandledFieldType
 	case reflect.Struct:
-		if de, ok := rv.Interface().(decoder); ok {
+		if de, ok := asDecoder(rv); ok {
 			return de.Decode(buf)
-		} else if de, ok := v.Interface().(decoder); ok {
+		} else if de, ok := asDecoder(v); ok {
 			return de.Decode(buf)
 		} else {
 			for i := 0; i < v.NumField(); i++ {
@@ -546,9 +571,9 @@ func encodePacketValue(buf []byte, v reflect.Value) (int, error) {
 	default:
 		return n, ErrUnhandledFieldType
 	case reflect.Struct:
-		if en, ok := rv.Interface().(encoder); ok {
+		if en, ok := asEncoder(rv); ok {
 			return en.Encode(buf)
-		} else if en, ok := v.Interface().(encoder); ok {
+		} else if en, ok := asEncoder(v); ok {
 			return en.Encode(buf)
 		} else {
 			for i := 0; i < v.NumField(); i++ {

@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 
 // server returns the shared ZooKeeper. A missing ZooKeeper fails the test
 // with the command that installs it: it is never skipped.
-func server(t *testing.T) *zkserver.Server {
+func server(t testing.TB) *zkserver.Server {
 	t.Helper()
 	shared.once.Do(func() {
 		if err := zkserver.Check(zkserver.Options{}); err != nil {
