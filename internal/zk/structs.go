@@ -102,6 +102,29 @@ type responseHeader struct {
 	Err  ErrCode
 }
 
+// encode writes h at the start of buf as encodePacket would (two big-endian
+// int32s), without reflection: a header goes before every request.
+func (h *requestHeader) encode(buf []byte) (int, error) {
+	if len(buf) < 8 {
+		return 0, ErrShortBuffer
+	}
+	binary.BigEndian.PutUint32(buf[0:4], uint32(h.Xid))
+	binary.BigEndian.PutUint32(buf[4:8], uint32(h.Opcode))
+	return 8, nil
+}
+
+// decode reads h from the start of buf as decodePacket would, without
+// reflection: a header comes before every reply.
+func (h *responseHeader) decode(buf []byte) (int, error) {
+	if len(buf) < 16 {
+		return 0, ErrShortBuffer
+	}
+	h.Xid = int32(binary.BigEndian.Uint32(buf[0:4]))
+	h.Zxid = int64(binary.BigEndian.Uint64(buf[4:12]))
+	h.Err = ErrCode(int32(binary.BigEndian.Uint32(buf[12:16])))
+	return 16, nil
+}
+
 type multiHeader struct {
 	Type int32
 	Done bool
