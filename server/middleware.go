@@ -162,11 +162,16 @@ func (fd *frontDoor) done(ww middleware.WrapResponseWriter, r *http.Request, sta
 		fd.log.LogAttrs(ctx, slog.LevelWarn, "refused requests not logged",
 			slog.Int("count", n), slog.Int("most_a_second", refusedLogsPerSecond))
 	}
-	fd.log.LogAttrs(ctx, level, "http",
+	// The record is made here rather than by LogAttrs, which takes a stack
+	// trace for the line's source on every call: the gateway's logger
+	// writes no source.
+	line := slog.NewRecord(time.Now(), level, "http", 0)
+	line.AddAttrs(
 		slog.String("method", handlers.Clip(r.Method, maxLoggedMethod)), slog.String("path", handlers.Clip(r.URL.Path, maxLoggedPath)),
 		slog.String("route", route), slog.Int("status", status), slog.Int("bytes", ww.BytesWritten()),
 		slog.Float64("ms", float64(elapsed.Microseconds())/1000),
 		slog.String("request_id", ww.Header().Get("X-Request-Id")), slog.String("remote", r.RemoteAddr))
+	_ = fd.log.Handler().Handle(ctx, line)
 }
 
 // What of a request's method and path a log line carries: enough to tell

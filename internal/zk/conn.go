@@ -864,8 +864,8 @@ func encodeRequest(buf []byte, req *request) (int, error) {
 	if len(buf) < 4 {
 		return 0, ErrShortBuffer
 	}
-	header := &requestHeader{req.xid, req.opcode}
-	n, err := encodePacket(buf[4:], header)
+	header := requestHeader{req.xid, req.opcode}
+	n, err := header.encode(buf[4:])
 	if err != nil {
 		return 0, err
 	}
@@ -1040,6 +1040,9 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 		rsz = sz
 	}
 	r := bufio.NewReaderSize(conn, rsz)
+	// One header for every reply: a pointer to it goes to the request's
+	// recvFunc, so one made per reply would be a heap allocation each.
+	var res responseHeader
 	for {
 		// package length
 		if err := conn.SetReadDeadline(time.Now().Add(c.recvTimeout)); err != nil {
@@ -1064,8 +1067,7 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 			return err
 		}
 
-		res := responseHeader{}
-		_, err = decodePacket(buf[:16], &res)
+		_, err = res.decode(buf[:16])
 		if err != nil {
 			return err
 		}

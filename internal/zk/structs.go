@@ -102,6 +102,29 @@ type responseHeader struct {
 	Err  ErrCode
 }
 
+// encode writes h at the start of buf as encodePacket would (two big-endian
+// int32s), without reflection: a header goes before every request.
+func (h *requestHeader) encode(buf []byte) (int, error) {
+	if len(buf) < 8 {
+		return 0, ErrShortBuffer
+	}
+	binary.BigEndian.PutUint32(buf[0:4], uint32(h.Xid))
+	binary.BigEndian.PutUint32(buf[4:8], uint32(h.Opcode))
+	return 8, nil
+}
+
+// decode reads h from the start of buf as decodePacket would, without
+// reflection: a header comes before every reply.
+func (h *responseHeader) decode(buf []byte) (int, error) {
+	if len(buf) < 16 {
+		return 0, ErrShortBuffer
+	}
+	h.Xid = int32(binary.BigEndian.Uint32(buf[0:4]))
+	h.Zxid = int64(binary.BigEndian.Uint64(buf[4:12]))
+	h.Err = ErrCode(int32(binary.BigEndian.Uint32(buf[12:16])))
+	return 16, nil
+}
+
 type multiHeader struct {
 	Type int32
 	Done bool
@@ -426,6 +449,31 @@ type encoder interface {
 	Encode(buf []byte) (int, error)
 }
 
+var (
+	decoderType = reflect.TypeOf((*decoder)(nil)).Elem()
+	encoderType = reflect.TypeOf((*encoder)(nil)).Elem()
+)
+
+// asDecoder returns v as a decoder if it is one. v.Interface() is called
+// only when it may be: on a struct value it copies the struct to the heap,
+// for every struct of every packet.
+func asDecoder(v reflect.Value) (decoder, bool) {
+	if v.Kind() != reflect.Interface && !v.Type().Implements(decoderType) {
+		return nil, false
+	}
+	de, ok := v.Interface().(decoder)
+	return de, ok
+}
+
+// asEncoder returns v as an encoder if it is one, as asDecoder does.
+func asEncoder(v reflect.Value) (encoder, bool) {
+	if v.Kind() != reflect.Interface && !v.Type().Implements(encoderType) {
+		return nil, false
+	}
+	en, ok := v.Interface().(encoder)
+	return en, ok
+}
+
 func decodePacket(buf []byte, st interface{}) (n int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -460,9 +508,9 @@ func decodePacketValue(buf []byte, v reflect.Value) (int, error) {
 	default:
 		return n, ErrUnhandledFieldType
 	case reflect.Struct:
-		if de, ok := rv.Interface().(decoder); ok {
+		if de, ok := asDecoder(rv); ok {
 			return de.Decode(buf)
-		} else if de, ok := v.Interface().(decoder); ok {
+		} else if de, ok := asDecoder(v); ok {
 			return de.Decode(buf)
 		} else {
 			for i := 0; i < v.NumField(); i++ {
@@ -546,9 +594,9 @@ func encodePacketValue(buf []byte, v reflect.Value) (int, error) {
 	default:
 		return n, ErrUnhandledFieldType
 	case reflect.Struct:
-		if en, ok := rv.Interface().(encoder); ok {
+		if en, ok := asEncoder(rv); ok {
 			return en.Encode(buf)
-		} else if en, ok := v.Interface().(encoder); ok {
+		} else if en, ok := asEncoder(v); ok {
 			return en.Encode(buf)
 		} else {
 			for i := 0; i < v.NumField(); i++ {

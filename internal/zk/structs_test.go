@@ -82,3 +82,37 @@ func BenchmarkEncode(b *testing.B) {
 		}
 	}
 }
+
+// TestHeaderCodec: the request and reply headers, coded by hand on every
+// packet, are the bytes the reflecting codec makes and reads.
+func TestHeaderCodec(t *testing.T) {
+	for _, h := range []requestHeader{{0, 0}, {1, opCreate2}, {-2, opPing}, {0x7fffffff, -1}, {-0x80000000, 0x12345678}} {
+		want := make([]byte, 8)
+		if n, err := encodePacket(want, &h); err != nil || n != 8 {
+			t.Fatalf("encodePacket(%+v) = %d, %v", h, n, err)
+		}
+		got := make([]byte, 8)
+		if n, err := h.encode(got); err != nil || n != 8 || string(got) != string(want) {
+			t.Fatalf("encode(%+v) = %x, %d, %v; want %x", h, got, n, err, want)
+		}
+	}
+	if _, err := (&requestHeader{}).encode(make([]byte, 7)); err != ErrShortBuffer {
+		t.Fatalf("encode into 7 bytes: %v, want ErrShortBuffer", err)
+	}
+	for _, h := range []responseHeader{{0, 0, 0}, {-1, -1, ErrCode(-101)}, {42, 0x0102030405060708, errSessionExpired}, {-0x80000000, -0x8000000000000000, 0x7fffffff}} {
+		buf := make([]byte, 16)
+		if _, err := encodePacket(buf, &h); err != nil {
+			t.Fatal(err)
+		}
+		var want, got responseHeader
+		if _, err := decodePacket(buf, &want); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := got.decode(buf); err != nil || n != 16 || got != want || got != h {
+			t.Fatalf("decode(%x) = %+v, %d, %v; want %+v", buf, got, n, err, want)
+		}
+	}
+	if _, err := (&responseHeader{}).decode(make([]byte, 15)); err != ErrShortBuffer {
+		t.Fatalf("decode of 15 bytes: %v, want ErrShortBuffer", err)
+	}
+}

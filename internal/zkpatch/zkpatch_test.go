@@ -27,7 +27,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(zktest.Run(m)) }
 
 // server returns the shared ZooKeeper.
-func server(t *testing.T) *zkserver.Server { return zktest.Shared(t) }
+func server(t testing.TB) *zkserver.Server { return zktest.Shared(t) }
 
 // wait is how long any one thing a test waits for may take before the test
 // fails: a bound on a hang, not a timing threshold.
@@ -516,6 +516,52 @@ func checkCreateThenChildrenErrors(t *testing.T, c *zk.Conn, r string) {
 		if a := call(bad.path, bad.parent, bad.flags); !errors.Is(a.err, bad.want) || a.stat != nil {
 			t.Fatalf("CreateWithStatThenChildren(%q, flags %d, parent %q) = %+v; want %v", bad.path, bad.flags, bad.parent, a, bad.want)
 		}
+	}
+}
+
+// TestCreateThenChildrenKeepOrder: under many concurrent callers, whose
+// requests the send loop takes in batches, the create and the listing of
+// one CreateWithStatThenChildren still go out in their order. 32 workers
+// each create a sequential node with a listing behind it and delete it
+// again, on a lock of their own: every listing must show the node just
+// created, alone. (Only the send loop may take queued requests: another
+// writer that took them could send a listing ahead of its create.)
+func TestCreateThenChildrenKeepOrder(t *testing.T) {
+	c := connect(t, &dialer{})
+	r := root(t, c)
+	acl := zk.WorldACL(zk.PermAll)
+	const workers, each = 32, 200
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		p := fmt.Sprintf("%s/l%d", r, w)
+		if _, err := c.Create(p, nil, zk.FlagPersistent, acl); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				node, _, list, err := c.CreateWithStatThenChildren(p+"/lock-", nil, zk.FlagEphemeralSequential, acl, p)
+				if err != nil || list.Err != nil {
+					errs <- fmt.Errorf("create %s: %v, listing: %v", p, err, list.Err)
+					return
+				}
+				if len(list.Children) != 1 || p+"/"+list.Children[0] != node {
+					errs <- fmt.Errorf("call %d created %s and listed %v", i, node, list.Children)
+					return
+				}
+				if err := c.Delete(node, -1); err != nil {
+					errs <- fmt.Errorf("delete %s: %v", node, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 
