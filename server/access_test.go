@@ -80,6 +80,7 @@ func servedRules(t *testing.T) map[string]servedRule {
 // of the one table in routes.go, behind the front door, with its rule.
 // (TestOpenAPIMatchesRoutes checks the same routes against openapi.yaml.)
 func TestAccessRuleForEveryRoute(t *testing.T) {
+	t.Parallel()
 	rules := servedRules(t)
 	for _, r := range specSortedKeys(routesOf(rules)) {
 		if !rules[r].ok {
@@ -134,6 +135,7 @@ var errorf = fmt.Errorf
 // tokens' leases is written whatever --log-level says, even above
 // info.
 func TestAuditIgnoresTheLogLevel(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--log-level", "error"}}, file, secrets)
 	lease := g.newLeaseAs(t, "billing")
@@ -245,6 +247,7 @@ var accessCases = map[string]accessCase{
 // lease); then with the right token, which gets through. Open routes stay
 // open. Nothing answers 500.
 func TestAccessEveryRoute(t *testing.T) {
+	t.Parallel()
 	rules := servedRules(t)
 	routes := routesOf(rules)
 	file, secrets := newTokensFile(t)

@@ -31,6 +31,7 @@ func keepAliveDoor(log io.Writer) http.Handler {
 // TestAccessLogLine: each request is one complete line of the access log,
 // written as it ends, with every field and nothing else.
 func TestAccessLogLine(t *testing.T) {
+	t.Parallel()
 	var log bytes.Buffer
 	h := keepAliveDoor(&log)
 	for i := 0; i < 2; i++ {

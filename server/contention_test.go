@@ -163,6 +163,7 @@ func (d deadlockCase) run(t *testing.T, gw map[string]*gwtest.Gateway, checkers 
 // deadlock naming the cycle (as openapi.yaml says), the others wait on, and
 // get what they wait for once the victim lets its own hold go.
 func TestDeadlocksAcrossGateways(t *testing.T) {
+	// Serial: times each deadlock's breaking (within 2s).
 	g1, g2 := twoGateways(t)
 	gw := map[string]*gwtest.Gateway{"g1": g1, "g2": g2}
 	checkers := map[string]*specChecker{"g1": newSpecChecker(t, g1.URL, specLoad(t, zkgate.OpenAPI)),
@@ -194,6 +195,7 @@ func TestDeadlocksAcrossGateways(t *testing.T) {
 // holder, token and times; a semaphore's grant; the names with the most time
 // waited first.
 func TestContentionAcrossGateways(t *testing.T) {
+	t.Parallel()
 	g1, g2 := twoGateways(t)
 	s1 := newSpecChecker(t, g1.URL, specLoad(t, zkgate.OpenAPI))
 	s2 := newSpecChecker(t, g2.URL, specLoad(t, zkgate.OpenAPI))
@@ -290,6 +292,7 @@ func checkContentionNames(t *testing.T, s1, s2 *specChecker) {
 // lists the names the caller's token may read and no other, whatever
 // token asks; one name's figures need read on it.
 func TestContentionShowsATokenWhatItMayRead(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	g := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
 	lease := g.newLeaseAs(t, "writer")

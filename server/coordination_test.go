@@ -30,6 +30,7 @@ func leaderOf(st map[string]any) string {
 
 //zkgate:race
 func TestElection(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -103,6 +104,7 @@ func TestElection(t *testing.T) {
 //
 //zkgate:race
 func TestOneShotElection(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
 	const n = 8
@@ -154,6 +156,7 @@ func TestOneShotElection(t *testing.T) {
 // TestElectionFailover: the leader's gateway is killed; the candidate on
 // another gateway becomes leader once the session expires.
 func TestElectionFailover(t *testing.T) {
+	t.Parallel()
 	p := gwtest.StartProcess(t, gwtest.GatewayOptions{SessionTimeout: time.Second})
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: p.Root})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -177,6 +180,7 @@ func TestElectionFailover(t *testing.T) {
 
 //zkgate:race
 func TestBarrier(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -217,6 +221,7 @@ func TestBarrier(t *testing.T) {
 //
 //zkgate:race
 func TestDoubleBarrierAcrossGateways(t *testing.T) {
+	t.Parallel()
 	g1 := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	g2 := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: g1.Root})
 	conn := gwtest.Client(t, g1.ZK, 5*time.Second)
@@ -271,6 +276,7 @@ func produce(t testing.TB, url, queue string, data []byte, priority int) string 
 }
 
 func TestQueueOrderTakeAndPeek(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--max-item-bytes", "1KiB"}})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -337,6 +343,7 @@ func TestQueueOrderTakeAndPeek(t *testing.T) {
 //
 //zkgate:race
 func TestQueueClaimsSurviveDyingConsumers(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -409,6 +416,7 @@ func TestQueueClaimsSurviveDyingConsumers(t *testing.T) {
 //
 //zkgate:race
 func TestQueueNackAndDisconnect(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)

@@ -57,6 +57,7 @@ func requestsTo(t *testing.T, base, method, route string) int {
 // an hour. A fetch from the gateway's own page, and curl's requests, still
 // act.
 func TestBrowserCrossSiteChangesNothing(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	item := produce(t, g.URL, "inbox", []byte("precious"), 100)
 	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

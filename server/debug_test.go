@@ -17,6 +17,7 @@ import (
 // HTTP/2 with prior knowledge (h2c); a non-loopback debug address is
 // refused at start unless --insecure.
 func TestDebugListenAndH2C(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

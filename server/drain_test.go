@@ -22,6 +22,7 @@ import (
 // load: no answer is a 5xx other than the documented 503s, and no two
 // holders ever overlap.
 func TestDrainedRestart(t *testing.T) {
+	t.Parallel()
 	opts := gwtest.GatewayOptions{Root: gwtest.UniqueRoot(t), DrainTimeout: 4 * time.Second}
 	drainOne(t, opts)
 	restartUnderLoad(t, opts)

@@ -14,6 +14,7 @@ import (
 // whatever reason, answers 410 lease_expired with that reason on every
 // other gateway too (it answered 404 there), and one nobody made, 404.
 func TestOneTruthAboutEveryLease(t *testing.T) {
+	t.Parallel()
 	root := gwtest.UniqueRoot(t)
 	opts := gwtest.GatewayOptions{Root: root, SessionTimeout: 2 * time.Second}
 	a := gwtest.StartGateway(t, opts)
@@ -61,6 +62,7 @@ func TestOneTruthAboutEveryLease(t *testing.T) {
 // scope=gateway lists one gateway's own; a gateway that does not answer is
 // named as unreachable.
 func TestLeaseListOfEveryGateway(t *testing.T) {
+	t.Parallel()
 	root := gwtest.UniqueRoot(t)
 	opts := gwtest.GatewayOptions{Root: root, SessionTimeout: 10 * time.Second}
 	a := gwtest.StartGateway(t, opts)
@@ -111,6 +113,7 @@ func TestLeaseListOfEveryGateway(t *testing.T) {
 // gateways with their address and state, and the queue claims that another
 // gateway's leases hold, next to those leases.
 func TestDashboardShowsEveryGateway(t *testing.T) {
+	t.Parallel()
 	root := gwtest.UniqueRoot(t)
 	opts := gwtest.GatewayOptions{Root: root}
 	a := gwtest.StartGateway(t, opts)

@@ -17,6 +17,7 @@ import (
 // ZooKeeper session with it, and a waiter on another gateway gets the lock
 // once the session expires.
 func TestKilledGatewayLosesLocks(t *testing.T) {
+	t.Parallel()
 	p := gwtest.StartProcess(t, gwtest.GatewayOptions{SessionTimeout: time.Second})
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: p.Root})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -55,6 +56,7 @@ func TestKilledGatewayLosesLocks(t *testing.T) {
 // another, tokens keep growing, and the lock keeps being granted after the
 // failover.
 func TestEnsembleLeaderKill(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ens, err := zkserver.StartEnsemble(ctx, 3, zkserver.Options{MaxSessionTimeout: 30 * time.Second})
@@ -182,6 +184,7 @@ func (h *haContention) release(t *testing.T, lease string) bool {
 // answer 503; once the session is given up, its leases are lost for good,
 // and after ZooKeeper is back the gateway serves again on a new session.
 func TestZooKeeperOutage(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	zs, err := zkserver.Start(ctx, zkserver.Options{MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute})

@@ -13,6 +13,7 @@ import (
 //
 //zkgate:race
 func TestLeaseOnAnotherGateway(t *testing.T) {
+	t.Parallel()
 	a := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root})
 	conn := gwtest.Client(t, a.ZK, 5*time.Second)

@@ -92,6 +92,7 @@ func liveHeap() uint64 {
 // the metrics' labels come from a fixed set. They grew by every distinct
 // method, 458 MB of /metrics after 20,000 of them.
 func TestJunkMethodsAndPathsKeepNothing(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	for _, tc := range []struct {
 		name   string
@@ -133,6 +134,7 @@ func TestJunkMethodsAndPathsKeepNothing(t *testing.T) {
 // few a second are counted, not logged one by one. The burst wrote the
 // whole path in each line, 100 MiB of log.
 func TestRefusedRequestsLogLittle(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	g := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
 	before := len(g.Logs())
@@ -321,6 +323,7 @@ func h2cClient() *http.Client {
 // instead of read to the end. Then the gateway's goroutines are back to
 // what they were. Such a body held its goroutine as long as it trickled.
 func TestSlowBodiesAreCutOff(t *testing.T) {
+	// Serial: counts the binary's goroutines (runtime.NumGoroutine).
 	file, secrets := newTokensFile(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--auth-file", file, "--body-timeout", "1s"}})
 	lease := newLeaseWith(t, g.URL, secrets["writer"])
@@ -398,6 +401,7 @@ func newLeaseWith(t *testing.T, base, secret string) string {
 // wait does; over HTTP/1.1 a read deadline left on the connection would cut
 // them (net/http reads on to notice a hang-up, and ends the request).
 func TestWaitsOutliveTheBodyTimeout(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--body-timeout", "1s"}})
 	holder := newLease(t, g.URL, "1m", "holder")
 	mustStatus(t, acquire(t, g.URL, "held", holder, "0s"), 200, "hold")
@@ -453,6 +457,7 @@ func getWith(t *testing.T, c *http.Client, url, secret string) gwtest.Response {
 // token (or address) leave it no room, and other tokens (addresses), and
 // /readyz, are served as usual. One token could hold any number.
 func TestRequestsUnderWayPerClient(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	extra := []string{"--max-requests-per-token", "3", "--body-timeout", "1m"}
 	for _, tc := range []struct {
@@ -549,6 +554,7 @@ func sendRaw(t *testing.T, base, method, path string, header map[string]string, 
 // neither header (curl, the clients) are served as they were, curl's form
 // type included.
 func TestBrowserRequestsRefused(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	off := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	on := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--auth-file", file}})

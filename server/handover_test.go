@@ -37,6 +37,7 @@ func leaseHolds(t *testing.T, url, lease string) map[string]map[string]any {
 // on (saying where they moved, and never that they end), and a wait cut by
 // the handover rejoins its place in line when retried through the peer.
 func TestHandoverToAPeer(t *testing.T) {
+	t.Parallel()
 	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, DrainTimeout: 3 * time.Second, Handover: true}
 	a := gwtest.StartProcess(t, opts)
 	opts.Root = a.Root
@@ -141,6 +142,7 @@ func retryCutWait(t *testing.T, url, holder, waiter, waitNode string) gwtest.Res
 // session's password is never shown: not in a log, an answer, /metrics.
 // A start after the session expired finds the leases gone: 410.
 func TestHandoverToTheNextStart(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +216,7 @@ func TestHandoverToTheNextStart(t *testing.T) {
 // gateways' secret, so a third gateway forwards the lease's requests to
 // the taker.
 func TestAHandedOverLeaseIsServedThroughEveryGateway(t *testing.T) {
+	t.Parallel()
 	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, Handover: true}
 	a := gwtest.StartProcess(t, opts)
 	opts.Root = a.Root
@@ -276,6 +279,7 @@ func gatewayItem(t *testing.T, url, id string) string {
 // giver as handing over while it drains, and no more once it has gone; the
 // leases page names the lease's new gateway.
 func TestTheDashboardShowsAHandover(t *testing.T) {
+	t.Parallel()
 	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, DrainTimeout: 4 * time.Second, Handover: true}
 	a := gwtest.StartProcess(t, opts)
 	opts.Root = a.Root

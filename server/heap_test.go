@@ -47,6 +47,7 @@ func configOf(t *testing.T, args ...string) server.Config {
 // filled that with ZooKeeper's log of its last writes alone).
 // docs/security.md (Limits) says what the defaults come to.
 func TestEmbeddedHeapCoversTheCaps(t *testing.T) {
+	t.Parallel()
 	const documented = 1600 << 20 // docs/security.md, Limits
 	def := configOf(t)
 	if got := server.EmbeddedHeap(def); got != documented {

@@ -171,6 +171,7 @@ func icProduceMixed(t *testing.T, g *gwtest.Gateway, name string) ([]string, map
 // mixed priorities and arbitrary bytes, are consumed by a kazoo
 // LockingQueue in kazoo's own order (priority, then sequence), byte-exact.
 func TestInteropKazooConsumesZkgateQueue(t *testing.T) {
+	// Serial: counts the binary's goroutines (interopStart checks NoGoroutinesLeft).
 	g, conn, p := interopStart(t, startKazooPeer)
 	const name = "jobs"
 	queuePath := g.Root + "/queues/" + name
@@ -229,6 +230,7 @@ func TestInteropKazooConsumesZkgateQueue(t *testing.T) {
 // order, byte-exact; an item a kazoo consumer has locked is hidden from
 // zkgate until kazoo releases it or exits.
 func TestInteropZkgateConsumesKazooQueue(t *testing.T) {
+	// Serial: counts the binary's goroutines (interopStart checks NoGoroutinesLeft).
 	g, conn, p := interopStart(t, startKazooPeer)
 	const name = "inbox"
 	queuePath := g.Root + "/queues/" + name
@@ -492,6 +494,7 @@ func icCampaignBehindCurator(t *testing.T, g *gwtest.Gateway, p *interopPeer, na
 // TestInteropCuratorLeaderLatch: Curator LeaderLatch and zkgate candidates
 // share one election, each waiting for the other to step down.
 func TestInteropCuratorLeaderLatch(t *testing.T) {
+	// Serial: counts the binary's goroutines (interopStart checks NoGoroutinesLeft).
 	g, conn, p := interopStart(t, startCuratorPeer)
 	const name = "svc"
 	path := g.Root + "/elections/" + name

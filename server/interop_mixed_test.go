@@ -18,6 +18,7 @@ import (
 // other recipe does not wait for zkgate: such mixes exclude one way only.
 // docs/interop.md says so: use one recipe per name.
 func TestInteropCuratorMixedRecipes(t *testing.T) {
+	// Serial: counts the binary's goroutines (interopStart checks NoGoroutinesLeft).
 	g, conn, p := interopStart(t, startCuratorPeer)
 	a, b := ioLease(t, g, "30s", "zkgate-a"), ioLease(t, g, "30s", "zkgate-b")
 	id := 0

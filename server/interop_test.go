@@ -607,10 +607,12 @@ func interopExclusiveLock(t *testing.T, start func(*testing.T, string) *interopP
 }
 
 func TestInteropCuratorMutex(t *testing.T) {
+	// Serial: counts the binary's goroutines (interopStart checks NoGoroutinesLeft).
 	interopExclusiveLock(t, startCuratorPeer, "mutex", "-lock-")
 }
 
 func TestInteropKazooLock(t *testing.T) {
+	// Serial: counts the binary's goroutines (interopStart checks NoGoroutinesLeft).
 	interopExclusiveLock(t, startKazooPeer, "lock", "__lock__")
 }
 
@@ -650,6 +652,7 @@ func ioCuratorAndZkgateTakeTurns(t *testing.T, g *gwtest.Gateway, p *interopPeer
 }
 
 func TestInteropCuratorReadWriteLock(t *testing.T) {
+	// Serial: counts the binary's goroutines (interopStart checks NoGoroutinesLeft).
 	g, conn, p := interopStart(t, startCuratorPeer)
 	const name = "rw"
 	path := g.Root + "/locks/" + name
@@ -737,6 +740,7 @@ func ioSemaphoreFull(t *testing.T, g *gwtest.Gateway, p *interopPeer, name, path
 }
 
 func TestInteropCuratorSemaphoreV2(t *testing.T) {
+	// Serial: counts the binary's goroutines (interopStart checks NoGoroutinesLeft).
 	g, conn, p := interopStart(t, startCuratorPeer)
 	const name = "pool"
 	path := g.Root + "/semaphores/" + name

@@ -34,6 +34,7 @@ func promised(t testing.TB, r gwtest.Response) (expiresAt, now time.Time) {
 // drain's end and, in the same answer, an expires_at a whole TTL later,
 // which the CLI believed. No answer promises a lease past the drain.
 func TestADrainingGatewayPromisesNoLeasePastItsEnd(t *testing.T) {
+	t.Parallel()
 	a := gwtest.StartProcess(t, gwtest.GatewayOptions{DrainTimeout: 5 * time.Second})
 	lease := newLease(t, a.URL, "1m", "drained")
 	mustStatus(t, acquire(t, a.URL, "promise", lease, "0s"), http.StatusOK, "acquire")
@@ -75,6 +76,7 @@ func TestADrainingGatewayPromisesNoLeasePastItsEnd(t *testing.T) {
 // keepalive's expires_at comes before any grant to another holder. (One
 // machine, one clock: the two gateways' times compare directly.)
 func TestALeaseIsPromisedNoLongerThanItsSession(t *testing.T) {
+	t.Parallel()
 	p := gwtest.StartProcess(t, gwtest.GatewayOptions{SessionTimeout: 2 * time.Second})
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: p.Root})
 	lease := newLease(t, p.URL, "15s", "doomed")
@@ -115,6 +117,7 @@ func TestALeaseIsPromisedNoLongerThanItsSession(t *testing.T) {
 // 410 session_lost): the lookup read the lease's record and history without
 // a sync. Every lookup that could say 404 or 410 syncs first.
 func TestALeaseMadeElsewhereIsFoundAtOnce(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ens, err := zkserver.StartEnsemble(ctx, 3, zkserver.Options{MaxSessionTimeout: 30 * time.Second})
@@ -180,6 +183,7 @@ func TestALeaseMadeElsewhereIsFoundAtOnce(t *testing.T) {
 // ZooKeeper expired the old session. A lease whose gateway is gone answers
 // 410 with its reason at once, on every gateway.
 func TestARestartedGatewayDisownsNoLeaseWith404(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -207,6 +211,7 @@ func TestARestartedGatewayDisownsNoLeaseWith404(t *testing.T) {
 // SIGKILLed holds its lock back from everyone, through any gateway, until
 // that delay after its session ended; a lock_delay above the cap is a 400.
 func TestLockDelayAcrossGateways(t *testing.T) {
+	t.Parallel()
 	p := gwtest.StartProcess(t, gwtest.GatewayOptions{SessionTimeout: 2 * time.Second})
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: p.Root})
 	r := gwtest.Do(t, "POST", p.URL+"/v1/leases", map[string]any{"ttl": "1m", "holder": "delayed", "lock_delay": "4s"})

@@ -13,6 +13,7 @@ import (
 // (a second at the default rate) they are dropped, so addresses that come
 // and go do not pile up buckets.
 func TestLeaseBucketsOfGoneAddressesAreSwept(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_000_000, 0)
 	l := newLimits(Limits{MaxLeases: 1 << 20, MaxLeasesPerToken: 10, LeaseRate: 100})
 	l.now = func() time.Time { return now }

@@ -75,6 +75,7 @@ func stillServes(t *testing.T, g *secured, lease, lock string) {
 // never pass the caps, the gateway stays ready and serves, and a revoked
 // lease gives its slot back.
 func TestLimitsLeases(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--max-leases", "6", "--max-leases-per-token", "3",
 		"--lease-rate", "1000", "--max-waiters", "4", "--max-waiters-per-name", "2"}}, file, secrets)
@@ -133,6 +134,7 @@ func TestLimitsLeases(t *testing.T) {
 // TestLimitsLeaseRate: a token that makes leases faster than --lease-rate
 // is told when to come back.
 func TestLimitsLeaseRate(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--lease-rate", "0.01"}}, file, secrets)
 	base := g.newLeaseAs(t, "writer")
@@ -151,6 +153,7 @@ func TestLimitsLeaseRate(t *testing.T) {
 // gateway stays ready and serves try-once requests, and an ended wait
 // gives its slot back.
 func TestLimitsWaiters(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--max-waiters", "4", "--max-waiters-per-token", "5",
 		"--max-waiters-per-name", "2"}}, file, secrets)
@@ -311,6 +314,7 @@ func postWith(t *testing.T, c *http.Client, url, secret string, body any) gwtest
 // (--max-waiters-per-token). 20 blocking reads of one read-only token under
 // --max-waiters 20 left the admin's waits nothing but 429.
 func TestLimitsWaitersPerToken(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	for _, tc := range []struct {
 		name              string
@@ -400,6 +404,7 @@ func getUntilEnded(ctx context.Context, c *http.Client, url, secret string, answ
 // from one address left 502,266 znodes in ZooKeeper); other addresses have
 // their own.
 func TestLimitsLeasesPerAddress(t *testing.T) {
+	t.Parallel()
 	greedy, _ := fromAddr("127.0.0.2")
 	other, _ := fromAddr("127.0.0.3")
 	lease := map[string]any{"ttl": "1m"}

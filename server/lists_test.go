@@ -49,6 +49,7 @@ func listPages(t *testing.T, path, key, field string, limit int, between func(pa
 // names come and go between pages: every lock held throughout is listed
 // once, none twice, and a page never holds more than its limit.
 func TestAListPagesInOrderWhileNamesComeAndGo(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	lease := newLease(t, g.URL, "1m", "pager")
 	var kept []string
@@ -91,6 +92,7 @@ func TestAListPagesInOrderWhileNamesComeAndGo(t *testing.T) {
 // gateway is asked for the same page of its own, and the pages, put
 // together, are every lease of every gateway once, oldest first.
 func TestTheLeasesOfEveryGatewayComeAPageAtATime(t *testing.T) {
+	t.Parallel()
 	a := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root})
 	want := map[string]bool{}

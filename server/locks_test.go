@@ -41,6 +41,7 @@ func lockState(t testing.TB, url, name string) map[string]any {
 }
 
 func TestLockAcquireReleaseLeavesNothing(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -76,6 +77,7 @@ func TestLockAcquireReleaseLeavesNothing(t *testing.T) {
 //
 //zkgate:race
 func TestLockContention(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -132,6 +134,7 @@ func TestLockContention(t *testing.T) {
 // TestLeaseExpiryHandsLockToNextWaiter: a holder that stops keeping its
 // lease alive loses the lock to the waiter, and hears lease_expired.
 func TestLeaseExpiryHandsLockToNextWaiter(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -167,6 +170,7 @@ func TestLeaseExpiryHandsLockToNextWaiter(t *testing.T) {
 //
 //zkgate:race
 func TestTimeoutAndDisconnectLeaveNoWaiter(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
@@ -229,6 +233,7 @@ func TestTimeoutAndDisconnectLeaveNoWaiter(t *testing.T) {
 
 //zkgate:race
 func TestReadWriteLock(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
 	r1, r2, w := newLease(t, g.URL, "30s", "r1"), newLease(t, g.URL, "30s", "r2"), newLease(t, g.URL, "30s", "w")
@@ -268,6 +273,7 @@ func TestReadWriteLock(t *testing.T) {
 
 //zkgate:race
 func TestSemaphore(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)
 	acq := func(lease, wait string, limit int) gwtest.Response {
@@ -301,6 +307,7 @@ func TestSemaphore(t *testing.T) {
 
 // TestBlockingRead: a GET with the current index waits for the next change.
 func TestBlockingRead(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	r := gwtest.Do(t, "GET", g.URL+"/v1/locks/br", nil)
 	mustStatus(t, r, 200, "state")
@@ -349,6 +356,7 @@ func TestBlockingRead(t *testing.T) {
 //
 //zkgate:race
 func TestBlockingReadsShareOneWatch(t *testing.T) {
+	// Serial: counts the watches of the whole shared ZooKeeper (wchs).
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	r := gwtest.Do(t, "GET", g.URL+"/v1/locks/watched", nil)
 	index := r.Header.Get("X-Zkgate-Index")

@@ -59,6 +59,7 @@ func (p *replyDropper) onRequest(r zkproxy.Request) zkproxy.Action {
 //
 //zkgate:race
 func TestLostCreateReply(t *testing.T) {
+	t.Parallel()
 	zs := gwtest.ZK(t)
 	proxy := newReplyDropper(t, zs.Addr(), "/locks/lost/")
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{ZK: []string{proxy.Addr()}, SessionTimeout: 10 * time.Second})

@@ -46,6 +46,7 @@ func labelOf(m *dto.Metric, name string) string {
 // does not grow with the names. Every series only grows: a name picked
 // counts from then on, and what came before stays under "*".
 func TestNameMetricsStaySmall(t *testing.T) {
+	t.Parallel()
 	const names, top = 100_000, 20
 	m := NewMetrics(top)
 	var figures []recipes.NameFigures

@@ -15,6 +15,7 @@ import (
 // the answers that only tokens and limits give (401, 403, 429, the sign-in's
 // redirects and pages) and validates each against openapi.yaml.
 func TestOpenAPISecurity(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	g := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--max-leases-per-token", "2", "--max-waiters-per-name", "1"}}, file, secrets)
 	served := gwtest.Do(t, "GET", g.URL+"/openapi.yaml", nil)

@@ -73,6 +73,7 @@ func specSortedKeys(m map[string]bool) []string {
 // compares its routes with the operations of openapi.yaml, both ways: a
 // route added without its spec, or a spec operation without a route, fails.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
 	doc := specLoad(t, zkgate.OpenAPI)
 	// The router is built as server.Run builds it, on a real session.
 	routes := servedRoutes(t)
@@ -554,6 +555,7 @@ const specUnknownLease = "00000000-0000-4000-8000-000000000000"
 // gateway and ZooKeeper, success and error paths, and validates every
 // request and response against the spec the gateway serves.
 func TestOpenAPIScenario(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{MaxWait: time.Minute})
 	conn := gwtest.Client(t, g.ZK, 10*time.Second)
 	s := servedSpecChecker(t, g.URL)
@@ -1513,6 +1515,7 @@ func specLater(t *testing.T, a, b string) bool {
 // TestOpenAPISemaphoreBlockingRead checks the blocking reads of a
 // semaphore, whose state spans its slots and its admission queue.
 func TestOpenAPISemaphoreBlockingRead(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	s := newSpecChecker(t, g.URL, specLoad(t, zkgate.OpenAPI))
 	newLease := func(holder string) string {
@@ -1591,6 +1594,7 @@ func TestOpenAPISemaphoreBlockingRead(t *testing.T) {
 // TestOpenAPIEmptyQueue checks the state of empty queues against the spec:
 // "head" is a list, empty, never null.
 func TestOpenAPIEmptyQueue(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	s := newSpecChecker(t, g.URL, specLoad(t, zkgate.OpenAPI))
 	s.do(t, 200, specReq("GET", "/v1/queues/never", nil))
@@ -1605,6 +1609,7 @@ func TestOpenAPIEmptyQueue(t *testing.T) {
 // gateway whose own ZooKeeper is killed and brought back: readiness, and a
 // keepalive that extends the lease while answering 503.
 func TestOpenAPIUnavailable(t *testing.T) {
+	t.Parallel()
 	gwtest.ZK(t) // fails loudly, with the install hint, if ZooKeeper is missing
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 // readiness that follows /readyz (0 while draining), and the round trip of
 // the session's heartbeat to ZooKeeper.
 func TestOperatorMetrics(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartProcess(t, gwtest.GatewayOptions{DrainTimeout: 20 * time.Second, Extra: []string{
 		"--max-leases", "7", "--max-leases-per-token", "3", "--lease-rate", "2.5", "--max-waiters", "11", "--max-waiters-per-name", "5"}})
 	for limit, want := range map[string]float64{"max-leases": 7, "max-leases-per-token": 3, "lease-rate": 2.5, "max-waiters": 11, "max-waiters-per-name": 5} {

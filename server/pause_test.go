@@ -17,6 +17,7 @@ import (
 // resumes, before it has heard from ZooKeeper, must not vouch for them: a
 // keepalive, a read of the lease and a repeated acquire all answer 410.
 func TestPausedGatewayNeverLies(t *testing.T) {
+	t.Parallel()
 	const timeout = time.Second
 	g := gwtest.StartProcess(t, gwtest.GatewayOptions{SessionTimeout: timeout})
 	lease := newLease(t, g.URL, "1h", "frozen")

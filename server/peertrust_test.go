@@ -136,6 +136,7 @@ func leaseIDs(t *testing.T, r gwtest.Response) map[string]bool {
 // the list holds no lease of its answer; the other gateway, a proven peer,
 // is asked and its leases are listed.
 func TestFanOutAsksOnlyProvenPeers(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	a := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
 	b := startSecured(t, gwtest.GatewayOptions{Root: a.Root}, file, secrets)
@@ -164,6 +165,7 @@ func TestFanOutAsksOnlyProvenPeers(t *testing.T) {
 // near the stranger; the answer is a problem of the gateway asked, never
 // the stranger's.
 func TestForwardOnlyToProvenPeers(t *testing.T) {
+	t.Parallel()
 	a := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	b := gwtest.StartProcess(t, gwtest.GatewayOptions{Root: a.Root, Extra: []string{"--log-level", "info"}})
 	evil := newStranger(t)
@@ -224,6 +226,7 @@ func TestForwardOnlyToProvenPeers(t *testing.T) {
 // address a stranger took over) send a request to the stranger, without
 // any client secret; its answer, which it cannot sign, is not relayed.
 func TestAnswerOfAProvenAddressMustProveItself(t *testing.T) {
+	t.Parallel()
 	a := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root})
 	secret, err := peer.LoadSecret(gwtest.PeerSecretFile(t, a.Root))
@@ -273,6 +276,7 @@ func TestAnswerOfAProvenAddressMustProveItself(t *testing.T) {
 // take them: a request for the other's lease is a 503 that names the flag,
 // and the list of leases names the other as unreachable.
 func TestPeersWithoutCredential(t *testing.T) {
+	t.Parallel()
 	a := gwtest.StartGateway(t, gwtest.GatewayOptions{NoPeerSecret: true})
 	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root, NoPeerSecret: true})
 	lease := newLease(t, a.URL, "1m", "on-a")
@@ -295,6 +299,7 @@ func TestPeersWithoutCredential(t *testing.T) {
 // error naming the flag); one at its own address (a predecessor whose
 // session has yet to expire) does not count.
 func TestTokensNeedAPeerCredentialBesideOtherGateways(t *testing.T) {
+	t.Parallel()
 	file, _ := newTokensFile(t)
 	a := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	cfg, err := server.ParseConfig([]string{"--listen", "127.0.0.1:0", "--zk", strings.Join(a.ZK, ","), "--root", a.Root,
@@ -415,6 +420,7 @@ func (rec recorded) send(t *testing.T, base string, change func(*http.Request)) 
 // sets the forwarding header itself. The caller's permissions still apply
 // on the lease's gateway.
 func TestForwardedRequestsCarryNoSecret(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	rl := newRelay(t)
 	a := startSecured(t, gwtest.GatewayOptions{Extra: []string{"--advertise", rl.addr()}}, file, secrets)

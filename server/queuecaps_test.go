@@ -25,6 +25,7 @@ import (
 // makes room again. The embedded ZooKeeper runs with the heap that the
 // caps call for.
 func TestQueueCapsKeepZooKeeperUp(t *testing.T) {
+	t.Parallel()
 	caps := []string{"--max-item-bytes", "16KiB", "--max-queue-items", "6", "--max-queue-bytes", "64KiB",
 		"--max-queues-items", "40", "--max-queues-bytes", "160KiB"}
 	g := gwtest.StartProcess(t, gwtest.GatewayOptions{Embedded: true, Extra: caps})

@@ -74,6 +74,7 @@ func checkRestarts(t *testing.T, cfg restartload.Config) *restartload.Report {
 // two holders overlap, every hold keeps its token. How long requests
 // waited on a handover is logged.
 func TestRollingRestartCostsNothing(t *testing.T) {
+	t.Parallel()
 	urls, restart := restartable(t, 3, gwtest.GatewayOptions{SessionTimeout: 8 * time.Second, DrainTimeout: time.Second, Handover: true})
 	checkRestarts(t, restartload.Config{URLs: urls, Restart: restart, Rounds: 2, Gap: 500 * time.Millisecond,
 		Jobs: 6, JobLocks: 4, JobHold: 8 * time.Second, JobWait: time.Minute, JobArgs: []string{"--kill-grace", "1s"},
@@ -83,6 +84,7 @@ func TestRollingRestartCostsNothing(t *testing.T) {
 // A lone gateway restarted within its session timeout (no peer: it saves
 // its sessions and resumes them) keeps every lease, hold and job.
 func TestLoneRestartCostsNothing(t *testing.T) {
+	t.Parallel()
 	urls, restart := restartable(t, 1, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second, Handover: true})
 	checkRestarts(t, restartload.Config{URLs: urls, Restart: restart, Rounds: 2, Gap: time.Second,
 		Jobs: 2, JobLocks: 1, JobHold: 5 * time.Second, JobWait: time.Minute, JobArgs: []string{"--kill-grace", "1s"},

@@ -20,6 +20,7 @@ import (
 // data dir and port and is ready again. When it cannot (its port is taken),
 // the gateway exits non-zero with the reason, for its own supervisor to act.
 func TestEmbeddedZooKeeperSupervised(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartProcess(t, gwtest.GatewayOptions{Embedded: true, SessionTimeout: 2 * time.Second})
 	lease := newLease(t, g.URL, "1m", "before")
 	mustStatus(t, acquire(t, g.URL, "guarded", lease, "0s"), http.StatusOK, "acquire")

@@ -15,6 +15,7 @@ import (
 // TestTLSBadFilesAtStart: a missing, mismatched, expired or not-yet-valid
 // certificate is one clear line at start (a usage error: exit 2).
 func TestTLSBadFilesAtStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := gwtest.NewCA(t, dir, "ca")
 	good, goodKey := filepath.Join(dir, "good.pem"), filepath.Join(dir, "good.key")

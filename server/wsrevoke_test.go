@@ -21,6 +21,7 @@ import (
 // cookie); a token it left as it was keeps streaming, and the removed one
 // cannot connect again. They streamed on for minutes.
 func TestWSClosedWhenItsTokenGoes(t *testing.T) {
+	t.Parallel()
 	file, secrets := newTokensFile(t)
 	g := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -44,6 +44,7 @@ func kazooACL(t *testing.T, zkAddr, path, userPassword string) string {
 // them): a kazoo client authenticated as that identity can delete one, an
 // anonymous one cannot.
 func TestZooKeeperDigestAndCreatorACL(t *testing.T) {
+	t.Parallel()
 	authFile := filepath.Join(t.TempDir(), "zk-auth")
 	if err := os.WriteFile(authFile, []byte("digest:zkgate:s3cret-pass\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -94,6 +95,7 @@ func TestZooKeeperDigestAndCreatorACL(t *testing.T) {
 // that follows a lost one; without them no create under the gateway's
 // creator-ACL nodes could succeed.
 func TestZooKeeperAuthAcrossSessions(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	zs, err := zkserver.Start(ctx, zkserver.Options{MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute})
@@ -143,6 +145,7 @@ func TestZooKeeperAuthAcrossSessions(t *testing.T) {
 // TestZooKeeperSecurityFlags: bad ZooKeeper security flags are one line at
 // start.
 func TestZooKeeperSecurityFlags(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cases := []struct {
 		args []string
@@ -179,6 +182,7 @@ func TestZooKeeperSecurityFlags(t *testing.T) {
 // password). Started from ZKGATE_ZK_AUTH on a new root, neither is said.
 // Both went unsaid.
 func TestZooKeeperSecurityWarnings(t *testing.T) {
+	// Serial: sets the environment (t.Setenv).
 	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
 	root := gwtest.UniqueRoot(t)
 	for _, p := range []string{root, root + "/locks"} {

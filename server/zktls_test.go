@@ -58,6 +58,7 @@ func pemKeyStore(t *testing.T, certFile, keyFile, out string) {
 // gateway reaches ZooKeeper on its TLS port, which asks for client
 // certificates, and serves as usual.
 func TestZooKeeperTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := gwtest.NewCA(t, dir, "zk-ca")
 	serverCert, serverKey := filepath.Join(dir, "zk.pem"), filepath.Join(dir, "zk.key")
