@@ -14,6 +14,7 @@ import (
 // gateway: the caller it gets, or the refusal, with the challenge of RFC
 // 6750 on a 401 and the sign-in for a page.
 func TestAuthorize(t *testing.T) {
+	t.Parallel()
 	ts, err := parseTokens("f", []byte("billing "+hashA+" locks:billing-:write\nviewer "+hashB+" *:*:read\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +96,7 @@ func TestAuthorize(t *testing.T) {
 // on too (to be audited), anyone else is refused with the lease named; a
 // token granted the route's own permission reads it.
 func TestUseOfLease(t *testing.T) {
+	t.Parallel()
 	l := &recipes.Lease{ID: "l1", Owner: "billing"}
 	admin := &Caller{Name: "root", Kind: "locks", Target: "a", Permits: func(string, string, Level) bool { return true }}
 	reader := &Caller{Name: "viewer", Kind: "leases", Target: "l1", Granted: true, Permits: func(_, _ string, l Level) bool { return l == LevelRead }}

@@ -15,6 +15,7 @@ import (
 // a name it does not know is refused there, and that refusal, as any
 // answer of the lease's gateway, reaches the client.
 func TestForwardedCallerIsTheTokenOfItsName(t *testing.T) {
+	t.Parallel()
 	file, secrets := gwtest.NewTokensFile(t)
 	a := gwtest.StartSecured(t, gwtest.GatewayOptions{}, file, secrets)
 	data, err := os.ReadFile(file)

@@ -18,6 +18,7 @@ import (
 // an admin may act on any lease, and each such act is in the audit log with
 // the admin's name, never its secret. Listings show a token its own leases.
 func TestLeaseOwnership(t *testing.T) {
+	t.Parallel()
 	file, secrets := gwtest.NewTokensFile(t)
 	g := gwtest.StartSecured(t, gwtest.GatewayOptions{}, file, secrets)
 	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
@@ -132,6 +133,7 @@ func adminActsAudited(t *testing.T, g *gwtest.Secured, lease string) {
 // forwarded with its token, and the lease's gateway checks the owner: the
 // answer is the same whichever gateway the request reaches.
 func TestOwnershipAcrossGateways(t *testing.T) {
+	t.Parallel()
 	file, secrets := gwtest.NewTokensFile(t)
 	a := gwtest.StartSecured(t, gwtest.GatewayOptions{}, file, secrets)
 	b := gwtest.StartSecured(t, gwtest.GatewayOptions{Root: a.Root}, file, secrets)

@@ -17,6 +17,7 @@ import (
 // touching leases or waits; a broken file is refused, logged, and the
 // tokens in force stay.
 func TestTokensReloadOnHangup(t *testing.T) {
+	t.Parallel()
 	file, secrets := gwtest.NewTokensFile(t)
 	g := gwtest.StartSecured(t, gwtest.GatewayOptions{}, file, secrets)
 

@@ -29,6 +29,7 @@ const cspRecorder = `document.addEventListener('securitypolicyviolation', functi
 // cookie, the dashboard shows live updates, and sign-out forgets it. No page
 // breaks its Content-Security-Policy (no inline script or style).
 func TestBrowserSignIn(t *testing.T) {
+	t.Parallel()
 	file, secrets := gwtest.NewTokensFile(t)
 	g := gwtest.StartSecured(t, gwtest.GatewayOptions{}, file, secrets)
 	ctx := dashtest.StartBrowser(t)

@@ -20,6 +20,7 @@ import (
 // HTTP/2; a renewed certificate is served from the next handshake on, and
 // a broken one written over it is refused while the old one stays.
 func TestHTTPS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := gwtest.NewCA(t, dir, "ca")
 	certFile, keyFile := filepath.Join(dir, "gw.pem"), filepath.Join(dir, "gw.key")
@@ -81,6 +82,7 @@ func TestHTTPS(t *testing.T) {
 // --tls-peer-ca signed: with no shared secret, those certificates are the
 // proof both ways, and a client's certificate is none.
 func TestHTTPSClientCertificatesAndForwarding(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := gwtest.NewCA(t, dir, "ca")
 	peers := gwtest.NewCA(t, dir, "peers")
@@ -192,6 +194,7 @@ func clientCannotForward(t *testing.T, client *http.Client, url, lease string) {
 // another CA, even one this gateway trusts for its clients
 // (--tls-client-ca), is refused: the request is not forwarded.
 func TestForwardingTrustsOnlyThePeerCA(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	peers, clients := gwtest.NewCA(t, dir, "peers"), gwtest.NewCA(t, dir, "clients")
 	file := func(name string) string { return filepath.Join(dir, name) }

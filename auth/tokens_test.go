@@ -15,6 +15,7 @@ const (
 )
 
 func TestParseTokens(t *testing.T) {
+	t.Parallel()
 	good := []struct {
 		name, text string
 		tokens     int
@@ -73,6 +74,7 @@ func TestParseTokens(t *testing.T) {
 }
 
 func TestPermissions(t *testing.T) {
+	t.Parallel()
 	ts, err := parseTokens("f", []byte(strings.Join([]string{
 		"billing " + hashA + " locks:billing-:write leases:*:write",
 		"viewer " + hashB + " *:*:read",
@@ -117,6 +119,7 @@ func TestPermissions(t *testing.T) {
 }
 
 func TestAddToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tokens")
 	s1, err := AddToken(path, "billing", []string{"locks:billing-:write", "leases:*:write"})
@@ -199,6 +202,7 @@ func TestAddToken(t *testing.T) {
 
 // TestAddTokenConcurrent: adders at once lose nobody's token.
 func TestAddTokenConcurrent(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tokens")
 	const n = 16
 	secrets := make([]string, n)
@@ -235,6 +239,7 @@ func TestAddTokenConcurrent(t *testing.T) {
 }
 
 func TestLoadTokensErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, err := LoadTokens(filepath.Join(dir, "missing")); err == nil || !errors.Is(err, os.ErrNotExist) ||
 		!strings.Contains(err.Error(), "no such file") {
