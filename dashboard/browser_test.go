@@ -26,6 +26,7 @@ import (
 // and saves a screenshot of the overview (to $ZKGATE_DASHBOARD_PNG too, if
 // set: that is how docs/dashboard.png is made).
 func TestBrowserDashboardLive(t *testing.T) {
+	t.Parallel()
 	opts := gwtest.GatewayOptions{}
 	docs := os.Getenv("ZKGATE_DASHBOARD_PNG")
 	if docs != "" {
@@ -203,6 +204,7 @@ func demoTraffic(t *testing.T, g *gwtest.Gateway, leases map[string]string, d ti
 // locks page: once typing pauses, the page shows what the gateway answers
 // for ?q=, from its first page, and stays live.
 func TestBrowserDashboardFilterAsksTheGateway(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	lease := gwtest.NewLease(t, g.URL, "1m", "filter")
 	for _, name := range []string{"alpha-1", "alpha-2", "beta-1"} {

@@ -22,6 +22,7 @@ import (
 // coloured by holder) above its waits; in light and dark, with no
 // Content-Security-Policy violation.
 func TestBrowserContention(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	ctx := dashtest.StartBrowser(t)
 	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: dashtest.CSPRecorder}); err != nil {

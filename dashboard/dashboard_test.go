@@ -22,6 +22,7 @@ const (
 // lock held by a lease whose label is markup, and checks the label comes out
 // as text, never as an element.
 func TestDashboardPagesRenderEscaped(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	lease := gwtest.NewLease(t, g.URL, "30s", markupLabel)
@@ -80,6 +81,7 @@ func TestDashboardPagesRenderEscaped(t *testing.T) {
 // TestDashboardZnodeBrowser shows znodes under the root as text, JSON or
 // hex, and nothing outside it; data that is markup stays text.
 func TestDashboardZnodeBrowser(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	conn := gwtest.Client(t, g.ZK, 5*time.Second)

@@ -15,6 +15,7 @@ import (
 // an element of the page rendered whole, by the same id: a fragment whose
 // id the page does not carry would change nothing in a browser.
 func TestFragmentsAreElementsOfThePage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	since := time.Now().Add(-time.Minute)
 	holder := recipes.Contender{Node: "n-0000000001", Lease: "l1", Holder: "worker", Since: since}

@@ -18,6 +18,7 @@ import (
 // the list (a lock released on it is replaced by the next one). It used to
 // read, watch and render every lock.
 func TestADashboardOfManyLocksShowsAPageAndWatchesIt(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	lease := gwtest.NewLease(t, g.URL, "1m", "many")

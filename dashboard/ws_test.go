@@ -22,6 +22,7 @@ import (
 // page on connect, then the fragments of a lock taken and released through
 // the HTTP API, pushed without asking, with the holder's label escaped.
 func TestWSSnapshotThenUpdates(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -73,6 +74,7 @@ func TestWSSnapshotThenUpdates(t *testing.T) {
 // TestWSChecksOrigin accepts the dashboard's own origin (and clients that
 // send none) and refuses any other site's.
 func TestWSChecksOrigin(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -96,6 +98,7 @@ func TestWSChecksOrigin(t *testing.T) {
 // TestWSOneWatchPerPath connects many dashboards: the hub watches each path
 // once for all of them.
 func TestWSOneWatchPerPath(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -132,6 +135,7 @@ func TestWSOneWatchPerPath(t *testing.T) {
 // connection, while a client that reads keeps its stream; a new connection
 // resyncs from a snapshot.
 func TestWSDropsSlowReader(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
