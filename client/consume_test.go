@@ -61,6 +61,7 @@ func queueEmpty(t *testing.T, c *client.Client, queue string) {
 // its body, an item the body acked itself is not acked again, and
 // UntilEmpty ends the loop with nil.
 func TestConsumeAcksEachItemOnce(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	g, _ := gateway(t)
 	p, c := proxiedClient(t, g.URL)
 	ids := produce(t, c, "consume-ack", "a", "self", "c")
@@ -95,6 +96,7 @@ func TestConsumeAcksEachItemOnce(t *testing.T) {
 // error and gives the item back, and so does a panic, which goes on up;
 // another lease then claims the same item.
 func TestConsumeNacksAFailingBody(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, 30*time.Second)
 	boom := errors.New("boom")
@@ -162,6 +164,7 @@ func waitingClaim(t *testing.T, c *client.Client, id, queue string) {
 // loop with context.Canceled and leaves no claim; a cancel during a body
 // lets it finish, acks its item and ends the loop.
 func TestConsumeEndsWithItsContext(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	l := grant(t, c, "cancelled")
 
@@ -202,6 +205,7 @@ func TestConsumeEndsWithItsContext(t *testing.T) {
 // TestConsumeEndsWithTheLease: a lease revoked elsewhere while Consume
 // waits ends the loop with the lease's error.
 func TestConsumeEndsWithTheLease(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	l := grant(t, c, "revoked")
 	done := make(chan error, 1)

@@ -41,6 +41,7 @@ func endsByDeadline(t *testing.T, l *client.Lease) {
 // test gateway's session timeout is 2s), not the TTL of 30s; keepalives
 // move it on, and it stays within the session timeout of now.
 func TestDeadlineFollowsExpiresAt(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	l, err := c.Grant(ctx, 30*time.Second, "deadline")
@@ -77,6 +78,7 @@ func TestDeadlineFollowsExpiresAt(t *testing.T) {
 // the gateway runs again the lease is gone there too (the client revoked
 // it, or the gateway gave up its frozen session).
 func TestLeaseEndsAtItsDeadlineWhenTheGatewayFreezes(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	p := gwtest.StartProcess(t, gwtest.GatewayOptions{})
 	c, err := client.New(p.URL)
@@ -131,6 +133,7 @@ func TestLeaseEndsAtItsDeadlineWhenTheGatewayFreezes(t *testing.T) {
 // tells the client. The gateway never ends the drain before a promise it
 // made (the deadline the client had), and the lease ends by the drain's end.
 func TestDeadlineFollowsDrain(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	const drain = 3 * time.Second
 	p := gwtest.StartProcess(t, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second, DrainTimeout: drain})
@@ -197,6 +200,7 @@ func TestDeadlineFollowsDrain(t *testing.T) {
 // negative one is refused before sending, one above --max-lock-delay by the
 // gateway.
 func TestLeaseLockDelay(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	l, err := c.Grant(ctx, 10*time.Second, "delayed", client.LockDelay(3*time.Second))

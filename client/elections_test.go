@@ -40,6 +40,7 @@ func nextLeader(t *testing.T, obs *client.Watcher[client.ElectionState]) *client
 // leader or of its value, and not the candidates that join or leave the
 // line behind it.
 func TestCampaignResignsAndObserveSeesLeaders(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	g, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	if err := c.Ready(ctx); err != nil {

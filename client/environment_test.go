@@ -12,6 +12,7 @@ import (
 // is $ZKGATE_TOKEN; what the caller gives wins over the environment. The
 // Python and Node clients' tests check the same rules.
 func TestNewReadsTheEnvironment(t *testing.T) {
+	// Serial: sets the environment (t.Setenv).
 	g, _ := gateway(t)
 	p := newProxy(t, g.URL)
 	hostPort := p.srv.Listener.Addr().String()
@@ -67,6 +68,7 @@ func TestNewReadsTheEnvironment(t *testing.T) {
 // TestNewRefusesBadURLs: a URL that is not http(s)://host is refused
 // before any request, from the argument or the environment.
 func TestNewRefusesBadURLs(t *testing.T) {
+	// Serial: sets the environment (t.Setenv).
 	for _, bad := range []string{"ftp://h:1", "http://", "http://h:1/?q=1", "http://u@h:1", "http://h:1/#f", "h:1/%zz"} {
 		t.Setenv("ZKGATE_URL", "")
 		if c, err := client.New(bad); err == nil {

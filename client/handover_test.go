@@ -35,6 +35,7 @@ func freeAddr(t *testing.T) string {
 // own URL again, whose gateway (started again on the same address) keeps
 // the lease now. The hold keeps its token all along.
 func TestLeaseFollowsAHandover(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	addr := freeAddr(t)
 	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, DrainTimeout: 2 * time.Second, Handover: true,
@@ -117,6 +118,7 @@ func TestLeaseFollowsAHandover(t *testing.T) {
 // request goes to the client's URL once the connection has not come
 // within a bound, and so do the lease's requests after it.
 func TestLeaseLeavesAnUnreachableKeeper(t *testing.T) {
+	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
 	gwtest.NoGoroutinesLeft(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second})
 	p := newProxy(t, g.URL)

@@ -57,6 +57,7 @@ func oneHolder(t *testing.T, what string, errs []error) {
 // after Release, a failed acquire or a lost election the name is free for
 // the lease again.
 func TestOneLeaseOneHolder(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	a, b := grant(t, c, "a"), grant(t, c, "b")

@@ -41,6 +41,7 @@ func outlives(t *testing.T, l *client.Lease, d time.Duration) {
 // Revoke ends it at the gateway, closes Done with ErrRevoked and leaves no
 // goroutine behind (checked at the end of the test).
 func TestLeaseKeepsItselfAlive(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	l, err := c.Grant(ctx, time.Second, "keepalive-test")
@@ -77,6 +78,7 @@ func TestLeaseKeepsItselfAlive(t *testing.T) {
 // lost at the next keepalive: Done closes, Err is the gateway's 410 with
 // its reason, and a lock wait made through the lease ends with that error.
 func TestLeaseLostWhenRevokedElsewhere(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	g, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	holder, err := c.Grant(ctx, 30*time.Second, "holder")
@@ -142,6 +144,7 @@ func TestLeaseLostWhenRevokedElsewhere(t *testing.T) {
 // TestKeepAliveSlowServer: every request takes a sixth of the TTL to get
 // through and 503s from a proxy come and go; the lease lives on.
 func TestKeepAliveSlowServer(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	g, _ := gateway(t)
 	p, c := proxiedClient(t, g.URL)
 	ctx := ctxFor(t, time.Minute)
@@ -181,6 +184,7 @@ func TestKeepAliveSlowServer(t *testing.T) {
 // before, as ErrLeaseExpired wrapping the last failure, although the
 // gateway never answered 410.
 func TestLeaseLostWhenUnreachable(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	g, _ := gateway(t)
 	p, c := proxiedClient(t, g.URL)
 	ctx := ctxFor(t, time.Minute)
@@ -214,6 +218,7 @@ func TestLeaseLostWhenUnreachable(t *testing.T) {
 // client's own ErrLeaseExpired, and is revoked at the gateway. Before, a 503
 // extended the lease here for as long as the gateway kept answering it.
 func TestKeepAliveUnavailableConfirmsNothing(t *testing.T) {
+	t.Parallel()
 	const id = "0b5c6f7e-1a2b-4c3d-8e9f-001122334455"
 	var keepalives atomic.Int32
 	revoked := make(chan struct{})

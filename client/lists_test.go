@@ -13,6 +13,7 @@ import (
 // and keep their own query (a prefix) on every page; with Limit, only as
 // many pages as they need. The proxy makes the gateway's pages 2 long.
 func TestListsReadEveryPage(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	g, _ := gateway(t)
 	p := newProxy(t, g.URL)
 	p.set(func(w http.ResponseWriter, r *http.Request, next http.Handler) {

@@ -11,6 +11,7 @@ import (
 // TestExamples runs the package's examples against a real gateway and
 // checks what they print.
 func TestExamples(t *testing.T) {
+	// Serial: sets the environment (t.Setenv) and os.Stdout.
 	g, _ := gateway(t)
 	t.Setenv("ZKGATE_URL", g.URL)
 	cases := []struct {
@@ -59,6 +60,7 @@ func captureStdout(t *testing.T, fn func()) string {
 // TestOnlyStandardLibrary: the package can be imported by any Go module
 // without pulling in the gateway or a ZooKeeper client.
 func TestOnlyStandardLibrary(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
 		"github.com/zkgate/zkgate/client").CombinedOutput()
 	if err != nil {

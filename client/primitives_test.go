@@ -43,6 +43,7 @@ func wantCode(t *testing.T, err error, sentinel error, status int) *client.Error
 }
 
 func TestLocks(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	a, b := grant(t, c, "a"), grant(t, c, "b")
@@ -162,6 +163,7 @@ func errOf[T any](_ T, err error) error { return err }
 // A deadlock the gateway breaks is ErrDeadlock for the wait it ended, with
 // the cycle to read; the lease keeps what it holds.
 func TestDeadlock(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	a, b := grant(t, c, "a"), grant(t, c, "b")
@@ -199,6 +201,7 @@ func TestDeadlock(t *testing.T) {
 }
 
 func TestAcquireRetriedAfterLostAnswer(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	g, _ := gateway(t)
 	p, c := proxiedClient(t, g.URL)
 	ctx := ctxFor(t, time.Minute)
@@ -245,6 +248,7 @@ func TestAcquireRetriedAfterLostAnswer(t *testing.T) {
 }
 
 func TestSemaphores(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	a, b, d := grant(t, c, "a"), grant(t, c, "b"), grant(t, c, "d")
@@ -275,6 +279,7 @@ func TestSemaphores(t *testing.T) {
 }
 
 func TestElections(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	a, b := grant(t, c, "a"), grant(t, c, "b")
@@ -335,6 +340,7 @@ func TestElections(t *testing.T) {
 // TestLeadGivesUpWithItsContext: Lead withdraws the candidacy when its
 // context ends before the lease is elected.
 func TestLeadGivesUpWithItsContext(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	a, b := grant(t, c, "a"), grant(t, c, "b")
@@ -353,6 +359,7 @@ func TestLeadGivesUpWithItsContext(t *testing.T) {
 }
 
 func TestBarriers(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	if raised, err := c.RaiseBarrier(ctx, "deploy"); err != nil || !raised {
@@ -389,6 +396,7 @@ func TestBarriers(t *testing.T) {
 }
 
 func TestDoubleBarrier(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	a, b := grant(t, c, "a"), grant(t, c, "b")
@@ -425,6 +433,7 @@ func TestDoubleBarrier(t *testing.T) {
 }
 
 func TestQueues(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	for i, p := range []int{100, 5, 100} {
@@ -535,6 +544,7 @@ func checkEmptyQueue(t *testing.T, ctx context.Context, c *client.Client, l *cli
 // TestWatchLock: each change is delivered once, in order; the channel
 // closes with the context.
 func TestWatchLock(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	wctx, stop := context.WithCancel(ctx)
@@ -576,6 +586,7 @@ func TestWatchLock(t *testing.T) {
 // give becomes an *Error that errors.Is matches by code; the token is sent
 // as a bearer token on every request.
 func TestTypedErrors(t *testing.T) {
+	t.Parallel()
 	problems := map[string]struct {
 		status int
 		code   string
@@ -639,6 +650,7 @@ func TestTypedErrors(t *testing.T) {
 
 // TestGatewayErrors: the gateway's own problems, read through the client.
 func TestGatewayErrors(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
 	wantCode(t, errOf(c.KeepAlive(ctx, "0b5c6f7e-1a2b-4c3d-8e9f-001122334455")), client.ErrLeaseNotFound, 404)

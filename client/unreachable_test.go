@@ -40,6 +40,7 @@ func countingDials(n *atomic.Int32) *http.Client {
 // (Produce): nothing was sent. WithConnectRetries changes the count, and
 // the retry window still bounds it.
 func TestUnreachableGateway(t *testing.T) {
+	t.Parallel()
 	addr := deadPort(t)
 	ctx := ctxFor(t, time.Minute)
 	var dials atomic.Int32
