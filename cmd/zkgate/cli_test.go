@@ -48,6 +48,7 @@ func commandPaths(c *cobra.Command, path []string) [][]string {
 // naming every command and the exit codes, and exit 0; they start no
 // gateway (bare zkgate served on :8080, making ./zkgate-data).
 func TestBareZkgatePrintsHelp(t *testing.T) {
+	// Serial: changes the working directory (t.Chdir).
 	t.Chdir(t.TempDir())
 	for _, args := range [][]string{{}, {"help"}} {
 		code, out, stderr := runCLI(t, nil, args...)
@@ -69,6 +70,7 @@ func TestBareZkgatePrintsHelp(t *testing.T) {
 // TestHelpOfEveryCommand: -h and --help on every command print its usage
 // once, on stdout, and exit 0; help COMMAND prints the same.
 func TestHelpOfEveryCommand(t *testing.T) {
+	t.Parallel()
 	paths := commandPaths(newRootCommand(&app{getenv: os.Getenv, stdout: io.Discard, stderr: io.Discard}), nil)
 	if len(paths) < 20 {
 		t.Fatalf("only %d commands: %v", len(paths), paths)
@@ -97,6 +99,7 @@ func TestHelpOfEveryCommand(t *testing.T) {
 // TestUnknownCommandsAndFlags: a command or flag zkgate does not have is
 // one line, naming it and --help, and exit 2.
 func TestUnknownCommandsAndFlags(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want []string
@@ -129,6 +132,7 @@ func TestUnknownCommandsAndFlags(t *testing.T) {
 // parses), zsh and fish, and the completions they ask for name zkgate's
 // commands and flags.
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	for _, shell := range []string{"bash", "zsh", "fish"} {
 		code, out, stderr := runCLI(t, nil, "completion", shell)
 		if code != 0 || stderr != "" || !strings.Contains(out, "zkgate") || !strings.Contains(out, "__complete") {
@@ -166,6 +170,7 @@ func TestCompletion(t *testing.T) {
 // ZKGATE_URL=127.0.0.1:8080 was refused with Go's "first path segment in
 // URL cannot contain colon".
 func TestGatewayWithoutScheme(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	hostPort := strings.TrimPrefix(g.URL, "http://")
 	if code, out, stderr := runCLI(t, map[string]string{"ZKGATE_URL": hostPort}, "status"); code != 0 || !strings.Contains(out, g.URL) {
@@ -184,6 +189,7 @@ func TestGatewayWithoutScheme(t *testing.T) {
 // (here at once: its Retry-After is beyond them) exits 69, as one that
 // cannot be reached does (TestClientCommandLines), and says what to do.
 func TestUnavailableGateway(t *testing.T) {
+	t.Parallel()
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.Header().Set("Retry-After", "3600")
@@ -203,6 +209,7 @@ func TestUnavailableGateway(t *testing.T) {
 // ZKGATE_TOKEN (or --token), where it passed on the gateway's advice to
 // send an Authorization header.
 func TestTokenErrorsNameTheVariable(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "tokens")
 	reader, err := auth.AddToken(file, "reader", []string{"*:*:read"})
 	if err != nil {
@@ -233,6 +240,7 @@ func TestTokenErrorsNameTheVariable(t *testing.T) {
 // TestQuiet: -q leaves stderr to errors: a claim's line of information
 // goes, an error stays.
 func TestQuiet(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	env := map[string]string{"ZKGATE_URL": g.URL}
 	for range 2 {
@@ -267,6 +275,7 @@ func TestQuiet(t *testing.T) {
 // lingered for its TTL (5m); a lease of the user's is kept, and so is the
 // claim's with --revoke=false.
 func TestClaimLeaseEndsWithAck(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	env := map[string]string{"ZKGATE_URL": g.URL}
 	for range 4 {
@@ -326,6 +335,7 @@ func TestClaimLeaseEndsWithAck(t *testing.T) {
 // TestServeHelpIsNotAnError: zkgate serve -h lists the gateway's flags on
 // stdout and exits 0, starting nothing.
 func TestServeHelpIsNotAnError(t *testing.T) {
+	t.Parallel()
 	code, out, stderr := runCLI(t, nil, "serve", "-h")
 	if code != 0 || stderr != "" || !strings.Contains(out, "--listen string") || !strings.Contains(out, "(ZKGATE_LISTEN)") {
 		t.Fatalf("serve -h: exit %d, stderr %q, stdout %q", code, stderr, out)

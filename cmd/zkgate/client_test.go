@@ -116,6 +116,7 @@ func alive(pid int) bool {
 // TestLockExitCodes: zkgate lock exits with CMD's code (128+N for a
 // signal), and releases and revokes when CMD ends.
 func TestLockExitCodes(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	for _, c := range []struct {
 		script string
@@ -155,6 +156,7 @@ func TestLockExitCodes(t *testing.T) {
 // token in its environment, and zkgate's stdin; the lock is held by that
 // lease with that token while CMD runs, and revoked after.
 func TestLockChildEnvironment(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	stdin, feed := io.Pipe()
 	defer feed.Close()
@@ -212,6 +214,7 @@ func TestLockChildEnvironment(t *testing.T) {
 // and is killed after the grace with everything it started. Either way
 // zkgate exits 76.
 func TestLockLostStopsChild(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	for _, c := range []struct {
 		name, script string
@@ -262,6 +265,7 @@ func TestLockLostStopsChild(t *testing.T) {
 // fencing tokens. The first holds until the other two are seen waiting, so
 // they really contend; each then holds for a while.
 func TestLockOneAtATime(t *testing.T) {
+	// Serial: sets the environment (t.Setenv).
 	g := cliGateway(t)
 	dir := t.TempDir()
 	log, gate := filepath.Join(dir, "log"), filepath.Join(dir, "go")
@@ -330,6 +334,7 @@ echo "exit $(date +%s%N) $ZKGATE_FENCING_TOKEN" >> "$LOG"`
 // TestLockWaitEnds: when the wait ends before the lock is granted, zkgate
 // exits 75 without running CMD, and names the holder.
 func TestLockWaitEnds(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	held := gwtest.Do(t, "POST", g.URL+"/v1/locks/busy/acquire", map[string]any{"ttl": "1m", "holder": "the-holder"})
 	if held.Status != 200 {
@@ -356,6 +361,7 @@ func TestLockWaitEnds(t *testing.T) {
 
 // TestLockSemaphore: --semaphore N lets N commands run at once.
 func TestLockSemaphore(t *testing.T) {
+	// Serial: sets the environment (t.Setenv).
 	g := cliGateway(t)
 	dir := t.TempDir()
 	gate := filepath.Join(dir, "go")
@@ -388,6 +394,7 @@ func TestLockSemaphore(t *testing.T) {
 // CMD starts only after the leader's has ended and it resigned. A leader
 // whose lease is revoked is stopped with 76.
 func TestElect(t *testing.T) {
+	// Serial: sets the environment (t.Setenv).
 	g := cliGateway(t)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
@@ -439,6 +446,7 @@ func TestElect(t *testing.T) {
 
 // TestElectWaitEnds: --wait ends a candidacy that is not elected in time.
 func TestElectWaitEnds(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	held := gwtest.Do(t, "POST", g.URL+"/v1/elections/taken/campaign", map[string]any{"ttl": "1m", "holder": "boss"})
 	if held.Status != 200 {
@@ -456,6 +464,7 @@ func TestElectWaitEnds(t *testing.T) {
 
 // TestQueueAndBarrierCommands: the script commands, and their exit codes.
 func TestQueueAndBarrierCommands(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	code, out, _ := runZkgate(t, g.URL, nil, "queue", "put", "jobs", "first")
 	if code != 0 || !strings.HasPrefix(out, "entry-100-") {
@@ -511,6 +520,7 @@ func TestQueueAndBarrierCommands(t *testing.T) {
 // TestStatusCommand: the JSON for scripts and the table for people show
 // who holds, waits for and leads what.
 func TestStatusCommand(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	for _, req := range []struct {
 		path string
@@ -570,6 +580,7 @@ func TestStatusCommand(t *testing.T) {
 // each kind, the first by name, and says which kinds have more; --json
 // gives every one.
 func TestStatusShowsTheFirstOfEachKind(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	for i := range 5 {
 		if r := gwtest.Do(t, "POST", fmt.Sprintf("%s/v1/locks/many-%d/acquire", g.URL, i), map[string]any{"ttl": "1m", "holder": "h"}); r.Status != 200 {
@@ -605,6 +616,7 @@ func TestStatusShowsTheFirstOfEachKind(t *testing.T) {
 // raw (retitling, clearing or recolouring the reader's terminal). --json
 // keeps them, JSON-escaped.
 func TestStatusShowsControlCharactersEscaped(t *testing.T) {
+	t.Parallel()
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	const holder = "\x1b]0;pwned\a\x1b[2Jworker" // retitle the terminal, clear it
 	mustOK := func(r gwtest.Response, what string) {
@@ -640,6 +652,7 @@ func TestStatusShowsControlCharactersEscaped(t *testing.T) {
 // --gateway falls back to ZKGATE_URL, then the default; help lists the
 // exit codes.
 func TestClientCommandLines(t *testing.T) {
+	t.Parallel()
 	env := func(k string) string { return map[string]string{"ZKGATE_URL": "http://127.0.0.1:1"}[k] }
 	for _, args := range [][]string{
 		{"lock"}, {"lock", "name"}, {"lock", "name", "--"}, {"lock", "bad/name", "--", "true"},

@@ -46,6 +46,7 @@ func lastBeat(t *testing.T, path string) (time.Time, bool) {
 // second past it. `zkgate elect` is held to the same, against the second
 // candidate's election (its since).
 func TestLockStopsByTheDeadline(t *testing.T) {
+	// Serial: sets the environment (t.Setenv).
 	pause := func(a *gwtest.Proc) { a.Pause() }
 	for _, c := range []struct {
 		name    string
@@ -127,6 +128,7 @@ func (z *zkgate) exitedYet() (bool, int) {
 // (SIGTERM would come before a keepalive could extend it) is a usage error
 // before CMD runs, and the lease is revoked.
 func TestLockDelayAndGraceFlags(t *testing.T) {
+	// Serial: sets the environment (t.Setenv).
 	g := cliGateway(t)
 	dir := t.TempDir()
 	t.Setenv("DIR", dir)

@@ -16,6 +16,7 @@ import (
 // a real gateway and the built zkgate: curl and zkgate lock both write
 // through the fencing check, a late write is refused, the queue is drained.
 func TestExampleLockScript(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("examples/lock.sh needs curl: apt-get install -y curl (or scripts/deps.sh test)")
 	}

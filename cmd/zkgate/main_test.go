@@ -68,6 +68,7 @@ func javaProcessesUsing(dir string) []int {
 // ZooKeeper: it answers /readyz 200, serves a lock, and a graceful shutdown
 // ends a waiting request and leaves no process behind.
 func TestServeEmbedded(t *testing.T) {
+	t.Parallel()
 	if err := zkserver.Check(zkserver.Options{}); err != nil {
 		t.Fatal(err) // loudly, with the install command: never a skip
 	}
@@ -145,6 +146,7 @@ func TestServeEmbedded(t *testing.T) {
 
 // TestBadCommandLine: bad input is one clear line and a usage error (exit 2).
 func TestBadCommandLine(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -185,6 +187,7 @@ func TestBadCommandLine(t *testing.T) {
 
 // TestEnvironmentTwins: every flag has a ZKGATE_* twin; flags win.
 func TestEnvironmentTwins(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{
 		"ZKGATE_LISTEN": "127.0.0.1:9999", "ZKGATE_ZK": "a:1,b:2", "ZKGATE_ROOT": "/other",
 		"ZKGATE_SESSION_TIMEOUT": "3s", "ZKGATE_MAX_WAIT": "1m", "ZKGATE_MAX_TTL": "2h",
@@ -203,6 +206,7 @@ func TestEnvironmentTwins(t *testing.T) {
 // TestBinarySignalsAndExitCodes: the built binary exits 2 on a bad command
 // line, and on SIGTERM shuts down with 0 leaving no ZooKeeper behind.
 func TestBinarySignalsAndExitCodes(t *testing.T) {
+	t.Parallel()
 	bin := gwtest.Binary(t)
 	bad := exec.Command(bin, "serve", "--zk", "nope")
 	out, err := bad.CombinedOutput()
@@ -267,6 +271,7 @@ func TestBinarySignalsAndExitCodes(t *testing.T) {
 // TestVersion: zkgate version and zkgate --version print the build's one
 // line, with the commit and date a release stamps in.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	defer func(v, c, d string) { server.Version, server.Commit, server.Date = v, c, d }(server.Version, server.Commit, server.Date)
 	server.Version, server.Commit, server.Date = "1.2.3", "0123abc", "2026-01-02T03:04:05Z"
 	for _, arg := range []string{"version", "--version"} {
@@ -283,6 +288,7 @@ func TestVersion(t *testing.T) {
 // TestNoZooKeeperToEmbed: a gateway without --zk on a machine without Java
 // (a container image) says how to name an ensemble instead.
 func TestNoZooKeeperToEmbed(t *testing.T) {
+	// Serial: sets the environment (t.Setenv).
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv("JAVA_HOME", "")
 	var out, errOut bytes.Buffer

@@ -26,6 +26,7 @@ import (
 // SIGKILL, what CMD started goes too, not only CMD: its whole process group,
 // the watchdog included, is gone.
 func TestKilledZkgateStopsTheGroup(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	for _, kind := range []string{"lock", "elect"} {
 		t.Run(kind, func(t *testing.T) {
@@ -51,6 +52,7 @@ func TestKilledZkgateStopsTheGroup(t *testing.T) {
 // group, the first sent the moment CMD starts, reach CMD and leave the
 // watchdog running, which still stops the group when zkgate is killed.
 func TestPassedSignalsSpareTheWatchdog(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	dir := t.TempDir()
 	names := []string{"USR1", "HUP", "INT", "QUIT", "TERM", "USR2"}
@@ -98,6 +100,7 @@ while :; do wait; done`
 // left in the background runs on (zkgate stops nothing it was not asked
 // to), and the watchdog, there while CMD ran, has exited with zkgate.
 func TestEndedCMDLeavesItsGroupAlone(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	dir := t.TempDir()
 	z := startZkgate(t, g.URL, nil, "lock", "ended", "--", "sh", "-c",
@@ -128,6 +131,7 @@ while [ ! -e "$1/end" ]; do sleep 0.02; done`, "sh", dir)
 // and was reaped) has nothing to guard: no watchdog, and no error to warn
 // of.
 func TestWatchdogOfAGoneGroup(t *testing.T) {
+	t.Parallel()
 	gone := exec.Command("true")
 	gone.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := gone.Run(); err != nil {
@@ -246,6 +250,7 @@ func watchdogOf(t *testing.T, pgid int) *os.Process {
 // zkgate. When zkgate is killed, CMD dies with it; the script goes on, and
 // so does what CMD started (the terminal's Ctrl-C or hang-up reach it).
 func TestKilledZkgateInTheForeground(t *testing.T) {
+	t.Parallel()
 	g := cliGateway(t)
 	dir := t.TempDir()
 	script := `"$1" lock foreground -- sh -c 'sleep 301 >/dev/null 2>&1 & echo $! > "$1/grandchild"; echo $PPID > "$1/zkgate"; echo $$ > "$1/cmd"; wait' sh "$2"
@@ -319,6 +324,7 @@ func terminal(t *testing.T) *os.File {
 // run is in a process group of its own, all it could kill, and finds its
 // socket closed, as if zkgate had died.
 func TestWatchdogByHandRefuses(t *testing.T) {
+	t.Parallel()
 	bin := gwtest.Binary(t)
 	for _, c := range []struct {
 		name, pgid string

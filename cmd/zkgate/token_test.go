@@ -17,6 +17,7 @@ import (
 // TestTokenNew: `zkgate token new` adds a token and prints its secret,
 // alone, on stdout; the file keeps only its hash, with mode 0600.
 func TestTokenNew(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "tokens")
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), []string{"zkgate", "token", "new", "--auth-file", file, "--name", "ci", "locks:deploy-:write", "leases:*:write"},
@@ -85,6 +86,7 @@ func TestTokenNew(t *testing.T) {
 // TestSafeDefault: without tokens the gateway serves loopback only, unless
 // told --insecure; a bad tokens file is one line at start.
 func TestSafeDefault(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad")
 	if err := os.WriteFile(bad, []byte("ci sha256:1234 locks:*:read\n"), 0o600); err != nil {
@@ -147,6 +149,7 @@ func TestSafeDefault(t *testing.T) {
 // environment twin, and the configuration table (docs/operations.md) lists
 // both.
 func TestEveryFlagDocumented(t *testing.T) {
+	t.Parallel()
 	var help bytes.Buffer
 	if err := run(context.Background(), []string{"zkgate", "serve", "-h"}, func(string) string { return "" }, &help, &bytes.Buffer{}); err != nil {
 		t.Fatalf("serve -h: %v", err)
@@ -176,6 +179,7 @@ func TestEveryFlagDocumented(t *testing.T) {
 // on stdout, which --peer-secret-file takes; a file of a short secret is a
 // bad command line that names the flag.
 func TestPeerSecretNew(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var secrets []string
 	for range 2 {
