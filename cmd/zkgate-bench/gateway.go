@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -88,18 +87,7 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tl
 // waits until its /readyz is 200, all within 60s.
 func (g *gateway) awaitReady(ctx context.Context, stdout io.Reader) error {
 	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on "); ok {
-				a, _, _ := strings.Cut(rest, " ")
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-	}()
+	go proc.AnnouncedURL(stdout, addr)
 	t := time.NewTimer(60 * time.Second)
 	defer t.Stop()
 	select {
