@@ -331,10 +331,7 @@ echo "exit $(date +%s%N) $ZKGATE_FENCING_TOKEN" >> "$LOG"`
 // exits 75 without running CMD, and names the holder.
 func TestLockWaitEnds(t *testing.T) {
 	g := cliGateway(t)
-	held := gwtest.Do(t, "POST", g.URL+"/v1/locks/busy/acquire", map[string]any{"ttl": "1m", "holder": "the-holder"})
-	if held.Status != 200 {
-		t.Fatalf("acquire: %d %s", held.Status, held.Body)
-	}
+	gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/busy/acquire", map[string]any{"ttl": "1m", "holder": "the-holder"}), 200, "acquire")
 	dir := t.TempDir()
 	ran := filepath.Join(dir, "ran")
 	code, _, stderr := runZkgate(t, g.URL, nil, "lock", "--wait", "300ms", "busy", "--", "touch", ran)
@@ -440,10 +437,7 @@ func TestElect(t *testing.T) {
 // TestElectWaitEnds: --wait ends a candidacy that is not elected in time.
 func TestElectWaitEnds(t *testing.T) {
 	g := cliGateway(t)
-	held := gwtest.Do(t, "POST", g.URL+"/v1/elections/taken/campaign", map[string]any{"ttl": "1m", "holder": "boss"})
-	if held.Status != 200 {
-		t.Fatalf("campaign: %d %s", held.Status, held.Body)
-	}
+	gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/elections/taken/campaign", map[string]any{"ttl": "1m", "holder": "boss"}), 200, "campaign")
 	code, stdout, stderr := runZkgate(t, g.URL, nil, "elect", "--wait", "300ms", "taken", "--", "echo", "ran")
 	if code != exitWaited || stdout != "" || !strings.Contains(stderr, "boss") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)

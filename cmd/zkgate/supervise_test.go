@@ -33,16 +33,7 @@ func TestKilledZkgateStopsTheGroup(t *testing.T) {
 			z := startZkgate(t, g.URL, nil, kind, "killed-"+kind, "--", "sh", "-c",
 				`sleep 301 >/dev/null 2>&1 & echo $! > "$1/grandchild"; echo $$ > "$1/cmd"; wait`, "sh", dir)
 			cmd, grandchild := cmdAndGrandchild(t, dir)
-			if err := z.cmd.Process.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			z.wait(t, 30*time.Second)
-			gwtest.Eventually(t, 10*time.Second, func() error {
-				if left := groupMembers(t, cmd.Pid); len(left) > 0 || !exited(grandchild) || !exited(cmd) {
-					return fmt.Errorf("left running in CMD's group %d: %v", cmd.Pid, left)
-				}
-				return nil
-			})
+			killAndAwaitGroupGone(t, z, cmd, grandchild, cmd)
 		})
 	}
 }
@@ -82,12 +73,25 @@ while :; do wait; done`
 	if exited(dog) || exited(grandchild) {
 		t.Fatalf("after the passed signals: watchdog exited %v, grandchild exited %v", exited(dog), exited(grandchild))
 	}
+	killAndAwaitGroupGone(t, z, cmd, grandchild, dog)
+}
+
+// killAndAwaitGroupGone kills zkgate z and waits for CMD's process group
+// to be empty and each of procs to have exited.
+func killAndAwaitGroupGone(t *testing.T, z *zkgate, cmd *os.Process, procs ...*os.Process) {
+	t.Helper()
 	if err := z.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	z.wait(t, 30*time.Second)
 	gwtest.Eventually(t, 10*time.Second, func() error {
-		if left := groupMembers(t, cmd.Pid); len(left) > 0 || !exited(grandchild) || !exited(dog) {
+		left := groupMembers(t, cmd.Pid)
+		for _, p := range procs {
+			if !exited(p) {
+				return fmt.Errorf("left running in CMD's group %d: %v (pid %d not exited)", cmd.Pid, left, p.Pid)
+			}
+		}
+		if len(left) > 0 {
 			return fmt.Errorf("left running in CMD's group %d: %v", cmd.Pid, left)
 		}
 		return nil
