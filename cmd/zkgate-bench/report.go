@@ -136,6 +136,41 @@ func (w *reportWriter) distRow(name string, s summary) {
 	w.p("| %s | %s | %s | %s | %s | %s |", name, msf(s.p50), msf(s.p90), msf(s.p99), msf(s.mean), msf(s.worst))
 }
 
+// named is the figures of one row of a table, and the row's name.
+type named[S any] struct {
+	name string
+	s    S
+}
+
+// pair is the rows of a table's two sides (the gateway and the direct
+// client, say), in that order.
+func pair[S any](aName string, a S, bName string, b S) []named[S] {
+	return []named[S]{{aName, a}, {bName, b}}
+}
+
+// distLine is a named sample of a distTable.
+type distLine struct {
+	name string
+	s    summary
+}
+
+// distTable writes a table of samples, first the heading of the names'
+// column: the first two rows, the ratio of the first over the second
+// named ratio, then the other rows.
+func (w *reportWriter) distTable(first, ratio string, rows ...distLine) {
+	if first != "" {
+		first += " "
+	}
+	w.p("| %s| p50 | p90 | p99 | mean | max |", first)
+	w.p("|---|---:|---:|---:|---:|---:|")
+	for i, r := range rows {
+		w.distRow(r.name, r.s)
+		if i == 1 {
+			w.ratioDistRow(ratio, rows[0].s, rows[1].s)
+		}
+	}
+}
+
 // ratioDistRow is the ratio row of two samples: a over b at p50, p90, p99
 // and mean, the p50 and mean in bold.
 func (w *reportWriter) ratioDistRow(name string, a, b summary) {
@@ -214,21 +249,20 @@ func (r *report) printLatency(rw *reportWriter) {
 	if l := r.latency; l.gw.n > 0 && l.direct.n > 0 {
 		rw.section("## 1. Uncontended acquire + release, one client",
 			"Gateway: `POST /v1/locks/bench-u/acquire {\"lease\":id}` then `POST /v1/locks/bench-u/release`, one lease, one keep-alive connection. Direct: `zk.Lock.Lock()` then `Unlock()` on its own connection. %d samples each, in %d ABBA block pairs.", l.gw.n, l.blocks)
-		p("| client | p50 | p90 | p99 | mean | max |")
-		p("|---|---:|---:|---:|---:|---:|")
-		rw.distRow("gateway acquire+release", l.gw)
-		rw.distRow("direct zk.Lock Lock+Unlock", l.direct)
-		rw.ratioDistRow("ratio gateway/direct", l.gw, l.direct)
-		rw.distRow("gateway acquire only", l.gwAcq)
-		rw.distRow("gateway release only", l.gwRel)
-		rw.distRow("direct Lock only", l.directLock)
-		rw.distRow("direct Unlock only", l.directUnlk)
-		rw.distRow("floor: gateway keepalive (one HTTP exchange, no ZooKeeper)", l.keepalive)
-		rw.distRow("floor: direct zk Exists (one ZooKeeper read round trip)", l.exists)
-		rw.distRow("floor: direct zk Create, ephemeral sequential (a write)", l.create)
-		rw.distRow("floor: direct zk Children (a read)", l.children)
-		rw.distRow("floor: direct zk Delete (a write)", l.del)
-		rw.distRow("floor: direct zk CreateWithStatThenChildren (the gateway's acquire: a write, the listing behind it)", l.createThenList)
+		rw.distTable("client", "ratio gateway/direct",
+			distLine{"gateway acquire+release", l.gw},
+			distLine{"direct zk.Lock Lock+Unlock", l.direct},
+			distLine{"gateway acquire only", l.gwAcq},
+			distLine{"gateway release only", l.gwRel},
+			distLine{"direct Lock only", l.directLock},
+			distLine{"direct Unlock only", l.directUnlk},
+			distLine{"floor: gateway keepalive (one HTTP exchange, no ZooKeeper)", l.keepalive},
+			distLine{"floor: direct zk Exists (one ZooKeeper read round trip)", l.exists},
+			distLine{"floor: direct zk Create, ephemeral sequential (a write)", l.create},
+			distLine{"floor: direct zk Children (a read)", l.children},
+			distLine{"floor: direct zk Delete (a write)", l.del},
+			distLine{"floor: direct zk CreateWithStatThenChildren (the gateway's acquire: a write, the listing behind it)", l.createThenList},
+		)
 		p("")
 		if l.serverAcq > 0 {
 			p("Inside the gateway (mean of its own `zkgate_http_request_duration_seconds`, handler and middleware, over the measured blocks): acquire %s, release %s, keepalive %s; the rest of the client-side mean (acquire %s, release %s, keepalive %s) is HTTP transport and scheduling.",
@@ -258,10 +292,7 @@ func (r *report) printContention(rw *reportWriter) {
 			"Each contender loops acquire, then release at once. Gateway: each its own lease, `acquire?wait=%s`; direct: each its own `zk.Lock` on its own connection. Grants received inside the measured windows count (ABBA halves, after a warm-up).", c.contentionWait)
 		p("| client | window | grants | grants/s | acquire timeouts | max holders seen | exclusion violations | token order violations |")
 		p("|---|---:|---:|---:|---:|---:|---:|---:|")
-		for _, s := range []struct {
-			name string
-			s    side
-		}{{"gateway", k.gw}, {"direct zk.Lock", k.direct}} {
+		for _, s := range pair("gateway", k.gw, "direct zk.Lock", k.direct) {
 			if s.s.elapsed == 0 {
 				continue
 			}
