@@ -149,26 +149,20 @@ func pair[S any](aName string, a S, bName string, b S) []named[S] {
 }
 
 // distLine is a named sample of a distTable.
-type distLine struct {
-	name string
-	s    summary
-}
+type distLine = named[summary]
 
-// distTable writes a table of samples, first the heading of the names'
-// column: the first two rows, the ratio of the first over the second
-// named ratio, then the other rows.
-func (w *reportWriter) distTable(first, ratio string, rows ...distLine) {
+// distTable starts a table of samples, first the heading of the names'
+// column, with two rows and the ratio of a over b, named ratio; the
+// table's other rows follow by distRow.
+func (w *reportWriter) distTable(first, ratio string, a, b distLine) {
 	if first != "" {
 		first += " "
 	}
 	w.p("| %s| p50 | p90 | p99 | mean | max |", first)
 	w.p("|---|---:|---:|---:|---:|---:|")
-	for i, r := range rows {
-		w.distRow(r.name, r.s)
-		if i == 1 {
-			w.ratioDistRow(ratio, rows[0].s, rows[1].s)
-		}
-	}
+	w.distRow(a.name, a.s)
+	w.distRow(b.name, b.s)
+	w.ratioDistRow(ratio, a.s, b.s)
 }
 
 // ratioDistRow is the ratio row of two samples: a over b at p50, p90, p99
@@ -249,20 +243,17 @@ func (r *report) printLatency(rw *reportWriter) {
 	if l := r.latency; l.gw.n > 0 && l.direct.n > 0 {
 		rw.section("## 1. Uncontended acquire + release, one client",
 			"Gateway: `POST /v1/locks/bench-u/acquire {\"lease\":id}` then `POST /v1/locks/bench-u/release`, one lease, one keep-alive connection. Direct: `zk.Lock.Lock()` then `Unlock()` on its own connection. %d samples each, in %d ABBA block pairs.", l.gw.n, l.blocks)
-		rw.distTable("client", "ratio gateway/direct",
-			distLine{"gateway acquire+release", l.gw},
-			distLine{"direct zk.Lock Lock+Unlock", l.direct},
-			distLine{"gateway acquire only", l.gwAcq},
-			distLine{"gateway release only", l.gwRel},
-			distLine{"direct Lock only", l.directLock},
-			distLine{"direct Unlock only", l.directUnlk},
-			distLine{"floor: gateway keepalive (one HTTP exchange, no ZooKeeper)", l.keepalive},
-			distLine{"floor: direct zk Exists (one ZooKeeper read round trip)", l.exists},
-			distLine{"floor: direct zk Create, ephemeral sequential (a write)", l.create},
-			distLine{"floor: direct zk Children (a read)", l.children},
-			distLine{"floor: direct zk Delete (a write)", l.del},
-			distLine{"floor: direct zk CreateWithStatThenChildren (the gateway's acquire: a write, the listing behind it)", l.createThenList},
-		)
+		rw.distTable("client", "ratio gateway/direct", distLine{"gateway acquire+release", l.gw}, distLine{"direct zk.Lock Lock+Unlock", l.direct})
+		rw.distRow("gateway acquire only", l.gwAcq)
+		rw.distRow("gateway release only", l.gwRel)
+		rw.distRow("direct Lock only", l.directLock)
+		rw.distRow("direct Unlock only", l.directUnlk)
+		rw.distRow("floor: gateway keepalive (one HTTP exchange, no ZooKeeper)", l.keepalive)
+		rw.distRow("floor: direct zk Exists (one ZooKeeper read round trip)", l.exists)
+		rw.distRow("floor: direct zk Create, ephemeral sequential (a write)", l.create)
+		rw.distRow("floor: direct zk Children (a read)", l.children)
+		rw.distRow("floor: direct zk Delete (a write)", l.del)
+		rw.distRow("floor: direct zk CreateWithStatThenChildren (the gateway's acquire: a write, the listing behind it)", l.createThenList)
 		p("")
 		if l.serverAcq > 0 {
 			p("Inside the gateway (mean of its own `zkgate_http_request_duration_seconds`, handler and middleware, over the measured blocks): acquire %s, release %s, keepalive %s; the rest of the client-side mean (acquire %s, release %s, keepalive %s) is HTTP transport and scheduling.",
