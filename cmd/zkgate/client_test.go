@@ -32,7 +32,7 @@ func cliGateway(t *testing.T) *gwtest.Gateway {
 // zkgate is one run of the built binary against a gateway.
 type zkgate struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *gwtest.Buffer
 	done           chan struct{}
 }
 
@@ -43,7 +43,7 @@ func startZkgate(t *testing.T, url string, stdin io.Reader, args ...string) *zkg
 	t.Helper()
 	cmd := exec.Command(gwtest.Binary(t), args...)
 	cmd.Env = append(os.Environ(), "ZKGATE_URL="+url, "ZKGATE_TOKEN=")
-	z := &zkgate{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	z := &zkgate{cmd: cmd, stdout: &gwtest.Buffer{}, stderr: &gwtest.Buffer{}, done: make(chan struct{})}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, z.stdout, z.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

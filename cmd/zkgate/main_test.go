@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,24 +23,6 @@ import (
 )
 
 func TestMain(m *testing.M) { gwtest.Main(m) }
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of run.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // javaProcessesUsing lists the PIDs of processes whose command line or
 // working files mention dir (the embedded ZooKeeper's config lives there).
@@ -74,7 +55,7 @@ func TestServeEmbedded(t *testing.T) {
 	dataDir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &gwtest.Buffer{}, &gwtest.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"zkgate", "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, func(string) string { return "" }, stdout, stderr)

@@ -257,7 +257,7 @@ echo $? > "$2/after"
 while [ ! -e "$2/end" ]; do sleep 0.02; done`
 	caller := exec.Command("sh", "-c", script, "sh", gwtest.Binary(t), dir)
 	caller.Env = append(os.Environ(), "ZKGATE_URL="+g.URL, "ZKGATE_TOKEN=")
-	var out syncBuffer
+	var out gwtest.Buffer
 	caller.Stdin, caller.Stdout, caller.Stderr = terminal(t), &out, &out
 	// The caller leads a session whose terminal is stdin: its process
 	// group, and zkgate's, is the terminal's foreground.
