@@ -171,29 +171,34 @@ func (p *process) stop(grace time.Duration) error {
 		if err := terminateSignal(p.cmd.Process); err != nil {
 			return p.kill(err)
 		}
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-p.done:
+		if p.exitedWithin(grace) {
 			return nil
-		case <-t.C:
 		}
 	}
 	return p.kill(nil)
+}
+
+// exitedWithin waits up to d for the process to exit and tells whether it
+// did.
+func (p *process) exitedWithin(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func (p *process) kill(prev error) error {
 	if err := killSignal(p.cmd.Process); err != nil {
 		return errors.Join(prev, fmt.Errorf("zkserver: kill pid %d: %w", p.cmd.Process.Pid, err))
 	}
-	t := time.NewTimer(killWait)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return nil
-	case <-t.C:
+	if !p.exitedWithin(killWait) {
 		return fmt.Errorf("zkserver: pid %d still running %v after SIGKILL", p.cmd.Process.Pid, killWait)
 	}
+	return nil
 }
 
 // Start runs a standalone ZooKeeper server and returns once it serves

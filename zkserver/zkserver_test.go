@@ -534,28 +534,47 @@ func TestFreePortRaceIsRetried(t *testing.T) {
 	requireZooKeeper(t)
 	// Another process takes the port Start picked before the JVM binds it:
 	// Start must notice the bind error and succeed on a fresh port.
-	var stolen net.Listener
-	testHookPortPicked = func(port int) {
-		if stolen == nil {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-			if err == nil {
-				stolen = l
-			}
-		}
-	}
-	t.Cleanup(func() {
-		testHookPortPicked = nil
-		if stolen != nil {
-			stolen.Close()
-		}
-	})
+	thief := newPortThief(t, func() { testHookPortPicked = nil })
+	testHookPortPicked = thief.steal
 	s := startStandalone(t, Options{})
-	if stolen == nil {
-		t.Fatal("hook did not steal a port")
-	}
+	stolen := thief.stolen(t)
 	if fmt.Sprint(stolen.Addr().(*net.TCPAddr).Port) == strings.Split(s.Addr(), ":")[1] {
 		t.Fatal("server reports the stolen port")
 	}
+}
+
+// portThief takes the first port it is given that it can listen on,
+// holding it until the end of the test, as another process would.
+type portThief struct{ l net.Listener }
+
+// newPortThief is a portThief; at the test's end it calls unhook, then
+// lets its port go.
+func newPortThief(t *testing.T, unhook func()) *portThief {
+	p := &portThief{}
+	t.Cleanup(func() {
+		unhook()
+		if p.l != nil {
+			p.l.Close()
+		}
+	})
+	return p
+}
+
+func (p *portThief) steal(port int) {
+	if p.l == nil {
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			p.l = l
+		}
+	}
+}
+
+// stolen is the listener on the port taken; it fails t if none was.
+func (p *portThief) stolen(t *testing.T) net.Listener {
+	t.Helper()
+	if p.l == nil {
+		t.Fatal("hook did not steal a port")
+	}
+	return p.l
 }
 
 func TestEnsemblePortRaceIsRetried(t *testing.T) {
@@ -563,23 +582,12 @@ func TestEnsemblePortRaceIsRetried(t *testing.T) {
 	requireZooKeeper(t)
 	// Member 1's election port is taken after it was picked: the ensemble
 	// must be relaunched on a fresh set of ports.
-	var stolen net.Listener
+	thief := newPortThief(t, func() { testHookEnsemblePorts = nil })
 	attempts := 0
 	testHookEnsemblePorts = func(ports []int) {
 		attempts++
-		if stolen == nil {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2])))
-			if err == nil {
-				stolen = l
-			}
-		}
+		thief.steal(ports[2])
 	}
-	t.Cleanup(func() {
-		testHookEnsemblePorts = nil
-		if stolen != nil {
-			stolen.Close()
-		}
-	})
 	e, err := StartEnsemble(testContext(t, 60*time.Second), 3, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -589,9 +597,7 @@ func TestEnsemblePortRaceIsRetried(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if stolen == nil {
-		t.Fatal("hook did not steal a port")
-	}
+	thief.stolen(t)
 	if attempts != 2 {
 		t.Fatalf("%d launch attempts, want 2", attempts)
 	}

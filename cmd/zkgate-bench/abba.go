@@ -160,14 +160,20 @@ func (w *workers) wait(ctx context.Context) error {
 	return <-w.errs
 }
 
+// doneCh is closed once wg's count is zero, for a select that waits on
+// more than wg.
+func doneCh(wg *sync.WaitGroup) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
 // waitOrCancel is wait, except that it returns ctx's error as soon as ctx
 // ends: a zk.Lock takes no context, so a blocked Lock ends only when the
 // caller closes its connection.
 func (w *workers) waitOrCancel(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { w.wg.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-doneCh(&w.wg):
 	case <-ctx.Done():
 		return ctx.Err()
 	}

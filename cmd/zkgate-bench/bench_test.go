@@ -185,3 +185,14 @@ func TestABBA(t *testing.T) {
 		t.Fatalf("abbaOrder: %q, want %q", got, want)
 	}
 }
+
+// TestIDIn: the id of the gateway's answer ("id") and of etcd's ("ID");
+// an answer without one is an error.
+func TestIDIn(t *testing.T) {
+	for _, c := range []struct{ body, want string }{{`{"id":"a1","ttl":"1m"}`, "a1"}, {`{"ID":"7587","TTL":600}`, "7587"}, {`{}`, ""}, {`nope`, ""}} {
+		got, err := idIn("grant", []byte(c.body))
+		if got != c.want || (err == nil) != (c.want != "") {
+			t.Errorf("idIn(%s) = %q, %v; want %q", c.body, got, err, c.want)
+		}
+	}
+}

@@ -409,10 +409,7 @@ func (r *report) printCPU(rw *reportWriter) {
 	p("|---|---|---:|---:|---:|---:|")
 	us := func(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
 	for _, w := range cpuWorkloads {
-		for _, b := range []struct {
-			name string
-			s    *cpuSide
-		}{{"baseline", k.base[w]}, {"this build", k.this[w]}} {
+		for _, b := range pair("baseline", k.base[w], "this build", k.this[w]) {
 			if b.s == nil || b.s.ops == 0 {
 				continue
 			}

@@ -129,13 +129,11 @@ func (e *env) dashboardPhase(ctx context.Context) (res dashResult, err error) {
 		res.rssWith = m.rss
 	}
 
-	c := newClient(e.gw.url, 2, time.Minute)
-	defer c.close()
-	lease, err := c.createLease(ctx, 10*time.Minute, "bench-dashboard")
+	c, lease, done, err := e.leasedClient(ctx, "bench-dashboard")
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = c.revokeLease(context.Background(), lease) }()
+	defer done()
 	body := leaseBody(lease)
 	for k := 1; k <= e.cfg.dashChanges; k++ {
 		name := fmt.Sprintf("%s%d", dashLockPrefix, k)
@@ -171,10 +169,8 @@ func (f *fanout) connect(ctx, cctx context.Context, ramp int) error {
 		}
 		f.readers.Go(func() { f.read(cctx, i, sem) })
 	}
-	allSnap := make(chan struct{})
-	go func() { f.snapshots.Wait(); close(allSnap) }()
 	select {
-	case <-allSnap:
+	case <-doneCh(&f.snapshots):
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(5 * time.Minute):

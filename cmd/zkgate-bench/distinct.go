@@ -167,10 +167,7 @@ func (r *report) printDistinct(rw *reportWriter) {
 		"Each worker loops acquire + release on a lock of its own, so nobody waits for anybody: this is the gateway's throughput across many locks. Gateway: each worker its own lease and lock name (`bench-d-N`), `POST acquire` (no wait) then `POST release`, on keep-alive connections (the gateway holds one ZooKeeper session). Direct: the same number of workers sharing **one** `zk.Conn`, each with its own `zk.NewLock` on its own path (what one process using go-zookeeper would do). Cycles whose grant came inside the measured windows count (ABBA halves, after a warm-up each of 1s or half the duration if shorter, not counted). Mutual exclusion holds trivially (one worker per lock); checked instead: every gateway acquire answered 200 with a fencing token, growing per lock.")
 	p("| client | window | cycles | cycles/s | cycle p50 | cycle p99 | bad answers |")
 	p("|---|---:|---:|---:|---:|---:|---:|")
-	for _, s := range []struct {
-		name string
-		s    distinctSide
-	}{{"gateway", k.gw}, {"direct, one shared zk.Conn", k.direct}} {
+	for _, s := range pair("gateway", k.gw, "direct, one shared zk.Conn", k.direct) {
 		if s.s.segments == 0 {
 			continue
 		}

@@ -177,13 +177,11 @@ func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
 	}
 	etcdOnce := etcdLockCycle(ctx, ec, "bench-e", lease)
 
-	c := newClient(e.gw.url, 2, time.Minute)
-	defer c.close()
-	gl, err := c.createLease(ctx, 10*time.Minute, "bench-etcd-compare")
+	c, gl, done, err := e.leasedClient(ctx, "bench-etcd-compare")
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = c.revokeLease(context.Background(), gl) }()
+	defer done()
 	var gw, et cycleTimes
 	res.blocks, err = abbaCycles(ctx, min(e.cfg.warmup, e.cfg.etcdIterations), e.cfg.etcdIterations, e.cfg.block,
 		lockCycle(ctx, c, "bench-e", leaseBody(gl)), etcdOnce, &gw, &et, nil, nil)
@@ -202,13 +200,7 @@ func etcdGrant(ctx context.Context, ec *client) (string, error) {
 	if err := expect("etcd lease grant", st, b, err, http.StatusOK); err != nil {
 		return "", err
 	}
-	var lease struct {
-		ID string `json:"ID"`
-	}
-	if err := json.Unmarshal(b, &lease); err != nil || lease.ID == "" {
-		return "", fmt.Errorf("etcd lease grant: %s", truncate(b, 300))
-	}
-	return lease.ID, nil
+	return idIn("etcd lease grant", b)
 }
 
 // etcdLockCycle locks and unlocks name through etcd's lock API with a
@@ -294,11 +286,7 @@ func (r *report) printEtcd(rw *reportWriter) {
 	rw.section("## 1b. Uncontended, gateway vs. etcd's lock API (stretch target)",
 		"etcd %s, a single member started by the bench on %s with a fresh data dir in the run's temp dir (etcd fsyncs its WAL on every commit; it has no switch to turn that off in 3.4), killed and removed at the end. One lease granted once (`POST /v3/lease/grant {\"TTL\":600}`), then per cycle `POST /v3/lock/lock {\"name\": base64(\"bench-e\"), \"lease\": ID}` (answers the key) and `POST /v3/lock/unlock {\"key\": ...}`, through etcd's HTTP/JSON gateway (grpc-gateway) on one keep-alive HTTP/1.1 connection. Gateway: acquire + release of `bench-e` as in section 1, one lease, one keep-alive connection. %d samples each in %d ABBA block pairs, after %d warm-up cycles each. Both run on the same machine as everything else.",
 		x.version, x.addr, x.gw.n, x.blocks, min(r.cfg.warmup, r.cfg.etcdIterations))
-	p("| client | p50 | p90 | p99 | mean | max |")
-	p("|---|---:|---:|---:|---:|---:|")
-	rw.distRow("gateway acquire+release", x.gw)
-	rw.distRow("etcd lock+unlock", x.etcd)
-	rw.ratioDistRow("ratio gateway/etcd", x.gw, x.etcd)
+	rw.distTable("client", "ratio gateway/etcd", distLine{"gateway acquire+release", x.gw}, distLine{"etcd lock+unlock", x.etcd})
 	rw.distRow("etcd lock only", x.etcdLock)
 	rw.distRow("etcd unlock only", x.etcdUnlock)
 	p("")

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -87,52 +86,52 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tl
 // awaitReady reads the address the gateway listens on from its stdout, then
 // waits until its /readyz is 200, all within 60s.
 func (g *gateway) awaitReady(ctx context.Context, stdout io.Reader) error {
+	t := time.NewTimer(60 * time.Second)
+	defer t.Stop()
 	addr := make(chan string, 1)
+	go proc.AnnouncedURL(stdout, addr)
+	url, err := g.await(ctx, t.C, addr, "serving")
+	if err != nil {
+		return err
+	}
+	g.url = url
+	pctx, stopPolling := context.WithCancel(ctx)
+	defer stopPolling()
+	ready := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on "); ok {
-				a, _, _ := strings.Cut(rest, " ")
-				select {
-				case addr <- a:
-				default:
+		for pctx.Err() == nil {
+			if resp, err := g.metrics.Get(url + "/readyz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					ready <- url
+					return
 				}
+			}
+			select {
+			case <-pctx.Done():
+			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	}()
-	t := time.NewTimer(60 * time.Second)
-	defer t.Stop()
+	_, err = g.await(ctx, t.C, ready, "ready")
+	return err
+}
+
+// await is the value of ch, what the gateway's start waits for next,
+// unless first the gateway exits, ctx ends or the start's deadline passes
+// (the last two stop the gateway).
+func (g *gateway) await(ctx context.Context, deadline <-chan time.Time, ch <-chan string, what string) (string, error) {
 	select {
-	case a := <-addr:
-		g.url = a
+	case v := <-ch:
+		return v, nil
 	case <-g.done:
-		return fmt.Errorf("zkgate exited before serving:\n%s", g.logTail(20))
+		return "", fmt.Errorf("zkgate exited before %s:\n%s", what, g.logTail(20))
 	case <-ctx.Done():
 		_ = g.stop()
-		return ctx.Err()
-	case <-t.C:
+		return "", ctx.Err()
+	case <-deadline:
 		_ = g.stop()
-		return errors.New("zkgate did not serve within 60s")
-	}
-	for {
-		resp, err := g.metrics.Get(g.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-g.done:
-			return fmt.Errorf("zkgate exited before it was ready:\n%s", g.logTail(20))
-		case <-ctx.Done():
-			_ = g.stop()
-			return ctx.Err()
-		case <-t.C:
-			_ = g.stop()
-			return errors.New("zkgate was not ready within 60s")
-		case <-time.After(50 * time.Millisecond):
-		}
+		return "", fmt.Errorf("zkgate was not %s within 60s", what)
 	}
 }
 

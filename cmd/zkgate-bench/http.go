@@ -89,6 +89,20 @@ func truncate(b []byte, n int) string {
 	return string(b)
 }
 
+// leasedClient is a client of the gateway with a lease of 10 minutes for
+// holder; done revokes the lease and closes the client.
+func (e *env) leasedClient(ctx context.Context, holder string) (c *client, lease string, done func(), err error) {
+	c = newClient(e.gw.url, 2, time.Minute)
+	if lease, err = c.createLease(ctx, 10*time.Minute, holder); err != nil {
+		c.close()
+		return nil, "", nil, err
+	}
+	return c, lease, func() {
+		_ = c.revokeLease(context.Background(), lease)
+		c.close()
+	}, nil
+}
+
 // createLease makes a lease and returns its id.
 func (c *client) createLease(ctx context.Context, ttl time.Duration, holder string) (string, error) {
 	body, _ := json.Marshal(map[string]string{"ttl": ttl.String(), "holder": holder})
@@ -96,13 +110,17 @@ func (c *client) createLease(ctx context.Context, ttl time.Duration, holder stri
 	if err := expect("create lease", st, b, err, http.StatusCreated); err != nil {
 		return "", err
 	}
-	var l struct {
-		ID string `json:"id"`
+	return idIn("create lease", b)
+}
+
+// idIn is the id in the JSON answer b to the request what: its field "id"
+// (or etcd's "ID": encoding/json matches names regardless of case).
+func idIn(what string, b []byte) (string, error) {
+	var v struct{ ID string }
+	if err := json.Unmarshal(b, &v); err != nil || v.ID == "" {
+		return "", fmt.Errorf("%s: bad answer %s", what, truncate(b, 300))
 	}
-	if err := json.Unmarshal(b, &l); err != nil || l.ID == "" {
-		return "", fmt.Errorf("create lease: bad answer %s", truncate(b, 300))
-	}
-	return l.ID, nil
+	return v.ID, nil
 }
 
 // revokeLease deletes a lease (204), tolerating one already gone.

@@ -196,13 +196,11 @@ func zkLockCycle(lock *zk.Lock) cycle {
 // of the machine hits both alike.
 func (e *env) latency(ctx context.Context) (latencyResult, error) {
 	var res latencyResult
-	c := newClient(e.gw.url, 2, time.Minute)
-	defer c.close()
-	lease, err := c.createLease(ctx, 10*time.Minute, "bench-uncontended")
+	c, lease, done, err := e.leasedClient(ctx, "bench-uncontended")
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = c.revokeLease(context.Background(), lease) }()
+	defer done()
 	fl := &floor{ctx: ctx, c: c, conn: e.conn, kaPath: "/v1/leases/" + lease + "/keepalive", parent: directRoot + "/bench-floor"}
 	for _, p := range []string{directRoot, fl.parent} {
 		if _, err := e.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && err != zk.ErrNodeExists {

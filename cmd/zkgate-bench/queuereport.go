@@ -115,10 +115,7 @@ func (r *report) printQueueConcurrent(rw *reportWriter) {
 		q.backlog, concurrentTakeWait)
 	p("| client | window | produced | produced/s | taken | taken/s | ZK packets per item (produce + take) | longest drain |")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|")
-	for _, s := range []struct {
-		name string
-		s    queueSide
-	}{{"gateway", q.gw}, {"direct", q.direct}} {
+	for _, s := range pair("gateway", q.gw, "direct", q.direct) {
 		if s.s.segments == 0 {
 			continue
 		}
@@ -177,11 +174,7 @@ func (r *report) printWake(rw *reportWriter) {
 	rw.section("## 6. Queue take wake-up: produce to a waiting consumer",
 		"Gateway: a consumer waits in `POST /v1/queues/%s/take?wait=%s` on the empty queue; %s after its request is written (%dx the p90 of the gateway's answer to a take of the empty queue, %s, within %s-%s: it does the same before it parks) the bench sends `POST /v1/queues/%s/items`. Direct: a consumer blocks on a `ChildrenW` watch of the entries on its own connection; the bench's `Create` goes on another. Time: from just before the produce is sent to the item taken (gateway: the take's answer read; direct: the consumer's `Children` + claim + `Get` + `Multi` done), so it includes the produce. %d samples each in %d ABBA block pairs; the phase took %s.",
 		queueWake, takeWakeWait, w.settle.Round(time.Millisecond/10), settleFactor, msf(w.emptyTake.p90), settleFloor, settleCap, queueWake, w.gw.n, w.blocks, w.took.Round(100*time.Millisecond))
-	p("| | p50 | p90 | p99 | mean | max |")
-	p("|---|---:|---:|---:|---:|---:|")
-	rw.distRow("gateway: produce, waiting take answered", w.gw)
-	rw.distRow("direct: Create, watch fired, item taken", w.direct)
-	rw.ratioDistRow("ratio gateway/direct", w.gw, w.direct)
+	rw.distTable("", "ratio gateway/direct", distLine{"gateway: produce, waiting take answered", w.gw}, distLine{"direct: Create, watch fired, item taken", w.direct})
 	rw.distRow("gateway: the produce alone (201 received)", w.gwProduce)
 	rw.distRow("direct: the Create alone", w.directProduce)
 	rw.distRow("gateway: take?wait=0 of the empty queue (settle calibration)", w.emptyTake)

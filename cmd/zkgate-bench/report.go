@@ -136,6 +136,35 @@ func (w *reportWriter) distRow(name string, s summary) {
 	w.p("| %s | %s | %s | %s | %s | %s |", name, msf(s.p50), msf(s.p90), msf(s.p99), msf(s.mean), msf(s.worst))
 }
 
+// named is the figures of one row of a table, and the row's name.
+type named[S any] struct {
+	name string
+	s    S
+}
+
+// pair is the rows of a table's two sides (the gateway and the direct
+// client, say), in that order.
+func pair[S any](aName string, a S, bName string, b S) []named[S] {
+	return []named[S]{{aName, a}, {bName, b}}
+}
+
+// distLine is a named sample of a distTable.
+type distLine = named[summary]
+
+// distTable starts a table of samples, first the heading of the names'
+// column, with two rows and the ratio of a over b, named ratio; the
+// table's other rows follow by distRow.
+func (w *reportWriter) distTable(first, ratio string, a, b distLine) {
+	if first != "" {
+		first += " "
+	}
+	w.p("| %s| p50 | p90 | p99 | mean | max |", first)
+	w.p("|---|---:|---:|---:|---:|---:|")
+	w.distRow(a.name, a.s)
+	w.distRow(b.name, b.s)
+	w.ratioDistRow(ratio, a.s, b.s)
+}
+
 // ratioDistRow is the ratio row of two samples: a over b at p50, p90, p99
 // and mean, the p50 and mean in bold.
 func (w *reportWriter) ratioDistRow(name string, a, b summary) {
@@ -214,11 +243,7 @@ func (r *report) printLatency(rw *reportWriter) {
 	if l := r.latency; l.gw.n > 0 && l.direct.n > 0 {
 		rw.section("## 1. Uncontended acquire + release, one client",
 			"Gateway: `POST /v1/locks/bench-u/acquire {\"lease\":id}` then `POST /v1/locks/bench-u/release`, one lease, one keep-alive connection. Direct: `zk.Lock.Lock()` then `Unlock()` on its own connection. %d samples each, in %d ABBA block pairs.", l.gw.n, l.blocks)
-		p("| client | p50 | p90 | p99 | mean | max |")
-		p("|---|---:|---:|---:|---:|---:|")
-		rw.distRow("gateway acquire+release", l.gw)
-		rw.distRow("direct zk.Lock Lock+Unlock", l.direct)
-		rw.ratioDistRow("ratio gateway/direct", l.gw, l.direct)
+		rw.distTable("client", "ratio gateway/direct", distLine{"gateway acquire+release", l.gw}, distLine{"direct zk.Lock Lock+Unlock", l.direct})
 		rw.distRow("gateway acquire only", l.gwAcq)
 		rw.distRow("gateway release only", l.gwRel)
 		rw.distRow("direct Lock only", l.directLock)
@@ -258,10 +283,7 @@ func (r *report) printContention(rw *reportWriter) {
 			"Each contender loops acquire, then release at once. Gateway: each its own lease, `acquire?wait=%s`; direct: each its own `zk.Lock` on its own connection. Grants received inside the measured windows count (ABBA halves, after a warm-up).", c.contentionWait)
 		p("| client | window | grants | grants/s | acquire timeouts | max holders seen | exclusion violations | token order violations |")
 		p("|---|---:|---:|---:|---:|---:|---:|---:|")
-		for _, s := range []struct {
-			name string
-			s    side
-		}{{"gateway", k.gw}, {"direct zk.Lock", k.direct}} {
+		for _, s := range pair("gateway", k.gw, "direct zk.Lock", k.direct) {
 			if s.s.elapsed == 0 {
 				continue
 			}

@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -490,8 +489,7 @@ func (w *waiterRun) grantAll(ctx context.Context) (time.Time, error) {
 	if err := expect("holder release", st, b, herr, http.StatusNoContent); err != nil {
 		return t0, err
 	}
-	done := make(chan struct{})
-	go func() { w.wg.Wait(); close(done) }()
+	done := doneCh(&w.wg)
 	limit := time.NewTimer(w.e.cfg.waiterWait + 3*time.Minute)
 	defer limit.Stop()
 	tick := time.NewTicker(5 * time.Second)
@@ -576,15 +574,6 @@ func errKind(err error) string {
 		s = s[:80]
 	}
 	return s
-}
-
-func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // totalWatches asks ZooKeeper (wchs) how many watches it holds.

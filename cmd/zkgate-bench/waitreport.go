@@ -4,6 +4,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -33,14 +35,14 @@ func (r *report) printWaiters(rw *reportWriter, wr waitersResult) {
 		}
 		p("| acquire answer | count |")
 		p("|---|---:|")
-		for _, k := range sortedKeys(wr.acquire) {
+		for _, k := range slices.Sorted(maps.Keys(wr.acquire)) {
 			p("| %s | %s |", k, thousands(int64(wr.acquire[k])))
 		}
 		p("| **answered / sent** | **%s / %s** |", thousands(int64(wr.answered)), thousands(int64(wr.n)))
 		p("")
 		p("| release answer (of the granted) | count |")
 		p("|---|---:|")
-		for _, k := range sortedKeys(wr.release) {
+		for _, k := range slices.Sorted(maps.Keys(wr.release)) {
 			p("| %s | %s |", k, thousands(int64(wr.release[k])))
 		}
 		p("")

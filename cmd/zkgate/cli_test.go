@@ -243,11 +243,7 @@ func TestQuiet(t *testing.T) {
 	t.Parallel()
 	g := cliGateway(t)
 	env := map[string]string{"ZKGATE_URL": g.URL}
-	for range 2 {
-		if code, _, stderr := runCLI(t, env, "queue", "put", "jobs", "x"); code != 0 {
-			t.Fatalf("put: %d %s", code, stderr)
-		}
-	}
+	putItems(t, env, "jobs", "x", 2)
 	code, out, stderr := runCLI(t, env, "queue", "claim", "jobs")
 	if code != 0 || out != "x" || !strings.Contains(stderr, "claimed") {
 		t.Fatalf("claim: exit %d, %q, stderr %q", code, out, stderr)
@@ -270,6 +266,16 @@ func TestQuiet(t *testing.T) {
 	}
 }
 
+// putItems puts n items data on queue with zkgate queue put.
+func putItems(t *testing.T, env map[string]string, queue, data string, n int) {
+	t.Helper()
+	for range n {
+		if code, _, stderr := runCLI(t, env, "queue", "put", queue, data); code != 0 {
+			t.Fatalf("put: %d %s", code, stderr)
+		}
+	}
+}
+
 // TestClaimLeaseEndsWithAck: the lease that zkgate queue claim makes
 // (its id in the JSON) is revoked by the ack or nack of its claim, where it
 // lingered for its TTL (5m); a lease of the user's is kept, and so is the
@@ -278,11 +284,7 @@ func TestClaimLeaseEndsWithAck(t *testing.T) {
 	t.Parallel()
 	g := cliGateway(t)
 	env := map[string]string{"ZKGATE_URL": g.URL}
-	for range 4 {
-		if code, _, stderr := runCLI(t, env, "queue", "put", "work", "item"); code != 0 {
-			t.Fatalf("put: %d %s", code, stderr)
-		}
-	}
+	putItems(t, env, "work", "item", 4)
 	claim := func(args ...string) itemJSON {
 		t.Helper()
 		code, out, stderr := runCLI(t, env, append([]string{"queue", "claim", "--json"}, args...)...)
@@ -325,9 +327,7 @@ func TestClaimLeaseEndsWithAck(t *testing.T) {
 	if r := gwtest.Do(t, "GET", g.URL+"/v1/leases/"+lease, nil); r.Status != 200 {
 		t.Fatalf("the user's lease was revoked: %d %s", r.Status, r.Body)
 	}
-	if code, _, stderr := runCLI(t, env, "queue", "put", "work", "last"); code != 0 {
-		t.Fatalf("put: %d %s", code, stderr)
-	}
+	putItems(t, env, "work", "last", 1)
 	settle("nack", claim("--lease", lease, "work"), "--revoke")
 	noLeases(t, g.URL)
 }

@@ -32,7 +32,7 @@ func cliGateway(t *testing.T) *gwtest.Gateway {
 // zkgate is one run of the built binary against a gateway.
 type zkgate struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *gwtest.Buffer
 	done           chan struct{}
 }
 
@@ -43,7 +43,7 @@ func startZkgate(t *testing.T, url string, stdin io.Reader, args ...string) *zkg
 	t.Helper()
 	cmd := exec.Command(gwtest.Binary(t), args...)
 	cmd.Env = append(os.Environ(), "ZKGATE_URL="+url, "ZKGATE_TOKEN=")
-	z := &zkgate{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	z := &zkgate{cmd: cmd, stdout: &gwtest.Buffer{}, stderr: &gwtest.Buffer{}, done: make(chan struct{})}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, z.stdout, z.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -336,10 +336,7 @@ echo "exit $(date +%s%N) $ZKGATE_FENCING_TOKEN" >> "$LOG"`
 func TestLockWaitEnds(t *testing.T) {
 	t.Parallel()
 	g := cliGateway(t)
-	held := gwtest.Do(t, "POST", g.URL+"/v1/locks/busy/acquire", map[string]any{"ttl": "1m", "holder": "the-holder"})
-	if held.Status != 200 {
-		t.Fatalf("acquire: %d %s", held.Status, held.Body)
-	}
+	gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/busy/acquire", map[string]any{"ttl": "1m", "holder": "the-holder"}), 200, "acquire")
 	dir := t.TempDir()
 	ran := filepath.Join(dir, "ran")
 	code, _, stderr := runZkgate(t, g.URL, nil, "lock", "--wait", "300ms", "busy", "--", "touch", ran)
@@ -448,10 +445,7 @@ func TestElect(t *testing.T) {
 func TestElectWaitEnds(t *testing.T) {
 	t.Parallel()
 	g := cliGateway(t)
-	held := gwtest.Do(t, "POST", g.URL+"/v1/elections/taken/campaign", map[string]any{"ttl": "1m", "holder": "boss"})
-	if held.Status != 200 {
-		t.Fatalf("campaign: %d %s", held.Status, held.Body)
-	}
+	gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/elections/taken/campaign", map[string]any{"ttl": "1m", "holder": "boss"}), 200, "campaign")
 	code, stdout, stderr := runZkgate(t, g.URL, nil, "elect", "--wait", "300ms", "taken", "--", "echo", "ran")
 	if code != exitWaited || stdout != "" || !strings.Contains(stderr, "boss") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)

@@ -40,38 +40,25 @@ func newElectCommand(a *app) *cobra.Command {
 		Short:   "run CMD only while leading the election NAME",
 		Long:    electLong,
 		Example: `  zkgate elect --value "$(hostname):8080" scheduler -- ./scheduler`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd, a, args)
-		},
 	}
-	o.gw.register(cmd, a)
-	fs := cmd.Flags()
-	fs.StringVar(&o.value, "value", "", "the value the leader shows to everyone (an address, say)")
-	fs.DurationVar(&o.wait, "wait", 0, "give up if not elected within this long (exit 75); 0 waits as long as it takes")
-	fs.DurationVar(&o.ttl, "ttl", defaultTTL, "the lease's TTL: how soon another candidate leads if zkgate dies")
-	fs.DurationVar(&o.grace, "kill-grace", defaultKillGrace, "between SIGTERM and SIGKILL, which lands before the lease's deadline")
-	fs.StringVar(&o.holder, "holder", "", "how other clients see this candidate (default: host[pid] CMD)")
-	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "if the lease ends without resigning, nobody else leads for this long (default: the gateway's --lock-delay)")
+	o.register(cmd, a, o.run, runHelp{
+		waitHelp:  "give up if not elected within this long (exit 75); 0 waits as long as it takes",
+		ttl:       "how soon another candidate leads if zkgate dies",
+		holder:    "this candidate",
+		lockDelay: "if the lease ends without resigning, nobody else leads for this long",
+	})
+	cmd.Flags().StringVar(&o.value, "value", "", "the value the leader shows to everyone (an address, say)")
 	return cmd
 }
 
 func (o *electOptions) run(cmd *cobra.Command, a *app, args []string) error {
 	ctx, stdout, stderr := cmd.Context(), a.stdout, a.stderr
-	pos, argv := argsAndCommand(cmd, args)
-	name, err := nameAndCommand("election", pos, argv)
+	s, err := o.start(cmd, a, "election", args, func() error { return nil })
 	if err != nil {
 		return err
 	}
-	if err := o.check(); err != nil {
-		return err
-	}
-	relay := newSignalRelay()
-	defer relay.stop()
-	c, lease, err := o.lease(ctx, cmd.Flags().Changed("lock-delay"), argv)
-	if err != nil {
-		return err
-	}
-	defer revoke(lease, stderr)
+	defer s.end(stderr)
+	name, argv, relay, c, lease := s.name, s.argv, s.relay, s.c, s.lease
 	what := fmt.Sprintf("election %q", name)
 
 	wctx, stopWait := relay.waitCtx(ctx)
@@ -105,10 +92,7 @@ func (o *electOptions) run(cmd *cobra.Command, a *app, args []string) error {
 		return runErr
 	}
 	if out.stopped {
-		if why == nil {
-			why = context.Cause(ctx)
-		}
-		return exitWith(exitLost, "leadership of %s lost while %s ran (%v): it was stopped", what, argv[0], why)
+		return exitWith(exitLost, "leadership of %s lost while %s ran (%v): it was stopped", what, argv[0], stopCause(ctx, why))
 	}
 	letGo(lease, stderr, "resign", what, func(ctx context.Context) error { return lease.Resign(ctx, name) })
 	return &exitStatus{code: out.code}

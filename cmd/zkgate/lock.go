@@ -61,47 +61,37 @@ func newLockCommand(a *app) *cobra.Command {
 		Example: `  zkgate lock --wait 30s --lock-delay 10s invoices -- ./bill-customers.sh
   zkgate lock --mode read catalog -- ./export.sh
   zkgate lock --semaphore 3 gpu -- ./train.sh`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd, a, args)
-		},
 	}
-	o.gw.register(cmd, a)
+	o.register(cmd, a, o.run, runHelp{
+		wait: 30 * time.Second, waitHelp: "how long to wait for the lock; 0 tries once",
+		ttl:       "how soon the lock is freed if zkgate dies",
+		holder:    "this holder",
+		lockDelay: "if the lease ends without releasing, nobody is granted the lock for this long",
+	})
 	fs := cmd.Flags()
-	fs.DurationVar(&o.wait, "wait", 30*time.Second, "how long to wait for the lock; 0 tries once")
-	fs.DurationVar(&o.ttl, "ttl", defaultTTL, "the lease's TTL: how soon the lock is freed if zkgate dies")
 	fs.StringVar(&o.mode, "mode", "exclusive", "exclusive, read or write (a read/write lock)")
 	fs.IntVar(&o.semaphore, "semaphore", 0, "take one of N slots of the semaphore NAME instead of a lock")
-	fs.DurationVar(&o.grace, "kill-grace", defaultKillGrace, "between SIGTERM and SIGKILL, which lands before the lease's deadline")
-	fs.StringVar(&o.holder, "holder", "", "how other clients see this holder (default: host[pid] CMD)")
-	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "if the lease ends without releasing, nobody is granted the lock for this long (default: the gateway's --lock-delay)")
 	return cmd
 }
 
 func (o *lockOptions) run(cmd *cobra.Command, a *app, args []string) error {
 	ctx, stdout, stderr := cmd.Context(), a.stdout, a.stderr
-	pos, argv := argsAndCommand(cmd, args)
-	name, err := nameAndCommand("lock", pos, argv)
+	s, err := o.start(cmd, a, "lock", args, func() error {
+		switch {
+		case o.semaphore < 0:
+			return usageErr("--semaphore %d: a semaphore has at least 1 slot", o.semaphore)
+		case o.semaphore > 0 && cmd.Flags().Changed("mode"):
+			return usageErr("--mode is for locks, --semaphore for semaphores: give one")
+		case client.LockMode(o.mode) != client.Exclusive && client.LockMode(o.mode) != client.Read && client.LockMode(o.mode) != client.Write:
+			return usageErr("--mode %q is not exclusive, read or write", o.mode)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	switch {
-	case o.semaphore < 0:
-		return usageErr("--semaphore %d: a semaphore has at least 1 slot", o.semaphore)
-	case o.semaphore > 0 && cmd.Flags().Changed("mode"):
-		return usageErr("--mode is for locks, --semaphore for semaphores: give one")
-	case client.LockMode(o.mode) != client.Exclusive && client.LockMode(o.mode) != client.Read && client.LockMode(o.mode) != client.Write:
-		return usageErr("--mode %q is not exclusive, read or write", o.mode)
-	}
-	if err := o.check(); err != nil {
-		return err
-	}
-	relay := newSignalRelay()
-	defer relay.stop()
-	c, lease, err := o.lease(ctx, cmd.Flags().Changed("lock-delay"), argv)
-	if err != nil {
-		return err
-	}
-	defer revoke(lease, stderr)
+	defer s.end(stderr)
+	name, argv, relay, c, lease := s.name, s.argv, s.relay, s.c, s.lease
 
 	what := fmt.Sprintf("lock %q", name)
 	if o.semaphore > 0 {
@@ -138,17 +128,22 @@ func (o *lockOptions) run(cmd *cobra.Command, a *app, args []string) error {
 		return err
 	}
 	if out.stopped {
-		why := lease.Err()
-		if why == nil {
-			why = context.Cause(ctx)
-		}
-		if why == nil {
-			why = errUnconfirmed
-		}
-		return exitWith(exitLost, "%s lost while %s ran (%v): it was stopped", what, argv[0], why)
+		return exitWith(exitLost, "%s lost while %s ran (%v): it was stopped", what, argv[0], stopCause(ctx, lease.Err()))
 	}
 	letGo(lease, stderr, "release", what, release)
 	return &exitStatus{code: out.code}
+}
+
+// stopCause is why CMD was stopped: why (the lease's or leadership's
+// end), else ctx's cause, else a keepalive not confirmed in time.
+func stopCause(ctx context.Context, why error) error {
+	if why == nil {
+		why = context.Cause(ctx)
+	}
+	if why == nil {
+		why = errUnconfirmed
+	}
+	return why
 }
 
 // waitFailed is the exit of a wait for a lock or leadership that failed.
@@ -191,6 +186,64 @@ func nameAndCommand(kind string, pos, argv []string) (string, error) {
 		return "", usageErr("give the command to run after --")
 	}
 	return pos[0], nil
+}
+
+// runHelp is what the help of the flags lock and elect share says of
+// each command's subject, and the default of its --wait.
+type runHelp struct {
+	wait                             time.Duration
+	waitHelp, ttl, holder, lockDelay string
+}
+
+// register adds to cmd, lock or elect, the flags they share, and run.
+func (o *runOptions) register(cmd *cobra.Command, a *app, run func(*cobra.Command, *app, []string) error, h runHelp) {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return run(cmd, a, args) }
+	o.gw.register(cmd, a)
+	fs := cmd.Flags()
+	fs.DurationVar(&o.wait, "wait", h.wait, h.waitHelp)
+	fs.DurationVar(&o.ttl, "ttl", defaultTTL, "the lease's TTL: "+h.ttl)
+	fs.DurationVar(&o.grace, "kill-grace", defaultKillGrace, "between SIGTERM and SIGKILL, which lands before the lease's deadline")
+	fs.StringVar(&o.holder, "holder", "", "how other clients see "+h.holder+" (default: host[pid] CMD)")
+	fs.DurationVar(&o.lockDelay, "lock-delay", 0, h.lockDelay+" (default: the gateway's --lock-delay)")
+}
+
+// runStart is what lock and elect hold while they wait and run CMD.
+type runStart struct {
+	name  string
+	argv  []string
+	relay *signalRelay
+	c     *client.Client
+	lease *client.Lease
+}
+
+// start checks the arguments of lock or elect (one name of kind, then
+// CMD) and their flags (own: the command's own checks, first), then relays
+// signals and makes the lease CMD runs on; end undoes both.
+func (o *runOptions) start(cmd *cobra.Command, a *app, kind string, args []string, own func() error) (*runStart, error) {
+	pos, argv := argsAndCommand(cmd, args)
+	name, err := nameAndCommand(kind, pos, argv)
+	if err != nil {
+		return nil, err
+	}
+	if err := own(); err != nil {
+		return nil, err
+	}
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	relay := newSignalRelay()
+	c, lease, err := o.lease(cmd.Context(), cmd.Flags().Changed("lock-delay"), argv)
+	if err != nil {
+		relay.stop()
+		return nil, err
+	}
+	return &runStart{name: name, argv: argv, relay: relay, c: c, lease: lease}, nil
+}
+
+// end revokes the lease, then stops relaying signals.
+func (s *runStart) end(stderr io.Writer) {
+	revoke(s.lease, stderr)
+	s.relay.stop()
 }
 
 // check checks the durations that lock and elect share.

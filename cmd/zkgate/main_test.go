@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,35 +12,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/proc"
 	"github.com/zkgate/zkgate/server"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
 func TestMain(m *testing.M) { gwtest.Main(m) }
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of run.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // javaProcessesUsing lists the PIDs of processes whose command line or
 // working files mention dir (the embedded ZooKeeper's config lives there).
@@ -75,7 +56,7 @@ func TestServeEmbedded(t *testing.T) {
 	dataDir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &gwtest.Buffer{}, &gwtest.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"zkgate", "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, func(string) string { return "" }, stdout, stderr)
@@ -120,14 +101,7 @@ func TestServeEmbedded(t *testing.T) {
 
 	start := time.Now()
 	cancel() // as SIGTERM does through signal.NotifyContext
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("graceful shutdown took over 30s")
-	}
+	awaitNoError(t, done, "graceful shutdown (run)")
 	w := <-waiting
 	if w.Status != http.StatusServiceUnavailable {
 		t.Fatalf("a wait ended by shutdown should answer 503, got %d %s", w.Status, w.Body)
@@ -227,19 +201,10 @@ func TestBinarySignalsAndExitCodes(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	listening := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on http://"); ok {
-				addr, _, _ := strings.Cut(rest, " ")
-				listening <- addr
-			}
-		}
-	}()
+	go proc.AnnouncedURL(stdout, listening)
 	var url string
 	select {
-	case addr := <-listening:
-		url = "http://" + addr
+	case url = <-listening:
 	case <-time.After(60 * time.Second):
 		t.Fatal("the binary did not serve within 60s")
 	}
@@ -252,14 +217,7 @@ func TestBinarySignalsAndExitCodes(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit within 30s of SIGTERM")
-	}
+	awaitNoError(t, done, "exit after SIGTERM")
 	gwtest.Eventually(t, 10*time.Second, func() error {
 		if pids := javaProcessesUsing(dataDir); len(pids) > 0 {
 			return fmt.Errorf("left running: %v", pids)
@@ -295,5 +253,19 @@ func TestNoZooKeeperToEmbed(t *testing.T) {
 	err := run(context.Background(), []string{"zkgate", "serve", "--data-dir", t.TempDir()}, func(string) string { return "" }, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "--zk host:port") || !strings.Contains(err.Error(), "ZKGATE_ZK") {
 		t.Fatalf("serve without Java: %v", err)
+	}
+}
+
+// awaitNoError fails t unless done yields nil within 30s; what names the
+// end awaited.
+func awaitNoError(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: not within 30s", what)
 	}
 }

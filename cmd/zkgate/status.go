@@ -106,35 +106,25 @@ func readStatus(ctx context.Context, c *client.Client, limit int) (*status, erro
 	if err != nil {
 		return nil, fmt.Errorf("locks: %w", err)
 	}
-	for _, l := range locks[:cut("locks", len(locks))] {
-		ls, err := c.LockState(ctx, l.Name)
-		if err != nil {
-			return nil, fmt.Errorf("lock %q: %w", l.Name, err)
-		}
-		st.Locks = append(st.Locks, ls)
+	if st.Locks, err = appendStates(ctx, st.Locks, "lock", locks[:cut("locks", len(locks))],
+		func(l client.LockSummary) string { return l.Name }, c.LockState); err != nil {
+		return nil, err
 	}
 	sems, err := c.Semaphores(ctx, opt)
 	if err != nil {
 		return nil, fmt.Errorf("semaphores: %w", err)
 	}
-	for _, s := range sems[:cut("semaphores", len(sems))] {
-		name := s.Name
-		ss, err := c.SemaphoreState(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("semaphore %q: %w", name, err)
-		}
-		st.Semaphores = append(st.Semaphores, ss)
+	if st.Semaphores, err = appendStates(ctx, st.Semaphores, "semaphore", sems[:cut("semaphores", len(sems))],
+		func(s client.SemaphoreSummary) string { return s.Name }, c.SemaphoreState); err != nil {
+		return nil, err
 	}
 	elections, err := c.Elections(ctx, opt)
 	if err != nil {
 		return nil, fmt.Errorf("elections: %w", err)
 	}
-	for _, e := range elections[:cut("elections", len(elections))] {
-		es, err := c.ElectionState(ctx, e.Name)
-		if err != nil {
-			return nil, fmt.Errorf("election %q: %w", e.Name, err)
-		}
-		st.Elections = append(st.Elections, es)
+	if st.Elections, err = appendStates(ctx, st.Elections, "election", elections[:cut("elections", len(elections))],
+		func(e client.ElectionSummary) string { return e.Name }, c.ElectionState); err != nil {
+		return nil, err
 	}
 	if st.Barriers, err = c.Barriers(ctx, opt); err != nil {
 		return nil, fmt.Errorf("barriers: %w", err)
@@ -149,6 +139,20 @@ func readStatus(ctx context.Context, c *client.Client, limit int) (*status, erro
 	}
 	st.Queues = st.Queues[:cut("queues", len(st.Queues))]
 	return st, nil
+}
+
+// appendStates appends to states the state of each primitive of kind in
+// list, read whole: one request each.
+func appendStates[T, S any](ctx context.Context, states []S, kind string, list []T, name func(T) string,
+	state func(context.Context, string) (S, error)) ([]S, error) {
+	for _, x := range list {
+		s, err := state(ctx, name(x))
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", kind, name(x), err)
+		}
+		states = append(states, s)
+	}
+	return states, nil
 }
 
 // printStatus writes the table people read.

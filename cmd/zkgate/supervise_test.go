@@ -34,16 +34,7 @@ func TestKilledZkgateStopsTheGroup(t *testing.T) {
 			z := startZkgate(t, g.URL, nil, kind, "killed-"+kind, "--", "sh", "-c",
 				`sleep 301 >/dev/null 2>&1 & echo $! > "$1/grandchild"; echo $$ > "$1/cmd"; wait`, "sh", dir)
 			cmd, grandchild := cmdAndGrandchild(t, dir)
-			if err := z.cmd.Process.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			z.wait(t, 30*time.Second)
-			gwtest.Eventually(t, 10*time.Second, func() error {
-				if left := groupMembers(t, cmd.Pid); len(left) > 0 || !exited(grandchild) || !exited(cmd) {
-					return fmt.Errorf("left running in CMD's group %d: %v", cmd.Pid, left)
-				}
-				return nil
-			})
+			killAndAwaitGroupGone(t, z, cmd, grandchild, cmd)
 		})
 	}
 }
@@ -84,12 +75,25 @@ while :; do wait; done`
 	if exited(dog) || exited(grandchild) {
 		t.Fatalf("after the passed signals: watchdog exited %v, grandchild exited %v", exited(dog), exited(grandchild))
 	}
+	killAndAwaitGroupGone(t, z, cmd, grandchild, dog)
+}
+
+// killAndAwaitGroupGone kills zkgate z and waits for CMD's process group
+// to be empty and each of procs to have exited.
+func killAndAwaitGroupGone(t *testing.T, z *zkgate, cmd *os.Process, procs ...*os.Process) {
+	t.Helper()
 	if err := z.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	z.wait(t, 30*time.Second)
 	gwtest.Eventually(t, 10*time.Second, func() error {
-		if left := groupMembers(t, cmd.Pid); len(left) > 0 || !exited(grandchild) || !exited(dog) {
+		left := groupMembers(t, cmd.Pid)
+		for _, p := range procs {
+			if !exited(p) {
+				return fmt.Errorf("left running in CMD's group %d: %v (pid %d not exited)", cmd.Pid, left, p.Pid)
+			}
+		}
+		if len(left) > 0 {
 			return fmt.Errorf("left running in CMD's group %d: %v", cmd.Pid, left)
 		}
 		return nil
@@ -258,7 +262,7 @@ echo $? > "$2/after"
 while [ ! -e "$2/end" ]; do sleep 0.02; done`
 	caller := exec.Command("sh", "-c", script, "sh", gwtest.Binary(t), dir)
 	caller.Env = append(os.Environ(), "ZKGATE_URL="+g.URL, "ZKGATE_TOKEN=")
-	var out syncBuffer
+	var out gwtest.Buffer
 	caller.Stdin, caller.Stdout, caller.Stderr = terminal(t), &out, &out
 	// The caller leads a session whose terminal is stdin: its process
 	// group, and zkgate's, is the terminal's foreground.

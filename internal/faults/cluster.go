@@ -3,11 +3,9 @@
 package faults
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -150,7 +148,7 @@ func (g *gateway) startOn(ctx context.Context, listen string) error {
 	}
 	done := make(chan struct{})
 	addr := make(chan string, 1)
-	go announcedAddr(stdout, addr)
+	go proc.AnnouncedURL(stdout, addr)
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
@@ -165,8 +163,7 @@ func (g *gateway) startOn(ctx context.Context, listen string) error {
 	defer t.Stop()
 	var url string
 	select {
-	case a := <-addr:
-		url = "http://" + a
+	case url = <-addr:
 	case <-done:
 		return fmt.Errorf("gateway %d exited before serving (log: %s)", g.index, g.logf)
 	case <-ctx.Done():
@@ -180,22 +177,6 @@ func (g *gateway) startOn(ctx context.Context, listen string) error {
 	g.url = url
 	g.mu.Unlock()
 	return g.awaitReady(ctx, url, done, t.C)
-}
-
-// announcedAddr reads the gateway's stdout to its end, sending to addr the
-// address of the first "zkgate listening on http://ADDR" line.
-func announcedAddr(stdout io.Reader, addr chan<- string) {
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "zkgate listening on http://"); ok {
-			a, _, _ := strings.Cut(rest, " ")
-			select {
-			case addr <- a:
-			default:
-			}
-		}
-	}
-	_, _ = io.Copy(io.Discard, stdout)
 }
 
 // awaitReady polls url's /readyz until it answers 200; the gateway is

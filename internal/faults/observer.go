@@ -102,16 +102,25 @@ func (o *observer) close() {
 func (o *observer) watchGateways() {
 	defer o.wg.Done()
 	parent := o.root + "/gateways"
-	for {
+	o.follow(func() (<-chan zk.Event, error) {
 		kids, _, ch, err := o.conn.ChildrenW(parent)
+		for _, k := range kids {
+			o.watchRegistration(path.Join(parent, k))
+		}
+		return ch, err
+	})
+}
+
+// follow calls watch, which reads and sets a watch, until the observer
+// stops: again once the watch fires, or after a pause if watch failed.
+func (o *observer) follow(watch func() (<-chan zk.Event, error)) {
+	for {
+		ch, err := watch()
 		if err != nil {
 			if !o.pause() {
 				return
 			}
 			continue
-		}
-		for _, k := range kids {
-			o.watchRegistration(path.Join(parent, k))
 		}
 		select {
 		case <-o.stop:
@@ -136,15 +145,10 @@ func (o *observer) watchRegistration(p string) {
 	go func() {
 		defer o.wg.Done()
 		var owner int64
-		for {
+		o.follow(func() (<-chan zk.Event, error) {
 			ok, st, ch, err := o.conn.ExistsW(p)
-			if err != nil {
-				if !o.pause() {
-					return
-				}
-				continue
-			}
 			switch {
+			case err != nil:
 			case !ok && owner != 0:
 				o.lost(owner)
 				owner = 0
@@ -154,12 +158,8 @@ func (o *observer) watchRegistration(p string) {
 				}
 				owner = st.EphemeralOwner
 			}
-			select {
-			case <-o.stop:
-				return
-			case <-ch:
-			}
-		}
+			return ch, err
+		})
 	}()
 }
 

@@ -8,10 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -459,7 +460,7 @@ func (rep *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "queue: %d items produced (%d unanswered), %d claims, %d acks, %d items served more than once\n",
 		rep.Produced, rep.Unconfirmed, rep.Claims, rep.Acks, rep.Redelivered)
 	fmt.Fprintf(w, "faults:")
-	for _, k := range sortedKeys(rep.Faults) {
+	for _, k := range slices.Sorted(maps.Keys(rep.Faults)) {
 		fmt.Fprintf(w, " %s %d,", k, rep.Faults[k])
 	}
 	fmt.Fprintln(w)
@@ -468,7 +469,7 @@ func (rep *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  %7d  %s\n", a.Count, a.Answer)
 	}
 	fmt.Fprintf(w, "violations: %d\n", rep.Violations)
-	for _, k := range sortedKeys(rep.ByKind) {
+	for _, k := range slices.Sorted(maps.Keys(rep.ByKind)) {
 		fmt.Fprintf(w, "  %s: %d\n", k, rep.ByKind[k])
 	}
 	for _, v := range rep.Details {
@@ -527,13 +528,4 @@ func fmtGap(d *time.Duration) string {
 		return "-"
 	}
 	return d.Round(time.Microsecond).String()
-}
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
