@@ -41,27 +41,6 @@ func dataWatchesOf(t testing.TB, addr string, id int64) []string {
 	return paths
 }
 
-// watchCount is the number of watches, data and child, ZooKeeper at addr
-// keeps for all its sessions (mntr's zk_watch_count).
-func watchCount(t testing.TB, addr string) int {
-	t.Helper()
-	out, err := zkserver.FourLetterWord(context.Background(), addr, "mntr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "zk_watch_count\t"); ok {
-			var n int
-			if _, err := fmt.Sscan(v, &n); err != nil {
-				t.Fatalf("mntr: %q", line)
-			}
-			return n
-		}
-	}
-	t.Fatalf("mntr has no zk_watch_count:\n%s", out)
-	return 0
-}
-
 // clientWatches counts the watch channels go-zookeeper keeps, of every
 // path.
 func clientWatches(t testing.TB, conn *zk.Conn) int {
@@ -243,7 +222,7 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	ctx := context.Background()
 	_, _, id := svc.sess.Status()
 	conn := svc.sess.Conn()
-	baseServer, baseClient := watchCount(t, zks.Addr()), clientWatches(t, conn)
+	baseServer, baseClient := zktest.WatchCount(t, zks.Addr()), clientWatches(t, conn)
 	baseGoroutines := runtime.NumGoroutine()
 
 	keeper, keptDone := keepOneName(t, svc, baseClient)
@@ -251,7 +230,7 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	useNamesOnce(t, svc, perKind)
 	kept := svc.root + "/locks/kept"
 	zktest.Eventually(t, 30*time.Second, func() error {
-		server, client := watchCount(t, zks.Addr())-baseServer, clientWatches(t, conn)-baseClient
+		server, client := zktest.WatchCount(t, zks.Addr())-baseServer, clientWatches(t, conn)-baseClient
 		data := dataWatchesOf(t, zks.Addr(), id)
 		if server != 2 || client != 2 || len(data) != 1 || data[0] != kept {
 			return fmt.Errorf("after %d names used once: ZooKeeper keeps %d watches of the gateway (data: %d, %s), go-zookeeper %d; want 2 each, those of %s",
@@ -273,7 +252,7 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 		if data := dataWatchesOf(t, zks.Addr(), id); len(data) != 1 || data[0] != kept {
 			return fmt.Errorf("after a reconnect ZooKeeper keeps data watches %s, want [%s]", head(data, 5), kept)
 		}
-		if n := watchCount(t, zks.Addr()) - baseServer; n != 2 {
+		if n := zktest.WatchCount(t, zks.Addr()) - baseServer; n != 2 {
 			return fmt.Errorf("after a reconnect ZooKeeper keeps %d watches of the gateway, want 2", n)
 		}
 		return nil

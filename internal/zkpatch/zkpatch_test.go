@@ -1056,21 +1056,7 @@ func dataWatches(t *testing.T, c *zk.Conn) []string {
 // one at a time, so a test sees its own sessions' watches move it.
 func allWatches(t *testing.T) int {
 	t.Helper()
-	out, err := zkserver.FourLetterWord(context.Background(), server(t).Addr(), "mntr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "zk_watch_count\t"); ok {
-			var n int
-			if _, err := fmt.Sscan(v, &n); err != nil {
-				t.Fatalf("mntr: %q", line)
-			}
-			return n
-		}
-	}
-	t.Fatalf("mntr has no zk_watch_count:\n%s", out)
-	return 0
+	return zktest.WatchCount(t, server(t).Addr())
 }
 
 // TestRemoveWatch: a removed watch is gone from the client and, with the
