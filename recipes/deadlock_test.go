@@ -60,15 +60,6 @@ func gateways(t *testing.T, n int) []*testService {
 	return all
 }
 
-func newLease(t *testing.T, s *testService, holder string) *Lease {
-	t.Helper()
-	l, err := s.Leases.Create(context.Background(), time.Minute, holder, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // acquired is the end of an acquire run in the background.
 type acquired struct {
 	err error

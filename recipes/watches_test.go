@@ -344,10 +344,7 @@ func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	if _, err := svc.Locks.Acquire(ctx, holder, "watched", ModeExclusive, 0); err != nil {
-		t.Fatal(err)
-	}
+	holdLock(t, svc, "watched")
 	st, err := svc.Locks.State(ctx, "watched", 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -417,35 +414,12 @@ func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 // lingers and is removed like any other, not kept until the node changes.
 func TestAWaitGivenUpWhileArmingItsWatchLeavesNoWatch(t *testing.T) {
 	t.Parallel()
-	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opGetData)
-	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
-	t.Cleanup(proxy.Release) // before the service closes, on a failure too
+	proxy, svc := stalledService(t, opGetData, 20*time.Second)
 	svc.watches.linger = 100 * time.Millisecond
-	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	held, err := svc.Locks.Acquire(ctx, holder, "stall", ModeExclusive, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
-	deleteHeld := proxy.deleteHeld
-	proxy.Arm(held.Node) // the waiter's watch on the holder's node
+	held := holdLock(t, svc, "stall")
 	// The wait ends while its watch is armed; its waiter node's delete
 	// queues behind the stalled getData, which both go on then.
-	go func() {
-		select {
-		case <-deleteHeld:
-		case <-time.After(30 * time.Second):
-		}
-		proxy.Release()
-	}()
-	_, err = svc.Locks.Acquire(ctx, waiter, "stall", ModeExclusive, 200*time.Millisecond)
-	if !proxy.isStalled() {
-		t.Fatalf("the acquire never armed a watch (got %v)", err)
-	}
-	if code := ErrorCode(err); code != CodeTimeout {
-		t.Fatalf("acquire: %v (code %q), want a timeout", err, code)
-	}
+	proxy.acquireWhileArming(t, svc, held, newLease(t, svc, "waiter"), 200*time.Millisecond)
 	zktest.Eventually(t, 10*time.Second, func() error {
 		if n := watchersOf(t, svc.sess.Conn(), held.Node); n != 0 {
 			return fmt.Errorf("go-zookeeper keeps %d watches on the holder's node", n)
@@ -466,11 +440,7 @@ func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	svc.watches.linger = 100 * time.Millisecond
 	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	g, err := svc.Locks.Acquire(ctx, holder, "held", ModeExclusive, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := holdLock(t, svc, "held")
 	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
 	if _, err := svc.Locks.Acquire(ctx, waiter, "held", ModeExclusive, 20*time.Millisecond); ErrorCode(err) != CodeTimeout {
 		t.Fatalf("want a timeout, got %v", err)
@@ -579,11 +549,7 @@ func TestRetriedWaitsShareOneWatch(t *testing.T) {
 	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	g, err := svc.Locks.Acquire(ctx, holder, "busy", ModeExclusive, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := holdLock(t, svc, "busy")
 	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
 	for range 40 {
 		_, err := svc.Locks.Acquire(ctx, waiter, "busy", ModeExclusive, 20*time.Millisecond)
