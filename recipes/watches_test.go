@@ -15,31 +15,7 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/zkproxy"
 	"github.com/zkgate/zkgate/internal/zktest"
-	"github.com/zkgate/zkgate/zkserver"
 )
-
-// dataWatchesOf lists the paths of the data watches (getData's and
-// exists') ZooKeeper keeps for session id: wchc dumps those alone.
-func dataWatchesOf(t testing.TB, addr string, id int64) []string {
-	t.Helper()
-	out, err := zkserver.FourLetterWord(context.Background(), addr, "wchc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	session := fmt.Sprintf("0x%x", uint64(id))
-	var paths []string
-	mine := false
-	for _, line := range strings.Split(out, "\n") {
-		if p, ok := strings.CutPrefix(line, "\t"); ok {
-			if mine {
-				paths = append(paths, p)
-			}
-			continue
-		}
-		mine = strings.TrimSpace(line) == session
-	}
-	return paths
-}
 
 // clientWatches counts the watch channels go-zookeeper keeps, of every
 // path.
@@ -231,7 +207,7 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	kept := svc.root + "/locks/kept"
 	zktest.Eventually(t, 30*time.Second, func() error {
 		server, client := zktest.WatchCount(t, zks.Addr())-baseServer, clientWatches(t, conn)-baseClient
-		data := dataWatchesOf(t, zks.Addr(), id)
+		data := zktest.DataWatches(t, zks.Addr(), id)
 		if server != 2 || client != 2 || len(data) != 1 || data[0] != kept {
 			return fmt.Errorf("after %d names used once: ZooKeeper keeps %d watches of the gateway (data: %d, %s), go-zookeeper %d; want 2 each, those of %s",
 				perKind*len(nameKinds), server, len(data), head(data, 5), client, kept)
@@ -249,7 +225,7 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 		if st, _, _ := svc.sess.Status(); st != StateLive || svc.sess.Stats().Reconnects == reconnects {
 			return fmt.Errorf("session %s", st)
 		}
-		if data := dataWatchesOf(t, zks.Addr(), id); len(data) != 1 || data[0] != kept {
+		if data := zktest.DataWatches(t, zks.Addr(), id); len(data) != 1 || data[0] != kept {
 			return fmt.Errorf("after a reconnect ZooKeeper keeps data watches %s, want [%s]", head(data, 5), kept)
 		}
 		if n := zktest.WatchCount(t, zks.Addr()) - baseServer; n != 2 {
@@ -450,7 +426,7 @@ func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
 		if n := watchersOf(t, svc.sess.Conn(), g.Node); n != 0 {
 			return fmt.Errorf("go-zookeeper keeps %d watches on the holder's node", n)
 		}
-		for _, p := range dataWatchesOf(t, zktest.Shared(t).Addr(), id) {
+		for _, p := range zktest.DataWatches(t, zktest.Shared(t).Addr(), id) {
 			if p == g.Node {
 				return fmt.Errorf("ZooKeeper keeps the watch on the holder's node")
 			}

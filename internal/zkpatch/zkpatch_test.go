@@ -2,7 +2,6 @@ package zkpatch
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -1032,23 +1031,7 @@ const opRemoveWatches = 18
 // exists') the server keeps for c's session: wchc dumps those alone.
 func dataWatches(t *testing.T, c *zk.Conn) []string {
 	t.Helper()
-	out, err := zkserver.FourLetterWord(context.Background(), server(t).Addr(), "wchc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	session := fmt.Sprintf("0x%x", uint64(c.SessionID()))
-	var got []string
-	mine := false
-	for _, line := range strings.Split(out, "\n") {
-		if p, ok := strings.CutPrefix(line, "\t"); ok {
-			if mine {
-				got = append(got, p)
-			}
-			continue
-		}
-		mine = strings.TrimSpace(line) == session
-	}
-	return got
+	return zktest.DataWatches(t, server(t).Addr(), c.SessionID())
 }
 
 // allWatches is the number of watches, data and child, the server keeps

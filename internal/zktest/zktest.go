@@ -182,6 +182,29 @@ func WatchCount(t testing.TB, addr string) int {
 	return 0
 }
 
+// DataWatches lists the paths of the data watches (getData's and exists')
+// that ZooKeeper at addr keeps for session id: wchc dumps those alone.
+func DataWatches(t testing.TB, addr string, id int64) []string {
+	t.Helper()
+	out, err := zkserver.FourLetterWord(context.Background(), addr, "wchc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := "0x" + strconv.FormatUint(uint64(id), 16)
+	var paths []string
+	mine := false
+	for _, line := range strings.Split(out, "\n") {
+		if p, ok := strings.CutPrefix(line, "\t"); ok {
+			if mine {
+				paths = append(paths, p)
+			}
+			continue
+		}
+		mine = strings.TrimSpace(line) == session
+	}
+	return paths
+}
+
 // Eventually polls fn, backing off from 5ms to 200ms, until it returns nil,
 // and fails the test with its last error once within has passed.
 func Eventually(t testing.TB, within time.Duration, fn func() error) {
