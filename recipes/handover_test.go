@@ -114,21 +114,31 @@ func holdOneOfEach(t *testing.T, svc *testService, holder, waiter *Lease) (heldO
 	if h.claim, err = svc.Queues.Claim(ctx, holder, "q", 0); err != nil {
 		t.Fatal(err)
 	}
+	var waiting <-chan error
+	h.waitNode, waiting = waitForX(t, svc, waiter)
+	return h, waiting
+}
+
+// waitForX has waiter wait for the lock x on svc, in the background, until
+// it has its node in x's line, and returns that node and the wait's answer.
+func waitForX(t *testing.T, svc *testService, waiter *Lease) (string, <-chan error) {
+	t.Helper()
 	waiting := make(chan error, 1)
 	go func() {
-		_, err := svc.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
+		_, err := svc.Locks.Acquire(context.Background(), waiter, "x", "", 30*time.Second)
 		waiting <- err
 	}()
+	var node string
 	zktest.Eventually(t, 10*time.Second, func() error {
 		for _, hold := range waiter.Info().Holds {
 			if hold.Node != "" {
-				h.waitNode = hold.Node
+				node = hold.Node
 				return nil
 			}
 		}
 		return errors.New("the waiter has no node yet")
 	})
-	return h, waiting
+	return node, waiting
 }
 
 // adoptOverTheWire has taker adopt h as a peer receives it: as JSON.
@@ -139,10 +149,28 @@ func adoptOverTheWire(t *testing.T, taker *testService, h *Handover) {
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}
-	if err := taker.Adopt(context.Background(), cfg, &got); err != nil {
+	if err := adopt(t, taker, &got, 5*time.Second); err != nil {
 		t.Fatalf("adopt: %v", err)
+	}
+}
+
+// adopt has taker adopt h on a session with the shared ZooKeeper of
+// timeout.
+func adopt(t *testing.T, taker *testService, h *Handover, timeout time.Duration) error {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: timeout, Root: taker.root, Logger: log}
+	return taker.Adopt(context.Background(), cfg, h)
+}
+
+// adoptAged has taker adopt h as a peer does that has just received it,
+// its leases' TTLs counted from their handover.
+func adoptAged(t *testing.T, taker *testService, h *Handover) {
+	t.Helper()
+	got := h.Aged()
+	got.Received = time.Now()
+	if err := adopt(t, taker, got, 5*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -211,9 +239,7 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 		}
 		return nil
 	})
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	err = taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: time.Second, Root: taker.root, Logger: log}, h)
-	if !errors.Is(err, ErrSessionGone) {
+	if err := adopt(t, taker, h, time.Second); !errors.Is(err, ErrSessionGone) {
 		t.Fatalf("adopt an expired session: %v, want ErrSessionGone", err)
 	}
 }
@@ -257,12 +283,7 @@ func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	got := h.Aged()
-	got.Received = time.Now()
-	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
-		t.Fatal(err)
-	}
+	adoptAged(t, taker, h)
 	for _, l := range leases {
 		kept, ok := taker.Leases.find(l.ID)
 		if !ok {
@@ -388,19 +409,7 @@ func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 	if _, err := giver.Locks.Acquire(ctx, holder, "x", "", 0); err != nil {
 		t.Fatal(err)
 	}
-	waiting := make(chan error, 1)
-	go func() {
-		_, err := giver.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
-		waiting <- err
-	}()
-	zktest.Eventually(t, 10*time.Second, func() error {
-		for _, h := range waiter.Info().Holds {
-			if h.Node != "" {
-				return nil
-			}
-		}
-		return errors.New("the waiter has no node yet")
-	})
+	_, waiting := waitForX(t, giver, waiter)
 	h, err := giver.HandOver(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -408,12 +417,7 @@ func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 	if err := <-waiting; !errors.Is(err, ErrMoving) {
 		t.Fatalf("the wait under way at the handover: %v, want ErrMoving", err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	got := h.Aged()
-	got.Received = time.Now()
-	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
-		t.Fatal(err)
-	}
+	adoptAged(t, taker, h)
 	w, err := taker.Leases.Get(waiter.ID)
 	if err != nil {
 		t.Fatal(err)
