@@ -190,10 +190,7 @@ func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "consumer")
 	claimNode := svc.root + "/queues/jobs/taken/" + item.ID
 	proxy.Arm("/queues/jobs/taken/")
 	// The create goes through, then the connection is lost before its
@@ -215,10 +212,7 @@ func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 		}
 		return nil
 	})
-	other, err := svc.Leases.Create(ctx, time.Minute, "other", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := newLease(t, svc, "other")
 	got, err := svc.Queues.Claim(ctx, other, "jobs", 5*time.Second)
 	if err != nil || got.ID != item.ID {
 		t.Fatalf("the item could not be claimed again: %v %v", got.ID, err)
@@ -269,10 +263,7 @@ func TestLocateWithoutZooKeeperIsUnavailable(t *testing.T) {
 	px := zkproxy.New(t, zks.Addr())
 	cut := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 10 * time.Second})
 	other := newService(t, serviceOptions{root: cut.root})
-	lease, err := other.Leases.Create(context.Background(), time.Minute, "elsewhere", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, other, "elsewhere")
 	if owner, err := cut.Leases.Locate(lease.ID); err != nil || owner != (Keeper{}) {
 		// Both services share the gateway id of the test harness: the
 		// record is "ours", and no forwarding is possible; that is fine here.

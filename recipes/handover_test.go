@@ -305,10 +305,7 @@ func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
 func TestNoWaitOutlivesAHandedOverSession(t *testing.T) {
 	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
-	lease, err := giver.Leases.Create(context.Background(), time.Minute, "holder", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, giver, "holder")
 	_, epoch, _ := giver.sess.Status()
 	if _, err := giver.HandOver(context.Background()); err != nil {
 		t.Fatal(err)

@@ -27,10 +27,7 @@ func TestConcurrentClaimsOfOneLeaseShareOneItem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "consumer")
 	const calls = 8
 	ids := make([]string, calls)
 	var wg sync.WaitGroup
@@ -80,10 +77,7 @@ func TestReleaseDeletesTheNodeWhenTheClientHangsUp(t *testing.T) {
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
 	raw := rawClient(t)
 	ctx := context.Background()
-	lease, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "holder")
 	g, err := svc.Locks.Acquire(ctx, lease, "db", ModeExclusive, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -128,10 +122,7 @@ func TestAHoldStaysAttachedWhileACallerUsesIt(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
 	ctx := context.Background()
-	lease, err := svc.Leases.Create(ctx, time.Minute, "candidate", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "candidate")
 	key := electionKey("e")
 	fresh := func() *candidacy {
 		return &candidacy{hold: newHold(svc.Service, lease, "election", key, "e")}
@@ -181,10 +172,7 @@ func TestConcurrentCallsOfOneLeaseInEveryPrimitive(t *testing.T) {
 	if _, err := svc.Queues.Produce(ctx, "q", []byte("x"), DefaultPriority); err != nil {
 		t.Fatal(err)
 	}
-	lease, err := svc.Leases.Create(ctx, time.Minute, "busy", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "busy")
 	const calls = 6
 	kinds := map[string]func() (string, error){
 		"lock": func() (string, error) {

@@ -21,10 +21,7 @@ func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
-	lease, err := svc.Leases.Create(ctx, time.Minute, "solo", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "solo")
 	parent := svc.Locks.parent("solo")
 	for i := range 3 {
 		before := len(px.Sent(parent))
@@ -77,10 +74,7 @@ func TestOnlyACallAloneInItsLineListsBehindItsCreate(t *testing.T) {
 	px := zkproxy.New(t, zktest.Shared(t).Addr())
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
-	holder, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := newLease(t, svc, "holder")
 	parent := svc.Locks.parent("crowd")
 	if _, err := svc.Locks.Acquire(ctx, holder, "crowd", ModeExclusive, 0); err != nil {
 		t.Fatal(err)
@@ -132,10 +126,7 @@ func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
 			parent := svc.Locks.parent("line")
 			var release func()
 			if through == "this gateway" {
-				holder, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
-				if err != nil {
-					t.Fatal(err)
-				}
+				holder := newLease(t, svc, "holder")
 				if _, err := svc.Locks.Acquire(ctx, holder, "line", ModeExclusive, 0); err != nil {
 					t.Fatal(err)
 				}
@@ -199,10 +190,7 @@ func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
 	}
 	// Another consumer claims the head ("b"): the next take meets that
 	// claim, reads the claims once, and takes "c".
-	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "consumer")
 	if c, err := svc.Queues.Claim(ctx, lease, "q", 0); err != nil || string(c.Data) != "b" {
 		t.Fatalf("claim: %q, %v", c.Data, err)
 	}
@@ -341,10 +329,7 @@ func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
 	ctx := context.Background()
 	parent := svc.Locks.parent("gone")
-	holder, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := newLease(t, svc, "holder")
 	held, err := svc.Locks.Acquire(ctx, holder, "gone", ModeExclusive, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -469,10 +454,7 @@ func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
 func waitBehind(t *testing.T, svc *testService, px *zkproxy.Proxy, name string) (grant func() LockGrant) {
 	t.Helper()
 	ctx := context.Background()
-	waiter, err := svc.Leases.Create(ctx, time.Minute, "waiter", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	waiter := newLease(t, svc, "waiter")
 	parent := svc.Locks.parent(name)
 	before := len(px.Sent(parent))
 	granted := make(chan LockGrant, 1)
@@ -528,10 +510,7 @@ func TestAQueueReadCostsABoundedNumberOfRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "consumer")
 	if _, err := svc.Queues.Claim(ctx, lease, "long", 0); err != nil {
 		t.Fatal(err)
 	}

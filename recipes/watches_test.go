@@ -249,10 +249,7 @@ func keepOneName(t *testing.T, svc *testService, base int) (*Lease, <-chan error
 	t.Helper()
 	ctx := context.Background()
 	conn := svc.sess.Conn()
-	keeper, err := svc.Leases.Create(ctx, time.Minute, "keeper", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keeper := newLease(t, svc, "keeper")
 	if _, err := svc.Locks.Acquire(ctx, keeper, "kept", ModeExclusive, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -509,10 +506,7 @@ func TestASharedWatchAnswersAfterItsNodeWent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	third, err := svc.Leases.Create(ctx, time.Minute, "c", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	third := newLease(t, svc, "c")
 	if st, err := svc.DoubleBarriers.Enter(ctx, third, name, "c", 2, 0); ErrorCode(err) != CodeTimeout {
 		t.Fatalf("a member entering alone after the others left: %+v, %v; want a timeout", st, err)
 	}
