@@ -21,8 +21,7 @@ import (
 // adopted session closes once its last lease ends, leaving nothing.
 func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 	t.Parallel()
-	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
-	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
+	giver, taker := giverAndTaker(t, 5*time.Second)
 	ctx := context.Background()
 	holder, _ := giver.Leases.Create(ctx, time.Minute, "holder", "")
 	waiter, _ := giver.Leases.Create(ctx, time.Minute, "waiter", "")
@@ -141,6 +140,15 @@ func waitForX(t *testing.T, svc *testService, waiter *Lease) (string, <-chan err
 	return node, waiting
 }
 
+// giverAndTaker are the services of two gateways on one root, each on a
+// session of timeout: giver hands its sessions over, taker adopts them.
+func giverAndTaker(t *testing.T, timeout time.Duration) (giver, taker *testService) {
+	t.Helper()
+	giver = newService(t, serviceOptions{timeout: timeout, gateway: "gw-giver"})
+	taker = newService(t, serviceOptions{timeout: timeout, root: giver.root, gateway: "gw-taker"})
+	return giver, taker
+}
+
 // adoptOverTheWire has taker adopt h as a peer receives it: as JSON.
 func adoptOverTheWire(t *testing.T, taker *testService, h *Handover) {
 	t.Helper()
@@ -222,8 +230,7 @@ func (h heldOfEach) waitResumes(t *testing.T, taker *testService, kept *Lease, w
 // A handover of a session that expires before it is adopted: ErrSessionGone.
 func TestAdoptAnExpiredSession(t *testing.T) {
 	t.Parallel()
-	giver := newService(t, serviceOptions{timeout: time.Second, gateway: "gw-giver"})
-	taker := newService(t, serviceOptions{root: giver.root, gateway: "gw-taker"})
+	giver, taker := giverAndTaker(t, time.Second)
 	ctx := context.Background()
 	if _, err := giver.Leases.Create(ctx, time.Minute, "doomed", ""); err != nil {
 		t.Fatal(err)
@@ -249,8 +256,7 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 // under way ends when it would have, not that wait earlier.
 func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
 	t.Parallel()
-	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
-	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
+	giver, taker := giverAndTaker(t, 5*time.Second)
 	ctx := context.Background()
 	var leases []*Lease
 	ends := map[string]time.Time{}
@@ -398,14 +404,10 @@ func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
 // kept 10 s after it hung up, and handed over again with a new grace.)
 func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 	t.Parallel()
-	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
-	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
+	giver, taker := giverAndTaker(t, 5*time.Second)
 	ctx := context.Background()
-	holder, _ := giver.Leases.Create(ctx, time.Minute, "holder", "")
-	waiter, _ := giver.Leases.Create(ctx, time.Minute, "waiter", "")
-	if _, err := giver.Locks.Acquire(ctx, holder, "x", "", 0); err != nil {
-		t.Fatal(err)
-	}
+	holdLock(t, giver, "x")
+	waiter := newLease(t, giver, "waiter")
 	_, waiting := waitForX(t, giver, waiter)
 	h, err := giver.HandOver(ctx)
 	if err != nil {
