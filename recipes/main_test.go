@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkproxy"
 	"github.com/zkgate/zkgate/internal/zktest"
 )
 
@@ -80,6 +81,14 @@ func newService(t testing.TB, o serviceOptions) *testService {
 		sess.Close()
 	})
 	return &testService{Service: svc, sess: sess, root: root}
+}
+
+// proxiedService is a service whose connection to the shared ZooKeeper
+// goes through a proxy, which sees every request it sends.
+func proxiedService(t testing.TB) (*zkproxy.Proxy, *testService) {
+	t.Helper()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
+	return px, newService(t, serviceOptions{servers: []string{px.Addr()}})
 }
 
 // newLease makes a lease of a minute for holder on s.

@@ -18,8 +18,7 @@ import (
 // round trip. A release is one delete.
 func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	lease := newLease(t, svc, "solo")
 	parent := svc.Locks.parent("solo")
@@ -71,8 +70,7 @@ func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
 // lister; once every call is over, the count of calls in the line is gone.
 func TestOnlyACallAloneInItsLineListsBehindItsCreate(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	holder := newLease(t, svc, "holder")
 	parent := svc.Locks.parent("crowd")
@@ -120,8 +118,7 @@ func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
 	t.Parallel()
 	for _, through := range []string{"this gateway", "another client"} {
 		t.Run(through, func(t *testing.T) {
-			px := zkproxy.New(t, zktest.Shared(t).Addr())
-			svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+			px, svc := proxiedService(t)
 			ctx := context.Background()
 			parent := svc.Locks.parent("line")
 			var release func()
@@ -171,8 +168,7 @@ func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
 // claim finds its item claimed already.
 func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	base := svc.Queues.base("q")
 	for i := range 3 {
@@ -269,8 +265,7 @@ func waitingTakeUnheard(t *testing.T, svc *testService, px *zkproxy.Proxy, name 
 // of the item.
 func TestAWaitingTakeGetsAnItemProducedHereBeforeTheWatchFires(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	entries := svc.Queues.entries("w")
 	took := waitingTakeUnheard(t, svc, px, "w")
 	mark := len(px.Requests(entries))
@@ -303,8 +298,7 @@ func TestAWaitingTakeGetsAnItemProducedHereBeforeTheWatchFires(t *testing.T) {
 // item first, in the queue's order.
 func TestAProduceGivesTheCacheARealListing(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	took := waitingTakeUnheard(t, svc, px, "u")
 	if _, err := rawClient(t).Create(svc.Queues.entries("u")+"/entry-000-", []byte("other"), zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
@@ -325,8 +319,7 @@ func TestAProduceGivesTheCacheARealListing(t *testing.T) {
 // that node's token, never the old one's.
 func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	parent := svc.Locks.parent("gone")
 	holder := newLease(t, svc, "holder")
@@ -377,8 +370,7 @@ func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
 // the claims beyond the watch cache's own.
 func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	taken := svc.Queues.taken("herd")
 	if _, err := svc.Queues.Produce(ctx, "herd", []byte("seed"), 0); err != nil {
@@ -494,8 +486,7 @@ func waitBehind(t *testing.T, svc *testService, px *zkproxy.Proxy, name string) 
 // listings.
 func TestAQueueReadCostsABoundedNumberOfRequests(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	const items = 250
 	errs := make(chan error, items)

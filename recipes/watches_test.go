@@ -314,8 +314,7 @@ func head(s []string, n int) []string {
 // the lock lived.
 func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	holdLock(t, svc, "watched")
 	st, err := svc.Locks.State(ctx, "watched", 0, 0)
