@@ -133,6 +133,15 @@ func granted(t *testing.T, ch <-chan acquired, what string) {
 	}
 }
 
+// grantedOnRelease checks that the wait on ch, what, still waits, and is
+// granted once holder releases the lock name.
+func grantedOnRelease(t *testing.T, ch <-chan acquired, what string, holder *Lease, name string) {
+	t.Helper()
+	pending(t, ch, what)
+	unlock(t, holder, name)
+	granted(t, ch, what)
+}
+
 // lockNow has l take the lock name, exclusive, on l's gateway, with no
 // wait.
 func lockNow(t *testing.T, l *Lease, name string) {
@@ -243,9 +252,7 @@ func TestADeadlockThroughASemaphoreAndAReadWriteLockIsBroken(t *testing.T) {
 		cycle[1].Lease != a.ID || cycle[1].Kind != "lock" || cycle[1].Mode != ModeWrite || cycle[1].BlockerMode != ModeRead {
 		t.Errorf("cycle %s, want b waiting for the slot, a to write behind b's read", stepsOf(cycle))
 	}
-	pending(t, aWaits, "a's wait")
-	unlock(t, b, "catalog")
-	granted(t, aWaits, "a's wait")
+	grantedOnRelease(t, aWaits, "a's wait", b, "catalog")
 }
 
 // Three leases through three gateways: a holds x and waits for y, b holds y
@@ -342,9 +349,7 @@ func TestNoWaitOutsideACycleIsEnded(t *testing.T) {
 		if ErrorCode(err) != CodeTimeout {
 			t.Fatalf("b's wait for a slot ended with %v, want a timeout: c's slot gets free some day", err)
 		}
-		pending(t, aWaits, "a's wait")
-		unlock(t, b, "m")
-		granted(t, aWaits, "a's wait")
+		grantedOnRelease(t, aWaits, "a's wait", b, "m")
 	})
 
 	t.Run("behind a deadlock", func(t *testing.T) { waitBehindADeadlock(t, gws) })
@@ -370,12 +375,8 @@ func waitBehindADeadlock(t *testing.T, gws []*testService) {
 	pWaits := lockLater(p, "x1")
 	deadlockOf(t, expect(t, bWaits, 10*time.Second, "b's wait").err)
 	pending(t, pWaits, "p's wait")
-	pending(t, aWaits, "a's wait")
-	unlock(t, b, "y1")
-	granted(t, aWaits, "a's wait")
-	pending(t, pWaits, "p's wait")
-	unlock(t, a, "x1")
-	granted(t, pWaits, "p's wait")
+	grantedOnRelease(t, aWaits, "a's wait", b, "y1")
+	grantedOnRelease(t, pWaits, "p's wait", a, "x1")
 }
 
 // A node of a lease that the lease's gateway no longer counts among its
@@ -403,7 +404,5 @@ func TestANodeOnItsWayOutIsNotItsLeases(t *testing.T) {
 	if ErrorCode(err) != CodeTimeout {
 		t.Fatalf("y's wait behind x's node on its way out ended with %v, want a timeout: x is in no cycle with it", err)
 	}
-	pending(t, xWaits, "x's wait")
-	unlock(t, y, "a2")
-	granted(t, xWaits, "x's wait")
+	grantedOnRelease(t, xWaits, "x's wait", y, "a2")
 }
