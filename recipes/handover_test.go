@@ -107,9 +107,7 @@ func holdOneOfEach(t *testing.T, svc *testService, holder, waiter *Lease) (heldO
 	if h.lead, err = svc.Elections.Campaign(ctx, holder, "e", "v1", 0); err != nil || !h.lead.Elected {
 		t.Fatalf("campaign: %+v %v", h.lead, err)
 	}
-	if _, err := svc.Queues.Produce(ctx, "q", []byte("work"), 100); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, svc, "q", []byte("work"), 100)
 	if h.claim, err = svc.Queues.Claim(ctx, holder, "q", 0); err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,7 @@ func TestConcurrentClaimsOfOneLeaseShareOneItem(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
 	for i := range 4 {
-		if _, err := svc.Queues.Produce(ctx, "jobs", []byte(fmt.Sprint("item ", i)), DefaultPriority); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, svc, "jobs", []byte(fmt.Sprint("item ", i)), DefaultPriority)
 	}
 	lease := newLease(t, svc, "consumer")
 	const calls = 8
@@ -169,9 +167,7 @@ func TestConcurrentCallsOfOneLeaseInEveryPrimitive(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
 	ctx := context.Background()
-	if _, err := svc.Queues.Produce(ctx, "q", []byte("x"), DefaultPriority); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, svc, "q", []byte("x"), DefaultPriority)
 	lease := newLease(t, svc, "busy")
 	const calls = 6
 	kinds := map[string]func() (string, error){

@@ -91,6 +91,14 @@ func proxiedService(t testing.TB) (*zkproxy.Proxy, *testService) {
 	return px, newService(t, serviceOptions{servers: []string{px.Addr()}})
 }
 
+// produce puts an item of data, of priority prio, into the queue q on s.
+func produce(t testing.TB, s *testService, q string, data []byte, prio int) {
+	t.Helper()
+	if _, err := s.Queues.Produce(context.Background(), q, data, prio); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // newLease makes a lease of a minute for holder on s.
 func newLease(t testing.TB, s *testService, holder string) *Lease {
 	t.Helper()

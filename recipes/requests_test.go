@@ -172,9 +172,7 @@ func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
 	ctx := context.Background()
 	base := svc.Queues.base("q")
 	for i := range 3 {
-		if _, err := svc.Queues.Produce(ctx, "q", []byte{byte('a' + i)}, 0); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, svc, "q", []byte{byte('a' + i)}, 0)
 	}
 	mark := len(px.Sent(base))
 	it, err := svc.Queues.Take(ctx, "q", 0)
@@ -304,9 +302,7 @@ func TestAProduceGivesTheCacheARealListing(t *testing.T) {
 	if _, err := rawClient(t).Create(svc.Queues.entries("u")+"/entry-000-", []byte("other"), zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Queues.Produce(ctx, "u", []byte("mine"), 0); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, svc, "u", []byte("mine"), 0)
 	took("other") // the other client's item, produced first
 	if it, err := svc.Queues.Take(ctx, "u", 0); err != nil || string(it.Data) != "mine" {
 		t.Fatalf("the next take: %q, %v", it.Data, err)
@@ -373,9 +369,7 @@ func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
 	px, svc := proxiedService(t)
 	ctx := context.Background()
 	taken := svc.Queues.taken("herd")
-	if _, err := svc.Queues.Produce(ctx, "herd", []byte("seed"), 0); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, svc, "herd", []byte("seed"), 0)
 	if _, err := svc.Queues.Take(ctx, "herd", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -402,9 +396,7 @@ func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
 	})
 	mark := len(px.Requests(taken))
 	for i := range takers {
-		if _, err := svc.Queues.Produce(ctx, "herd", []byte{byte('a' + i)}, 0); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, svc, "herd", []byte{byte('a' + i)}, 0)
 	}
 	seen := map[string]bool{}
 	for range takers {
