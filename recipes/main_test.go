@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zkproxy"
 	"github.com/zkgate/zkgate/internal/zktest"
 )
 
@@ -81,14 +80,6 @@ func newService(t testing.TB, o serviceOptions) *testService {
 		sess.Close()
 	})
 	return &testService{Service: svc, sess: sess, root: root}
-}
-
-// proxiedService is a service whose connection to the shared ZooKeeper
-// goes through a proxy, which sees every request it sends.
-func proxiedService(t testing.TB) (*zkproxy.Proxy, *testService) {
-	t.Helper()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	return px, newService(t, serviceOptions{servers: []string{px.Addr()}})
 }
 
 // produce puts an item of data, of priority prio, into the queue q on s.

@@ -12,6 +12,14 @@ import (
 	"github.com/zkgate/zkgate/internal/zktest"
 )
 
+// proxiedService is a service whose connection to the shared ZooKeeper
+// goes through a proxy, which sees every request it sends.
+func proxiedService(t testing.TB) (*zkproxy.Proxy, *testService) {
+	t.Helper()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
+	return px, newService(t, serviceOptions{servers: []string{px.Addr()}})
+}
+
 // An uncontended acquire sends what zk.Lock sends: the create, which brings
 // the node's stat with it (create2), and one listing; no read of the stat of
 // its own. The listing goes right behind the create, before its reply: one
