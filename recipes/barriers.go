@@ -122,12 +122,8 @@ func (b *Barriers) State(ctx context.Context, name string, index int64, wait tim
 // List returns one page of the barriers that are up, and the name the
 // next page starts after ("" for the last page).
 func (b *Barriers) List(ctx context.Context, p Page) ([]BarrierState, string, error) {
-	ctx, names, err := b.svc.listNames(ctx, b.svc.sess.Root()+"/barriers")
-	if err != nil {
-		return nil, "", err
-	}
 	// A barrier is up while its node exists: the name says it all.
-	return listPage(ctx, b.svc, names, p, nil, func(_ context.Context, name string) (BarrierState, bool, error) {
+	return listPage(ctx, b.svc, b.svc.sess.Root()+"/barriers", p, nil, func(_ context.Context, name string) (BarrierState, bool, error) {
 		return BarrierState{Name: name, Raised: true}, true, nil
 	})
 }

@@ -417,11 +417,7 @@ func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
 // List returns one page of the double barriers, and the name the next
 // page starts after ("" for the last page).
 func (d *DoubleBarriers) List(ctx context.Context, p Page) ([]DoubleBarrierState, string, error) {
-	ctx, names, err := d.svc.listNames(ctx, d.svc.sess.Root()+"/double-barriers")
-	if err != nil {
-		return nil, "", err
-	}
-	return listPage(ctx, d.svc, names, p, nil, func(ctx context.Context, name string) (DoubleBarrierState, bool, error) {
+	return listPage(ctx, d.svc, d.svc.sess.Root()+"/double-barriers", p, nil, func(ctx context.Context, name string) (DoubleBarrierState, bool, error) {
 		st, err := d.State(ctx, name, 0, 0)
 		return st, err == nil, err
 	})

@@ -279,11 +279,7 @@ func electionStateOf(name string, snap *Snapshot) ElectionState {
 // List returns one page of the elections with candidates, with their
 // leaders, and the name the next page starts after ("" for the last page).
 func (e *Elections) List(ctx context.Context, p Page) ([]ElectionSummary, string, error) {
-	ctx, names, err := e.svc.listNames(ctx, e.svc.sess.Root()+"/elections")
-	if err != nil {
-		return nil, "", err
-	}
-	return listPage(ctx, e.svc, names, p, nil, func(ctx context.Context, name string) (ElectionSummary, bool, error) {
+	return listPage(ctx, e.svc, e.svc.sess.Root()+"/elections", p, nil, func(ctx context.Context, name string) (ElectionSummary, bool, error) {
 		st, err := e.State(ctx, name, 0, 0)
 		if err != nil {
 			return ElectionSummary{}, false, err

@@ -311,12 +311,8 @@ func lockStateOf(name string, snap *Snapshot) LockState {
 // counts, and the name the next page starts after ("" for the last page).
 func (k *Locks) List(ctx context.Context, prefix string, p Page) ([]LockSummary, string, error) {
 	base := k.svc.sess.Root() + "/locks"
-	ctx, names, err := k.svc.listNames(ctx, base)
-	if err != nil {
-		return nil, "", err
-	}
 	// Locks whose parent vanished in between have no holders: left out.
-	return listPage(ctx, k.svc, names, p, hasPrefix(prefix), func(ctx context.Context, name string) (LockSummary, bool, error) {
+	return listPage(ctx, k.svc, base, p, hasPrefix(prefix), func(ctx context.Context, name string) (LockSummary, bool, error) {
 		kids, err := k.svc.children(ctx, base+"/"+name)
 		if err != nil {
 			return LockSummary{}, false, err

@@ -458,11 +458,7 @@ type SemaphoreSummary struct {
 // List returns one page of the semaphores with holders or waiters, sorted
 // by name, and the name the next page starts after ("" for the last page).
 func (m *Semaphores) List(ctx context.Context, p Page) ([]SemaphoreSummary, string, error) {
-	ctx, names, err := m.svc.listNames(ctx, m.svc.sess.Root()+"/semaphores")
-	if err != nil {
-		return nil, "", err
-	}
-	return listPage(ctx, m.svc, names, p, nil, func(ctx context.Context, name string) (SemaphoreSummary, bool, error) {
+	return listPage(ctx, m.svc, m.svc.sess.Root()+"/semaphores", p, nil, func(ctx context.Context, name string) (SemaphoreSummary, bool, error) {
 		st, err := m.State(ctx, name, 0, 0)
 		if err != nil {
 			return SemaphoreSummary{}, false, err
