@@ -178,20 +178,7 @@ func (e *Elections) Resign(ctx context.Context, lease *Lease, name string) error
 	if s := lease.service(); s != e.svc {
 		return s.Elections.Resign(ctx, lease, name)
 	}
-	if err := ValidName(name); err != nil {
-		return err
-	}
-	if err := lease.alive(); err != nil {
-		return err
-	}
-	c, ok := heldBy[*candidacy](lease, electionKey(name))
-	if !ok {
-		return &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s is no candidate in election %q", lease.ID, name)}
-	}
-	if err := c.drop(); err != nil {
-		return internal(err, "resign")
-	}
-	return nil
+	return dropHeld[*candidacy](lease, name, electionKey, "resign", "lease %s is no candidate in election %q")
 }
 
 // Proclaim sets the leader's value. Only the current leader may.

@@ -362,20 +362,7 @@ func (m *Semaphores) Release(ctx context.Context, lease *Lease, name string) err
 	if s := lease.service(); s != m.svc {
 		return s.Semaphores.Release(ctx, lease, name)
 	}
-	if err := ValidName(name); err != nil {
-		return err
-	}
-	if err := lease.alive(); err != nil {
-		return err
-	}
-	h, ok := heldBy[*semHold](lease, semaphoreKey(name))
-	if !ok {
-		return &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s holds no slot of semaphore %q", lease.ID, name)}
-	}
-	if err := h.drop(); err != nil {
-		return internal(err, "release semaphore")
-	}
-	return nil
+	return dropHeld[*semHold](lease, name, semaphoreKey, "release semaphore", "lease %s holds no slot of semaphore %q")
 }
 
 // State lists the holders (the first limit slot nodes) and the admission
