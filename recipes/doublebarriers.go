@@ -383,14 +383,7 @@ func (d *DoubleBarriers) deleteOwn(ctx context.Context, m *membership) error {
 
 // State lists the members and readiness; with index > 0 a blocking read.
 func (d *DoubleBarriers) State(ctx context.Context, name string, index int64, wait time.Duration) (DoubleBarrierState, error) {
-	if err := ValidName(name); err != nil {
-		return DoubleBarrierState{}, err
-	}
-	snap, err := d.svc.cache.Read(ctx, d.path(name), entryOpts{}, index, wait)
-	if err != nil {
-		return DoubleBarrierState{}, d.svc.readErr(err)
-	}
-	return doubleBarrierStateOf(name, snap), nil
+	return readState(ctx, d.svc, name, d.path(name), entryOpts{}, index, wait, doubleBarrierStateOf)
 }
 
 func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {

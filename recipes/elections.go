@@ -239,14 +239,7 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 // State returns the leader and the candidates; with index > 0 it is a
 // blocking read, which also reports "no leader".
 func (e *Elections) State(ctx context.Context, name string, index int64, wait time.Duration) (ElectionState, error) {
-	if err := ValidName(name); err != nil {
-		return ElectionState{}, err
-	}
-	snap, err := e.svc.cache.Read(ctx, e.parent(name), seqOpts, index, wait)
-	if err != nil {
-		return ElectionState{}, e.svc.readErr(err)
-	}
-	return electionStateOf(name, snap), nil
+	return readState(ctx, e.svc, name, e.parent(name), seqOpts, index, wait, electionStateOf)
 }
 
 func electionStateOf(name string, snap *Snapshot) ElectionState {

@@ -279,14 +279,7 @@ func (k *Locks) Release(ctx context.Context, lease *Lease, name, mode string) er
 // State returns the holders and waiters of a lock from the watch cache. With
 // index > 0 it is a blocking read (see watchCache.Read).
 func (k *Locks) State(ctx context.Context, name string, index int64, wait time.Duration) (LockState, error) {
-	if err := ValidName(name); err != nil {
-		return LockState{}, err
-	}
-	snap, err := k.svc.cache.Read(ctx, k.parent(name), seqOpts, index, wait)
-	if err != nil {
-		return LockState{}, k.svc.readErr(err)
-	}
-	return lockStateOf(name, snap), nil
+	return readState(ctx, k.svc, name, k.parent(name), seqOpts, index, wait, lockStateOf)
 }
 
 func lockStateOf(name string, snap *Snapshot) LockState {
