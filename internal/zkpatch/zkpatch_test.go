@@ -268,10 +268,18 @@ func root(t *testing.T, c *zk.Conn) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	p := "/zkpatch-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + hex.EncodeToString(b[:])
-	if _, err := c.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatalf("create %s: %v", p, err)
-	}
+	mkdirs(t, c, p)
 	return p
+}
+
+// mkdirs creates the persistent nodes paths, empty, in order.
+func mkdirs(t *testing.T, c *zk.Conn, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := c.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
 }
 
 func randomData(t *testing.T, n int) []byte {
@@ -1051,11 +1059,7 @@ func TestRemoveWatch(t *testing.T) {
 	other := connect(t, &dialer{})
 	r := root(t, c)
 	kept, removed, missing := r+"/kept", r+"/removed", r+"/missing"
-	for _, p := range []string{kept, removed} {
-		if _, err := c.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mkdirs(t, c, kept, removed)
 	_, _, keptCh, err := c.ChildrenW(kept)
 	if err != nil {
 		t.Fatal(err)
@@ -1121,9 +1125,7 @@ func checkKeptWatchAfterReconnect(t *testing.T, d *dialer, c, other *zk.Conn, ke
 	if got := dataWatches(t, c); len(got) != 0 {
 		t.Fatalf("after a reconnect the server keeps data watches %v, want none", got)
 	}
-	if _, err := other.Create(kept+"/a", nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
+	mkdirs(t, other, kept+"/a")
 	if ev := <-keptCh; ev.Type != zk.EventNodeChildrenChanged {
 		t.Fatalf("the kept watch delivered %+v", ev)
 	}
@@ -1149,9 +1151,7 @@ func TestRemoveWatchKeepsSharedWatches(t *testing.T) {
 	other := connect(t, &dialer{})
 	r := root(t, c)
 	p := r + "/shared"
-	if _, err := c.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
+	mkdirs(t, c, p)
 	_, _, first, err := c.GetW(p)
 	if err != nil {
 		t.Fatal(err)
