@@ -161,17 +161,23 @@ func TestAcquireWhoseWaitEndsWhileSettingAWatch(t *testing.T) {
 	if st := svc.sess.Stats(); st.Reconnects != 0 || st.NewSessions != 1 {
 		t.Fatalf("the acquire outlived its wait until the connection was replaced: %+v", st)
 	}
+	zktest.Eventually(t, 10*time.Second, holderAlone(t, svc, "stall"))
+}
+
+// holderAlone returns a check, for zktest.Eventually, that the line of
+// the lock name on s is its holder's node alone.
+func holderAlone(t *testing.T, s *testService, name string) func() error {
 	conn := rawClient(t)
-	zktest.Eventually(t, 10*time.Second, func() error {
-		kids, _, err := conn.Children(svc.root + "/locks/stall")
+	return func() error {
+		kids, _, err := conn.Children(s.Locks.parent(name))
 		if err != nil {
 			return err
 		}
 		if len(kids) != 1 {
-			return fmt.Errorf("want only the holder's node, got %v", kids)
+			return fmt.Errorf("the lock's line: %v, want the holder's node alone", kids)
 		}
 		return nil
-	})
+	}
 }
 
 // A claim whose create of its claim node reached ZooKeeper while the

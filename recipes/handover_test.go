@@ -426,18 +426,11 @@ func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 	if err == nil {
 		t.Fatal("the retry was granted a held lock")
 	}
-	conn := rawClient(t)
+	alone := holderAlone(t, taker, "x")
 	zktest.Eventually(t, 5*time.Second, func() error {
 		if holds := w.Info().Holds; len(holds) != 0 {
 			return fmt.Errorf("the waiter still has %+v", holds)
 		}
-		kids, _, err := conn.Children(taker.root + "/locks/x")
-		if err != nil {
-			return err
-		}
-		if len(kids) != 1 {
-			return fmt.Errorf("the lock's line: %v, want the holder's node alone", kids)
-		}
-		return nil
+		return alone()
 	})
 }
