@@ -104,30 +104,23 @@ func (b *Barriers) Wait(ctx context.Context, name string, wait time.Duration) (B
 
 // State says whether the barrier is up; with index > 0 it is a blocking read.
 func (b *Barriers) State(ctx context.Context, name string, index int64, wait time.Duration) (BarrierState, error) {
-	if err := ValidName(name); err != nil {
-		return BarrierState{}, err
-	}
-	snap, err := b.svc.cache.Read(ctx, b.path(name), entryOpts{}, index, wait)
-	if err != nil {
-		return BarrierState{}, b.svc.readErr(err)
-	}
+	return readState(ctx, b.svc, name, b.path(name), entryOpts{}, index, wait, barrierStateOf)
+}
+
+func barrierStateOf(name string, snap *Snapshot) BarrierState {
 	st := BarrierState{Name: name, Raised: snap.Exists, Index: snap.Index}
 	if snap.Exists {
 		since := time.UnixMilli(snap.Stat.Ctime).UTC()
 		st.Since = &since
 	}
-	return st, nil
+	return st
 }
 
 // List returns one page of the barriers that are up, and the name the
 // next page starts after ("" for the last page).
 func (b *Barriers) List(ctx context.Context, p Page) ([]BarrierState, string, error) {
-	ctx, names, err := b.svc.listNames(ctx, b.svc.sess.Root()+"/barriers")
-	if err != nil {
-		return nil, "", err
-	}
 	// A barrier is up while its node exists: the name says it all.
-	return listPage(ctx, b.svc, names, p, nil, func(_ context.Context, name string) (BarrierState, bool, error) {
+	return listPage(ctx, b.svc, b.svc.sess.Root()+"/barriers", p, nil, func(_ context.Context, name string) (BarrierState, bool, error) {
 		return BarrierState{Name: name, Raised: true}, true, nil
 	})
 }

@@ -40,6 +40,18 @@ func newStallProxy(t *testing.T, target string, opcode int32) *stallProxy {
 	return p
 }
 
+// stalledService is a service whose connection to the shared ZooKeeper,
+// with a session timeout of timeout, goes through a stallProxy of opcode.
+// The proxy takes connections again and lets everything through before
+// the service closes, on a failure too.
+func stalledService(t *testing.T, opcode int32, timeout time.Duration) (*stallProxy, *testService) {
+	t.Helper()
+	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opcode)
+	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: timeout})
+	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
+	return proxy, svc
+}
+
 // Arm makes the proxy stall at the next request of its opcode for a path
 // containing match.
 func (p *stallProxy) Arm(match string) {
@@ -87,6 +99,30 @@ func (p *stallProxy) whenStalled(fn func()) {
 	}()
 }
 
+// acquireWhileArming has waiter wait for the lock "stall", held by held,
+// for wait, while the proxy (of getData) stalls the request that arms the
+// waiter's watch on held's node until the waiter node's delete comes in
+// behind it; the acquire must have armed its watch and answered a timeout.
+func (p *stallProxy) acquireWhileArming(t *testing.T, svc *testService, held LockGrant, waiter *Lease, wait time.Duration) {
+	t.Helper()
+	deleteHeld := p.deleteHeld
+	p.Arm(held.Node)
+	go func() {
+		select {
+		case <-deleteHeld:
+		case <-time.After(30 * time.Second):
+		}
+		p.Release()
+	}()
+	_, err := svc.Locks.Acquire(context.Background(), waiter, "stall", ModeExclusive, wait)
+	if !p.isStalled() {
+		t.Fatalf("the acquire never armed a watch (got %v)", err)
+	}
+	if code := ErrorCode(err); code != CodeTimeout {
+		t.Fatalf("acquire whose wait ended while arming its watch: %v (code %q), want a timeout", err, code)
+	}
+}
+
 // loseReply lets the stalled request through and loses the connection
 // before its reply: new connections are refused (until the test allows
 // them again) and the server's answers dropped until applied reports the
@@ -115,56 +151,33 @@ func (p *stallProxy) loseReply(applied func() bool, hangUp func()) {
 // gone.
 func TestAcquireWhoseWaitEndsWhileSettingAWatch(t *testing.T) {
 	t.Parallel()
-	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opGetData)
-	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
-	t.Cleanup(proxy.Release) // before the service closes, on a failure too
-	ctx := context.Background()
-	holder, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := svc.Locks.Acquire(ctx, holder, "stall", ModeExclusive, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiter, err := svc.Leases.Create(ctx, time.Minute, "waiter", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deleteHeld := proxy.deleteHeld
-	proxy.Arm(held.Node) // the waiter's watch on the holder's node
+	proxy, svc := stalledService(t, opGetData, 20*time.Second)
+	held := holdLock(t, svc, "stall")
 	// The acquire gives up its wait, then deletes its waiter node: that
-	// delete queues behind the stalled exists, so it is let through then.
-	go func() {
-		select {
-		case <-deleteHeld:
-		case <-time.After(30 * time.Second):
-		}
-		proxy.Release()
-	}()
-	_, err = svc.Locks.Acquire(ctx, waiter, "stall", ModeExclusive, 500*time.Millisecond)
-	if !proxy.isStalled() {
-		t.Fatalf("the acquire never set a watch (got %v)", err)
-	}
-	if code := ErrorCode(err); code != CodeTimeout {
-		t.Fatalf("acquire whose wait ended while setting its watch: %v (code %q), want a timeout", err, code)
-	}
+	// delete queues behind the stalled getData, so it is let through then.
+	proxy.acquireWhileArming(t, svc, held, newLease(t, svc, "waiter"), 500*time.Millisecond)
 	// The wait ended by itself, not when the stalled connection was given
 	// up (after two thirds of the session timeout) and made again.
 	if st := svc.sess.Stats(); st.Reconnects != 0 || st.NewSessions != 1 {
 		t.Fatalf("the acquire outlived its wait until the connection was replaced: %+v", st)
 	}
+	zktest.Eventually(t, 10*time.Second, holderAlone(t, svc, "stall"))
+}
+
+// holderAlone returns a check, for zktest.Eventually, that the line of
+// the lock name on s is its holder's node alone.
+func holderAlone(t *testing.T, s *testService, name string) func() error {
 	conn := rawClient(t)
-	zktest.Eventually(t, 10*time.Second, func() error {
-		kids, _, err := conn.Children(svc.root + "/locks/stall")
+	return func() error {
+		kids, _, err := conn.Children(s.Locks.parent(name))
 		if err != nil {
 			return err
 		}
 		if len(kids) != 1 {
-			return fmt.Errorf("want only the holder's node, got %v", kids)
+			return fmt.Errorf("the lock's line: %v, want the holder's node alone", kids)
 		}
 		return nil
-	})
+	}
 }
 
 // A claim whose create of its claim node reached ZooKeeper while the
@@ -176,19 +189,14 @@ func TestAcquireWhoseWaitEndsWhileSettingAWatch(t *testing.T) {
 // it is dropped once the session is back.
 func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 	t.Parallel()
-	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opCreate)
-	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
-	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
+	proxy, svc := stalledService(t, opCreate, 20*time.Second)
 	conn := rawClient(t)
 	ctx := context.Background()
 	item, err := svc.Queues.Produce(ctx, "jobs", []byte("job"), DefaultPriority)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "consumer")
 	claimNode := svc.root + "/queues/jobs/taken/" + item.ID
 	proxy.Arm("/queues/jobs/taken/")
 	// The create goes through, then the connection is lost before its
@@ -210,10 +218,7 @@ func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 		}
 		return nil
 	})
-	other, err := svc.Leases.Create(ctx, time.Minute, "other", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := newLease(t, svc, "other")
 	got, err := svc.Queues.Claim(ctx, other, "jobs", 5*time.Second)
 	if err != nil || got.ID != item.ID {
 		t.Fatalf("the item could not be claimed again: %v %v", got.ID, err)
@@ -226,9 +231,7 @@ func TestClaimWhoseCreateIsLostWithItsWait(t *testing.T) {
 // is back, not left, known to no lease, until the session ends.
 func TestLeaseCreateWhoseRequestEndsUnanswered(t *testing.T) {
 	t.Parallel()
-	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opMulti)
-	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
-	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
+	proxy, svc := stalledService(t, opMulti, 20*time.Second)
 	conn := rawClient(t)
 	proxy.Arm("/leases/")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -266,10 +269,7 @@ func TestLocateWithoutZooKeeperIsUnavailable(t *testing.T) {
 	px := zkproxy.New(t, zks.Addr())
 	cut := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 10 * time.Second})
 	other := newService(t, serviceOptions{root: cut.root})
-	lease, err := other.Leases.Create(context.Background(), time.Minute, "elsewhere", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, other, "elsewhere")
 	if owner, err := cut.Leases.Locate(lease.ID); err != nil || owner != (Keeper{}) {
 		// Both services share the gateway id of the test harness: the
 		// record is "ours", and no forwarding is possible; that is fine here.
@@ -296,9 +296,7 @@ func TestLocateWithoutZooKeeperIsUnavailable(t *testing.T) {
 // that never was. It answers unavailable: retry, on a new session.
 func TestLeaseCreateWhoseSessionIsLostIsUnavailable(t *testing.T) {
 	t.Parallel()
-	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opMulti)
-	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: time.Second})
-	t.Cleanup(func() { proxy.Refuse(false); proxy.Release() })
+	proxy, svc := stalledService(t, opMulti, time.Second)
 	proxy.Arm("/leases/")
 	// The connection goes, and none can be made until the session is
 	// given up.

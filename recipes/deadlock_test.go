@@ -60,15 +60,6 @@ func gateways(t *testing.T, n int) []*testService {
 	return all
 }
 
-func newLease(t *testing.T, s *testService, holder string) *Lease {
-	t.Helper()
-	l, err := s.Leases.Create(context.Background(), time.Minute, holder, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // acquired is the end of an acquire run in the background.
 type acquired struct {
 	err error
@@ -133,6 +124,66 @@ func expect(t *testing.T, ch <-chan acquired, within time.Duration, what string)
 	return acquired{}
 }
 
+// granted waits up to 10s for the answer on ch, what, and fails the test
+// unless it is a grant.
+func granted(t *testing.T, ch <-chan acquired, what string) {
+	t.Helper()
+	if got := expect(t, ch, 10*time.Second, what); got.err != nil {
+		t.Fatalf("%s: %v", what, got.err)
+	}
+}
+
+// grantedOnRelease checks that the wait on ch, what, still waits, and is
+// granted once holder releases the lock name.
+func grantedOnRelease(t *testing.T, ch <-chan acquired, what string, holder *Lease, name string) {
+	t.Helper()
+	pending(t, ch, what)
+	unlock(t, holder, name)
+	granted(t, ch, what)
+}
+
+// lockNow has l take the lock name, exclusive, on l's gateway, with no
+// wait.
+func lockNow(t *testing.T, l *Lease, name string) {
+	t.Helper()
+	if _, err := l.service().Locks.Acquire(context.Background(), l, name, ModeExclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lockLater has l wait up to 30s, in the background, for the lock name,
+// exclusive, on l's gateway.
+func lockLater(l *Lease, name string) <-chan acquired {
+	return acquireLater(func() error {
+		_, err := l.service().Locks.Acquire(context.Background(), l, name, ModeExclusive, 30*time.Second)
+		return err
+	})
+}
+
+// unlock has l release the lock name on l's gateway.
+func unlock(t *testing.T, l *Lease, name string) {
+	t.Helper()
+	if err := l.service().Locks.Release(context.Background(), l, name, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// joinLine has conn, another client, make an ephemeral sequential node
+// prefix under parent, with data, making parent as a container first if
+// it is missing.
+func joinLine(t *testing.T, conn *zk.Conn, parent, prefix string, data []byte) {
+	t.Helper()
+	for {
+		_, err := conn.Create(parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		if err == nil {
+			return
+		}
+		if _, err := conn.CreateContainer(parent, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+}
+
 func pending(t *testing.T, ch <-chan acquired, what string) {
 	t.Helper()
 	select {
@@ -148,18 +199,13 @@ func pending(t *testing.T, ch <-chan acquired, what string) {
 func TestADeadlockOfTwoLeasesThroughTwoGatewaysIsBroken(t *testing.T) {
 	t.Parallel()
 	gws := gateways(t, 2)
-	ctx := context.Background()
 	a, b := newLease(t, gws[0], "worker-a"), newLease(t, gws[1], "worker-b")
-	if _, err := gws[0].Locks.Acquire(ctx, a, "x", ModeExclusive, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gws[1].Locks.Acquire(ctx, b, "y", ModeExclusive, 0); err != nil {
-		t.Fatal(err)
-	}
-	aWaits := acquireLater(func() error { _, err := gws[0].Locks.Acquire(ctx, a, "y", ModeExclusive, 30*time.Second); return err })
+	lockNow(t, a, "x")
+	lockNow(t, b, "y")
+	aWaits := lockLater(a, "y")
 	waitingIn(t, gws[0], a, "lock", "y")
 	closed := time.Now()
-	bWaits := acquireLater(func() error { _, err := gws[1].Locks.Acquire(ctx, b, "x", ModeExclusive, 30*time.Second); return err })
+	bWaits := lockLater(b, "x")
 
 	got := expect(t, bWaits, 10*time.Second, "b's wait")
 	if took := got.at.Sub(closed); took > 2*checkEvery+time.Second {
@@ -177,12 +223,8 @@ func TestADeadlockOfTwoLeasesThroughTwoGatewaysIsBroken(t *testing.T) {
 	if n := gws[0].Contention().DeadlocksBroken(); n != 0 {
 		t.Errorf("a's gateway broke %d deadlocks, want 0: the victim was not its", n)
 	}
-	if err := gws[1].Locks.Release(ctx, b, "y", ""); err != nil {
-		t.Fatal(err)
-	}
-	if got := expect(t, aWaits, 10*time.Second, "a's wait"); got.err != nil {
-		t.Fatalf("a's wait: %v", got.err)
-	}
+	unlock(t, b, "y")
+	granted(t, aWaits, "a's wait")
 	if d := gws[1].Contention().Deadlocks(time.Hour); len(d) != 1 || len(d[0].Cycle) != 2 {
 		t.Errorf("deadlocks kept: %+v", d)
 	}
@@ -210,13 +252,7 @@ func TestADeadlockThroughASemaphoreAndAReadWriteLockIsBroken(t *testing.T) {
 		cycle[1].Lease != a.ID || cycle[1].Kind != "lock" || cycle[1].Mode != ModeWrite || cycle[1].BlockerMode != ModeRead {
 		t.Errorf("cycle %s, want b waiting for the slot, a to write behind b's read", stepsOf(cycle))
 	}
-	pending(t, aWaits, "a's wait")
-	if err := gws[1].Locks.Release(ctx, b, "catalog", ""); err != nil {
-		t.Fatal(err)
-	}
-	if got := expect(t, aWaits, 10*time.Second, "a's wait"); got.err != nil {
-		t.Fatalf("a's wait: %v", got.err)
-	}
+	grantedOnRelease(t, aWaits, "a's wait", b, "catalog")
 }
 
 // Three leases through three gateways: a holds x and waits for y, b holds y
@@ -224,22 +260,16 @@ func TestADeadlockThroughASemaphoreAndAReadWriteLockIsBroken(t *testing.T) {
 func TestADeadlockOfThreeLeasesIsBroken(t *testing.T) {
 	t.Parallel()
 	gws := gateways(t, 3)
-	ctx := context.Background()
 	names := []string{"x", "y", "z"}
 	leases := make([]*Lease, 3)
 	for i := range leases {
 		leases[i] = newLease(t, gws[i], fmt.Sprintf("worker-%d", i))
-		if _, err := gws[i].Locks.Acquire(ctx, leases[i], names[i], ModeExclusive, 0); err != nil {
-			t.Fatal(err)
-		}
+		lockNow(t, leases[i], names[i])
 	}
 	waits := make([]<-chan acquired, 3)
 	for i := range leases {
 		next := names[(i+1)%3]
-		waits[i] = acquireLater(func() error {
-			_, err := gws[i].Locks.Acquire(ctx, leases[i], next, ModeExclusive, 30*time.Second)
-			return err
-		})
+		waits[i] = lockLater(leases[i], next)
 		waitingIn(t, gws[i], leases[i], "lock", next)
 	}
 	cycle := deadlockOf(t, expect(t, waits[2], 10*time.Second, "the newest wait").err)
@@ -267,28 +297,16 @@ func TestADeadlockThroughAForeignSessionIsBroken(t *testing.T) {
 	t.Parallel()
 	gws := gateways(t, 1)
 	svc := gws[0]
-	ctx := context.Background()
 	conn := rawClient(t)
-	foreign := func(name string) string {
+	foreign := func(name string) {
 		t.Helper()
-		parent := svc.Locks.parent(name)
-		for {
-			p, err := conn.Create(parent+"/lock-", []byte("10.0.0.9"), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
-			if err == nil {
-				return p
-			}
-			if _, err := conn.CreateContainer(parent, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-				t.Fatal(err)
-			}
-		}
+		joinLine(t, conn, svc.Locks.parent(name), "lock-", []byte("10.0.0.9"))
 	}
 	foreign("x")
 	a := newLease(t, svc, "worker-a")
-	if _, err := svc.Locks.Acquire(ctx, a, "y", ModeExclusive, 0); err != nil {
-		t.Fatal(err)
-	}
+	lockNow(t, a, "y")
 	foreign("y") // the foreign session waits for y, behind a
-	aWaits := acquireLater(func() error { _, err := svc.Locks.Acquire(ctx, a, "x", ModeExclusive, 30*time.Second); return err })
+	aWaits := lockLater(a, "x")
 	cycle := deadlockOf(t, expect(t, aWaits, 10*time.Second, "a's wait").err)
 	session := fmt.Sprintf("0x%x", uint64(conn.SessionID()))
 	if len(cycle) != 2 || cycle[0].Lease != a.ID || cycle[0].Name != "x" || cycle[1].Session != session || cycle[1].Holder != "10.0.0.9" || cycle[1].Name != "y" {
@@ -308,9 +326,7 @@ func TestNoWaitOutsideACycleIsEnded(t *testing.T) {
 
 	t.Run("behind a holder", func(t *testing.T) {
 		h, w := newLease(t, gws[0], "holder"), newLease(t, gws[1], "waiter")
-		if _, err := gws[0].Locks.Acquire(ctx, h, "busy", ModeExclusive, 0); err != nil {
-			t.Fatal(err)
-		}
+		lockNow(t, h, "busy")
 		_, err := gws[1].Locks.Acquire(ctx, w, "busy", ModeExclusive, 5*checkEvery)
 		if ErrorCode(err) != CodeTimeout {
 			t.Fatalf("a wait behind a holder that waits for nothing ended with %v, want a timeout", err)
@@ -324,10 +340,8 @@ func TestNoWaitOutsideACycleIsEnded(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := gws[1].Locks.Acquire(ctx, b, "m", ModeExclusive, 0); err != nil {
-			t.Fatal(err)
-		}
-		aWaits := acquireLater(func() error { _, err := gws[0].Locks.Acquire(ctx, a, "m", ModeExclusive, 30*time.Second); return err })
+		lockNow(t, b, "m")
+		aWaits := lockLater(a, "m")
 		waitingIn(t, gws[0], a, "lock", "m")
 		// b waits for a slot of "two": held by a (stuck behind b) and c
 		// (who waits for nothing and will let go).
@@ -335,13 +349,7 @@ func TestNoWaitOutsideACycleIsEnded(t *testing.T) {
 		if ErrorCode(err) != CodeTimeout {
 			t.Fatalf("b's wait for a slot ended with %v, want a timeout: c's slot gets free some day", err)
 		}
-		pending(t, aWaits, "a's wait")
-		if err := gws[1].Locks.Release(ctx, b, "m", ""); err != nil {
-			t.Fatal(err)
-		}
-		if got := expect(t, aWaits, 10*time.Second, "a's wait"); got.err != nil {
-			t.Fatal(got.err)
-		}
+		grantedOnRelease(t, aWaits, "a's wait", b, "m")
 	})
 
 	t.Run("behind a deadlock", func(t *testing.T) { waitBehindADeadlock(t, gws) })
@@ -355,37 +363,20 @@ func TestNoWaitOutsideACycleIsEnded(t *testing.T) {
 // waitBehindADeadlock: p waits behind the cycle of a and b, in none; the
 // cycle's own newest wait (b's) is ended, not p's, although p's is newer.
 func waitBehindADeadlock(t *testing.T, gws []*testService) {
-	ctx := context.Background()
 	a, b, p := newLease(t, gws[0], "a"), newLease(t, gws[1], "b"), newLease(t, gws[0], "p")
-	if _, err := gws[0].Locks.Acquire(ctx, a, "x1", ModeExclusive, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gws[1].Locks.Acquire(ctx, b, "y1", ModeExclusive, 0); err != nil {
-		t.Fatal(err)
-	}
-	aWaits := acquireLater(func() error { _, err := gws[0].Locks.Acquire(ctx, a, "y1", ModeExclusive, 30*time.Second); return err })
+	lockNow(t, a, "x1")
+	lockNow(t, b, "y1")
+	aWaits := lockLater(a, "y1")
 	waitingIn(t, gws[0], a, "lock", "y1")
-	bWaits := acquireLater(func() error { _, err := gws[1].Locks.Acquire(ctx, b, "x1", ModeExclusive, 30*time.Second); return err })
+	bWaits := lockLater(b, "x1")
 	waitingIn(t, gws[1], b, "lock", "x1")
 	// p, the newest, waits behind the cycle, in none: nobody waits
 	// for it.
-	pWaits := acquireLater(func() error { _, err := gws[0].Locks.Acquire(ctx, p, "x1", ModeExclusive, 30*time.Second); return err })
+	pWaits := lockLater(p, "x1")
 	deadlockOf(t, expect(t, bWaits, 10*time.Second, "b's wait").err)
 	pending(t, pWaits, "p's wait")
-	pending(t, aWaits, "a's wait")
-	if err := gws[1].Locks.Release(ctx, b, "y1", ""); err != nil {
-		t.Fatal(err)
-	}
-	if got := expect(t, aWaits, 10*time.Second, "a's wait"); got.err != nil {
-		t.Fatal(got.err)
-	}
-	pending(t, pWaits, "p's wait")
-	if err := gws[0].Locks.Release(ctx, a, "x1", ""); err != nil {
-		t.Fatal(err)
-	}
-	if got := expect(t, pWaits, 10*time.Second, "p's wait"); got.err != nil {
-		t.Fatal(got.err)
-	}
+	grantedOnRelease(t, aWaits, "a's wait", b, "y1")
+	grantedOnRelease(t, pWaits, "p's wait", a, "x1")
 }
 
 // A node of a lease that the lease's gateway no longer counts among its
@@ -400,34 +391,18 @@ func TestANodeOnItsWayOutIsNotItsLeases(t *testing.T) {
 	gws := gateways(t, 2)
 	ctx := context.Background()
 	x, y := newLease(t, gws[0], "x"), newLease(t, gws[1], "y")
-	if _, err := gws[1].Locks.Acquire(ctx, y, "a2", ModeExclusive, 0); err != nil {
-		t.Fatal(err)
-	}
-	xWaits := acquireLater(func() error { _, err := gws[0].Locks.Acquire(ctx, x, "a2", ModeExclusive, 30*time.Second); return err })
+	lockNow(t, y, "a2")
+	xWaits := lockLater(x, "a2")
 	waitingIn(t, gws[0], x, "lock", "a2")
 	// A node of x in b2 that no hold of x counts: as a released hold's
 	// node is until its delete is answered.
 	conn := rawClient(t)
 	parent := gws[0].Locks.parent("b2")
 	data := nodeData{Lease: x.ID, Holder: x.Holder, Gateway: "gw-0"}.bytes()
-	for {
-		_, err := conn.Create(parent+"/_c_"+x.ID+"-lock-", data, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
-		if err == nil {
-			break
-		}
-		if _, err := conn.CreateContainer(parent, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatal(err)
-		}
-	}
+	joinLine(t, conn, parent, "_c_"+x.ID+"-lock-", data)
 	_, err := gws[1].Locks.Acquire(ctx, y, "b2", ModeExclusive, 6*checkEvery)
 	if ErrorCode(err) != CodeTimeout {
 		t.Fatalf("y's wait behind x's node on its way out ended with %v, want a timeout: x is in no cycle with it", err)
 	}
-	pending(t, xWaits, "x's wait")
-	if err := gws[1].Locks.Release(ctx, y, "a2", ""); err != nil {
-		t.Fatal(err)
-	}
-	if got := expect(t, xWaits, 10*time.Second, "x's wait"); got.err != nil {
-		t.Fatal(got.err)
-	}
+	grantedOnRelease(t, xWaits, "x's wait", y, "a2")
 }

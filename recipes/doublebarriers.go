@@ -383,14 +383,7 @@ func (d *DoubleBarriers) deleteOwn(ctx context.Context, m *membership) error {
 
 // State lists the members and readiness; with index > 0 a blocking read.
 func (d *DoubleBarriers) State(ctx context.Context, name string, index int64, wait time.Duration) (DoubleBarrierState, error) {
-	if err := ValidName(name); err != nil {
-		return DoubleBarrierState{}, err
-	}
-	snap, err := d.svc.cache.Read(ctx, d.path(name), entryOpts{}, index, wait)
-	if err != nil {
-		return DoubleBarrierState{}, d.svc.readErr(err)
-	}
-	return doubleBarrierStateOf(name, snap), nil
+	return readState(ctx, d.svc, name, d.path(name), entryOpts{}, index, wait, doubleBarrierStateOf)
 }
 
 func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
@@ -417,11 +410,7 @@ func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
 // List returns one page of the double barriers, and the name the next
 // page starts after ("" for the last page).
 func (d *DoubleBarriers) List(ctx context.Context, p Page) ([]DoubleBarrierState, string, error) {
-	ctx, names, err := d.svc.listNames(ctx, d.svc.sess.Root()+"/double-barriers")
-	if err != nil {
-		return nil, "", err
-	}
-	return listPage(ctx, d.svc, names, p, nil, func(ctx context.Context, name string) (DoubleBarrierState, bool, error) {
+	return listPage(ctx, d.svc, d.svc.sess.Root()+"/double-barriers", p, nil, func(ctx context.Context, name string) (DoubleBarrierState, bool, error) {
 		st, err := d.State(ctx, name, 0, 0)
 		return st, err == nil, err
 	})

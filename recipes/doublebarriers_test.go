@@ -15,10 +15,7 @@ func TestADoubleBarrierCallThatSucceedsAsItsWaitEndsAnswersItsState(t *testing.T
 	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
-	lease, err := svc.Leases.Create(ctx, time.Minute, "member", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "member")
 	// Entered with a count of 1, a try-once: ready at once.
 	st, err := svc.DoubleBarriers.Enter(ctx, lease, "quick", "a", 1, 0)
 	if err != nil || !st.Ready {

@@ -178,20 +178,7 @@ func (e *Elections) Resign(ctx context.Context, lease *Lease, name string) error
 	if s := lease.service(); s != e.svc {
 		return s.Elections.Resign(ctx, lease, name)
 	}
-	if err := ValidName(name); err != nil {
-		return err
-	}
-	if err := lease.alive(); err != nil {
-		return err
-	}
-	c, ok := heldBy[*candidacy](lease, electionKey(name))
-	if !ok {
-		return &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s is no candidate in election %q", lease.ID, name)}
-	}
-	if err := c.drop(); err != nil {
-		return internal(err, "resign")
-	}
-	return nil
+	return dropHeld[*candidacy](lease, name, electionKey, "resign", "lease %s is no candidate in election %q")
 }
 
 // Proclaim sets the leader's value. Only the current leader may.
@@ -252,14 +239,7 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 // State returns the leader and the candidates; with index > 0 it is a
 // blocking read, which also reports "no leader".
 func (e *Elections) State(ctx context.Context, name string, index int64, wait time.Duration) (ElectionState, error) {
-	if err := ValidName(name); err != nil {
-		return ElectionState{}, err
-	}
-	snap, err := e.svc.cache.Read(ctx, e.parent(name), seqOpts, index, wait)
-	if err != nil {
-		return ElectionState{}, e.svc.readErr(err)
-	}
-	return electionStateOf(name, snap), nil
+	return readState(ctx, e.svc, name, e.parent(name), seqOpts, index, wait, electionStateOf)
 }
 
 func electionStateOf(name string, snap *Snapshot) ElectionState {
@@ -279,11 +259,7 @@ func electionStateOf(name string, snap *Snapshot) ElectionState {
 // List returns one page of the elections with candidates, with their
 // leaders, and the name the next page starts after ("" for the last page).
 func (e *Elections) List(ctx context.Context, p Page) ([]ElectionSummary, string, error) {
-	ctx, names, err := e.svc.listNames(ctx, e.svc.sess.Root()+"/elections")
-	if err != nil {
-		return nil, "", err
-	}
-	return listPage(ctx, e.svc, names, p, nil, func(ctx context.Context, name string) (ElectionSummary, bool, error) {
+	return listPage(ctx, e.svc, e.svc.sess.Root()+"/elections", p, nil, func(ctx context.Context, name string) (ElectionSummary, bool, error) {
 		st, err := e.State(ctx, name, 0, 0)
 		if err != nil {
 			return ElectionSummary{}, false, err

@@ -21,8 +21,7 @@ import (
 // adopted session closes once its last lease ends, leaving nothing.
 func TestHandOverKeepsLeasesAndHolds(t *testing.T) {
 	t.Parallel()
-	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
-	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
+	giver, taker := giverAndTaker(t, 5*time.Second)
 	ctx := context.Background()
 	holder, _ := giver.Leases.Create(ctx, time.Minute, "holder", "")
 	waiter, _ := giver.Leases.Create(ctx, time.Minute, "waiter", "")
@@ -108,27 +107,44 @@ func holdOneOfEach(t *testing.T, svc *testService, holder, waiter *Lease) (heldO
 	if h.lead, err = svc.Elections.Campaign(ctx, holder, "e", "v1", 0); err != nil || !h.lead.Elected {
 		t.Fatalf("campaign: %+v %v", h.lead, err)
 	}
-	if _, err := svc.Queues.Produce(ctx, "q", []byte("work"), 100); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, svc, "q", []byte("work"), 100)
 	if h.claim, err = svc.Queues.Claim(ctx, holder, "q", 0); err != nil {
 		t.Fatal(err)
 	}
+	var waiting <-chan error
+	h.waitNode, waiting = waitForX(t, svc, waiter)
+	return h, waiting
+}
+
+// waitForX has waiter wait for the lock x on svc, in the background, until
+// it has its node in x's line, and returns that node and the wait's answer.
+func waitForX(t *testing.T, svc *testService, waiter *Lease) (string, <-chan error) {
+	t.Helper()
 	waiting := make(chan error, 1)
 	go func() {
-		_, err := svc.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
+		_, err := svc.Locks.Acquire(context.Background(), waiter, "x", "", 30*time.Second)
 		waiting <- err
 	}()
+	var node string
 	zktest.Eventually(t, 10*time.Second, func() error {
 		for _, hold := range waiter.Info().Holds {
 			if hold.Node != "" {
-				h.waitNode = hold.Node
+				node = hold.Node
 				return nil
 			}
 		}
 		return errors.New("the waiter has no node yet")
 	})
-	return h, waiting
+	return node, waiting
+}
+
+// giverAndTaker are the services of two gateways on one root, each on a
+// session of timeout: giver hands its sessions over, taker adopts them.
+func giverAndTaker(t *testing.T, timeout time.Duration) (giver, taker *testService) {
+	t.Helper()
+	giver = newService(t, serviceOptions{timeout: timeout, gateway: "gw-giver"})
+	taker = newService(t, serviceOptions{timeout: timeout, root: giver.root, gateway: "gw-taker"})
+	return giver, taker
 }
 
 // adoptOverTheWire has taker adopt h as a peer receives it: as JSON.
@@ -139,10 +155,28 @@ func adoptOverTheWire(t *testing.T, taker *testService, h *Handover) {
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}
-	if err := taker.Adopt(context.Background(), cfg, &got); err != nil {
+	if err := adopt(t, taker, &got, 5*time.Second); err != nil {
 		t.Fatalf("adopt: %v", err)
+	}
+}
+
+// adopt has taker adopt h on a session with the shared ZooKeeper of
+// timeout.
+func adopt(t *testing.T, taker *testService, h *Handover, timeout time.Duration) error {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: timeout, Root: taker.root, Logger: log}
+	return taker.Adopt(context.Background(), cfg, h)
+}
+
+// adoptAged has taker adopt h as a peer does that has just received it,
+// its leases' TTLs counted from their handover.
+func adoptAged(t *testing.T, taker *testService, h *Handover) {
+	t.Helper()
+	got := h.Aged()
+	got.Received = time.Now()
+	if err := adopt(t, taker, got, 5*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -194,8 +228,7 @@ func (h heldOfEach) waitResumes(t *testing.T, taker *testService, kept *Lease, w
 // A handover of a session that expires before it is adopted: ErrSessionGone.
 func TestAdoptAnExpiredSession(t *testing.T) {
 	t.Parallel()
-	giver := newService(t, serviceOptions{timeout: time.Second, gateway: "gw-giver"})
-	taker := newService(t, serviceOptions{root: giver.root, gateway: "gw-taker"})
+	giver, taker := giverAndTaker(t, time.Second)
 	ctx := context.Background()
 	if _, err := giver.Leases.Create(ctx, time.Minute, "doomed", ""); err != nil {
 		t.Fatal(err)
@@ -211,9 +244,7 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 		}
 		return nil
 	})
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	err = taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: time.Second, Root: taker.root, Logger: log}, h)
-	if !errors.Is(err, ErrSessionGone) {
+	if err := adopt(t, taker, h, time.Second); !errors.Is(err, ErrSessionGone) {
 		t.Fatalf("adopt an expired session: %v, want ErrSessionGone", err)
 	}
 }
@@ -223,8 +254,7 @@ func TestAdoptAnExpiredSession(t *testing.T) {
 // under way ends when it would have, not that wait earlier.
 func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
 	t.Parallel()
-	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
-	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
+	giver, taker := giverAndTaker(t, 5*time.Second)
 	ctx := context.Background()
 	var leases []*Lease
 	ends := map[string]time.Time{}
@@ -257,12 +287,7 @@ func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	got := h.Aged()
-	got.Received = time.Now()
-	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
-		t.Fatal(err)
-	}
+	adoptAged(t, taker, h)
 	for _, l := range leases {
 		kept, ok := taker.Leases.find(l.ID)
 		if !ok {
@@ -284,10 +309,7 @@ func TestHandOverKeepsEachLeasesTTL(t *testing.T) {
 func TestNoWaitOutlivesAHandedOverSession(t *testing.T) {
 	t.Parallel()
 	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
-	lease, err := giver.Leases.Create(context.Background(), time.Minute, "holder", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, giver, "holder")
 	_, epoch, _ := giver.sess.Status()
 	if _, err := giver.HandOver(context.Background()); err != nil {
 		t.Fatal(err)
@@ -380,27 +402,11 @@ func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
 // kept 10 s after it hung up, and handed over again with a new grace.)
 func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 	t.Parallel()
-	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-giver"})
-	taker := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-taker"})
+	giver, taker := giverAndTaker(t, 5*time.Second)
 	ctx := context.Background()
-	holder, _ := giver.Leases.Create(ctx, time.Minute, "holder", "")
-	waiter, _ := giver.Leases.Create(ctx, time.Minute, "waiter", "")
-	if _, err := giver.Locks.Acquire(ctx, holder, "x", "", 0); err != nil {
-		t.Fatal(err)
-	}
-	waiting := make(chan error, 1)
-	go func() {
-		_, err := giver.Locks.Acquire(ctx, waiter, "x", "", 30*time.Second)
-		waiting <- err
-	}()
-	zktest.Eventually(t, 10*time.Second, func() error {
-		for _, h := range waiter.Info().Holds {
-			if h.Node != "" {
-				return nil
-			}
-		}
-		return errors.New("the waiter has no node yet")
-	})
+	holdLock(t, giver, "x")
+	waiter := newLease(t, giver, "waiter")
+	_, waiting := waitForX(t, giver, waiter)
 	h, err := giver.HandOver(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -408,12 +414,7 @@ func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 	if err := <-waiting; !errors.Is(err, ErrMoving) {
 		t.Fatalf("the wait under way at the handover: %v, want ErrMoving", err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	got := h.Aged()
-	got.Received = time.Now()
-	if err := taker.Adopt(ctx, SessionConfig{Servers: []string{zktest.Shared(t).Addr()}, Timeout: 5 * time.Second, Root: taker.root, Logger: log}, got); err != nil {
-		t.Fatal(err)
-	}
+	adoptAged(t, taker, h)
 	w, err := taker.Leases.Get(waiter.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -425,18 +426,11 @@ func TestARetriedWaitGivenUpAfterAHandoverLeavesTheLine(t *testing.T) {
 	if err == nil {
 		t.Fatal("the retry was granted a held lock")
 	}
-	conn := rawClient(t)
+	alone := holderAlone(t, taker, "x")
 	zktest.Eventually(t, 5*time.Second, func() error {
 		if holds := w.Info().Holds; len(holds) != 0 {
 			return fmt.Errorf("the waiter still has %+v", holds)
 		}
-		kids, _, err := conn.Children(taker.root + "/locks/x")
-		if err != nil {
-			return err
-		}
-		if len(kids) != 1 {
-			return fmt.Errorf("the lock's line: %v, want the holder's node alone", kids)
-		}
-		return nil
+		return alone()
 	})
 }

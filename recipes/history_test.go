@@ -37,10 +37,7 @@ func TestLeaseHistoryIsCappedOldestFirst(t *testing.T) {
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()},
 		leases: LeaseConfig{RememberMax: capacity, historyCheck: 50 * time.Millisecond}})
 	ctx := context.Background()
-	live, err := svc.Leases.Create(ctx, time.Minute, "live", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	live := newLease(t, svc, "live")
 	var ended []string // oldest end first
 	for i := range 3 * capacity {
 		mark := len(px.Requests(svc.root))

@@ -3,6 +3,7 @@ package recipes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -375,6 +376,26 @@ func (h *hold) describe(detail func(*HoldInfo)) HoldInfo {
 		detail(&info)
 	}
 	return info
+}
+
+// dropHeld drops lease's hold of type H on name (under key(name)), for
+// the call op; a lease without one answers not_held, with notHeld
+// formatted with the lease's id and the name.
+func dropHeld[H holding](lease *Lease, name string, key func(string) string, op, notHeld string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	if err := lease.alive(); err != nil {
+		return err
+	}
+	h, ok := heldBy[H](lease, key(name))
+	if !ok {
+		return &Error{Code: CodeNotHeld, Detail: fmt.Sprintf(notHeld, lease.ID, name)}
+	}
+	if err := h.core().drop(); err != nil {
+		return internal(err, op)
+	}
+	return nil
 }
 
 // heldBy returns the lease's live hold under key, if any.

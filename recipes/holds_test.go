@@ -23,14 +23,9 @@ func TestConcurrentClaimsOfOneLeaseShareOneItem(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
 	for i := range 4 {
-		if _, err := svc.Queues.Produce(ctx, "jobs", []byte(fmt.Sprint("item ", i)), DefaultPriority); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, svc, "jobs", []byte(fmt.Sprint("item ", i)), DefaultPriority)
 	}
-	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "consumer")
 	const calls = 8
 	ids := make([]string, calls)
 	var wg sync.WaitGroup
@@ -80,10 +75,7 @@ func TestReleaseDeletesTheNodeWhenTheClientHangsUp(t *testing.T) {
 	svc := newService(t, serviceOptions{servers: []string{px.Addr()}, timeout: 4 * time.Second})
 	raw := rawClient(t)
 	ctx := context.Background()
-	lease, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "holder")
 	g, err := svc.Locks.Acquire(ctx, lease, "db", ModeExclusive, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -128,10 +120,7 @@ func TestAHoldStaysAttachedWhileACallerUsesIt(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
 	ctx := context.Background()
-	lease, err := svc.Leases.Create(ctx, time.Minute, "candidate", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "candidate")
 	key := electionKey("e")
 	fresh := func() *candidacy {
 		return &candidacy{hold: newHold(svc.Service, lease, "election", key, "e")}
@@ -178,13 +167,8 @@ func TestConcurrentCallsOfOneLeaseInEveryPrimitive(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	raw := rawClient(t)
 	ctx := context.Background()
-	if _, err := svc.Queues.Produce(ctx, "q", []byte("x"), DefaultPriority); err != nil {
-		t.Fatal(err)
-	}
-	lease, err := svc.Leases.Create(ctx, time.Minute, "busy", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	produce(t, svc, "q", []byte("x"), DefaultPriority)
+	lease := newLease(t, svc, "busy")
 	const calls = 6
 	kinds := map[string]func() (string, error){
 		"lock": func() (string, error) {

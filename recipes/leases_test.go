@@ -43,10 +43,7 @@ func TestKeepAliveOfALeaseEndingMeanwhileAnswersEnded(t *testing.T) {
 	// Not parallel: it sets keepAliveChecked, which every lease calls.
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
-	l, err := svc.Leases.Create(ctx, time.Minute, "racer", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newLease(t, svc, "racer")
 	if _, err := svc.Semaphores.Acquire(ctx, l, "slots", 1, time.Second); err != nil {
 		t.Fatal(err)
 	}

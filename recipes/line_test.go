@@ -19,10 +19,7 @@ func TestAWaitCancelledWhileArmingItsWatchIsNoInternalError(t *testing.T) {
 	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	if _, err := svc.Locks.Acquire(ctx, holder, "busy", ModeExclusive, 0); err != nil {
-		t.Fatal(err)
-	}
+	holdLock(t, svc, "busy")
 	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
 	parent := svc.root + "/locks/busy"
 	node, _, _, err := svc.sess.createProtected(ctx, parent, waiter.ID, "lock-", nil, waiter.epoch, false)
@@ -46,10 +43,7 @@ func TestWaitEndedByItsLeaseAnswersLeaseExpired(t *testing.T) {
 	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	if _, err := svc.Locks.Acquire(ctx, holder, "busy", ModeExclusive, 0); err != nil {
-		t.Fatal(err)
-	}
+	holdLock(t, svc, "busy")
 	for round := range 30 {
 		waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
 		done := make(chan error, 1)

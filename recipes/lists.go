@@ -20,13 +20,18 @@ type Page struct {
 // yet) answers a short page, with a next name, rather than read them all.
 const pageChunks = 4
 
-// listPage reads one page of a list of names: those after p.After for
-// which keep is true (nil: all), sorted, read by read a chunk of p.Limit
-// at a time until the page holds p.Limit items. read answers ok false to
-// leave a name out (nobody is in it any more). next is the name the page
-// ends on when names follow it, "" otherwise.
-func listPage[T any](ctx context.Context, s *Service, names []string, p Page, keep func(string) bool,
+// listPage reads one page of the list of the names under dir (after a
+// sync, see listNames): those after p.After for which keep is true (nil:
+// all), sorted, read by read a chunk of p.Limit at a time until the page
+// holds p.Limit items. read answers ok false to leave a name out (nobody
+// is in it any more). next is the name the page ends on when names follow
+// it, "" otherwise.
+func listPage[T any](ctx context.Context, s *Service, dir string, p Page, keep func(string) bool,
 	read func(ctx context.Context, name string) (T, bool, error)) (items []T, next string, err error) {
+	ctx, names, err := s.listNames(ctx, dir)
+	if err != nil {
+		return nil, "", err
+	}
 	slices.Sort(names)
 	cands := names[:0]
 	for _, n := range names {

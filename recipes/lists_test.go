@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zkproxy"
-	"github.com/zkgate/zkgate/internal/zktest"
 )
 
 // A list reads a bounded number of names a page, however many have nobody
@@ -17,8 +15,7 @@ import (
 // name goes on past them. Every held lock comes on some page, once.
 func TestAListPagesPastNamesWithNobodyInThem(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	raw := rawClient(t)
 	ctx := context.Background()
 	for i := range 60 {

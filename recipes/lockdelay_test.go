@@ -14,6 +14,21 @@ import (
 
 func delayed(d time.Duration) *time.Duration { return &d }
 
+// holdDelayed has a new lease of holder, with a lock-delay of an hour,
+// take the lock name in mode on svc, and returns the lease.
+func holdDelayed(t *testing.T, svc *testService, holder, name, mode string) *Lease {
+	t.Helper()
+	ctx := context.Background()
+	l, err := svc.Leases.Grant(ctx, LeaseSpec{TTL: time.Minute, Holder: holder, LockDelay: delayed(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Locks.Acquire(ctx, l, name, mode, 0); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // delayConfig lets leases ask for a lock-delay.
 var delayConfig = LeaseConfig{MaxLockDelay: time.Hour}
 
@@ -133,18 +148,13 @@ func TestLockDelayNotAfterARelease(t *testing.T) {
 	ctx := context.Background()
 	raw := rawClient(t)
 	for _, how := range []string{"release", "revoke"} {
-		holder, err := svc.Leases.Grant(ctx, LeaseSpec{TTL: time.Minute, Holder: "tidy", LockDelay: delayed(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := svc.Locks.Acquire(ctx, holder, "tidy", "", 0); err != nil {
-			t.Fatal(err)
-		}
+		holder := holdDelayed(t, svc, "tidy", "tidy", "")
 		if m := marksUnder(t, raw, svc.root); len(m) != 2 {
 			t.Fatalf("a holder with a lock-delay left %v, want a marker and its index entry", m)
 		}
 		waiter, _ := svc.Leases.Create(ctx, time.Minute, "next", "")
 		got := acquireAsync(svc, waiter, "tidy", "", 30*time.Second)
+		var err error
 		if how == "release" {
 			err = svc.Locks.Release(ctx, holder, "tidy", "")
 		} else {
@@ -171,10 +181,7 @@ func TestLockDelayAfterAnAdminRevoke(t *testing.T) {
 	t.Parallel()
 	svc := newService(t, serviceOptions{leases: delayConfig})
 	ctx := context.Background()
-	holder, _ := svc.Leases.Grant(ctx, LeaseSpec{TTL: time.Minute, Holder: "revoked", LockDelay: delayed(time.Hour)})
-	if _, err := svc.Locks.Acquire(ctx, holder, "admin", "", 0); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdDelayed(t, svc, "revoked", "admin", "")
 	if err := svc.Leases.Terminate(holder.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -261,10 +268,7 @@ func TestLockDelayOfAReader(t *testing.T) {
 	t.Parallel()
 	svc := newService(t, serviceOptions{leases: delayConfig})
 	ctx := context.Background()
-	holder, _ := svc.Leases.Grant(ctx, LeaseSpec{TTL: time.Minute, Holder: "reader", LockDelay: delayed(time.Hour)})
-	if _, err := svc.Locks.Acquire(ctx, holder, "rw", ModeRead, 0); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdDelayed(t, svc, "reader", "rw", ModeRead)
 	if err := svc.Leases.Terminate(holder.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -286,11 +290,7 @@ func TestLockDelayOfAReader(t *testing.T) {
 func TestLockDelayMarkerAndZkLock(t *testing.T) {
 	t.Parallel()
 	svc := newService(t, serviceOptions{leases: delayConfig})
-	ctx := context.Background()
-	holder, _ := svc.Leases.Grant(ctx, LeaseSpec{TTL: time.Minute, Holder: "zkgate", LockDelay: delayed(time.Hour)})
-	if _, err := svc.Locks.Acquire(ctx, holder, "shared", "", 0); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdDelayed(t, svc, "zkgate", "shared", "")
 	raw := rawClient(t)
 	l := zk.NewLock(raw, svc.root+"/locks/shared", zk.WorldACL(zk.PermAll))
 	locked := make(chan error, 1)

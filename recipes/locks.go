@@ -279,14 +279,7 @@ func (k *Locks) Release(ctx context.Context, lease *Lease, name, mode string) er
 // State returns the holders and waiters of a lock from the watch cache. With
 // index > 0 it is a blocking read (see watchCache.Read).
 func (k *Locks) State(ctx context.Context, name string, index int64, wait time.Duration) (LockState, error) {
-	if err := ValidName(name); err != nil {
-		return LockState{}, err
-	}
-	snap, err := k.svc.cache.Read(ctx, k.parent(name), seqOpts, index, wait)
-	if err != nil {
-		return LockState{}, k.svc.readErr(err)
-	}
-	return lockStateOf(name, snap), nil
+	return readState(ctx, k.svc, name, k.parent(name), seqOpts, index, wait, lockStateOf)
 }
 
 func lockStateOf(name string, snap *Snapshot) LockState {
@@ -311,12 +304,8 @@ func lockStateOf(name string, snap *Snapshot) LockState {
 // counts, and the name the next page starts after ("" for the last page).
 func (k *Locks) List(ctx context.Context, prefix string, p Page) ([]LockSummary, string, error) {
 	base := k.svc.sess.Root() + "/locks"
-	ctx, names, err := k.svc.listNames(ctx, base)
-	if err != nil {
-		return nil, "", err
-	}
 	// Locks whose parent vanished in between have no holders: left out.
-	return listPage(ctx, k.svc, names, p, hasPrefix(prefix), func(ctx context.Context, name string) (LockSummary, bool, error) {
+	return listPage(ctx, k.svc, base, p, hasPrefix(prefix), func(ctx context.Context, name string) (LockSummary, bool, error) {
 		kids, err := k.svc.children(ctx, base+"/"+name)
 		if err != nil {
 			return LockSummary{}, false, err

@@ -82,6 +82,35 @@ func newService(t testing.TB, o serviceOptions) *testService {
 	return &testService{Service: svc, sess: sess, root: root}
 }
 
+// produce puts an item of data, of priority prio, into the queue q on s.
+func produce(t testing.TB, s *testService, q string, data []byte, prio int) {
+	t.Helper()
+	if _, err := s.Queues.Produce(context.Background(), q, data, prio); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newLease makes a lease of a minute for holder on s.
+func newLease(t testing.TB, s *testService, holder string) *Lease {
+	t.Helper()
+	l, err := s.Leases.Create(context.Background(), time.Minute, holder, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// holdLock has a new lease, "holder", take the lock name on s, exclusive,
+// and returns its grant: a lock that others wait for.
+func holdLock(t testing.TB, s *testService, name string) LockGrant {
+	t.Helper()
+	g, err := s.Locks.Acquire(context.Background(), newLease(t, s, "holder"), name, ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // rawClient is a plain go-zookeeper client (default: on the shared
 // server), for looking at what the recipes left in ZooKeeper and for
 // playing other clients.

@@ -53,9 +53,7 @@ func TestAQueueIsCappedInItemsAndBytes(t *testing.T) {
 	svc := newService(t, serviceOptions{queues: QueueConfig{MaxItems: 5, MaxBytes: 100}})
 	ctx := context.Background()
 	for range 5 {
-		if _, err := svc.Queues.Produce(ctx, "items", []byte("0123456789"), 0); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, svc, "items", []byte("0123456789"), 0)
 	}
 	_, err := svc.Queues.Produce(ctx, "items", []byte("x"), 0)
 	wantQueueFull(t, err, "max-queue-items", 5, 5, 50)
@@ -81,9 +79,7 @@ func TestAQueueIsCappedInItemsAndBytes(t *testing.T) {
 		t.Fatalf("a produce after another client took an item: %v", err)
 	}
 
-	if _, err := svc.Queues.Produce(ctx, "bytes", make([]byte, 60), 0); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, svc, "bytes", make([]byte, 60), 0)
 	_, err = svc.Queues.Produce(ctx, "bytes", make([]byte, 41), 0)
 	wantQueueFull(t, err, "max-queue-bytes", int64(100), 1, 60)
 	if _, err := svc.Queues.Produce(ctx, "bytes", make([]byte, 40), 0); err != nil {
@@ -100,9 +96,7 @@ func TestAllQueuesAreCappedTogether(t *testing.T) {
 	svc := newService(t, serviceOptions{queues: QueueConfig{MaxTotalItems: most}})
 	ctx := context.Background()
 	for _, q := range []string{"a", "a", "b"} {
-		if _, err := svc.Queues.Produce(ctx, q, []byte("x"), 0); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, svc, q, []byte("x"), 0)
 	}
 	_, err := svc.Queues.Produce(ctx, "a", []byte("x"), 0)
 	wantQueueFull(t, err, "max-queues-items", most, 2, 2)
@@ -124,9 +118,7 @@ func TestAllQueuesAreCappedTogether(t *testing.T) {
 
 	bytes := newService(t, serviceOptions{queues: QueueConfig{MaxTotalBytes: 1000}})
 	for _, q := range []string{"a", "b"} {
-		if _, err := bytes.Queues.Produce(ctx, q, make([]byte, 450), 0); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, bytes, q, make([]byte, 450), 0)
 	}
 	_, err = bytes.Queues.Produce(ctx, "a", make([]byte, 101), 0)
 	wantQueueFull(t, err, "max-queues-bytes", int64(1000), 1, 450)
@@ -198,14 +190,11 @@ func TestAProduceCountsOnlyOncePerBudget(t *testing.T) {
 	root := zktest.UniqueRoot(t)
 	svc := newService(t, serviceOptions{root: root, servers: []string{px.Addr()}, queues: QueueConfig{MaxItems: capacity}})
 	other := newService(t, serviceOptions{root: root})
-	ctx := context.Background()
 	entries := svc.Queues.entries("q")
 	produce := func(on *testService) []zkproxy.Request {
 		t.Helper()
 		mark := len(px.Requests(root))
-		if _, err := on.Queues.Produce(ctx, "q", []byte("x"), 0); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, on, "q", []byte("x"), 0)
 		return px.Requests(root)[mark:]
 	}
 	ops := func(rs []zkproxy.Request) (out []string) {

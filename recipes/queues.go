@@ -830,11 +830,7 @@ func (q *Queues) waitChange(ctx context.Context, name string, index int64, wait 
 // List returns one page of the queues with their lengths, and the name the
 // next page starts after ("" for the last page).
 func (q *Queues) List(ctx context.Context, p Page) ([]QueueState, string, error) {
-	ctx, names, err := q.svc.listNames(ctx, q.svc.sess.Root()+"/queues")
-	if err != nil {
-		return nil, "", err
-	}
-	return listPage(ctx, q.svc, names, p, nil, func(ctx context.Context, name string) (QueueState, bool, error) {
+	return listPage(ctx, q.svc, q.svc.sess.Root()+"/queues", p, nil, func(ctx context.Context, name string) (QueueState, bool, error) {
 		st, err := q.State(ctx, name, 0, 0, 0)
 		return st, err == nil, err
 	})

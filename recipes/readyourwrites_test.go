@@ -34,10 +34,7 @@ func TestPlainReadsSeeWritesMadeThroughAnotherServer(t *testing.T) {
 	writer, reader := (leader+1)%3, (leader+2)%3
 	a := newService(t, serviceOptions{servers: []string{ens.Servers[writer].Addr()}, timeout: 20 * time.Second})
 	b := newService(t, serviceOptions{servers: []string{ens.Servers[reader].Addr()}, timeout: 20 * time.Second, root: a.root})
-	lease, err := a.Leases.Create(ctx, time.Minute, "writer", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, a, "writer")
 	pid := ens.Servers[reader].PID()
 	for round := range 15 {
 		name := fmt.Sprintf("ryw-%d", round)

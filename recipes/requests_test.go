@@ -12,19 +12,23 @@ import (
 	"github.com/zkgate/zkgate/internal/zktest"
 )
 
+// proxiedService is a service whose connection to the shared ZooKeeper
+// goes through a proxy, which sees every request it sends.
+func proxiedService(t testing.TB) (*zkproxy.Proxy, *testService) {
+	t.Helper()
+	px := zkproxy.New(t, zktest.Shared(t).Addr())
+	return px, newService(t, serviceOptions{servers: []string{px.Addr()}})
+}
+
 // An uncontended acquire sends what zk.Lock sends: the create, which brings
 // the node's stat with it (create2), and one listing; no read of the stat of
 // its own. The listing goes right behind the create, before its reply: one
 // round trip. A release is one delete.
 func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
-	lease, err := svc.Leases.Create(ctx, time.Minute, "solo", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "solo")
 	parent := svc.Locks.parent("solo")
 	for i := range 3 {
 		before := len(px.Sent(parent))
@@ -74,13 +78,9 @@ func TestAnUncontendedAcquireIsTwoRequests(t *testing.T) {
 // lister; once every call is over, the count of calls in the line is gone.
 func TestOnlyACallAloneInItsLineListsBehindItsCreate(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
-	holder, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := newLease(t, svc, "holder")
 	parent := svc.Locks.parent("crowd")
 	if _, err := svc.Locks.Acquire(ctx, holder, "crowd", ModeExclusive, 0); err != nil {
 		t.Fatal(err)
@@ -126,16 +126,12 @@ func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
 	t.Parallel()
 	for _, through := range []string{"this gateway", "another client"} {
 		t.Run(through, func(t *testing.T) {
-			px := zkproxy.New(t, zktest.Shared(t).Addr())
-			svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+			px, svc := proxiedService(t)
 			ctx := context.Background()
 			parent := svc.Locks.parent("line")
 			var release func()
 			if through == "this gateway" {
-				holder, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
-				if err != nil {
-					t.Fatal(err)
-				}
+				holder := newLease(t, svc, "holder")
 				if _, err := svc.Locks.Acquire(ctx, holder, "line", ModeExclusive, 0); err != nil {
 					t.Fatal(err)
 				}
@@ -180,14 +176,11 @@ func TestAWaitedGrantIsOneRequestAfterTheRelease(t *testing.T) {
 // claim finds its item claimed already.
 func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	base := svc.Queues.base("q")
 	for i := range 3 {
-		if _, err := svc.Queues.Produce(ctx, "q", []byte{byte('a' + i)}, 0); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, svc, "q", []byte{byte('a' + i)}, 0)
 	}
 	mark := len(px.Sent(base))
 	it, err := svc.Queues.Take(ctx, "q", 0)
@@ -199,10 +192,7 @@ func TestATakeReadsTheClaimsOnlyWhenItMeetsOne(t *testing.T) {
 	}
 	// Another consumer claims the head ("b"): the next take meets that
 	// claim, reads the claims once, and takes "c".
-	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "consumer")
 	if c, err := svc.Queues.Claim(ctx, lease, "q", 0); err != nil || string(c.Data) != "b" {
 		t.Fatalf("claim: %q, %v", c.Data, err)
 	}
@@ -281,8 +271,7 @@ func waitingTakeUnheard(t *testing.T, svc *testService, px *zkproxy.Proxy, name 
 // of the item.
 func TestAWaitingTakeGetsAnItemProducedHereBeforeTheWatchFires(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	entries := svc.Queues.entries("w")
 	took := waitingTakeUnheard(t, svc, px, "w")
 	mark := len(px.Requests(entries))
@@ -315,16 +304,13 @@ func TestAWaitingTakeGetsAnItemProducedHereBeforeTheWatchFires(t *testing.T) {
 // item first, in the queue's order.
 func TestAProduceGivesTheCacheARealListing(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	took := waitingTakeUnheard(t, svc, px, "u")
 	if _, err := rawClient(t).Create(svc.Queues.entries("u")+"/entry-000-", []byte("other"), zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Queues.Produce(ctx, "u", []byte("mine"), 0); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, svc, "u", []byte("mine"), 0)
 	took("other") // the other client's item, produced first
 	if it, err := svc.Queues.Take(ctx, "u", 0); err != nil || string(it.Data) != "mine" {
 		t.Fatalf("the next take: %q, %v", it.Data, err)
@@ -337,14 +323,10 @@ func TestAProduceGivesTheCacheARealListing(t *testing.T) {
 // that node's token, never the old one's.
 func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	parent := svc.Locks.parent("gone")
-	holder, err := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	holder := newLease(t, svc, "holder")
 	held, err := svc.Locks.Acquire(ctx, holder, "gone", ModeExclusive, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -392,13 +374,10 @@ func TestAHandOverDoesNotVouchForAGoneNode(t *testing.T) {
 // the claims beyond the watch cache's own.
 func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	taken := svc.Queues.taken("herd")
-	if _, err := svc.Queues.Produce(ctx, "herd", []byte("seed"), 0); err != nil {
-		t.Fatal(err)
-	}
+	produce(t, svc, "herd", []byte("seed"), 0)
 	if _, err := svc.Queues.Take(ctx, "herd", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -425,9 +404,7 @@ func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
 	})
 	mark := len(px.Requests(taken))
 	for i := range takers {
-		if _, err := svc.Queues.Produce(ctx, "herd", []byte{byte('a' + i)}, 0); err != nil {
-			t.Fatal(err)
-		}
+		produce(t, svc, "herd", []byte{byte('a' + i)}, 0)
 	}
 	seen := map[string]bool{}
 	for range takers {
@@ -469,10 +446,7 @@ func TestWokenTakesThatLoseCostOneCreateAtMost(t *testing.T) {
 func waitBehind(t *testing.T, svc *testService, px *zkproxy.Proxy, name string) (grant func() LockGrant) {
 	t.Helper()
 	ctx := context.Background()
-	waiter, err := svc.Leases.Create(ctx, time.Minute, "waiter", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	waiter := newLease(t, svc, "waiter")
 	parent := svc.Locks.parent(name)
 	before := len(px.Sent(parent))
 	granted := make(chan LockGrant, 1)
@@ -512,8 +486,7 @@ func waitBehind(t *testing.T, svc *testService, px *zkproxy.Proxy, name string) 
 // listings.
 func TestAQueueReadCostsABoundedNumberOfRequests(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
 	const items = 250
 	errs := make(chan error, items)
@@ -528,10 +501,7 @@ func TestAQueueReadCostsABoundedNumberOfRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lease, err := svc.Leases.Create(ctx, time.Minute, "consumer", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := newLease(t, svc, "consumer")
 	if _, err := svc.Queues.Claim(ctx, lease, "long", 0); err != nil {
 		t.Fatal(err)
 	}

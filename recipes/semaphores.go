@@ -362,20 +362,7 @@ func (m *Semaphores) Release(ctx context.Context, lease *Lease, name string) err
 	if s := lease.service(); s != m.svc {
 		return s.Semaphores.Release(ctx, lease, name)
 	}
-	if err := ValidName(name); err != nil {
-		return err
-	}
-	if err := lease.alive(); err != nil {
-		return err
-	}
-	h, ok := heldBy[*semHold](lease, semaphoreKey(name))
-	if !ok {
-		return &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s holds no slot of semaphore %q", lease.ID, name)}
-	}
-	if err := h.drop(); err != nil {
-		return internal(err, "release semaphore")
-	}
-	return nil
+	return dropHeld[*semHold](lease, name, semaphoreKey, "release semaphore", "lease %s holds no slot of semaphore %q")
 }
 
 // State lists the holders (the first limit slot nodes) and the admission
@@ -458,11 +445,7 @@ type SemaphoreSummary struct {
 // List returns one page of the semaphores with holders or waiters, sorted
 // by name, and the name the next page starts after ("" for the last page).
 func (m *Semaphores) List(ctx context.Context, p Page) ([]SemaphoreSummary, string, error) {
-	ctx, names, err := m.svc.listNames(ctx, m.svc.sess.Root()+"/semaphores")
-	if err != nil {
-		return nil, "", err
-	}
-	return listPage(ctx, m.svc, names, p, nil, func(ctx context.Context, name string) (SemaphoreSummary, bool, error) {
+	return listPage(ctx, m.svc, m.svc.sess.Root()+"/semaphores", p, nil, func(ctx context.Context, name string) (SemaphoreSummary, bool, error) {
 		st, err := m.State(ctx, name, 0, 0)
 		if err != nil {
 			return SemaphoreSummary{}, false, err

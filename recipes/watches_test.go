@@ -15,52 +15,7 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/zkproxy"
 	"github.com/zkgate/zkgate/internal/zktest"
-	"github.com/zkgate/zkgate/zkserver"
 )
-
-// dataWatchesOf lists the paths of the data watches (getData's and
-// exists') ZooKeeper keeps for session id: wchc dumps those alone.
-func dataWatchesOf(t testing.TB, addr string, id int64) []string {
-	t.Helper()
-	out, err := zkserver.FourLetterWord(context.Background(), addr, "wchc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	session := fmt.Sprintf("0x%x", uint64(id))
-	var paths []string
-	mine := false
-	for _, line := range strings.Split(out, "\n") {
-		if p, ok := strings.CutPrefix(line, "\t"); ok {
-			if mine {
-				paths = append(paths, p)
-			}
-			continue
-		}
-		mine = strings.TrimSpace(line) == session
-	}
-	return paths
-}
-
-// watchCount is the number of watches, data and child, ZooKeeper at addr
-// keeps for all its sessions (mntr's zk_watch_count).
-func watchCount(t testing.TB, addr string) int {
-	t.Helper()
-	out, err := zkserver.FourLetterWord(context.Background(), addr, "mntr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "zk_watch_count\t"); ok {
-			var n int
-			if _, err := fmt.Sscan(v, &n); err != nil {
-				t.Fatalf("mntr: %q", line)
-			}
-			return n
-		}
-	}
-	t.Fatalf("mntr has no zk_watch_count:\n%s", out)
-	return 0
-}
 
 // clientWatches counts the watch channels go-zookeeper keeps, of every
 // path.
@@ -243,7 +198,7 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	ctx := context.Background()
 	_, _, id := svc.sess.Status()
 	conn := svc.sess.Conn()
-	baseServer, baseClient := watchCount(t, zks.Addr()), clientWatches(t, conn)
+	baseServer, baseClient := zktest.WatchCount(t, zks.Addr()), clientWatches(t, conn)
 	baseGoroutines := runtime.NumGoroutine()
 
 	keeper, keptDone := keepOneName(t, svc, baseClient)
@@ -251,8 +206,8 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 	useNamesOnce(t, svc, perKind)
 	kept := svc.root + "/locks/kept"
 	zktest.Eventually(t, 30*time.Second, func() error {
-		server, client := watchCount(t, zks.Addr())-baseServer, clientWatches(t, conn)-baseClient
-		data := dataWatchesOf(t, zks.Addr(), id)
+		server, client := zktest.WatchCount(t, zks.Addr())-baseServer, clientWatches(t, conn)-baseClient
+		data := zktest.DataWatches(t, zks.Addr(), id)
 		if server != 2 || client != 2 || len(data) != 1 || data[0] != kept {
 			return fmt.Errorf("after %d names used once: ZooKeeper keeps %d watches of the gateway (data: %d, %s), go-zookeeper %d; want 2 each, those of %s",
 				perKind*len(nameKinds), server, len(data), head(data, 5), client, kept)
@@ -270,10 +225,10 @@ func TestNamesUsedOnceLeaveNoWatches(t *testing.T) {
 		if st, _, _ := svc.sess.Status(); st != StateLive || svc.sess.Stats().Reconnects == reconnects {
 			return fmt.Errorf("session %s", st)
 		}
-		if data := dataWatchesOf(t, zks.Addr(), id); len(data) != 1 || data[0] != kept {
+		if data := zktest.DataWatches(t, zks.Addr(), id); len(data) != 1 || data[0] != kept {
 			return fmt.Errorf("after a reconnect ZooKeeper keeps data watches %s, want [%s]", head(data, 5), kept)
 		}
-		if n := watchCount(t, zks.Addr()) - baseServer; n != 2 {
+		if n := zktest.WatchCount(t, zks.Addr()) - baseServer; n != 2 {
 			return fmt.Errorf("after a reconnect ZooKeeper keeps %d watches of the gateway, want 2", n)
 		}
 		return nil
@@ -294,10 +249,7 @@ func keepOneName(t *testing.T, svc *testService, base int) (*Lease, <-chan error
 	t.Helper()
 	ctx := context.Background()
 	conn := svc.sess.Conn()
-	keeper, err := svc.Leases.Create(ctx, time.Minute, "keeper", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keeper := newLease(t, svc, "keeper")
 	if _, err := svc.Locks.Acquire(ctx, keeper, "kept", ModeExclusive, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -362,13 +314,9 @@ func head(s []string, n int) []string {
 // the lock lived.
 func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 	t.Parallel()
-	px := zkproxy.New(t, zktest.Shared(t).Addr())
-	svc := newService(t, serviceOptions{servers: []string{px.Addr()}})
+	px, svc := proxiedService(t)
 	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	if _, err := svc.Locks.Acquire(ctx, holder, "watched", ModeExclusive, 0); err != nil {
-		t.Fatal(err)
-	}
+	holdLock(t, svc, "watched")
 	st, err := svc.Locks.State(ctx, "watched", 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -438,35 +386,12 @@ func TestAWatchedLineKeepsOneWatchOfEachKind(t *testing.T) {
 // lingers and is removed like any other, not kept until the node changes.
 func TestAWaitGivenUpWhileArmingItsWatchLeavesNoWatch(t *testing.T) {
 	t.Parallel()
-	proxy := newStallProxy(t, zktest.Shared(t).Addr(), opGetData)
-	svc := newService(t, serviceOptions{servers: []string{proxy.Addr()}, timeout: 20 * time.Second})
-	t.Cleanup(proxy.Release) // before the service closes, on a failure too
+	proxy, svc := stalledService(t, opGetData, 20*time.Second)
 	svc.watches.linger = 100 * time.Millisecond
-	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	held, err := svc.Locks.Acquire(ctx, holder, "stall", ModeExclusive, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
-	deleteHeld := proxy.deleteHeld
-	proxy.Arm(held.Node) // the waiter's watch on the holder's node
+	held := holdLock(t, svc, "stall")
 	// The wait ends while its watch is armed; its waiter node's delete
 	// queues behind the stalled getData, which both go on then.
-	go func() {
-		select {
-		case <-deleteHeld:
-		case <-time.After(30 * time.Second):
-		}
-		proxy.Release()
-	}()
-	_, err = svc.Locks.Acquire(ctx, waiter, "stall", ModeExclusive, 200*time.Millisecond)
-	if !proxy.isStalled() {
-		t.Fatalf("the acquire never armed a watch (got %v)", err)
-	}
-	if code := ErrorCode(err); code != CodeTimeout {
-		t.Fatalf("acquire: %v (code %q), want a timeout", err, code)
-	}
+	proxy.acquireWhileArming(t, svc, held, newLease(t, svc, "waiter"), 200*time.Millisecond)
 	zktest.Eventually(t, 10*time.Second, func() error {
 		if n := watchersOf(t, svc.sess.Conn(), held.Node); n != 0 {
 			return fmt.Errorf("go-zookeeper keeps %d watches on the holder's node", n)
@@ -487,11 +412,7 @@ func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
 	svc := newService(t, serviceOptions{})
 	svc.watches.linger = 100 * time.Millisecond
 	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	g, err := svc.Locks.Acquire(ctx, holder, "held", ModeExclusive, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := holdLock(t, svc, "held")
 	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
 	if _, err := svc.Locks.Acquire(ctx, waiter, "held", ModeExclusive, 20*time.Millisecond); ErrorCode(err) != CodeTimeout {
 		t.Fatalf("want a timeout, got %v", err)
@@ -501,7 +422,7 @@ func TestAWaitGivenUpLeavesNoWatch(t *testing.T) {
 		if n := watchersOf(t, svc.sess.Conn(), g.Node); n != 0 {
 			return fmt.Errorf("go-zookeeper keeps %d watches on the holder's node", n)
 		}
-		for _, p := range dataWatchesOf(t, zktest.Shared(t).Addr(), id) {
+		for _, p := range zktest.DataWatches(t, zktest.Shared(t).Addr(), id) {
 			if p == g.Node {
 				return fmt.Errorf("ZooKeeper keeps the watch on the holder's node")
 			}
@@ -584,10 +505,7 @@ func TestASharedWatchAnswersAfterItsNodeWent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	third, err := svc.Leases.Create(ctx, time.Minute, "c", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	third := newLease(t, svc, "c")
 	if st, err := svc.DoubleBarriers.Enter(ctx, third, name, "c", 2, 0); ErrorCode(err) != CodeTimeout {
 		t.Fatalf("a member entering alone after the others left: %+v, %v; want a timeout", st, err)
 	}
@@ -600,11 +518,7 @@ func TestRetriedWaitsShareOneWatch(t *testing.T) {
 	t.Parallel()
 	svc := newService(t, serviceOptions{})
 	ctx := context.Background()
-	holder, _ := svc.Leases.Create(ctx, time.Minute, "holder", "")
-	g, err := svc.Locks.Acquire(ctx, holder, "busy", ModeExclusive, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := holdLock(t, svc, "busy")
 	waiter, _ := svc.Leases.Create(ctx, time.Minute, "waiter", "")
 	for range 40 {
 		_, err := svc.Locks.Acquire(ctx, waiter, "busy", ModeExclusive, 20*time.Millisecond)

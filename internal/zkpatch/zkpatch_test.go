@@ -2,7 +2,6 @@ package zkpatch
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -269,10 +268,18 @@ func root(t *testing.T, c *zk.Conn) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	p := "/zkpatch-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + hex.EncodeToString(b[:])
-	if _, err := c.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatalf("create %s: %v", p, err)
-	}
+	mkdirs(t, c, p)
 	return p
+}
+
+// mkdirs creates the persistent nodes paths, empty, in order.
+func mkdirs(t *testing.T, c *zk.Conn, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := c.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
 }
 
 func randomData(t *testing.T, n int) []byte {
@@ -1032,23 +1039,7 @@ const opRemoveWatches = 18
 // exists') the server keeps for c's session: wchc dumps those alone.
 func dataWatches(t *testing.T, c *zk.Conn) []string {
 	t.Helper()
-	out, err := zkserver.FourLetterWord(context.Background(), server(t).Addr(), "wchc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	session := fmt.Sprintf("0x%x", uint64(c.SessionID()))
-	var got []string
-	mine := false
-	for _, line := range strings.Split(out, "\n") {
-		if p, ok := strings.CutPrefix(line, "\t"); ok {
-			if mine {
-				got = append(got, p)
-			}
-			continue
-		}
-		mine = strings.TrimSpace(line) == session
-	}
-	return got
+	return zktest.DataWatches(t, server(t).Addr(), c.SessionID())
 }
 
 // allWatches is the number of watches, data and child, the server keeps
@@ -1056,21 +1047,7 @@ func dataWatches(t *testing.T, c *zk.Conn) []string {
 // one at a time, so a test sees its own sessions' watches move it.
 func allWatches(t *testing.T) int {
 	t.Helper()
-	out, err := zkserver.FourLetterWord(context.Background(), server(t).Addr(), "mntr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "zk_watch_count\t"); ok {
-			var n int
-			if _, err := fmt.Sscan(v, &n); err != nil {
-				t.Fatalf("mntr: %q", line)
-			}
-			return n
-		}
-	}
-	t.Fatalf("mntr has no zk_watch_count:\n%s", out)
-	return 0
+	return zktest.WatchCount(t, server(t).Addr())
 }
 
 // TestRemoveWatch: a removed watch is gone from the client and, with the
@@ -1082,11 +1059,7 @@ func TestRemoveWatch(t *testing.T) {
 	other := connect(t, &dialer{})
 	r := root(t, c)
 	kept, removed, missing := r+"/kept", r+"/removed", r+"/missing"
-	for _, p := range []string{kept, removed} {
-		if _, err := c.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mkdirs(t, c, kept, removed)
 	_, _, keptCh, err := c.ChildrenW(kept)
 	if err != nil {
 		t.Fatal(err)
@@ -1152,9 +1125,7 @@ func checkKeptWatchAfterReconnect(t *testing.T, d *dialer, c, other *zk.Conn, ke
 	if got := dataWatches(t, c); len(got) != 0 {
 		t.Fatalf("after a reconnect the server keeps data watches %v, want none", got)
 	}
-	if _, err := other.Create(kept+"/a", nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
+	mkdirs(t, other, kept+"/a")
 	if ev := <-keptCh; ev.Type != zk.EventNodeChildrenChanged {
 		t.Fatalf("the kept watch delivered %+v", ev)
 	}
@@ -1180,9 +1151,7 @@ func TestRemoveWatchKeepsSharedWatches(t *testing.T) {
 	other := connect(t, &dialer{})
 	r := root(t, c)
 	p := r + "/shared"
-	if _, err := c.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
+	mkdirs(t, c, p)
 	_, _, first, err := c.GetW(p)
 	if err != nil {
 		t.Fatal(err)

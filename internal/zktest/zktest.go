@@ -13,6 +13,7 @@ import (
 	"errors"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -158,6 +159,50 @@ func Tree(conn *zk.Conn, p string, skip func(child string) bool) ([]string, erro
 		return nil
 	}
 	return out, walk(p)
+}
+
+// WatchCount is the number of watches, data and child, that ZooKeeper at
+// addr keeps for all its sessions (mntr's zk_watch_count).
+func WatchCount(t testing.TB, addr string) int {
+	t.Helper()
+	out, err := zkserver.FourLetterWord(context.Background(), addr, "mntr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "zk_watch_count\t"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatalf("mntr: %q", line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("mntr has no zk_watch_count:\n%s", out)
+	return 0
+}
+
+// DataWatches lists the paths of the data watches (getData's and exists')
+// that ZooKeeper at addr keeps for session id: wchc dumps those alone.
+func DataWatches(t testing.TB, addr string, id int64) []string {
+	t.Helper()
+	out, err := zkserver.FourLetterWord(context.Background(), addr, "wchc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := "0x" + strconv.FormatUint(uint64(id), 16)
+	var paths []string
+	mine := false
+	for _, line := range strings.Split(out, "\n") {
+		if p, ok := strings.CutPrefix(line, "\t"); ok {
+			if mine {
+				paths = append(paths, p)
+			}
+			continue
+		}
+		mine = strings.TrimSpace(line) == session
+	}
+	return paths
 }
 
 // Eventually polls fn, backing off from 5ms to 200ms, until it returns nil,
