@@ -104,30 +104,23 @@ type liveHold struct {
 	kind string
 }
 
-// party is who holds or waits in a HoldRecord or a WaitRecord: a lease,
-// its holder and gateway, and the lock mode ("" for a semaphore).
-type party struct {
-	Lease   string `json:"lease"`
-	Holder  string `json:"holder"`
-	Gateway string `json:"gateway"`
-	Mode    string `json:"mode,omitempty"`
-}
-
-func partyOf(h *hold, mode string) party {
-	return party{Lease: h.lease.ID, Holder: h.lease.Holder, Gateway: h.svc.gatewayID, Mode: mode}
-}
-
 // HoldRecord is one hold of a lock or a semaphore by a zkgate lease.
 type HoldRecord struct {
-	party
-	Token int64      `json:"token"`
-	From  time.Time  `json:"from"`
-	Until *time.Time `json:"until"` // nil: still held
+	Lease   string     `json:"lease"`
+	Holder  string     `json:"holder"`
+	Gateway string     `json:"gateway"`
+	Mode    string     `json:"mode,omitempty"`
+	Token   int64      `json:"token"`
+	From    time.Time  `json:"from"`
+	Until   *time.Time `json:"until"` // nil: still held
 }
 
 // WaitRecord is one wait for a lock or a semaphore by a zkgate lease.
 type WaitRecord struct {
-	party
+	Lease   string     `json:"lease"`
+	Holder  string     `json:"holder"`
+	Gateway string     `json:"gateway"`
+	Mode    string     `json:"mode,omitempty"`
 	From    time.Time  `json:"from"`
 	Until   *time.Time `json:"until"` // nil: still waiting
 	Outcome string     `json:"outcome"`
@@ -221,7 +214,7 @@ func (c *Contention) endWait(e *waitEntry, err error) {
 		m.deadlocks++
 	}
 	until := now.UTC()
-	l.waits = appendRecent(l.waits, WaitRecord{party: partyOf(e.h, e.mode),
+	l.waits = appendRecent(l.waits, WaitRecord{Lease: e.h.lease.ID, Holder: e.h.lease.Holder, Gateway: e.h.svc.gatewayID, Mode: e.mode,
 		From: e.start.UTC(), Until: &until, Outcome: outcome})
 }
 
@@ -250,11 +243,10 @@ func (c *Contention) granted(h *hold) {
 	if kind == "" {
 		return
 	}
-	var mode string
+	rec := HoldRecord{Lease: h.lease.ID, Holder: h.lease.Holder, Gateway: h.svc.gatewayID, Token: h.token, From: h.grantedAt.UTC()}
 	if lh, ok := h.self.(*lockHold); ok {
-		mode = lh.mode
+		rec.Mode = lh.mode
 	}
-	rec := HoldRecord{party: partyOf(h, mode), Token: h.token, From: h.grantedAt.UTC()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.holds[h] = &liveHold{rec: rec, kind: kind}
@@ -457,8 +449,8 @@ func (c *Contention) Name(kind, name string, window time.Duration) NameLog {
 		if e.kind == kind && e.h.name == name {
 			out.Figures.Waiting++
 			out.Figures.Waited.Add(now.Sub(e.start))
-			out.Waits = append(out.Waits, WaitRecord{party: partyOf(e.h, e.mode),
-				From: e.start.UTC(), Outcome: WaitWaiting})
+			out.Waits = append(out.Waits, WaitRecord{Lease: e.h.lease.ID, Holder: e.h.lease.Holder, Gateway: e.h.svc.gatewayID,
+				Mode: e.mode, From: e.start.UTC(), Outcome: WaitWaiting})
 		}
 	}
 	for h, lh := range c.holds {
