@@ -498,15 +498,27 @@ func (b *specBlockingRead) wait(t *testing.T, deadline time.Duration) specSent {
 // returns the index it got.
 func (s *specChecker) quietRead(t *testing.T, path string, idx int64) int64 {
 	t.Helper()
-	const wait = 300 * time.Millisecond
-	c := specReq("GET", fmt.Sprintf("%s?index=%d&wait=%s", path, idx, wait), nil)
-	r := s.send(context.Background(), c, nil)
-	s.check(t, 200, c, r)
-	got := specIndex(t, r.resp)
-	if got <= idx && r.elapsed < wait {
-		t.Errorf("GET %s returned index %d after %s, before its wait was over", c.path, got, r.elapsed)
+	_, got, early := s.blockingRead(t, path, idx, 300*time.Millisecond)
+	if early != "" {
+		t.Error(early)
 	}
 	return max(got, idx)
+}
+
+// blockingRead sends a blocking read of path from index idx that waits up
+// to wait, checks it against the spec, and returns its answer and index.
+// A read must return a newer index or wait out its wait: early says how it
+// did neither, or is empty.
+func (s *specChecker) blockingRead(t *testing.T, path string, idx int64, wait time.Duration) (r specSent, got int64, early string) {
+	t.Helper()
+	c := specReq("GET", fmt.Sprintf("%s?index=%d&wait=%s", path, idx, wait), nil)
+	r = s.send(context.Background(), c, nil)
+	s.check(t, 200, c, r)
+	got = specIndex(t, r.resp)
+	if got <= idx && r.elapsed < wait {
+		early = fmt.Sprintf("GET %s returned index %d after %s, before its wait was over", c.path, got, r.elapsed)
+	}
+	return r, got, early
 }
 
 // readUntil follows path with blocking reads from index idx, as a client
@@ -516,13 +528,9 @@ func (s *specChecker) readUntil(t *testing.T, path string, idx int64, what strin
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		const wait = 10 * time.Second
-		c := specReq("GET", fmt.Sprintf("%s?index=%d&wait=%s", path, idx, wait), nil)
-		r := s.send(context.Background(), c, nil)
-		s.check(t, 200, c, r)
-		got := specIndex(t, r.resp)
-		if got <= idx && r.elapsed < wait {
-			t.Fatalf("GET %s returned index %d after %s, before its wait was over", c.path, got, r.elapsed)
+		r, got, early := s.blockingRead(t, path, idx, 10*time.Second)
+		if early != "" {
+			t.Fatal(early)
 		}
 		if done(specJSON(t, r.resp)) {
 			return
