@@ -41,9 +41,7 @@ func lockState(t testing.TB, url, name string) map[string]any {
 }
 
 func TestLockAcquireReleaseLeavesNothing(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	lease := newLease(t, g.URL, "30s", "a")
 	r := acquire(t, g.URL, "db", lease, "0s")
 	mustStatus(t, r, 200, "acquire")
@@ -76,9 +74,7 @@ func TestLockAcquireReleaseLeavesNothing(t *testing.T) {
 //
 //zkgate:race
 func TestLockContention(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	const contenders, rounds = 32, 4
 	var (
 		register  = gwtest.NewFencedRegister()
@@ -132,9 +128,7 @@ func TestLockContention(t *testing.T) {
 // TestLeaseExpiryHandsLockToNextWaiter: a holder that stops keeping its
 // lease alive loses the lock to the waiter, and hears lease_expired.
 func TestLeaseExpiryHandsLockToNextWaiter(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	a := newLease(t, g.URL, "1s", "a")
 	b := newLease(t, g.URL, "30s", "b")
 	first := acquire(t, g.URL, "x", a, "0s")
@@ -167,9 +161,7 @@ func TestLeaseExpiryHandsLockToNextWaiter(t *testing.T) {
 //
 //zkgate:race
 func TestTimeoutAndDisconnectLeaveNoWaiter(t *testing.T) {
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	holder := newLease(t, g.URL, "30s", "holder")
 	mustStatus(t, acquire(t, g.URL, "q", holder, "0s"), 200, "holder")
 

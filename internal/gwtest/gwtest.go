@@ -380,6 +380,16 @@ func NoGoroutinesLeft(t testing.TB) {
 	zktest.NoGoroutinesLeft(t)
 }
 
+// StartChecked starts a gateway for a test that must leave no goroutine
+// behind (NoGoroutinesLeft), with a client of its ZooKeeper for checking
+// that it leaves no znode either (NoZnodesLeft).
+func StartChecked(t testing.TB, opts GatewayOptions) (*Gateway, *zk.Conn) {
+	t.Helper()
+	NoGoroutinesLeft(t)
+	g := StartGateway(t, opts)
+	return g, Client(t, g.ZK, 5*time.Second)
+}
+
 // Response is an HTTP answer read whole.
 type Response struct {
 	Status int
