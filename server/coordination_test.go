@@ -403,20 +403,12 @@ func TestQueueClaimsSurviveDyingConsumers(t *testing.T) {
 func TestQueueNackAndDisconnect(t *testing.T) {
 	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	lease := newLease(t, g.URL, "30s", "w")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = gwtest.DoCtx(ctx, "POST", g.URL+"/v1/queues/nq/claim?wait=50s", map[string]any{"lease": lease})
-	}()
-	gwtest.Eventually(t, 5*time.Second, func() error {
+	hangUpWhileWaiting(t, g.URL+"/v1/queues/nq/claim?wait=50s", lease, func() error {
 		if !bytes.Contains(gwtest.Do(t, "GET", g.URL+"/metrics", nil).Body, []byte(`zkgate_waiters{kind="claim"} 1`)) {
 			return fmt.Errorf("claim not waiting yet")
 		}
 		return nil
 	})
-	cancel()
-	<-done
 	gwtest.Eventually(t, 5*time.Second, func() error {
 		if !bytes.Contains(gwtest.Do(t, "GET", g.URL+"/metrics", nil).Body, []byte(`zkgate_waiters{kind="claim"} 0`)) {
 			return fmt.Errorf("claim still waiting")

@@ -37,13 +37,7 @@ func TestADrainingGatewayPromisesNoLeasePastItsEnd(t *testing.T) {
 	a := gwtest.StartProcess(t, gwtest.GatewayOptions{DrainTimeout: 5 * time.Second})
 	lease := newLease(t, a.URL, "1m", "drained")
 	mustStatus(t, acquire(t, a.URL, "promise", lease, "0s"), http.StatusOK, "acquire")
-	a.Terminate()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		if r := gwtest.Do(t, "GET", a.URL+"/readyz", nil); r.Status != http.StatusServiceUnavailable {
-			return fmt.Errorf("readyz %d", r.Status)
-		}
-		return nil
-	})
+	a.Drain(t)
 	for _, r := range []gwtest.Response{
 		gwtest.Do(t, "POST", a.URL+"/v1/leases/"+lease+"/keepalive", nil),
 		gwtest.Do(t, "GET", a.URL+"/v1/leases/"+lease, nil),

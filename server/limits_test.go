@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -274,17 +273,7 @@ func (s *secured) metric(t *testing.T, name string) float64 {
 	t.Helper()
 	r := s.as(t, "reader", "GET", "/metrics", nil)
 	mustStatus(t, r, 200, "metrics")
-	for _, line := range strings.Split(string(r.Body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("metric %s: %v", name, err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return gwtest.MetricIn(t, r.Body, name)
 }
 
 // postWith sends a JSON body with c ("" secret: no token).

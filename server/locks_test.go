@@ -40,6 +40,23 @@ func lockState(t testing.TB, url, name string) map[string]any {
 	return r.JSON(t)
 }
 
+// hangUpWhileWaiting POSTs a blocking wait of lease to url, and hangs up
+// once waiting says the gateway has it waiting; it returns when the
+// request has ended.
+func hangUpWhileWaiting(t *testing.T, url, lease string, waiting func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = gwtest.DoCtx(ctx, "POST", url, map[string]any{"lease": lease})
+	}()
+	gwtest.Eventually(t, 10*time.Second, waiting)
+	cancel()
+	<-done
+}
+
 func TestLockAcquireReleaseLeavesNothing(t *testing.T) {
 	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	lease := newLease(t, g.URL, "30s", "a")
@@ -180,20 +197,12 @@ func TestTimeoutAndDisconnectLeaveNoWaiter(t *testing.T) {
 
 	// A client that goes away while waiting.
 	waiter := newLease(t, g.URL, "30s", "leaver")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = gwtest.DoCtx(ctx, "POST", g.URL+"/v1/locks/q/acquire?wait=50s", map[string]any{"lease": waiter})
-	}()
-	gwtest.Eventually(t, 10*time.Second, func() error {
+	hangUpWhileWaiting(t, g.URL+"/v1/locks/q/acquire?wait=50s", waiter, func() error {
 		if n := len(lockState(t, g.URL, "q")["waiters"].([]any)); n != 1 {
 			return fmt.Errorf("%d waiters", n)
 		}
 		return nil
 	})
-	cancel()
-	<-done
 	gwtest.Eventually(t, 10*time.Second, func() error {
 		kids, _, err := conn.Children(g.Root + "/locks/q")
 		if err != nil {

@@ -521,6 +521,23 @@ func (s *specChecker) blockingRead(t *testing.T, path string, idx int64, wait ti
 	return r, got, early
 }
 
+// wokenByRelease starts a blocking read of path (a lock or semaphore)
+// from index idx, then releases lease's hold on it: the read must return
+// with a newer index, or at the end of its wait. It returns the read.
+func (s *specChecker) wokenByRelease(t *testing.T, path string, idx int64, lease string) specSent {
+	t.Helper()
+	pending := s.startRead(fmt.Sprintf("%s?index=%d&wait=1m", path, idx))
+	<-pending.wrote
+	s.do(t, 204, specReq("POST", path+"/release", map[string]any{"lease": lease}))
+	r := pending.wait(t, 2*time.Minute)
+	s.check(t, 200, pending.call, r)
+	if got := specIndex(t, r.resp); got <= idx && r.elapsed < time.Minute {
+		t.Errorf("GET %s returned index %d after %s, neither after the release nor after its wait",
+			pending.call.path, got, r.elapsed)
+	}
+	return r
+}
+
 // readUntil follows path with blocking reads from index idx, as a client
 // watching it would, until done says the state is reached. Every read must
 // return a newer index or wait out its wait.
@@ -771,15 +788,7 @@ func (s *specChecker) lockReads(t *testing.T, a string) {
 	// The current index and no change: 200 with the unchanged state once the wait is over.
 	idx = s.quietRead(t, "/v1/locks/orders", idx)
 	// The current index: returns when another client changes the lock.
-	pending := s.startRead(fmt.Sprintf("/v1/locks/orders?index=%d&wait=1m", idx))
-	<-pending.wrote
-	s.do(t, 204, specReq("POST", "/v1/locks/orders/release", map[string]any{"lease": a}))
-	r = pending.wait(t, 2*time.Minute)
-	s.check(t, 200, pending.call, r)
-	if got := specIndex(t, r.resp); got <= idx && r.elapsed < time.Minute {
-		t.Errorf("GET %s returned index %d after %s, neither after the release nor after its wait",
-			pending.call.path, got, r.elapsed)
-	}
+	r = s.wokenByRelease(t, "/v1/locks/orders", idx, a)
 	s.readUntil(t, "/v1/locks/orders", specIndex(t, r.resp), "no holders", func(st map[string]any) bool {
 		return len(st["holders"].([]any)) == 0
 	})
@@ -1563,15 +1572,7 @@ func TestOpenAPISemaphoreBlockingRead(t *testing.T) {
 
 	// a's release wakes a waiting read, and hands the slot to b.
 	idx = specIndex(t, s.do(t, 200, specReq("GET", "/v1/semaphores/pool", nil)))
-	pending = s.startRead(fmt.Sprintf("/v1/semaphores/pool?index=%d&wait=1m", idx))
-	<-pending.wrote
-	s.do(t, 204, specReq("POST", "/v1/semaphores/pool/release", map[string]any{"lease": a}))
-	r = pending.wait(t, 2*time.Minute)
-	s.check(t, 200, pending.call, r)
-	if got := specIndex(t, r.resp); got <= idx && r.elapsed < time.Minute {
-		t.Errorf("GET %s returned index %d after %s, neither after the release nor after its wait",
-			pending.call.path, got, r.elapsed)
-	}
+	s.wokenByRelease(t, "/v1/semaphores/pool", idx, a)
 	select {
 	case r := <-doneB:
 		s.check(t, 200, acquireB, r)

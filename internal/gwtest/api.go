@@ -96,7 +96,13 @@ func Metric(t testing.TB, base, secret, name string) float64 {
 	if err != nil {
 		t.Fatalf("read /metrics: %v", err)
 	}
-	for _, line := range strings.Split(string(body), "\n") {
+	return MetricIn(t, body, name)
+}
+
+// MetricIn reads one series, name with its labels, of a /metrics answer.
+func MetricIn(t testing.TB, metrics []byte, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(string(metrics), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {

@@ -551,6 +551,19 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 // Terminate sends SIGTERM and returns at once (see Signal to wait).
 func (p *Proc) Terminate() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
 
+// Drain sends SIGTERM and waits until /readyz answers 503: the gateway
+// drains, and is not gone yet while anything holds it.
+func (p *Proc) Drain(t testing.TB) {
+	t.Helper()
+	p.Terminate()
+	Eventually(t, 10*time.Second, func() error {
+		if r := Do(t, "GET", p.URL+"/readyz", nil); r.Status != http.StatusServiceUnavailable {
+			return fmt.Errorf("readyz %d", r.Status)
+		}
+		return nil
+	})
+}
+
 // Pid is the process id.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
