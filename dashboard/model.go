@@ -318,11 +318,9 @@ func (s *dashSource) loadAll(ctx context.Context, st *dashState, w watcher, view
 	errs := make([]error, len(allKinds))
 	for i, kind := range allKinds {
 		parts[i] = newDashState()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			errs[i] = s.loadKind(ctx, parts[i], kind, w, true, views)
-		}()
+		})
 	}
 	wg.Wait()
 	var first error

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,12 +16,7 @@ import (
 // HTTP/2 with prior knowledge (h2c); a non-loopback debug address is
 // refused at start unless --insecure.
 func TestDebugListenAndH2C(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	debugAddr := ln.Addr().String()
-	ln.Close()
+	debugAddr := gwtest.FreeAddr(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--debug-listen", debugAddr}})
 
 	var body string

@@ -76,9 +76,7 @@ func restartUnderLoad(t *testing.T, opts gwtest.GatewayOptions) {
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for c := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for ctx.Err() == nil {
 				n, err := drainCycle(ctx, pick(), fmt.Sprintf("c%d", c), register)
 				switch {
@@ -93,7 +91,7 @@ func restartUnderLoad(t *testing.T, opts gwtest.GatewayOptions) {
 					refused.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	waitGrants := func(n int64) {
 		gwtest.Eventually(t, 60*time.Second, func() error {

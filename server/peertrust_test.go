@@ -395,13 +395,7 @@ func (rec recorded) send(t *testing.T, base string, change func(*http.Request)) 
 	if change != nil {
 		change(req)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+	return gwtest.MustSend(t, http.DefaultClient, req)
 }
 
 // TestForwardedRequestsCarryNoSecret: a request that one gateway forwards
@@ -468,13 +462,7 @@ func TestForwardedRequestsCarryNoSecret(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+secrets[token])
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		wantProblem(t, gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, 403, "forbidden",
+		wantProblem(t, gwtest.MustSend(t, http.DefaultClient, req), 403, "forbidden",
 			"a client's own forwarding header, token "+token)
 	}
 	mustStatus(t, a.as(t, "writer", "GET", "/v1/leases/"+other, nil), 200, "the other lease, untouched")
