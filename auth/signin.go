@@ -26,26 +26,29 @@ type SignIn struct {
 	WriteError func(w http.ResponseWriter, r *http.Request, err error)
 }
 
-// Page answers GET /signin.
-func (s SignIn) Page() http.HandlerFunc {
+// whenEnabled serves h while tokens are on; without tokens there is no
+// sign-in, and the dashboard is open to all.
+func (s SignIn) whenEnabled(h func(w http.ResponseWriter, r *http.Request, version string)) http.HandlerFunc {
 	version := static.Version()
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.Store.Enabled() {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
-		s.WritePage(w, r, http.StatusOK, views.SignInPage(views.SignIn{AssetVersion: version, Next: localPath(r.URL.Query().Get("next"))}))
+		h(w, r, version)
 	}
+}
+
+// Page answers GET /signin.
+func (s SignIn) Page() http.HandlerFunc {
+	return s.whenEnabled(func(w http.ResponseWriter, r *http.Request, version string) {
+		s.WritePage(w, r, http.StatusOK, views.SignInPage(views.SignIn{AssetVersion: version, Next: localPath(r.URL.Query().Get("next"))}))
+	})
 }
 
 // Post answers POST /signin.
 func (s SignIn) Post() http.HandlerFunc {
-	version := static.Version()
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.Store.Enabled() {
-			http.Redirect(w, r, "/", http.StatusSeeOther)
-			return
-		}
+	return s.whenEnabled(func(w http.ResponseWriter, r *http.Request, version string) {
 		r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 		if err := r.ParseForm(); err != nil {
 			s.WriteError(w, r, &recipes.Error{Code: recipes.CodeInvalid, Detail: "the sign-in form could not be read"})
@@ -69,7 +72,7 @@ func (s SignIn) Post() http.HandlerFunc {
 		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: secret, Path: "/", MaxAge: int(sessionMaxAge / time.Second),
 			HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, next, http.StatusSeeOther)
-	}
+	})
 }
 
 // Out answers POST /signout.

@@ -92,26 +92,16 @@ func TestHTTPSClientCertificatesAndForwarding(t *testing.T) {
 
 	// Forwarding over TLS: a lease of a, used through b.
 	lease := gwtest.NewLeaseTLS(t, client, a.URL)
-	resp, err := client.Post(b.URL+"/v1/locks/tls-lock/acquire", "application/json", strings.NewReader(`{"lease":"`+lease+`"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("X-Zkgate-Served-By") != strings.TrimPrefix(a.URL, "https://") {
-		t.Fatalf("acquire through b: %d served by %q: %s", resp.StatusCode, resp.Header.Get("X-Zkgate-Served-By"), body)
+	r := gwtest.PostTLS(t, client, b.URL+"/v1/locks/tls-lock/acquire", `{"lease":"`+lease+`"}`)
+	if r.Status != 200 || r.Header.Get("X-Zkgate-Served-By") != strings.TrimPrefix(a.URL, "https://") {
+		t.Fatalf("acquire through b: %d served by %q: %s", r.Status, r.Header.Get("X-Zkgate-Served-By"), r.Body)
 	}
 
 	clientCannotForward(t, client, a.URL, lease)
 
 	req, _ := http.NewRequest("DELETE", b.URL+"/v1/leases/"+lease, nil)
-	resp, err = client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 204 {
-		t.Fatalf("revoke through b: %d", resp.StatusCode)
+	if r := gwtest.MustSend(t, client, req); r.Status != 204 {
+		t.Fatalf("revoke through b: %d", r.Status)
 	}
 }
 
@@ -176,13 +166,7 @@ func clientCannotForward(t *testing.T, client *http.Client, url, lease string) {
 	})
 	forged, _ := http.NewRequest("DELETE", url+"/v1/leases/"+lease, nil)
 	forged.Header.Set("X-Zkgate-Forwarded", "v1 from=gw to="+id+" t="+fmt.Sprint(time.Now().Unix())+" n=AAAAAAAAAAAAAAAAAAAAAA caller=")
-	resp, err := client.Do(forged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	p := gwtest.WantProblem(t, gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, 403, "forbidden",
+	p := gwtest.WantProblem(t, gwtest.MustSend(t, client, forged), 403, "forbidden",
 		"a forwarded request over a client's connection")
 	if detail, _ := p["detail"].(string); !strings.Contains(detail, "certificate of --tls-peer-ca") {
 		t.Errorf("the refusal should say that the connection has no certificate of the peer CA: %q", detail)
@@ -217,12 +201,6 @@ func TestForwardingTrustsOnlyThePeerCA(t *testing.T) {
 	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: root, Client: client,
 		Extra: []string{"--tls-cert", file("b.pem"), "--tls-key", file("b.key"), "--tls-client-ca", clients.File, "--tls-peer-ca", peers.File}})
 	lease := gwtest.NewLeaseTLS(t, client, a.URL)
-	resp, err := client.Post(b.URL+"/v1/locks/x/acquire", "application/json", strings.NewReader(`{"lease":"`+lease+`"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	gwtest.WantProblem(t, gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, 503, "unavailable",
+	gwtest.WantProblem(t, gwtest.PostTLS(t, client, b.URL+"/v1/locks/x/acquire", `{"lease":"`+lease+`"}`), 503, "unavailable",
 		"a lease of a gateway whose certificate the peer CA did not sign")
 }

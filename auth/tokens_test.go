@@ -209,13 +209,11 @@ func TestAddTokenConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			s, err := AddToken(path, "t"+strings.Repeat("x", i), []string{"locks:*:read"})
 			secrets[i] = s
 			errs <- err
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

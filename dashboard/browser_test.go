@@ -156,11 +156,9 @@ func fillDashboard(t *testing.T, g *gwtest.Gateway) (leases map[string]string, s
 	var wg sync.WaitGroup
 	wait := func(path, holder string, body map[string]any, node string) {
 		body["lease"] = leases[holder]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			_, _ = gwtest.DoCtx(ctx, "POST", g.URL+path+"?wait=50s", body)
-		}()
+		})
 		// The next waiter queues behind this one.
 		gwtest.Eventually(t, 10*time.Second, func() error {
 			st := gwtest.Do(t, "GET", g.URL+node, nil)

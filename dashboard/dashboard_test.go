@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/internal/zk"
@@ -81,10 +80,8 @@ func TestDashboardPagesRenderEscaped(t *testing.T) {
 // TestDashboardZnodeBrowser shows znodes under the root as text, JSON or
 // hex, and nothing outside it; data that is markup stays text.
 func TestDashboardZnodeBrowser(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	nodes := map[string][]byte{
 		"xss":    []byte(markupData),
 		"json":   []byte(`{"holder":"a","n":[1,2]}`),

@@ -318,11 +318,9 @@ func (s *dashSource) loadAll(ctx context.Context, st *dashState, w watcher, view
 	errs := make([]error, len(allKinds))
 	for i, kind := range allKinds {
 		parts[i] = newDashState()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			errs[i] = s.loadKind(ctx, parts[i], kind, w, true, views)
-		}()
+		})
 	}
 	wg.Wait()
 	var first error
@@ -444,18 +442,12 @@ func (m *dashModel) addContended(st *dashState, root string, granted map[string]
 	for _, name := range sortedKeys(st.locks) {
 		l := st.locks[name]
 		m.locks = append(m.locks, views.Lock{LockState: l, GrantedAt: grantsUnder(granted, root+"/locks/"+name, l.Holders)})
-		c.LockHolders += len(l.Holders)
-		c.LockWaiters += len(l.Waiters)
-		addHolds(holds, "lock", name, l.Holders, "held")
-		addHolds(holds, "lock", name, l.Waiters, "waiting")
+		addQueue(holds, "lock", name, l.Holders, l.Waiters, &c.LockHolders, &c.LockWaiters)
 	}
 	for _, name := range sortedKeys(st.sems) {
 		s := st.sems[name]
 		m.sems = append(m.sems, views.Semaphore{SemaphoreState: s, GrantedAt: grantsUnder(granted, root+"/semaphores/"+name+"/leases", s.Holders)})
-		c.SemHolders += len(s.Holders)
-		c.SemWaiters += len(s.Waiters)
-		addHolds(holds, "semaphore", name, s.Holders, "held")
-		addHolds(holds, "semaphore", name, s.Waiters, "waiting")
+		addQueue(holds, "semaphore", name, s.Holders, s.Waiters, &c.SemHolders, &c.SemWaiters)
 	}
 	for _, name := range sortedKeys(st.elections) {
 		e := st.elections[name]
@@ -543,6 +535,15 @@ func (m *dashModel) count(st *dashState, localLeases int, in modelInputs) {
 	c.Leases, c.LocalLeases, c.Gateways = len(m.leases), localLeases, len(m.gateways)
 	c.WatchedPaths, c.DashboardClients = in.watched, in.clients
 	m.header.ZK = in.zk
+}
+
+// addQueue adds what the holders and the waiters of one lock or semaphore
+// hold and wait for to holds, and their numbers to nHolders and nWaiters.
+func addQueue(holds map[string][]recipes.HoldInfo, kind, name string, holders, waiters []recipes.Contender, nHolders, nWaiters *int) {
+	*nHolders += len(holders)
+	*nWaiters += len(waiters)
+	addHolds(holds, kind, name, holders, "held")
+	addHolds(holds, kind, name, waiters, "waiting")
 }
 
 func addHolds(holds map[string][]recipes.HoldInfo, kind, name string, hs []recipes.Contender, state string) {

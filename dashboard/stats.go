@@ -117,14 +117,12 @@ func (e *ensemble) get(ctx context.Context) (servers []views.Server, asked bool)
 	out := make([]views.Server, len(e.servers))
 	var wg sync.WaitGroup
 	for i, addr := range e.servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			reply, err := zkserver.FourLetterWord(qctx, addr, "srvr")
 			out[i] = parseSrvr(addr, reply, err)
-		}()
+		})
 	}
 	wg.Wait()
 	e.mu.Lock()

@@ -18,15 +18,23 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 )
 
+// startWS starts a gateway for a test that must leave no goroutine behind,
+// with a context for its dashboards that ends after d at the latest.
+func startWS(t *testing.T, d time.Duration) (*gwtest.Gateway, context.Context) {
+	t.Helper()
+	gwtest.NoGoroutinesLeft(t)
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return g, ctx
+}
+
 // TestWSSnapshotThenUpdates checks the protocol of /ws: a snapshot of the
 // page on connect, then the fragments of a lock taken and released through
 // the HTTP API, pushed without asking, with the holder's label escaped.
 func TestWSSnapshotThenUpdates(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, ctx := startWS(t, 20*time.Second)
 	c := dashtest.Dial(t, ctx, g.URL, "locks", nil)
 
 	snap, err := dashtest.Read(ctx, c)
@@ -74,11 +82,8 @@ func TestWSSnapshotThenUpdates(t *testing.T) {
 // TestWSChecksOrigin accepts the dashboard's own origin (and clients that
 // send none) and refuses any other site's.
 func TestWSChecksOrigin(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, ctx := startWS(t, 20*time.Second)
 
 	_, resp, err := websocket.Dial(ctx, dashtest.URL(g.URL, "overview"), &websocket.DialOptions{
 		HTTPHeader: http.Header{"Origin": {"http://evil.example"}}})
@@ -98,11 +103,8 @@ func TestWSChecksOrigin(t *testing.T) {
 // TestWSOneWatchPerPath connects many dashboards: the hub watches each path
 // once for all of them.
 func TestWSOneWatchPerPath(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, ctx := startWS(t, 20*time.Second)
 	lease := gwtest.NewLease(t, g.URL, "30s", "watcher")
 	for i := range 3 {
 		gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, fmt.Sprintf("watched-%d", i), lease, "0s"), 200, "acquire")
@@ -135,11 +137,8 @@ func TestWSOneWatchPerPath(t *testing.T) {
 // connection, while a client that reads keeps its stream; a new connection
 // resyncs from a snapshot.
 func TestWSDropsSlowReader(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, ctx := startWS(t, 60*time.Second)
 
 	dialer := &net.Dialer{Control: func(network, address string, rc syscall.RawConn) error {
 		var serr error

@@ -406,11 +406,5 @@ func rawAuth(t *testing.T, base, method, path, authorization string, body any) g
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", authorization)
-	resp, err := noRedirects.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+	return gwtest.MustSend(t, noRedirects, req)
 }

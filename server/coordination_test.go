@@ -30,10 +30,8 @@ func leaderOf(st map[string]any) string {
 
 //zkgate:race
 func TestElection(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	a, b := newLease(t, g.URL, "30s", "node-a"), newLease(t, g.URL, "30s", "node-b")
 
 	// An observer sees "no leader" first.
@@ -180,10 +178,8 @@ func TestElectionFailover(t *testing.T) {
 
 //zkgate:race
 func TestBarrier(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	// A barrier that was never raised does not hold anyone.
 	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/barriers/gate/wait?wait=10s", nil), 200, "wait on a lowered barrier")
 	mustStatus(t, gwtest.Do(t, "PUT", g.URL+"/v1/barriers/gate", nil), 201, "raise")
@@ -276,10 +272,8 @@ func produce(t testing.TB, url, queue string, data []byte, priority int) string 
 }
 
 func TestQueueOrderTakeAndPeek(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--max-item-bytes", "1KiB"}})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{Extra: []string{"--max-item-bytes", "1KiB"}})
 	produce(t, g.URL, "jobs", []byte("low-1"), 500)
 	produce(t, g.URL, "jobs", []byte("high-1"), 1)
 	id := produce(t, g.URL, "jobs", []byte("low-2"), 500)
@@ -343,10 +337,8 @@ func TestQueueOrderTakeAndPeek(t *testing.T) {
 //
 //zkgate:race
 func TestQueueClaimsSurviveDyingConsumers(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	const items, consumers = 2000, 8
 	for i := 0; i < items; i++ {
 		produce(t, g.URL, "work", []byte(strconv.Itoa(i)), 100)
@@ -416,25 +408,15 @@ func TestQueueClaimsSurviveDyingConsumers(t *testing.T) {
 //
 //zkgate:race
 func TestQueueNackAndDisconnect(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	lease := newLease(t, g.URL, "30s", "w")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = gwtest.DoCtx(ctx, "POST", g.URL+"/v1/queues/nq/claim?wait=50s", map[string]any{"lease": lease})
-	}()
-	gwtest.Eventually(t, 5*time.Second, func() error {
+	hangUpWhileWaiting(t, g.URL+"/v1/queues/nq/claim?wait=50s", lease, func() error {
 		if !bytes.Contains(gwtest.Do(t, "GET", g.URL+"/metrics", nil).Body, []byte(`zkgate_waiters{kind="claim"} 1`)) {
 			return fmt.Errorf("claim not waiting yet")
 		}
 		return nil
 	})
-	cancel()
-	<-done
 	gwtest.Eventually(t, 5*time.Second, func() error {
 		if !bytes.Contains(gwtest.Do(t, "GET", g.URL+"/metrics", nil).Body, []byte(`zkgate_waiters{kind="claim"} 0`)) {
 			return fmt.Errorf("claim still waiting")

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,12 +17,7 @@ import (
 // refused at start unless --insecure.
 func TestDebugListenAndH2C(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	debugAddr := ln.Addr().String()
-	ln.Close()
+	debugAddr := gwtest.FreeAddr(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--debug-listen", debugAddr}})
 
 	var body string

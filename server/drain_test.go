@@ -37,13 +37,7 @@ func drainOne(t *testing.T, opts gwtest.GatewayOptions) {
 
 	holder := newLease(t, a.URL, "1m", "holder")
 	mustStatus(t, acquire(t, a.URL, "drained", holder, "0s"), http.StatusOK, "acquire before the drain")
-	a.Terminate()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		if r := gwtest.Do(t, "GET", a.URL+"/readyz", nil); r.Status != http.StatusServiceUnavailable {
-			return fmt.Errorf("readyz %d", r.Status)
-		}
-		return nil
-	})
+	a.Drain(t)
 	r := gwtest.Do(t, "POST", a.URL+"/v1/leases", map[string]any{"ttl": "10s"})
 	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("a new lease on a draining gateway: %d %v %s, want 503 with Retry-After", r.Status, r.Header, r.Body)
@@ -83,9 +77,7 @@ func restartUnderLoad(t *testing.T, opts gwtest.GatewayOptions) {
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for c := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for ctx.Err() == nil {
 				n, err := drainCycle(ctx, pick(), fmt.Sprintf("c%d", c), register)
 				switch {
@@ -100,7 +92,7 @@ func restartUnderLoad(t *testing.T, opts gwtest.GatewayOptions) {
 					refused.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	waitGrants := func(n int64) {
 		gwtest.Eventually(t, 60*time.Second, func() error {

@@ -187,11 +187,7 @@ func TestZooKeeperOutage(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	zs, err := zkserver.Start(ctx, zkserver.Options{MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = zs.Stop() })
+	zs := gwtest.OwnZK(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{ZK: []string{zs.Addr()}, SessionTimeout: 2 * time.Second})
 	lease := newLease(t, g.URL, "1h", "through-the-outage")
 	mustStatus(t, acquire(t, g.URL, "o", lease, "0s"), 200, "acquire")

@@ -38,9 +38,7 @@ func sendJunk(t *testing.T, base string, n, size int, seed uint64) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			client := &http.Client{Transport: &http.Transport{}}
 			defer client.CloseIdleConnections()
@@ -69,7 +67,7 @@ func sendJunk(t *testing.T, base string, n, size int, seed uint64) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -303,13 +301,7 @@ func trickleH2(ctx context.Context, c *http.Client, base, secret, path string) (
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return gwtest.Response{}, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, err
+	return gwtest.Send(c, req)
 }
 
 func h2cClient() *http.Client {
@@ -337,9 +329,7 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 60)
 	for i := range 60 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			acquire := "/v1/locks/slow-" + strconv.Itoa(i) + "/acquire"
 			var status int
 			var err error
@@ -368,7 +358,7 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 			if err != nil {
 				errs <- fmt.Errorf("a slow body, %s: %w", what, err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -442,13 +432,7 @@ func getWith(t *testing.T, c *http.Client, url, secret string) gwtest.Response {
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+	return gwtest.MustSend(t, c, req)
 }
 
 // TestRequestsUnderWayPerClient: every request that holds a handler counts
@@ -485,11 +469,9 @@ func TestRequestsUnderWayPerClient(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			for range 3 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					_, _ = trickleH1(ctx, g.URL, secret, "/v1/leases", local)
-				}()
+				})
 			}
 			// The slow bodies are in once the scrape (of another client)
 			// counts 3 requests under way besides itself.
@@ -536,13 +518,7 @@ func sendRaw(t *testing.T, base, method, path string, header map[string]string, 
 			req.Header.Set(k, v)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+	return gwtest.MustSend(t, http.DefaultClient, req)
 }
 
 // TestBrowserRequestsRefused: what a browser says of a request that

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -143,12 +142,7 @@ func retryCutWait(t *testing.T, url, holder, waiter, waitNode string) gwtest.Res
 // A start after the session expired finds the leases gone: 410.
 func TestHandoverToTheNextStart(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := gwtest.FreeAddr(t)
 	dataDir := t.TempDir()
 	opts := gwtest.GatewayOptions{SessionTimeout: 6 * time.Second, Handover: true, DataDir: dataDir, Extra: []string{"--listen", addr}}
 	p := gwtest.StartProcess(t, opts)
@@ -243,11 +237,17 @@ func TestAHandedOverLeaseIsServedThroughEveryGateway(t *testing.T) {
 func leaseRow(t *testing.T, url, id string) string {
 	t.Helper()
 	_, _, page := getPage(t, url+"/ui/leases")
-	start := strings.Index(page, `id="lease-`+id+`"`)
+	return excerpt(page, `id="lease-`+id+`"`, "</tr>")
+}
+
+// excerpt is the part of page from the first from up to the to after it
+// (to its end without one), or "" when from is not in page.
+func excerpt(page, from, to string) string {
+	start := strings.Index(page, from)
 	if start < 0 {
 		return ""
 	}
-	end := strings.Index(page[start:], "</tr>")
+	end := strings.Index(page[start:], to)
 	if end < 0 {
 		return page[start:]
 	}
@@ -264,15 +264,7 @@ func gatewayItem(t *testing.T, url, id string) string {
 		t.Fatalf("no list of gateways in the overview: %s", page)
 	}
 	page = page[from : from+strings.Index(page[from:], "</ul>")]
-	at := strings.Index(page, "<code>"+id+"</code>")
-	if at < 0 {
-		return ""
-	}
-	end := strings.Index(page[at:], "</li>")
-	if end < 0 {
-		return page[at:]
-	}
-	return page[at : at+end]
+	return excerpt(page, "<code>"+id+"</code>", "</li>")
 }
 
 // The dashboard shows a handover as it happens: the overview lists the

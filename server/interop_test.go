@@ -86,9 +86,7 @@ func compileCuratorPeer() (java string, classes map[string][]byte, err error) {
 // leaves no goroutine behind.
 func interopStart(t *testing.T, startPeer func(*testing.T, string) *interopPeer) (*gwtest.Gateway, *zk.Conn, *interopPeer) {
 	t.Helper()
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	return g, conn, startPeer(t, gwtest.ZK(t).Addr())
 }
 

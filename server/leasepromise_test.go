@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -30,6 +29,25 @@ func promised(t testing.TB, r gwtest.Response) (expiresAt, now time.Time) {
 	return at, now
 }
 
+// queuedAcquire starts an acquire of lock name by lease, waiting up to
+// 30s, on the gateway at url, and returns once the lock lists it as its
+// one waiter; the answer comes on the channel.
+func queuedAcquire(t *testing.T, url, name, lease string) <-chan gwtest.Response {
+	t.Helper()
+	got := make(chan gwtest.Response, 1)
+	go func() {
+		r, _ := gwtest.DoCtx(context.Background(), "POST", url+"/v1/locks/"+name+"/acquire?wait=30s", map[string]any{"lease": lease})
+		got <- r
+	}()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if n := len(lockState(t, url, name)["waiters"].([]any)); n != 1 {
+			return fmt.Errorf("%d waiters", n)
+		}
+		return nil
+	})
+	return got
+}
+
 // A draining gateway answered a keepalive with X-Zkgate-Lease-Ends at the
 // drain's end and, in the same answer, an expires_at a whole TTL later,
 // which the CLI believed. No answer promises a lease past the drain.
@@ -38,13 +56,7 @@ func TestADrainingGatewayPromisesNoLeasePastItsEnd(t *testing.T) {
 	a := gwtest.StartProcess(t, gwtest.GatewayOptions{DrainTimeout: 5 * time.Second})
 	lease := newLease(t, a.URL, "1m", "drained")
 	mustStatus(t, acquire(t, a.URL, "promise", lease, "0s"), http.StatusOK, "acquire")
-	a.Terminate()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		if r := gwtest.Do(t, "GET", a.URL+"/readyz", nil); r.Status != http.StatusServiceUnavailable {
-			return fmt.Errorf("readyz %d", r.Status)
-		}
-		return nil
-	})
+	a.Drain(t)
 	for _, r := range []gwtest.Response{
 		gwtest.Do(t, "POST", a.URL+"/v1/leases/"+lease+"/keepalive", nil),
 		gwtest.Do(t, "GET", a.URL+"/v1/leases/"+lease, nil),
@@ -88,17 +100,7 @@ func TestALeaseIsPromisedNoLongerThanItsSession(t *testing.T) {
 		t.Fatalf("a keepalive promised %s ahead; the session (2s) keeps the lock for less", ahead)
 	}
 	waiter := newLease(t, g.URL, "1m", "next")
-	got := make(chan gwtest.Response, 1)
-	go func() {
-		r, _ := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/locks/promise/acquire?wait=30s", map[string]any{"lease": waiter})
-		got <- r
-	}()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		if n := len(lockState(t, g.URL, "promise")["waiters"].([]any)); n != 1 {
-			return fmt.Errorf("%d waiters", n)
-		}
-		return nil
-	})
+	got := queuedAcquire(t, g.URL, "promise", waiter)
 	p.Kill()
 	next := <-got
 	mustStatus(t, next, http.StatusOK, "the lock after its holder's gateway died")
@@ -149,9 +151,7 @@ func TestALeaseMadeElsewhereIsFoundAtOnce(t *testing.T) {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			ctx := context.Background()
 			for range work {
 				r, _ := gwtest.DoCtx(ctx, "POST", maker.URL+"/v1/leases", map[string]any{"ttl": "30s", "holder": "elsewhere"})
@@ -165,7 +165,7 @@ func TestALeaseMadeElsewhereIsFoundAtOnce(t *testing.T) {
 				}
 				_, _ = gwtest.DoCtx(ctx, "DELETE", maker.URL+"/v1/leases/"+lease.ID, nil)
 			}
-		}()
+		})
 	}
 	for i := range leases {
 		work <- i
@@ -184,12 +184,7 @@ func TestALeaseMadeElsewhereIsFoundAtOnce(t *testing.T) {
 // 410 with its reason at once, on every gateway.
 func TestARestartedGatewayDisownsNoLeaseWith404(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := gwtest.FreeAddr(t)
 	opts := gwtest.GatewayOptions{SessionTimeout: 20 * time.Second, Extra: []string{"--listen", addr}}
 	old := gwtest.StartProcess(t, opts)
 	opts.Root = old.Root
@@ -222,17 +217,7 @@ func TestLockDelayAcrossGateways(t *testing.T) {
 	lease := r.JSON(t)["id"].(string)
 	mustStatus(t, acquire(t, p.URL, "delayed", lease, "0s"), http.StatusOK, "acquire")
 	waiter := newLease(t, g.URL, "1m", "next")
-	got := make(chan gwtest.Response, 1)
-	go func() {
-		r, _ := gwtest.DoCtx(context.Background(), "POST", g.URL+"/v1/locks/delayed/acquire?wait=30s", map[string]any{"lease": waiter})
-		got <- r
-	}()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		if n := len(lockState(t, g.URL, "delayed")["waiters"].([]any)); n != 1 {
-			return fmt.Errorf("%d waiters", n)
-		}
-		return nil
-	})
+	got := queuedAcquire(t, g.URL, "delayed", waiter)
 	killed := time.Now()
 	p.Kill()
 	next := <-got

@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,11 +36,9 @@ func flood(t *testing.T, n int, send func(i int) (gwtest.Response, error)) []gwt
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			out[i], errs[i] = send(i)
-		}()
+		})
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -277,17 +273,7 @@ func (s *secured) metric(t *testing.T, name string) float64 {
 	t.Helper()
 	r := s.as(t, "reader", "GET", "/metrics", nil)
 	mustStatus(t, r, 200, "metrics")
-	for _, line := range strings.Split(string(r.Body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("metric %s: %v", name, err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return gwtest.MetricIn(t, r.Body, name)
 }
 
 // postWith sends a JSON body with c ("" secret: no token).
@@ -299,13 +285,7 @@ func postWith(t *testing.T, c *http.Client, url, secret string, body any) gwtest
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: out}
+	return gwtest.MustSend(t, c, req)
 }
 
 // TestLimitsWaitersPerToken: one token's blocking reads take at most its
@@ -360,14 +340,12 @@ func TestLimitsWaitersPerToken(t *testing.T) {
 			if otherSecret != "" {
 				req.Header.Set("Authorization", "Bearer "+otherSecret)
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				if resp, err := other.Do(req); err == nil {
 					resp.Body.Close()
 					refused <- gwtest.Response{Status: resp.StatusCode}
 				}
-			}()
+			})
 			gwtest.Eventually(t, 10*time.Second, func() error {
 				if n := metricValueAs(t, g.URL, secrets["reader"], "zkgate_waiting_requests"); n != float64(tc.share+1) {
 					return fmt.Errorf("%v waiting, want %d", n, tc.share+1)
@@ -390,13 +368,9 @@ func getUntilEnded(ctx context.Context, c *http.Client, url, secret string, answ
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return // ended by the test
+	if r, _ := gwtest.Send(c, req); r.Status != 0 {
+		answers <- r
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	answers <- gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
 }
 
 // TestLimitsLeasesPerAddress: without tokens, --lease-rate and

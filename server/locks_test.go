@@ -40,11 +40,26 @@ func lockState(t testing.TB, url, name string) map[string]any {
 	return r.JSON(t)
 }
 
+// hangUpWhileWaiting POSTs a blocking wait of lease to url, and hangs up
+// once waiting says the gateway has it waiting; it returns when the
+// request has ended.
+func hangUpWhileWaiting(t *testing.T, url, lease string, waiting func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = gwtest.DoCtx(ctx, "POST", url, map[string]any{"lease": lease})
+	}()
+	gwtest.Eventually(t, 10*time.Second, waiting)
+	cancel()
+	<-done
+}
+
 func TestLockAcquireReleaseLeavesNothing(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	lease := newLease(t, g.URL, "30s", "a")
 	r := acquire(t, g.URL, "db", lease, "0s")
 	mustStatus(t, r, 200, "acquire")
@@ -77,10 +92,8 @@ func TestLockAcquireReleaseLeavesNothing(t *testing.T) {
 //
 //zkgate:race
 func TestLockContention(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	const contenders, rounds = 32, 4
 	var (
 		register  = gwtest.NewFencedRegister()
@@ -134,10 +147,8 @@ func TestLockContention(t *testing.T) {
 // TestLeaseExpiryHandsLockToNextWaiter: a holder that stops keeping its
 // lease alive loses the lock to the waiter, and hears lease_expired.
 func TestLeaseExpiryHandsLockToNextWaiter(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	a := newLease(t, g.URL, "1s", "a")
 	b := newLease(t, g.URL, "30s", "b")
 	first := acquire(t, g.URL, "x", a, "0s")
@@ -170,10 +181,8 @@ func TestLeaseExpiryHandsLockToNextWaiter(t *testing.T) {
 //
 //zkgate:race
 func TestTimeoutAndDisconnectLeaveNoWaiter(t *testing.T) {
-	// Serial: counts the binary's goroutines (NoGoroutinesLeft).
-	gwtest.NoGoroutinesLeft(t)
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	conn := gwtest.Client(t, g.ZK, 5*time.Second)
+	// Serial: counts the binary's goroutines (StartChecked).
+	g, conn := gwtest.StartChecked(t, gwtest.GatewayOptions{})
 	holder := newLease(t, g.URL, "30s", "holder")
 	mustStatus(t, acquire(t, g.URL, "q", holder, "0s"), 200, "holder")
 
@@ -192,20 +201,12 @@ func TestTimeoutAndDisconnectLeaveNoWaiter(t *testing.T) {
 
 	// A client that goes away while waiting.
 	waiter := newLease(t, g.URL, "30s", "leaver")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = gwtest.DoCtx(ctx, "POST", g.URL+"/v1/locks/q/acquire?wait=50s", map[string]any{"lease": waiter})
-	}()
-	gwtest.Eventually(t, 10*time.Second, func() error {
+	hangUpWhileWaiting(t, g.URL+"/v1/locks/q/acquire?wait=50s", waiter, func() error {
 		if n := len(lockState(t, g.URL, "q")["waiters"].([]any)); n != 1 {
 			return fmt.Errorf("%d waiters", n)
 		}
 		return nil
 	})
-	cancel()
-	<-done
 	gwtest.Eventually(t, 10*time.Second, func() error {
 		kids, _, err := conn.Children(g.Root + "/locks/q")
 		if err != nil {

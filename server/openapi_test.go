@@ -29,7 +29,6 @@ import (
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/recipes"
-	"github.com/zkgate/zkgate/zkserver"
 )
 
 // specLoad parses and validates an OpenAPI document.
@@ -259,13 +258,8 @@ func (s *specChecker) send(ctx context.Context, c specCall, wrote func()) specSe
 		req.Header[k] = v
 	}
 	start := time.Now()
-	resp, err := specClient.Do(req)
-	if err != nil {
-		return specSent{err: err}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return specSent{resp: gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, err: err, elapsed: time.Since(start)}
+	r, err := gwtest.Send(specClient, req)
+	return specSent{resp: r, err: err, elapsed: time.Since(start)}
 }
 
 // do sends c, checks the status, and validates request and response
@@ -499,15 +493,57 @@ func (b *specBlockingRead) wait(t *testing.T, deadline time.Duration) specSent {
 // returns the index it got.
 func (s *specChecker) quietRead(t *testing.T, path string, idx int64) int64 {
 	t.Helper()
-	const wait = 300 * time.Millisecond
-	c := specReq("GET", fmt.Sprintf("%s?index=%d&wait=%s", path, idx, wait), nil)
-	r := s.send(context.Background(), c, nil)
-	s.check(t, 200, c, r)
-	got := specIndex(t, r.resp)
-	if got <= idx && r.elapsed < wait {
-		t.Errorf("GET %s returned index %d after %s, before its wait was over", c.path, got, r.elapsed)
+	_, got, early := s.blockingRead(t, path, idx, 300*time.Millisecond)
+	if early != "" {
+		t.Error(early)
 	}
 	return max(got, idx)
+}
+
+// blockingRead sends a blocking read of path from index idx that waits up
+// to wait, checks it against the spec, and returns its answer and index.
+// A read must return a newer index or wait out its wait: early says how it
+// did neither, or is empty.
+func (s *specChecker) blockingRead(t *testing.T, path string, idx int64, wait time.Duration) (r specSent, got int64, early string) {
+	t.Helper()
+	c := specReq("GET", fmt.Sprintf("%s?index=%d&wait=%s", path, idx, wait), nil)
+	r = s.send(context.Background(), c, nil)
+	s.check(t, 200, c, r)
+	got = specIndex(t, r.resp)
+	if got <= idx && r.elapsed < wait {
+		early = fmt.Sprintf("GET %s returned index %d after %s, before its wait was over", c.path, got, r.elapsed)
+	}
+	return r, got, early
+}
+
+// staleRead reads path (of a kind) at index 1, an index that is not the
+// current one: the read must return the current state at once.
+func (s *specChecker) staleRead(t *testing.T, path, kind string) {
+	t.Helper()
+	c := specReq("GET", path+"?index=1&wait=1m", nil)
+	r := s.send(context.Background(), c, nil)
+	s.check(t, 200, c, r)
+	if specIndex(t, r.resp) <= 1 || r.elapsed >= time.Minute {
+		t.Errorf("a %s read with an old index must return the current state at once: index %d after %s",
+			kind, specIndex(t, r.resp), r.elapsed)
+	}
+}
+
+// wokenByRelease starts a blocking read of path (a lock or semaphore)
+// from index idx, then releases lease's hold on it: the read must return
+// with a newer index, or at the end of its wait. It returns the read.
+func (s *specChecker) wokenByRelease(t *testing.T, path string, idx int64, lease string) specSent {
+	t.Helper()
+	pending := s.startRead(fmt.Sprintf("%s?index=%d&wait=1m", path, idx))
+	<-pending.wrote
+	s.do(t, 204, specReq("POST", path+"/release", map[string]any{"lease": lease}))
+	r := pending.wait(t, 2*time.Minute)
+	s.check(t, 200, pending.call, r)
+	if got := specIndex(t, r.resp); got <= idx && r.elapsed < time.Minute {
+		t.Errorf("GET %s returned index %d after %s, neither after the release nor after its wait",
+			pending.call.path, got, r.elapsed)
+	}
+	return r
 }
 
 // readUntil follows path with blocking reads from index idx, as a client
@@ -517,13 +553,9 @@ func (s *specChecker) readUntil(t *testing.T, path string, idx int64, what strin
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		const wait = 10 * time.Second
-		c := specReq("GET", fmt.Sprintf("%s?index=%d&wait=%s", path, idx, wait), nil)
-		r := s.send(context.Background(), c, nil)
-		s.check(t, 200, c, r)
-		got := specIndex(t, r.resp)
-		if got <= idx && r.elapsed < wait {
-			t.Fatalf("GET %s returned index %d after %s, before its wait was over", c.path, got, r.elapsed)
+		r, got, early := s.blockingRead(t, path, idx, 10*time.Second)
+		if early != "" {
+			t.Fatal(early)
 		}
 		if done(specJSON(t, r.resp)) {
 			return
@@ -755,25 +787,11 @@ func (s *specChecker) lockReads(t *testing.T, a string) {
 		t.Errorf("lock holders %v, want [%s]", got, a)
 	}
 	// An index that is not the current one returns at once.
-	stale := specReq("GET", "/v1/locks/orders?index=1&wait=1m", nil)
-	r := s.send(context.Background(), stale, nil)
-	s.check(t, 200, stale, r)
-	if specIndex(t, r.resp) <= 1 || r.elapsed >= time.Minute {
-		t.Errorf("a read with an old index must return the current state at once: index %d after %s",
-			specIndex(t, r.resp), r.elapsed)
-	}
+	s.staleRead(t, "/v1/locks/orders", "lock")
 	// The current index and no change: 200 with the unchanged state once the wait is over.
 	idx = s.quietRead(t, "/v1/locks/orders", idx)
 	// The current index: returns when another client changes the lock.
-	pending := s.startRead(fmt.Sprintf("/v1/locks/orders?index=%d&wait=1m", idx))
-	<-pending.wrote
-	s.do(t, 204, specReq("POST", "/v1/locks/orders/release", map[string]any{"lease": a}))
-	r = pending.wait(t, 2*time.Minute)
-	s.check(t, 200, pending.call, r)
-	if got := specIndex(t, r.resp); got <= idx && r.elapsed < time.Minute {
-		t.Errorf("GET %s returned index %d after %s, neither after the release nor after its wait",
-			pending.call.path, got, r.elapsed)
-	}
+	r := s.wokenByRelease(t, "/v1/locks/orders", idx, a)
 	s.readUntil(t, "/v1/locks/orders", specIndex(t, r.resp), "no holders", func(st map[string]any) bool {
 		return len(st["holders"].([]any)) == 0
 	})
@@ -887,13 +905,7 @@ func (s *specChecker) semaphores(t *testing.T, a, b, c string) {
 	}
 	// An index that is not the current one returns at once (blocking reads
 	// of a semaphore have a test of their own below).
-	semStale := specReq("GET", "/v1/semaphores/pool?index=1&wait=1m", nil)
-	r := s.send(context.Background(), semStale, nil)
-	s.check(t, 200, semStale, r)
-	if specIndex(t, r.resp) <= 1 || r.elapsed >= time.Minute {
-		t.Errorf("a semaphore read with an old index must return the current state at once: index %d after %s",
-			specIndex(t, r.resp), r.elapsed)
-	}
+	s.staleRead(t, "/v1/semaphores/pool", "semaphore")
 	s.do(t, 204, specReq("POST", "/v1/semaphores/pool/release", map[string]any{"lease": b}))
 	s.eventually(t, "/v1/semaphores/pool", "one holder", func(st map[string]any) bool {
 		return len(st["holders"].([]any)) == 1
@@ -1558,15 +1570,7 @@ func TestOpenAPISemaphoreBlockingRead(t *testing.T) {
 
 	// a's release wakes a waiting read, and hands the slot to b.
 	idx = specIndex(t, s.do(t, 200, specReq("GET", "/v1/semaphores/pool", nil)))
-	pending = s.startRead(fmt.Sprintf("/v1/semaphores/pool?index=%d&wait=1m", idx))
-	<-pending.wrote
-	s.do(t, 204, specReq("POST", "/v1/semaphores/pool/release", map[string]any{"lease": a}))
-	r = pending.wait(t, 2*time.Minute)
-	s.check(t, 200, pending.call, r)
-	if got := specIndex(t, r.resp); got <= idx && r.elapsed < time.Minute {
-		t.Errorf("GET %s returned index %d after %s, neither after the release nor after its wait",
-			pending.call.path, got, r.elapsed)
-	}
+	s.wokenByRelease(t, "/v1/semaphores/pool", idx, a)
 	select {
 	case r := <-doneB:
 		s.check(t, 200, acquireB, r)
@@ -1610,14 +1614,9 @@ func TestOpenAPIEmptyQueue(t *testing.T) {
 // keepalive that extends the lease while answering 503.
 func TestOpenAPIUnavailable(t *testing.T) {
 	t.Parallel()
-	gwtest.ZK(t) // fails loudly, with the install hint, if ZooKeeper is missing
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	zs, err := zkserver.Start(ctx, zkserver.Options{MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute})
-	if err != nil {
-		t.Fatalf("start ZooKeeper: %v", err)
-	}
-	t.Cleanup(func() { _ = zs.Stop() }) // after the gateway's own cleanup
+	zs := gwtest.OwnZK(t) // stopped after the gateway's own cleanup
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{ZK: []string{zs.Addr()}, SessionTimeout: 30 * time.Second})
 	s := newSpecChecker(t, g.URL, specLoad(t, zkgate.OpenAPI))
 

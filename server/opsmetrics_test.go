@@ -35,13 +35,7 @@ func TestOperatorMetrics(t *testing.T) {
 
 	// A held lease keeps the gateway draining until it is revoked.
 	holder := newLease(t, g.URL, "1m", "holder")
-	g.Terminate()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		if r := gwtest.Do(t, "GET", g.URL+"/readyz", nil); r.Status != http.StatusServiceUnavailable {
-			return fmt.Errorf("readyz %d", r.Status)
-		}
-		return nil
-	})
+	g.Drain(t)
 	if v := metricValue(t, g.URL, "zkgate_ready"); v != 0 {
 		t.Errorf("zkgate_ready of a draining gateway: %v", v)
 	}

@@ -32,10 +32,32 @@ const plantedLease = "00000000-0000-4000-8000-0000000e1111"
 
 // stranger is an HTTP server that is no gateway: it records every request
 // that reaches it and answers each as a gateway would, with plantedHolder.
-type stranger struct {
+type stranger struct{ recorder }
+
+// recorder is a test server that keeps a copy of every request reaching it.
+type recorder struct {
 	srv *httptest.Server
 	mu  sync.Mutex
 	got []recorded
+}
+
+// record keeps a copy of r and returns its body, which it has read.
+func (rc *recorder) record(r *http.Request) []byte {
+	body, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	rc.got = append(rc.got, recorded{Method: r.Method, URI: r.RequestURI, Header: r.Header.Clone(), Body: body})
+	rc.mu.Unlock()
+	return body
+}
+
+// addr is the server's host:port.
+func (rc *recorder) addr() string { return strings.TrimPrefix(rc.srv.URL, "http://") }
+
+// requests is what reached the server so far.
+func (rc *recorder) requests() []recorded {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]recorded(nil), rc.got...)
 }
 
 // recorded is a request as it reached a server.
@@ -49,10 +71,7 @@ func newStranger(t *testing.T) *stranger {
 	t.Helper()
 	s := &stranger{}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		s.got = append(s.got, recorded{Method: r.Method, URI: r.RequestURI, Header: r.Header.Clone(), Body: body})
-		s.mu.Unlock()
+		s.record(r)
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Path == "/v1/leases" {
 			_ = json.NewEncoder(w).Encode(map[string]any{"leases": []map[string]any{{
@@ -65,16 +84,6 @@ func newStranger(t *testing.T) *stranger {
 	}))
 	t.Cleanup(s.srv.Close)
 	return s
-}
-
-// addr is the stranger's host:port.
-func (s *stranger) addr() string { return strings.TrimPrefix(s.srv.URL, "http://") }
-
-// requests is what reached the stranger so far.
-func (s *stranger) requests() []recorded {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]recorded(nil), s.got...)
 }
 
 // registerAs writes a registration {root}/gateways/{id} that advertises
@@ -353,20 +362,15 @@ func (w *firstWrite) Write(p []byte) (int, error) {
 // relay is a reverse proxy in front of a gateway that keeps a copy of every
 // request it passes: what an eavesdropper between two gateways sees.
 type relay struct {
-	srv    *httptest.Server
+	recorder
 	target atomic.Pointer[url.URL]
-	mu     sync.Mutex
-	got    []recorded
 }
 
 func newRelay(t *testing.T) *relay {
 	t.Helper()
 	rl := &relay{}
 	rl.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rl.mu.Lock()
-		rl.got = append(rl.got, recorded{Method: r.Method, URI: r.RequestURI, Header: r.Header.Clone(), Body: body})
-		rl.mu.Unlock()
+		body := rl.record(r)
 		target := rl.target.Load()
 		if target == nil {
 			http.Error(w, "no target yet", http.StatusBadGateway)
@@ -380,14 +384,6 @@ func newRelay(t *testing.T) *relay {
 	}))
 	t.Cleanup(rl.srv.Close)
 	return rl
-}
-
-func (rl *relay) addr() string { return strings.TrimPrefix(rl.srv.URL, "http://") }
-
-func (rl *relay) requests() []recorded {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	return append([]recorded(nil), rl.got...)
 }
 
 // send sends a recorded request again, as it was, to base.
@@ -404,13 +400,7 @@ func (rec recorded) send(t *testing.T, base string, change func(*http.Request)) 
 	if change != nil {
 		change(req)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+	return gwtest.MustSend(t, http.DefaultClient, req)
 }
 
 // TestForwardedRequestsCarryNoSecret: a request that one gateway forwards
@@ -478,13 +468,7 @@ func TestForwardedRequestsCarryNoSecret(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+secrets[token])
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		wantProblem(t, gwtest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, 403, "forbidden",
+		wantProblem(t, gwtest.MustSend(t, http.DefaultClient, req), 403, "forbidden",
 			"a client's own forwarding header, token "+token)
 	}
 	mustStatus(t, a.as(t, "writer", "GET", "/v1/leases/"+other, nil), 200, "the other lease, untouched")

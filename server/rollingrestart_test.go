@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"net"
 	"syscall"
 	"testing"
 	"time"
@@ -20,12 +19,7 @@ func restartable(t *testing.T, n int, opts gwtest.GatewayOptions) ([]string, fun
 	all := make([]gwtest.GatewayOptions, n)
 	urls := make([]string, n)
 	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
+		addr := gwtest.FreeAddr(t)
 		o := opts
 		o.DataDir = t.TempDir()
 		o.Extra = append([]string{"--listen", addr}, opts.Extra...)

@@ -15,7 +15,6 @@ import (
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/server"
-	"github.com/zkgate/zkgate/zkserver"
 )
 
 // kazooACL runs testdata/peers/kazoo_acl.py on path, authenticated as
@@ -98,11 +97,7 @@ func TestZooKeeperAuthAcrossSessions(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	zs, err := zkserver.Start(ctx, zkserver.Options{MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = zs.Stop() })
+	zs := gwtest.OwnZK(t)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{ZK: []string{zs.Addr()}, SessionTimeout: 8 * time.Second,
 		Extra: []string{"--zk-auth", "digest:zkgate:pw", "--zk-acl", "creator"}})
 	first := newLease(t, g.URL, "1h", "before")

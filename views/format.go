@@ -43,15 +43,25 @@ func short(id string) string {
 // label is how a contender is named: its lease's holder label, or for a
 // foreign node its data.
 func label(h recipes.Contender) string {
-	switch {
-	case h.Holder != "":
-		return h.Holder
-	case h.Lease != "":
-		return "lease " + short(h.Lease)
-	case h.Foreign:
+	if n := leaseParty(h.Holder, h.Lease); n != "" {
+		return n
+	}
+	if h.Foreign {
 		return "(no data)"
 	}
 	return h.Node
+}
+
+// leaseParty names a party that has a lease: by its holder label, else by
+// its lease; "" for a party with neither.
+func leaseParty(holder, lease string) string {
+	if holder != "" {
+		return holder
+	}
+	if lease != "" {
+		return "lease " + short(lease)
+	}
+	return ""
 }
 
 func plural(n int, one, many string) string {

@@ -204,11 +204,8 @@ func cycleText(d recipes.DeadlockRecord) string {
 
 // partyOf names a party of a deadlock.
 func partyOf(st recipes.CycleStep) string {
-	switch {
-	case st.Holder != "":
-		return st.Holder
-	case st.Lease != "":
-		return "lease " + short(st.Lease)
+	if n := leaseParty(st.Holder, st.Lease); n != "" {
+		return n
 	}
 	return "session " + st.Session
 }

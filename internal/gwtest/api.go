@@ -2,7 +2,6 @@ package gwtest
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -63,16 +62,15 @@ func WaitsFor(t testing.TB, base, lease, kind, name string) {
 // GetPage reads a page of the dashboard.
 func GetPage(t testing.TB, u string) (int, http.Header, string) {
 	t.Helper()
-	resp, err := http.Get(u)
+	req, err := http.NewRequest("GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Send(http.DefaultClient, req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", u, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", u, err)
-	}
-	return resp.StatusCode, resp.Header, string(b)
+	return r.Status, r.Header, string(r.Body)
 }
 
 // Metric reads one series of /metrics, asked for with secret ("" for no
@@ -87,16 +85,17 @@ func Metric(t testing.TB, base, secret, name string) float64 {
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	r, err := Send(http.DefaultClient, req)
 	if err != nil {
 		t.Fatalf("GET /metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("read /metrics: %v", err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
+	return MetricIn(t, r.Body, name)
+}
+
+// MetricIn reads one series, name with its labels, of a /metrics answer.
+func MetricIn(t testing.TB, metrics []byte, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(string(metrics), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -66,6 +67,10 @@ func Main(m *testing.M) {
 
 // ZK returns the shared standalone ZooKeeper (see zktest.Shared).
 func ZK(t testing.TB) *zkserver.Server { return zktest.Shared(t) }
+
+// OwnZK starts a ZooKeeper for one test, which it may stop, restart or
+// pause, stopped at its end (see zktest.Own).
+func OwnZK(t testing.TB) *zkserver.Server { return zktest.Own(t) }
 
 // UniqueRoot returns a fresh root znode for one test.
 func UniqueRoot(t testing.TB) string { return zktest.UniqueRoot(t) }
@@ -380,6 +385,28 @@ func NoGoroutinesLeft(t testing.TB) {
 	zktest.NoGoroutinesLeft(t)
 }
 
+// FreeAddr returns a loopback host:port nobody listens on now, for a
+// gateway that must keep its address across restarts.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// StartChecked starts a gateway for a test that must leave no goroutine
+// behind (NoGoroutinesLeft), with a client of its ZooKeeper for checking
+// that it leaves no znode either (NoZnodesLeft).
+func StartChecked(t testing.TB, opts GatewayOptions) (*Gateway, *zk.Conn) {
+	t.Helper()
+	NoGoroutinesLeft(t)
+	g := StartGateway(t, opts)
+	return g, Client(t, g.ZK, 5*time.Second)
+}
+
 // Response is an HTTP answer read whole.
 type Response struct {
 	Status int
@@ -434,13 +461,29 @@ func DoCtx(ctx context.Context, method, url string, body any) (Response, error) 
 	if ct != "" {
 		req.Header.Set("Content-Type", ct)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return Send(http.DefaultClient, req)
+}
+
+// Send sends req with c and reads the answer whole.
+func Send(c *http.Client, req *http.Request) (Response, error) {
+	resp, err := c.Do(req)
 	if err != nil {
 		return Response{}, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, err
+}
+
+// MustSend sends req with c and reads the answer as far as it can be
+// read; a request that gets no answer fails the test.
+func MustSend(t testing.TB, c *http.Client, req *http.Request) Response {
+	t.Helper()
+	r, err := Send(c, req)
+	if err != nil && r.Status == 0 {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	return r
 }
 
 // Binary builds cmd/zkgate once per test binary and returns its path.
@@ -540,6 +583,19 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 
 // Terminate sends SIGTERM and returns at once (see Signal to wait).
 func (p *Proc) Terminate() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
+
+// Drain sends SIGTERM and waits until /readyz answers 503: the gateway
+// drains, and is not gone yet while anything holds it.
+func (p *Proc) Drain(t testing.TB) {
+	t.Helper()
+	p.Terminate()
+	Eventually(t, 10*time.Second, func() error {
+		if r := Do(t, "GET", p.URL+"/readyz", nil); r.Status != http.StatusServiceUnavailable {
+			return fmt.Errorf("readyz %d", r.Status)
+		}
+		return nil
+	})
+}
 
 // Pid is the process id.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }

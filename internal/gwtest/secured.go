@@ -135,13 +135,7 @@ func SendAs(ctx context.Context, base, secret, method, path string, body any) (R
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
-	resp, err := NoRedirects.Do(req)
-	if err != nil {
-		return Response{}, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, err
+	return Send(NoRedirects, req)
 }
 
 // WantProblem fails the test unless r is a problem document of status and

@@ -126,6 +126,18 @@ func TLSGet(t testing.TB, c *http.Client, url string) (*http.Response, []byte) {
 	return resp, body
 }
 
+// PostTLS posts the JSON body to url with c, failing the test if it gets
+// no answer.
+func PostTLS(t testing.TB, c *http.Client, url, body string) Response {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return MustSend(t, c, req)
+}
+
 // NewLeaseTLS makes a lease of a minute with c and returns its id.
 func NewLeaseTLS(t testing.TB, c *http.Client, base string) string {
 	t.Helper()

@@ -51,6 +51,13 @@ import org.apache.curator.utils.ZKPaths;
 public class CuratorPeer {
     static final Object out = new Object();
 
+    /** Runs body on a daemon thread of that name, which never keeps the peer alive. */
+    static void daemon(Runnable body, String name) {
+        Thread t = new Thread(body, name);
+        t.setDaemon(true);
+        t.start();
+    }
+
     static void say(String line) {
         synchronized (out) {
             System.out.println(line);
@@ -122,7 +129,7 @@ public class CuratorPeer {
             return;
         }
         say("WAITING " + id);
-        Thread t = new Thread(() -> {
+        daemon(() -> {
             try {
                 String node = h.acquire();
                 hd.state = "acquired";
@@ -141,8 +148,6 @@ public class CuratorPeer {
                 say("ERROR " + id + " release: " + e);
             }
         }, "peer-" + id);
-        t.setDaemon(true);
-        t.start();
     }
 
     /**
@@ -177,7 +182,7 @@ public class CuratorPeer {
             return;
         }
         say("WAITING " + id + " " + ZKPaths.getNodeFromPath(ourPath));
-        Thread waiter = new Thread(() -> {
+        daemon(() -> {
             try {
                 latch.await();
                 if (latch.hasLeadership() && hd.state.equals("waiting")) {
@@ -191,9 +196,7 @@ public class CuratorPeer {
                 say("ERROR " + id + " await: " + e);
             }
         }, "latch-" + id);
-        waiter.setDaemon(true);
-        waiter.start();
-        Thread closer = new Thread(() -> {
+        daemon(() -> {
             try {
                 hd.cmds.take(); // the release
                 String node = latch.getOurPath();
@@ -213,8 +216,6 @@ public class CuratorPeer {
                 say("ERROR " + id + " release: " + e);
             }
         }, "latch-close-" + id);
-        closer.setDaemon(true);
-        closer.start();
     }
 
     public static void main(String[] args) throws Exception {
