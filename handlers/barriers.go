@@ -79,32 +79,31 @@ type enterBody struct {
 	Count  *int   `json:"count"`
 }
 
-// EnterDoubleBarrier is POST /v1/double-barriers/{name}/enter?wait=.
+// check refuses a body without a member, or with a count out of range.
+func (b *enterBody) check() error {
+	if b.Member == "" || b.Count == nil {
+		return invalid("member and count are required")
+	}
+	if *b.Count < 1 || *b.Count > recipes.MaxBarrierCount {
+		return invalid("count must be between 1 and %d", recipes.MaxBarrierCount)
+	}
+	return nil
+}
+
+// EnterDoubleBarrier is POST /v1/double-barriers/{name}/enter?wait=. A
+// timed-out enter keeps its membership for a later enter to resume: a
+// lease made for it stays too.
 func (a *API) EnterDoubleBarrier() http.Handler {
-	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var wait time.Duration
-		var body enterBody
-		name, err := a.parse(r, &wait, &body)
-		if err != nil {
-			return err
-		}
-		if body.Member == "" || body.Count == nil {
-			return invalid("member and count are required")
-		}
-		if *body.Count < 1 || *body.Count > recipes.MaxBarrierCount {
-			return invalid("count must be between 1 and %d", recipes.MaxBarrierCount)
-		}
-		// A timed-out enter keeps its membership for a later enter to
-		// resume: a lease made for it stays too.
-		st, lease, err := actFor(a, r.Context(), body.leaseRef, func(lease *recipes.Lease) (recipes.DoubleBarrierState, error) {
-			return a.DoubleBarriers.Enter(r.Context(), lease, name, body.Member, *body.Count, wait)
-		}, func(err error) bool { return recipes.ErrorCode(err) == recipes.CodeTimeout })
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, enterAnswer{DoubleBarrierState: st, Lease: lease.ID})
-		return nil
-	})
+	return leaseCall(a, func(ctx context.Context, lease *recipes.Lease, name string, b *enterBody, wait time.Duration) (recipes.DoubleBarrierState, error) {
+		return a.DoubleBarriers.Enter(ctx, lease, name, b.Member, *b.Count, wait)
+	}, func(err error) bool { return recipes.ErrorCode(err) == recipes.CodeTimeout },
+		func(w http.ResponseWriter, st recipes.DoubleBarrierState, lease *recipes.Lease, err error) error {
+			if err != nil {
+				return err
+			}
+			writeJSON(w, http.StatusOK, enterAnswer{DoubleBarrierState: st, Lease: lease.ID})
+			return nil
+		})
 }
 
 type enterAnswer struct {

@@ -25,16 +25,9 @@ type campaignBody struct {
 // Campaign is POST /v1/elections/{name}/campaign?wait=: 200 when elected,
 // 202 when the wait ends first (the candidacy stays).
 func (a *API) Campaign() http.Handler {
-	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var wait time.Duration
-		var body campaignBody
-		name, err := a.parse(r, &wait, &body)
-		if err != nil {
-			return err
-		}
-		c, _, err := actFor(a, r.Context(), body.leaseRef, func(lease *recipes.Lease) (recipes.Campaign, error) {
-			return a.Elections.Campaign(r.Context(), lease, name, body.Value, wait)
-		}, nil)
+	return leaseCall(a, func(ctx context.Context, lease *recipes.Lease, name string, b *campaignBody, wait time.Duration) (recipes.Campaign, error) {
+		return a.Elections.Campaign(ctx, lease, name, b.Value, wait)
+	}, nil, func(w http.ResponseWriter, c recipes.Campaign, _ *recipes.Lease, err error) error {
 		if err != nil {
 			return err
 		}
