@@ -84,10 +84,7 @@ func (b *enterBody) check() error {
 	if b.Member == "" || b.Count == nil {
 		return invalid("member and count are required")
 	}
-	if *b.Count < 1 || *b.Count > recipes.MaxBarrierCount {
-		return invalid("count must be between 1 and %d", recipes.MaxBarrierCount)
-	}
-	return nil
+	return between("count", b.Count, recipes.MaxBarrierCount)
 }
 
 // EnterDoubleBarrier is POST /v1/double-barriers/{name}/enter?wait=. A

@@ -26,13 +26,7 @@ type semAcquireBody struct {
 
 // check refuses a limit that is missing or out of range.
 func (b *semAcquireBody) check() error {
-	if b.Limit == nil {
-		return invalid("limit is required")
-	}
-	if *b.Limit < 1 || *b.Limit > recipes.MaxSemaphoreLimit {
-		return invalid("limit must be between 1 and %d", recipes.MaxSemaphoreLimit)
-	}
-	return nil
+	return between("limit", b.Limit, recipes.MaxSemaphoreLimit)
 }
 
 // AcquireSemaphore is POST /v1/semaphores/{name}/acquire?wait=.
