@@ -79,11 +79,7 @@ func TestLeaseKeepsItselfAlive(t *testing.T) {
 func TestLeaseLostWhenRevokedElsewhere(t *testing.T) {
 	g, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
-	holder, err := c.Grant(ctx, 30*time.Second, "holder")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Revoke(ctx)
+	holder := grant(t, c, "holder")
 	if _, err := holder.Lock(ctx, "lost", client.Exclusive, 0); err != nil {
 		t.Fatal(err)
 	}
