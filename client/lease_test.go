@@ -92,13 +92,7 @@ func TestLeaseLostWhenRevokedElsewhere(t *testing.T) {
 		_, err := l.Lock(ctx, "lost", client.Exclusive, 50*time.Second)
 		waited <- err
 	}()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		st, err := c.LockState(ctx, "lost")
-		if err != nil || len(st.Waiters) != 1 {
-			return errors.New("no waiter yet")
-		}
-		return nil
-	})
+	waitForWaiters(t, ctx, c, "lost", 1)
 	start := time.Now()
 	if r := gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l.ID(), nil); r.Status != http.StatusNoContent {
 		t.Fatalf("revoke: %d %s", r.Status, r.Body)
