@@ -14,7 +14,7 @@ import (
 // many pages as they need. The proxy makes the gateway's pages 2 long.
 func TestListsReadEveryPage(t *testing.T) {
 	g, _ := gateway(t)
-	p := newProxy(t, g.URL)
+	p, c := proxiedClient(t, g.URL)
 	p.set(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if r.Method == http.MethodGet && r.URL.Query().Get("limit") != "" {
 			q := r.URL.Query()
@@ -23,10 +23,6 @@ func TestListsReadEveryPage(t *testing.T) {
 		}
 		next.ServeHTTP(w, r)
 	})
-	c, err := client.New(p.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := ctxFor(t, time.Minute)
 	lease := grant(t, c, "pages")
 	for i := range 5 {
