@@ -119,22 +119,25 @@ func withLease(err error, lease *recipes.Lease) error {
 	return err
 }
 
+type leaveBody struct {
+	heldRef
+	Member string `json:"member"`
+}
+
+// check refuses a body without a member.
+func (b *leaveBody) check() error {
+	if b.Member == "" {
+		return invalid("member is required")
+	}
+	return nil
+}
+
 // LeaveDoubleBarrier is POST /v1/double-barriers/{name}/leave?wait=.
 func (a *API) LeaveDoubleBarrier() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var wait time.Duration
-		var body struct {
-			Lease  string `json:"lease"`
-			Member string `json:"member"`
-		}
-		name, err := a.parse(r, &wait, &body)
-		if err != nil {
-			return err
-		}
-		if body.Member == "" {
-			return invalid("member is required")
-		}
-		lease, err := a.existingLease(r.Context(), body.Lease)
+		var body leaveBody
+		name, lease, err := a.parseHeld(r, &wait, &body)
 		if err != nil {
 			return err
 		}

@@ -144,6 +144,9 @@ func TestDecodeBodyFieldNames(t *testing.T) {
 		{&acquireBody{}, []string{"lease", "ttl", "holder", "lock_delay", "mode"}},
 		{&semAcquireBody{}, []string{"lease", "ttl", "holder", "lock_delay", "limit"}},
 		{&releaseBody{}, []string{"lease", "mode"}},
+		{&leaveBody{}, []string{"lease", "member"}},
+		{&proclaimBody{}, []string{"lease", "value"}},
+		{&heldRef{}, []string{"lease"}},
 		{&leaseRef{}, []string{"lease", "ttl", "holder", "lock_delay"}},
 	}
 	for _, tt := range tests {

@@ -43,21 +43,24 @@ func (a *API) Campaign() http.Handler {
 // Resign is POST /v1/elections/{name}/resign.
 func (a *API) Resign() http.Handler { return a.leaseAction(a.Elections.Resign) }
 
+type proclaimBody struct {
+	heldRef
+	Value *string `json:"value"`
+}
+
+// check refuses a body without a value ("" is one).
+func (b *proclaimBody) check() error {
+	if b.Value == nil {
+		return invalid("value is required")
+	}
+	return nil
+}
+
 // Proclaim is PUT /v1/elections/{name}/value: only the leader may.
 func (a *API) Proclaim() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var body struct {
-			Lease string  `json:"lease"`
-			Value *string `json:"value"`
-		}
-		name, err := a.parse(r, nil, &body)
-		if err != nil {
-			return err
-		}
-		if body.Value == nil {
-			return invalid("value is required")
-		}
-		lease, err := a.existingLease(r.Context(), body.Lease)
+		var body proclaimBody
+		name, lease, err := a.parseHeld(r, nil, &body)
 		if err != nil {
 			return err
 		}

@@ -38,14 +38,8 @@ func blockingRead[S any](a *API, read func(ctx context.Context, name string, ind
 // once act has done it.
 func (a *API) leaseAction(act func(ctx context.Context, lease *recipes.Lease, name string) error) http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var body struct {
-			Lease string `json:"lease"`
-		}
-		name, err := a.parse(r, nil, &body)
-		if err != nil {
-			return err
-		}
-		lease, err := a.existingLease(r.Context(), body.Lease)
+		var body heldRef
+		name, lease, err := a.parseHeld(r, nil, &body)
 		if err != nil {
 			return err
 		}

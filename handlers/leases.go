@@ -379,6 +379,39 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 	return l, err == nil, err
 }
 
+// heldRef is the lease part of a body that acts for what a lease holds
+// already (a release, a leave, a proclaim): its id, never one to make.
+type heldRef struct {
+	Lease string `json:"lease"`
+}
+
+func (h *heldRef) leaseID() string { return h.Lease }
+
+// check passes a body that is its lease alone; a body with more in it
+// checks that with a check of its own.
+func (*heldRef) check() error { return nil }
+
+// heldBody is a body with a heldRef in it: check refuses a bad body before
+// its lease is looked up.
+type heldBody interface {
+	leaseID() string
+	check() error
+}
+
+// parseHeld parses a request that acts for what a lease holds already (see
+// parse), checks its body and finds the lease the body names.
+func (a *API) parseHeld(r *http.Request, wait *time.Duration, body heldBody) (string, *recipes.Lease, error) {
+	name, err := a.parse(r, wait, body)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := body.check(); err != nil {
+		return "", nil, err
+	}
+	lease, err := a.existingLease(r.Context(), body.leaseID())
+	return name, lease, err
+}
+
 // existingLease is the lease of id that a request acts for (a release, a
 // leave, an ack): never one made for it.
 func (a *API) existingLease(ctx context.Context, id string) (*recipes.Lease, error) {

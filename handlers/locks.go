@@ -37,19 +37,15 @@ func (a *API) AcquireLock() http.Handler {
 }
 
 type releaseBody struct {
-	Lease string `json:"lease"`
-	Mode  string `json:"mode"`
+	heldRef
+	Mode string `json:"mode"`
 }
 
 // ReleaseLock is POST /v1/locks/{name}/release.
 func (a *API) ReleaseLock() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var body releaseBody
-		name, err := a.parse(r, nil, &body)
-		if err != nil {
-			return err
-		}
-		lease, err := a.existingLease(r.Context(), body.Lease)
+		name, lease, err := a.parseHeld(r, nil, &body)
 		if err != nil {
 			return err
 		}
