@@ -57,11 +57,7 @@ func (a *API) WaitBarrier() http.Handler {
 			return err
 		}
 		st, err := a.Barriers.Wait(r.Context(), name, wait)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, st)
-		return nil
+		return writeOK(w, st, err)
 	})
 }
 
@@ -142,11 +138,7 @@ func (a *API) LeaveDoubleBarrier() http.Handler {
 			return err
 		}
 		st, err := a.DoubleBarriers.Leave(r.Context(), lease, name, body.Member, wait)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, st)
-		return nil
+		return writeOK(w, st, err)
 	})
 }
 

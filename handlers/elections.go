@@ -65,11 +65,7 @@ func (a *API) Proclaim() http.Handler {
 			return err
 		}
 		c, err := a.Elections.Proclaim(r.Context(), lease, name, *body.Value)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, c)
-		return nil
+		return writeOK(w, c, err)
 	})
 }
 

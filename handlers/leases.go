@@ -473,9 +473,5 @@ func leaseCall[B any, P actsForLease[B], T any](a *API,
 
 // replyJSON answers 200 with what a leaseCall's act gave.
 func replyJSON[T any](w http.ResponseWriter, got T, _ *recipes.Lease, err error) error {
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, got)
-	return nil
+	return writeOK(w, got, err)
 }
