@@ -221,12 +221,16 @@ func TestDecodeJSONTooLarge(t *testing.T) {
 	}
 }
 
+// parseCase is a case of a parser's table: the input, what it gives, and
+// whether it is accepted.
+type parseCase[T any] struct {
+	in   string
+	want T
+	ok   bool
+}
+
 func TestDurationUnmarshalJSON(t *testing.T) {
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
+	tests := []parseCase[time.Duration]{
 		{`"15s"`, 15 * time.Second, true},
 		{`"500ms"`, 500 * time.Millisecond, true},
 		{`"1h0m0s"`, time.Hour, true},
@@ -249,11 +253,7 @@ func TestDurationUnmarshalJSON(t *testing.T) {
 }
 
 func TestParseDuration(t *testing.T) {
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
+	tests := []parseCase[time.Duration]{
 		{"0", 0, true},
 		{"0s", 0, true},
 		{"-0s", 0, true},
@@ -303,11 +303,7 @@ func requestWithQuery(rawQuery string) *http.Request {
 
 func TestParseWait(t *testing.T) {
 	const maxWait = time.Minute
-	tests := []struct {
-		query string
-		want  time.Duration
-		ok    bool
-	}{
+	tests := []parseCase[time.Duration]{
 		{"", 0, true},
 		{"wait=", 0, true},
 		{"index=5", 0, true},
@@ -328,9 +324,9 @@ func TestParseWait(t *testing.T) {
 		{"wait=9999999999h", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := parseWait(requestWithQuery(tt.query), maxWait)
+		got, err := parseWait(requestWithQuery(tt.in), maxWait)
 		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseWait(%q) = %v, %v; want %v, ok %v", tt.query, got, err, tt.want, tt.ok)
+			t.Errorf("parseWait(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
 		}
 		if err != nil {
 			wantCode(t, err, recipes.CodeInvalid)
@@ -342,11 +338,7 @@ func TestParseWait(t *testing.T) {
 }
 
 func TestParseIndex(t *testing.T) {
-	tests := []struct {
-		query string
-		want  int64
-		ok    bool
-	}{
+	tests := []parseCase[int64]{
 		{"", 0, true},
 		{"index=", 0, true},
 		{"index=0", 0, true},
@@ -364,9 +356,9 @@ func TestParseIndex(t *testing.T) {
 		{"index=%20", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := parseIndex(requestWithQuery(tt.query))
+		got, err := parseIndex(requestWithQuery(tt.in))
 		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseIndex(%q) = %v, %v; want %v, ok %v", tt.query, got, err, tt.want, tt.ok)
+			t.Errorf("parseIndex(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
 		}
 		if err != nil {
 			wantCode(t, err, recipes.CodeInvalid)
