@@ -49,17 +49,7 @@ func (a *API) RaiseBarrier() http.Handler {
 func (a *API) LowerBarrier() http.Handler { return a.nameAction(a.Barriers.Lower) }
 
 // WaitBarrier is POST /v1/barriers/{name}/wait?wait=.
-func (a *API) WaitBarrier() http.Handler {
-	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var wait time.Duration
-		name, err := a.parse(r, &wait, nil)
-		if err != nil {
-			return err
-		}
-		st, err := a.Barriers.Wait(r.Context(), name, wait)
-		return writeOK(w, st, err)
-	})
-}
+func (a *API) WaitBarrier() http.Handler { return waitCall(a, a.Barriers.Wait, writeOK) }
 
 // BarrierState is GET /v1/barriers/{name}, a blocking read.
 func (a *API) BarrierState() http.Handler {

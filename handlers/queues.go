@@ -76,17 +76,7 @@ func writeItem(w http.ResponseWriter, t recipes.Taken) {
 }
 
 // Take is POST /v1/queues/{name}/take?wait=: at-most-once.
-func (a *API) Take() http.Handler {
-	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var wait time.Duration
-		name, err := a.parse(r, &wait, nil)
-		if err != nil {
-			return err
-		}
-		t, err := a.Queues.Take(r.Context(), name, wait)
-		return writeTaken(w, t, err)
-	})
-}
+func (a *API) Take() http.Handler { return waitCall(a, a.Queues.Take, writeTaken) }
 
 // Claim is POST /v1/queues/{name}/claim?wait=: at-least-once.
 func (a *API) Claim() http.Handler {
