@@ -223,10 +223,22 @@ func TestDecodeJSONTooLarge(t *testing.T) {
 
 // parseCase is a case of a parser's table: the input, what it gives, and
 // whether it is accepted.
-type parseCase[T any] struct {
+type parseCase[T comparable] struct {
 	in   string
 	want T
 	ok   bool
+}
+
+// check runs parse, named name, on the case's input and reports what it
+// gives when that is not the case's; it returns parse's error, for the
+// caller's checks of it.
+func (c parseCase[T]) check(t *testing.T, name string, parse func(string) (T, error)) error {
+	t.Helper()
+	got, err := parse(c.in)
+	if (err == nil) != c.ok || got != c.want {
+		t.Errorf("%s(%q) = %v, %v; want %v, ok %v", name, c.in, got, err, c.want, c.ok)
+	}
+	return err
 }
 
 func TestDurationUnmarshalJSON(t *testing.T) {
@@ -244,11 +256,11 @@ func TestDurationUnmarshalJSON(t *testing.T) {
 		{`"1y"`, 0, false},
 	}
 	for _, tt := range tests {
-		var d Duration
-		err := d.UnmarshalJSON([]byte(tt.in))
-		if (err == nil) != tt.ok || time.Duration(d) != tt.want {
-			t.Errorf("UnmarshalJSON(%s) = %v, %v; want %v, ok %v", tt.in, time.Duration(d), err, tt.want, tt.ok)
-		}
+		tt.check(t, "UnmarshalJSON", func(in string) (time.Duration, error) {
+			var d Duration
+			err := d.UnmarshalJSON([]byte(in))
+			return time.Duration(d), err
+		})
 	}
 }
 
@@ -285,11 +297,7 @@ func TestParseDuration(t *testing.T) {
 		{"forever", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := ParseDuration(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseDuration(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
-		}
-		if err != nil && !strings.Contains(err.Error(), tt.in) {
+		if err := tt.check(t, "ParseDuration", ParseDuration); err != nil && !strings.Contains(err.Error(), tt.in) {
 			t.Errorf("ParseDuration(%q): the error %q does not quote the input", tt.in, err)
 		}
 	}
@@ -324,10 +332,7 @@ func TestParseWait(t *testing.T) {
 		{"wait=9999999999h", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := parseWait(requestWithQuery(tt.in), maxWait)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseWait(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
-		}
+		err := tt.check(t, "parseWait", func(query string) (time.Duration, error) { return parseWait(requestWithQuery(query), maxWait) })
 		if err != nil {
 			wantCode(t, err, recipes.CodeInvalid)
 		}
@@ -356,10 +361,7 @@ func TestParseIndex(t *testing.T) {
 		{"index=%20", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := parseIndex(requestWithQuery(tt.in))
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseIndex(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
-		}
+		err := tt.check(t, "parseIndex", func(query string) (int64, error) { return parseIndex(requestWithQuery(query)) })
 		if err != nil {
 			wantCode(t, err, recipes.CodeInvalid)
 		}
