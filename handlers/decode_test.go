@@ -309,6 +309,18 @@ func requestWithQuery(rawQuery string) *http.Request {
 	return r
 }
 
+// checkQueries checks a query parser, named name, against its table: each
+// case's query is a request's, and a query refused is invalid_request.
+func checkQueries[T comparable](t *testing.T, name string, tests []parseCase[T], parse func(*http.Request) (T, error)) {
+	t.Helper()
+	for _, tt := range tests {
+		err := tt.check(t, name, func(query string) (T, error) { return parse(requestWithQuery(query)) })
+		if err != nil {
+			wantCode(t, err, recipes.CodeInvalid)
+		}
+	}
+}
+
 func TestParseWait(t *testing.T) {
 	const maxWait = time.Minute
 	tests := []parseCase[time.Duration]{
@@ -331,12 +343,7 @@ func TestParseWait(t *testing.T) {
 		{"wait=1%20s", 0, false},
 		{"wait=9999999999h", 0, false},
 	}
-	for _, tt := range tests {
-		err := tt.check(t, "parseWait", func(query string) (time.Duration, error) { return parseWait(requestWithQuery(query), maxWait) })
-		if err != nil {
-			wantCode(t, err, recipes.CodeInvalid)
-		}
-	}
+	checkQueries(t, "parseWait", tests, func(r *http.Request) (time.Duration, error) { return parseWait(r, maxWait) })
 	if _, err := parseWait(requestWithQuery("wait=2m"), maxWait); err == nil || !strings.Contains(err.Error(), "cap of 1m0s") {
 		t.Errorf("a wait above the cap must say the cap: %v", err)
 	}
@@ -360,12 +367,7 @@ func TestParseIndex(t *testing.T) {
 		{"index=abc", 0, false},
 		{"index=%20", 0, false},
 	}
-	for _, tt := range tests {
-		err := tt.check(t, "parseIndex", func(query string) (int64, error) { return parseIndex(requestWithQuery(query)) })
-		if err != nil {
-			wantCode(t, err, recipes.CodeInvalid)
-		}
-	}
+	checkQueries(t, "parseIndex", tests, parseIndex)
 	// blockingParams reads both, the index first.
 	if _, _, err := blockingParams(requestWithQuery("index=x&wait=2m"), time.Minute); err == nil || !strings.Contains(err.Error(), "index") {
 		t.Errorf("blockingParams: %v, want the index error", err)
