@@ -24,12 +24,7 @@ func (c *Client) RaiseBarrier(ctx context.Context, name string) (raised bool, er
 // LowerBarrier takes the barrier name down, releasing every waiter.
 // Lowering a barrier that is down is not an error.
 func (c *Client) LowerBarrier(ctx context.Context, name string) error {
-	path, err := namePath("barriers", name)
-	if err != nil {
-		return err
-	}
-	_, err = c.do(ctx, request{method: http.MethodDelete, path: path, retry: true})
-	return err
+	return c.deleteNamed(ctx, "barriers", name)
 }
 
 // WaitBarrier waits up to wait until the barrier name is down (or does not

@@ -407,6 +407,16 @@ func ValidName(name string) error {
 	return nil
 }
 
+// deleteNamed removes the kind's name (DELETE, safe to repeat).
+func (c *Client) deleteNamed(ctx context.Context, kind, name string) error {
+	path, err := namePath(kind, name)
+	if err != nil {
+		return err
+	}
+	_, err = c.do(ctx, request{method: http.MethodDelete, path: path, retry: true})
+	return err
+}
+
 // namePath is pathOf(kind, name, rest...) after ValidName(name).
 func namePath(kind, name string, rest ...string) (string, error) {
 	if err := ValidName(name); err != nil {

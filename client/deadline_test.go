@@ -44,11 +44,7 @@ func TestDeadlineFollowsExpiresAt(t *testing.T) {
 	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	_, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
-	l, err := c.Grant(ctx, 30*time.Second, "deadline")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Revoke(ctx)
+	l := grant(t, c, "deadline")
 	first := l.Deadline()
 	if ahead := time.Until(first); ahead <= 0 || ahead > 2*time.Second {
 		t.Fatalf("the deadline is %s ahead: want the gateway's promise, within its session timeout of 2s", ahead)

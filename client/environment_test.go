@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -31,10 +32,7 @@ func TestNewReadsTheEnvironment(t *testing.T) {
 	if err != nil || c.URL() != "http://"+hostPort {
 		t.Fatalf("New(\"\") with ZKGATE_URL=%s: %v %v", hostPort, c, err)
 	}
-	if _, err := c.Locks(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	if got := lastAuth(t, p); got != "Bearer from-env" {
+	if got := authSent(t, ctx, c, p); got != "Bearer from-env" {
 		t.Fatalf("Authorization %q, want the one of ZKGATE_TOKEN", got)
 	}
 
@@ -43,20 +41,14 @@ func TestNewReadsTheEnvironment(t *testing.T) {
 	if err != nil || c.URL() != "http://"+hostPort {
 		t.Fatalf("New(%q): %v %v", hostPort, c, err)
 	}
-	if _, err := c.Locks(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	if got := lastAuth(t, p); got != "Bearer given" {
+	if got := authSent(t, ctx, c, p); got != "Bearer given" {
 		t.Fatalf("Authorization %q, want the one given", got)
 	}
 	c, err = client.New(p.URL(), client.WithToken(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Locks(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	if got := lastAuth(t, p); got != "" {
+	if got := authSent(t, ctx, c, p); got != "" {
 		t.Fatalf("Authorization %q after WithToken(\"\")", got)
 	}
 	t.Setenv("ZKGATE_URL", "http://127.0.0.1:9")
@@ -88,9 +80,13 @@ func TestNewRefusesBadURLs(t *testing.T) {
 	}
 }
 
-// lastAuth is the Authorization header of the last request p passed on.
-func lastAuth(t *testing.T, p *proxy) string {
+// authSent is the Authorization header that a call through c (a list of
+// the locks) brings to the gateway behind p.
+func authSent(t *testing.T, ctx context.Context, c *client.Client, p *proxy) string {
 	t.Helper()
+	if _, err := c.Locks(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
 	seen := p.requests()
 	if len(seen) == 0 {
 		t.Fatal("no request reached the gateway")

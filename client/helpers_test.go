@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -35,6 +36,18 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// waitForWaiters polls until the lock name has n waiters.
+func waitForWaiters(t *testing.T, ctx context.Context, c *client.Client, name string, n int) {
+	t.Helper()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		st, err := c.LockState(ctx, name)
+		if err != nil || len(st.Waiters) != n {
+			return fmt.Errorf("lock %s: %+v %v, want %d waiters", name, st, err, n)
+		}
+		return nil
+	})
 }
 
 // proxy is an HTTP proxy in front of a gateway whose behaviour a test

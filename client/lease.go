@@ -270,16 +270,8 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // Info reads the lease from the gateway, with what it holds; its expires_at
 // counts as a confirmation of the deadline.
 func (l *Lease) Info(ctx context.Context) (LeaseInfo, error) {
-	path, err := pathOf("leases", l.id)
+	info, resp, err := readLease(ctx, l.do, l.id)
 	if err != nil {
-		return LeaseInfo{}, err
-	}
-	resp, err := l.do(ctx, request{method: http.MethodGet, path: path, retry: true})
-	if err != nil {
-		return LeaseInfo{}, err
-	}
-	var info LeaseInfo
-	if err := resp.decode(&info); err != nil {
 		return LeaseInfo{}, err
 	}
 	l.confirmed(resp.sent, resp.header, info.ExpiresAt)
@@ -328,14 +320,7 @@ func (l *Lease) Revoke(ctx context.Context) error {
 }
 
 // revokeAtGateway is RevokeLease sent for the lease (to its keeper).
-func (l *Lease) revokeAtGateway(ctx context.Context) error {
-	path, err := pathOf("leases", l.id)
-	if err != nil {
-		return err
-	}
-	_, err = l.do(ctx, request{method: http.MethodDelete, path: path, retry: true, okOnRetry: []string{"lease_expired"}})
-	return err
-}
+func (l *Lease) revokeAtGateway(ctx context.Context) error { return revokeLease(ctx, l.do, l.id) }
 
 func (l *Lease) isRevoked() bool {
 	l.mu.Lock()
@@ -675,16 +660,23 @@ func (c *Client) KeepAlive(ctx context.Context, id string) (LeaseInfo, error) {
 
 // LeaseInfo reads the lease id, with what it holds.
 func (c *Client) LeaseInfo(ctx context.Context, id string) (LeaseInfo, error) {
+	info, _, err := readLease(ctx, c.do, id)
+	return info, err
+}
+
+// readLease reads the lease id through do (the client's, or the lease's
+// own, which goes to its keeper), with the answer it came in.
+func readLease(ctx context.Context, do func(context.Context, request) (*response, error), id string) (LeaseInfo, *response, error) {
+	var info LeaseInfo
 	path, err := pathOf("leases", id)
 	if err != nil {
-		return LeaseInfo{}, err
+		return info, nil, err
 	}
-	resp, err := c.do(ctx, request{method: http.MethodGet, path: path, retry: true})
+	resp, err := do(ctx, request{method: http.MethodGet, path: path, retry: true})
 	if err != nil {
-		return LeaseInfo{}, err
+		return info, nil, err
 	}
-	var info LeaseInfo
-	return info, resp.decode(&info)
+	return info, resp, resp.decode(&info)
 }
 
 // Leases lists the live leases of every gateway, oldest first, reading
@@ -696,11 +688,16 @@ func (c *Client) Leases(ctx context.Context, opts ...ListOption) ([]LeaseInfo, e
 // RevokeLease ends the lease id at the gateway, which releases all it held
 // before answering. A repeat after a lost answer is recognised: the
 // gateway's "revoked" is success.
-func (c *Client) RevokeLease(ctx context.Context, id string) error {
+func (c *Client) RevokeLease(ctx context.Context, id string) error { return revokeLease(ctx, c.do, id) }
+
+// revokeLease ends the lease id through do (the client's, or the lease's
+// own, which goes to its keeper); the gateway's lease_expired for a repeat
+// after a lost answer is success.
+func revokeLease(ctx context.Context, do func(context.Context, request) (*response, error), id string) error {
 	path, err := pathOf("leases", id)
 	if err != nil {
 		return err
 	}
-	_, err = c.do(ctx, request{method: http.MethodDelete, path: path, retry: true, okOnRetry: []string{"lease_expired"}})
+	_, err = do(ctx, request{method: http.MethodDelete, path: path, retry: true, okOnRetry: []string{"lease_expired"}})
 	return err
 }

@@ -81,11 +81,7 @@ func TestLeaseLostWhenRevokedElsewhere(t *testing.T) {
 	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	g, c := gateway(t)
 	ctx := ctxFor(t, time.Minute)
-	holder, err := c.Grant(ctx, 30*time.Second, "holder")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Revoke(ctx)
+	holder := grant(t, c, "holder")
 	if _, err := holder.Lock(ctx, "lost", client.Exclusive, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -98,13 +94,7 @@ func TestLeaseLostWhenRevokedElsewhere(t *testing.T) {
 		_, err := l.Lock(ctx, "lost", client.Exclusive, 50*time.Second)
 		waited <- err
 	}()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		st, err := c.LockState(ctx, "lost")
-		if err != nil || len(st.Waiters) != 1 {
-			return errors.New("no waiter yet")
-		}
-		return nil
-	})
+	waitForWaiters(t, ctx, c, "lost", 1)
 	start := time.Now()
 	if r := gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l.ID(), nil); r.Status != http.StatusNoContent {
 		t.Fatalf("revoke: %d %s", r.Status, r.Body)

@@ -15,7 +15,7 @@ import (
 func TestListsReadEveryPage(t *testing.T) {
 	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
 	g, _ := gateway(t)
-	p := newProxy(t, g.URL)
+	p, c := proxiedClient(t, g.URL)
 	p.set(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if r.Method == http.MethodGet && r.URL.Query().Get("limit") != "" {
 			q := r.URL.Query()
@@ -24,10 +24,6 @@ func TestListsReadEveryPage(t *testing.T) {
 		}
 		next.ServeHTTP(w, r)
 	})
-	c, err := client.New(p.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := ctxFor(t, time.Minute)
 	lease := grant(t, c, "pages")
 	for i := range 5 {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/client"
-	"github.com/zkgate/zkgate/internal/gwtest"
 )
 
 func grant(t *testing.T, c *client.Client, holder string) *client.Lease {
@@ -96,13 +95,7 @@ func checkExclusiveLock(t *testing.T, ctx context.Context, c *client.Client, a, 
 		}
 		got <- g
 	}()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		st, err := c.LockState(ctx, "orders")
-		if err != nil || len(st.Waiters) != 1 {
-			return fmt.Errorf("no waiter: %+v %v", st, err)
-		}
-		return nil
-	})
+	waitForWaiters(t, ctx, c, "orders", 1)
 	if err := ga.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -178,13 +171,7 @@ func TestDeadlock(t *testing.T) {
 		_, err := a.Lock(ctx, "y", client.Exclusive, 30*time.Second)
 		aWaits <- err
 	}()
-	gwtest.Eventually(t, 10*time.Second, func() error {
-		st, err := c.LockState(ctx, "y")
-		if err == nil && len(st.Waiters) == 0 {
-			err = errors.New("a does not wait for y yet")
-		}
-		return err
-	})
+	waitForWaiters(t, ctx, c, "y", 1) // a waits for y
 	_, err := b.Lock(ctx, "x", client.Exclusive, 30*time.Second)
 	e := wantCode(t, err, client.ErrDeadlock, 409)
 	var cycle []struct{ Lease, Name string }

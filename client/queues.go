@@ -259,12 +259,7 @@ func (c *Client) Queues(ctx context.Context, opts ...ListOption) ([]QueueState, 
 // DeleteQueue removes the queue name, which must be empty (ErrNotEmpty
 // otherwise). Deleting a queue that does not exist is not an error.
 func (c *Client) DeleteQueue(ctx context.Context, name string) error {
-	path, err := namePath("queues", name)
-	if err != nil {
-		return err
-	}
-	_, err = c.do(ctx, request{method: http.MethodDelete, path: path, retry: true})
-	return err
+	return c.deleteNamed(ctx, "queues", name)
 }
 
 // itemOf reads an item answer: 204 is an empty queue.

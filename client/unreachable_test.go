@@ -13,18 +13,6 @@ import (
 	"github.com/zkgate/zkgate/client"
 )
 
-// deadPort is a loopback address nobody listens on: a port taken, then let go.
-func deadPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // countingDials is an HTTP client that counts its connection attempts.
 func countingDials(n *atomic.Int32) *http.Client {
 	var d net.Dialer
@@ -41,7 +29,7 @@ func countingDials(n *atomic.Int32) *http.Client {
 // the retry window still bounds it.
 func TestUnreachableGateway(t *testing.T) {
 	t.Parallel()
-	addr := deadPort(t)
+	addr := freeAddr(t)
 	ctx := ctxFor(t, time.Minute)
 	var dials atomic.Int32
 	c, err := client.New(addr, client.WithHTTPClient(countingDials(&dials)))
@@ -71,21 +59,18 @@ func TestUnreachableGateway(t *testing.T) {
 		}
 	}
 
-	c, err = client.New(addr, client.WithHTTPClient(countingDials(&dials)), client.WithConnectRetries(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dials.Store(0)
-	if _, err := c.LockState(ctx, "x"); !errors.Is(err, client.ErrUnreachable) || dials.Load() != 1 {
-		t.Fatalf("WithConnectRetries(0): %v after %d attempts", err, dials.Load())
-	}
-	c, err = client.New(addr, client.WithHTTPClient(countingDials(&dials)), client.WithRetryWindow(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dials.Store(0)
-	if _, err := c.LockState(ctx, "x"); !errors.Is(err, client.ErrUnreachable) || dials.Load() != 1 {
-		t.Fatalf("WithRetryWindow(0): %v after %d attempts", err, dials.Load())
+	for _, one := range []struct {
+		name string
+		opt  client.Option
+	}{{"WithConnectRetries(0)", client.WithConnectRetries(0)}, {"WithRetryWindow(0)", client.WithRetryWindow(0)}} {
+		c, err = client.New(addr, client.WithHTTPClient(countingDials(&dials)), one.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dials.Store(0)
+		if _, err := c.LockState(ctx, "x"); !errors.Is(err, client.ErrUnreachable) || dials.Load() != 1 {
+			t.Fatalf("%s: %v after %d attempts", one.name, err, dials.Load())
+		}
 	}
 	if err := c.Ready(ctx); !errors.Is(err, client.ErrUnreachable) {
 		t.Fatalf("Ready: %v", err)

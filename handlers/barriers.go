@@ -49,21 +49,7 @@ func (a *API) RaiseBarrier() http.Handler {
 func (a *API) LowerBarrier() http.Handler { return a.nameAction(a.Barriers.Lower) }
 
 // WaitBarrier is POST /v1/barriers/{name}/wait?wait=.
-func (a *API) WaitBarrier() http.Handler {
-	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var wait time.Duration
-		name, err := a.parse(r, &wait, nil)
-		if err != nil {
-			return err
-		}
-		st, err := a.Barriers.Wait(r.Context(), name, wait)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, st)
-		return nil
-	})
-}
+func (a *API) WaitBarrier() http.Handler { return waitCall(a, a.Barriers.Wait, writeOK) }
 
 // BarrierState is GET /v1/barriers/{name}, a blocking read.
 func (a *API) BarrierState() http.Handler {
@@ -79,32 +65,28 @@ type enterBody struct {
 	Count  *int   `json:"count"`
 }
 
-// EnterDoubleBarrier is POST /v1/double-barriers/{name}/enter?wait=.
+// check refuses a body without a member, or with a count out of range.
+func (b *enterBody) check() error {
+	if b.Member == "" || b.Count == nil {
+		return invalid("member and count are required")
+	}
+	return between("count", b.Count, recipes.MaxBarrierCount)
+}
+
+// EnterDoubleBarrier is POST /v1/double-barriers/{name}/enter?wait=. A
+// timed-out enter keeps its membership for a later enter to resume: a
+// lease made for it stays too.
 func (a *API) EnterDoubleBarrier() http.Handler {
-	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var wait time.Duration
-		var body enterBody
-		name, err := a.parse(r, &wait, &body)
-		if err != nil {
-			return err
-		}
-		if body.Member == "" || body.Count == nil {
-			return invalid("member and count are required")
-		}
-		if *body.Count < 1 || *body.Count > recipes.MaxBarrierCount {
-			return invalid("count must be between 1 and %d", recipes.MaxBarrierCount)
-		}
-		// A timed-out enter keeps its membership for a later enter to
-		// resume: a lease made for it stays too.
-		st, lease, err := actFor(a, r.Context(), body.leaseRef, func(lease *recipes.Lease) (recipes.DoubleBarrierState, error) {
-			return a.DoubleBarriers.Enter(r.Context(), lease, name, body.Member, *body.Count, wait)
-		}, func(err error) bool { return recipes.ErrorCode(err) == recipes.CodeTimeout })
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, enterAnswer{DoubleBarrierState: st, Lease: lease.ID})
-		return nil
-	})
+	return leaseCall(a, func(ctx context.Context, lease *recipes.Lease, name string, b *enterBody, wait time.Duration) (recipes.DoubleBarrierState, error) {
+		return a.DoubleBarriers.Enter(ctx, lease, name, b.Member, *b.Count, wait)
+	}, func(err error) bool { return recipes.ErrorCode(err) == recipes.CodeTimeout },
+		func(w http.ResponseWriter, st recipes.DoubleBarrierState, lease *recipes.Lease, err error) error {
+			if err != nil {
+				return err
+			}
+			writeJSON(w, http.StatusOK, enterAnswer{DoubleBarrierState: st, Lease: lease.ID})
+			return nil
+		})
 }
 
 type enterAnswer struct {
@@ -123,31 +105,30 @@ func withLease(err error, lease *recipes.Lease) error {
 	return err
 }
 
+type leaveBody struct {
+	heldRef
+	Member string `json:"member"`
+}
+
+// check refuses a body without a member.
+func (b *leaveBody) check() error {
+	if b.Member == "" {
+		return invalid("member is required")
+	}
+	return nil
+}
+
 // LeaveDoubleBarrier is POST /v1/double-barriers/{name}/leave?wait=.
 func (a *API) LeaveDoubleBarrier() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var wait time.Duration
-		var body struct {
-			Lease  string `json:"lease"`
-			Member string `json:"member"`
-		}
-		name, err := a.parse(r, &wait, &body)
-		if err != nil {
-			return err
-		}
-		if body.Member == "" {
-			return invalid("member is required")
-		}
-		lease, err := a.existingLease(r.Context(), body.Lease)
+		var body leaveBody
+		name, lease, err := a.parseHeld(r, &wait, &body)
 		if err != nil {
 			return err
 		}
 		st, err := a.DoubleBarriers.Leave(r.Context(), lease, name, body.Member, wait)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, st)
-		return nil
+		return writeOK(w, st, err)
 	})
 }
 

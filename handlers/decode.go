@@ -368,3 +368,14 @@ func (a *API) parse(r *http.Request, wait *time.Duration, body any) (string, err
 	}
 	return name, nil
 }
+
+// between refuses a field that is missing or outside 1..most, naming it.
+func between(field string, v *int, most int) error {
+	if v == nil {
+		return invalid("%s is required", field)
+	}
+	if *v < 1 || *v > most {
+		return invalid("%s must be between 1 and %d", field, most)
+	}
+	return nil
+}

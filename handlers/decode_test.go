@@ -144,6 +144,9 @@ func TestDecodeBodyFieldNames(t *testing.T) {
 		{&acquireBody{}, []string{"lease", "ttl", "holder", "lock_delay", "mode"}},
 		{&semAcquireBody{}, []string{"lease", "ttl", "holder", "lock_delay", "limit"}},
 		{&releaseBody{}, []string{"lease", "mode"}},
+		{&leaveBody{}, []string{"lease", "member"}},
+		{&proclaimBody{}, []string{"lease", "value"}},
+		{&heldRef{}, []string{"lease"}},
 		{&leaseRef{}, []string{"lease", "ttl", "holder", "lock_delay"}},
 	}
 	for _, tt := range tests {
@@ -218,12 +221,28 @@ func TestDecodeJSONTooLarge(t *testing.T) {
 	}
 }
 
+// parseCase is a case of a parser's table: the input, what it gives, and
+// whether it is accepted.
+type parseCase[T comparable] struct {
+	in   string
+	want T
+	ok   bool
+}
+
+// check runs parse, named name, on the case's input and reports what it
+// gives when that is not the case's; it returns parse's error, for the
+// caller's checks of it.
+func (c parseCase[T]) check(t *testing.T, name string, parse func(string) (T, error)) error {
+	t.Helper()
+	got, err := parse(c.in)
+	if (err == nil) != c.ok || got != c.want {
+		t.Errorf("%s(%q) = %v, %v; want %v, ok %v", name, c.in, got, err, c.want, c.ok)
+	}
+	return err
+}
+
 func TestDurationUnmarshalJSON(t *testing.T) {
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
+	tests := []parseCase[time.Duration]{
 		{`"15s"`, 15 * time.Second, true},
 		{`"500ms"`, 500 * time.Millisecond, true},
 		{`"1h0m0s"`, time.Hour, true},
@@ -237,20 +256,16 @@ func TestDurationUnmarshalJSON(t *testing.T) {
 		{`"1y"`, 0, false},
 	}
 	for _, tt := range tests {
-		var d Duration
-		err := d.UnmarshalJSON([]byte(tt.in))
-		if (err == nil) != tt.ok || time.Duration(d) != tt.want {
-			t.Errorf("UnmarshalJSON(%s) = %v, %v; want %v, ok %v", tt.in, time.Duration(d), err, tt.want, tt.ok)
-		}
+		tt.check(t, "UnmarshalJSON", func(in string) (time.Duration, error) {
+			var d Duration
+			err := d.UnmarshalJSON([]byte(in))
+			return time.Duration(d), err
+		})
 	}
 }
 
 func TestParseDuration(t *testing.T) {
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
+	tests := []parseCase[time.Duration]{
 		{"0", 0, true},
 		{"0s", 0, true},
 		{"-0s", 0, true},
@@ -282,11 +297,7 @@ func TestParseDuration(t *testing.T) {
 		{"forever", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := ParseDuration(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseDuration(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
-		}
-		if err != nil && !strings.Contains(err.Error(), tt.in) {
+		if err := tt.check(t, "ParseDuration", ParseDuration); err != nil && !strings.Contains(err.Error(), tt.in) {
 			t.Errorf("ParseDuration(%q): the error %q does not quote the input", tt.in, err)
 		}
 	}
@@ -298,13 +309,21 @@ func requestWithQuery(rawQuery string) *http.Request {
 	return r
 }
 
+// checkQueries checks a query parser, named name, against its table: each
+// case's query is a request's, and a query refused is invalid_request.
+func checkQueries[T comparable](t *testing.T, name string, tests []parseCase[T], parse func(*http.Request) (T, error)) {
+	t.Helper()
+	for _, tt := range tests {
+		err := tt.check(t, name, func(query string) (T, error) { return parse(requestWithQuery(query)) })
+		if err != nil {
+			wantCode(t, err, recipes.CodeInvalid)
+		}
+	}
+}
+
 func TestParseWait(t *testing.T) {
 	const maxWait = time.Minute
-	tests := []struct {
-		query string
-		want  time.Duration
-		ok    bool
-	}{
+	tests := []parseCase[time.Duration]{
 		{"", 0, true},
 		{"wait=", 0, true},
 		{"index=5", 0, true},
@@ -324,26 +343,14 @@ func TestParseWait(t *testing.T) {
 		{"wait=1%20s", 0, false},
 		{"wait=9999999999h", 0, false},
 	}
-	for _, tt := range tests {
-		got, err := parseWait(requestWithQuery(tt.query), maxWait)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseWait(%q) = %v, %v; want %v, ok %v", tt.query, got, err, tt.want, tt.ok)
-		}
-		if err != nil {
-			wantCode(t, err, recipes.CodeInvalid)
-		}
-	}
+	checkQueries(t, "parseWait", tests, func(r *http.Request) (time.Duration, error) { return parseWait(r, maxWait) })
 	if _, err := parseWait(requestWithQuery("wait=2m"), maxWait); err == nil || !strings.Contains(err.Error(), "cap of 1m0s") {
 		t.Errorf("a wait above the cap must say the cap: %v", err)
 	}
 }
 
 func TestParseIndex(t *testing.T) {
-	tests := []struct {
-		query string
-		want  int64
-		ok    bool
-	}{
+	tests := []parseCase[int64]{
 		{"", 0, true},
 		{"index=", 0, true},
 		{"index=0", 0, true},
@@ -360,15 +367,7 @@ func TestParseIndex(t *testing.T) {
 		{"index=abc", 0, false},
 		{"index=%20", 0, false},
 	}
-	for _, tt := range tests {
-		got, err := parseIndex(requestWithQuery(tt.query))
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseIndex(%q) = %v, %v; want %v, ok %v", tt.query, got, err, tt.want, tt.ok)
-		}
-		if err != nil {
-			wantCode(t, err, recipes.CodeInvalid)
-		}
-	}
+	checkQueries(t, "parseIndex", tests, parseIndex)
 	// blockingParams reads both, the index first.
 	if _, _, err := blockingParams(requestWithQuery("index=x&wait=2m"), time.Minute); err == nil || !strings.Contains(err.Error(), "index") {
 		t.Errorf("blockingParams: %v, want the index error", err)

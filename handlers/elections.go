@@ -25,16 +25,9 @@ type campaignBody struct {
 // Campaign is POST /v1/elections/{name}/campaign?wait=: 200 when elected,
 // 202 when the wait ends first (the candidacy stays).
 func (a *API) Campaign() http.Handler {
-	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var wait time.Duration
-		var body campaignBody
-		name, err := a.parse(r, &wait, &body)
-		if err != nil {
-			return err
-		}
-		c, _, err := actFor(a, r.Context(), body.leaseRef, func(lease *recipes.Lease) (recipes.Campaign, error) {
-			return a.Elections.Campaign(r.Context(), lease, name, body.Value, wait)
-		}, nil)
+	return leaseCall(a, func(ctx context.Context, lease *recipes.Lease, name string, b *campaignBody, wait time.Duration) (recipes.Campaign, error) {
+		return a.Elections.Campaign(ctx, lease, name, b.Value, wait)
+	}, nil, func(w http.ResponseWriter, c recipes.Campaign, _ *recipes.Lease, err error) error {
 		if err != nil {
 			return err
 		}
@@ -50,30 +43,29 @@ func (a *API) Campaign() http.Handler {
 // Resign is POST /v1/elections/{name}/resign.
 func (a *API) Resign() http.Handler { return a.leaseAction(a.Elections.Resign) }
 
+type proclaimBody struct {
+	heldRef
+	Value *string `json:"value"`
+}
+
+// check refuses a body without a value ("" is one).
+func (b *proclaimBody) check() error {
+	if b.Value == nil {
+		return invalid("value is required")
+	}
+	return nil
+}
+
 // Proclaim is PUT /v1/elections/{name}/value: only the leader may.
 func (a *API) Proclaim() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var body struct {
-			Lease string  `json:"lease"`
-			Value *string `json:"value"`
-		}
-		name, err := a.parse(r, nil, &body)
-		if err != nil {
-			return err
-		}
-		if body.Value == nil {
-			return invalid("value is required")
-		}
-		lease, err := a.existingLease(r.Context(), body.Lease)
+		var body proclaimBody
+		name, lease, err := a.parseHeld(r, nil, &body)
 		if err != nil {
 			return err
 		}
 		c, err := a.Elections.Proclaim(r.Context(), lease, name, *body.Value)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, c)
-		return nil
+		return writeOK(w, c, err)
 	})
 }
 

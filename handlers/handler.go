@@ -30,3 +30,13 @@ func keeperElsewhere(err error) (*elsewhere, bool) {
 	var e *elsewhere
 	return e, errors.As(err, &e)
 }
+
+// writeOK answers 200 with v, or returns err (for handler to answer) when
+// the call that gave v failed.
+func writeOK[T any](w http.ResponseWriter, v T, err error) error {
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}

@@ -34,18 +34,27 @@ func blockingRead[S any](a *API, read func(ctx context.Context, name string, ind
 	})
 }
 
+// waitCall serves POST .../{name}/verb?wait= with no body: reply answers
+// with what call gave, or its error.
+func waitCall[T any](a *API, call func(ctx context.Context, name string, wait time.Duration) (T, error),
+	reply func(w http.ResponseWriter, got T, err error) error) http.Handler {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		var wait time.Duration
+		name, err := a.parse(r, &wait, nil)
+		if err != nil {
+			return err
+		}
+		got, err := call(r.Context(), name, wait)
+		return reply(w, got, err)
+	})
+}
+
 // leaseAction serves POST .../{name}/verb with a body of {"lease"}: 204
 // once act has done it.
 func (a *API) leaseAction(act func(ctx context.Context, lease *recipes.Lease, name string) error) http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var body struct {
-			Lease string `json:"lease"`
-		}
-		name, err := a.parse(r, nil, &body)
-		if err != nil {
-			return err
-		}
-		lease, err := a.existingLease(r.Context(), body.Lease)
+		var body heldRef
+		name, lease, err := a.parseHeld(r, nil, &body)
 		if err != nil {
 			return err
 		}

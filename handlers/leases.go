@@ -379,6 +379,39 @@ func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *rec
 	return l, err == nil, err
 }
 
+// heldRef is the lease part of a body that acts for what a lease holds
+// already (a release, a leave, a proclaim): its id, never one to make.
+type heldRef struct {
+	Lease string `json:"lease"`
+}
+
+func (h *heldRef) leaseID() string { return h.Lease }
+
+// check passes a body that is its lease alone; a body with more in it
+// checks that with a check of its own.
+func (*heldRef) check() error { return nil }
+
+// heldBody is a body with a heldRef in it: check refuses a bad body before
+// its lease is looked up.
+type heldBody interface {
+	leaseID() string
+	check() error
+}
+
+// parseHeld parses a request that acts for what a lease holds already (see
+// parse), checks its body and finds the lease the body names.
+func (a *API) parseHeld(r *http.Request, wait *time.Duration, body heldBody) (string, *recipes.Lease, error) {
+	name, err := a.parse(r, wait, body)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := body.check(); err != nil {
+		return "", nil, err
+	}
+	lease, err := a.existingLease(r.Context(), body.leaseID())
+	return name, lease, err
+}
+
 // existingLease is the lease of id that a request acts for (a release, a
 // leave, an ack): never one made for it.
 func (a *API) existingLease(ctx context.Context, id string) (*recipes.Lease, error) {
@@ -386,23 +419,59 @@ func (a *API) existingLease(ctx context.Context, id string) (*recipes.Lease, err
 	return l, err
 }
 
-// actFor runs act for the lease ref names, or for one it makes when ref
-// names none (and gives ttl and holder instead), and returns what act
-// gives and the lease. A lease made for this request is revoked again when
-// act fails, unless keep says the failure leaves it holding something the
-// client will come back for; then the problem tells the client its id.
-func actFor[T any](a *API, ctx context.Context, ref leaseRef, act func(*recipes.Lease) (T, error), keep func(error) bool) (T, *recipes.Lease, error) {
-	var got T
-	lease, implicit, err := a.resolve(ctx, ref, true)
-	if err != nil {
-		return got, nil, err
-	}
-	got, err = act(lease)
-	if err != nil && implicit {
-		if keep != nil && keep(err) {
-			return got, lease, withLease(err, lease)
+// actsForLease is the body of a request that acts for a lease, with its
+// lease part (leaseRef) embedded: ref is that part, and check refuses a bad
+// body before any lease is made for it.
+type actsForLease[B any] interface {
+	*B
+	ref() leaseRef
+	check() error
+}
+
+func (l leaseRef) ref() leaseRef { return l }
+
+// check passes a body that is its lease part alone; a body with more in it
+// checks that with a check of its own.
+func (leaseRef) check() error { return nil }
+
+// leaseCall serves POST .../{name}/verb?wait= with a body B that acts for
+// a lease: the lease it names, or one made for the request when it names
+// none (and gives ttl and holder instead). act does the verb and reply
+// answers with what it gave, the lease and act's error. A lease made for
+// this request is revoked again when act fails, unless keep says the
+// failure leaves it holding something the client will come back for; then
+// the problem tells the client its id.
+func leaseCall[B any, P actsForLease[B], T any](a *API,
+	act func(ctx context.Context, lease *recipes.Lease, name string, body *B, wait time.Duration) (T, error),
+	keep func(error) bool, reply func(w http.ResponseWriter, got T, lease *recipes.Lease, err error) error) http.Handler {
+	return handler(func(w http.ResponseWriter, r *http.Request) error {
+		var wait time.Duration
+		var body B
+		name, err := a.parse(r, &wait, &body)
+		if err != nil {
+			return err
 		}
-		_ = a.Leases.Revoke(lease.ID)
-	}
-	return got, lease, err
+		if err := P(&body).check(); err != nil {
+			return err
+		}
+		ctx := r.Context()
+		lease, implicit, err := a.resolve(ctx, P(&body).ref(), true)
+		if err != nil {
+			return err
+		}
+		got, err := act(ctx, lease, name, &body, wait)
+		if err != nil && implicit {
+			if keep != nil && keep(err) {
+				err = withLease(err, lease)
+			} else {
+				_ = a.Leases.Revoke(lease.ID)
+			}
+		}
+		return reply(w, got, lease, err)
+	})
+}
+
+// replyJSON answers 200 with what a leaseCall's act gave.
+func replyJSON[T any](w http.ResponseWriter, got T, _ *recipes.Lease, err error) error {
+	return writeOK(w, got, err)
 }

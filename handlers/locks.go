@@ -23,43 +23,29 @@ type acquireBody struct {
 	Mode string `json:"mode"`
 }
 
+// check refuses a mode the locks do not have.
+func (b *acquireBody) check() error {
+	_, err := recipes.ValidMode(b.Mode)
+	return err
+}
+
 // AcquireLock is POST /v1/locks/{name}/acquire?wait=.
 func (a *API) AcquireLock() http.Handler {
-	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var wait time.Duration
-		var body acquireBody
-		name, err := a.parse(r, &wait, &body)
-		if err != nil {
-			return err
-		}
-		if _, err := recipes.ValidMode(body.Mode); err != nil {
-			return err
-		}
-		grant, _, err := actFor(a, r.Context(), body.leaseRef, func(lease *recipes.Lease) (recipes.LockGrant, error) {
-			return a.Locks.Acquire(r.Context(), lease, name, body.Mode, wait)
-		}, nil)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, grant)
-		return nil
-	})
+	return leaseCall(a, func(ctx context.Context, lease *recipes.Lease, name string, b *acquireBody, wait time.Duration) (recipes.LockGrant, error) {
+		return a.Locks.Acquire(ctx, lease, name, b.Mode, wait)
+	}, nil, replyJSON)
 }
 
 type releaseBody struct {
-	Lease string `json:"lease"`
-	Mode  string `json:"mode"`
+	heldRef
+	Mode string `json:"mode"`
 }
 
 // ReleaseLock is POST /v1/locks/{name}/release.
 func (a *API) ReleaseLock() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var body releaseBody
-		name, err := a.parse(r, nil, &body)
-		if err != nil {
-			return err
-		}
-		lease, err := a.existingLease(r.Context(), body.Lease)
+		name, lease, err := a.parseHeld(r, nil, &body)
 		if err != nil {
 			return err
 		}

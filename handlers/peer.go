@@ -214,7 +214,13 @@ func peerName(s string, empty bool) bool {
 	if s == "" {
 		return empty
 	}
-	if len(s) > 200 {
+	return PlainName(s, 200)
+}
+
+// PlainName says whether s is 1 to most bytes of [A-Za-z0-9._-]: an id or
+// a name that a header, a proof or a log line carries as it is.
+func PlainName(s string, most int) bool {
+	if s == "" || len(s) > most {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

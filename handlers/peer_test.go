@@ -171,3 +171,29 @@ func TestAdmit(t *testing.T) {
 		t.Errorf("a gateway without a credential: %v", err)
 	}
 }
+
+// TestPlainName: an id or a name carried as it is is 1 to most bytes of
+// [A-Za-z0-9._-]; an empty one, a longer one, or one with any other byte
+// (a space, a quote, a newline, a non-ASCII letter) is not.
+func TestPlainName(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		most int
+		ok   bool
+	}{
+		{"req-1", 64, true},
+		{"A.b_C-9", 64, true},
+		{strings.Repeat("x", 64), 64, true},
+		{strings.Repeat("x", 65), 64, false},
+		{"", 64, false},
+		{"a b", 64, false},
+		{`a"b`, 64, false},
+		{"a\nb", 64, false},
+		{"é", 64, false},
+		{"a/b", 64, false},
+	} {
+		if got := PlainName(tt.s, tt.most); got != tt.ok {
+			t.Errorf("PlainName(%q, %d) = %v, want %v", tt.s, tt.most, got, tt.ok)
+		}
+	}
+}

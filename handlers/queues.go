@@ -76,30 +76,13 @@ func writeItem(w http.ResponseWriter, t recipes.Taken) {
 }
 
 // Take is POST /v1/queues/{name}/take?wait=: at-most-once.
-func (a *API) Take() http.Handler {
-	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var wait time.Duration
-		name, err := a.parse(r, &wait, nil)
-		if err != nil {
-			return err
-		}
-		t, err := a.Queues.Take(r.Context(), name, wait)
-		return writeTaken(w, t, err)
-	})
-}
+func (a *API) Take() http.Handler { return waitCall(a, a.Queues.Take, writeTaken) }
 
 // Claim is POST /v1/queues/{name}/claim?wait=: at-least-once.
 func (a *API) Claim() http.Handler {
-	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var wait time.Duration
-		var body leaseRef
-		name, err := a.parse(r, &wait, &body)
-		if err != nil {
-			return err
-		}
-		t, lease, err := actFor(a, r.Context(), body, func(lease *recipes.Lease) (recipes.Taken, error) {
-			return a.Queues.Claim(r.Context(), lease, name, wait)
-		}, nil)
+	return leaseCall(a, func(ctx context.Context, lease *recipes.Lease, name string, _ *leaseRef, wait time.Duration) (recipes.Taken, error) {
+		return a.Queues.Claim(ctx, lease, name, wait)
+	}, nil, func(w http.ResponseWriter, t recipes.Taken, lease *recipes.Lease, err error) error {
 		if err == nil {
 			w.Header().Set("X-Zkgate-Lease", lease.ID)
 		}

@@ -24,30 +24,16 @@ type semAcquireBody struct {
 	Limit *int `json:"limit"`
 }
 
+// check refuses a limit that is missing or out of range.
+func (b *semAcquireBody) check() error {
+	return between("limit", b.Limit, recipes.MaxSemaphoreLimit)
+}
+
 // AcquireSemaphore is POST /v1/semaphores/{name}/acquire?wait=.
 func (a *API) AcquireSemaphore() http.Handler {
-	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		var wait time.Duration
-		var body semAcquireBody
-		name, err := a.parse(r, &wait, &body)
-		if err != nil {
-			return err
-		}
-		if body.Limit == nil {
-			return invalid("limit is required")
-		}
-		if *body.Limit < 1 || *body.Limit > recipes.MaxSemaphoreLimit {
-			return invalid("limit must be between 1 and %d", recipes.MaxSemaphoreLimit)
-		}
-		grant, _, err := actFor(a, r.Context(), body.leaseRef, func(lease *recipes.Lease) (recipes.SemaphoreGrant, error) {
-			return a.Semaphores.Acquire(r.Context(), lease, name, *body.Limit, wait)
-		}, nil)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, grant)
-		return nil
-	})
+	return leaseCall(a, func(ctx context.Context, lease *recipes.Lease, name string, b *semAcquireBody, wait time.Duration) (recipes.SemaphoreGrant, error) {
+		return a.Semaphores.Acquire(ctx, lease, name, *b.Limit, wait)
+	}, nil, replyJSON)
 }
 
 // ReleaseSemaphore is POST /v1/semaphores/{name}/release.

@@ -281,18 +281,7 @@ func (c *refusedLog) flush(second int64) int {
 	return int(c.pending.Swap(0))
 }
 
-func saneID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
+func saneID(id string) bool { return handlers.PlainName(id, 64) }
 
 // limitBody caps request bodies at n bytes.
 func limitBody(n int64) func(http.Handler) http.Handler {

@@ -31,6 +31,9 @@ type Fits<A extends B, B> = [A, B];
 // `Known<C, S>` compiles only if every field the client declares is one the contract names.
 type Known<C, S> = Exclude<keyof C, keyof S> extends never ? true : { "client fields not in the contract": Exclude<keyof C, keyof S> };
 type Yes<T extends true> = T;
+// `Sends<C, S>` compiles only if the body C the client sends fits the body S
+// the contract takes, with no field S lacks.
+type Sends<C extends S & { [K in Exclude<keyof C, keyof S>]: "a client field not in the contract" }, S> = [C, S];
 // `Takes<P, M, Q>` compiles only if the operation takes each query parameter the client sends.
 type Takes<P extends keyof paths, M extends Method, Q extends Query<P, M>> = [P, M, Q];
 
@@ -90,27 +93,19 @@ export type KnownFields = [
 
 // What the client sends is what the contract takes (the contract refuses unknown fields).
 export type Requests = [
-  Fits<zk.wire.LeaseRequest, Request<"/v1/leases", "post">>,
-  Fits<zk.wire.LockAcquireRequest, Request<"/v1/locks/{name}/acquire", "post">>,
-  Fits<zk.wire.LockReleaseRequest, Request<"/v1/locks/{name}/release", "post">>,
-  Fits<zk.wire.SemaphoreAcquireRequest, Request<"/v1/semaphores/{name}/acquire", "post">>,
-  Fits<zk.wire.LeaseOnlyRequest, Request<"/v1/semaphores/{name}/release", "post">>,
-  Fits<zk.wire.CampaignRequest, Request<"/v1/elections/{name}/campaign", "post">>,
-  Fits<zk.wire.ProclaimRequest, Request<"/v1/elections/{name}/value", "put">>,
-  Fits<zk.wire.LeaseOnlyRequest, Request<"/v1/elections/{name}/resign", "post">>,
-  Fits<zk.wire.EnterRequest, Request<"/v1/double-barriers/{name}/enter", "post">>,
-  Fits<zk.wire.LeaveRequest, Request<"/v1/double-barriers/{name}/leave", "post">>,
-  Fits<zk.wire.LeaseOnlyRequest, Request<"/v1/queues/{name}/claim", "post">>,
-  Fits<zk.wire.LeaseOnlyRequest, Request<"/v1/queues/{name}/items/{id}/ack", "post">>,
-  Fits<zk.wire.LeaseOnlyRequest, Request<"/v1/queues/{name}/items/{id}/nack", "post">>,
-  Yes<Known<zk.wire.LeaseRequest, Request<"/v1/leases", "post">>>,
-  Yes<Known<zk.wire.LockAcquireRequest, Request<"/v1/locks/{name}/acquire", "post">>>,
-  Yes<Known<zk.wire.LockReleaseRequest, Request<"/v1/locks/{name}/release", "post">>>,
-  Yes<Known<zk.wire.SemaphoreAcquireRequest, Request<"/v1/semaphores/{name}/acquire", "post">>>,
-  Yes<Known<zk.wire.CampaignRequest, Request<"/v1/elections/{name}/campaign", "post">>>,
-  Yes<Known<zk.wire.ProclaimRequest, Request<"/v1/elections/{name}/value", "put">>>,
-  Yes<Known<zk.wire.EnterRequest, Request<"/v1/double-barriers/{name}/enter", "post">>>,
-  Yes<Known<zk.wire.LeaveRequest, Request<"/v1/double-barriers/{name}/leave", "post">>>,
+  Sends<zk.wire.LeaseRequest, Request<"/v1/leases", "post">>,
+  Sends<zk.wire.LockAcquireRequest, Request<"/v1/locks/{name}/acquire", "post">>,
+  Sends<zk.wire.LockReleaseRequest, Request<"/v1/locks/{name}/release", "post">>,
+  Sends<zk.wire.SemaphoreAcquireRequest, Request<"/v1/semaphores/{name}/acquire", "post">>,
+  Sends<zk.wire.LeaseOnlyRequest, Request<"/v1/semaphores/{name}/release", "post">>,
+  Sends<zk.wire.CampaignRequest, Request<"/v1/elections/{name}/campaign", "post">>,
+  Sends<zk.wire.ProclaimRequest, Request<"/v1/elections/{name}/value", "put">>,
+  Sends<zk.wire.LeaseOnlyRequest, Request<"/v1/elections/{name}/resign", "post">>,
+  Sends<zk.wire.EnterRequest, Request<"/v1/double-barriers/{name}/enter", "post">>,
+  Sends<zk.wire.LeaveRequest, Request<"/v1/double-barriers/{name}/leave", "post">>,
+  Sends<zk.wire.LeaseOnlyRequest, Request<"/v1/queues/{name}/claim", "post">>,
+  Sends<zk.wire.LeaseOnlyRequest, Request<"/v1/queues/{name}/items/{id}/ack", "post">>,
+  Sends<zk.wire.LeaseOnlyRequest, Request<"/v1/queues/{name}/items/{id}/nack", "post">>,
 ];
 
 // The query parameters the client sends, and the routes it calls without a body.

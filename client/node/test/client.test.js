@@ -151,6 +151,22 @@ class Proxy {
   }
 }
 
+/**
+ * Runs fn with a proxy in front of the gateway and a client of the proxy
+ * (given options besides its url), and closes the proxy after.
+ * @param {Omit<zk.GatewayOptions, "url">} options
+ * @param {(proxy: Proxy, g: zk.Gateway) => Promise<void>} fn
+ */
+const throughProxy = async (options, fn) => {
+  const proxy = new Proxy(URL);
+  const g = new zk.Gateway({ url: await proxy.listen(), ...options });
+  try {
+    await fn(proxy, g);
+  } finally {
+    await proxy.close();
+  }
+};
+
 beforeEach(() => clientTimers.clear());
 afterEach(async () => {
   await eventually(`no timer of the client left (${clientTimers.size})`, () => clientTimers.size === 0);
@@ -244,9 +260,7 @@ describe("leases", () => {
   });
 
   test("a lease is lost when no keepalive is answered within its TTL", async () => {
-    const proxy = new Proxy(URL);
-    const g = new zk.Gateway({ url: await proxy.listen(), retryFor: 1000 });
-    try {
+    await throughProxy({ retryFor: 1000 }, async (proxy, g) => {
       const lease = await g.lease({ ttl: "2s" });
       proxy.goDown();
       const reason = await aborted(lease.signal);
@@ -254,15 +268,11 @@ describe("leases", () => {
       assert.equal(/** @type {Error} */ (reason).constructor, zk.LeaseLost);
       await assert.rejects(lease.lock(unique("x")), zk.LeaseLost);
       await assert.rejects(lease.revoke(), zk.LeaseLost);
-    } finally {
-      await proxy.close();
-    }
+    });
   });
 
   test("a short outage is ridden out", async () => {
-    const proxy = new Proxy(URL);
-    const g = new zk.Gateway({ url: await proxy.listen() });
-    try {
+    await throughProxy({}, async (proxy, g) => {
       const lease = await g.lease({ ttl: "4s" });
       proxy.goDown();
       await pause(2000); // a keepalive fails (one is due every 1.33 s)
@@ -271,9 +281,7 @@ describe("leases", () => {
       assert.equal(lease.lost, false, String(lease.error));
       assert.equal((await gate.leaseInfo(lease.id)).id, lease.id);
       await lease.revoke();
-    } finally {
-      await proxy.close();
-    }
+    });
   });
 
   test("unknown and malformed lease ids", async () => {
@@ -417,10 +425,8 @@ describe("locks", () => {
   });
 
   test("a lost answer is retried to the same grant", async () => {
-    const proxy = new Proxy(URL);
-    const g = new zk.Gateway({ url: await proxy.listen() });
     const name = unique("retried");
-    try {
+    await throughProxy({}, async (proxy, g) => {
       const lease = await g.lease();
       proxy.dropNext = true;
       const grant = await lease.lock(name, { wait: "5s" });
@@ -429,9 +435,7 @@ describe("locks", () => {
       assert.deepEqual(state.holders.map((h) => [h.lease, h.token]), [[lease.id, grant.token]]);
       assert.deepEqual(state.waiters, []);
       await lease.revoke();
-    } finally {
-      await proxy.close();
-    }
+    });
   });
 
   test("read/write locks, and bad input refused before sending", async () => {
@@ -895,9 +899,7 @@ describe("deadlines: the lease ends where the gateway's promise ends, not at its
   });
 
   test("a lease ends at its deadline when no keepalive is confirmed, and is revoked", async () => {
-    const proxy = new Proxy(URL);
-    const g = new zk.Gateway({ url: await proxy.listen(), retryFor: 1000 });
-    try {
+    await throughProxy({ retryFor: 1000 }, async (proxy, g) => {
       /** @type {zk.LeaseLost[]} */
       const seen = [];
       const asked = performance.now();
@@ -922,9 +924,7 @@ describe("deadlines: the lease ends where the gateway's promise ends, not at its
         await pause(50);
       }
       await assert.rejects(lease.revoke(), zk.LeaseLost);
-    } finally {
-      await proxy.close();
-    }
+    });
   });
 
   test("a 503 keepalive confirms nothing, and a drain's end comes first", async () => {

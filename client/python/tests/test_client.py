@@ -684,7 +684,28 @@ class QueueTest(ClientTest):
         self.assertEqual(item.text if item else None, "x")
 
 
-class FakeGateway:
+class LoopbackServer:
+    """An HTTP server on a loopback port, its requests answered by a handler
+    class on a thread of their own until close; url and host_port say
+    where it listens."""
+
+    def serve(self, handler: type) -> None:
+        import http.server
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.host_port = "127.0.0.1:%d" % self.server.server_address[1]
+        self.url = "http://" + self.host_port
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stops serving: a connection to its address is refused from then on."""
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(PATIENCE)
+
+
+class FakeGateway(LoopbackServer):
     """An HTTP server that answers a lease's creation with a promise and
     X-Zkgate-Lease-Ends of its choosing and every keepalive with a 503
     (a suspended ZooKeeper session), and records the revokes."""
@@ -737,18 +758,10 @@ class FakeGateway:
                     fake.revoked.set()
                 self.answer(204, b"", "application/json", {})
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(PATIENCE)
+        self.serve(Handler)
 
 
-class FakeKeeper:
+class FakeKeeper(LoopbackServer):
     """An HTTP server that plays one gateway of a handover: it answers a
     lease's creation, keepalives, lock acquires and releases, and revokes,
     records each request as (gateway, method, path), and with ``moved_to``
@@ -806,16 +819,7 @@ class FakeKeeper:
             def do_DELETE(self) -> None:
                 self.answer(204, None)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stops serving: a connection to its address is refused from then on."""
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(PATIENCE)
+        self.serve(Handler)
 
 
 class HandoverTest(unittest.TestCase):

@@ -17,10 +17,10 @@ from unittest import mock
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import zkgate  # noqa: E402
-from test_client import PATIENCE, URL  # noqa: E402
+from test_client import PATIENCE, URL, LoopbackServer  # noqa: E402
 
 
-class RecordingProxy:
+class RecordingProxy(LoopbackServer):
     """An HTTP proxy in front of the gateway that records the Authorization
     header of every request it passes on."""
 
@@ -55,15 +55,7 @@ class RecordingProxy:
 
             do_GET = do_POST = do_PUT = do_DELETE = relay
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.host_port = "127.0.0.1:%d" % self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(PATIENCE)
+        self.serve(Handler)
 
 
 def dead_address() -> str:

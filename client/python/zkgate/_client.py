@@ -13,7 +13,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from ._errors import (
     AlreadyHeld,
@@ -545,7 +545,30 @@ class Gateway:
         self._call("DELETE", f"/v1/queues/{_name(queue)}", safe=True)
 
 
-class Lease:
+_S = TypeVar("_S", bound="_Scoped")
+
+
+class _Scoped:
+    """What a ``with`` block ends as it leaves (a lease revoked, a grant
+    released, a candidacy resigned, a barrier left: ``_end``). A failure to
+    end it is raised, unless the block raised an error of its own, which it
+    would hide."""
+
+    def _end(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self._end()
+        except ZkgateError:
+            if exc is None:
+                raise
+
+
+class Lease(_Scoped):
     """A lease, kept alive by a background thread.
 
     ``deadline`` (a ``time.monotonic()`` value) is until when the gateway
@@ -628,15 +651,8 @@ class Lease:
         state = "lost" if self.lost.is_set() else ("revoked" if self._revoked else "live")
         return f"<zkgate.Lease {self.id} holder={self.holder!r} ttl={self.ttl:g}s {state}>"
 
-    def __enter__(self) -> "Lease":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        try:
-            self.revoke()
-        except ZkgateError:
-            if exc is None:
-                raise
+    def _end(self) -> None:
+        self.revoke()
 
     # -- liveness ------------------------------------------------------------
 
@@ -1070,7 +1086,7 @@ class Lease:
                 item.ack()
 
 
-class Grant:
+class Grant(_Scoped):
     """A held lock or semaphore slot: ``token`` is its fencing token. ``with`` releases it."""
 
     def __init__(self, lease: Lease, kind: str, doc: Dict[str, Any]) -> None:
@@ -1088,15 +1104,8 @@ class Grant:
     def __repr__(self) -> str:
         return f"<zkgate.Grant {self.kind} {self.name!r} token={self.token}>"
 
-    def __enter__(self) -> "Grant":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        try:
-            self.release()
-        except ZkgateError:
-            if exc is None:
-                raise
+    def _end(self) -> None:
+        self.release()
 
     def release(self) -> None:
         """Releases it (once). Raises LeaseLost if the lease was lost meanwhile."""
@@ -1112,7 +1121,7 @@ class Grant:
         return self.lease.gateway.fence(self.name, self.token)
 
 
-class Campaign:
+class Campaign(_Scoped):
     """A lease's standing in an election. ``with`` resigns at the end."""
 
     def __init__(self, lease: Lease, doc: Dict[str, Any]) -> None:
@@ -1130,15 +1139,8 @@ class Campaign:
         what = f"leader token={self.token}" if self.elected else f"position={self.position}"
         return f"<zkgate.Campaign {self.name!r} {what}>"
 
-    def __enter__(self) -> "Campaign":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        try:
-            self.resign()
-        except ZkgateError:
-            if exc is None:
-                raise
+    def _end(self) -> None:
+        self.resign()
 
     def proclaim(self, value: str) -> None:
         """Sets the leader's value (NotLeader unless elected)."""
@@ -1153,7 +1155,7 @@ class Campaign:
         self.lease.resign(self.name)
 
 
-class Membership:
+class Membership(_Scoped):
     """A member of a double barrier that is ready. ``with`` leaves at the end."""
 
     def __init__(self, lease: Lease, name: str, member: str, wait: Duration, doc: Dict[str, Any]) -> None:
@@ -1165,15 +1167,8 @@ class Membership:
         self.members: List[Dict[str, Any]] = doc.get("members", [])
         self.left = False
 
-    def __enter__(self) -> "Membership":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        try:
-            self.leave()
-        except ZkgateError:
-            if exc is None:
-                raise
+    def _end(self) -> None:
+        self.leave()
 
     def leave(self, wait: Optional[Duration] = None) -> None:
         """Leaves, waiting up to ``wait`` (default the enter's) for every member to leave."""
