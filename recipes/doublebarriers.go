@@ -109,10 +109,8 @@ func (d *DoubleBarriers) Enter(ctx context.Context, lease *Lease, name, member s
 // membership that stays.
 func (d *DoubleBarriers) enter(rctx context.Context, m *membership, wait time.Duration) (DoubleBarrierState, bool, error) {
 	svc, lease, name, count := d.svc, m.lease, m.name, m.count
-	ctx, cancel := context.WithTimeoutCause(rctx, waitBound(wait), errWaitElapsed)
+	ctx, cancel := waitContext(rctx, lease, wait)
 	defer cancel()
-	stop := context.AfterFunc(lease.ctx, cancel)
-	defer stop()
 
 	if err := d.checkCount(ctx, name, m.member, count); err != nil {
 		return DoubleBarrierState{}, false, err
@@ -280,10 +278,8 @@ func (d *DoubleBarriers) Leave(ctx context.Context, lease *Lease, name, member s
 	if !ok {
 		return DoubleBarrierState{}, &Error{Code: CodeNotHeld, Detail: fmt.Sprintf("lease %s has no member %q in barrier %q", lease.ID, member, name)}
 	}
-	wctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
+	wctx, cancel := waitContext(ctx, lease, wait)
 	defer cancel()
-	stop := context.AfterFunc(lease.ctx, cancel)
-	defer stop()
 	d.svc.metrics.Waiting("double-barrier", 1)
 	err := d.leave(wctx, m, wait <= 0)
 	d.svc.metrics.Waiting("double-barrier", -1)

@@ -94,10 +94,8 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 // a candidacy that stays.
 func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Duration) (Campaign, bool, error) {
 	svc, lease, name := e.svc, c.lease, c.name
-	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
+	ctx, cancel := waitContext(ctx, lease, wait)
 	defer cancel()
-	stop := context.AfterFunc(lease.ctx, cancel)
-	defer stop()
 
 	node, czxid, after, done, err := c.ensureInLine(latchRole, e.parent(name), func(list bool) (string, *zk.Stat, *listing, error) {
 		return svc.sess.createProtected(ctx, e.parent(name), lease.ID, "latch-", c.dataLocked(), lease.epoch, list)

@@ -147,10 +147,8 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (LockGrant, error) {
 	sess, lease := k.svc.sess, h.lease
 	// A try-once (wait 0) still gets a few seconds to ride out a reconnect.
-	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
+	ctx, cancel := waitContext(ctx, lease, wait)
 	defer cancel()
-	stop := context.AfterFunc(lease.ctx, cancel)
-	defer stop()
 	for {
 		h.mu.Lock()
 		if h.granted && !h.gone {

@@ -583,10 +583,8 @@ func (q *Queues) claim(ctx context.Context, c *claimHold, wait time.Duration) (T
 		_ = c.drop() // consumed by a client that ignores claims
 		return Taken{}, errHoldGone
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
+	ctx, cancel := waitContext(ctx, lease, wait)
 	defer cancel()
-	stop := context.AfterFunc(lease.ctx, cancel)
-	defer stop()
 	holder := lease.Holder
 	if holder == "" {
 		holder = lease.ID

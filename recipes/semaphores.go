@@ -122,10 +122,8 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 
 func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (SemaphoreGrant, error) {
 	svc, lease := m.svc, h.lease
-	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
+	ctx, cancel := waitContext(ctx, lease, wait)
 	defer cancel()
-	stop := context.AfterFunc(lease.ctx, cancel)
-	defer stop()
 	base := m.base(h.name)
 	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: svc.gatewayID, Limit: h.limit}.bytes()
 	create := func(dir, marker string) func(list bool) (string, *zk.Stat, *listing, error) {

@@ -28,6 +28,15 @@ func waitBound(wait time.Duration) time.Duration {
 	return tryOnceBound
 }
 
+// waitContext is ctx for a wait on lease: it ends when the wait elapses
+// (waitBound, cause errWaitElapsed) or the lease does, whichever is first.
+// Its cancel also unhooks it from the lease.
+func waitContext(ctx context.Context, lease *Lease, wait time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
+	stop := context.AfterFunc(lease.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 // Metrics receives what the recipes do; the server implements it with
 // Prometheus. Calls must not block.
 type Metrics interface {

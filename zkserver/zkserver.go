@@ -13,11 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -320,17 +321,10 @@ func (s *Server) config() string {
 		// silently falling back to standalone.
 		kv["standaloneEnabled"] = "false"
 	}
-	for k, v := range o.Config {
-		kv[k] = v
-	}
-	keys := make([]string, 0, len(kv))
-	for k := range kv {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	maps.Copy(kv, o.Config)
 	var b strings.Builder
 	b.WriteString("# written by zkgate's zkserver package\n")
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(kv)) {
 		fmt.Fprintf(&b, "%s=%s\n", k, propEscaper.Replace(kv[k]))
 	}
 	b.WriteString(s.servers)

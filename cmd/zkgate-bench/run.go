@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkdial"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
@@ -271,36 +272,8 @@ func parseSrvr(s string) (version, mode string) {
 
 // dialZK opens a go-zookeeper connection and waits for its session.
 func dialZK(ctx context.Context, addr string) (*zk.Conn, error) {
-	live := make(chan struct{}, 1)
-	conn, _, err := zk.Connect([]string{addr}, zkTimeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}),
-		zk.WithEventCallback(func(ev zk.Event) {
-			if ev.State == zk.StateHasSession {
-				select {
-				case live <- struct{}{}:
-				default:
-				}
-			}
-		}))
-	if err != nil {
-		return nil, fmt.Errorf("zk connect: %w", err)
-	}
-	t := time.NewTimer(30 * time.Second)
-	defer t.Stop()
-	select {
-	case <-live:
-		return conn, nil
-	case <-ctx.Done():
-		conn.Close()
-		return nil, ctx.Err()
-	case <-t.C:
-		conn.Close()
-		return nil, fmt.Errorf("no ZooKeeper session with %s within 30s", addr)
-	}
+	return zkdial.Dial(ctx, []string{addr}, zkTimeout)
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(string, ...any) {}
 
 // mntr returns the numeric fields of ZooKeeper's `mntr`.
 func mntr(ctx context.Context, addr string) (map[string]float64, error) {

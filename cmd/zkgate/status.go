@@ -102,27 +102,18 @@ func readStatus(ctx context.Context, c *client.Client, limit int) (*status, erro
 		return nil, fmt.Errorf("leases: %w", err)
 	}
 	st.Leases = st.Leases[:cut("leases", len(st.Leases))]
-	locks, err := c.Locks(ctx, "", opt)
-	if err != nil {
-		return nil, fmt.Errorf("locks: %w", err)
-	}
-	if st.Locks, err = appendStates(ctx, st.Locks, "lock", locks[:cut("locks", len(locks))],
+	if st.Locks, err = appendStates(ctx, st.Locks, "lock", "locks", cut,
+		func() ([]client.LockSummary, error) { return c.Locks(ctx, "", opt) },
 		func(l client.LockSummary) string { return l.Name }, c.LockState); err != nil {
 		return nil, err
 	}
-	sems, err := c.Semaphores(ctx, opt)
-	if err != nil {
-		return nil, fmt.Errorf("semaphores: %w", err)
-	}
-	if st.Semaphores, err = appendStates(ctx, st.Semaphores, "semaphore", sems[:cut("semaphores", len(sems))],
+	if st.Semaphores, err = appendStates(ctx, st.Semaphores, "semaphore", "semaphores", cut,
+		func() ([]client.SemaphoreSummary, error) { return c.Semaphores(ctx, opt) },
 		func(s client.SemaphoreSummary) string { return s.Name }, c.SemaphoreState); err != nil {
 		return nil, err
 	}
-	elections, err := c.Elections(ctx, opt)
-	if err != nil {
-		return nil, fmt.Errorf("elections: %w", err)
-	}
-	if st.Elections, err = appendStates(ctx, st.Elections, "election", elections[:cut("elections", len(elections))],
+	if st.Elections, err = appendStates(ctx, st.Elections, "election", "elections", cut,
+		func() ([]client.ElectionSummary, error) { return c.Elections(ctx, opt) },
 		func(e client.ElectionSummary) string { return e.Name }, c.ElectionState); err != nil {
 		return nil, err
 	}
@@ -141,11 +132,16 @@ func readStatus(ctx context.Context, c *client.Client, limit int) (*status, erro
 	return st, nil
 }
 
-// appendStates appends to states the state of each primitive of kind in
-// list, read whole: one request each.
-func appendStates[T, S any](ctx context.Context, states []S, kind string, list []T, name func(T) string,
-	state func(context.Context, string) (S, error)) ([]S, error) {
-	for _, x := range list {
+// appendStates lists the primitives of kind (kinds in the plural), cut to
+// the table's limit, and appends to states the state of each, read whole:
+// one request each.
+func appendStates[T, S any](ctx context.Context, states []S, kind, kinds string, cut func(string, int) int,
+	list func() ([]T, error), name func(T) string, state func(context.Context, string) (S, error)) ([]S, error) {
+	all, err := list()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kinds, err)
+	}
+	for _, x := range all[:cut(kinds, len(all))] {
 		s, err := state(ctx, name(x))
 		if err != nil {
 			return nil, fmt.Errorf("%s %q: %w", kind, name(x), err)

@@ -1050,6 +1050,19 @@ func allWatches(t *testing.T) int {
 	return zktest.WatchCount(t, server(t).Addr())
 }
 
+// watched is the event channel of the watch that a call of Conn.ChildrenW,
+// GetW or ExistsW (T: its first result) has set, the test failing if the
+// call did: watched[[]string](t)(c.ChildrenW(p)).
+func watched[T any](t *testing.T) func(T, *zk.Stat, <-chan zk.Event, error) <-chan zk.Event {
+	return func(_ T, _ *zk.Stat, ch <-chan zk.Event, err error) <-chan zk.Event {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+}
+
 // TestRemoveWatch: a removed watch is gone from the client and, with the
 // last channel of its kind on its path, from the server; it never fires;
 // a reconnect sets again only the watches still kept.
@@ -1060,22 +1073,10 @@ func TestRemoveWatch(t *testing.T) {
 	r := root(t, c)
 	kept, removed, missing := r+"/kept", r+"/removed", r+"/missing"
 	mkdirs(t, c, kept, removed)
-	_, _, keptCh, err := c.ChildrenW(kept)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, childCh, err := c.ChildrenW(removed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, dataCh, err := c.GetW(removed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, existCh, err := c.ExistsW(missing)
-	if err != nil {
-		t.Fatal(err)
-	}
+	keptCh := watched[[]string](t)(c.ChildrenW(kept))
+	childCh := watched[[]string](t)(c.ChildrenW(removed))
+	dataCh := watched[[]byte](t)(c.GetW(removed))
+	existCh := watched[bool](t)(c.ExistsW(missing))
 	if n := c.WatchCount(); n != 4 {
 		t.Fatalf("WatchCount = %d, want 4", n)
 	}
@@ -1152,14 +1153,8 @@ func TestRemoveWatchKeepsSharedWatches(t *testing.T) {
 	r := root(t, c)
 	p := r + "/shared"
 	mkdirs(t, c, p)
-	_, _, first, err := c.GetW(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, second, err := c.ExistsW(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := watched[[]byte](t)(c.GetW(p))
+	second := watched[bool](t)(c.ExistsW(p))
 	if err := c.RemoveWatch(p, first); err != nil {
 		t.Fatal(err)
 	}
@@ -1205,10 +1200,7 @@ func TestRemoveWatchKeepsSharedWatches(t *testing.T) {
 func checkRemovalAfterAFailedRead(t *testing.T, d *dialer, c *zk.Conn, r string) {
 	t.Helper()
 	missing := r + "/missing"
-	_, _, existCh, err := c.ExistsW(missing)
-	if err != nil {
-		t.Fatal(err)
-	}
+	existCh := watched[bool](t)(c.ExistsW(missing))
 	release := d.holdReads()
 	failed := make(chan error, 1)
 	go func() {

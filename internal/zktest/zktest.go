@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkdial"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
@@ -106,31 +107,13 @@ func Connect(t testing.TB, servers []string, timeout time.Duration) *zk.Conn {
 	if len(servers) == 0 {
 		servers = []string{Shared(t).Addr()}
 	}
-	live := make(chan struct{}, 1)
-	conn, _, err := zk.Connect(servers, timeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}),
-		zk.WithEventCallback(func(ev zk.Event) {
-			if ev.State == zk.StateHasSession {
-				select {
-				case live <- struct{}{}:
-				default:
-				}
-			}
-		}))
+	conn, err := zkdial.Dial(context.Background(), servers, timeout)
 	if err != nil {
-		t.Fatalf("zk connect: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	select {
-	case <-live:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no ZooKeeper session with %v within 30s", servers)
-	}
 	return conn
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(string, ...any) {}
 
 // Tree lists every znode below p (p excluded), depth first, children in
 // the server's order, but not below a child for which skip returns true
