@@ -149,32 +149,15 @@ type interopPeer struct {
 	stdin   io.WriteCloser
 	lines   chan string // stdout, a line at a time; closed at EOF
 	exited  chan struct{}
-	stderr  *ioBuffer
+	stderr  *gwtest.Buffer
 	pending []string // lines read but not expected yet
 	seen    []string // everything it said, for failure messages
-}
-
-type ioBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *ioBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *ioBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func startInteropPeer(t *testing.T, name string, argv ...string) *interopPeer {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	p := &interopPeer{t: t, name: name, cmd: cmd, lines: make(chan string, 256), exited: make(chan struct{}), stderr: &ioBuffer{}}
+	p := &interopPeer{t: t, name: name, cmd: cmd, lines: make(chan string, 256), exited: make(chan struct{}), stderr: &gwtest.Buffer{}}
 	cmd.Stderr = p.stderr
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
