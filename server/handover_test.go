@@ -104,9 +104,7 @@ func TestHandoverToAPeer(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the gateway that handed its leases over did not exit")
 	}
-	for _, l := range []string{holder, waiter} {
-		mustStatus(t, gwtest.Do(t, "DELETE", b.URL+"/v1/leases/"+l, nil), http.StatusNoContent, "revoke through the peer")
-	}
+	revokeAll(t, b.URL, holder, waiter)
 	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
 	gwtest.NoZnodesLeft(t, conn, a.Root)
 }
