@@ -519,6 +519,16 @@ func ioOneForeignWaiter(mode string) func(ioState) error {
 	}
 }
 
+// ioCounts wants holders holding and waiters waiting.
+func ioCounts(holders, waiters int) func(ioState) error {
+	return func(st ioState) error {
+		if len(st.Holders) != holders || len(st.Waiters) != waiters {
+			return fmt.Errorf("want %d holding and %d waiting", holders, waiters)
+		}
+		return nil
+	}
+}
+
 // interopExclusiveLock: zkgate and a peer (verb: Curator `mutex`, kazoo
 // `lock`) take turns on {root}/locks/shared, each blocking the other.
 func interopExclusiveLock(t *testing.T, start func(*testing.T, string) *interopPeer, verb, nodeMarker string) {
@@ -649,12 +659,7 @@ func TestInteropCuratorReadWriteLock(t *testing.T) {
 	if !strings.Contains(read1, "__READ__") {
 		t.Fatalf("Curator read node %q", read1)
 	}
-	ioWaitState(t, stateURL, func(st ioState) error {
-		if len(st.Holders) != 3 || len(st.Waiters) != 0 {
-			return fmt.Errorf("want 3 readers holding")
-		}
-		return nil
-	})
+	ioWaitState(t, stateURL, ioCounts(3, 0))
 
 	// A Curator writer waits for all three readers.
 	p.acquire(2, "rw-write", path)
@@ -782,12 +787,7 @@ func TestInteropCuratorSemaphoreV2(t *testing.T) {
 	// Curator frees one: zkgate gets it.
 	p.release(1)
 	ioGranted(t, cw, "the zkgate semaphore acquire")
-	ioWaitState(t, stateURL, func(st ioState) error {
-		if len(st.Holders) != 2 || len(st.Waiters) != 0 {
-			return fmt.Errorf("want 2 holders, no waiters")
-		}
-		return nil
-	})
+	ioWaitState(t, stateURL, ioCounts(2, 0))
 	ioPost204(t, releaseURL, map[string]any{"lease": c})
 	p.release(2)
 
