@@ -33,6 +33,9 @@ func TestTLSBadFilesAtStart(t *testing.T) {
 		{[]string{"--tls-client-ca", ca.File}, "need --tls-cert"},
 		{[]string{"--tls-cert", good, "--tls-key", goodKey, "--tls-client-ca", goodKey}, "holds no PEM certificate"},
 		{[]string{"--tls-cert", good, "--tls-key", goodKey, "--tls-client-ca", ca.File, "--tls-peer-ca", ca.File}, "is also in --tls-client-ca"},
+		{[]string{"--tls-cert", good, "--tls-key", goodKey, "--tls-peer-ca", goodKey}, "--tls-peer-ca: "},
+		{[]string{"--peer-secret-file", filepath.Join(dir, "missing")}, "--peer-secret-file: "},
+		{[]string{"--auth-file", filepath.Join(dir, "missing")}, "--auth-file: "},
 	}
 	for _, c := range cases {
 		_, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, c.args...), func(string) string { return "" }, io.Discard)
