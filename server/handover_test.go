@@ -106,11 +106,7 @@ func TestHandoverToAPeer(t *testing.T) {
 	if tokenOf(t, next) <= tokenOf(t, first) {
 		t.Fatal("the token did not grow")
 	}
-	select {
-	case <-a.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the gateway that handed its leases over did not exit")
-	}
+	gwtest.Receive(t, a.Done(), 20*time.Second, "the exit of the gateway that handed its leases over")
 	revokeAll(t, b.URL, holder, waiter)
 	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
 	gwtest.NoZnodesLeft(t, conn, a.Root)

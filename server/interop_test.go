@@ -328,11 +328,7 @@ func (p *interopPeer) exit() {
 	p.t.Helper()
 	p.send("exit")
 	p.expect("BYE", interopWait)
-	select {
-	case <-p.exited:
-	case <-time.After(interopWait):
-		p.t.Fatalf("%s peer did not exit within %s", p.name, interopWait)
-	}
+	gwtest.Receive(p.t, p.exited, interopWait, p.name+" peer's exit")
 }
 
 // What the gateway says of a lock or semaphore.
@@ -467,18 +463,13 @@ func ioNotYet(t *testing.T, ch <-chan ioAsync, what string) {
 
 func ioGranted(t *testing.T, ch <-chan ioAsync, what string) ioGrant {
 	t.Helper()
-	select {
-	case res := <-ch:
-		if res.err != nil || res.r.Status != http.StatusOK {
-			t.Fatalf("%s: %v %d %s", what, res.err, res.r.Status, res.r.Body)
-		}
-		var gr ioGrant
-		ioDecode(t, res.r, &gr)
-		return gr
-	case <-time.After(interopWait):
-		t.Fatalf("%s was not granted within %s", what, interopWait)
+	res := gwtest.Receive(t, ch, interopWait, what+" granted")
+	if res.err != nil || res.r.Status != http.StatusOK {
+		t.Fatalf("%s: %v %d %s", what, res.err, res.r.Status, res.r.Body)
 	}
-	return ioGrant{}
+	var gr ioGrant
+	ioDecode(t, res.r, &gr)
+	return gr
 }
 
 func ioLease(t *testing.T, g *gwtest.Gateway, ttl, holder string) string {

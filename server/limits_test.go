@@ -201,12 +201,7 @@ func slotsComeBack(t *testing.T, g *secured, reads *lockReads, x1, x2 chan gwtes
 	lx := g.newLeaseAs(t, "writer")
 	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/x/acquire", map[string]any{"lease": lx}), 200, "change x")
 	for _, ch := range []chan gwtest.Response{x1, x2} {
-		select {
-		case r := <-ch:
-			mustStatus(t, r, 200, "a blocking read ended by a change")
-		case <-time.After(30 * time.Second):
-			t.Fatal("a blocking read of x did not end on its change")
-		}
+		mustStatus(t, gwtest.Receive(t, ch, 30*time.Second, "a blocking read of x ending on its change"), 200, "a blocking read ended by a change")
 	}
 	reads.waiting(2)
 	y := reads.block("y")
@@ -331,12 +326,8 @@ func TestLimitsWaitersPerToken(t *testing.T) {
 				wg.Go(func() { getUntilEnded(ctx, greedy, blocking, secret, refused) })
 			}
 			for range tc.tries - tc.share {
-				select {
-				case r := <-refused:
-					wantTooMany(t, r, "max-waiters-per-token", "a wait past the token's share")
-				case <-time.After(30 * time.Second):
-					t.Fatalf("fewer than %d of %d waits refused", tc.tries-tc.share, tc.tries)
-				}
+				r := gwtest.Receive(t, refused, 30*time.Second, fmt.Sprintf("%d of %d waits refused", tc.tries-tc.share, tc.tries))
+				wantTooMany(t, r, "max-waiters-per-token", "a wait past the token's share")
 			}
 			gwtest.Eventually(t, 10*time.Second, func() error {
 				if n := metricValueAs(t, g.URL, secrets["reader"], "zkgate_waiting_requests"); n != float64(tc.share) {

@@ -256,6 +256,20 @@ func WaitReadyWith(t testing.TB, client *http.Client, url string, within time.Du
 	})
 }
 
+// Receive returns what comes on ch, or fails the test, naming what it
+// waited for, if nothing comes within.
+func Receive[T any](t testing.TB, ch <-chan T, within time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("%s: not within %s", what, within)
+		var zero T
+		return zero
+	}
+}
+
 // Eventually polls fn until it returns nil or within elapses.
 func Eventually(t testing.TB, within time.Duration, fn func() error) {
 	t.Helper()
