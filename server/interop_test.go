@@ -472,6 +472,13 @@ func ioGranted(t *testing.T, ch <-chan ioAsync, what string) ioGrant {
 	return gr
 }
 
+// ioThreeLeases makes the 30s leases of three zkgate parties, zkgate-a,
+// zkgate-b and zkgate-c.
+func ioThreeLeases(t *testing.T, g *gwtest.Gateway) (a, b, c string) {
+	t.Helper()
+	return ioLease(t, g, "30s", "zkgate-a"), ioLease(t, g, "30s", "zkgate-b"), ioLease(t, g, "30s", "zkgate-c")
+}
+
 func ioLease(t *testing.T, g *gwtest.Gateway, ttl, holder string) string {
 	t.Helper()
 	r := gwtest.Do(t, "POST", g.URL+"/v1/leases", map[string]any{"ttl": ttl, "holder": holder})
@@ -640,7 +647,7 @@ func TestInteropCuratorReadWriteLock(t *testing.T) {
 	path := g.Root + "/locks/" + name
 	stateURL := g.URL + "/v1/locks/" + name
 	releaseURL := stateURL + "/release"
-	a, b, c := ioLease(t, g, "30s", "zkgate-a"), ioLease(t, g, "30s", "zkgate-b"), ioLease(t, g, "30s", "zkgate-c")
+	a, b, c := ioThreeLeases(t, g)
 
 	// Two zkgate readers and a Curator reader hold together.
 	ioMustAcquireLock(t, g, name, a, "read")
@@ -724,7 +731,7 @@ func TestInteropCuratorSemaphoreV2(t *testing.T) {
 	stateURL := g.URL + "/v1/semaphores/" + name
 	acquireURL := stateURL + "/acquire?wait="
 	releaseURL := stateURL + "/release"
-	a, b, c := ioLease(t, g, "30s", "zkgate-a"), ioLease(t, g, "30s", "zkgate-b"), ioLease(t, g, "30s", "zkgate-c")
+	a, b, c := ioThreeLeases(t, g)
 	body := func(lease string) map[string]any { return map[string]any{"lease": lease, "limit": 2} }
 
 	// One slot to zkgate, one to Curator: both held at once.
