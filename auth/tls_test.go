@@ -23,8 +23,7 @@ func TestHTTPS(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ca := gwtest.NewCA(t, dir, "ca")
-	certFile, keyFile := filepath.Join(dir, "gw.pem"), filepath.Join(dir, "gw.key")
-	ca.Issue(t, 100, certFile, keyFile, time.Now().Add(-time.Minute))
+	certFile, keyFile := ca.IssuePair(t, 100, dir, "gw", time.Now().Add(-time.Minute))
 	client := gwtest.TLSClient(ca, nil)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Client: client,
 		Extra: []string{"--tls-cert", certFile, "--tls-key", keyFile}})
@@ -109,8 +108,7 @@ func TestHTTPSClientCertificatesAndForwarding(t *testing.T) {
 // certificates of ca and forward to each other with certificates of
 // peers, and no shared secret; client shows a certificate of ca.
 func startMutualTLSPair(t *testing.T, dir string, ca, peers *gwtest.CA) (a, b *gwtest.Gateway, client *http.Client) {
-	clientCertFile, clientKeyFile := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
-	ca.Issue(t, 200, clientCertFile, clientKeyFile, time.Now().Add(-time.Minute))
+	clientCertFile, clientKeyFile := ca.IssuePair(t, 200, dir, "client", time.Now().Add(-time.Minute))
 	clientCert, err := tls.LoadX509KeyPair(clientCertFile, clientKeyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +117,7 @@ func startMutualTLSPair(t *testing.T, dir string, ca, peers *gwtest.CA) (a, b *g
 	root := gwtest.UniqueRoot(t)
 	var gws []*gwtest.Gateway
 	for i := range 2 {
-		certFile, keyFile := filepath.Join(dir, fmt.Sprintf("gw%d.pem", i)), filepath.Join(dir, fmt.Sprintf("gw%d.key", i))
-		peers.Issue(t, int64(300+i), certFile, keyFile, time.Now().Add(-time.Minute))
+		certFile, keyFile := peers.IssuePair(t, int64(300+i), dir, fmt.Sprintf("gw%d", i), time.Now().Add(-time.Minute))
 		gws = append(gws, gwtest.StartGateway(t, gwtest.GatewayOptions{Root: root, Client: client, NoPeerSecret: true,
 			Extra: []string{"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", ca.File, "--tls-peer-ca", peers.File}}))
 	}
@@ -131,8 +128,7 @@ func startMutualTLSPair(t *testing.T, dir string, ca, peers *gwtest.CA) (a, b *g
 // one of another CA, cannot even connect to url.
 func noConnectionWithoutClientCA(t *testing.T, dir string, peers *gwtest.CA, url string) {
 	stranger := gwtest.NewCA(t, dir, "stranger")
-	strangerCertFile, strangerKeyFile := filepath.Join(dir, "s.pem"), filepath.Join(dir, "s.key")
-	stranger.Issue(t, 400, strangerCertFile, strangerKeyFile, time.Now().Add(-time.Minute))
+	strangerCertFile, strangerKeyFile := stranger.IssuePair(t, 400, dir, "s", time.Now().Add(-time.Minute))
 	strangerCert, err := tls.LoadX509KeyPair(strangerCertFile, strangerKeyFile)
 	if err != nil {
 		t.Fatal(err)

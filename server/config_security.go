@@ -30,12 +30,8 @@ func (cfg *Config) parseSecurity(zkAuthFile string) error {
 // parseTokens loads --auth-file, and refuses a gateway that anyone could
 // reach without one.
 func (cfg *Config) parseTokens() error {
-	if cfg.AuthFile != "" {
-		ts, err := auth.LoadTokens(cfg.AuthFile)
-		if err != nil {
-			return usagef("--auth-file: %v", err)
-		}
-		cfg.tokens = ts
+	if err := loadFile("--auth-file", cfg.AuthFile, auth.LoadTokens, &cfg.tokens); err != nil {
+		return err
 	}
 	if cfg.AuthFile == "" && !cfg.Insecure && !loopback(cfg.Listen) {
 		return usagef("--listen %s is not a loopback address and there is no --auth-file: anyone reaching it would own every lock; "+
@@ -79,22 +75,18 @@ func (cfg *Config) parseHTTPS() error {
 	if err != nil {
 		return usagef("--tls-cert: %v", err)
 	}
-	if cfg.TLSClientCA != "" {
-		if g.ClientCA, err = auth.LoadCAs(cfg.TLSClientCA); err != nil {
-			return usagef("--tls-client-ca: %v", err)
-		}
+	if err := loadFile("--tls-client-ca", cfg.TLSClientCA, auth.LoadCAs, &g.ClientCA); err != nil {
+		return err
 	}
-	if cfg.TLSPeerCA != "" {
-		if g.PeerCA, err = auth.LoadCAs(cfg.TLSPeerCA); err != nil {
-			return usagef("--tls-peer-ca: %v", err)
-		}
-		// A certificate of --tls-peer-ca is a gateway's, which may act
-		// as any token: a CA that signs clients must not be one.
-		for _, p := range g.PeerCA {
-			if slices.ContainsFunc(g.ClientCA, p.Equal) {
-				return usagef("--tls-peer-ca: the CA %q is also in --tls-client-ca: every client would pass for a gateway; "+
-					"sign the gateways' certificates with a CA of their own", p.Subject.CommonName)
-			}
+	if err := loadFile("--tls-peer-ca", cfg.TLSPeerCA, auth.LoadCAs, &g.PeerCA); err != nil {
+		return err
+	}
+	// A certificate of --tls-peer-ca is a gateway's, which may act as any
+	// token: a CA that signs clients must not be one.
+	for _, p := range g.PeerCA {
+		if slices.ContainsFunc(g.ClientCA, p.Equal) {
+			return usagef("--tls-peer-ca: the CA %q is also in --tls-client-ca: every client would pass for a gateway; "+
+				"sign the gateways' certificates with a CA of their own", p.Subject.CommonName)
 		}
 	}
 	cfg.gatewayTLS = g
@@ -103,13 +95,20 @@ func (cfg *Config) parseHTTPS() error {
 
 // parsePeerSecret loads the secret the gateways of a root share.
 func (cfg *Config) parsePeerSecret() error {
-	if cfg.PeerSecretFile != "" {
-		secret, err := peer.LoadSecret(cfg.PeerSecretFile)
-		if err != nil {
-			return usagef("--peer-secret-file: %v", err)
-		}
-		cfg.peerSecret = secret
+	return loadFile("--peer-secret-file", cfg.PeerSecretFile, peer.LoadSecret, &cfg.peerSecret)
+}
+
+// loadFile loads file, the value of flag, into dst with load; no file
+// leaves dst as it is.
+func loadFile[T any](flag, file string, load func(string) (T, error), dst *T) error {
+	if file == "" {
+		return nil
 	}
+	v, err := load(file)
+	if err != nil {
+		return usagef("%s: %v", flag, err)
+	}
+	*dst = v
 	return nil
 }
 

@@ -34,17 +34,6 @@ func later(s *specChecker, c specCall) <-chan specSent {
 	return done
 }
 
-func answer(t *testing.T, ch <-chan specSent, within time.Duration, what string) specSent {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(within):
-		t.Fatalf("%s: no answer within %s", what, within)
-	}
-	return specSent{}
-}
-
 // deadlockTake is a hold or a wait of a deadlock case: lease takes path
 // (under /v1) through gateway, with body besides its lease.
 type deadlockTake struct {
@@ -120,7 +109,7 @@ func (d deadlockCase) run(t *testing.T, gw map[string]*gwtest.Gateway, checkers 
 		}
 	}
 	victim := d.waits[len(d.waits)-1]
-	got := answer(t, pending[len(pending)-1], 10*time.Second, "the wait that closes the cycle")
+	got := gwtest.Receive(t, pending[len(pending)-1], 10*time.Second, "the wait that closes the cycle")
 	took := time.Since(closedAt)
 	if took > 2*time.Second {
 		t.Errorf("the deadlock was broken %s after the cycle closed, want within 2s", took)
@@ -150,7 +139,7 @@ func (d deadlockCase) run(t *testing.T, gw map[string]*gwtest.Gateway, checkers 
 	vh := slices.IndexFunc(d.holds, func(h deadlockTake) bool { return h.lease == victim.lease })
 	release := strings.TrimSuffix(d.holds[vh].path, "/acquire") + "/release"
 	mustStatus(t, gwtest.Do(t, "POST", gw[victim.gateway].URL+"/v1/"+release, map[string]any{"lease": ids[victim.lease]}), 204, "the victim's release")
-	next := answer(t, pending[len(pending)-2], 10*time.Second, "the wait behind the victim")
+	next := gwtest.Receive(t, pending[len(pending)-2], 10*time.Second, "the wait behind the victim")
 	if next.resp.Status != http.StatusOK {
 		t.Errorf("the wait behind the victim: %d %s", next.resp.Status, next.resp.Body)
 	}
@@ -212,7 +201,7 @@ func TestContentionAcrossGateways(t *testing.T) {
 	waitsFor(t, g1.URL, c, "lock", "ledger")
 	aReleasing := time.Now()
 	s1.do(t, 204, specReq("POST", "/v1/locks/ledger/release", map[string]any{"lease": a}))
-	got := answer(t, cWaits, 10*time.Second, "c's wait")
+	got := gwtest.Receive(t, cWaits, 10*time.Second, "c's wait")
 	if got.resp.Status != 200 {
 		t.Fatalf("c's wait: %d %s", got.resp.Status, got.resp.Body)
 	}

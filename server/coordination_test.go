@@ -145,9 +145,7 @@ func TestOneShotElection(t *testing.T) {
 	if len(st["candidates"].([]any)) != 1 {
 		t.Fatalf("only the winner should remain a candidate: %v", st)
 	}
-	for _, l := range leases {
-		mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l, nil), 204, "revoke")
-	}
+	revokeAll(t, g.URL, leases...)
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 
@@ -451,9 +449,7 @@ func TestQueueNackAndDisconnect(t *testing.T) {
 	again := gwtest.Do(t, "POST", g.URL+"/v1/queues/nq/claim", map[string]any{"lease": other})
 	mustStatus(t, again, 200, "claim after nack")
 	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/queues/nq/items/"+id+"/ack", map[string]any{"lease": other}), 204, "ack")
-	for _, l := range []string{lease, other} {
-		mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l, nil), 204, "revoke")
-	}
+	revokeAll(t, g.URL, lease, other)
 	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/queues/nq", nil), 204, "delete the drained queue")
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }

@@ -49,11 +49,7 @@ func drainOne(t *testing.T, opts gwtest.GatewayOptions) {
 	}
 	mustStatus(t, gwtest.Do(t, "POST", a.URL+"/v1/locks/drained/release", map[string]any{"lease": holder}), http.StatusNoContent, "release while draining")
 	mustStatus(t, gwtest.Do(t, "DELETE", a.URL+"/v1/leases/"+holder, nil), http.StatusNoContent, "revoke while draining")
-	select {
-	case <-a.Done():
-	case <-time.After(3 * time.Second):
-		t.Fatal("the gateway kept draining with no lease left")
-	}
+	gwtest.Receive(t, a.Done(), 3*time.Second, "the draining gateway's exit with no lease left")
 	if _, code := a.Exited(); code != 0 {
 		t.Fatalf("a drained gateway exited %d", code)
 	}
@@ -108,11 +104,7 @@ func restartUnderLoad(t *testing.T, opts gwtest.GatewayOptions) {
 		old := gws[i]
 		mu.Unlock()
 		old.Terminate()
-		select {
-		case <-old.Done():
-		case <-time.After(20 * time.Second):
-			t.Fatal("a draining gateway did not exit")
-		}
+		gwtest.Receive(t, old.Done(), 20*time.Second, "the draining gateway's exit")
 		fresh := gwtest.StartProcess(t, opts)
 		mu.Lock()
 		gws[i] = fresh

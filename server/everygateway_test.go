@@ -15,8 +15,7 @@ import (
 // other gateway too (it answered 404 there), and one nobody made, 404.
 func TestOneTruthAboutEveryLease(t *testing.T) {
 	t.Parallel()
-	root := gwtest.UniqueRoot(t)
-	opts := gwtest.GatewayOptions{Root: root, SessionTimeout: 2 * time.Second}
+	opts := gwtest.GatewayOptions{Root: gwtest.UniqueRoot(t), SessionTimeout: 2 * time.Second}
 	a := gwtest.StartGateway(t, opts)
 	b := gwtest.StartGateway(t, opts)
 	p := gwtest.StartProcess(t, opts)
@@ -63,8 +62,7 @@ func TestOneTruthAboutEveryLease(t *testing.T) {
 // named as unreachable.
 func TestLeaseListOfEveryGateway(t *testing.T) {
 	t.Parallel()
-	root := gwtest.UniqueRoot(t)
-	opts := gwtest.GatewayOptions{Root: root, SessionTimeout: 10 * time.Second}
+	opts := gwtest.GatewayOptions{Root: gwtest.UniqueRoot(t), SessionTimeout: 10 * time.Second}
 	a := gwtest.StartGateway(t, opts)
 	p := gwtest.StartProcess(t, opts)
 	la := newLease(t, a.URL, "1m", "on-a")
@@ -114,8 +112,7 @@ func TestLeaseListOfEveryGateway(t *testing.T) {
 // gateway's leases hold, next to those leases.
 func TestDashboardShowsEveryGateway(t *testing.T) {
 	t.Parallel()
-	root := gwtest.UniqueRoot(t)
-	opts := gwtest.GatewayOptions{Root: root}
+	opts := gwtest.GatewayOptions{Root: gwtest.UniqueRoot(t)}
 	a := gwtest.StartGateway(t, opts)
 	b := gwtest.StartGateway(t, opts)
 	lease := newLease(t, b.URL, "1m", "consumer-on-b")

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
-	"github.com/zkgate/zkgate/zkserver"
 )
 
 // TestKilledGatewayLosesLocks: a gateway killed with SIGKILL takes its
@@ -59,11 +58,7 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ens, err := zkserver.StartEnsemble(ctx, 3, zkserver.Options{MaxSessionTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatalf("ensemble: %v", err)
-	}
-	t.Cleanup(func() { _ = ens.Stop() })
+	ens := gwtest.Ensemble(t, ctx)
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{ZK: ens.Addrs(), SessionTimeout: 10 * time.Second})
 	conn := gwtest.Client(t, ens.Addrs(), 10*time.Second)
 
@@ -86,10 +81,7 @@ func TestEnsembleLeaderKill(t *testing.T) {
 		})
 	}
 	waitGrants(50)
-	leader, err := ens.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leader := gwtest.Leader(t, ctx, ens)
 	before := h.grants.Load()
 	if err := ens.Kill(leader); err != nil {
 		t.Fatal(err)

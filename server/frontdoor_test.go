@@ -426,15 +426,6 @@ func fromAddr(ip string) (*http.Client, net.Addr) {
 	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}, local
 }
 
-func getWith(t *testing.T, c *http.Client, url, secret string) gwtest.Response {
-	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	if secret != "" {
-		req.Header.Set("Authorization", "Bearer "+secret)
-	}
-	return gwtest.MustSend(t, c, req)
-}
-
 // TestRequestsUnderWayPerClient: every request that holds a handler counts
 // against its token's cap on requests under way (--max-requests-per-token),
 // or, without a token, its client address's: three slow bodies of one
@@ -481,13 +472,13 @@ func TestRequestsUnderWayPerClient(t *testing.T) {
 				}
 				return nil
 			})
-			wantTooMany(t, getWith(t, greedy, g.URL+"/v1/locks", secret), "max-requests-per-token", "a fourth request")
-			mustStatus(t, getWith(t, greedy, g.URL+"/readyz", ""), 200, "readyz at the cap")
-			mustStatus(t, getWith(t, innocent, g.URL+"/v1/locks", innocentSecret), 200, "another client at the cap")
+			wantTooMany(t, sendWith(t, greedy, "GET", g.URL+"/v1/locks", secret, nil), "max-requests-per-token", "a fourth request")
+			mustStatus(t, sendWith(t, greedy, "GET", g.URL+"/readyz", "", nil), 200, "readyz at the cap")
+			mustStatus(t, sendWith(t, innocent, "GET", g.URL+"/v1/locks", innocentSecret, nil), 200, "another client at the cap")
 			cancel()
 			wg.Wait()
 			gwtest.Eventually(t, 10*time.Second, func() error {
-				if r := getWith(t, greedy, g.URL+"/v1/locks", secret); r.Status != 200 {
+				if r := sendWith(t, greedy, "GET", g.URL+"/v1/locks", secret, nil); r.Status != 200 {
 					return fmt.Errorf("once the slow bodies are gone: %d, want 200", r.Status)
 				}
 				return nil

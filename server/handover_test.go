@@ -17,6 +17,16 @@ import (
 	"github.com/zkgate/zkgate/internal/gwtest"
 )
 
+// handoverPair starts two zkgate processes under one root that hand their
+// leases over when drained (--drain-timeout drain: 0 closes at once).
+func handoverPair(t *testing.T, drain time.Duration) (a, b *gwtest.Proc) {
+	t.Helper()
+	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, DrainTimeout: drain, Handover: true}
+	a = gwtest.StartProcess(t, opts)
+	opts.Root = a.Root
+	return a, gwtest.StartProcess(t, opts)
+}
+
 // leaseHolds reads a lease's holds by kind and name: state, token, node.
 func leaseHolds(t *testing.T, url, lease string) map[string]map[string]any {
 	t.Helper()
@@ -37,10 +47,7 @@ func leaseHolds(t *testing.T, url, lease string) map[string]map[string]any {
 // the handover rejoins its place in line when retried through the peer.
 func TestHandoverToAPeer(t *testing.T) {
 	t.Parallel()
-	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, DrainTimeout: 3 * time.Second, Handover: true}
-	a := gwtest.StartProcess(t, opts)
-	opts.Root = a.Root
-	b := gwtest.StartProcess(t, opts)
+	a, b := handoverPair(t, 3*time.Second)
 	holder := newLease(t, a.URL, "1m", "holder")
 	waiter := newLease(t, a.URL, "1m", "waiter")
 	first := acquire(t, a.URL, "moving", holder, "0s")
@@ -99,14 +106,8 @@ func TestHandoverToAPeer(t *testing.T) {
 	if tokenOf(t, next) <= tokenOf(t, first) {
 		t.Fatal("the token did not grow")
 	}
-	select {
-	case <-a.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the gateway that handed its leases over did not exit")
-	}
-	for _, l := range []string{holder, waiter} {
-		mustStatus(t, gwtest.Do(t, "DELETE", b.URL+"/v1/leases/"+l, nil), http.StatusNoContent, "revoke through the peer")
-	}
+	gwtest.Receive(t, a.Done(), 20*time.Second, "the exit of the gateway that handed its leases over")
+	revokeAll(t, b.URL, holder, waiter)
 	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
 	gwtest.NoZnodesLeft(t, conn, a.Root)
 }
@@ -211,10 +212,7 @@ func TestHandoverToTheNextStart(t *testing.T) {
 // the taker.
 func TestAHandedOverLeaseIsServedThroughEveryGateway(t *testing.T) {
 	t.Parallel()
-	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, Handover: true}
-	a := gwtest.StartProcess(t, opts)
-	opts.Root = a.Root
-	b := gwtest.StartProcess(t, opts)
+	a, b := handoverPair(t, 0)
 	c := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root, SessionTimeout: 5 * time.Second})
 	lease := newLease(t, a.URL, "1m", "moved")
 	first := acquire(t, a.URL, "everywhere", lease, "0s")
@@ -272,10 +270,7 @@ func gatewayItem(t *testing.T, url, id string) string {
 // leases page names the lease's new gateway.
 func TestTheDashboardShowsAHandover(t *testing.T) {
 	t.Parallel()
-	opts := gwtest.GatewayOptions{SessionTimeout: 5 * time.Second, DrainTimeout: 4 * time.Second, Handover: true}
-	a := gwtest.StartProcess(t, opts)
-	opts.Root = a.Root
-	b := gwtest.StartProcess(t, opts)
+	a, b := handoverPair(t, 4*time.Second)
 	c := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root, SessionTimeout: 5 * time.Second})
 	lease := newLease(t, a.URL, "1m", "watched")
 	mustStatus(t, acquire(t, a.URL, "shown", lease, "0s"), http.StatusOK, "acquire")

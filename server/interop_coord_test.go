@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/internal/zk"
@@ -364,13 +363,9 @@ func icClaimAfterKazooExits(t *testing.T, g *gwtest.Gateway, p *interopPeer, nam
 	})
 	ioNotYet(t, claimed, "the waiting zkgate claim")
 	p.exit()
-	select {
-	case res := <-claimed:
-		if res.err != nil || res.r.Status != http.StatusOK || res.r.Header.Get("X-Zkgate-Item-Id") != entry || string(res.r.Body) != "contended" {
-			t.Fatalf("zkgate claim after kazoo exited: %v %d %s %q", res.err, res.r.Status, res.r.Header.Get("X-Zkgate-Item-Id"), res.r.Body)
-		}
-	case <-time.After(interopWait):
-		t.Fatalf("the zkgate claim was not served within %s of kazoo's exit", interopWait)
+	res := gwtest.Receive(t, claimed, interopWait, "the zkgate claim served after kazoo's exit")
+	if res.err != nil || res.r.Status != http.StatusOK || res.r.Header.Get("X-Zkgate-Item-Id") != entry || string(res.r.Body) != "contended" {
+		t.Fatalf("zkgate claim after kazoo exited: %v %d %s %q", res.err, res.r.Status, res.r.Header.Get("X-Zkgate-Item-Id"), res.r.Body)
 	}
 	ioPost204(t, g.URL+"/v1/queues/"+name+"/items/"+entry+"/ack", map[string]any{"lease": lease})
 	if st := icQueueState(t, g, name); st.Length != 0 || st.Claimed != 0 {
@@ -474,14 +469,10 @@ func icCampaignBehindCurator(t *testing.T, g *gwtest.Gateway, p *interopPeer, na
 
 	// Curator closes its latch: zkgate is elected.
 	p.release(1)
-	select {
-	case res := <-won:
-		ioDecode(t, res.r, &c)
-		if res.err != nil || res.r.Status != http.StatusOK || !c.Elected || c.Token == 0 {
-			t.Fatalf("zkgate campaign after Curator closed its latch: %v %d %s", res.err, res.r.Status, res.r.Body)
-		}
-	case <-time.After(interopWait):
-		t.Fatalf("zkgate was not elected within %s of Curator closing its latch", interopWait)
+	res := gwtest.Receive(t, won, interopWait, "zkgate elected after Curator closed its latch")
+	ioDecode(t, res.r, &c)
+	if res.err != nil || res.r.Status != http.StatusOK || !c.Elected || c.Token == 0 {
+		t.Fatalf("zkgate campaign after Curator closed its latch: %v %d %s", res.err, res.r.Status, res.r.Body)
 	}
 	icWaitElection(t, g, name, func(st icElection) error {
 		if st.Leader == nil || st.Leader.Lease != a || st.Leader.Foreign || st.Leader.Node != ours || len(st.Candidates) != 1 {

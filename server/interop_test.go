@@ -149,32 +149,15 @@ type interopPeer struct {
 	stdin   io.WriteCloser
 	lines   chan string // stdout, a line at a time; closed at EOF
 	exited  chan struct{}
-	stderr  *ioBuffer
+	stderr  *gwtest.Buffer
 	pending []string // lines read but not expected yet
 	seen    []string // everything it said, for failure messages
-}
-
-type ioBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *ioBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *ioBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func startInteropPeer(t *testing.T, name string, argv ...string) *interopPeer {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	p := &interopPeer{t: t, name: name, cmd: cmd, lines: make(chan string, 256), exited: make(chan struct{}), stderr: &ioBuffer{}}
+	p := &interopPeer{t: t, name: name, cmd: cmd, lines: make(chan string, 256), exited: make(chan struct{}), stderr: &gwtest.Buffer{}}
 	cmd.Stderr = p.stderr
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -345,11 +328,7 @@ func (p *interopPeer) exit() {
 	p.t.Helper()
 	p.send("exit")
 	p.expect("BYE", interopWait)
-	select {
-	case <-p.exited:
-	case <-time.After(interopWait):
-		p.t.Fatalf("%s peer did not exit within %s", p.name, interopWait)
-	}
+	gwtest.Receive(p.t, p.exited, interopWait, p.name+" peer's exit")
 }
 
 // What the gateway says of a lock or semaphore.
@@ -484,18 +463,20 @@ func ioNotYet(t *testing.T, ch <-chan ioAsync, what string) {
 
 func ioGranted(t *testing.T, ch <-chan ioAsync, what string) ioGrant {
 	t.Helper()
-	select {
-	case res := <-ch:
-		if res.err != nil || res.r.Status != http.StatusOK {
-			t.Fatalf("%s: %v %d %s", what, res.err, res.r.Status, res.r.Body)
-		}
-		var gr ioGrant
-		ioDecode(t, res.r, &gr)
-		return gr
-	case <-time.After(interopWait):
-		t.Fatalf("%s was not granted within %s", what, interopWait)
+	res := gwtest.Receive(t, ch, interopWait, what+" granted")
+	if res.err != nil || res.r.Status != http.StatusOK {
+		t.Fatalf("%s: %v %d %s", what, res.err, res.r.Status, res.r.Body)
 	}
-	return ioGrant{}
+	var gr ioGrant
+	ioDecode(t, res.r, &gr)
+	return gr
+}
+
+// ioThreeLeases makes the 30s leases of three zkgate parties, zkgate-a,
+// zkgate-b and zkgate-c.
+func ioThreeLeases(t *testing.T, g *gwtest.Gateway) (a, b, c string) {
+	t.Helper()
+	return ioLease(t, g, "30s", "zkgate-a"), ioLease(t, g, "30s", "zkgate-b"), ioLease(t, g, "30s", "zkgate-c")
 }
 
 func ioLease(t *testing.T, g *gwtest.Gateway, ttl, holder string) string {
@@ -531,6 +512,16 @@ func ioOneForeignWaiter(mode string) func(ioState) error {
 	return func(st ioState) error {
 		if len(st.Waiters) != 1 || !st.Waiters[0].Foreign || st.Waiters[0].Mode != mode {
 			return fmt.Errorf("want one foreign %s waiter", mode)
+		}
+		return nil
+	}
+}
+
+// ioCounts wants holders holding and waiters waiting.
+func ioCounts(holders, waiters int) func(ioState) error {
+	return func(st ioState) error {
+		if len(st.Holders) != holders || len(st.Waiters) != waiters {
+			return fmt.Errorf("want %d holding and %d waiting", holders, waiters)
 		}
 		return nil
 	}
@@ -656,7 +647,7 @@ func TestInteropCuratorReadWriteLock(t *testing.T) {
 	path := g.Root + "/locks/" + name
 	stateURL := g.URL + "/v1/locks/" + name
 	releaseURL := stateURL + "/release"
-	a, b, c := ioLease(t, g, "30s", "zkgate-a"), ioLease(t, g, "30s", "zkgate-b"), ioLease(t, g, "30s", "zkgate-c")
+	a, b, c := ioThreeLeases(t, g)
 
 	// Two zkgate readers and a Curator reader hold together.
 	ioMustAcquireLock(t, g, name, a, "read")
@@ -666,12 +657,7 @@ func TestInteropCuratorReadWriteLock(t *testing.T) {
 	if !strings.Contains(read1, "__READ__") {
 		t.Fatalf("Curator read node %q", read1)
 	}
-	ioWaitState(t, stateURL, func(st ioState) error {
-		if len(st.Holders) != 3 || len(st.Waiters) != 0 {
-			return fmt.Errorf("want 3 readers holding")
-		}
-		return nil
-	})
+	ioWaitState(t, stateURL, ioCounts(3, 0))
 
 	// A Curator writer waits for all three readers.
 	p.acquire(2, "rw-write", path)
@@ -745,7 +731,7 @@ func TestInteropCuratorSemaphoreV2(t *testing.T) {
 	stateURL := g.URL + "/v1/semaphores/" + name
 	acquireURL := stateURL + "/acquire?wait="
 	releaseURL := stateURL + "/release"
-	a, b, c := ioLease(t, g, "30s", "zkgate-a"), ioLease(t, g, "30s", "zkgate-b"), ioLease(t, g, "30s", "zkgate-c")
+	a, b, c := ioThreeLeases(t, g)
 	body := func(lease string) map[string]any { return map[string]any{"lease": lease, "limit": 2} }
 
 	// One slot to zkgate, one to Curator: both held at once.
@@ -799,12 +785,7 @@ func TestInteropCuratorSemaphoreV2(t *testing.T) {
 	// Curator frees one: zkgate gets it.
 	p.release(1)
 	ioGranted(t, cw, "the zkgate semaphore acquire")
-	ioWaitState(t, stateURL, func(st ioState) error {
-		if len(st.Holders) != 2 || len(st.Waiters) != 0 {
-			return fmt.Errorf("want 2 holders, no waiters")
-		}
-		return nil
-	})
+	ioWaitState(t, stateURL, ioCounts(2, 0))
 	ioPost204(t, releaseURL, map[string]any{"lease": c})
 	p.release(2)
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
-	"github.com/zkgate/zkgate/zkserver"
 )
 
 // promised reads what an answer about a lease promises: its expires_at, and
@@ -122,15 +121,8 @@ func TestALeaseMadeElsewhereIsFoundAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ens, err := zkserver.StartEnsemble(ctx, 3, zkserver.Options{MaxSessionTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatalf("ensemble: %v", err)
-	}
-	t.Cleanup(func() { _ = ens.Stop() })
-	leader, err := ens.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ens := gwtest.Ensemble(t, ctx)
+	leader := gwtest.Leader(t, ctx, ens)
 	addrs := ens.Addrs()
 	follower := addrs[(leader+1)%len(addrs)]
 	root := gwtest.UniqueRoot(t)

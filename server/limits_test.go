@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -200,12 +201,7 @@ func slotsComeBack(t *testing.T, g *secured, reads *lockReads, x1, x2 chan gwtes
 	lx := g.newLeaseAs(t, "writer")
 	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/x/acquire", map[string]any{"lease": lx}), 200, "change x")
 	for _, ch := range []chan gwtest.Response{x1, x2} {
-		select {
-		case r := <-ch:
-			mustStatus(t, r, 200, "a blocking read ended by a change")
-		case <-time.After(30 * time.Second):
-			t.Fatal("a blocking read of x did not end on its change")
-		}
+		mustStatus(t, gwtest.Receive(t, ch, 30*time.Second, "a blocking read of x ending on its change"), 200, "a blocking read ended by a change")
 	}
 	reads.waiting(2)
 	y := reads.block("y")
@@ -277,11 +273,19 @@ func (s *secured) metric(t *testing.T, name string) float64 {
 }
 
 // postWith sends a JSON body with c ("" secret: no token).
-func postWith(t *testing.T, c *http.Client, url, secret string, body any) gwtest.Response {
+// sendWith sends a request through c, with secret's token if it is not
+// empty and body as JSON if it is not nil.
+func sendWith(t *testing.T, c *http.Client, method, url, secret string, body any) gwtest.Response {
 	t.Helper()
-	data, _ := json.Marshal(body)
-	req, _ := http.NewRequest("POST", url, bytes.NewReader(data))
-	req.Header.Set("Content-Type", "application/json")
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
@@ -312,7 +316,7 @@ func TestLimitsWaitersPerToken(t *testing.T) {
 				greedy, _ = fromAddr(tc.greedy)
 				other, _ = fromAddr(tc.other)
 			}
-			idx := getWith(t, greedy, g.URL+"/v1/locks/w", secret).Header.Get("X-Zkgate-Index")
+			idx := sendWith(t, greedy, "GET", g.URL+"/v1/locks/w", secret, nil).Header.Get("X-Zkgate-Index")
 			blocking := g.URL + "/v1/locks/w?index=" + idx + "&wait=1m"
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
@@ -322,12 +326,8 @@ func TestLimitsWaitersPerToken(t *testing.T) {
 				wg.Go(func() { getUntilEnded(ctx, greedy, blocking, secret, refused) })
 			}
 			for range tc.tries - tc.share {
-				select {
-				case r := <-refused:
-					wantTooMany(t, r, "max-waiters-per-token", "a wait past the token's share")
-				case <-time.After(30 * time.Second):
-					t.Fatalf("fewer than %d of %d waits refused", tc.tries-tc.share, tc.tries)
-				}
+				r := gwtest.Receive(t, refused, 30*time.Second, fmt.Sprintf("%d of %d waits refused", tc.tries-tc.share, tc.tries))
+				wantTooMany(t, r, "max-waiters-per-token", "a wait past the token's share")
 			}
 			gwtest.Eventually(t, 10*time.Second, func() error {
 				if n := metricValueAs(t, g.URL, secrets["reader"], "zkgate_waiting_requests"); n != float64(tc.share) {
@@ -384,27 +384,27 @@ func TestLimitsLeasesPerAddress(t *testing.T) {
 	lease := map[string]any{"ttl": "1m"}
 
 	slow := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--lease-rate", "0.01"}})
-	mustStatus(t, postWith(t, greedy, slow.URL+"/v1/leases", "", lease), 201, "a first lease")
-	r := postWith(t, greedy, slow.URL+"/v1/leases", "", lease)
+	mustStatus(t, sendWith(t, greedy, "POST", slow.URL+"/v1/leases", "", lease), 201, "a first lease")
+	r := sendWith(t, greedy, "POST", slow.URL+"/v1/leases", "", lease)
 	wantTooMany(t, r, "lease-rate", "a second lease at 0.01 a second")
 	if n, _ := strconv.Atoi(r.Header.Get("Retry-After")); n < 50 || n > 100 {
 		t.Errorf("Retry-After %q, want the time until the next lease (about 100s)", r.Header.Get("Retry-After"))
 	}
-	wantTooMany(t, postWith(t, greedy, slow.URL+"/v1/locks/l/acquire", "", lease), "lease-rate", "a lease made by an acquire")
-	mustStatus(t, postWith(t, other, slow.URL+"/v1/leases", "", lease), 201, "a lease from another address")
+	wantTooMany(t, sendWith(t, greedy, "POST", slow.URL+"/v1/locks/l/acquire", "", lease), "lease-rate", "a lease made by an acquire")
+	mustStatus(t, sendWith(t, other, "POST", slow.URL+"/v1/leases", "", lease), 201, "a lease from another address")
 
 	few := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--max-leases-per-token", "2"}})
 	var ids []string
 	for range 2 {
-		r := postWith(t, greedy, few.URL+"/v1/leases", "", lease)
+		r := sendWith(t, greedy, "POST", few.URL+"/v1/leases", "", lease)
 		mustStatus(t, r, 201, "a lease under the cap")
 		ids = append(ids, r.JSON(t)["id"].(string))
 	}
-	wantTooMany(t, postWith(t, greedy, few.URL+"/v1/leases", "", lease), "max-leases-per-token", "a third lease of one address")
-	mustStatus(t, postWith(t, other, few.URL+"/v1/leases", "", lease), 201, "a lease from another address")
+	wantTooMany(t, sendWith(t, greedy, "POST", few.URL+"/v1/leases", "", lease), "max-leases-per-token", "a third lease of one address")
+	mustStatus(t, sendWith(t, other, "POST", few.URL+"/v1/leases", "", lease), 201, "a lease from another address")
 	mustStatus(t, gwtest.Do(t, "DELETE", few.URL+"/v1/leases/"+ids[0], nil), 204, "revoke")
 	gwtest.Eventually(t, 10*time.Second, func() error {
-		if r := postWith(t, greedy, few.URL+"/v1/leases", "", lease); r.Status != 201 {
+		if r := sendWith(t, greedy, "POST", few.URL+"/v1/leases", "", lease); r.Status != 201 {
 			return fmt.Errorf("a lease after a revoke: %d %s", r.Status, r.Body)
 		}
 		return nil

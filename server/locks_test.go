@@ -28,6 +28,14 @@ func mustStatus(t testing.TB, r gwtest.Response, want int, what string) {
 	gwtest.MustStatus(t, r, want, what)
 }
 
+// revokeAll revokes each of leases through the gateway at url.
+func revokeAll(t testing.TB, url string, leases ...string) {
+	t.Helper()
+	for _, l := range leases {
+		mustStatus(t, gwtest.Do(t, "DELETE", url+"/v1/leases/"+l, nil), 204, "revoke "+l)
+	}
+}
+
 func tokenOf(t testing.TB, r gwtest.Response) int64 {
 	t.Helper()
 	return int64(r.JSON(t)["token"].(float64))
@@ -138,9 +146,7 @@ func TestLockContention(t *testing.T) {
 	if n := register.Check(t); n != contenders*rounds {
 		t.Fatalf("%d grants, want %d", n, contenders*rounds)
 	}
-	for _, l := range leaseList {
-		mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l, nil), 204, "revoke")
-	}
+	revokeAll(t, g.URL, leaseList...)
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 
@@ -226,9 +232,7 @@ func TestTimeoutAndDisconnectLeaveNoWaiter(t *testing.T) {
 	if len(leases) != 2 {
 		t.Fatalf("want the holder's and the leaver's leases only, got %d", len(leases))
 	}
-	for _, l := range []string{holder, waiter} {
-		mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l, nil), 204, "revoke")
-	}
+	revokeAll(t, g.URL, holder, waiter)
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 
@@ -266,9 +270,7 @@ func TestReadWriteLock(t *testing.T) {
 	mustStatus(t, <-got, 200, "writer after the readers")
 	// The writer may also read (reentrant read under its own write lock).
 	mustStatus(t, read(w, "0s"), 200, "writer reads")
-	for _, l := range []string{r1, r2, w, late} {
-		mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+l, nil), 204, "revoke")
-	}
+	revokeAll(t, g.URL, r1, r2, w, late)
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
 

@@ -479,13 +479,7 @@ func (s *specChecker) startCall(c specCall) *specBlockingRead {
 // outlast deadline.
 func (b *specBlockingRead) wait(t *testing.T, deadline time.Duration) specSent {
 	t.Helper()
-	select {
-	case r := <-b.done:
-		return r
-	case <-time.After(deadline):
-		t.Fatalf("%s did not return within %s", b.call.path, deadline)
-		return specSent{}
-	}
+	return gwtest.Receive(t, b.done, deadline, b.call.path+" returning")
 }
 
 // quietRead sends a blocking read of path at index idx while nothing
@@ -1571,12 +1565,7 @@ func TestOpenAPISemaphoreBlockingRead(t *testing.T) {
 	// a's release wakes a waiting read, and hands the slot to b.
 	idx = specIndex(t, s.do(t, 200, specReq("GET", "/v1/semaphores/pool", nil)))
 	s.wokenByRelease(t, "/v1/semaphores/pool", idx, a)
-	select {
-	case r := <-doneB:
-		s.check(t, 200, acquireB, r)
-	case <-time.After(time.Minute):
-		t.Fatalf("b did not get the slot a released")
-	}
+	s.check(t, 200, acquireB, gwtest.Receive(t, doneB, time.Minute, "b getting the slot a released"))
 	s.readUntil(t, "/v1/semaphores/pool", idx, "b holding, c waiting", func(st map[string]any) bool {
 		h := specHolderLeases(t, st["holders"])
 		return len(h) == 1 && h[0] == b && len(st["waiters"].([]any)) == 1
@@ -1584,12 +1573,7 @@ func TestOpenAPISemaphoreBlockingRead(t *testing.T) {
 
 	// b's release hands the slot to c.
 	s.do(t, 204, specReq("POST", "/v1/semaphores/pool/release", map[string]any{"lease": b}))
-	select {
-	case r := <-doneC:
-		s.check(t, 200, acquireC, r)
-	case <-time.After(time.Minute):
-		t.Fatalf("c did not get the slot b released")
-	}
+	s.check(t, 200, acquireC, gwtest.Receive(t, doneC, time.Minute, "c getting the slot b released"))
 	for _, l := range []string{a, b, c} {
 		s.do(t, 204, specReq("DELETE", "/v1/leases/"+l, nil))
 	}

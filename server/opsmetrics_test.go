@@ -40,9 +40,5 @@ func TestOperatorMetrics(t *testing.T) {
 		t.Errorf("zkgate_ready of a draining gateway: %v", v)
 	}
 	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+holder, nil), http.StatusNoContent, "revoke while draining")
-	select {
-	case <-g.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the gateway kept draining with no lease left")
-	}
+	gwtest.Receive(t, g.Done(), 10*time.Second, "the draining gateway's exit with no lease left")
 }

@@ -105,36 +105,49 @@ func leaseRoutes(api *handlers.API) []route {
 	}
 }
 
+// listRoute is the list of kind, /v1/kind, of what the caller may read.
+func listRoute(kind string, h http.Handler) route {
+	return route{method: get, pattern: "/v1/" + kind, handler: h, body: jsonBodyLimit, access: readAll(kind)}
+}
+
+// stateRoute is the state of one of kind, /v1/kind/{name}, a read that
+// blocks with ?index= (so a draining gateway refuses it then).
+func stateRoute(kind string, h http.Handler) route {
+	return route{method: get, pattern: "/v1/" + kind + "/{name}", handler: h, body: jsonBodyLimit, drain: drainBlocking,
+		access: waiter(read(kind))}
+}
+
+// lineRoute is a POST /v1/kind/{name}/verb that puts a lease in one's
+// line: it may wait, and may make the lease it holds by.
+func lineRoute(kind, verb string, h http.Handler) route {
+	return route{method: post, pattern: "/v1/" + kind + "/{name}/" + verb, handler: h, body: jsonBodyLimit,
+		access: makingLeases(waiter(write(kind)))}
+}
+
 // lockRoutes are the locks, the semaphores, their contention and the
 // elections: the kinds that make a lease wait in a line.
 func lockRoutes(api *handlers.API) []route {
 	return []route{
 		{method: get, pattern: "/v1/locks", handler: api.ListLocks(), body: jsonBodyLimit,
 			access: rule{kind: "locks", level: auth.LevelRead, query: "prefix"}},
-		{method: get, pattern: "/v1/locks/{name}", handler: api.LockState(), body: jsonBodyLimit, drain: drainBlocking,
-			access: waiter(read("locks"))},
-		{method: post, pattern: "/v1/locks/{name}/acquire", handler: api.AcquireLock(), body: jsonBodyLimit,
-			access: makingLeases(waiter(write("locks")))},
+		stateRoute("locks", api.LockState()),
+		lineRoute("locks", "acquire", api.AcquireLock()),
 		{method: post, pattern: "/v1/locks/{name}/release", handler: api.ReleaseLock(), body: jsonBodyLimit, access: write("locks")},
 		{method: get, pattern: "/v1/locks/{name}/fence", handler: api.Fence(), body: jsonBodyLimit, access: read("locks")},
 		{method: get, pattern: "/v1/locks/{name}/stats", handler: api.LockStats(), body: jsonBodyLimit, access: read("locks")},
 
-		{method: get, pattern: "/v1/semaphores", handler: api.ListSemaphores(), body: jsonBodyLimit, access: readAll("semaphores")},
-		{method: get, pattern: "/v1/semaphores/{name}", handler: api.SemaphoreState(), body: jsonBodyLimit, drain: drainBlocking,
-			access: waiter(read("semaphores"))},
-		{method: post, pattern: "/v1/semaphores/{name}/acquire", handler: api.AcquireSemaphore(), body: jsonBodyLimit,
-			access: makingLeases(waiter(write("semaphores")))},
+		listRoute("semaphores", api.ListSemaphores()),
+		stateRoute("semaphores", api.SemaphoreState()),
+		lineRoute("semaphores", "acquire", api.AcquireSemaphore()),
 		{method: post, pattern: "/v1/semaphores/{name}/release", handler: api.ReleaseSemaphore(), body: jsonBodyLimit, access: write("semaphores")},
 		{method: get, pattern: "/v1/semaphores/{name}/stats", handler: api.SemaphoreStats(), body: jsonBodyLimit, access: read("semaphores")},
 
 		{method: get, pattern: "/v1/contention", handler: api.ListContention(), body: jsonBodyLimit,
 			access: rule{kind: "locks", level: auth.LevelRead, filtered: true}},
 
-		{method: get, pattern: "/v1/elections", handler: api.ListElections(), body: jsonBodyLimit, access: readAll("elections")},
-		{method: get, pattern: "/v1/elections/{name}", handler: api.ElectionState(), body: jsonBodyLimit, drain: drainBlocking,
-			access: waiter(read("elections"))},
-		{method: post, pattern: "/v1/elections/{name}/campaign", handler: api.Campaign(), body: jsonBodyLimit,
-			access: makingLeases(waiter(write("elections")))},
+		listRoute("elections", api.ListElections()),
+		stateRoute("elections", api.ElectionState()),
+		lineRoute("elections", "campaign", api.Campaign()),
 		{method: post, pattern: "/v1/elections/{name}/resign", handler: api.Resign(), body: jsonBodyLimit, access: write("elections")},
 		{method: put, pattern: "/v1/elections/{name}/value", handler: api.Proclaim(), body: jsonBodyLimit, access: write("elections")},
 	}
@@ -142,19 +155,16 @@ func lockRoutes(api *handlers.API) []route {
 
 func barrierRoutes(api *handlers.API) []route {
 	return []route{
-		{method: get, pattern: "/v1/barriers", handler: api.ListBarriers(), body: jsonBodyLimit, access: readAll("barriers")},
-		{method: get, pattern: "/v1/barriers/{name}", handler: api.BarrierState(), body: jsonBodyLimit, drain: drainBlocking,
-			access: waiter(read("barriers"))},
+		listRoute("barriers", api.ListBarriers()),
+		stateRoute("barriers", api.BarrierState()),
 		{method: put, pattern: "/v1/barriers/{name}", handler: api.RaiseBarrier(), body: jsonBodyLimit, access: write("barriers")},
 		{method: del, pattern: "/v1/barriers/{name}", handler: api.LowerBarrier(), body: jsonBodyLimit, access: write("barriers")},
 		{method: post, pattern: "/v1/barriers/{name}/wait", handler: api.WaitBarrier(), body: jsonBodyLimit, drain: drainStarts,
 			access: waiter(read("barriers"))},
 
-		{method: get, pattern: "/v1/double-barriers", handler: api.ListDoubleBarriers(), body: jsonBodyLimit, access: readAll("double-barriers")},
-		{method: get, pattern: "/v1/double-barriers/{name}", handler: api.DoubleBarrierState(), body: jsonBodyLimit, drain: drainBlocking,
-			access: waiter(read("double-barriers"))},
-		{method: post, pattern: "/v1/double-barriers/{name}/enter", handler: api.EnterDoubleBarrier(), body: jsonBodyLimit,
-			access: makingLeases(waiter(write("double-barriers")))},
+		listRoute("double-barriers", api.ListDoubleBarriers()),
+		stateRoute("double-barriers", api.DoubleBarrierState()),
+		lineRoute("double-barriers", "enter", api.EnterDoubleBarrier()),
 		{method: post, pattern: "/v1/double-barriers/{name}/leave", handler: api.LeaveDoubleBarrier(), body: jsonBodyLimit,
 			access: waiter(write("double-barriers"))},
 	}
@@ -162,9 +172,8 @@ func barrierRoutes(api *handlers.API) []route {
 
 func queueRoutes(api *handlers.API, maxItemBytes int64) []route {
 	return []route{
-		{method: get, pattern: "/v1/queues", handler: api.ListQueues(), body: jsonBodyLimit, access: readAll("queues")},
-		{method: get, pattern: "/v1/queues/{name}", handler: api.QueueState(), body: jsonBodyLimit, drain: drainBlocking,
-			access: waiter(read("queues"))},
+		listRoute("queues", api.ListQueues()),
+		stateRoute("queues", api.QueueState()),
 		{method: del, pattern: "/v1/queues/{name}", handler: api.DeleteQueue(), body: jsonBodyLimit, access: write("queues")},
 		{method: post, pattern: "/v1/queues/{name}/items", handler: api.Produce(), body: maxItemBytes, access: write("queues")},
 		{method: get, pattern: "/v1/queues/{name}/items/{id}", handler: api.Peek(), body: jsonBodyLimit, access: read("queues")},
@@ -172,8 +181,7 @@ func queueRoutes(api *handlers.API, maxItemBytes int64) []route {
 		{method: post, pattern: "/v1/queues/{name}/items/{id}/nack", handler: api.Nack(), body: jsonBodyLimit, access: write("queues")},
 		{method: post, pattern: "/v1/queues/{name}/take", handler: api.Take(), body: jsonBodyLimit, drain: drainStarts,
 			access: waiter(write("queues"))},
-		{method: post, pattern: "/v1/queues/{name}/claim", handler: api.Claim(), body: jsonBodyLimit,
-			access: makingLeases(waiter(write("queues")))},
+		lineRoute("queues", "claim", api.Claim()),
 	}
 }
 

@@ -18,12 +18,9 @@ func TestTLSBadFilesAtStart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ca := gwtest.NewCA(t, dir, "ca")
-	good, goodKey := filepath.Join(dir, "good.pem"), filepath.Join(dir, "good.key")
-	ca.Issue(t, 1, good, goodKey, time.Now().Add(-time.Minute))
-	expired, expiredKey := filepath.Join(dir, "expired.pem"), filepath.Join(dir, "expired.key")
-	ca.Issue(t, 2, expired, expiredKey, time.Now().Add(-48*time.Hour))
-	future, futureKey := filepath.Join(dir, "future.pem"), filepath.Join(dir, "future.key")
-	ca.Issue(t, 3, future, futureKey, time.Now().Add(48*time.Hour))
+	good, goodKey := ca.IssuePair(t, 1, dir, "good", time.Now().Add(-time.Minute))
+	expired, expiredKey := ca.IssuePair(t, 2, dir, "expired", time.Now().Add(-48*time.Hour))
+	future, futureKey := ca.IssuePair(t, 3, dir, "future", time.Now().Add(48*time.Hour))
 	cases := []struct {
 		args []string
 		want string
@@ -36,6 +33,9 @@ func TestTLSBadFilesAtStart(t *testing.T) {
 		{[]string{"--tls-client-ca", ca.File}, "need --tls-cert"},
 		{[]string{"--tls-cert", good, "--tls-key", goodKey, "--tls-client-ca", goodKey}, "holds no PEM certificate"},
 		{[]string{"--tls-cert", good, "--tls-key", goodKey, "--tls-client-ca", ca.File, "--tls-peer-ca", ca.File}, "is also in --tls-client-ca"},
+		{[]string{"--tls-cert", good, "--tls-key", goodKey, "--tls-peer-ca", goodKey}, "--tls-peer-ca: "},
+		{[]string{"--peer-secret-file", filepath.Join(dir, "missing")}, "--peer-secret-file: "},
+		{[]string{"--auth-file", filepath.Join(dir, "missing")}, "--auth-file: "},
 	}
 	for _, c := range cases {
 		_, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, c.args...), func(string) string { return "" }, io.Discard)

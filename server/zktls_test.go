@@ -61,12 +61,10 @@ func TestZooKeeperTLS(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ca := gwtest.NewCA(t, dir, "zk-ca")
-	serverCert, serverKey := filepath.Join(dir, "zk.pem"), filepath.Join(dir, "zk.key")
-	ca.Issue(t, 10, serverCert, serverKey, time.Now().Add(-time.Minute))
+	serverCert, serverKey := ca.IssuePair(t, 10, dir, "zk", time.Now().Add(-time.Minute))
 	keyStore := filepath.Join(dir, "zk-keystore.pem")
 	pemKeyStore(t, serverCert, serverKey, keyStore)
-	clientCert, clientKey := filepath.Join(dir, "gw.pem"), filepath.Join(dir, "gw.key")
-	ca.Issue(t, 11, clientCert, clientKey, time.Now().Add(-time.Minute))
+	clientCert, clientKey := ca.IssuePair(t, 11, dir, "gw", time.Now().Add(-time.Minute))
 
 	// Debian's zookeeper.jar names the netty jars of its plain port on its
 	// manifest classpath, but not netty-codec, which the TLS port needs: a

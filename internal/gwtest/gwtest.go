@@ -256,6 +256,42 @@ func WaitReadyWith(t testing.TB, client *http.Client, url string, within time.Du
 	})
 }
 
+// Receive returns what comes on ch, or fails the test, naming what it
+// waited for, if nothing comes within.
+func Receive[T any](t testing.TB, ch <-chan T, within time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("%s: not within %s", what, within)
+		var zero T
+		return zero
+	}
+}
+
+// Ensemble starts a ZooKeeper ensemble of three (sessions up to 30s),
+// stopped at the test's end.
+func Ensemble(t testing.TB, ctx context.Context) *zkserver.Ensemble {
+	t.Helper()
+	ens, err := zkserver.StartEnsemble(ctx, 3, zkserver.Options{MaxSessionTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("ensemble: %v", err)
+	}
+	t.Cleanup(func() { _ = ens.Stop() })
+	return ens
+}
+
+// Leader is the index of ens's leader in its Addrs.
+func Leader(t testing.TB, ctx context.Context, ens *zkserver.Ensemble) int {
+	t.Helper()
+	leader, err := ens.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leader
+}
+
 // Eventually polls fn until it returns nil or within elapses.
 func Eventually(t testing.TB, within time.Duration, fn func() error) {
 	t.Helper()

@@ -65,6 +65,15 @@ func writePEM(t testing.TB, file, typ string, der []byte) {
 	}
 }
 
+// IssuePair issues a certificate (see Issue) to dir/name.pem, with its key
+// in dir/name.key, and returns the two files.
+func (ca *CA) IssuePair(t testing.TB, serial int64, dir, name string, notBefore time.Time) (certFile, keyFile string) {
+	t.Helper()
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
+	ca.Issue(t, serial, certFile, keyFile, notBefore)
+	return certFile, keyFile
+}
+
 // Issue makes a certificate for 127.0.0.1 (server and client use), valid
 // from notBefore for a day, and writes it and its key to certFile and
 // keyFile by renaming, as a renewal does.
