@@ -190,7 +190,7 @@ func TestContentionKeepsTheLastHolds(t *testing.T) {
 // duration from 100µs to 3 minutes), and its last holds and waits with
 // 200-byte holder labels. The measure is in docs/contention.md.
 func TestContentionMemoryIsBounded(t *testing.T) {
-	t.Parallel()
+	// Serial: measures the heap of the whole test binary.
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	c := NewContention(nil)
 	c.now = func() time.Time { return now }
