@@ -126,8 +126,31 @@ func campaign(ctx context.Context, lease *client.Lease, name, value string, wait
 
 // followLeadership returns nil when ctx ends while lease still leads the
 // election, or why the leadership was lost (or is to be given up: ending
-// is closed when CMD must stop for the lease's deadline).
+// is closed when CMD must stop for the lease's deadline). The deadline is
+// kept whatever the watch does: a read of the election that hangs on a
+// frozen gateway must not hold CMD past it.
 func followLeadership(ctx context.Context, c *client.Client, lease *client.Lease, ending <-chan struct{}, name string) error {
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan error, 1)
+	go func() { watched <- watchLeadership(wctx, c, lease, name) }()
+	defer func() { stopWatch(); <-watched }()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-ending:
+		if err := lease.Err(); err != nil {
+			return err
+		}
+		return errUnconfirmed
+	case err := <-watched:
+		watched <- err // for the deferred wait
+		return err
+	}
+}
+
+// watchLeadership follows the election until ctx ends (nil) or lease no
+// longer leads it (why).
+func watchLeadership(ctx context.Context, c *client.Client, lease *client.Lease, name string) error {
 	w, err := c.WatchElection(ctx, name)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -139,11 +162,6 @@ func followLeadership(ctx context.Context, c *client.Client, lease *client.Lease
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ending:
-			if err := lease.Err(); err != nil {
-				return err
-			}
-			return errUnconfirmed
 		case st, ok := <-w.C:
 			if !ok {
 				if ctx.Err() != nil {
