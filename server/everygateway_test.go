@@ -61,7 +61,9 @@ func TestOneTruthAboutEveryLease(t *testing.T) {
 // scope=gateway lists one gateway's own; a gateway that does not answer is
 // named as unreachable.
 func TestLeaseListOfEveryGateway(t *testing.T) {
-	t.Parallel()
+	// Serial: beside the parallel tests it once saw the paused gateway's
+	// lease listed and no gateway named unreachable; it runs alone until
+	// that is understood.
 	opts := gwtest.GatewayOptions{Root: gwtest.UniqueRoot(t), SessionTimeout: 10 * time.Second}
 	a := gwtest.StartGateway(t, opts)
 	p := gwtest.StartProcess(t, opts)
