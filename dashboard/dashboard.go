@@ -363,7 +363,7 @@ func (d *Dashboard) znodes(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if err != nil {
 		z.Err = "Cannot show " + p + ": " + errDetail(err)
-		status = problemStatus(err)
+		status = handlers.StatusOf(recipes.ErrorCode(err))
 	} else {
 		z.DashboardZnode = node
 		z.View, z.Views, z.Shown, z.Cut = showData(node.Data, r.URL.Query().Get("view"))
@@ -385,18 +385,6 @@ func errDetail(err error) string {
 		return e.Detail
 	}
 	return "internal error"
-}
-
-func problemStatus(err error) int {
-	switch recipes.ErrorCode(err) {
-	case recipes.CodeInvalid:
-		return http.StatusBadRequest
-	case recipes.CodeNotFound:
-		return http.StatusNotFound
-	case recipes.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
 }
 
 // showData picks how to show a znode's data: pretty JSON if it is JSON,

@@ -100,10 +100,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &e) {
 		e = &recipes.Error{Code: recipes.CodeInternal, Err: err}
 	}
-	status, ok := statusOf[e.Code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	status := StatusOf(e.Code)
 	detail := e.Detail
 	if e.Code == recipes.CodeInternal {
 		slog.ErrorContext(r.Context(), "internal error", "err", err, "request_id", w.Header().Get("X-Request-Id"),
@@ -158,4 +155,13 @@ func Clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// StatusOf is the HTTP status a problem of code is answered with (500 for a
+// code the table does not know).
+func StatusOf(code recipes.Code) int {
+	if status, ok := statusOf[code]; ok {
+		return status
+	}
+	return http.StatusInternalServerError
 }
