@@ -131,19 +131,24 @@ func campaign(ctx context.Context, lease *client.Lease, name, value string, wait
 // frozen gateway must not hold CMD past it.
 func followLeadership(ctx context.Context, c *client.Client, lease *client.Lease, ending <-chan struct{}, name string) error {
 	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
 	watched := make(chan error, 1)
 	go func() { watched <- watchLeadership(wctx, c, lease, name) }()
-	defer func() { stopWatch(); <-watched }()
+	// stop ends the watch, and waits for it, before answering why.
+	stop := func(why error) error {
+		stopWatch()
+		<-watched
+		return why
+	}
 	select {
 	case <-ctx.Done():
-		return nil
+		return stop(nil)
 	case <-ending:
 		if err := lease.Err(); err != nil {
-			return err
+			return stop(err)
 		}
-		return errUnconfirmed
+		return stop(errUnconfirmed)
 	case err := <-watched:
-		watched <- err // for the deferred wait
 		return err
 	}
 }
