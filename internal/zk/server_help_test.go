@@ -1,6 +1,7 @@
 package zk
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -34,6 +35,19 @@ type TestCluster struct {
 // fast and not rely on external dependencies.
 func StartTestCluster(t *testing.T, size int, stdout, stderr io.Writer) (*TestCluster, error) {
 	t.Helper()
+	return startTestCluster(t, size, stdout, stderr, freePorts)
+}
+
+// startAttempts bounds how often a cluster is started on fresh ports when a
+// server exits before it serves.
+const startAttempts = 3
+
+// startTestCluster starts size servers on ports from pickPorts. The ports
+// were free when picked but are not held until ZooKeeper binds them, so
+// another process (another test package's client, say) can take one in
+// between; ZooKeeper then exits. Such a start is retried on fresh ports.
+func startTestCluster(t *testing.T, size int, stdout, stderr io.Writer, pickPorts func(*testing.T, int) []int) (*TestCluster, error) {
+	t.Helper()
 
 	if testing.Short() {
 		t.Skip("ZK cluster tests skipped in short case.")
@@ -50,10 +64,25 @@ func StartTestCluster(t *testing.T, size int, stdout, stderr io.Writer) (*TestCl
 	}
 
 	tmpPath := t.TempDir()
+	for attempt := 1; ; attempt++ {
+		cluster, err := startClusterOnce(t, filepath.Join(tmpPath, fmt.Sprint(attempt)), size, pickPorts(t, 3*size), stdout, stderr)
+		var exited *serverExitedError
+		if err == nil || !errors.As(err, &exited) || attempt == startAttempts {
+			return cluster, err
+		}
+		t.Logf("attempt %d of %d: %v; starting again on fresh ports", attempt, startAttempts, err)
+	}
+}
 
+// startClusterOnce starts size servers on ports (three per server: client,
+// peer, election) in directories under dir, and waits until they serve. On
+// an error every server it started is stopped.
+func startClusterOnce(t *testing.T, dir string, size int, ports []int, stdout, stderr io.Writer) (*TestCluster, error) {
+	t.Helper()
+
+	requireNoErrorf(t, os.Mkdir(dir, 0700), "failed to make cluster path")
 	success := false
-	ports := freePorts(t, 3*size)
-	cluster := &TestCluster{Path: tmpPath}
+	cluster := &TestCluster{Path: dir}
 
 	defer func() {
 		if !success {
@@ -62,7 +91,7 @@ func StartTestCluster(t *testing.T, size int, stdout, stderr io.Writer) (*TestCl
 	}()
 
 	for serverN := 0; serverN < size; serverN++ {
-		srvPath := filepath.Join(tmpPath, fmt.Sprintf("srv%d", serverN+1))
+		srvPath := filepath.Join(dir, fmt.Sprintf("srv%d", serverN+1))
 		requireNoErrorf(t, os.Mkdir(srvPath, 0700), "failed to make server path")
 
 		cfg := ServerConfig{
@@ -185,6 +214,11 @@ func (tc *TestCluster) waitForStart(timeout time.Duration) error {
 		if stats, ok = FLWSrvr(serverAddrs, time.Second); ok {
 			return nil
 		}
+		for _, s := range tc.Servers {
+			if exited, err := s.Srv.hasExited(); exited {
+				return &serverExitedError{port: s.Port, err: err}
+			}
+		}
 	}
 	for _, s := range stats {
 		if s.Error != nil {
@@ -192,6 +226,16 @@ func (tc *TestCluster) waitForStart(timeout time.Duration) error {
 		}
 	}
 	return fmt.Errorf("unable to verify health of servers")
+}
+
+// serverExitedError is a server's process ending before it served.
+type serverExitedError struct {
+	port int
+	err  error
+}
+
+func (e *serverExitedError) Error() string {
+	return fmt.Sprintf("the server of client port %d exited before it served (%v); its ports may have been taken", e.port, e.err)
 }
 
 // waitForStop blocks until no server answers ruok, or fails after timeout.

@@ -37,6 +37,12 @@ type server struct {
 	cmd            *exec.Cmd
 	// this cancel will kill the command being run in this case the server itself.
 	cancelFunc context.CancelFunc
+	// exited is closed when the process started last ends; waitErr is then
+	// how it ended. A server that exits while its cluster waits for it to
+	// serve (its port was taken, say) is reported at once, not after
+	// startTimeout.
+	exited  chan struct{}
+	waitErr error
 }
 
 func NewIntegrationTestServer(t *testing.T, configPath string, stdout, stderr io.Writer) (*server, error) {
@@ -71,12 +77,39 @@ func (srv *server) Start() error {
 	srv.cmd.Stderr = srv.stderr
 	srv.cmd.Env = append(os.Environ(), srv.cmdEnv...)
 
-	return srv.cmd.Start()
+	if err := srv.cmd.Start(); err != nil {
+		srv.exited = nil
+		return err
+	}
+	exited := make(chan struct{})
+	srv.exited = exited
+	go func() {
+		srv.waitErr = srv.cmd.Wait()
+		close(exited)
+	}()
+	return nil
+}
+
+// hasExited reports whether the process started last has ended, and how.
+func (srv *server) hasExited() (bool, error) {
+	if srv.exited == nil {
+		return false, nil
+	}
+	select {
+	case <-srv.exited:
+		return true, srv.waitErr
+	default:
+		return false, nil
+	}
 }
 
 func (srv *server) Stop() error {
 	srv.cancelFunc()
-	return srv.cmd.Wait()
+	if srv.exited == nil {
+		return nil
+	}
+	<-srv.exited
+	return srv.waitErr
 }
 
 // debianZooKeeperBin holds the scripts of Debian's zookeeper package, whose
