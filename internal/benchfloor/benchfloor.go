@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 
@@ -59,7 +60,7 @@ func Serve(ctx context.Context, ln net.Listener, kind string, conn *zk.Conn, roo
 	var locks lockStore
 	switch {
 	case kind == "nethttp-nozk":
-		locks = &memoryLocks{tokens: map[string]int64{}}
+		locks = &memoryLocks{tokens: map[string]int64{}, held: map[string]bool{}}
 	case UsesZooKeeper(kind) && conn != nil:
 		locks = &zkLocks{conn: conn, root: strings.TrimSuffix(root, "/")}
 	default:
@@ -235,35 +236,50 @@ func lowest(p string, children []string) bool {
 	return true
 }
 
-// ensure makes p and its missing ancestors as containers, which ZooKeeper
-// removes once empty (as the gateway's lock znodes are).
+// ensure makes p as a container, which ZooKeeper removes once it is empty
+// again (as the gateway's lock znodes are), and its missing ancestors:
+// p first, as the gateway does, for a lock's znode is the one ZooKeeper
+// removes between uses.
 func (z *zkLocks) ensure(p string) error {
-	for i := 1; i <= len(p); i++ {
-		if i < len(p) && p[i] != '/' {
-			continue
-		}
-		_, err := z.conn.CreateContainer(p[:i], nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+	_, err := z.conn.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+	if errors.Is(err, zk.ErrNoNode) {
+		if err := z.ensure(path.Dir(p)); err != nil {
 			return err
 		}
+		_, err = z.conn.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+	}
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return err
 	}
 	return nil
 }
 
 func (z *zkLocks) release(node string) error { return z.conn.Delete(node, -1) }
 
-// memoryLocks are locks in memory: a token counter per lock.
+// memoryLocks are locks in memory: a token counter per lock, and the locks
+// held.
 type memoryLocks struct {
 	mu     sync.Mutex
 	tokens map[string]int64
+	held   map[string]bool
 }
 
 func (m *memoryLocks) acquire(name, _ string) (string, int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.held[name] {
+		return "", 0, errHeld
+	}
+	m.held[name] = true
 	m.tokens[name]++
 	t := m.tokens[name]
 	return fmt.Sprintf("%s/lock-%010d", name, t), t, nil
 }
 
-func (m *memoryLocks) release(string) error { return nil }
+// release lets go of the lock of node, name/lock-N.
+func (m *memoryLocks) release(node string) error {
+	m.mu.Lock()
+	delete(m.held, node[:strings.LastIndexByte(node, '/')])
+	m.mu.Unlock()
+	return nil
+}
