@@ -38,11 +38,14 @@ func abbaBlocks(total, block int, side func(n int, gateway bool) error, between 
 	return blocks, nil
 }
 
-// abbaOrder is rounds of a, b, b, a.
-func abbaOrder[T any](rounds int, a, b T) []T {
+// abbaOrder is rounds of ts then ts reversed: a, b, b, a for two.
+func abbaOrder[T any](rounds int, ts ...T) []T {
 	var order []T
 	for range rounds {
-		order = append(order, a, b, b, a)
+		order = append(order, ts...)
+		for i := len(ts) - 1; i >= 0; i-- {
+			order = append(order, ts[i])
+		}
 	}
 	return order
 }

@@ -184,6 +184,9 @@ func TestABBA(t *testing.T) {
 	if got, want := strings.Join(abbaOrder(2, "B", "T"), " "), "B T T B B T T B"; got != want {
 		t.Fatalf("abbaOrder: %q, want %q", got, want)
 	}
+	if got, want := strings.Join(abbaOrder(1, "B", "T", "F"), " "), "B T F F T B"; got != want {
+		t.Fatalf("abbaOrder of three: %q, want %q", got, want)
+	}
 }
 
 // TestIDIn: the id of the gateway's answer ("id") and of etcd's ("ID");

@@ -10,11 +10,15 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/benchfloor"
 )
 
 // cpuUsePhase is section 10: the gateway's CPU per operation.
@@ -26,11 +30,15 @@ var cpuUsePhase = phase{
 		fs.IntVar(&c.cpuRounds, "cpu-rounds", 2, "CPU test: ABBA rounds of each workload with -baseline-bin, -cpu-duration split among them (more rounds: less drift from other load on the machine)")
 		fs.StringVar(&c.cpuLoadList, "cpu-workloads", strings.Join(cpuWorkloads, ","), "CPU test: workloads to run, of "+strings.Join(cpuWorkloads, ","))
 		fs.StringVar(&c.baselineBin, "baseline-bin", "", "CPU test: a zkgate binary to compare this build with (for instance one built from main), on a gateway process of its own")
+		fs.StringVar(&c.cpuFloorList, "cpu-floors", "", "CPU test: floor servers (internal/benchfloor: the least a gateway can do for the lock workload) to run the lock workload on too, each a process of its own in the same ABBA rounds, of "+strings.Join(benchfloor.Kinds, ","))
 		fs.StringVar(&c.cpuProfile, "cpu-profile", "", "CPU test: write a CPU profile of each gateway under the lock workload into this directory (the gateways then serve --debug-listen)")
 	},
 	quick: map[string]func(c *config){"cpu-duration": func(c *config) { c.cpuDur = 2 * time.Second }},
 	check: func(c *config) (err error) {
 		if c.cpuLoads, err = listFlag("cpu-workloads", "workload", c.cpuLoadList, cpuWorkloads, false); err != nil {
+			return err
+		}
+		if c.cpuFloors, err = listFlag("cpu-floors", "floor", c.cpuFloorList, benchfloor.Kinds, true); err != nil {
 			return err
 		}
 		return firstError(positive(c.cpuWorkers, c.cpuRounds), durations(c.cpuDur >= 200*time.Millisecond))
@@ -60,10 +68,11 @@ var cpuWorkloadNames = map[string]string{
 
 // cpuSide is one binary's measured halves of one workload.
 type cpuSide struct {
-	ops     int64
-	elapsed time.Duration
-	gwCPU   time.Duration // the gateway process's utime+stime over the halves
-	zkCPU   time.Duration // ZooKeeper's, over the same halves
+	ops       int64
+	elapsed   time.Duration
+	gwCPU     time.Duration // the gateway process's utime+stime over the halves
+	zkCPU     time.Duration // ZooKeeper's, over the same halves
+	zkPackets int64         // the packets ZooKeeper received over the same halves (mntr)
 }
 
 func (s cpuSide) rate() float64 { return rate(s.ops, s.elapsed) }
@@ -71,6 +80,8 @@ func (s cpuSide) rate() float64 { return rate(s.ops, s.elapsed) }
 func (s cpuSide) gwPerOp() time.Duration { return perOp(s.gwCPU, s.ops) }
 
 func (s cpuSide) zkPerOp() time.Duration { return perOp(s.zkCPU, s.ops) }
+
+func (s cpuSide) packetsPerOp() float64 { return float64(s.zkPackets) / float64(max(s.ops, 1)) }
 
 func perOp(d time.Duration, n int64) time.Duration {
 	if n == 0 {
@@ -84,7 +95,8 @@ type cpuResult struct {
 	baseline string // the baseline binary ("": none, this build alone)
 	base     map[string]*cpuSide
 	this     map[string]*cpuSide
-	profiles []string // CPU profiles written (-cpu-profile)
+	floors   map[string]*cpuSide // the lock workload on each floor server (-cpu-floors), by kind
+	profiles []string            // CPU profiles written (-cpu-profile)
 }
 
 // cpuTime is a process's user+system CPU time so far, from /proc/<pid>/stat.
@@ -138,8 +150,9 @@ func statCPU(s string) (time.Duration, error) {
 // workloads use: a lease per worker, which holds its bench-r-N lock for
 // the reads.
 type cpuGateway struct {
-	tag       string // this or base
+	tag       string // this, base or the floor server's kind
 	zkPID     int    // ZooKeeper's, whose CPU is read too
+	zkAddr    string // ZooKeeper's, whose packets are counted
 	itemBytes int    // -queue-bytes
 	gw        *gateway
 	c         *client
@@ -149,10 +162,11 @@ type cpuGateway struct {
 
 // cpuPhase runs each workload on this build and on -baseline-bin (when
 // given), each a gateway process of its own on the bench's ZooKeeper (on a
-// root of its own), in ABBA halves after a warm-up each, and reads both
-// gateways' and ZooKeeper's CPU time from /proc around every half.
+// root of its own), and the lock workload on each of -cpu-floors too, in
+// ABBA halves after a warm-up each, and reads each server's and
+// ZooKeeper's CPU time from /proc around every half.
 func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
-	res = cpuResult{workers: e.cfg.cpuWorkers, baseline: e.cfg.baselineBin, base: map[string]*cpuSide{}, this: map[string]*cpuSide{}}
+	res = cpuResult{workers: e.cfg.cpuWorkers, baseline: e.cfg.baselineBin, base: map[string]*cpuSide{}, this: map[string]*cpuSide{}, floors: map[string]*cpuSide{}}
 	this, err := e.startCPUGateway(ctx, e.bin, "this")
 	defer this.stop()
 	if err != nil {
@@ -166,9 +180,34 @@ func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
 			return res, err
 		}
 	}
+	var floors []*cpuGateway
+	if len(e.cfg.cpuFloors) > 0 && slices.Contains(e.cfg.cpuLoads, "lock") {
+		bin, _, err := buildCommand(ctx, e.tmp, "./cmd/zkgate-bench/floorserver", "zkgate-floorserver")
+		if err != nil {
+			return res, err
+		}
+		for _, kind := range e.cfg.cpuFloors {
+			f, err := e.startCPUFloor(ctx, bin, kind)
+			defer f.stop()
+			if err != nil {
+				return res, err
+			}
+			floors = append(floors, f)
+		}
+	}
 	for _, w := range e.cfg.cpuLoads {
 		res.this[w], res.base[w] = &cpuSide{}, &cpuSide{}
-		if err := cpuWorkload(ctx, e.cfg, w, this, base, res.this[w], res.base[w]); err != nil {
+		gws, into := []*cpuGateway{this}, map[*cpuGateway]*cpuSide{this: res.this[w]}
+		if base != nil {
+			gws, into[base] = append([]*cpuGateway{base}, gws...), res.base[w]
+		}
+		if w == "lock" {
+			for _, f := range floors {
+				res.floors[f.tag] = &cpuSide{}
+				gws, into[f] = append(gws, f), res.floors[f.tag]
+			}
+		}
+		if err := cpuWorkload(ctx, e.cfg, w, gws, into); err != nil {
 			return res, err
 		}
 	}
@@ -191,35 +230,29 @@ func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
 	return res, nil
 }
 
-// cpuWorkload runs workload w on this build alone in one half after a
-// warm-up, or with base in cfg.cpuRounds ABBA rounds (base, this, this,
-// base) after a warm-up of each, -cpu-duration split among them.
-func cpuWorkload(ctx context.Context, cfg config, w string, this, base *cpuGateway, intoThis, intoBase *cpuSide) error {
+// cpuWorkload runs workload w on gws, each after a warm-up: on one alone in
+// one half, or on several in cfg.cpuRounds ABBA rounds (for base, this and
+// a floor: base, this, floor, floor, this, base), -cpu-duration split
+// among them; into holds each one's sums.
+func cpuWorkload(ctx context.Context, cfg config, w string, gws []*cpuGateway, into map[*cpuGateway]*cpuSide) error {
 	half := cfg.cpuDur / 2
-	if base != nil {
+	order := gws
+	if len(gws) > 1 {
 		half /= time.Duration(cfg.cpuRounds)
+		order = abbaOrder(cfg.cpuRounds, gws...)
 	}
 	warm := min(time.Second, half/2)
-	order := []*cpuGateway{this}
-	if base != nil {
-		order = abbaOrder(cfg.cpuRounds, base, this)
-		if _, err := base.half(ctx, w, warm); err != nil {
-			return err
+	for _, g := range gws {
+		if _, err := g.half(ctx, w, warm); err != nil {
+			return fmt.Errorf("%s: %w", g.tag, err)
 		}
-	}
-	if _, err := this.half(ctx, w, warm); err != nil {
-		return err
 	}
 	for _, g := range order {
 		s, err := g.half(ctx, w, half)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", g.tag, err)
 		}
-		into := intoThis
-		if g == base {
-			into = intoBase
-		}
-		_ = addRun(into, s, nil)
+		_ = addRun(into[g], s, nil)
 	}
 	return nil
 }
@@ -230,7 +263,7 @@ func cpuWorkload(ctx context.Context, cfg config, w string, this, base *cpuGatew
 func (e *env) startCPUGateway(ctx context.Context, bin, tag string) (*cpuGateway, error) {
 	n := e.cfg.cpuWorkers
 	extra := []string{"--root", gatewayRoot + "-cpu-" + tag}
-	g := &cpuGateway{tag: tag, zkPID: e.zkPID, itemBytes: e.cfg.qBytes}
+	g := &cpuGateway{tag: tag, zkPID: e.zkPID, zkAddr: e.zkAddr, itemBytes: e.cfg.qBytes}
 	if e.cfg.cpuProfile != "" {
 		p, err := freePort()
 		if err != nil {
@@ -252,6 +285,23 @@ func (e *env) startCPUGateway(ctx context.Context, bin, tag string) (*cpuGateway
 		st, b, err := g.c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/bench-r-%d/acquire", i), leaseBody(g.leases[i]))
 		return expect("acquire", st, b, err, http.StatusOK)
 	})
+	return g, err
+}
+
+// startCPUFloor starts the floor server kind of bin (cmd/zkgate-bench/floorserver)
+// on a root of its own, with a lease per worker: it answers the lock
+// workload only.
+func (e *env) startCPUFloor(ctx context.Context, bin, kind string) (*cpuGateway, error) {
+	n := e.cfg.cpuWorkers
+	g := &cpuGateway{tag: kind, zkPID: e.zkPID, zkAddr: e.zkAddr}
+	cmd := exec.Command(bin, "-kind", kind, "-zk", e.zkAddr, "-root", gatewayRoot+"-floor-"+kind)
+	gw, err := startServer(ctx, cmd, filepath.Join(e.tmp, "floor-"+kind+".log"), newTransport(2))
+	if err != nil {
+		return nil, fmt.Errorf("floor %s: %w", kind, err)
+	}
+	g.gw = gw
+	g.c = newClient(gw.url, 2*n, time.Minute)
+	g.leases, err = g.c.createLeases(ctx, n, 8, 10*time.Minute, "bench-cpu")
 	return g, err
 }
 
@@ -338,7 +388,27 @@ func (g *cpuGateway) half(ctx context.Context, workload string, d time.Duration)
 			return s, fmt.Errorf("unknown cpu workload %q", workload)
 		}
 	}
-	return runOps(ctx, ops, d, g.gw.pid(), g.zkPID)
+	p0, err := zkPackets(ctx, g.zkAddr)
+	if err != nil {
+		return s, err
+	}
+	s, err = runOps(ctx, ops, d, g.gw.pid(), g.zkPID)
+	p1, perr := zkPackets(ctx, g.zkAddr)
+	s.zkPackets = p1 - p0
+	return s, errors.Join(err, perr)
+}
+
+// zkPackets is the count of packets ZooKeeper has received (mntr).
+func zkPackets(ctx context.Context, addr string) (int64, error) {
+	m, err := mntr(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := m["zk_packets_received"]
+	if !ok {
+		return 0, errors.New("mntr: no zk_packets_received")
+	}
+	return int64(v), nil
 }
 
 // lockOp acquires and releases lock name through the gateway with the
@@ -361,6 +431,7 @@ func addRun(s *cpuSide, r cpuSide, err error) error {
 	s.elapsed += r.elapsed
 	s.gwCPU += r.gwCPU
 	s.zkCPU += r.zkCPU
+	s.zkPackets += r.zkPackets
 	return err
 }
 
@@ -400,24 +471,45 @@ func (r *report) printCPU(rw *reportWriter) {
 	p("## 10. The gateway's CPU per operation")
 	p("")
 	against := "this build alone"
+	if len(k.floors) > 0 {
+		against = "this build and the floor servers, in ABBA rounds (after a warm-up each)"
+	}
 	if k.baseline != "" {
 		against = "this build and the baseline binary `" + k.baseline + "`, each a gateway process of its own on the same ZooKeeper, in ABBA rounds (after a warm-up each)"
 	}
-	p("%d workers, each with its own lease, on keep-alive connections: %s. CPU is each process's utime+stime from /proc/<pid>/stat, read around every half, divided by the operations answered in it.", k.workers, against)
+	p("%d workers, each with its own lease, on keep-alive connections: %s. CPU is each process's utime+stime from /proc/<pid>/stat, read around every half, divided by the operations answered in it; ZooKeeper's packets are mntr's zk_packets_received over the same halves (every session's pings included).", k.workers, against)
+	if len(k.floors) > 0 {
+		p("")
+		p("The lock workload ran on floor servers too (-cpu-floors, internal/benchfloor), each a process of its own in the same rounds: the least a gateway can do for it. Their CPU is in the gateway's column.")
+	}
 	p("")
-	p("| operation | binary | ops | ops/s | gateway CPU per op | ZooKeeper CPU per op |")
-	p("|---|---|---:|---:|---:|---:|")
+	p("| operation | binary | ops | ops/s | gateway CPU per op | ZooKeeper CPU per op | ZooKeeper packets per op |")
+	p("|---|---|---:|---:|---:|---:|---:|")
 	us := func(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+	row := func(w, name string, s *cpuSide) {
+		p("| %s | %s | %s | %.0f | %s | %s | %.2f |", cpuWorkloadNames[w], name, thousands(s.ops), s.rate(), us(s.gwPerOp()), us(s.zkPerOp()), s.packetsPerOp())
+	}
 	for _, w := range cpuWorkloads {
 		for _, b := range pair("baseline", k.base[w], "this build", k.this[w]) {
-			if b.s == nil || b.s.ops == 0 {
-				continue
+			if b.s != nil && b.s.ops > 0 {
+				row(w, b.name, b.s)
 			}
-			p("| %s | %s | %s | %.0f | %s | %s |", cpuWorkloadNames[w], b.name, thousands(b.s.ops), b.s.rate(), us(b.s.gwPerOp()), us(b.s.zkPerOp()))
 		}
 		if b, t := k.base[w], k.this[w]; b != nil && t != nil && b.ops > 0 && t.ops > 0 {
-			p("| | **this/baseline** | | %.2fx | **%.2fx** | %.2fx |", t.rate()/b.rate(),
+			p("| | **this/baseline** | | %.2fx | **%.2fx** | %.2fx | |", t.rate()/b.rate(),
 				float64(t.gwPerOp())/float64(b.gwPerOp()), float64(t.zkPerOp())/float64(b.zkPerOp()))
+		}
+		if w != "lock" {
+			continue
+		}
+		t := k.this[w]
+		for _, kind := range benchfloor.Kinds {
+			if f := k.floors[kind]; f != nil && f.ops > 0 {
+				row(w, "floor "+kind, f)
+				if t != nil && t.ops > 0 {
+					p("| | **this build above floor %s** | | | **%s (%.2fx)** | | |", kind, us(t.gwPerOp()-f.gwPerOp()), float64(t.gwPerOp())/float64(f.gwPerOp()))
+				}
+			}
 		}
 	}
 	for _, f := range k.profiles {

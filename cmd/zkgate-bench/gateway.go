@@ -33,18 +33,12 @@ type gateway struct {
 }
 
 // startGateway runs `zkgate serve` against zkAddr and waits until /readyz is
-// 200. The child inherits our raised RLIMIT_NOFILE, is in its own process
-// group (a terminal's Ctrl-C reaches only us, and we stop it in order), and
-// is SIGKILLed by the kernel if we die.
+// 200 (see startServer).
 //
 // tlsFiles, when set, are the certificate and key the gateway serves HTTPS
 // with (the metrics client then trusts the certificate); extra flags come
 // last (and win).
 func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tlsFiles *tlsFiles, extra ...string) (*gateway, error) {
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
 	// The benchmark measures what the gateway can carry, so its limits on
 	// leases (and their rate), waiters and requests are lifted (-waiters may ask for more
 	// than the defaults allow, and every client of the bench comes from
@@ -59,6 +53,20 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tl
 		metrics.TLSClientConfig = tlsFiles.clientConfig()
 	}
 	cmd.Args = append(cmd.Args, extra...)
+	return startServer(ctx, cmd, logPath, metrics)
+}
+
+// startServer runs cmd, a server that announces its URL on stdout as the
+// gateway does ("zkgate listening on URL"), and waits until its /readyz is
+// 200, asked through metrics. Its stderr goes to logPath. The child
+// inherits our raised RLIMIT_NOFILE, is in its own process group (a
+// terminal's Ctrl-C reaches only us, and we stop it in order), and is
+// SIGKILLed by the kernel if we die.
+func startServer(ctx context.Context, cmd *exec.Cmd, logPath string, metrics *http.Transport) (*gateway, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -68,7 +76,7 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tl
 	cmd.WaitDelay = time.Second
 	if err := proc.Start(cmd, true); err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	g := &gateway{cmd: cmd, logPath: logPath, done: make(chan struct{}),
 		metrics: &http.Client{Timeout: 30 * time.Second, Transport: metrics}}

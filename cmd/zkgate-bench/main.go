@@ -111,13 +111,15 @@ type config struct {
 	distinctWorkers int
 	distinctDur     time.Duration
 
-	cpuWorkers  int
-	cpuDur      time.Duration
-	cpuRounds   int
-	cpuLoads    []string
-	cpuLoadList string // -cpu-workloads, parsed into cpuLoads
-	baselineBin string
-	cpuProfile  string
+	cpuWorkers   int
+	cpuDur       time.Duration
+	cpuRounds    int
+	cpuLoads     []string
+	cpuLoadList  string // -cpu-workloads, parsed into cpuLoads
+	baselineBin  string
+	cpuFloors    []string
+	cpuFloorList string // -cpu-floors, parsed into cpuFloors
+	cpuProfile   string
 
 	etcdBin        string
 	etcdIterations int

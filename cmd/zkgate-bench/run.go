@@ -240,6 +240,12 @@ func checkGatewayLimit(cfg config, rep *report) error {
 // buildGateway builds ./cmd/zkgate of the module this bench belongs to and
 // returns the binary and the module's directory.
 func buildGateway(ctx context.Context, dir string) (string, string, error) {
+	return buildCommand(ctx, dir, "./cmd/zkgate", "zkgate")
+}
+
+// buildCommand builds the command pkg of the module this bench belongs to
+// into dir/name and returns the binary and the module's directory.
+func buildCommand(ctx context.Context, dir, pkg, name string) (string, string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", "", fmt.Errorf("go env GOMOD: %w", err)
@@ -248,11 +254,11 @@ func buildGateway(ctx context.Context, dir string) (string, string, error) {
 	if gomod == "" || gomod == os.DevNull {
 		return "", "", errors.New("run zkgate-bench from inside the zkgate module (go run ./cmd/zkgate-bench)")
 	}
-	bin := filepath.Join(dir, "zkgate")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/zkgate")
+	bin := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	cmd.Dir = filepath.Dir(gomod)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("go build ./cmd/zkgate: %v\n%s", err, b)
+		return "", "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return bin, cmd.Dir, nil
 }

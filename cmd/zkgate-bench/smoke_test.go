@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkgate/zkgate/internal/benchfloor"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
@@ -23,7 +24,7 @@ var smokeFlags = []string{
 	"-restart-gateways", "2", "-restart-rounds", "1", "-restart-gap", "0s", "-restart-drain", "1s", "-restart-jobs", "2",
 	"-restart-job-hold", "3s", "-restart-holders", "1",
 	"-churn-duration", "300ms", "-churn-workers", "2", "-churn-settle", "2s", "-held-locks", "30",
-	"-cpu-duration", "400ms", "-cpu-workers", "2"}
+	"-cpu-duration", "400ms", "-cpu-workers", "2", "-cpu-floors", "nethttp-zk,nethttp-nozk,net-zk"}
 
 // TestSmoke runs every phase at tiny sizes (a few seconds each), so that
 // none of them can rot: a real ZooKeeper, the gateway built from this tree,
@@ -99,6 +100,11 @@ func checkSmokeLocks(t *testing.T, rep *report) {
 	for _, w := range cpuWorkloads {
 		if s := rep.cpu.this[w]; s == nil || s.ops == 0 || s.elapsed == 0 {
 			t.Errorf("cpu phase, %s: %+v", w, s)
+		}
+	}
+	for _, kind := range benchfloor.Kinds {
+		if s := rep.cpu.floors[kind]; s == nil || s.ops == 0 || s.elapsed == 0 {
+			t.Errorf("cpu phase, floor %s: %+v", kind, s)
 		}
 	}
 	if len(rep.waiters) != len(waiterProtos) {
