@@ -101,7 +101,7 @@ func TestLeaseListOfEveryGateway(t *testing.T) {
 	}
 	mustStatus(t, gwtest.Do(t, "GET", a.URL+"/v1/leases?scope=nearby", nil), http.StatusBadRequest, "a bad scope")
 
-	p.Pause() // registered, but silent
+	p.Pause(t) // registered, but silent
 	defer p.Resume()
 	got, unreachable := list(a.URL, "")
 	if len(got) != 1 || len(unreachable) != 1 {
