@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,9 +20,11 @@ import (
 func TestStopped(t *testing.T) {
 	if os.Getenv("ZKGATE_PROC_SPIN") != "" {
 		// The child: a thread busy on each CPU, until its stdin closes.
+		var spins atomic.Int64
 		for range runtime.GOMAXPROCS(0) {
 			go func() {
 				for {
+					spins.Add(1)
 				}
 			}()
 		}
