@@ -90,7 +90,7 @@ func TestLeaseEndsAtItsDeadlineWhenTheGatewayFreezes(t *testing.T) {
 	if _, err := l.Lock(ctx, "frozen", client.Exclusive, 0); err != nil {
 		t.Fatal(err)
 	}
-	p.Pause()
+	p.Pause(t)
 	resumed := false
 	defer func() {
 		if !resumed {

@@ -61,9 +61,7 @@ func TestOneTruthAboutEveryLease(t *testing.T) {
 // scope=gateway lists one gateway's own; a gateway that does not answer is
 // named as unreachable.
 func TestLeaseListOfEveryGateway(t *testing.T) {
-	// Serial: beside the parallel tests it once saw the paused gateway's
-	// lease listed and no gateway named unreachable; it runs alone until
-	// that is understood.
+	t.Parallel()
 	opts := gwtest.GatewayOptions{Root: gwtest.UniqueRoot(t), SessionTimeout: 10 * time.Second}
 	a := gwtest.StartGateway(t, opts)
 	p := gwtest.StartProcess(t, opts)
@@ -101,11 +99,12 @@ func TestLeaseListOfEveryGateway(t *testing.T) {
 	}
 	mustStatus(t, gwtest.Do(t, "GET", a.URL+"/v1/leases?scope=nearby", nil), http.StatusBadRequest, "a bad scope")
 
-	p.Pause() // registered, but silent
+	p.Pause(t) // registered, but silent
 	defer p.Resume()
 	got, unreachable := list(a.URL, "")
-	if len(got) != 1 || len(unreachable) != 1 {
-		t.Fatalf("with p silent, a lists %v and unreachable %v", got, unreachable)
+	if len(got) != 1 || got[la] == "" || len(unreachable) != 1 ||
+		unreachable[0].(map[string]any)["gateway"] != all[lp] {
+		t.Fatalf("with p (%s) silent, a lists %v and unreachable %v", all[lp], got, unreachable)
 	}
 }
 

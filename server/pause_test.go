@@ -23,7 +23,7 @@ func TestPausedGatewayNeverLies(t *testing.T) {
 	lease := newLease(t, g.URL, "1h", "frozen")
 	mustStatus(t, acquire(t, g.URL, "frozen", lease, "0s"), http.StatusOK, "acquire before the pause")
 
-	g.Pause()
+	g.Pause(t)
 	// Past the session timeout, ZooKeeper has expired the session; another
 	// gateway could have handed the lock to someone else.
 	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)

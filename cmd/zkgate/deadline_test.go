@@ -47,16 +47,16 @@ func lastBeat(t *testing.T, path string) (time.Time, bool) {
 // candidate's election (its since).
 func TestLockStopsByTheDeadline(t *testing.T) {
 	// Serial: sets the environment (t.Setenv).
-	pause := func(a *gwtest.Proc) { a.Pause() }
+	pause := func(t *testing.T, a *gwtest.Proc) { a.Pause(t) }
 	for _, c := range []struct {
 		name    string
 		command string        // lock or elect
 		session time.Duration // A's session timeout
 		grace   string
-		gone    func(a *gwtest.Proc)
+		gone    func(t *testing.T, a *gwtest.Proc)
 	}{
 		{"frozen", "lock", 2 * time.Second, "200ms", pause},
-		{"drained", "lock", 2 * time.Second, "200ms", func(a *gwtest.Proc) { a.Terminate() }},
+		{"drained", "lock", 2 * time.Second, "200ms", func(_ *testing.T, a *gwtest.Proc) { a.Terminate() }},
 		{"frozen-long-grace", "lock", 4 * time.Second, "1s", pause},
 		{"elect-frozen-long-grace", "elect", 4 * time.Second, "1s", pause},
 	} {
@@ -74,7 +74,7 @@ func TestLockStopsByTheDeadline(t *testing.T) {
 				}
 				return nil
 			})
-			c.gone(a)
+			c.gone(t, a)
 			select {
 			case <-z.done:
 				t.Fatalf("zkgate ended before A went away: %s", z.stderr)

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -753,8 +754,25 @@ func (r *FencedRegister) Check(t testing.TB) int {
 }
 
 // Pause stops the process with SIGSTOP (it keeps its sockets and memory,
-// as a gateway frozen by a long GC pause or a stopped VM would).
-func (p *Proc) Pause() { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
+// as a gateway frozen by a long GC pause or a stopped VM would), and
+// returns once every thread of it has stopped: until then it still
+// answers requests (see proc.Stopped).
+func (p *Proc) Pause(t testing.TB) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("pause zkgate: %v", err)
+	}
+	Eventually(t, 10*time.Second, func() error {
+		if exited, code := p.Exited(); exited {
+			t.Fatalf("zkgate exited (%d) instead of pausing", code)
+		}
+		stopped, err := proc.Stopped(p.Pid())
+		if err == nil && !stopped {
+			err = errors.New("zkgate is not stopped yet")
+		}
+		return err
+	})
+}
 
 // Resume continues a paused process with SIGCONT.
 func (p *Proc) Resume() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }

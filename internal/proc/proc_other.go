@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"errors"
 	"os/exec"
 	"syscall"
 )
@@ -11,3 +12,5 @@ import (
 func attr(bool) *syscall.SysProcAttr { return nil }
 
 func start(cmd *exec.Cmd) error { return cmd.Start() }
+
+func stopped(int) (bool, error) { return false, errors.ErrUnsupported }

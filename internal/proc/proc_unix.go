@@ -3,7 +3,9 @@
 package proc
 
 import (
+	"bytes"
 	"os/exec"
+	"strconv"
 	"syscall"
 )
 
@@ -13,3 +15,12 @@ func attr(ownGroup bool) *syscall.SysProcAttr {
 }
 
 func start(cmd *exec.Cmd) error { return cmd.Start() }
+
+// stopped asks ps for the process's state: T when it is stopped.
+func stopped(pid int) (bool, error) {
+	out, err := exec.Command("ps", "-o", "stat=", "-p", strconv.Itoa(pid)).Output()
+	if err != nil {
+		return false, err
+	}
+	return bytes.HasPrefix(bytes.TrimSpace(out), []byte("T")), nil
+}
