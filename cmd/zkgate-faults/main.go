@@ -53,6 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var cfg faults.Config
 	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "how long clients run and faults are injected")
+	fs.DurationVar(&cfg.MaxDuration, "max-duration", 0, "go on past -duration, up to this, until each of the four primitives without fencing was held (0: -duration alone)")
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of every random choice (faults, targets, lengths, clients)")
 	fs.Int64Var(&cfg.MaxRequests, "max-requests", 1_000_000, "stop the clients after this many requests")
 	fs.IntVar(&cfg.LockClients, "lock-clients", 24, "clients taking locks and writing under them")

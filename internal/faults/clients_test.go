@@ -18,8 +18,8 @@ func oneGateway(t *testing.T, ttl time.Duration) *runner {
 	zk := gwtest.ZK(t)
 	gw := gwtest.StartGateway(t, gwtest.GatewayOptions{SessionTimeout: 2 * time.Second})
 	cfg := Config{Binary: "unused", Seed: 1, LeaseTTL: ttl}.withDefaults()
-	r := &runner{cfg: cfg, hist: newHistory(), http: newHTTPClient(), faults: map[string]int{},
-		cl: &cluster{gateways: []*gateway{{url: gw.URL}}}}
+	r := newRunner(cfg)
+	r.cl = &cluster{gateways: []*gateway{{url: gw.URL}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	obs, err := startObserver(ctx, []string{zk.Addr()}, gw.Root, r.hist)

@@ -15,6 +15,12 @@ type Config struct {
 	Binary string
 	// Duration is how long clients run and faults are injected (default 60s).
 	Duration time.Duration
+	// MaxDuration, when above Duration, lets the clients and faults go on
+	// past Duration until every kind of wall-clock primitive has been held
+	// at least once, and no longer than MaxDuration: on a loaded machine a
+	// short run may see no grant of one in Duration, and then checks
+	// nothing of it. Zero: Duration alone.
+	MaxDuration time.Duration
 	// Seed seeds every random choice: the faults, their targets and
 	// lengths, and each client's choices. Timing still varies between runs.
 	Seed int64
@@ -111,6 +117,8 @@ func (c Config) validate() error {
 	switch {
 	case c.Duration < time.Second || c.Duration > 24*time.Hour:
 		return fmt.Errorf("faults: duration %s must be from 1s to 24h", c.Duration)
+	case c.MaxDuration != 0 && (c.MaxDuration < c.Duration || c.MaxDuration > 24*time.Hour):
+		return fmt.Errorf("faults: max duration %s must be from the duration (%s) to 24h", c.MaxDuration, c.Duration)
 	case c.MaxRequests < 1:
 		return fmt.Errorf("faults: max requests %d must be positive", c.MaxRequests)
 	case c.LockClients < 0 || c.Producers < 0 || c.Consumers < 0 || c.Vanishers < 0 || c.WallClockWorkers < 0:

@@ -23,7 +23,10 @@ import (
 type Report struct {
 	Seed     int64  `json:"seed"`
 	Duration string `json:"duration"` // of the faults and clients
-	Elapsed  string `json:"elapsed"`  // of the whole run: start-up, faults, drain, check
+	// Worked is how long the faults and clients ran: past Duration when
+	// a wall-clock primitive had not been held by then (Config.MaxDuration).
+	Worked   string `json:"worked"`
+	Elapsed  string `json:"elapsed"` // of the whole run: start-up, faults, drain, check
 	Ensemble int    `json:"ensemble_members"`
 	Gateways int    `json:"gateways"`
 	Clients  int    `json:"clients"`
@@ -100,14 +103,25 @@ type runner struct {
 	http *http.Client
 
 	start    time.Time
+	worked   time.Duration
 	requests atomic.Int64
 	stopWork context.CancelFunc
 
 	mu     sync.Mutex
 	faults map[string]int
+	// held are the kinds of wall-clock primitive held so far; allHeld is
+	// closed once every kind was.
+	held    map[string]bool
+	allHeld chan struct{}
 }
 
-// Run starts the cluster, runs the clients and the faults for cfg.Duration,
+func newRunner(cfg Config) *runner {
+	return &runner{cfg: cfg, hist: newHistory(), http: newHTTPClient(), faults: map[string]int{},
+		held: map[string]bool{}, allHeld: make(chan struct{})}
+}
+
+// Run starts the cluster, runs the clients and the faults for cfg.Duration
+// (or longer, up to cfg.MaxDuration, until every wall-clock primitive was held),
 // heals everything, drains the queue, checks the history and stops the
 // cluster. An error means the run could not be made (a process would not
 // start); violations are in the report.
@@ -127,7 +141,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else if err := os.MkdirAll(workDir, 0o755); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, hist: newHistory(), http: newHTTPClient(), faults: map[string]int{}}
+	r := newRunner(cfg)
 	r.hist.SessionTimeout, r.hist.TickTime = cfg.SessionTimeout, cfg.TickTime
 	r.reg = newRegister(r.hist)
 	r.logf("work dir %s", workDir)
@@ -197,13 +211,65 @@ func (r *runner) fault(kind string) {
 	r.mu.Unlock()
 }
 
-// work runs the clients and the faults until the duration or the request
-// budget is spent, then heals every fault and lets the clients finish.
+// wallHeld notes that a primitive of kind was held.
+func (r *runner) wallHeld(kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held[kind] {
+		return
+	}
+	r.held[kind] = true
+	if len(r.held) == len(wallKinds) {
+		close(r.allHeld)
+	}
+}
+
+// endWork calls stop when the duration is spent; if by then a kind of
+// wall-clock primitive was never held (and MaxDuration is longer), once
+// every kind was or MaxDuration is spent instead; and when ctx ends.
+func (r *runner) endWork(ctx context.Context, stop context.CancelFunc) {
+	defer stop()
+	if !sleepCtx(ctx, r.cfg.Duration) {
+		return
+	}
+	select {
+	case <-r.allHeld:
+		return
+	default:
+	}
+	more := r.cfg.MaxDuration - r.cfg.Duration
+	if more <= 0 || r.cfg.WallClockWorkers == 0 {
+		return
+	}
+	r.mu.Lock()
+	var never []string
+	for _, kind := range wallKinds {
+		if !r.held[kind] {
+			never = append(never, kind)
+		}
+	}
+	r.mu.Unlock()
+	r.logf("time is up, but nothing was held yet of: %s; going on until it is, %s more at most", strings.Join(never, ", "), more)
+	last := time.NewTimer(more)
+	defer last.Stop()
+	select {
+	case <-ctx.Done():
+	case <-r.allHeld:
+		r.logf("every kind of wall-clock primitive was held")
+	case <-last.C:
+		r.logf("max duration %s is up, and a kind of wall-clock primitive was never held", r.cfg.MaxDuration)
+	}
+}
+
+// work runs the clients and the faults until the duration (see endWork) or
+// the request budget is spent, then heals every fault and lets the clients
+// finish.
 func (r *runner) work(ctx context.Context) error {
 	r.start = time.Now()
-	wctx, stop := context.WithTimeout(ctx, r.cfg.Duration)
+	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	r.stopWork = stop
+	go r.endWork(wctx, stop)
 	seed := uint64(r.cfg.Seed)
 
 	var faults sync.WaitGroup
@@ -230,6 +296,7 @@ func (r *runner) work(ctx context.Context) error {
 		}
 	}
 	<-wctx.Done()
+	r.worked = time.Since(r.start)
 	r.logf("time is up (%d requests): healing every fault, clients finishing", r.requests.Load())
 	faults.Wait()
 	close(faultErrs)
@@ -290,7 +357,7 @@ func (r *runner) report() *Report {
 	h := r.hist
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	rep := &Report{Seed: r.cfg.Seed, Duration: r.cfg.Duration.String(), Ensemble: len(r.cl.ens.Servers),
+	rep := &Report{Seed: r.cfg.Seed, Duration: r.cfg.Duration.String(), Worked: r.worked.Round(time.Millisecond).String(), Ensemble: len(r.cl.ens.Servers),
 		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers + len(wallKinds)*r.cfg.WallClockWorkers,
 		Requests: r.requests.Load(), Leases: len(h.Leases), Grants: len(h.Grants), Faults: map[string]int{},
 		Answers: sortedAnswers(h.Answers), ByKind: byKind, Details: violations}
@@ -424,7 +491,7 @@ func (rep *Report) countQueue(h *History) {
 
 // Print writes the report for people.
 func (rep *Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "zkgate fault-injection run: seed %d, %s of faults (%s in all)\n", rep.Seed, rep.Duration, rep.Elapsed)
+	fmt.Fprintf(w, "zkgate fault-injection run: seed %d, %s of faults (%s asked for; %s in all)\n", rep.Seed, rep.Worked, rep.Duration, rep.Elapsed)
 	fmt.Fprintf(w, "cluster: %d ZooKeeper members, %d gateways; %d clients sent %d requests\n", rep.Ensemble, rep.Gateways, rep.Clients, rep.Requests)
 	fmt.Fprintf(w, "sessions: %d of %d leases traced to their gateway session; %d gateway sessions seen lost\n", rep.LeasesTraced, rep.Leases, rep.SessionsLost)
 	fmt.Fprintf(w, "locks: %d leases, %d grants, %d writes accepted, %d writes fenced (stale token refused), %d releases\n",

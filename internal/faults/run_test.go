@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +19,9 @@ func TestMain(m *testing.M) { gwtest.Main(m) }
 // TestShortFaultRun is the suite's short version: a few seconds of random
 // faults (fixed seed) against the real ensemble and gateway processes, then
 // the checker over everything the clients saw. Seed 7 deals a gateway
-// drain second.
+// drain second. It goes on past its 10 s while a kind of wall-clock
+// primitive was never held (a loaded machine's first grant of one may come
+// late), for 2 minutes at most: a run that never sees one held fails below.
 func TestShortFaultRun(t *testing.T) {
 	gwtest.ZK(t) // a missing ZooKeeper fails loudly with the install command
 	// The gateways keep their data where the run keeps its logs: a drain's
@@ -35,6 +39,7 @@ func TestShortFaultRun(t *testing.T) {
 	rep, err := Run(ctx, Config{
 		Binary:           gwtest.Binary(t),
 		Duration:         10 * time.Second,
+		MaxDuration:      2 * time.Minute,
 		Seed:             7,
 		LockClients:      12,
 		Locks:            3,
@@ -86,5 +91,96 @@ func TestShortFaultRun(t *testing.T) {
 	}
 	if faults == 0 {
 		t.Fatalf("no process or network fault was injected: %v", rep.Faults)
+	}
+}
+
+// lockedBuffer is a progress log that the runner's goroutines may write
+// together, read while they do.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitLogged waits until the log holds line, or fails t; and fails it at
+// once if the work ends first while it must not.
+func waitLogged(t *testing.T, log *lockedBuffer, line string, work context.Context, mustGoOn bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(log.String(), line); {
+		if mustGoOn && work.Err() != nil {
+			t.Fatalf("the work ended before %q was logged:\n%s", line, log.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q logged within a minute:\n%s", line, log.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polling the log, bounded by the deadline
+	}
+}
+
+// Past its duration, a run goes on while a kind of wall-clock primitive was
+// never held (on a loaded machine a short run's first grant of one may come
+// late), and ends once every kind was; by its max duration at the latest.
+func TestWorkGoesOnUntilEveryPrimitiveWasHeld(t *testing.T) {
+	t.Run("until held", func(t *testing.T) {
+		var log lockedBuffer
+		r := newRunner(Config{Duration: time.Millisecond, MaxDuration: time.Hour, WallClockWorkers: 1, Log: &log})
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go r.endWork(ctx, stop)
+		for _, kind := range wallKinds {
+			if kind != WallElection {
+				r.wallHeld(kind)
+			}
+		}
+		waitLogged(t, &log, "nothing was held yet of: election;", ctx, true)
+		if ctx.Err() != nil {
+			t.Fatalf("the work ended past its duration with the election never held:\n%s", log.String())
+		}
+		r.wallHeld(WallElection)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Minute):
+			t.Fatalf("the work went on a minute after every kind was held:\n%s", log.String())
+		}
+	})
+	t.Run("by the max duration", func(t *testing.T) {
+		var log lockedBuffer
+		r := newRunner(Config{Duration: time.Millisecond, MaxDuration: 2 * time.Millisecond, WallClockWorkers: 1, Log: &log})
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go r.endWork(ctx, stop)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Minute):
+			t.Fatalf("the work went on a minute past its max duration:\n%s", log.String())
+		}
+		waitLogged(t, &log, "a kind of wall-clock primitive was never held", ctx, false)
+	})
+}
+
+// A max duration is none (0) or from the duration to 24 h.
+func TestConfigMaxDuration(t *testing.T) {
+	for _, tc := range []struct {
+		max time.Duration
+		ok  bool
+	}{
+		{0, true}, {10 * time.Second, true}, {2 * time.Minute, true},
+		{5 * time.Second, false}, {25 * time.Hour, false}, {-time.Second, false},
+	} {
+		err := Config{Binary: "zkgate", Duration: 10 * time.Second, MaxDuration: tc.max}.withDefaults().validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("max duration %s with a duration of 10s: error %v, want ok %v", tc.max, err, tc.ok)
+		}
 	}
 }

@@ -198,6 +198,9 @@ func (r *runner) wallHold(c *leaseClient, kind, mode, id string, a answer) {
 		}
 		hist.WallHolds = append(hist.WallHolds, h)
 	})
+	if h.Units > 0 {
+		r.wallHeld(kind)
+	}
 	if h.Stop == "done" {
 		c.wallLetGo(context.Background(), kind, id)
 		return
