@@ -107,6 +107,10 @@ type runner struct {
 	requests atomic.Int64
 	stopWork context.CancelFunc
 
+	// logMu makes each progress line one Write: the fault loops log at once,
+	// and cfg.Log need not be safe for concurrent use.
+	logMu sync.Mutex
+
 	mu     sync.Mutex
 	faults map[string]int
 	// held are the kinds of wall-clock primitive held so far; allHeld is
@@ -194,7 +198,10 @@ func (r *runner) logf(format string, args ...any) {
 	if !r.start.IsZero() {
 		at = time.Since(r.start)
 	}
-	fmt.Fprintf(r.cfg.Log, "[%7.3fs %s] %s\n", at.Seconds(), time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	line := fmt.Sprintf("[%7.3fs %s] %s\n", at.Seconds(), time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	io.WriteString(r.cfg.Log, line)
 }
 
 func (r *runner) urls() []string {
