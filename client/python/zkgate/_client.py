@@ -9,11 +9,12 @@ import math
 import os
 import random
 import re
+import socket
 import ssl
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple, TypeVar, Union
 
 from ._errors import (
     AlreadyHeld,
@@ -219,12 +220,16 @@ class Gateway:
         content_type: str,
         timeout: float,
         to: Optional[_Target] = None,
+        bound: Optional["Lease"] = None,
     ) -> _Reply:
         """One HTTP exchange on a connection of its own (so that no answer is
         ever read from a connection the gateway closed meanwhile), with the
         gateway at ``to`` (default: this one's URL). No connection at all is
-        _NotConnected: nothing was sent."""
+        _NotConnected: nothing was sent. A call ``bound`` to a lease is cut
+        off when the lease ends (a TransportError), so that no read that
+        hangs on a frozen gateway keeps its caller past the lease's end."""
         to = to or self._target
+        sock: Optional[socket.socket] = None
         target = to.base + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
@@ -244,8 +249,11 @@ class Gateway:
                 conn.connect()
             except OSError as e:
                 raise _NotConnected(f"{method} {to.url}{path}: {e or type(e).__name__}") from e
-            if conn.sock is not None:
-                conn.sock.settimeout(timeout)
+            sock = conn.sock
+            if sock is not None:
+                sock.settimeout(timeout)
+                if bound is not None and not bound._track(sock):
+                    raise TransportError(f"{method} {to.url}{path}: not sent, the lease has ended")
             sent = time.monotonic()
             conn.request(method, target, body=body, headers=headers)
             resp = conn.getresponse()
@@ -254,6 +262,8 @@ class Gateway:
         except (OSError, http.client.HTTPException) as e:
             raise TransportError(f"{method} {to.url}{path}: {e or type(e).__name__}") from e
         finally:
+            if bound is not None and sock is not None:
+                bound._untrack(sock)
             conn.close()
 
     def _call(
@@ -301,7 +311,7 @@ class Gateway:
                 query["wait"] = format_duration(left)
             to = via._moved_to() if via is not None else None
             try:
-                reply = self._send(method, path, query, data, ctype, left + self.timeout, to)
+                reply = self._send(method, path, query, data, ctype, left + self.timeout, to, lease)
                 if via is not None:
                     via._heard(reply)
                 if reply.status >= 400:
@@ -309,6 +319,8 @@ class Gateway:
                                      reply.headers.get("Retry-After"))
                 return reply
             except (TransportError, Unavailable, TooMany) as e:
+                if lease is not None and lease.error is not None:
+                    raise lease.error from e  # the lease ended: its end cut the call off
                 failure: ZkgateError = e
                 if isinstance(e, _NotConnected):
                     if to is not None and via is not None:
@@ -582,7 +594,9 @@ class Lease(_Scoped):
     gateway answers 410 or 404. Then ``lost`` is set, ``error`` holds why,
     ``on_lost`` is called, and every later call on the lease, ``check()``,
     and the end of its ``with`` block raise that error (a ``LeaseLost``) in
-    the thread that uses the lease.
+    the thread that uses the lease; a call on it in flight (a lock's wait, a
+    campaign's round, a claim) is cut off and raises it too, even if its
+    gateway has stopped answering.
 
     A lease rides through its gateway's restart: once an answer about it
     names the gateway it was handed to (``X-Zkgate-Lease-Moved-To``), its
@@ -619,6 +633,7 @@ class Lease(_Scoped):
         self._revoked = False
         self._stop = threading.Event()
         self._holding: set = set()
+        self._calls: Set[socket.socket] = set()  # the connections of the calls in flight for it
         self._last_failure: Optional[ZkgateError] = None
         self._expired = False  # ended here at its deadline: the deadline thread revokes it at the gateway
         self._moved: Optional[_Target] = None  # where a handover moved it (X-Zkgate-Lease-Moved-To)
@@ -692,6 +707,19 @@ class Lease(_Scoped):
             raise LeaseExpired("the lease was revoked by this client", code="lease_expired",
                                problem={"reason": "revoked"})
 
+    def _track(self, sock: socket.socket) -> bool:
+        """Counts a call's connection in flight for the lease, to be cut off
+        at its end; False if it has ended already."""
+        with self._mu:
+            if self.error is not None:
+                return False
+            self._calls.add(sock)
+            return True
+
+    def _untrack(self, sock: socket.socket) -> None:
+        with self._mu:
+            self._calls.discard(sock)
+
     def _lose(self, err: LeaseLost) -> bool:
         with self._mu:
             if self.error is not None or self._revoked:
@@ -699,6 +727,16 @@ class Lease(_Scoped):
             self.error = err
             self._stop.set()
             self._changed.notify_all()
+            calls = list(self._calls)
+        # A call in flight stops with the lease, whatever its gateway does: a
+        # shutdown wakes a read blocked on the connection at once (the plain
+        # socket's, also under TLS, so that the reading thread keeps its TLS
+        # state), and the call raises this error.
+        for sock in calls:
+            try:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
         self.lost.set()
         if self._on_lost is not None:
             try:
