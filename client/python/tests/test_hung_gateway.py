@@ -98,7 +98,7 @@ class HungGateway:
         """Lets the held requests go unanswered, and stops serving."""
         self.release.set()
         self.server.shutdown()
-        self.server.server_close()  # joins the handlers' threads
+        self.server.server_close()
         self._thread.join(PATIENCE)
 
 
@@ -112,7 +112,9 @@ class HungGatewayTest(unittest.TestCase):
 
     def nothing_left(self) -> None:
         """No thread of the client, and no request, outlives the test."""
-        self.assertEqual(self.fake.hanging, 0)
+        with self.fake._mu:
+            self.assertTrue(self.fake._mu.wait_for(lambda: self.fake.hanging == 0, PATIENCE),
+                            "the gateway's held requests did not end")
         deadline = time.monotonic() + PATIENCE
         while True:
             left = [t.name for t in threading.enumerate()
@@ -159,6 +161,28 @@ class HungGatewayTest(unittest.TestCase):
         holder = self.run_holder(hold)
         self.assertTrue(self.fake.wait_hung("/v1/queues/emails/claim"))
         self.assert_stopped_by_the_lease(lease, holder)
+
+    def test_observe_following_the_leadership_ends_with_the_lease(self) -> None:
+        # Following the election while leading, until the lease ends: the
+        # lease's end stops the read in flight, not only the next one. The
+        # first read has no wait: a timeout past PATIENCE keeps it from
+        # ending by itself within the test.
+        gate = zkgate.Gateway(self.fake.url, timeout=2 * PATIENCE)
+        lease = gate.lease(ttl="1m")
+        seen: List[dict] = []
+
+        def follow() -> None:
+            for state in gate.observe("scheduler", wait="30s", stop=lease.lost):
+                seen.append(state)
+
+        holder = self.run_holder(follow)
+        self.assertTrue(self.fake.wait_hung("/v1/elections/scheduler"))
+        self.assertTrue(lease.lost.wait(PATIENCE), "the lease outlived its deadline while its gateway hung")
+        holder.join(PATIENCE)
+        self.assertFalse(holder.is_alive(), "observe went on past the lease's end while the gateway hung")
+        self.assertFalse(self.fake.release.is_set())
+        self.assertIsNone(holder.error)  # a stop ends the loop
+        self.assertEqual(seen, [])
 
 
 class Holder(threading.Thread):
