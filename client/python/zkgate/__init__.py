@@ -25,6 +25,7 @@ from ._client import (
     Item,
     Lease,
     Membership,
+    Stop,
     __version__,
     format_duration,
     parse_duration,
@@ -62,7 +63,7 @@ from ._errors import (
 
 __all__ = [
     "DEFAULT_CONNECT_RETRIES", "DEFAULT_URL", "KINDS", "Campaign", "Claim", "Duration", "Gateway", "Grant", "Item", "Lease",
-    "Membership", "__version__", "format_duration", "parse_duration",
+    "Membership", "Stop", "__version__", "format_duration", "parse_duration",
     "AlreadyHeld", "CountMismatch", "Deadlock", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
     "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",
     "NotHeld", "NotLeader", "QueueFull", "StaleToken", "Timeout", "TooLarge", "TooMany", "TransportError",

@@ -9,11 +9,12 @@ import math
 import os
 import random
 import re
+import socket
 import ssl
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple, TypeVar, Union
 
 from ._errors import (
     AlreadyHeld,
@@ -169,6 +170,45 @@ class _Target:
         self.base = u.path.rstrip("/")
 
 
+class Stop(threading.Event):
+    """A ``threading.Event`` that, once set, also cuts off the requests in
+    flight that it stops: a ``watch`` or ``observe`` given it as ``stop``
+    ends at once, even in a read blocked on a gateway that has stopped
+    answering (a plain Event is checked between reads). ``lease.lost`` is
+    one, so that the lease's end stops whatever follows it on time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cut_mu = threading.Lock()
+        self._socks: Set[socket.socket] = set()
+
+    def set(self) -> None:
+        with self._cut_mu:
+            super().set()
+            socks = list(self._socks)
+        # A shutdown wakes a read blocked on the connection at once; the
+        # plain socket's, also under TLS, so that the reading thread keeps
+        # its TLS state and fails as on a closed connection.
+        for sock in socks:
+            try:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _track(self, sock: socket.socket) -> bool:
+        """Counts a connection in flight, to be cut off when this is set;
+        False if it is set already."""
+        with self._cut_mu:
+            if self.is_set():
+                return False
+            self._socks.add(sock)
+            return True
+
+    def _untrack(self, sock: socket.socket) -> None:
+        with self._cut_mu:
+            self._socks.discard(sock)
+
+
 class Gateway:
     """A zkgate gateway.
 
@@ -219,12 +259,16 @@ class Gateway:
         content_type: str,
         timeout: float,
         to: Optional[_Target] = None,
+        cut: Optional[Stop] = None,
     ) -> _Reply:
         """One HTTP exchange on a connection of its own (so that no answer is
         ever read from a connection the gateway closed meanwhile), with the
         gateway at ``to`` (default: this one's URL). No connection at all is
-        _NotConnected: nothing was sent."""
+        _NotConnected: nothing was sent. The exchange is cut off (a
+        TransportError) when ``cut`` is set: a read that hangs on a frozen
+        gateway keeps nobody past a lease's end or a watch's stop."""
         to = to or self._target
+        sock: Optional[socket.socket] = None
         target = to.base + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
@@ -244,8 +288,11 @@ class Gateway:
                 conn.connect()
             except OSError as e:
                 raise _NotConnected(f"{method} {to.url}{path}: {e or type(e).__name__}") from e
-            if conn.sock is not None:
-                conn.sock.settimeout(timeout)
+            sock = conn.sock
+            if sock is not None:
+                sock.settimeout(timeout)
+                if cut is not None and not cut._track(sock):
+                    raise TransportError(f"{method} {to.url}{path}: not sent, stopped")
             sent = time.monotonic()
             conn.request(method, target, body=body, headers=headers)
             resp = conn.getresponse()
@@ -254,6 +301,8 @@ class Gateway:
         except (OSError, http.client.HTTPException) as e:
             raise TransportError(f"{method} {to.url}{path}: {e or type(e).__name__}") from e
         finally:
+            if cut is not None and sock is not None:
+                cut._untrack(sock)
             conn.close()
 
     def _call(
@@ -269,6 +318,7 @@ class Gateway:
         done_on_retry: Tuple[type, ...] = (),
         lease: Optional["Lease"] = None,
         via: Optional["Lease"] = None,
+        stop: Optional[threading.Event] = None,
     ) -> _Reply:
         """A call, retried with backoff until ``wait`` plus ``retry_for`` has
         passed: whatever the call, when it found no connection (nothing was
@@ -279,7 +329,11 @@ class Gateway:
         retry so that the whole call stays within it. An error of a class in
         ``done_on_retry`` answering a retry means that the first attempt did
         the work. A call made for a lease (``lease``, or ``via`` for one that
-        may have ended) goes where the lease moved (see ``Lease.url``)."""
+        may have ended) goes where the lease moved (see ``Lease.url``). A call
+        for a lease ends with its LeaseLost when the lease ends, and one with
+        a ``stop`` that is a Stop with a TransportError when it is set, even
+        in flight."""
+        cut = lease.lost if lease is not None else (stop if isinstance(stop, Stop) else None)
         via = via or lease
         query = dict(query or {})
         wait_secs = 0.0
@@ -301,7 +355,7 @@ class Gateway:
                 query["wait"] = format_duration(left)
             to = via._moved_to() if via is not None else None
             try:
-                reply = self._send(method, path, query, data, ctype, left + self.timeout, to)
+                reply = self._send(method, path, query, data, ctype, left + self.timeout, to, cut)
                 if via is not None:
                     via._heard(reply)
                 if reply.status >= 400:
@@ -309,6 +363,10 @@ class Gateway:
                                      reply.headers.get("Retry-After"))
                 return reply
             except (TransportError, Unavailable, TooMany) as e:
+                if lease is not None and lease.error is not None:
+                    raise lease.error from e  # the lease ended: its end cut the call off
+                if stop is not None and stop.is_set():
+                    raise
                 failure: ZkgateError = e
                 if isinstance(e, _NotConnected):
                     if to is not None and via is not None:
@@ -447,10 +505,16 @@ class Gateway:
         ``double-barriers``, ``queues``. With ``index`` and ``wait`` this is a
         blocking read: it answers once the index is past ``index``, or when
         the wait ends (with the unchanged state)."""
+        return self._state(kind, name, index, wait, None)
+
+    def _state(
+        self, kind: str, name: str, index: int, wait: Duration, stop: Optional[threading.Event]
+    ) -> Tuple[Dict[str, Any], int]:
+        """state(), cut off when ``stop`` (a Stop) is set."""
         if kind not in KINDS:
             raise InvalidRequest(f"bad kind {kind!r}: one of {', '.join(KINDS)}")
         query = {"index": str(int(index))} if index else {}
-        reply = self._call("GET", f"/v1/{kind}/{_name(name)}", query=query, wait=wait, safe=True)
+        reply = self._call("GET", f"/v1/{kind}/{_name(name)}", query=query, wait=wait, safe=True, stop=stop)
         try:
             idx = int(reply.headers.get("X-Zkgate-Index", "0"))
         except ValueError:
@@ -461,12 +525,19 @@ class Gateway:
         self, kind: str, name: str, *, wait: Duration = "30s", stop: Optional[threading.Event] = None
     ) -> Iterator[Dict[str, Any]]:
         """Yields the state of a primitive now, then each time it changes,
-        with blocking reads of ``wait`` each, until ``stop`` is set (checked
-        between reads) or the loop is left."""
+        with blocking reads of ``wait`` each, until ``stop`` is set or the
+        loop is left. A ``threading.Event`` is checked between reads; a
+        ``zkgate.Stop`` (such as ``lease.lost``) also ends a read in flight,
+        even one blocked on a gateway that has stopped answering."""
         last: Optional[Dict[str, Any]] = None
         index = 0
         while stop is None or not stop.is_set():
-            state, index = self.state(kind, name, index=index, wait=wait if index else "0s")
+            try:
+                state, index = self._state(kind, name, index, wait if index else "0s", stop)
+            except TransportError:
+                if stop is not None and stop.is_set():
+                    return  # stopped in the read
+                raise
             if state != last:
                 last = state
                 yield state
@@ -582,7 +653,9 @@ class Lease(_Scoped):
     gateway answers 410 or 404. Then ``lost`` is set, ``error`` holds why,
     ``on_lost`` is called, and every later call on the lease, ``check()``,
     and the end of its ``with`` block raise that error (a ``LeaseLost``) in
-    the thread that uses the lease.
+    the thread that uses the lease; a call on it in flight (a lock's wait, a
+    campaign's round, a claim) is cut off and raises it too, even if its
+    gateway has stopped answering.
 
     A lease rides through its gateway's restart: once an answer about it
     names the gateway it was handed to (``X-Zkgate-Lease-Moved-To``), its
@@ -611,7 +684,7 @@ class Lease(_Scoped):
         self.holder: str = info.get("holder", "")
         self.ttl: float = parse_duration(info["ttl"]) if kept else 0.0
         self.lock_delay: float = parse_duration(info.get("lock_delay") or "0s")
-        self.lost = threading.Event()
+        self.lost = Stop()
         self.error: Optional[LeaseLost] = None
         self._on_lost = on_lost
         self._mu = threading.Lock()
@@ -699,7 +772,7 @@ class Lease(_Scoped):
             self.error = err
             self._stop.set()
             self._changed.notify_all()
-        self.lost.set()
+        self.lost.set()  # cuts off the calls in flight for the lease: they raise err
         if self._on_lost is not None:
             try:
                 self._on_lost(err)
