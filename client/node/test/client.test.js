@@ -95,8 +95,21 @@ class Proxy {
   down = false;
   dropNext = false;
   dropped = false;
+  /** @type {(() => void)[] | undefined} what the gateway sent while answers are held, in order */
+  held;
   /** @type {Set<net.Socket>} */
   sockets = new Set();
+
+  /** Holds back the gateway's answers (the requests still reach it) until releaseAnswers(). */
+  holdAnswers() {
+    this.held = [];
+  }
+
+  releaseAnswers() {
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const send of held) send();
+  }
 
   /** Refuses new connections and breaks those open (fetch keeps connections alive). */
   goDown() {
@@ -121,6 +134,7 @@ class Proxy {
         s.on("error", () => { client.destroy(); up.destroy(); });
       }
       client.pipe(up);
+      const toClient = (/** @type {() => void} */ send) => (this.held ? this.held.push(send) : send());
       up.on("data", (chunk) => {
         if (drop) {
           // The gateway has answered: lose the answer with the connection.
@@ -129,9 +143,9 @@ class Proxy {
           up.destroy();
           return;
         }
-        client.write(chunk);
+        toClient(() => client.write(chunk));
       });
-      up.on("end", () => client.end());
+      up.on("end", () => toClient(() => client.end()));
     });
   }
 
@@ -914,7 +928,12 @@ describe("deadlines: the lease ends where the gateway's promise ends, not at its
       assert.match(reason.message, /no keepalive of lease .* was confirmed before the deadline/);
       assert.deepEqual(seen, [reason]);
       assert.throws(() => lease.check(), zk.LeaseLost);
-      // The client revokes the lease at the gateway once it can.
+      // The client revokes the lease at the gateway once it can. The proxy
+      // holds back the gateway's answer, so that the lease is revoked there
+      // before the client hears so, every time: the client must hear it
+      // before the proxy goes, or its revoke retries against a closed port
+      // until the lease's TTL, as against any gateway gone for good.
+      proxy.holdAnswers();
       proxy.down = false;
       const until = Date.now() + PATIENCE;
       for (;;) {
@@ -923,6 +942,8 @@ describe("deadlines: the lease ends where the gateway's promise ends, not at its
         if (Date.now() > until) assert.fail(`the lease is not revoked at the gateway: ${e}`);
         await pause(50);
       }
+      proxy.releaseAnswers();
+      await eventually("the revoke in the background ends once answered", () => clientTimers.size === 0);
       await assert.rejects(lease.revoke(), zk.LeaseLost);
     });
   });
