@@ -106,9 +106,9 @@ class Proxy {
   }
 
   releaseAnswers() {
-    const held = this.held ?? [];
+    const held = this.held;
     this.held = undefined;
-    for (const send of held) send();
+    for (const send of held ?? []) send();
   }
 
   /** Refuses new connections and breaks those open (fetch keeps connections alive). */
