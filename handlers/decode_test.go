@@ -125,6 +125,31 @@ func TestDecodeBodyAllocations(t *testing.T) {
 	}
 }
 
+// A key unknown to a nested object is refused as one at the top is: the
+// handover's session is an object of its own.
+func TestDecodeBodyNestedUnknownField(t *testing.T) {
+	t.Parallel()
+	var wire handoverWire
+	err := decodeBody([]byte(`{"session":{"id":7,"color":"red"},"from":"gw-1","leases":[]}`), &wire)
+	wantCode(t, err, recipes.CodeInvalid)
+	if !strings.Contains(err.Error(), `unknown field "color"`) {
+		t.Fatalf("error %q does not name the unknown field", err)
+	}
+	err = decodeBody([]byte(`{"session":{"id":7},"from":"gw-1","leases":[{"id":"x","color":"red"}]}`), &wire)
+	wantCode(t, err, recipes.CodeInvalid)
+	if err := decodeBody([]byte(`{"session":{"id":7},"from":"gw-1","leases":[]}`), &wire); err != nil || wire.Session.ID != 7 {
+		t.Fatalf("decodeBody: %v (%+v)", err, wire)
+	}
+	for _, c := range []struct {
+		v    any
+		flat bool
+	}{{&acquireBody{}, true}, {&releaseBody{}, true}, {&semAcquireBody{}, true}, {&leaseBody{}, true}, {&handoverWire{}, false}, {&map[string]any{}, false}} {
+		if got := flatBody(c.v); got != c.flat {
+			t.Errorf("flatBody(%T) = %v, want %v", c.v, got, c.flat)
+		}
+	}
+}
+
 func TestDecodeBodySemaphore(t *testing.T) {
 	tests := []struct {
 		body      string
