@@ -111,26 +111,24 @@ func decodeBody(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
+	// A flat body that is one valid JSON value is read by Unmarshal,
+	// without a Decoder's copy of the body (a third of the bytes
+	// allocated); exactKeys refuses the unknown keys Unmarshal lets
+	// through, which only a flat body has all at its top. Anything else is
+	// read by a Decoder, whose errors say what is wrong with it.
+	if flatBody(v) {
+		var syntaxErr *json.SyntaxError
+		if err := json.Unmarshal(body, v); !errors.As(err, &syntaxErr) {
+			if err != nil {
+				return decodeError(err)
+			}
+			return exactKeys(body, v)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		var syntaxErr *json.SyntaxError
-		switch {
-		case errors.As(err, &typeErr) && typeErr.Field == "":
-			return invalid("the body must be a JSON object")
-		case errors.As(err, &typeErr):
-			// Field is a Go path ("leaseRef.lease" through an embedded
-			// struct): name the JSON field, never a Go type.
-			field := typeErr.Field[strings.LastIndexByte(typeErr.Field, '.')+1:]
-			return invalid("field %q must be %s", field, jsonKind(typeErr.Type))
-		case errors.As(err, &syntaxErr):
-			return invalid("the body is not valid JSON: %v", err)
-		case strings.HasPrefix(err.Error(), "json: unknown field"):
-			return invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-		default:
-			return invalid("bad body: %v", err)
-		}
+		return decodeError(err)
 	}
 	if dec.More() {
 		return invalid("the body must hold one JSON object")
@@ -139,6 +137,27 @@ func decodeBody(body []byte, v any) error {
 		return invalid("the body must hold one JSON object")
 	}
 	return exactKeys(body, v)
+}
+
+// decodeError is the problem of a body encoding/json could not decode.
+func decodeError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return invalid("the body must be a JSON object")
+	case errors.As(err, &typeErr):
+		// Field is a Go path ("leaseRef.lease" through an embedded
+		// struct): name the JSON field, never a Go type.
+		field := typeErr.Field[strings.LastIndexByte(typeErr.Field, '.')+1:]
+		return invalid("field %q must be %s", field, jsonKind(typeErr.Type))
+	case errors.As(err, &syntaxErr):
+		return invalid("the body is not valid JSON: %v", err)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		return invalid("bad body: %v", err)
+	}
 }
 
 // exactKeys rejects what encoding/json lets through: a key that matches a
@@ -185,6 +204,53 @@ func fieldNamesOf(t reflect.Type) map[string]bool {
 	}
 	fieldNames.Store(t, names)
 	return names
+}
+
+// flatBodies caches, per type, whether flatBody holds for it.
+var flatBodies sync.Map // reflect.Type -> bool
+
+// flatBody says whether v points to a struct whose fields, through
+// embedded structs, hold no object of their own (strings, numbers,
+// booleans, lists of them, types that decode themselves): every key of
+// such a body is at its top, where exactKeys checks it.
+func flatBody(v any) bool {
+	t := reflect.TypeOf(v)
+	if flat, ok := flatBodies.Load(t); ok {
+		return flat.(bool)
+	}
+	flat := t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && flatFields(t.Elem())
+	flatBodies.Store(t, flat)
+	return flat
+}
+
+func flatFields(t reflect.Type) bool {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
+			if !flatFields(f.Type) {
+				return false
+			}
+			continue
+		}
+		if !flatValue(f.Type) {
+			return false
+		}
+	}
+	return true
+}
+
+func flatValue(t reflect.Type) bool {
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return flatValue(t.Elem())
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
 }
 
 // topLevelKeys calls fn with each key of the JSON object in body, in order,

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,59 @@ func TestDecodeBodyAcquire(t *testing.T) {
 				t.Fatalf("error %q names Go types", err)
 			}
 		})
+	}
+}
+
+// A body is decoded without a copy of it in a json.Decoder's buffer (the
+// Decoder reads only bodies Unmarshal finds broken, for its errors): an
+// acquire's body, decoded on every request, takes 15 allocations and
+// under 600 bytes (with a Decoder: 17 and 1,200).
+func TestDecodeBodyAllocations(t *testing.T) {
+	// Serial: it reads the whole binary's allocations.
+	body := []byte(`{"lease":"0b5c6f7e-1a2b-4c3d-8e9f-001122334455","mode":"read"}`)
+	decode := func() {
+		var v acquireBody
+		if err := decodeBody(body, &v); err != nil || v.Mode != "read" {
+			t.Fatalf("decodeBody: %v (%+v)", err, v)
+		}
+	}
+	if n := testing.AllocsPerRun(200, decode); n > 15 {
+		t.Errorf("%.0f allocations per body, want at most 15", n)
+	}
+	const runs = 1000
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		decode()
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per >= 600 {
+		t.Errorf("%d bytes allocated per body, want under 600", per)
+	}
+}
+
+// A key unknown to a nested object is refused as one at the top is: the
+// handover's session is an object of its own.
+func TestDecodeBodyNestedUnknownField(t *testing.T) {
+	t.Parallel()
+	var wire handoverWire
+	err := decodeBody([]byte(`{"session":{"id":7,"color":"red"},"from":"gw-1","leases":[]}`), &wire)
+	wantCode(t, err, recipes.CodeInvalid)
+	if !strings.Contains(err.Error(), `unknown field "color"`) {
+		t.Fatalf("error %q does not name the unknown field", err)
+	}
+	err = decodeBody([]byte(`{"session":{"id":7},"from":"gw-1","leases":[{"id":"x","color":"red"}]}`), &wire)
+	wantCode(t, err, recipes.CodeInvalid)
+	if err := decodeBody([]byte(`{"session":{"id":7},"from":"gw-1","leases":[]}`), &wire); err != nil || wire.Session.ID != 7 {
+		t.Fatalf("decodeBody: %v (%+v)", err, wire)
+	}
+	for _, c := range []struct {
+		v    any
+		flat bool
+	}{{&acquireBody{}, true}, {&releaseBody{}, true}, {&semAcquireBody{}, true}, {&leaseBody{}, true}, {&handoverWire{}, false}, {&map[string]any{}, false}} {
+		if got := flatBody(c.v); got != c.flat {
+			t.Errorf("flatBody(%T) = %v, want %v", c.v, got, c.flat)
+		}
 	}
 }
 

@@ -381,8 +381,18 @@ func (ls *Leases) Lookup(id string) (*Lease, bool) { return ls.find(id) }
 
 // find returns the live lease id of this table or of a session the gateway
 // adopted (see handover.go).
+//
+// Its own table is read first, alone: nearly every request looks up a lease
+// of the gateway's own session, and listing the adopted tables costs an
+// allocation and a lock shared by every request.
 func (ls *Leases) find(id string) (*Lease, bool) {
-	for _, t := range ls.tables() {
+	ls.mu.Lock()
+	l, ok := ls.live[id]
+	ls.mu.Unlock()
+	if ok {
+		return l, true
+	}
+	for _, t := range ls.tables()[1:] {
 		t.mu.Lock()
 		l, ok := t.live[id]
 		t.mu.Unlock()
@@ -393,8 +403,8 @@ func (ls *Leases) find(id string) (*Lease, bool) {
 	return nil, false
 }
 
-// tables is this table and, for the gateway's own service, those of the
-// sessions it adopted.
+// tables is this table, first, and, for the gateway's own service, those
+// of the sessions it adopted.
 func (ls *Leases) tables() []*Leases {
 	s := ls.svc
 	if s == nil || s.parent != nil {

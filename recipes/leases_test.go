@@ -58,3 +58,21 @@ func TestKeepAliveOfALeaseEndingMeanwhileAnswersEnded(t *testing.T) {
 		t.Fatalf("reason: %v", err)
 	}
 }
+
+// Looking up a lease of the gateway's own session, which every request
+// that names a lease does, allocates nothing (the leases of adopted
+// sessions are found too: TestHandOverKeepsLeasesAndHolds).
+func TestLeaseLookupAllocatesNothing(t *testing.T) {
+	svc := newService(t, serviceOptions{})
+	l := newLease(t, svc, "looker")
+	if n := testing.AllocsPerRun(100, func() {
+		if got, err := svc.Leases.Get(l.ID); err != nil || got != l {
+			t.Fatalf("Get: %v, %v", got, err)
+		}
+	}); n != 0 {
+		t.Errorf("%.0f allocations per lookup, want none", n)
+	}
+	if _, ok := svc.Leases.Lookup("no-such-lease"); ok {
+		t.Errorf("a lease that does not exist was found")
+	}
+}

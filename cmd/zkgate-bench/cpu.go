@@ -31,7 +31,7 @@ var cpuUsePhase = phase{
 		fs.StringVar(&c.cpuLoadList, "cpu-workloads", strings.Join(cpuWorkloads, ","), "CPU test: workloads to run, of "+strings.Join(cpuWorkloads, ","))
 		fs.StringVar(&c.baselineBin, "baseline-bin", "", "CPU test: a zkgate binary to compare this build with (for instance one built from main), on a gateway process of its own")
 		fs.StringVar(&c.cpuFloorList, "cpu-floors", "", "CPU test: floor servers (internal/benchfloor: the least a gateway can do for the lock workload) to run the lock workload on too, each a process of its own in the same ABBA rounds, of "+strings.Join(benchfloor.Kinds, ","))
-		fs.StringVar(&c.cpuProfile, "cpu-profile", "", "CPU test: write a CPU profile of each gateway under the lock workload into this directory (the gateways then serve --debug-listen)")
+		fs.StringVar(&c.cpuProfile, "cpu-profile", "", "CPU test: write a CPU profile of each gateway and floor server under the lock workload into this directory (they then serve --debug-listen)")
 	},
 	quick: map[string]func(c *config){"cpu-duration": func(c *config) { c.cpuDur = 2 * time.Second }},
 	check: func(c *config) (err error) {
@@ -217,7 +217,7 @@ func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
 	if err := os.MkdirAll(e.cfg.cpuProfile, 0o755); err != nil {
 		return res, err
 	}
-	for _, g := range []*cpuGateway{base, this} {
+	for _, g := range append([]*cpuGateway{base, this}, floors...) {
 		if g == nil {
 			continue
 		}
@@ -294,7 +294,16 @@ func (e *env) startCPUGateway(ctx context.Context, bin, tag string) (*cpuGateway
 func (e *env) startCPUFloor(ctx context.Context, bin, kind string) (*cpuGateway, error) {
 	n := e.cfg.cpuWorkers
 	g := &cpuGateway{tag: kind, zkPID: e.zkPID, zkAddr: e.zkAddr}
-	cmd := exec.Command(bin, "-kind", kind, "-zk", e.zkAddr, "-root", gatewayRoot+"-floor-"+kind)
+	args := []string{"-kind", kind, "-zk", e.zkAddr, "-root", gatewayRoot + "-floor-" + kind}
+	if e.cfg.cpuProfile != "" {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		g.debug = fmt.Sprintf("127.0.0.1:%d", p)
+		args = append(args, "-debug-listen", g.debug)
+	}
+	cmd := exec.Command(bin, args...)
 	gw, err := startServer(ctx, cmd, filepath.Join(e.tmp, "floor-"+kind+".log"), newTransport(2))
 	if err != nil {
 		return nil, fmt.Errorf("floor %s: %w", kind, err)

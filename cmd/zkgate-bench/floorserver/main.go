@@ -14,6 +14,8 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"slices"
@@ -31,6 +33,7 @@ func main() {
 	zkAddr := flag.String("zk", "127.0.0.1:2181", "ZooKeeper's address (the zk kinds)")
 	root := flag.String("root", "/zkgate-bench-floor", "the znode the locks are made under")
 	listen := flag.String("listen", "127.0.0.1:0", "the address to listen on")
+	debug := flag.String("debug-listen", "", "serve net/http/pprof on this address too (zkgate-bench -cpu-profile), as the gateway's --debug-listen does")
 	flag.Parse()
 	if !slices.Contains(benchfloor.Kinds, *kind) {
 		fmt.Fprintf(os.Stderr, "floorserver: -kind is one of %s\n", strings.Join(benchfloor.Kinds, ", "))
@@ -38,6 +41,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *debug != "" {
+		if err := serveDebug(*debug); err != nil {
+			fmt.Fprintln(os.Stderr, "floorserver:", err)
+			os.Exit(1)
+		}
+	}
 	if err := run(ctx, *kind, *zkAddr, *root, *listen); err != nil {
 		fmt.Fprintln(os.Stderr, "floorserver:", err)
 		os.Exit(1)
@@ -60,4 +69,17 @@ func run(ctx context.Context, kind, zkAddr, root, listen string) error {
 	}
 	fmt.Printf("zkgate listening on http://%s (floor %s)\n", ln.Addr(), kind)
 	return benchfloor.Serve(ctx, ln, kind, conn, root)
+}
+
+// serveDebug serves net/http/pprof's profiles on addr, on a listener and a
+// mux of its own, for the life of the process.
+func serveDebug(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	go func() { _ = http.Serve(ln, mux) }()
+	return nil
 }
