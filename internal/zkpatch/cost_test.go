@@ -13,15 +13,90 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 )
 
-// syscallConn counts the client's Read and Write calls on its connection:
-// each is one system call (the connection is a plain TCP one).
+// syscallConn counts the client's Read and Write calls on its connection
+// (each is one system call: the connection is a plain TCP one), and its
+// read deadlines set.
 type syscallConn struct {
 	net.Conn
-	reads, writes *atomic.Int64
+	reads, writes, readDeadlines *atomic.Int64
 }
 
 func (c syscallConn) Read(p []byte) (int, error)  { c.reads.Add(1); return c.Conn.Read(p) }
 func (c syscallConn) Write(p []byte) (int, error) { c.writes.Add(1); return c.Conn.Write(p) }
+func (c syscallConn) SetReadDeadline(t time.Time) error {
+	c.readDeadlines.Add(1)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// syscallCounts dials connections that count into its fields.
+type syscallCounts struct {
+	reads, writes, readDeadlines atomic.Int64
+}
+
+func (s *syscallCounts) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return syscallConn{Conn: c, reads: &s.reads, writes: &s.writes, readDeadlines: &s.readDeadlines}, nil
+}
+
+// TestReadDeadlinePerRead: the receive loop sets its read deadline (a
+// timer change, which can wake a thread) for a read from the connection,
+// not for every reply: replies that arrive together are read with one
+// Read and need at most one deadline. 32 callers on one session run a
+// lock's cycle 50 times each, so that replies arrive several to a read;
+// the deadlines set must not outnumber the reads (setting and clearing one
+// per reply made them 2 per reply, several per read).
+func TestReadDeadlinePerRead(t *testing.T) {
+	var n syscallCounts
+	c, _, err := zk.Connect([]string{server(t).Addr()}, 20*time.Second, zk.WithDialer(n.dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	waitFor(t, "a session", func() bool { return c.State() == zk.StateHasSession })
+	r := root(t, c)
+	acl := zk.WorldACL(zk.PermAll)
+	const workers, each = 32, 50
+	parents := make([]string, workers)
+	for w := range parents {
+		parents[w] = fmt.Sprintf("%s/l%d", r, w)
+	}
+	mkdirs(t, c, parents...)
+	r0, d0 := n.reads.Load(), n.readDeadlines.Load()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for _, p := range parents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				node, _, list, err := c.CreateWithStatThenChildren(p+"/lock-", nil, zk.FlagEphemeralSequential, acl, p)
+				if err == nil {
+					err = list.Err
+				}
+				if err == nil {
+					err = c.Delete(node, -1)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	reads, deadlines := n.reads.Load()-r0, n.readDeadlines.Load()-d0
+	t.Logf("%d replies in %d reads, %d read deadlines set", 3*workers*each, reads, deadlines)
+	if deadlines > reads {
+		t.Fatalf("%d read deadlines set for %d reads of %d replies: want at most one per read", deadlines, reads, 3*workers*each)
+	}
+}
 
 // cpuTime is the CPU time (user and system) this process has used so far.
 func cpuTime(b *testing.B) time.Duration {
@@ -86,15 +161,9 @@ func TestConcurrentCallersShareWrites(t *testing.T) {
 // a process of its own) per packet, and the connection's read and write
 // calls per packet.
 func BenchmarkConcurrentCycles(b *testing.B) {
-	var reads, writes atomic.Int64
-	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
-		c, err := net.DialTimeout(network, address, timeout)
-		if err != nil {
-			return nil, err
-		}
-		return syscallConn{Conn: c, reads: &reads, writes: &writes}, nil
-	}
-	c, _, err := zk.Connect([]string{server(b).Addr()}, 20*time.Second, zk.WithDialer(dial), zk.WithLogInfo(false))
+	var n syscallCounts
+	reads, writes := &n.reads, &n.writes
+	c, _, err := zk.Connect([]string{server(b).Addr()}, 20*time.Second, zk.WithDialer(n.dial), zk.WithLogInfo(false))
 	if err != nil {
 		b.Fatal(err)
 	}
