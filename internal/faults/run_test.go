@@ -7,7 +7,6 @@ import (
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -94,28 +93,7 @@ func TestShortFaultRun(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a progress log that the runner's goroutines may write
-// together, read while they do.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// waitLogged waits until the log holds line, or fails t; and fails it at
-// once if the work ends first while it must not.
-func waitLogged(t *testing.T, log *lockedBuffer, line string, work context.Context, mustGoOn bool) {
+func waitLogged(t *testing.T, log *gwtest.Buffer, line string, work context.Context, mustGoOn bool) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); !strings.Contains(log.String(), line); {
 		if mustGoOn && work.Err() != nil {
@@ -133,7 +111,7 @@ func waitLogged(t *testing.T, log *lockedBuffer, line string, work context.Conte
 // late), and ends once every kind was; by its max duration at the latest.
 func TestWorkGoesOnUntilEveryPrimitiveWasHeld(t *testing.T) {
 	t.Run("until held", func(t *testing.T) {
-		var log lockedBuffer
+		var log gwtest.Buffer
 		r := newRunner(Config{Duration: time.Millisecond, MaxDuration: time.Hour, WallClockWorkers: 1, Log: &log})
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
@@ -155,7 +133,7 @@ func TestWorkGoesOnUntilEveryPrimitiveWasHeld(t *testing.T) {
 		}
 	})
 	t.Run("by the max duration", func(t *testing.T) {
-		var log lockedBuffer
+		var log gwtest.Buffer
 		r := newRunner(Config{Duration: time.Millisecond, MaxDuration: 2 * time.Millisecond, WallClockWorkers: 1, Log: &log})
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()

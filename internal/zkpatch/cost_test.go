@@ -72,14 +72,7 @@ func TestReadDeadlinePerRead(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				node, _, list, err := c.CreateWithStatThenChildren(p+"/lock-", nil, zk.FlagEphemeralSequential, acl, p)
-				if err == nil {
-					err = list.Err
-				}
-				if err == nil {
-					err = c.Delete(node, -1)
-				}
-				if err != nil {
+				if err := lockCycle(c, p, acl); err != nil {
 					errs <- err
 					return
 				}
@@ -96,6 +89,20 @@ func TestReadDeadlinePerRead(t *testing.T) {
 	if deadlines > reads {
 		t.Fatalf("%d read deadlines set for %d reads of %d replies: want at most one per read", deadlines, reads, 3*workers*each)
 	}
+}
+
+// lockCycle is the gateway's three packets of a lock cycle under parent:
+// the create of an ephemeral sequential node with the listing behind it,
+// then the node's delete.
+func lockCycle(c *zk.Conn, parent string, acl []zk.ACL) error {
+	node, _, list, err := c.CreateWithStatThenChildren(parent+"/lock-", nil, zk.FlagEphemeralSequential, acl, parent)
+	if err == nil {
+		err = list.Err
+	}
+	if err == nil {
+		err = c.Delete(node, -1)
+	}
+	return err
 }
 
 // cpuTime is the CPU time (user and system) this process has used so far.
@@ -193,14 +200,7 @@ func BenchmarkConcurrentCycles(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(b.N) {
-				node, _, list, err := c.CreateWithStatThenChildren(p+"/lock-", nil, zk.FlagEphemeralSequential, acl, p)
-				if err == nil {
-					err = list.Err
-				}
-				if err == nil {
-					err = c.Delete(node, -1)
-				}
-				if err != nil {
+				if err := lockCycle(c, p, acl); err != nil {
 					failed.Store(err)
 					return
 				}
