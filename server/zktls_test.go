@@ -86,24 +86,38 @@ func TestZooKeeperTLS(t *testing.T) {
 		}
 	}
 
-	securePort := freePort(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	zs, err := zkserver.Start(ctx, zkserver.Options{
-		MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute, ZooKeeperHome: home,
-		Config: map[string]string{
-			"serverCnxnFactory":        "org.apache.zookeeper.server.NettyServerCnxnFactory",
-			"secureClientPort":         strconv.Itoa(securePort),
-			"secureClientPortAddress":  "127.0.0.1",
-			"ssl.keyStore.location":    keyStore,
-			"ssl.keyStore.type":        "PEM",
-			"ssl.trustStore.location":  ca.File,
-			"ssl.trustStore.type":      "PEM",
-			"ssl.clientAuth":           "need",
-			"ssl.hostnameVerification": "false",
-			"client.portUnification":   "false",
-		},
-	})
+	// The secure port is picked free but bound only by ZooKeeper, so
+	// another process can take it in between: ZooKeeper then exits, and the
+	// start is tried again on a fresh port.
+	var (
+		securePort int
+		zs         *zkserver.Server
+		err        error
+	)
+	for attempt := 1; attempt <= 3; attempt++ {
+		securePort = freePort(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		zs, err = zkserver.Start(ctx, zkserver.Options{
+			MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute, ZooKeeperHome: home,
+			Config: map[string]string{
+				"serverCnxnFactory":        "org.apache.zookeeper.server.NettyServerCnxnFactory",
+				"secureClientPort":         strconv.Itoa(securePort),
+				"secureClientPortAddress":  "127.0.0.1",
+				"ssl.keyStore.location":    keyStore,
+				"ssl.keyStore.type":        "PEM",
+				"ssl.trustStore.location":  ca.File,
+				"ssl.trustStore.type":      "PEM",
+				"ssl.clientAuth":           "need",
+				"ssl.hostnameVerification": "false",
+				"client.portUnification":   "false",
+			},
+		})
+		cancel()
+		if err == nil {
+			break
+		}
+		t.Logf("attempt %d: ZooKeeper with a TLS port on %d: %v", attempt, securePort, err)
+	}
 	if err != nil {
 		t.Fatalf("ZooKeeper with a TLS port: %v", err)
 	}
