@@ -29,16 +29,16 @@ import (
 //
 // A waiting hold that no client was told of (a lock acquire that was
 // waiting when its gateway began to hand over) stays in line for its
-// client's retry, which joins it: for handoverGrace, after which it is
+// client's retry, which joins it: for HandoverGrace, after which it is
 // abandoned as any hold whose caller went away.
 
 // ErrMoving answers a request for a lease that is being handed over to
 // another gateway: retry, shortly, through any gateway.
 var ErrMoving = &Error{Code: CodeUnavailable, Detail: "the lease is moving to another gateway; retry"}
 
-// handoverGrace is how long a handed-over waiting hold that no client was
+// HandoverGrace is how long a handed-over waiting hold that no client was
 // told of waits for its client's retry.
-const handoverGrace = 10 * time.Second
+const HandoverGrace = 10 * time.Second
 
 // Handover is one session handed over: what resumes it, and its leases.
 // Session.Password is secret: a Handover is never logged or shown.
@@ -423,14 +423,14 @@ func (ls *Leases) restore(st LeaseState, epoch uint64) error {
 		}
 		if !hst.Told && !hst.Granted {
 			// A wait that its client will retry: its place in line is kept
-			// for handoverGrace, as if a call still waited on it, or until
+			// for HandoverGrace, as if a call still waited on it, or until
 			// the retry comes (which then waits in its stead: given up, it
 			// leaves the line as any wait).
 			c.mu.Lock()
 			c.waiters++
 			c.graceHeld = true
 			c.mu.Unlock()
-			time.AfterFunc(handoverGrace, func() {
+			time.AfterFunc(HandoverGrace, func() {
 				c.mu.Lock()
 				held := c.graceHeld
 				c.graceHeld = false

@@ -396,7 +396,7 @@ func TestALeaseMadeDuringAHandoverIsHandedOver(t *testing.T) {
 }
 
 // A wait cut by a handover keeps its place in line for its client's retry
-// (handoverGrace), and only until that retry comes: a retry that is then
+// (HandoverGrace), and only until that retry comes: a retry that is then
 // given up (its client hung up) leaves the line at once, as any wait, not
 // when the grace ends. (The fault suite saw a vanished client's waiter
 // kept 10 s after it hung up, and handed over again with a new grace.)

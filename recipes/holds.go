@@ -44,7 +44,7 @@ type hold struct {
 	dropUntold bool
 	// graceHeld: a wait cut by a handover, whose place in line is kept for
 	// its client's retry by a waiter of its own (see restore), until the
-	// retry comes or handoverGrace ends.
+	// retry comes or HandoverGrace ends.
 	graceHeld bool
 }
 

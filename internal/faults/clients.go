@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/zkgate/zkgate/recipes"
 )
 
 // leaseClient is a client with one lease at a time, kept alive in the
@@ -55,6 +57,7 @@ func (r *runner) newLeaseClient(name string, stream uint64) *leaseClient {
 // leaseInfo is the part of a lease answer the clients read.
 type leaseInfo struct {
 	ID        string    `json:"id"`
+	Gateway   string    `json:"gateway"` // the id of the gateway that keeps it
 	ExpiresAt time.Time `json:"expires_at"`
 	Holds     []struct {
 		Kind  string `json:"kind"`
@@ -488,6 +491,44 @@ func (c *leaseClient) zombieCheck(id string) {
 	c.r.hist.record(func(h *History) { h.Zombies = append(h.Zombies, z) })
 }
 
+// vanishWait is how long a vanished client's waiter may stay in line: it
+// leaves at once, but the gateway may be slow, frozen or cut off meanwhile.
+const vanishWait = 10 * time.Second
+
+// vanishWatch bounds how long the lease of a client that hung up mid-wait
+// is read until its waiter is gone.
+type vanishWatch struct {
+	deadline, latest time.Time
+	keeper           string // the gateway that keeps the lease, last seen
+}
+
+func newVanishWatch(hungUp time.Time) *vanishWatch {
+	return &vanishWatch{deadline: hungUp.Add(vanishWait), latest: hungUp.Add(vanishWait + recipes.HandoverGrace + vanishWait/2)}
+}
+
+// saw takes an answer about the lease at now. A 503 (the lease moving, or
+// its gateway cut off) or another keeper means the waiter may have been
+// handed over with the lease while its client hung up: the taker keeps it
+// in line for recipes.HandoverGrace for a retry that never comes, and only
+// then does it leave. The wait is then that grace from now, with a margin,
+// and never past latest.
+func (w *vanishWatch) saw(status int, keeper string, now time.Time) {
+	moved := status == http.StatusServiceUnavailable || (keeper != "" && w.keeper != "" && keeper != w.keeper)
+	if keeper != "" {
+		w.keeper = keeper
+	}
+	if !moved {
+		return
+	}
+	d := now.Add(recipes.HandoverGrace + vanishWait/2)
+	if d.After(w.latest) {
+		d = w.latest
+	}
+	if d.After(w.deadline) {
+		w.deadline = d
+	}
+}
+
 // vanisher asks for a lock with a long wait and hangs up part way, then
 // reads its lease until the waiter is gone (or the lock was granted in the
 // race, or the lease ended).
@@ -520,15 +561,19 @@ func (r *runner) vanisher(ctx context.Context, i int) {
 		}
 		r.fault(FClientVanished)
 		v := VanishCheck{Lease: id, Lock: lock, HungUp: time.Now(), Outcome: "unknown"}
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		w := newVanishWatch(v.HungUp)
+		for time.Now().Before(w.deadline) {
 			a := c.sendLease(context.Background(), id, request{kind: "read_lease", method: "GET", path: "/v1/leases/" + id, gateway: -1})
 			if leaseOver(a) {
 				v.Outcome = "lease_ended"
 				break
 			}
+			var info leaseInfo
 			if a.Status == http.StatusOK {
-				var info leaseInfo
 				_ = json.Unmarshal(a.Body, &info)
+			}
+			w.saw(a.Status, info.Gateway, time.Now())
+			if a.Status == http.StatusOK {
 				v.Outcome = "gone"
 				for _, h := range info.Holds {
 					if h.Kind == "lock" && h.Name == lock {
