@@ -1,8 +1,9 @@
 """A lease's deadline against a gateway that hangs: it accepts every
 connection and reads every request, then answers only the lease's creation
 and lock acquires, as a gateway frozen (SIGSTOP, a stalled machine) just
-after them. Needs no real gateway: the deadline must hold whatever the
-gateway does."""
+after them (or, to a test that asks, answers an acquire whose reply ends
+only as the lease is lost). Needs no real gateway: the deadline must hold
+whatever the gateway does."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ class HungGateway:
     def __init__(self) -> None:
         fake = self
         self.release = threading.Event()
+        # When set, a lock acquire's answer is sent whole but ended (its
+        # connection closed: no Content-Length) only once this is set.
+        self.grants_end_with: Optional[threading.Event] = None
         self.hanging = 0  # requests held unanswered right now
         self.hung: List[str] = []  # every path held
         self._mu = threading.Condition()
@@ -55,6 +59,16 @@ class HungGateway:
                 self.send_header("X-Zkgate-Time", stamp(time.time()))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def answer_ending_on(self, status: int, doc: dict, end: threading.Event) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("X-Zkgate-Time", stamp(time.time()))
+                self.end_headers()
+                self.wfile.write(json.dumps(doc).encode())
+                self.wfile.flush()
+                end.wait(PATIENCE)
+                self.close_connection = True
 
             def hang(self) -> None:
                 with fake._mu:
@@ -76,9 +90,12 @@ class HungGateway:
                                       "lock_delay": "0s", "expires_at": stamp(now + 1.5),
                                       "created_at": stamp(now), "holds": []})
                 elif path.startswith("/v1/locks/") and path.endswith("/acquire"):
-                    self.answer(200, {"name": path.split("/")[3], "mode": "exclusive", "lease": fake.LEASE,
-                                      "token": 7, "node": "/zkgate/locks/x/_c_1-lock-0000000000",
-                                      "acquired_at": stamp(now)})
+                    grant = {"name": path.split("/")[3], "mode": "exclusive", "lease": fake.LEASE,
+                             "token": 7, "node": "/zkgate/locks/x/_c_1-lock-0000000000", "acquired_at": stamp(now)}
+                    if fake.grants_end_with is None:
+                        self.answer(200, grant)
+                    else:
+                        self.answer_ending_on(200, grant, fake.grants_end_with)
                 else:
                     self.hang()
 
@@ -160,6 +177,25 @@ class HungGatewayTest(unittest.TestCase):
 
         holder = self.run_holder(hold)
         self.assertTrue(self.fake.wait_hung("/v1/queues/emails/claim"))
+        self.assert_stopped_by_the_lease(lease, holder)
+
+    def test_a_grant_read_as_the_lease_ends_raises_its_lease_lost(self) -> None:
+        # The grant's answer is whole when its connection ends, and it ends
+        # as the lease is lost (the lease's end cuts it off): the lock must
+        # not be handed to the holder, whose block would run past the
+        # deadline believing it holds it.
+        lease = self.gate.lease(ttl="1m")
+        self.fake.grants_end_with = lease.lost
+        ran: List[bool] = []
+
+        def hold() -> None:
+            with lease.lock("invoices", wait="30s"):
+                ran.append(True)
+
+        holder = self.run_holder(hold)
+        self.assertTrue(lease.lost.wait(PATIENCE), "the lease outlived its deadline while its gateway hung")
+        holder.join(PATIENCE)
+        self.assertEqual(ran, [], "the lock's block ran under a lease already lost")
         self.assert_stopped_by_the_lease(lease, holder)
 
     def test_observe_following_the_leadership_ends_with_the_lease(self) -> None:

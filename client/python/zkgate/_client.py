@@ -319,6 +319,7 @@ class Gateway:
         lease: Optional["Lease"] = None,
         via: Optional["Lease"] = None,
         stop: Optional[threading.Event] = None,
+        grant: bool = False,
     ) -> _Reply:
         """A call, retried with backoff until ``wait`` plus ``retry_for`` has
         passed: whatever the call, when it found no connection (nothing was
@@ -332,7 +333,10 @@ class Gateway:
         may have ended) goes where the lease moved (see ``Lease.url``). A call
         for a lease ends with its LeaseLost when the lease ends, and one with
         a ``stop`` that is a Stop with a TransportError when it is set, even
-        in flight."""
+        in flight. A ``grant`` (an acquire, a campaign, a claim, an enter)
+        answered as or after its lease ended raises the LeaseLost instead of
+        its answer: what it granted is the lease's and ends with it at the
+        gateway, so the caller must not act on it."""
         cut = lease.lost if lease is not None else (stop if isinstance(stop, Stop) else None)
         via = via or lease
         query = dict(query or {})
@@ -361,6 +365,8 @@ class Gateway:
                 if reply.status >= 400:
                     raise error_from(reply.status, reply.headers.get("Content-Type", ""), reply.body,
                                      reply.headers.get("Retry-After"))
+                if grant and lease is not None:
+                    lease.check()  # the clock too: the deadline thread may not have run yet
                 return reply
             except (TransportError, Unavailable, TooMany) as e:
                 if lease is not None and lease.error is not None:
@@ -655,7 +661,12 @@ class Lease(_Scoped):
     and the end of its ``with`` block raise that error (a ``LeaseLost``) in
     the thread that uses the lease; a call on it in flight (a lock's wait, a
     campaign's round, a claim) is cut off and raises it too, even if its
-    gateway has stopped answering.
+    gateway has stopped answering. A grant (of ``lock``, ``semaphore``,
+    ``campaign``, ``lead``, ``enter``, ``claim``) whose answer is read as or
+    after the lease ends raises that error instead of being returned: what
+    it granted is the lease's and ends with it at the gateway, so there is
+    nothing to release by hand. Other calls (a release, a resign, an ack)
+    answered then return as usual.
 
     A lease rides through its gateway's restart: once an answer about it
     names the gateway it was handed to (``X-Zkgate-Lease-Moved-To``), its
@@ -993,7 +1004,7 @@ class Lease(_Scoped):
         path = f"/v1/locks/{_name(name)}/acquire"
         self._take("lock", name, mode)
         try:
-            reply = self.gateway._call("POST", path, wait=wait, safe=True, lease=self,
+            reply = self.gateway._call("POST", path, wait=wait, safe=True, lease=self, grant=True,
                                        body={"lease": self.id, "mode": mode})
             return Grant(self, "lock", reply.json())
         except BaseException:
@@ -1005,7 +1016,7 @@ class Lease(_Scoped):
         path = f"/v1/semaphores/{_name(name)}/acquire"
         self._take("semaphore", name)
         try:
-            reply = self.gateway._call("POST", path, wait=wait, safe=True, lease=self,
+            reply = self.gateway._call("POST", path, wait=wait, safe=True, lease=self, grant=True,
                                        body={"lease": self.id, "limit": int(limit)})
             return Grant(self, "semaphore", reply.json())
         except BaseException:
@@ -1040,7 +1051,7 @@ class Lease(_Scoped):
         self._take("election", name)
         elected = False
         try:
-            reply = self.gateway._call("POST", path, wait=wait, safe=True, lease=self,
+            reply = self.gateway._call("POST", path, wait=wait, safe=True, lease=self, grant=True,
                                        body={"lease": self.id, "value": value})
             campaign = Campaign(self, reply.json())
             elected = campaign.elected
@@ -1098,7 +1109,8 @@ class Lease(_Scoped):
         member = member or self.id
         _name(member)
         reply = self.gateway._call("POST", f"/v1/double-barriers/{_name(name)}/enter", wait=wait, safe=True,
-                                   lease=self, body={"lease": self.id, "member": member, "count": int(count)})
+                                   lease=self, grant=True,
+                                   body={"lease": self.id, "member": member, "count": int(count)})
         return Membership(self, name, member, wait, reply.json())
 
     def leave(self, name: str, member: Optional[str] = None, wait: Duration = "0s") -> Dict[str, Any]:
@@ -1113,7 +1125,7 @@ class Lease(_Scoped):
         """Claims the next item (at least once): it is hidden from others until
         acked, nacked or the lease ends. None if there is none after ``wait``."""
         reply = self.gateway._call("POST", f"/v1/queues/{_name(queue)}/claim", wait=wait, safe=True, lease=self,
-                                   body={"lease": self.id})
+                                   grant=True, body={"lease": self.id})
         return None if reply.status == 204 else Claim(self, queue, reply)
 
     def ack(self, queue: str, item_id: str) -> None:
