@@ -492,7 +492,12 @@ export declare class Lease {
   keepAlive(options?: CallOptions): Promise<LeaseInfo>;
   /** Stops the keepalive and revokes the lease; throws the LeaseLost if it was lost. */
   revoke(): Promise<void>;
-  /** AlreadyHeld while this lease holds or acquires the lock in that mode: one lease is one holder. */
+  /**
+   * AlreadyHeld while this lease holds or acquires the lock in that mode: one lease is one holder.
+   * A grant (of lock, semaphore, campaign, lead, enter, claim) answered as or after the lease is
+   * lost (check() reads the clock) throws the LeaseLost instead: it ends with the lease at the
+   * gateway, so there is nothing to release.
+   */
   lock(name: string, options?: WaitOptions & { mode?: LockMode }): Promise<Grant>;
   semaphore(name: string, limit: number, options?: WaitOptions): Promise<Grant>;
   release(kind: "lock" | "semaphore", name: string, options?: CallOptions & { mode?: LockMode }): Promise<void>;

@@ -454,11 +454,16 @@ export class Gateway {
    * whole call stays within it. An error of a class in `doneOnRetry`
    * answering a retry means that the first attempt did the work. A call
    * made for a lease (`lease`, or `via` for one that may have ended) goes
-   * where the lease moved (see Lease.url).
+   * where the lease moved (see Lease.url). A `grant` (an acquire, a
+   * campaign, a claim, an enter) answered as or after its lease ended throws
+   * the LeaseLost instead of returning its answer: what it granted is the
+   * lease's and ends with it at the gateway, so the caller must not act on
+   * it. The lease is asked with check(), which reads the clock: after a
+   * stalled event loop its timer may not have run yet.
    * @param {string} method
    * @param {string} path
    * @param {{query?: Record<string, string>, json?: object, raw?: Uint8Array, wait?: Duration, safe?: boolean,
-   *   doneOnRetry?: (typeof ZkgateError)[], lease?: Lease, via?: Lease, signal?: AbortSignal}} [o]
+   *   doneOnRetry?: (typeof ZkgateError)[], lease?: Lease, via?: Lease, signal?: AbortSignal, grant?: boolean}} [o]
    * @returns {Promise<Reply>}
    */
   async _call(method, path, o = {}) {
@@ -492,6 +497,7 @@ export class Gateway {
         const r = await this._send(method, path, { query, body, type, timeoutMs: left + this.timeout, signals, to });
         via?._heard(r);
         if (r.status >= 400) throw errorFrom(r.status, r.headers.get("Content-Type") ?? "", r.body, r.headers.get("Retry-After"));
+        if (o.grant) o.lease?.check();
         return r;
       } catch (e) {
         if (to !== undefined && e instanceof NotConnected) {
@@ -1203,7 +1209,7 @@ export class Lease {
     this.#take("lock", name, mode);
     try {
       const r = await this.gateway._call("POST", path, {
-        json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+        json: req, wait: options.wait ?? "0s", safe: true, lease: this, grant: true, signal: options.signal,
       });
       return new Grant(this, "lock", /** @type {LockGrantInfo} */ (json(r)));
     } catch (e) {
@@ -1226,7 +1232,7 @@ export class Lease {
     this.#take("semaphore", name);
     try {
       const r = await this.gateway._call("POST", path, {
-        json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+        json: req, wait: options.wait ?? "0s", safe: true, lease: this, grant: true, signal: options.signal,
       });
       return new Grant(this, "semaphore", /** @type {SemaphoreGrantInfo} */ (json(r)));
     } catch (e) {
@@ -1280,7 +1286,7 @@ export class Lease {
     let elected = false;
     try {
       const r = await this.gateway._call("POST", path, {
-        json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+        json: req, wait: options.wait ?? "0s", safe: true, lease: this, grant: true, signal: options.signal,
       });
       const c = new Campaign(this, /** @type {CampaignInfo} */ (json(r)));
       elected = c.elected;
@@ -1362,7 +1368,7 @@ export class Lease {
     const req = { lease: this.id, member, count };
     const wait = options.wait ?? "0s";
     const r = await this.gateway._call("POST", `/v1/double-barriers/${pathName(name)}/enter`, {
-      json: req, wait, safe: true, lease: this, signal: options.signal,
+      json: req, wait, safe: true, lease: this, grant: true, signal: options.signal,
     });
     return new Membership(this, name, member, wait, /** @type {DoubleBarrierInfo} */ (json(r)));
   }
@@ -1391,7 +1397,7 @@ export class Lease {
     /** @type {LeaseOnlyRequest} */
     const req = { lease: this.id };
     const r = await this.gateway._call("POST", `/v1/queues/${pathName(queue)}/claim`, {
-      json: req, wait: options.wait ?? "0s", safe: true, lease: this, signal: options.signal,
+      json: req, wait: options.wait ?? "0s", safe: true, lease: this, grant: true, signal: options.signal,
     });
     return r.status === 204 ? null : new Claim(this, queue, r);
   }

@@ -2,7 +2,8 @@
 // A lease's deadline against a gateway that hangs: it accepts every
 // connection and reads every request, then answers only the lease's creation
 // and lock acquires, as a gateway frozen (SIGSTOP, a stalled machine) just
-// after them. Needs no real gateway: the deadline must hold whatever the
+// after them (and a grant whose reading the event loop finishes only past
+// the deadline). Needs no real gateway: the deadline must hold whatever the
 // gateway does.
 //
 //   node --test client/node/test/hung.test.js
@@ -149,6 +150,41 @@ describe("a gateway that hangs: the lease's deadline still ends what holds it", 
       }
     })();
     await stoppedByTheLease(l, holder, "POST /v1/queues/emails/claim");
+  });
+
+  test("a grant read past the deadline, before the lease's timer ran, is its LeaseLost", async () => {
+    // The grant's answer is read whole, then the event loop stalls across
+    // the deadline (a long synchronous stretch) before the client goes on
+    // with it: the lease's timer has not run, its signal has not aborted,
+    // and the lock must still not be handed to the holder.
+    /** @type {zk.Lease | undefined} */
+    let l;
+    /** @type {typeof fetch} */
+    const stalling = async (input, init) => {
+      const res = await fetch(input, init);
+      const body = await res.arrayBuffer();
+      if (l !== undefined && new URL(String(input)).pathname.endsWith("/acquire")) {
+        const deadline = l.deadline;
+        while (performance.now() < deadline) {
+          // the stall: nothing else runs until the deadline has passed
+        }
+      }
+      return new Response(body, { status: res.status, headers: res.headers });
+    };
+    l = await new zk.Gateway({ url: fake.url, fetch: stalling }).lease({ ttl: "1m" });
+    let ran = false;
+    const holder = (async () => {
+      const grant = await /** @type {zk.Lease} */ (l).lock("invoices", { wait: "30s" });
+      ran = true;
+      await grant.release();
+    })();
+    const end = await settled(holder, "the holder");
+    assert.equal(ran, false, "the lock was handed to the holder under a lease past its deadline");
+    assert.ok(end.value instanceof zk.LeaseLost, `the holder ended with ${String(end.value)}`);
+    assert.equal(end.value, l.error);
+    assert.ok(l.signal.aborted);
+    await assert.rejects(l.revoke(), zk.LeaseLost);
+    await eventually("the client's connections are closed", () => fake.open.size === 0);
   });
 
   test("following the leadership with observe, blocked in a read", async () => {
