@@ -70,7 +70,7 @@ func (l *Lease) Enter(ctx context.Context, name, member string, count int, wait 
 	ctx, cancel := l.bind(ctx)
 	defer cancel()
 	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
-		body: map[string]any{"lease": l.id, "member": member, "count": count}})
+		grant: true, body: map[string]any{"lease": l.id, "member": member, "count": count}})
 	if err != nil {
 		return nil, err
 	}

@@ -152,6 +152,10 @@ type request struct {
 	// when repeated).
 	retry     bool
 	okOnRetry []string
+	// grant marks a call that takes something for a lease (an acquire, a
+	// campaign, an enter, a claim): its answer counts only while the lease
+	// lives (see Lease.do).
+	grant bool
 	// until, when set, bounds the retries instead of wait plus the window.
 	until time.Time
 	// seen, when set, is shown every answer's headers (error answers too)

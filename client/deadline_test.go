@@ -1,10 +1,13 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -220,3 +223,78 @@ func TestLeaseLockDelay(t *testing.T) {
 	}
 	wantCode(t, errOf(c.Grant(ctx, 10*time.Second, "", client.LockDelay(time.Hour))), client.ErrInvalid, 400)
 }
+
+// TestGrantReadAsTheLeaseEndsIsItsEnd: a lock's grant whose answer was read
+// as the lease ended (its goroutine, answer in hand, ran again only after
+// the deadline) is not handed to the caller: the acquire fails with the
+// lease's end, since what it granted ends with the lease at the gateway.
+// The gateway is a fake promising the lease 1s and never answering a
+// keepalive; a transport reads the acquire's answer whole, then holds it
+// until the lease has ended.
+func TestGrantReadAsTheLeaseEndsIsItsEnd(t *testing.T) {
+	t.Parallel()
+	const leaseID = "7a6b5c4d-1a2b-4c3d-8e9f-001122334455"
+	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Zkgate-Time", stamp(now))
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/leases":
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"id":%q,"gateway":"g","ttl":"2s","holder":"h","lock_delay":"0s","expires_at":%q,"created_at":%q,"holds":[]}`,
+				leaseID, stamp(now.Add(time.Second)), stamp(now))
+		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/keepalive"):
+			<-r.Context().Done() // never confirmed: the lease ends at its deadline
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/locks/invoices/acquire":
+			fmt.Fprintf(w, `{"name":"invoices","mode":"exclusive","lease":%q,"token":7,"node":"/zkgate/locks/invoices/_c_1-lock-0000000000","acquired_at":%q}`,
+				leaseID, stamp(now))
+		case r.Method == http.MethodDelete && r.URL.Path == "/v1/leases/"+leaseID:
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			http.Error(w, "unexpected", http.StatusTeapot)
+		}
+	}))
+	defer fake.Close()
+	leased := make(chan *client.Lease, 1)
+	holding := roundTripper(func(r *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err != nil || !strings.HasSuffix(r.URL.Path, "/acquire") {
+			return resp, err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		l := <-leased
+		<-l.Done()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		return resp, nil
+	})
+	c, err := client.New(fake.URL, client.WithHTTPClient(&http.Client{Transport: holding}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	l, err := c.Grant(ctx, 30*time.Second, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased <- l
+	lock, err := l.Lock(ctx, "invoices", client.Exclusive, 30*time.Second)
+	if err == nil {
+		t.Fatalf("the lock was handed over under a lease that had ended (%v): %+v", l.Err(), lock)
+	}
+	if !errors.Is(err, client.ErrLeaseExpired) || err.Error() != l.Err().Error() {
+		t.Fatalf("the acquire failed with %v; want the lease's end: %v", err, l.Err())
+	}
+	if err := l.Revoke(ctx); err != nil {
+		t.Fatalf("Revoke of the expired lease: %v", err)
+	}
+}
+
+// roundTripper is an http.RoundTripper of a function.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

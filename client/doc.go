@@ -13,7 +13,10 @@
 //     closed (also when it is lost or revoked, and Err says why), every
 //     call made through the lease is cancelled, and it is revoked at the
 //     gateway in the background. Stop the work the lease protects when Done
-//     is closed, or a little before the deadline with Lease.Ending.
+//     is closed, or a little before the deadline with Lease.Ending. A grant
+//     (of Lock, AcquireSemaphore, Campaign, Enter, Claim) answered as or
+//     after the lease ended, by the clock, fails with Err instead of being
+//     returned: it ends with the lease at the gateway, nothing to release.
 //   - A lease rides through its gateway's restart. When a draining
 //     gateway's answer about the lease names the gateway it was handed to
 //     (X-Zkgate-Lease-Moved-To), the lease's calls (keepalives, releases,

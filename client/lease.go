@@ -342,12 +342,33 @@ func (l *Lease) bind(ctx context.Context) (context.Context, context.CancelFunc) 
 // do sends a call made for the lease: what its answers say of the lease's
 // end (a draining gateway's X-Zkgate-Lease-Ends) moves the deadline, and
 // where they say it moved (X-Zkgate-Lease-Moved-To) is where its requests
-// go from then on.
+// go from then on. A grant (r.grant) answered as or after the lease ended
+// fails with the lease's end instead: what it granted is the lease's and
+// ends with it at the gateway, so the caller must not act on it.
 func (l *Lease) do(ctx context.Context, r request) (*response, error) {
 	r.seen = l.heard
 	r.target = l.target
 	r.unreachable = l.unreachable
-	return l.c.do(ctx, r)
+	resp, err := l.c.do(ctx, r)
+	if err == nil && r.grant {
+		if end := l.live(); end != nil {
+			return nil, end
+		}
+	}
+	return resp, err
+}
+
+// live is nil while the lease lives, and then why it ended. It reads the
+// clock: a deadline passed ends the lease here, though its timer may not
+// have run yet.
+func (l *Lease) live() error {
+	l.mu.Lock()
+	passed := !l.deadline.IsZero() && !time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if passed {
+		l.expire()
+	}
+	return l.Err()
 }
 
 // URL is the base URL the lease's requests go to: the client's, or the
@@ -489,16 +510,18 @@ func (l *Lease) expire() {
 		l.mu.Unlock()
 		return
 	}
-	forgotten := make(chan struct{})
-	l.forgotten = forgotten
-	l.mu.Unlock()
 	err := fmt.Errorf("%w: lease %s: no keepalive was confirmed before the deadline the gateway promised",
 		ErrLeaseExpired, l.id)
 	if last != nil {
 		// Only its text: the end is the client's own, not an answer.
 		err = fmt.Errorf("%w; the last failure: %v", err, last)
 	}
+	// Ended under l.mu: a second expire (the timer's, a grant's check of
+	// the clock) finds it ended, and its caller sees Err set.
 	l.end(err)
+	forgotten := make(chan struct{})
+	l.forgotten = forgotten
+	l.mu.Unlock()
 	l.stop()
 	go func() {
 		defer close(forgotten)
@@ -613,7 +636,8 @@ func (l *Lease) acquire(ctx context.Context, k holdKey, path string, wait time.D
 	}
 	ctx, cancel := l.bind(ctx)
 	defer cancel()
-	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true, body: body})
+	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true, grant: true,
+		body: body})
 	if err == nil {
 		err = resp.decode(grant)
 	}

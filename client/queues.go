@@ -95,7 +95,7 @@ func (l *Lease) Claim(ctx context.Context, name string, wait time.Duration) (*It
 	ctx, cancel := l.bind(ctx)
 	defer cancel()
 	resp, err := l.do(ctx, request{method: http.MethodPost, path: path, wait: wait, sendWait: true, retry: true,
-		body: map[string]string{"lease": l.id}})
+		grant: true, body: map[string]string{"lease": l.id}})
 	if err != nil {
 		return nil, err
 	}
