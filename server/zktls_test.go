@@ -5,27 +5,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/pem"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/zkserver"
 )
-
-// freePort returns a loopback port nobody listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // pemKeyStore writes the certificate and its key (PKCS #8) into one PEM
 // file, the keystore ZooKeeper reads with ssl.keyStore.type=PEM.
@@ -86,43 +73,27 @@ func TestZooKeeperTLS(t *testing.T) {
 		}
 	}
 
-	// The secure port is picked free but bound only by ZooKeeper, so
-	// another process can take it in between: ZooKeeper then exits, and the
-	// start is tried again on a fresh port.
-	var (
-		securePort int
-		zs         *zkserver.Server
-		err        error
-	)
-	for attempt := 1; attempt <= 3; attempt++ {
-		securePort = freePort(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		zs, err = zkserver.Start(ctx, zkserver.Options{
-			MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute, ZooKeeperHome: home,
-			Config: map[string]string{
-				"serverCnxnFactory":        "org.apache.zookeeper.server.NettyServerCnxnFactory",
-				"secureClientPort":         strconv.Itoa(securePort),
-				"secureClientPortAddress":  "127.0.0.1",
-				"ssl.keyStore.location":    keyStore,
-				"ssl.keyStore.type":        "PEM",
-				"ssl.trustStore.location":  ca.File,
-				"ssl.trustStore.type":      "PEM",
-				"ssl.clientAuth":           "need",
-				"ssl.hostnameVerification": "false",
-				"client.portUnification":   "false",
-			},
-		})
-		cancel()
-		if err == nil {
-			break
-		}
-		t.Logf("attempt %d: ZooKeeper with a TLS port on %d: %v", attempt, securePort, err)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	zs, err := zkserver.Start(ctx, zkserver.Options{
+		MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute, ZooKeeperHome: home,
+		SecureClientPort: true,
+		Config: map[string]string{
+			"serverCnxnFactory":        "org.apache.zookeeper.server.NettyServerCnxnFactory",
+			"ssl.keyStore.location":    keyStore,
+			"ssl.keyStore.type":        "PEM",
+			"ssl.trustStore.location":  ca.File,
+			"ssl.trustStore.type":      "PEM",
+			"ssl.clientAuth":           "need",
+			"ssl.hostnameVerification": "false",
+			"client.portUnification":   "false",
+		},
+	})
 	if err != nil {
 		t.Fatalf("ZooKeeper with a TLS port: %v", err)
 	}
 	t.Cleanup(func() { _ = zs.Stop() })
-	secure := "127.0.0.1:" + strconv.Itoa(securePort)
+	secure := zs.SecureAddr()
 
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{ZK: []string{secure},
 		Extra: []string{"--zk-tls-ca", ca.File, "--zk-tls-cert", clientCert, "--zk-tls-key", clientKey}})

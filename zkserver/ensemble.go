@@ -27,6 +27,9 @@ func StartEnsemble(ctx context.Context, n int, opts Options) (*Ensemble, error) 
 	if opts.ClientPort != 0 {
 		return nil, errors.New("zkserver: Options.ClientPort must be 0 for an ensemble (each member picks its own)")
 	}
+	if opts.SecureClientPort {
+		return nil, errors.New("zkserver: Options.SecureClientPort is for a standalone server (Start)")
+	}
 	opts = opts.withDefaults()
 	inst, err := locate(opts)
 	if err != nil {

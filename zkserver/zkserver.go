@@ -40,6 +40,12 @@ type Options struct {
 	// ClientPort is the client port; 0 picks a free one. Must be 0 for an
 	// ensemble.
 	ClientPort int
+	// SecureClientPort has a standalone server (Start, with ClientPort 0)
+	// also listen for TLS clients (secureClientPort) on a second free
+	// port, picked with the first and picked again with it when a start
+	// finds one taken; SecureAddr names it. The TLS settings themselves
+	// (ssl.*, serverCnxnFactory) go in Config.
+	SecureClientPort bool
 	// MinSessionTimeout and MaxSessionTimeout override ZooKeeper's clamp of
 	// client session timeouts (default 2*TickTime .. 20*TickTime).
 	MinSessionTimeout, MaxSessionTimeout time.Duration
@@ -134,6 +140,7 @@ type Server struct {
 	myid       int    // ensemble member id; 0 when standalone
 	servers    string // the ensemble's server.N lines; empty when standalone
 	clientPort int    // fixed once ready
+	securePort int    // with Options.SecureClientPort; fixed once ready
 
 	// opMu serializes lifecycle transitions (spawn, Stop, Kill, Restart) but
 	// is not held while waiting for readiness, so Stop and Kill can always
@@ -206,6 +213,9 @@ func (p *process) kill(prev error) error {
 // clients. On error nothing is left behind: no process, no temp dir.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
+	if opts.SecureClientPort && opts.ClientPort != 0 {
+		return nil, errors.New("zkserver: Options.SecureClientPort picks both ports: ClientPort must be 0")
+	}
 	inst, err := locate(opts)
 	if err != nil {
 		return nil, err
@@ -216,12 +226,19 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	for attempt := 1; ; attempt++ {
 		if opts.ClientPort == 0 {
-			ports, err := freePorts(opts.Host, 1)
+			n := 1
+			if opts.SecureClientPort {
+				n = 2
+			}
+			ports, err := freePorts(opts.Host, n)
 			if err != nil {
 				s.removeTempDir()
 				return nil, err
 			}
 			s.clientPort = ports[0]
+			if opts.SecureClientPort {
+				s.securePort = ports[1]
+			}
 			if testHookPortPicked != nil {
 				testHookPortPicked(s.clientPort)
 			}
@@ -304,6 +321,10 @@ func (s *Server) config() string {
 		"snapCount":                 "10000",
 		"autopurge.snapRetainCount": "3",
 		"autopurge.purgeInterval":   "1",
+	}
+	if s.securePort != 0 {
+		kv["secureClientPort"] = strconv.Itoa(s.securePort)
+		kv["secureClientPortAddress"] = o.Host
 	}
 	if o.FastSync || s.tempDir {
 		kv["forceSync"] = "no"
@@ -493,6 +514,15 @@ func freePorts(host string, n int) ([]int, error) {
 // Addr is the client address, "host:port".
 func (s *Server) Addr() string {
 	return net.JoinHostPort(s.opts.Host, strconv.Itoa(s.clientPort))
+}
+
+// SecureAddr is "host:port" of the TLS client port (Options.SecureClientPort);
+// empty without one.
+func (s *Server) SecureAddr() string {
+	if s.securePort == 0 {
+		return ""
+	}
+	return net.JoinHostPort(s.opts.Host, strconv.Itoa(s.securePort))
 }
 
 // DataDir is the server's data directory (holding zoo.cfg and, unless Output
