@@ -150,7 +150,23 @@ func TestWSDropsSlowReader(t *testing.T) {
 	tinyBuffer := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
 	slow := dashtest.Dial(t, ctx, g.URL, "locks", &websocket.DialOptions{HTTPClient: tinyBuffer})
 	fast := dashtest.Dial(t, ctx, g.URL, "locks", nil)
+	// A dial returns once the upgrade is answered; the hub takes the
+	// connection in after that. The nodes made below must come as updates,
+	// after each client's snapshot, not inside it: a node already in the
+	// snapshot is never sent again as an update of its own, and waiting for
+	// one waited for the test's whole minute.
 	var fastView dashtest.View
+	if m, err := dashtest.Read(ctx, fast); err != nil || !m.Snapshot {
+		t.Fatalf("the first message must be a snapshot: %v %+v", err, m)
+	} else {
+		fastView.Apply(m)
+	}
+	gwtest.Eventually(t, 30*time.Second, func() error {
+		if n := gwtest.Metric(t, g.URL, "", "zkgate_dashboard_clients"); n != 2 {
+			return fmt.Errorf("zkgate_dashboard_clients = %v, want 2", n)
+		}
+		return nil
+	})
 
 	// A foreign lock node (as Curator or kazoo would make) whose data is
 	// big: its label, and so each message that shows it, is big too. Each
