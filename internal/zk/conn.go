@@ -159,6 +159,11 @@ type request struct {
 	recvFunc func(*request, *responseHeader, error)
 
 	sent int64 // when it was written (see LastHeard)
+
+	// then is a request that goes out right behind this one, in the same
+	// Write (see queueRequests): queued together, the send loop never
+	// writes the first before the second is there.
+	then *request
 }
 
 type response struct {
@@ -635,7 +640,9 @@ func (c *Conn) flushUnsentRequests(err error) {
 		default:
 			return
 		case req := <-c.sendChan:
-			req.recvChan <- response{-1, err}
+			for ; req != nil; req = req.then {
+				req.recvChan <- response{-1, err}
+			}
 		}
 	}
 }
@@ -898,35 +905,21 @@ func (c *Conn) sendData(req *request) error {
 // of requests costs one system call (and one write deadline) instead of one
 // each. Queued requests are taken without waiting, while the batch fills less
 // than half of c.buf; a request that does not fit in the rest of the buffer
-// is sent after the batch before it, at the start of the buffer. As in
-// sendData, a request that cannot be encoded is answered with its error
-// alone, and a failed write answers every request of its batch and closes the
-// connection. batch is scratch space, returned for reuse.
+// is sent after the batch before it, at the start of the buffer. Requests
+// queued together (a request and its then, see queueRequests) are one piece
+// here: they go in the same Write unless together they are longer than the
+// buffer. As in sendData, a request that cannot be encoded is answered with
+// its error alone, and a failed write answers every request of its batch and
+// closes the connection. batch is scratch space, returned for reuse.
 func (c *Conn) sendBatch(req *request, batch []*request) ([]*request, error) {
 	n := 0
 	yielded := false
 	for req != nil {
-		m, err := encodeRequest(c.buf[n:], req)
-		switch {
-		case err == ErrShortBuffer && n > 0:
-			// The batch before req leaves it too little room: send that
-			// batch, then encode req again at the start of the buffer.
-			if err := c.writeRequests(batch, n); err != nil {
-				req.recvChan <- response{-1, ErrConnectionClosed}
-				return batch, err
-			}
-			for i := range batch {
-				batch[i] = nil
-			}
-			batch, n = batch[:0], 0
-			continue
-		case err != nil:
-			req.recvChan <- response{-1, err}
-		default:
-			batch = append(batch, req)
-			n += m
+		var err error
+		batch, n, err = c.encodeGroup(req, batch, n)
+		if err != nil {
+			return batch, err
 		}
-
 		req = nil
 		if n < len(c.buf)/2 {
 			select {
@@ -956,6 +949,76 @@ func (c *Conn) sendBatch(req *request, batch []*request) ([]*request, error) {
 		batch[i] = nil // let the requests go once answered
 	}
 	return batch[:0], err
+}
+
+// encodeGroup adds req and the requests queued with it to the batch of n
+// bytes in c.buf. If they do not all fit behind the batch, the batch is
+// written first and they are encoded at the start of the buffer; a group
+// longer than the whole buffer is sent one request at a time, in order.
+func (c *Conn) encodeGroup(req *request, batch []*request, n int) ([]*request, int, error) {
+	at := n
+	var errs []error
+	for r := req; r != nil; r = r.then {
+		m, err := encodeRequest(c.buf[at:], r)
+		if err == ErrShortBuffer {
+			if n == 0 {
+				return c.encodeEach(req, batch, n)
+			}
+			if err := c.flushBatch(batch, n, req); err != nil {
+				return batch[:0], 0, err
+			}
+			return c.encodeGroup(req, batch[:0], 0)
+		}
+		errs = append(errs, err)
+		at += m
+	}
+	i := 0
+	for r := req; r != nil; r, i = r.then, i+1 {
+		if errs[i] != nil {
+			r.recvChan <- response{-1, errs[i]}
+		} else {
+			batch = append(batch, r)
+		}
+	}
+	return batch, at, nil
+}
+
+// encodeEach adds req and the requests queued with it to the batch one at a
+// time, writing the batch whenever the next does not fit behind it.
+func (c *Conn) encodeEach(req *request, batch []*request, n int) ([]*request, int, error) {
+	for req != nil {
+		m, err := encodeRequest(c.buf[n:], req)
+		switch {
+		case err == ErrShortBuffer && n > 0:
+			if err := c.flushBatch(batch, n, req); err != nil {
+				return batch[:0], 0, err
+			}
+			batch, n = batch[:0], 0
+			continue
+		case err != nil:
+			req.recvChan <- response{-1, err}
+		default:
+			batch = append(batch, req)
+			n += m
+		}
+		req = req.then
+	}
+	return batch, n, nil
+}
+
+// flushBatch writes the batch of n bytes. If the write fails, the requests
+// from next on, not written, are answered ErrConnectionClosed too.
+func (c *Conn) flushBatch(batch []*request, n int, next *request) error {
+	err := c.writeRequests(batch, n)
+	for i := range batch {
+		batch[i] = nil
+	}
+	if err != nil {
+		for r := next; r != nil; r = r.then {
+			r.recvChan <- response{-1, ErrConnectionClosed}
+		}
+	}
+	return err
 }
 
 // writeRequests registers reqs, whose packets are c.buf[:n], as pending and
@@ -1183,7 +1246,22 @@ func (c *Conn) addWatcher(path string, watchType watchType) <-chan Event {
 }
 
 func (c *Conn) queueRequest(opcode int32, req interface{}, res interface{}, recvFunc func(*request, *responseHeader, error)) <-chan response {
-	rq := &request{
+	rq := c.newRequest(opcode, req, res, recvFunc)
+	c.enqueue(rq)
+	return rq.recvChan
+}
+
+// queueRequests queues first and then second behind it as one: the send
+// loop writes them in the same Write (see sendBatch), so the second is on
+// the wire before the reply to the first can come back.
+func (c *Conn) queueRequests(first, second *request) (<-chan response, <-chan response) {
+	first.then = second
+	c.enqueue(first)
+	return first.recvChan, second.recvChan
+}
+
+func (c *Conn) newRequest(opcode int32, req interface{}, res interface{}, recvFunc func(*request, *responseHeader, error)) *request {
+	return &request{
 		xid:        c.nextXid(),
 		opcode:     opcode,
 		pkt:        req,
@@ -1191,33 +1269,40 @@ func (c *Conn) queueRequest(opcode int32, req interface{}, res interface{}, recv
 		recvChan:   make(chan response, 2),
 		recvFunc:   recvFunc,
 	}
+}
 
-	switch opcode {
+// enqueue hands rq (and the requests queued with it) to the send loop.
+func (c *Conn) enqueue(rq *request) {
+	fail := func() {
+		for r := rq; r != nil; r = r.then {
+			r.recvChan <- response{-1, ErrConnectionClosed}
+		}
+	}
+	switch rq.opcode {
 	case opClose:
 		// always attempt to send close ops.
 		select {
 		case c.sendChan <- rq:
 		case <-time.After(c.connectTimeout * 2):
 			c.logger.Printf("gave up trying to send opClose to server")
-			rq.recvChan <- response{-1, ErrConnectionClosed}
+			fail()
 		}
 	default:
 		// otherwise avoid deadlocks for dumb clients who aren't aware that
 		// the ZK connection is closed yet.
 		select {
 		case <-c.shouldQuit:
-			rq.recvChan <- response{-1, ErrConnectionClosed}
+			fail()
 		case c.sendChan <- rq:
 			// check for a tie
 			select {
 			case <-c.shouldQuit:
 				// maybe the caller gets this, maybe not- we tried.
-				rq.recvChan <- response{-1, ErrConnectionClosed}
+				fail()
 			default:
 			}
 		}
 	}
-	return rq.recvChan
 }
 
 func (c *Conn) request(opcode int32, req interface{}, res interface{}, recvFunc func(*request, *responseHeader, error)) (int64, error) {
@@ -1432,10 +1517,10 @@ func (c *Conn) CreateWithStatThenChildren(path string, data []byte, flags int32,
 
 	res := &create2Response{}
 	lres := &getChildren2Response{}
-	// Queued one after the other from this goroutine: the send loop keeps
-	// their order on the wire.
-	created := c.queueRequest(opCreate2, &CreateRequest{path, data, acl, createMode.flag}, res, nil)
-	listed := c.queueRequest(opGetChildren2, &getChildren2Request{Path: parent, Watch: false}, lres, nil)
+	// Queued as one: the send loop writes them together, in their order.
+	created, listed := c.queueRequests(
+		c.newRequest(opCreate2, &CreateRequest{path, data, acl, createMode.flag}, res, nil),
+		c.newRequest(opGetChildren2, &getChildren2Request{Path: parent, Watch: false}, lres, nil))
 	list := ChildrenResult{Err: c.await(listed)}
 	if list.Err == nil {
 		list.Children, list.Stat = lres.Children, &lres.Stat
