@@ -83,7 +83,9 @@ func TestCreateThenChildrenQueuedAsOne(t *testing.T) {
 func TestGroupStartsAfterABatchItDoesNotFit(t *testing.T) {
 	const size = 4096
 	c, w := unsentConn(size)
-	get := func(p string) *request { return c.newRequest(opGetData, &getDataRequest{Path: p}, &getDataResponse{}, nil) }
+	get := func(p string) *request {
+		return c.newRequest(opGetData, &getDataRequest{Path: p}, &getDataResponse{}, nil)
+	}
 	create := func(data int) *request {
 		return c.newRequest(opCreate, &CreateRequest{Path: "/big", Data: make([]byte, data), Acl: WorldACL(PermAll)}, &createResponse{}, nil)
 	}
