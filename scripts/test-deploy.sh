@@ -49,8 +49,10 @@ has 'kind: ServiceMonitor' 'scheme: HTTPS' '- --tls-cert=/etc/zkgate/tls/tls.crt
 lacks 'scheme: HTTP'
 
 render "insecure, without a PodDisruptionBudget, a ZooKeeper identity" --set 'zookeeper.ensemble=zk:2181' --set insecure=true \
-  --set podDisruptionBudget.enabled=false --set zookeeper.authSecret=zk-digest --set terminationGracePeriodSeconds=120
-has '- --insecure' '- --zk-auth-file=/etc/zkgate/zk-auth/auth' 'secretName: zk-digest' 'terminationGracePeriodSeconds: 120'
+  --set podDisruptionBudget.enabled=false --set zookeeper.authSecret=zk-digest --set terminationGracePeriodSeconds=120 \
+  --set 'allowedHosts={zkgate.example.com}'
+has '- --insecure' '- --zk-auth-file=/etc/zkgate/zk-auth/auth' 'secretName: zk-digest' 'terminationGracePeriodSeconds: 120' \
+  '- "--allowed-hosts=t-zkgate,t-zkgate.default,t-zkgate.default.svc,t-zkgate.default.svc.cluster.local,zkgate.example.com"'
 lacks 'kind: PodDisruptionBudget' '- --auth-file=/etc/zkgate/auth/tokens'
 
 refuses "zookeeper.ensemble is required" --set auth.existingSecret=zkgate-tokens

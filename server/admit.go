@@ -101,6 +101,13 @@ func (ru rule) need(route, target string) auth.Need {
 // when the request ends. rt is nil for a request no route serves, which
 // the router answers 404 or 405. When ok is false, admit has answered.
 func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_ *http.Request, _ slot, ok bool) {
+	_, forwarded := r.Header[handlers.ForwardedHeader]
+	// A request another gateway forwarded names it by its --advertise
+	// address, and is proven below.
+	if !forwarded && !fd.auth.Enabled() && !fd.hosts.allows(r.Host) {
+		handlers.WriteError(w, r, fd.hosts.refusal(r.Host))
+		return r, slot{}, false
+	}
 	if rt == nil {
 		return r, slot{}, true
 	}
@@ -111,12 +118,11 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_
 		return r, slot{}, false
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		if refusal := fromBrowser(r, !ru.open && ru.kind != "*", fd.auth.Enabled()); refusal != nil {
+		if refusal := fromBrowser(r, !ru.open && ru.kind != "*"); refusal != nil {
 			handlers.WriteError(w, r, refusal)
 			return r, slot{}, false
 		}
 	}
-	_, forwarded := r.Header[handlers.ForwardedHeader]
 	if ru.peer && !forwarded {
 		handlers.WriteError(w, r, auth.Forbidden("%s is for the gateways of this root only", route))
 		return r, slot{}, false
@@ -177,14 +183,12 @@ func forwarder(r *http.Request) *auth.Forwarder {
 // pass. Browsers too old to send it send Origin on cross-origin requests:
 // it must be the gateway's own (its host as the request names it; "null",
 // an opaque origin, is not). Past that, a request of the gateway's own
-// origin:
-//   - without tokens, must name the gateway by an IP address or localhost:
-//     a page of any other name may be the attacker's rebound to 127.0.0.1
-//     (DNS rebinding), which is the same origin to the browser;
-//   - on an API route (api), must not carry a body of a type a form or a
-//     no-cors fetch sends (text/plain, multipart/form-data,
-//     application/x-www-form-urlencoded, or none at all).
-func fromBrowser(r *http.Request, api, tokens bool) error {
+// origin on an API route (api) must not carry a body of a type a form or a
+// no-cors fetch sends (text/plain, multipart/form-data,
+// application/x-www-form-urlencoded, or none at all). (A page of the
+// gateway's own origin may be an attacker's, rebound to the gateway by DNS:
+// without tokens, hostCheck has refused every name but an address's.)
+func fromBrowser(r *http.Request, api bool) error {
 	site := r.Header.Get("Sec-Fetch-Site")
 	origin := r.Header.Get("Origin")
 	switch {
@@ -195,10 +199,6 @@ func fromBrowser(r *http.Request, api, tokens bool) error {
 		return auth.Forbidden("a request from another site (Sec-Fetch-Site: %s) may not change anything on this gateway", handlers.Clip(site, 32))
 	case !sameHost(origin, r.Host):
 		return auth.Forbidden("a request from another origin (Origin: %s) may not change anything on this gateway", handlers.Clip(origin, 100))
-	}
-	if !tokens && !addressedByAddress(r.Host) {
-		return auth.Forbidden("a browser may change something on a gateway without tokens only at an IP address or localhost, not at %q (DNS rebinding)",
-			handlers.Clip(r.Host, 100))
 	}
 	if api && r.ContentLength != 0 && formType(r.Header.Get("Content-Type")) {
 		return &recipes.Error{Code: handlers.CodeMediaType,
@@ -211,6 +211,50 @@ func fromBrowser(r *http.Request, api, tokens bool) error {
 func sameHost(origin, host string) bool {
 	_, rest, ok := strings.Cut(origin, "://")
 	return ok && rest == host
+}
+
+// hostCheck is what a gateway without tokens answers: requests that name
+// it (their Host header) by an IP address, localhost, or a name of
+// --allowed-hosts. Any other name may be an attacker's, whose DNS answers
+// with the gateway's address once a visitor's browser has loaded the
+// attacker's page (DNS rebinding): to the browser that page and the
+// gateway are then one origin, so its script reads every answer, the
+// dashboard's stream included, and no Origin or Sec-Fetch-Site header
+// tells it apart. With tokens a rebound page has no token to send (the
+// sign-in cookie belongs to the gateway's real name), so the check is off.
+// It is etcd's --host-whitelist.
+type hostCheck struct {
+	any   bool
+	names map[string]bool
+}
+
+func newHostCheck(allowed []string) hostCheck {
+	c := hostCheck{names: map[string]bool{}}
+	for _, h := range allowed {
+		if h == "*" {
+			c.any = true
+		}
+		c.names[strings.ToLower(h)] = true
+	}
+	return c
+}
+
+// allows reports whether a request whose Host header is host is answered.
+func (c hostCheck) allows(host string) bool {
+	// No Host at all (HTTP/1.0) is no browser's: browsers always send one.
+	if c.any || host == "" || addressedByAddress(host) {
+		return true
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return c.names[strings.ToLower(strings.TrimSuffix(host, "."))]
+}
+
+func (c hostCheck) refusal(host string) error {
+	return auth.Forbidden("this gateway has no tokens, so it answers only requests that name it by an IP address, localhost "+
+		"or a name of --allowed-hosts: %q may be any web page's, rebound to the gateway by its DNS (DNS rebinding); "+
+		"add the name to --allowed-hosts (ZKGATE_ALLOWED_HOSTS), or turn tokens on", handlers.Clip(host, 100))
 }
 
 // addressedByAddress reports whether host (host[:port], as in the Host

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,10 @@ type Config struct {
 	LogFormat    string
 	LogLevel     string
 	Advertise    string
+	// AllowedHosts are the names, besides IP addresses and localhost, that
+	// a gateway without tokens answers requests for (the Host header);
+	// "*" answers any. See hostCheck.
+	AllowedHosts []string
 
 	// Security (see docs/security.md).
 	AuthFile      string // --auth-file: the client tokens; empty: tokens off
@@ -152,7 +157,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, vi
 type serveFlags struct {
 	cfg Config
 
-	zkFlag, sessTimeout, maxWait, maxTTL, drainTimeout, lockDelay, maxLockDelay, maxItem, zkAuthFile, maxLeases, maxLeasesPerToken, leaseRate, maxWaiters, maxWaitersPerToken, maxQueueItems, maxQueueBytes, maxQueuesItems, maxQueuesBytes, maxLeaseHistory, maxWaitersPerName, maxRequestsPerToken, bodyTimeout, deadlockCheck, metricsNames string
+	zkFlag, allowedHosts, sessTimeout, maxWait, maxTTL, drainTimeout, lockDelay, maxLockDelay, maxItem, zkAuthFile, maxLeases, maxLeasesPerToken, leaseRate, maxWaiters, maxWaitersPerToken, maxQueueItems, maxQueueBytes, maxQueuesItems, maxQueuesBytes, maxLeaseHistory, maxWaitersPerName, maxRequestsPerToken, bodyTimeout, deadlockCheck, metricsNames string
 	// The values of ZKGATE_INSECURE and ZKGATE_HANDOVER, and whether they
 	// are booleans.
 	insecureEnv, handoverEnv string
@@ -189,6 +194,7 @@ func defineFlags(fs *flag.FlagSet, getenv func(string) string) *serveFlags {
 		{&c.LogFormat, "log-format", "text", "text or json"},
 		{&c.LogLevel, "log-level", "info", "debug, info, warn or error"},
 		{&c.Advertise, "advertise", "", "host:port other gateways use to reach this one; default the listen address"},
+		{&f.allowedHosts, "allowed-hosts", "", "without --auth-file, the host names (comma-separated) besides IP addresses and localhost that requests may name in their Host header; * allows any (a DNS name lets any web page rebind to the gateway)"},
 		{&c.AuthFile, "auth-file", "", "client tokens file (see zkgate token new); turns authentication on"},
 		{&c.MetricsListen, "metrics-listen", "", "also serve /metrics, with no token, on this host:port"},
 		{&c.DebugListen, "debug-listen", "", "serve net/http/pprof (CPU, heap, goroutine, block and mutex profiles) on this host:port; off when empty"},
@@ -256,7 +262,31 @@ func (f *serveFlags) parseAddresses() error {
 	if _, _, err := net.SplitHostPort(f.cfg.Listen); err != nil {
 		return usagef("--listen %q is not host:port", f.cfg.Listen)
 	}
+	if f.cfg.AllowedHosts, err = parseAllowedHosts(f.allowedHosts); err != nil {
+		return err
+	}
 	return validRoot(f.cfg.Root)
+}
+
+// parseAllowedHosts reads --allowed-hosts: host names, without a port, or
+// "*" alone.
+func parseAllowedHosts(s string) ([]string, error) {
+	var out []string
+	for _, h := range strings.Split(s, ",") {
+		h = strings.ToLower(strings.TrimSpace(h))
+		switch {
+		case h == "":
+			continue
+		case h == "*":
+		case strings.ContainsAny(h, ":/*@ []"):
+			return nil, usagef("--allowed-hosts: %q is not a host name (give names without a port, or * alone)", h)
+		}
+		out = append(out, h)
+	}
+	if len(out) > 1 && slices.Contains(out, "*") {
+		return nil, usagef("--allowed-hosts: * allows every host; give it alone")
+	}
+	return out, nil
 }
 
 // parseDurations reads the flags of a duration, each within its bounds.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"fmt"
 	"math"
 	"net"
 	"os"
@@ -95,7 +96,28 @@ func (cfg *Config) parseHTTPS() error {
 
 // parsePeerSecret loads the secret the gateways of a root share.
 func (cfg *Config) parsePeerSecret() error {
-	return loadFile("--peer-secret-file", cfg.PeerSecretFile, peer.LoadSecret, &cfg.peerSecret)
+	if err := loadFile("--peer-secret-file", cfg.PeerSecretFile, peer.LoadSecret, &cfg.peerSecret); err != nil {
+		return err
+	}
+	cfg.warnReadable("--peer-secret-file", cfg.PeerSecretFile, "whoever reads it can pass for a gateway of the root")
+	return nil
+}
+
+// warnReadable adds a warning when file, the value of flag, may be read by
+// users other than its owner (its group or everyone), saying what such a
+// reader can do and how to close it. A warning, not a refusal: a secret
+// mounted into a container (a Kubernetes Secret volume is 0644 unless its
+// defaultMode says otherwise) has no other user to hide from.
+func (cfg *Config) warnReadable(flag, file, what string) {
+	if file == "" {
+		return
+	}
+	st, err := os.Stat(file)
+	if err != nil || st.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s %s may be read by users other than its owner (mode %04o): %s; "+
+		"make it the gateway user's alone: chmod 600 %s", flag, file, st.Mode().Perm(), what, file))
 }
 
 // loadFile loads file, the value of flag, into dst with load; no file
@@ -123,6 +145,7 @@ func (cfg *Config) parseZKAuth(zkAuthFile string) error {
 		if err != nil {
 			return usagef("--zk-auth-file: %v", auth.FileError(err))
 		}
+		cfg.warnReadable("--zk-auth-file", zkAuthFile, "whoever reads it can act in ZooKeeper as the gateways")
 		cfg.ZKAuth = strings.TrimSpace(string(data))
 	}
 	if cfg.ZKAuth != "" {

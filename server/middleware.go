@@ -37,6 +37,8 @@ type frontDoor struct {
 	peers  *handlers.Peers // checks forwarded requests and signs their answers (nil: none taken)
 	// bodyTimeout bounds the reading of a request's body (0: no bound).
 	bodyTimeout time.Duration
+	// hosts says which Host headers a gateway without tokens answers.
+	hosts hostCheck
 
 	refusedLog refusedLog
 }

@@ -61,6 +61,9 @@ type Deps struct {
 	Drain *drain
 	// BodyTimeout bounds the reading of a request's body (0: no bound).
 	BodyTimeout time.Duration
+	// AllowedHosts are --allowed-hosts: without tokens, the names besides
+	// IP addresses and localhost that a request's Host may give.
+	AllowedHosts []string
 
 	// auth holds the client tokens (nil or empty: tokens off), limits the
 	// caps on waiting requests (nil: none); Run sets both.
@@ -77,7 +80,8 @@ func New(d Deps) http.Handler {
 		d.auth = &auth.Store{}
 	}
 	r := chi.NewRouter()
-	fd := &frontDoor{log: d.Log, m: d.Metrics, drain: d.Drain, auth: d.auth, limits: d.limits, bodyTimeout: d.BodyTimeout}
+	fd := &frontDoor{log: d.Log, m: d.Metrics, drain: d.Drain, auth: d.auth, limits: d.limits, bodyTimeout: d.BodyTimeout,
+		hosts: newHostCheck(d.AllowedHosts)}
 	if d.API != nil {
 		fd.peers = d.API.Peers
 	}
@@ -144,7 +148,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		defer auth.ReloadOnHangup(ctx, cfg.AuthFile, tokens, log)()
 	}
 	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers,
-		Drain: dr, BodyTimeout: cfg.BodyTimeout, auth: tokens, limits: lim})
+		Drain: dr, BodyTimeout: cfg.BodyTimeout, AllowedHosts: cfg.AllowedHosts, auth: tokens, limits: lim})
 
 	// Every request context derives from base, so that shutdown can end the
 	// long waits at once instead of waiting for them.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/server"
 )
@@ -218,5 +219,47 @@ func TestZooKeeperSecurityWarnings(t *testing.T) {
 	root = gwtest.UniqueRoot(t)
 	if logs := logsOf("--zk-acl", "creator"); strings.Contains(logs, "does not cover") || strings.Contains(logs, "on the command line") {
 		t.Errorf("a new root, and the password in ZKGATE_ZK_AUTH, are warned of:\n%s", logs)
+	}
+}
+
+// TestSecretFileModeWarned: a peer secret or ZooKeeper password file that
+// users other than its owner may read is said at start, with what such a
+// reader can do and the chmod that closes it; a 0600 file is not. Both
+// started without a word.
+func TestSecretFileModeWarned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	secret, pw := filepath.Join(dir, "peer-secret"), filepath.Join(dir, "zk-auth")
+	s, err := peer.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(string) string { return "" }
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o600} {
+		if err := os.WriteFile(secret, []byte(s+"\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(pw, []byte("digest:zkgate:pw\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{secret, pw} {
+			if err := os.Chmod(f, mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg, err := server.ParseConfig([]string{"--zk", "127.0.0.1:2181", "--peer-secret-file", secret, "--zk-auth-file", pw}, env, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(cfg.Warnings, "\n")
+		for _, w := range []string{"--peer-secret-file " + secret, "pass for a gateway", "chmod 600 " + secret,
+			"--zk-auth-file " + pw, "act in ZooKeeper as the gateways", "chmod 600 " + pw} {
+			if got := strings.Contains(all, w); got != (mode != 0o600) {
+				t.Errorf("mode %04o: the warnings say %q: %v, want %v\n%s", mode, w, got, mode != 0o600, all)
+			}
+		}
+		if strings.Contains(all, "digest:zkgate:pw") {
+			t.Errorf("a warning shows the password: %s", all)
+		}
 	}
 }

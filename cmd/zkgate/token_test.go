@@ -120,6 +120,9 @@ func TestSafeDefault(t *testing.T) {
 		{[]string{"--deadlock-check", "-1s"}, "--deadlock-check"},
 		{[]string{"--metrics-names", "1001"}, "--metrics-names"},
 		{[]string{"--metrics-names", "some"}, "--metrics-names"},
+		{[]string{"--allowed-hosts", "gw.example:8080"}, "--allowed-hosts"},
+		{[]string{"--allowed-hosts", "*,gw.example"}, "--allowed-hosts"},
+		{[]string{"--allowed-hosts", "http://gw.example"}, "--allowed-hosts"},
 	} {
 		_, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, c.args...), env, &bytes.Buffer{})
 		var usage *server.UsageError
@@ -134,6 +137,8 @@ func TestSafeDefault(t *testing.T) {
 		{"--listen", "0.0.0.0:8080", "--insecure"},
 		{"--deadlock-check", "0"},
 		{"--deadlock-check", "100ms", "--metrics-names", "0"},
+		{"--allowed-hosts", "gw.example, zkgate.internal."},
+		{"--allowed-hosts", "*"},
 	} {
 		if _, err := server.ParseConfig(append([]string{"--zk", "127.0.0.1:2181"}, args...), env, &bytes.Buffer{}); err != nil {
 			t.Errorf("%v: %v", args, err)
