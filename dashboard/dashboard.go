@@ -9,6 +9,7 @@ package dashboard
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -53,8 +54,9 @@ type Config struct {
 	// figures; nil when this gateway keeps none.
 	Contention ContentionReader
 	// ZooKeeper is the connect list, whose servers the overview asks for
-	// their mode.
-	ZooKeeper []string
+	// their mode; over TLS with ZooKeeperTLS when it is not nil.
+	ZooKeeper    []string
+	ZooKeeperTLS *tls.Config
 	// Version is the gateway's, shown in the header.
 	Version string
 	// Log is where the dashboard's failures go (nil: nowhere).
@@ -106,7 +108,7 @@ func New(cfg Config) *Dashboard {
 		log:      cfg.Log,
 		servers:  cfg.ZooKeeper,
 		gateway:  cfg.Version,
-		ensemble: &ensemble{servers: cfg.ZooKeeper},
+		ensemble: &ensemble{servers: cfg.ZooKeeper, tls: cfg.ZooKeeperTLS},
 		rates:    &rateSampler{counts: cfg.Counts},
 		version:  static.Version(),
 		revoked:  cfg.Revoked,

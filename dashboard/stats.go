@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,6 +85,7 @@ func (r *rateSampler) rates() views.Rates {
 // `srvr` four-letter word, at most every few seconds.
 type ensemble struct {
 	servers []string
+	tls     *tls.Config // nil: plain TCP
 
 	mu   sync.Mutex
 	at   time.Time
@@ -120,7 +122,7 @@ func (e *ensemble) get(ctx context.Context) (servers []views.Server, asked bool)
 		wg.Go(func() {
 			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			reply, err := zkserver.FourLetterWord(qctx, addr, "srvr")
+			reply, err := zkserver.FourLetterWordTLS(qctx, addr, "srvr", e.tls)
 			out[i] = parseSrvr(addr, reply, err)
 		})
 	}

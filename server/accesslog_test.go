@@ -35,7 +35,7 @@ func TestAccessLogLine(t *testing.T) {
 	var log bytes.Buffer
 	h := keepAliveDoor(&log)
 	for i := 0; i < 2; i++ {
-		req := httptest.NewRequest(http.MethodPost, "/v1/leases/abc/keepalive", strings.NewReader(""))
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/v1/leases/abc/keepalive", strings.NewReader(""))
 		req.Header.Set("X-Request-Id", "req-1")
 		req.RemoteAddr = "127.0.0.1:5555"
 		h.ServeHTTP(httptest.NewRecorder(), req)
@@ -74,7 +74,7 @@ func BenchmarkFrontDoor(b *testing.B) {
 	h := keepAliveDoor(io.Discard)
 	b.ReportAllocs()
 	for b.Loop() {
-		req := httptest.NewRequest(http.MethodPost, "/v1/leases/abc/keepalive", strings.NewReader(""))
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/v1/leases/abc/keepalive", strings.NewReader(""))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		if w.Code != http.StatusOK {

@@ -52,6 +52,10 @@ type Config struct {
 	// a gateway without tokens answers requests for (the Host header);
 	// "*" answers any. See hostCheck.
 	AllowedHosts []string
+	// EmbeddedZKCredentials is a folder where the embedded ZooKeeper's
+	// client credentials are written, for its user to inspect it (empty:
+	// they never leave the process).
+	EmbeddedZKCredentials string
 
 	// Security (see docs/security.md).
 	AuthFile      string // --auth-file: the client tokens; empty: tokens off
@@ -148,6 +152,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, vi
 		if err := usableDir(cfg.DataDir); err != nil {
 			return Config{}, err
 		}
+	} else if cfg.EmbeddedZKCredentials != "" {
+		return Config{}, usagef("--embedded-zk-credentials is for the embedded ZooKeeper: leave it out with --zk")
 	}
 	return *cfg, nil
 }
@@ -184,6 +190,7 @@ func defineFlags(fs *flag.FlagSet, getenv func(string) string) *serveFlags {
 		{&f.zkFlag, "zk", "", "ZooKeeper ensemble host:port,host:port; empty runs an embedded ZooKeeper"},
 		{&c.Root, "root", "/zkgate", "root znode"},
 		{&c.DataDir, "data-dir", "./zkgate-data", "data of the embedded ZooKeeper"},
+		{&c.EmbeddedZKCredentials, "embedded-zk-credentials", "", "write the embedded ZooKeeper's client certificate and key (client.pem) and CA (ca.pem), made anew at each start, into this folder, readable by the gateway's user alone, to inspect it with zkCli.sh or kazoo; empty: they never leave the gateway"},
 		{&f.sessTimeout, "session-timeout", "10s", "ZooKeeper session timeout"},
 		{&f.maxWait, "max-wait", "5m", "cap on ?wait="},
 		{&f.maxTTL, "max-ttl", "1h", "cap on lease TTLs"},

@@ -218,7 +218,7 @@ func trickleH1(ctx context.Context, base, secret, path string, local net.Addr) (
 		return 0, err
 	}
 	defer conn.Close()
-	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", path, len(trickleBody))
+	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", path, strings.TrimPrefix(base, "http://"), len(trickleBody))
 	if secret != "" {
 		head += "Authorization: Bearer " + secret + "\r\n"
 	}

@@ -5,6 +5,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -55,8 +56,10 @@ type Deps struct {
 	OpenAPI []byte
 	// MaxItemBytes caps a queue item's body.
 	MaxItemBytes int64
-	// ZooKeeper is the connect list, whose servers the dashboard asks for their mode.
-	ZooKeeper []string
+	// ZooKeeper is the connect list, whose servers the dashboard asks for
+	// their mode; over TLS with ZooKeeperTLS when it is not nil.
+	ZooKeeper    []string
+	ZooKeeperTLS *tls.Config
 	// Drain says whether the gateway is on its way out (nil: never).
 	Drain *drain
 	// BodyTimeout bounds the reading of a request's body (0: no bound).
@@ -109,7 +112,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
-	servers, zkFailed, stopZK, err := zooKeeper(ctx, cfg, log)
+	servers, zkFailed, stopZK, err := zooKeeper(ctx, &cfg, log)
 	if err != nil {
 		return err
 	}
@@ -147,7 +150,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		log.Info("tokens on", "file", cfg.AuthFile, "tokens", cfg.tokens.Len())
 		defer auth.ReloadOnHangup(ctx, cfg.AuthFile, tokens, log)()
 	}
-	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers,
+	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers, ZooKeeperTLS: cfg.zkSecurity.TLS,
 		Drain: dr, BodyTimeout: cfg.BodyTimeout, AllowedHosts: cfg.AllowedHosts, auth: tokens, limits: lim})
 
 	// Every request context derives from base, so that shutdown can end the
@@ -184,14 +187,24 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 
 // zooKeeper returns the connect list: --zk's, or that of an embedded
 // ZooKeeper it starts and supervises, which stop stops and whose failure
-// to keep running zkFailed reports (nil: never).
-func zooKeeper(ctx context.Context, cfg Config, log *slog.Logger) (servers []string, zkFailed <-chan error, stop func(), err error) {
+// to keep running zkFailed reports (nil: never). The embedded ZooKeeper
+// admits this process alone: cfg's ZooKeeper TLS becomes its client
+// certificate.
+func zooKeeper(ctx context.Context, cfg *Config, log *slog.Logger) (servers []string, zkFailed <-chan error, stop func(), err error) {
 	if len(cfg.ZK) > 0 {
 		return cfg.ZK, nil, func() {}, nil
 	}
-	zs, err := startEmbedded(ctx, cfg, log)
+	zs, err := startEmbedded(ctx, *cfg, log)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	cfg.zkSecurity.TLS = zs.ClientTLS()
+	if cfg.EmbeddedZKCredentials != "" {
+		if err := zs.WriteClientCredentials(cfg.EmbeddedZKCredentials); err != nil {
+			_ = zs.Stop()
+			return nil, nil, nil, fmt.Errorf("--embedded-zk-credentials: %w", err)
+		}
+		log.Info("embedded ZooKeeper's client credentials written", "dir", cfg.EmbeddedZKCredentials)
 	}
 	supervise, stopSupervising := context.WithCancel(ctx)
 	zkFailed = superviseEmbedded(supervise, zs, log)
@@ -487,6 +500,9 @@ func restartEmbedded(ctx context.Context, zs *zkserver.Server, log *slog.Logger)
 func startEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (*zkserver.Server, error) {
 	heap := embeddedHeap(cfg)
 	opts := zkserver.Options{
+		// TLS alone, to this process's certificate alone: no other local
+		// user reads or ends what the gateway holds (docs/security.md).
+		ClientAuth:        true,
 		DataDir:           filepath.Join(cfg.DataDir, "zookeeper"),
 		TickTime:          500 * time.Millisecond,
 		MinSessionTimeout: time.Second,
@@ -500,7 +516,7 @@ func startEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (*zkserver
 		// (a container image has no ZooKeeper to embed): say how.
 		return nil, fmt.Errorf("%w\nor serve an external ensemble: --zk host:port,host:port (ZKGATE_ZK)", err)
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	start := time.Now()

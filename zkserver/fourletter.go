@@ -3,6 +3,7 @@ package zkserver
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,12 @@ const defaultFLWTimeout = 5 * time.Second
 // "mntr", "cons") to addr and returns the full reply. The server must
 // whitelist the command (servers started here whitelist all of them).
 func FourLetterWord(ctx context.Context, addr, cmd string) (string, error) {
+	return FourLetterWordTLS(ctx, addr, cmd, nil)
+}
+
+// FourLetterWordTLS is FourLetterWord over TLS with cfg (nil: plain TCP):
+// a TLS client port answers the words over TLS, to a client it admits.
+func FourLetterWordTLS(ctx context.Context, addr, cmd string, cfg *tls.Config) (string, error) {
 	if len(cmd) != 4 {
 		return "", fmt.Errorf("zkserver: four-letter word %q is not four letters", cmd)
 	}
@@ -31,8 +38,13 @@ func FourLetterWord(ctx context.Context, addr, cmd string) (string, error) {
 		ctx, cancel = context.WithTimeout(ctx, defaultFLWTimeout)
 		defer cancel()
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	var err error
+	if cfg != nil {
+		conn, err = (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return "", fmt.Errorf("zkserver: %s to %s: %w", cmd, addr, err)
 	}
@@ -58,8 +70,8 @@ func FourLetterWord(ctx context.Context, addr, cmd string) (string, error) {
 }
 
 // modeOf asks addr for its mode with `srvr`.
-func modeOf(ctx context.Context, addr string) (string, error) {
-	out, err := FourLetterWord(ctx, addr, "srvr")
+func modeOf(ctx context.Context, addr string, cfg *tls.Config) (string, error) {
+	out, err := FourLetterWordTLS(ctx, addr, "srvr", cfg)
 	if err != nil {
 		return "", err
 	}

@@ -127,12 +127,16 @@ func classpathFor(home string) (string, bool) {
 // withBinding adds slf4j-simple next to a jar that has only slf4j-api on its
 // manifest classpath (Debian's). Without a binding slf4j discards every log
 // line, and the output is what we read for bind errors and show on failures.
+// It adds netty-codec there too, which the TLS client port needs and
+// Debian's manifest leaves out (Options.ClientAuth).
 func withBinding(jar string) string {
-	binding := filepath.Join(filepath.Dir(jar), "slf4j-simple.jar")
-	if isFile(binding) {
-		return jar + string(os.PathListSeparator) + binding
+	cp := jar
+	for _, extra := range []string{"slf4j-simple.jar", "netty-codec.jar"} {
+		if p := filepath.Join(filepath.Dir(jar), extra); isFile(p) {
+			cp += string(os.PathListSeparator) + p
+		}
 	}
-	return jar
+	return cp
 }
 
 func isFile(p string) bool {

@@ -10,6 +10,7 @@ package zkserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,18 @@ type Options struct {
 	// finds one taken; SecureAddr names it. The TLS settings themselves
 	// (ssl.*, serverCnxnFactory) go in Config.
 	SecureClientPort bool
+	// ClientAuth has a standalone server admit one client alone: it serves
+	// clients over TLS only (no plain port; Addr is the TLS port), and asks
+	// each for a certificate (ssl.clientAuth=need) that only ClientTLS
+	// holds. Start makes a CA, the server's certificate and that client's,
+	// for this start only, and keeps the client's private key in memory.
+	// The data dir and everything in it become this user's alone (0700 and
+	// 0600, the JVM's files too), and only the srvr four-letter word is
+	// answered (to the client). What the server holds, other local users
+	// can then neither read, nor reach through ZooKeeper. The TLS port
+	// needs netty-codec, which Debian's libnetty-java (a dependency of its
+	// zookeeper package) has.
+	ClientAuth bool
 	// MinSessionTimeout and MaxSessionTimeout override ZooKeeper's clamp of
 	// client session timeouts (default 2*TickTime .. 20*TickTime).
 	MinSessionTimeout, MaxSessionTimeout time.Duration
@@ -136,11 +149,12 @@ type Server struct {
 	opts       Options // with defaults
 	inst       install
 	dataDir    string
-	tempDir    bool   // dataDir was made by us and is removed by Stop
-	myid       int    // ensemble member id; 0 when standalone
-	servers    string // the ensemble's server.N lines; empty when standalone
-	clientPort int    // fixed once ready
-	securePort int    // with Options.SecureClientPort; fixed once ready
+	tempDir    bool         // dataDir was made by us and is removed by Stop
+	myid       int          // ensemble member id; 0 when standalone
+	servers    string       // the ensemble's server.N lines; empty when standalone
+	clientPort int          // fixed once ready
+	securePort int          // with Options.SecureClientPort; fixed once ready
+	creds      *credentials // with Options.ClientAuth
 
 	// opMu serializes lifecycle transitions (spawn, Stop, Kill, Restart) but
 	// is not held while waiting for readiness, so Stop and Kill can always
@@ -216,6 +230,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.SecureClientPort && opts.ClientPort != 0 {
 		return nil, errors.New("zkserver: Options.SecureClientPort picks both ports: ClientPort must be 0")
 	}
+	if opts.ClientAuth && opts.SecureClientPort {
+		return nil, errors.New("zkserver: Options.ClientAuth serves TLS alone, on the client port: leave SecureClientPort off")
+	}
 	inst, err := locate(opts)
 	if err != nil {
 		return nil, err
@@ -223,6 +240,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	s := &Server{opts: opts, inst: inst, clientPort: opts.ClientPort}
 	if err := s.prepareDataDir(opts.DataDir); err != nil {
 		return nil, err
+	}
+	if opts.ClientAuth {
+		if err := s.prepareClientAuth(); err != nil {
+			s.removeTempDir()
+			return nil, err
+		}
 	}
 	for attempt := 1; ; attempt++ {
 		if opts.ClientPort == 0 {
@@ -285,6 +308,37 @@ func (s *Server) prepareDataDir(dir string) error {
 	return nil
 }
 
+// prepareClientAuth makes the data dir private and the credentials of
+// Options.ClientAuth for this start.
+func (s *Server) prepareClientAuth() error {
+	if err := privatize(s.dataDir); err != nil {
+		return fmt.Errorf("zkserver: make the data dir private: %w", err)
+	}
+	creds, err := newCredentials(s.dataDir, s.opts.Host)
+	if err != nil {
+		return err
+	}
+	s.creds = creds
+	return nil
+}
+
+// ClientTLS is the TLS configuration of the one client a server of
+// Options.ClientAuth admits (nil without it). Each call returns a copy.
+func (s *Server) ClientTLS() *tls.Config {
+	if s.creds == nil {
+		return nil
+	}
+	return s.creds.client.Clone()
+}
+
+// clientTLS is the TLS configuration of the server's own checks (nil: plain).
+func (s *Server) clientTLS() *tls.Config {
+	if s.creds == nil {
+		return nil
+	}
+	return s.creds.client
+}
+
 func (s *Server) removeTempDir() error {
 	if !s.tempDir {
 		return nil
@@ -326,6 +380,23 @@ func (s *Server) config() string {
 		kv["secureClientPort"] = strconv.Itoa(s.securePort)
 		kv["secureClientPortAddress"] = o.Host
 	}
+	if s.creds != nil {
+		delete(kv, "clientPort")
+		delete(kv, "clientPortAddress")
+		maps.Copy(kv, map[string]string{
+			"secureClientPort":         strconv.Itoa(s.clientPort),
+			"secureClientPortAddress":  o.Host,
+			"serverCnxnFactory":        "org.apache.zookeeper.server.NettyServerCnxnFactory",
+			"ssl.keyStore.location":    s.creds.keyStore,
+			"ssl.keyStore.type":        "PEM",
+			"ssl.trustStore.location":  s.creds.trustStore,
+			"ssl.trustStore.type":      "PEM",
+			"ssl.clientAuth":           "need",
+			"ssl.hostnameVerification": "false",
+			"client.portUnification":   "false",
+			"4lw.commands.whitelist":   "srvr",
+		})
+	}
 	if o.FastSync || s.tempDir {
 		kv["forceSync"] = "no"
 	}
@@ -360,14 +431,22 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 
 func (s *Server) writeConfig() error {
 	if s.myid > 0 {
-		if err := os.WriteFile(filepath.Join(s.dataDir, "myid"), []byte(strconv.Itoa(s.myid)+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(s.dataDir, "myid"), []byte(strconv.Itoa(s.myid)+"\n"), s.fileMode()); err != nil {
 			return fmt.Errorf("zkserver: write myid: %w", err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(s.dataDir, configFile), []byte(s.config()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(s.dataDir, configFile), []byte(s.config()), s.fileMode()); err != nil {
 		return fmt.Errorf("zkserver: write %s: %w", configFile, err)
 	}
 	return nil
+}
+
+// fileMode is the mode of the files the server's data dir gets from us.
+func (s *Server) fileMode() os.FileMode {
+	if s.creds != nil {
+		return 0o600
+	}
+	return 0o644
 }
 
 func (s *Server) javaArgs() []string {
@@ -399,7 +478,7 @@ func (s *Server) spawn() (*process, error) {
 	var w io.Writer = s.opts.Output
 	var file *os.File
 	if w == nil {
-		f, err := os.OpenFile(filepath.Join(s.dataDir, outputFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(filepath.Join(s.dataDir, outputFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, s.fileMode())
 		if err != nil {
 			return nil, fmt.Errorf("zkserver: output file: %w", err)
 		}
@@ -407,6 +486,12 @@ func (s *Server) spawn() (*process, error) {
 	}
 	out := newOutputTail(w)
 	cmd := exec.Command(s.inst.java, s.javaArgs()...)
+	if s.creds != nil {
+		// The files the JVM makes (transaction logs, snapshots) are this
+		// user's alone: Go sets no umask of a child, so a shell does,
+		// then becomes the JVM (exec: the same process).
+		cmd = exec.Command("/bin/sh", append([]string{"-c", `umask 077 && exec "$0" "$@"`, s.inst.java}, s.javaArgs()...)...)
+	}
 	cmd.Dir = s.dataDir
 	cmd.Stdout, cmd.Stderr = out, out // same writer: one copying goroutine
 	cmd.WaitDelay = time.Second       // never hang in Wait on a pipe
@@ -460,7 +545,7 @@ func (s *Server) waitReady(ctx context.Context, p *process) error {
 			return s.startError(p, errAddrInUse)
 		}
 		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		mode, err := modeOf(pctx, addr)
+		mode, err := modeOf(pctx, addr, s.clientTLS())
 		pcancel()
 		if err == nil && s.readyMode(mode) {
 			return nil
@@ -555,7 +640,7 @@ func (s *Server) Mode(ctx context.Context) (string, error) {
 	if !s.Running() {
 		return "", fmt.Errorf("zkserver: %s is not running", s.Addr())
 	}
-	return modeOf(ctx, s.Addr())
+	return modeOf(ctx, s.Addr(), s.clientTLS())
 }
 
 // Stop ends the server: SIGTERM, SIGKILL after a few seconds, wait for exit,

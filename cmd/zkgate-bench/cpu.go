@@ -32,9 +32,13 @@ var cpuUsePhase = phase{
 		fs.StringVar(&c.baselineBin, "baseline-bin", "", "CPU test: a zkgate binary to compare this build with (for instance one built from main), on a gateway process of its own")
 		fs.StringVar(&c.cpuFloorList, "cpu-floors", "", "CPU test: floor servers (internal/benchfloor: the least a gateway can do for the lock workload) to run the lock workload on too, each a process of its own in the same ABBA rounds, of "+strings.Join(benchfloor.Kinds, ","))
 		fs.StringVar(&c.cpuProfile, "cpu-profile", "", "CPU test: write a CPU profile of each gateway and floor server under the lock workload into this directory (they then serve --debug-listen)")
+		fs.BoolVar(&c.cpuEmbedded, "cpu-embedded", false, "CPU test: run each binary's gateway on its own embedded ZooKeeper (no --zk; zkgate serve's default), whose CPU is read instead of the bench's ZooKeeper's, without a packet count (its port answers only the gateway)")
 	},
 	quick: map[string]func(c *config){"cpu-duration": func(c *config) { c.cpuDur = 2 * time.Second }},
 	check: func(c *config) (err error) {
+		if c.cpuEmbedded && c.cpuFloorList != "" {
+			return errors.New("-cpu-embedded runs the gateways on their own ZooKeepers; the floor servers need the bench's: leave -cpu-floors out")
+		}
 		if c.cpuLoads, err = listFlag("cpu-workloads", "workload", c.cpuLoadList, cpuWorkloads, false); err != nil {
 			return err
 		}
@@ -97,6 +101,25 @@ type cpuResult struct {
 	this     map[string]*cpuSide
 	floors   map[string]*cpuSide // the lock workload on each floor server (-cpu-floors), by kind
 	profiles []string            // CPU profiles written (-cpu-profile)
+	embedded bool                // each gateway on its own embedded ZooKeeper (-cpu-embedded)
+}
+
+// childPID is the process id of pid's one child (an embedded ZooKeeper's
+// JVM), waited for up to 10 s.
+func childPID(pid int) (int, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if err != nil {
+			return 0, err
+		}
+		if f := strings.Fields(string(b)); len(f) == 1 {
+			return strconv.Atoi(f[0])
+		} else if len(f) > 1 || time.Now().After(deadline) {
+			return 0, fmt.Errorf("pid %d has children %q, want one", pid, f)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // cpuTime is a process's user+system CPU time so far, from /proc/<pid>/stat.
@@ -166,7 +189,8 @@ type cpuGateway struct {
 // ABBA halves after a warm-up each, and reads each server's and
 // ZooKeeper's CPU time from /proc around every half.
 func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
-	res = cpuResult{workers: e.cfg.cpuWorkers, baseline: e.cfg.baselineBin, base: map[string]*cpuSide{}, this: map[string]*cpuSide{}, floors: map[string]*cpuSide{}}
+	res = cpuResult{workers: e.cfg.cpuWorkers, baseline: e.cfg.baselineBin, base: map[string]*cpuSide{}, this: map[string]*cpuSide{}, floors: map[string]*cpuSide{},
+		embedded: e.cfg.cpuEmbedded}
 	this, err := e.startCPUGateway(ctx, e.bin, "this")
 	defer this.stop()
 	if err != nil {
@@ -272,11 +296,20 @@ func (e *env) startCPUGateway(ctx context.Context, bin, tag string) (*cpuGateway
 		g.debug = fmt.Sprintf("127.0.0.1:%d", p)
 		extra = append(extra, "--debug-listen", g.debug)
 	}
-	gw, err := startGateway(ctx, bin, e.zkAddr, e.cfg.logLevel, filepath.Join(e.tmp, "zkgate-cpu-"+tag+".log"), nil, extra...)
+	zkAddr := e.zkAddr
+	if e.cfg.cpuEmbedded {
+		zkAddr, g.zkAddr = "", "" // its own, which counts no packets for us
+	}
+	gw, err := startGateway(ctx, bin, zkAddr, e.cfg.logLevel, filepath.Join(e.tmp, "zkgate-cpu-"+tag+".log"), nil, extra...)
 	if err != nil {
 		return nil, err
 	}
 	g.gw = gw
+	if e.cfg.cpuEmbedded {
+		if g.zkPID, err = childPID(gw.pid()); err != nil {
+			return g, fmt.Errorf("%s: its embedded ZooKeeper: %w", tag, err)
+		}
+	}
 	g.c = newClient(gw.url, 2*n, time.Minute)
 	if g.leases, err = g.c.createLeases(ctx, n, 8, 10*time.Minute, "bench-cpu"); err != nil {
 		return g, err
@@ -409,6 +442,9 @@ func (g *cpuGateway) half(ctx context.Context, workload string, d time.Duration)
 
 // zkPackets is the count of packets ZooKeeper has received (mntr).
 func zkPackets(ctx context.Context, addr string) (int64, error) {
+	if addr == "" {
+		return 0, nil // an embedded ZooKeeper, which answers its gateway alone
+	}
 	m, err := mntr(ctx, addr)
 	if err != nil {
 		return 0, err
@@ -485,6 +521,9 @@ func (r *report) printCPU(rw *reportWriter) {
 	}
 	if k.baseline != "" {
 		against = "this build and the baseline binary `" + k.baseline + "`, each a gateway process of its own on the same ZooKeeper, in ABBA rounds (after a warm-up each)"
+		if k.embedded {
+			against = "this build and the baseline binary `" + k.baseline + "`, each a gateway process of its own on its own embedded ZooKeeper (-cpu-embedded: no packet counts), in ABBA rounds (after a warm-up each)"
+		}
 	}
 	p("%d workers, each with its own lease, on keep-alive connections: %s. CPU is each process's utime+stime from /proc/<pid>/stat, read around every half, divided by the operations answered in it; ZooKeeper's packets are mntr's zk_packets_received over the same halves (every session's pings included).", k.workers, against)
 	if len(k.floors) > 0 {

@@ -32,8 +32,8 @@ type gateway struct {
 	peak    atomic.Uint64 // the highest VmHWM seen
 }
 
-// startGateway runs `zkgate serve` against zkAddr and waits until /readyz is
-// 200 (see startServer).
+// startGateway runs `zkgate serve` against zkAddr (empty: on its embedded
+// ZooKeeper) and waits until /readyz is 200 (see startServer).
 //
 // tlsFiles, when set, are the certificate and key the gateway serves HTTPS
 // with (the metrics client then trusts the certificate); extra flags come
@@ -43,10 +43,13 @@ func startGateway(ctx context.Context, bin, zkAddr, logLevel, logPath string, tl
 	// leases (and their rate), waiters and requests are lifted (-waiters may ask for more
 	// than the defaults allow, and every client of the bench comes from
 	// 127.0.0.1, one client address to a gateway without tokens).
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--zk", zkAddr, "--root", gatewayRoot,
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--root", gatewayRoot,
 		"--log-level", logLevel, "--max-leases", "10000000", "--max-waiters", "10000000", "--max-waiters-per-name", "10000000",
 		"--max-requests-per-token", "10000000", "--max-leases-per-token", "10000000", "--lease-rate", "1000000",
 		"--data-dir", logPath+".data") // beside its log, not where the bench runs
+	if zkAddr != "" {
+		cmd.Args = append(cmd.Args, "--zk", zkAddr) // else its embedded ZooKeeper, in --data-dir
+	}
 	metrics := newTransport(2)
 	if tlsFiles != nil {
 		cmd.Args = append(cmd.Args, "--tls-cert", tlsFiles.cert, "--tls-key", tlsFiles.key)

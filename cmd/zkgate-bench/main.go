@@ -120,6 +120,7 @@ type config struct {
 	cpuFloors    []string
 	cpuFloorList string // -cpu-floors, parsed into cpuFloors
 	cpuProfile   string
+	cpuEmbedded  bool
 
 	etcdBin        string
 	etcdIterations int

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/proc"
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/internal/zkdial"
 	"github.com/zkgate/zkgate/internal/zktest"
 	"github.com/zkgate/zkgate/server"
 	"github.com/zkgate/zkgate/zkserver"
@@ -167,6 +169,10 @@ func (o GatewayOptions) args() []string {
 		"--data-dir", o.DataDir, "--handover=" + strconv.FormatBool(o.Handover)}
 	if !o.Embedded {
 		args = append(args, "--zk", strings.Join(o.ZK, ","))
+	} else {
+		// The embedded ZooKeeper admits the gateway alone: its client
+		// credentials are written where the test can read them.
+		args = append(args, "--embedded-zk-credentials", filepath.Join(o.DataDir, "zk-credentials"))
 	}
 	if o.PeerSecretFile != "" {
 		args = append(args, "--peer-secret-file", o.PeerSecretFile)
@@ -565,9 +571,12 @@ type Proc struct {
 	URL  string
 	Root string
 	ZK   string // the ZooKeeper connect string it printed (the embedded one's address)
-	cmd  *exec.Cmd
-	done chan struct{}
-	logs *testLog
+	// ZKTLS connects to its embedded ZooKeeper (nil with --zk): the client
+	// credentials it wrote (--embedded-zk-credentials).
+	ZKTLS *tls.Config
+	cmd   *exec.Cmd
+	done  chan struct{}
+	logs  *testLog
 }
 
 // StartProcess runs the zkgate binary with opts and waits until it is ready.
@@ -615,7 +624,26 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 		t.Fatalf("zkgate did not serve within 60s")
 	}
 	WaitReadyWith(t, opts.Client, p.URL, within30)
+	if opts.Embedded {
+		host, _, _ := net.SplitHostPort(p.ZK)
+		if p.ZKTLS, err = zkserver.LoadClientCredentials(filepath.Join(opts.DataDir, "zk-credentials"), host); err != nil {
+			t.Fatalf("the embedded ZooKeeper's client credentials: %v", err)
+		}
+	}
 	return p
+}
+
+// ZKClient connects to the gateway's ZooKeeper as the gateway does (over
+// TLS, with the embedded ZooKeeper's client certificate); closed when the
+// test ends.
+func (p *Proc) ZKClient(t testing.TB, timeout time.Duration) *zk.Conn {
+	t.Helper()
+	conn, err := zkdial.DialTLS(context.Background(), []string{p.ZK}, timeout, p.ZKTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
 }
 
 // Terminate sends SIGTERM and returns at once (see Signal to wait).

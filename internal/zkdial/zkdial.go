@@ -6,7 +6,9 @@ package zkdial
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
@@ -20,8 +22,19 @@ const sessionWait = 30 * time.Second
 // and returns it once it has a session; it fails, closing the connection,
 // if ctx ends or no session comes within 30s.
 func Dial(ctx context.Context, servers []string, timeout time.Duration) (*zk.Conn, error) {
+	return DialTLS(ctx, servers, timeout, nil)
+}
+
+// DialTLS is Dial over TLS with cfg (nil: plain TCP).
+func DialTLS(ctx context.Context, servers []string, timeout time.Duration, cfg *tls.Config) (*zk.Conn, error) {
+	dialer := zk.WithDialer(net.DialTimeout)
+	if cfg != nil {
+		dialer = zk.WithDialer(func(network, address string, timeout time.Duration) (net.Conn, error) {
+			return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, network, address, cfg)
+		})
+	}
 	live := make(chan struct{}, 1)
-	conn, _, err := zk.Connect(servers, timeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}),
+	conn, _, err := zk.Connect(servers, timeout, dialer, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.State == zk.StateHasSession {
 				select {
