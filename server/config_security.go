@@ -193,7 +193,7 @@ func (cfg *Config) parseZKTLS() error {
 		tc.Certificates = []tls.Certificate{*pair}
 	}
 	if len(cfg.ZK) == 0 {
-		return usagef("--zk-tls-ca needs --zk: the embedded ZooKeeper listens on loopback without TLS")
+		return usagef("--zk-tls-ca needs --zk: the embedded ZooKeeper serves TLS already, to the gateway's own certificate")
 	}
 	cfg.zkSecurity.TLS = tc
 	return nil

@@ -192,6 +192,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 // certificate.
 func zooKeeper(ctx context.Context, cfg *Config, log *slog.Logger) (servers []string, zkFailed <-chan error, stop func(), err error) {
 	if len(cfg.ZK) > 0 {
+		go warnExposedEnsemble(ctx, cfg.ZK, cfg.zkSecurity.TLS, log)
 		return cfg.ZK, nil, func() {}, nil
 	}
 	zs, err := startEmbedded(ctx, *cfg, log)

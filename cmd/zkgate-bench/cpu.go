@@ -105,15 +105,21 @@ type cpuResult struct {
 }
 
 // childPID is the process id of pid's one child (an embedded ZooKeeper's
-// JVM), waited for up to 10 s.
+// JVM), waited for up to 10 s. A child is listed under the thread that
+// forked it: every thread of pid is read.
 func childPID(pid int) (int, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-		if err != nil {
-			return 0, err
+		files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+		if err != nil || len(files) == 0 {
+			return 0, fmt.Errorf("pid %d: no threads to read (%v)", pid, err)
 		}
-		if f := strings.Fields(string(b)); len(f) == 1 {
+		var f []string
+		for _, file := range files {
+			b, _ := os.ReadFile(file) // a thread may have ended meanwhile
+			f = append(f, strings.Fields(string(b))...)
+		}
+		if len(f) == 1 {
 			return strconv.Atoi(f[0])
 		} else if len(f) > 1 || time.Now().After(deadline) {
 			return 0, fmt.Errorf("pid %d has children %q, want one", pid, f)
@@ -305,12 +311,12 @@ func (e *env) startCPUGateway(ctx context.Context, bin, tag string) (*cpuGateway
 		return nil, err
 	}
 	g.gw = gw
+	g.c = newClient(gw.url, 2*n, time.Minute)
 	if e.cfg.cpuEmbedded {
 		if g.zkPID, err = childPID(gw.pid()); err != nil {
 			return g, fmt.Errorf("%s: its embedded ZooKeeper: %w", tag, err)
 		}
 	}
-	g.c = newClient(gw.url, 2*n, time.Minute)
 	if g.leases, err = g.c.createLeases(ctx, n, 8, 10*time.Minute, "bench-cpu"); err != nil {
 		return g, err
 	}
