@@ -3,7 +3,7 @@ GO ?= go
 TEST_FLAGS ?= -count=1 -timeout 20m
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run test test-clients test-release test-deploy test-install check-generated build generate lint bench deps release man install image
+.PHONY: run test stress test-clients test-release test-deploy test-install check-generated build generate lint bench deps release man install image
 
 ## run: the gateway on an embedded ZooKeeper (installs ZooKeeper and Java if missing)
 run: deps
@@ -28,6 +28,11 @@ test: check-generated
 	scripts/test-deploy.sh
 	scripts/test-install.sh
 	scripts/test-release.sh
+
+## stress: the tests that depend on timing or load (servers started, connections dropped, expiries,
+## paused processes, slow readers), -count 20 under a busy loop (COUNT, HOGS; groups as arguments: ARGS)
+stress:
+	scripts/stress-tests.sh $(ARGS)
 
 ## test-clients: the contract lint and type check, the Python and Node clients' tests and every example, on a real gateway
 test-clients:
