@@ -97,7 +97,7 @@ type Holder struct {
 	Mode    string    `json:"mode,omitempty"`
 	Lease   string    `json:"lease,omitempty"`
 	Holder  string    `json:"holder"`
-	Session string    `json:"session"`
+	Session string    `json:"session,omitempty"` // with tokens, to admins of the name alone
 	Since   time.Time `json:"since"`
 	Foreign bool      `json:"foreign"`
 	Gateway string    `json:"gateway,omitempty"`

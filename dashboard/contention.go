@@ -63,7 +63,8 @@ const feedKeep = 10 * time.Second
 // contentionFeed keeps the figures each view last read, and reads them
 // again on request, one read under way per view at most.
 type contentionFeed struct {
-	api ContentionReader // nil: this gateway keeps no figures
+	api          ContentionReader // nil: this gateway keeps no figures
+	hideSessions bool             // see Config.HideSessions
 
 	mu    sync.Mutex
 	views map[contentionView]*feedEntry
@@ -95,6 +96,11 @@ func (f *contentionFeed) read(ctx context.Context, v contentionView) views.Conte
 		c.Deadlocks = rep.Deadlocks
 	} else {
 		c.Deadlocks = f.api.Contention(ctx, "1h", 1, nil, "").Deadlocks
+	}
+	if f.hideSessions {
+		for i, d := range c.Deadlocks {
+			c.Deadlocks[i] = d.Shown(func(string, string) bool { return false })
+		}
 	}
 	if v.kind != "" {
 		nr := f.api.NameContention(ctx, v.kind, v.name, v.window, "")

@@ -66,6 +66,10 @@ type Config struct {
 	// Counts reads the gateway's counters the overview's rates come from:
 	// the API requests served, and the grants by kind (nil: no rates).
 	Counts func() (api float64, grants map[string]float64)
+	// HideSessions leaves ZooKeeper session ids out of every page (tokens
+	// on: the pages are rendered once for every viewer, and session ids are
+	// for admins alone; see recipes.Contender).
+	HideSessions bool
 	// Revoked watches the token r came with, for as long as ctx lasts:
 	// the channel is closed once a reload of the tokens removes or changes
 	// it (nil Revoked, or a nil channel: tokens are off).
@@ -104,7 +108,7 @@ type Dashboard struct {
 func New(cfg Config) *Dashboard {
 	dash := &Dashboard{
 		svc:      cfg.Service,
-		source:   newDashSource(cfg.Service),
+		source:   newDashSource(cfg.Service, cfg.HideSessions),
 		log:      cfg.Log,
 		servers:  cfg.ZooKeeper,
 		gateway:  cfg.Version,
@@ -112,7 +116,7 @@ func New(cfg Config) *Dashboard {
 		rates:    &rateSampler{counts: cfg.Counts},
 		version:  static.Version(),
 		revoked:  cfg.Revoked,
-		feed:     &contentionFeed{api: cfg.Contention},
+		feed:     &contentionFeed{api: cfg.Contention, hideSessions: cfg.HideSessions},
 		clients: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "zkgate_dashboard_clients", Help: "Dashboards connected to /ws.",
 		}),
@@ -163,8 +167,12 @@ func (d *Dashboard) Pages() http.HandlerFunc {
 func (d *Dashboard) model(ctx context.Context, st *dashState, clients int) *dashModel {
 	state, epoch, id := d.svc.Session().Status()
 	dash := d.source.dash
+	session := sessionHex(id)
+	if d.source.hideSessions {
+		session = ""
+	}
 	m := buildModel(st, modelInputs{
-		zk: views.ZKStatus{State: state.String(), SessionID: sessionHex(id), Epoch: epoch, Connect: strings.Join(d.servers, ","),
+		zk: views.ZKStatus{State: state.String(), SessionID: session, Epoch: epoch, Connect: strings.Join(d.servers, ","),
 			Root: dash.Root(), Gateway: dash.GatewayID(), Version: d.gateway},
 		servers:  d.ensemble.cached(),
 		rates:    d.rates.rates(),

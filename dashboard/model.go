@@ -46,11 +46,13 @@ type dashSource struct {
 	dbarriers doubleBarrierReader
 	queues    queueReader
 	leases    leaseLister
+	// hideSessions leaves the contenders' session ids out (tokens on).
+	hideSessions bool
 }
 
-func newDashSource(svc *recipes.Service) *dashSource {
+func newDashSource(svc *recipes.Service, hideSessions bool) *dashSource {
 	return &dashSource{dash: svc.Dashboard(), locks: svc.Locks, sems: svc.Semaphores, elections: svc.Elections,
-		dbarriers: svc.DoubleBarriers, queues: svc.Queues, leases: svc.Leases}
+		dbarriers: svc.DoubleBarriers, queues: svc.Queues, leases: svc.Leases, hideSessions: hideSessions}
 }
 
 // The kinds of primitive, each the name of a child of the root.
@@ -212,12 +214,21 @@ func (s *dashSource) loadItem(ctx context.Context, kind, name string) (any, bool
 	switch kind {
 	case kindLocks:
 		l, err := s.locks.State(ctx, name, 0, 0)
+		if s.hideSessions {
+			l.WithoutSessions()
+		}
 		return l, err == nil && len(l.Holders)+len(l.Waiters) > 0
 	case kindSems:
 		m, err := s.sems.State(ctx, name, 0, 0)
+		if s.hideSessions {
+			m.WithoutSessions()
+		}
 		return m, err == nil && len(m.Holders)+len(m.Waiters) > 0
 	case kindElections:
 		e, err := s.elections.State(ctx, name, 0, 0)
+		if s.hideSessions {
+			e.WithoutSessions()
+		}
 		return e, err == nil && len(e.Candidates) > 0
 	case kindDBarriers:
 		d, err := s.dbarriers.State(ctx, name, 0, 0)

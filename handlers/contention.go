@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -141,7 +142,9 @@ func (a *API) Contention(ctx context.Context, window string, limit int, caller *
 	rep.Names = rep.Names[:min(len(rep.Names), limit)]
 	for _, dl := range deadlocks {
 		if !slices.ContainsFunc(dl.Cycle, func(s recipes.CycleStep) bool { return !mayRead(caller, s.Kind, s.Name) }) {
-			rep.Deadlocks = append(rep.Deadlocks, dl)
+			rep.Deadlocks = append(rep.Deadlocks, dl.Shown(func(kind, name string) bool {
+				return caller == nil || caller.May(permKind(kind), name, auth.LevelAdmin)
+			}))
 		}
 	}
 	slices.SortFunc(rep.Deadlocks, func(x, y recipes.DeadlockRecord) int {

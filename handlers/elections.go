@@ -26,7 +26,9 @@ type campaignBody struct {
 // 202 when the wait ends first (the candidacy stays).
 func (a *API) Campaign() http.Handler {
 	return leaseCall(a, func(ctx context.Context, lease *recipes.Lease, name string, b *campaignBody, wait time.Duration) (recipes.Campaign, error) {
-		return a.Elections.Campaign(ctx, lease, name, b.Value, wait)
+		c, err := a.Elections.Campaign(ctx, lease, name, b.Value, wait)
+		sessionsFor(ctx, name, &c)
+		return c, err
 	}, nil, func(w http.ResponseWriter, c recipes.Campaign, _ *recipes.Lease, err error) error {
 		if err != nil {
 			return err

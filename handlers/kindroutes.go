@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -29,9 +30,24 @@ func blockingRead[S any](a *API, read func(ctx context.Context, name string, ind
 		if err != nil {
 			return err
 		}
+		sessionsFor(r.Context(), name, &st)
 		writeIndexed(w, indexOf(st), st)
 		return nil
 	})
+}
+
+// sessionsFor leaves the ZooKeeper session ids out of v, an answer about
+// name of the route's kind, unless the caller may act as an admin on it
+// (tokens off: no caller, all shown). A session id is all that a client
+// that may connect to ZooKeeper needs to take the session over.
+func sessionsFor(ctx context.Context, name string, v any) {
+	c := CallerOf(ctx)
+	if c == nil || c.May(c.Kind, name, auth.LevelAdmin) {
+		return
+	}
+	if h, ok := v.(interface{ WithoutSessions() }); ok {
+		h.WithoutSessions()
+	}
 }
 
 // waitCall serves POST .../{name}/verb?wait= with no body: reply answers
@@ -77,6 +93,11 @@ func list[T any](key string, page func(ctx context.Context, p recipes.Page) ([]T
 		out, next, err := page(r.Context(), p)
 		if err != nil {
 			return err
+		}
+		for i := range out {
+			if n, ok := any(out[i]).(interface{ ItemName() string }); ok {
+				sessionsFor(r.Context(), n.ItemName(), &out[i])
+			}
 		}
 		writeJSON(w, http.StatusOK, pageDoc(key, out, next))
 		return nil

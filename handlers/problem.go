@@ -12,9 +12,11 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
 
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -100,6 +102,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &e) {
 		e = &recipes.Error{Code: recipes.CodeInternal, Err: err}
 	}
+	if e.Code == recipes.CodeDeadlock {
+		e = deadlockFor(CallerOf(r.Context()), e)
+	}
 	status := StatusOf(e.Code)
 	detail := e.Detail
 	if e.Code == recipes.CodeInternal {
@@ -164,4 +169,25 @@ func StatusOf(code recipes.Code) int {
 		return status
 	}
 	return http.StatusInternalServerError
+}
+
+// deadlockFor is the 409 deadlock e as caller may see it (nil: tokens off,
+// all of it): a step of the cycle on a name it may not read shows its kind
+// alone, and a session id only to an admin of the name, as
+// /v1/contention's cycles do.
+func deadlockFor(c *Caller, e *recipes.Error) *recipes.Error {
+	cycle, ok := e.Extra["cycle"].([]recipes.CycleStep)
+	if c == nil || !ok || len(cycle) == 0 {
+		return e
+	}
+	shown := make([]recipes.CycleStep, len(cycle))
+	for i, st := range cycle {
+		k := permKind(st.Kind)
+		shown[i] = st.Shown(c.May(k, st.Name, LevelRead), c.May(k, st.Name, auth.LevelAdmin))
+	}
+	out := *e
+	out.Extra = maps.Clone(e.Extra)
+	out.Extra["cycle"] = shown
+	out.Detail = recipes.DeadlockDetail(cycle[0].Kind, cycle[0].Name, shown)
+	return &out
 }

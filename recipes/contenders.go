@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -139,12 +140,58 @@ type Contender struct {
 	Mode    string    `json:"mode,omitempty"`
 	Lease   string    `json:"lease,omitempty"`
 	Holder  string    `json:"holder"`
-	Session string    `json:"session"`
+	Session string    `json:"session,omitempty"` // see WithoutSessions
 	Since   time.Time `json:"since"`
 	Foreign bool      `json:"foreign"`
 	Gateway string    `json:"gateway,omitempty"`
 	Value   string    `json:"value,omitempty"`
 	Limit   int       `json:"limit,omitempty"`
+}
+
+// withoutSessions is a copy of cs with no ZooKeeper session ids. A session
+// id is all a client that may connect to ZooKeeper needs to take the
+// session over (its password derives from it), so the gateway shows them to
+// admins alone (docs/security.md).
+func withoutSessions(cs []Contender) []Contender {
+	out := slices.Clone(cs)
+	for i := range out {
+		out[i].Session = ""
+	}
+	return out
+}
+
+// WithoutSessions leaves out the holders' and waiters' session ids.
+func (s *LockState) WithoutSessions() {
+	s.Holders, s.Waiters = withoutSessions(s.Holders), withoutSessions(s.Waiters)
+}
+
+// WithoutSessions leaves out the holders' and waiters' session ids.
+func (s *SemaphoreState) WithoutSessions() {
+	s.Holders, s.Waiters = withoutSessions(s.Holders), withoutSessions(s.Waiters)
+}
+
+// WithoutSessions leaves out the leader's and the candidates' session ids.
+func (s *ElectionState) WithoutSessions() {
+	s.Leader, s.Candidates = withoutSession(s.Leader), withoutSessions(s.Candidates)
+}
+
+// WithoutSessions leaves out the leader's session id.
+func (s *ElectionSummary) WithoutSessions() { s.Leader = withoutSession(s.Leader) }
+
+// ItemName is the election's name, in a list.
+func (s ElectionSummary) ItemName() string { return s.Name }
+
+// WithoutSessions leaves out the leader's session id.
+func (c *Campaign) WithoutSessions() { c.Leader = withoutSession(c.Leader) }
+
+// withoutSession is a copy of *c with no session id (nil: nil).
+func withoutSession(c *Contender) *Contender {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.Session = ""
+	return &out
 }
 
 func holderOf(c seqNode, n Node) Contender {

@@ -203,17 +203,52 @@ type DeadlockRecord struct {
 type CycleStep struct {
 	Lease   string `json:"lease,omitempty"`
 	Session string `json:"session,omitempty"` // a node of another client: its ZooKeeper session
-	Holder  string `json:"holder"`
+	Holder  string `json:"holder,omitempty"`
 	Gateway string `json:"gateway,omitempty"`
 	// Kind, Name and Mode are what it waits for; Blocker is the node of
 	// the next party that it waits for, and BlockerMode how that one holds
 	// or waits ("" for a semaphore's).
 	Kind        string `json:"kind"`
-	Name        string `json:"name"`
+	Name        string `json:"name,omitempty"`
 	Mode        string `json:"mode,omitempty"`
-	Node        string `json:"node"`
-	Blocker     string `json:"blocker"`
+	Node        string `json:"node,omitempty"`
+	Blocker     string `json:"blocker,omitempty"`
 	BlockerMode string `json:"blocker_mode,omitempty"`
+	// Hidden marks a step on a name the reader may not read: its kind
+	// alone is shown (see Shown).
+	Hidden bool `json:"hidden,omitempty"`
+}
+
+// Shown is the step as a reader sees it: all of it with read (mayRead),
+// its kind alone without; its session id only with admin (mayAdmin).
+func (st CycleStep) Shown(mayRead, mayAdmin bool) CycleStep {
+	switch {
+	case !mayRead:
+		return CycleStep{Kind: st.Kind, Hidden: true}
+	case !mayAdmin:
+		st.Session = ""
+	}
+	return st
+}
+
+// Shown is the record with the session ids of its cycle's steps left out
+// where mayAdmin says no (a copy).
+func (d DeadlockRecord) Shown(mayAdmin func(kind, name string) bool) DeadlockRecord {
+	d.Cycle = slices.Clone(d.Cycle)
+	for i, st := range d.Cycle {
+		d.Cycle[i] = st.Shown(true, mayAdmin(st.Kind, st.Name))
+	}
+	return d
+}
+
+// DeadlockDetail is the detail of the 409 of the wait on kind and name
+// that was ended to break the deadlock of cycle.
+func DeadlockDetail(kind, name string, cycle []CycleStep) string {
+	var parties []string
+	for _, st := range cycle {
+		parties = append(parties, cmp.Or(st.Holder, st.Lease, st.Session, "a party you may not read"))
+	}
+	return fmt.Sprintf("%s %q: this wait was ended to break a deadlock of %d parties (%s)", kind, name, len(cycle), strings.Join(parties, " → "))
 }
 
 // Deadlocks are the deadlocks this gateway broke in the window ending now,
@@ -343,13 +378,7 @@ func (s *Service) checkDeadlocks(ctx context.Context, every time.Duration, peers
 func (s *Service) breakDeadlock(g *waitGraph, v *graphWait) {
 	cycle := g.cycleThrough(v)
 	d := DeadlockRecord{At: time.Now().UTC(), Gateway: s.gatewayID, Cycle: cycle}
-	var parties []string
-	for _, st := range cycle {
-		parties = append(parties, cmp.Or(st.Holder, st.Lease, st.Session))
-	}
-	err := &Error{Code: CodeDeadlock,
-		Detail: fmt.Sprintf("%s %q: this wait was ended to break a deadlock of %d parties (%s)", v.kind, v.name, len(cycle), strings.Join(parties, " → ")),
-		Extra:  map[string]any{"cycle": cycle}}
+	err := &Error{Code: CodeDeadlock, Detail: DeadlockDetail(v.kind, v.name, cycle), Extra: map[string]any{"cycle": cycle}}
 	entries := s.contention.waitsOf(v.p.lease, v.kind, v.name, v.mode)
 	if len(entries) == 0 {
 		return

@@ -11,7 +11,8 @@ import (
 // newDashboard makes the dashboard of the gateway d serves: what it needs
 // of the gateway, and nothing more.
 func newDashboard(d Deps) *dashboard.Dashboard {
-	cfg := dashboard.Config{Service: d.Service, ZooKeeper: d.ZooKeeper, ZooKeeperTLS: d.ZooKeeperTLS, Version: Version, Log: d.Log, Revoked: d.auth.Revoked}
+	cfg := dashboard.Config{Service: d.Service, ZooKeeper: d.ZooKeeper, ZooKeeperTLS: d.ZooKeeperTLS, Version: Version, Log: d.Log, Revoked: d.auth.Revoked,
+		HideSessions: d.auth.Enabled()}
 	if d.API != nil && d.API.ContentionFigures != nil {
 		cfg.Contention = d.API
 	}

@@ -35,7 +35,8 @@ export interface Holder {
   mode?: LockMode;
   lease?: string;
   holder: string;
-  session: string;
+  /** The ZooKeeper session id; with tokens, shown only to a token with admin on the name. */
+  session?: string;
   since: string;
   /** A node made by another client (Curator, kazoo). */
   foreign: boolean;
@@ -227,14 +228,17 @@ export interface Problem {
 export interface CycleStep {
   /** A zkgate lease, or for another client's node (Curator, kazoo) its ZooKeeper session. */
   lease?: string;
+  /** With tokens, shown only to a token with admin on the name. */
   session?: string;
-  holder: string;
+  /** A step on a name the caller may not read: only its kind is shown. */
+  hidden?: boolean;
+  holder?: string;
   gateway?: string;
   kind: "lock" | "semaphore";
-  name: string;
+  name?: string;
   mode?: LockMode;
-  node: string;
-  blocker: string;
+  node?: string;
+  blocker?: string;
   blocker_mode?: LockMode;
 }
 
