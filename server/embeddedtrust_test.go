@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -104,17 +103,7 @@ func TestEmbeddedZooKeeperAdmitsTheGatewayAlone(t *testing.T) {
 	mustStatus(t, acquire(t, g.URL, "trust", lease, "0s"), 200, "acquire")
 	mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/queues/trust/items", "secret item"), 201, "produce")
 
-	var state struct {
-		Holders []struct{ Session string } `json:"holders"`
-	}
-	r := gwtest.Do(t, "GET", g.URL+"/v1/locks/trust", nil)
-	if err := json.Unmarshal(r.Body, &state); err != nil || len(state.Holders) != 1 {
-		t.Fatalf("the lock's holder: %s, %v", r.Body, err)
-	}
-	sid, err := strconv.ParseUint(strings.TrimPrefix(state.Holders[0].Session, "0x"), 16, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sid := holderSession(t, g.URL, "trust")
 	// The premise: the password of a session is its id's.
 	own := g.ZKClient(t, 5*time.Second)
 	if got, want := fmt.Sprintf("%x", own.Password()), fmt.Sprintf("%x", zkPassword(own.SessionID())); got != want {
@@ -127,8 +116,8 @@ func TestEmbeddedZooKeeperAdmitsTheGatewayAlone(t *testing.T) {
 		t.Fatalf("no transaction log in %s", zkDir)
 	}
 	cmd := exec.Command("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
-		"/usr/bin/python3", "-c", attackAsNobody, g.ZK, strconv.FormatInt(int64(sid), 10),
-		fmt.Sprintf("%x", zkPassword(int64(sid))), zkDir, logs[0])
+		"/usr/bin/python3", "-c", attackAsNobody, g.ZK, strconv.FormatInt(sid, 10),
+		fmt.Sprintf("%x", zkPassword(sid)), zkDir, logs[0])
 	cmd.Dir = "/"
 	out, err := cmd.CombinedOutput()
 	if err != nil {

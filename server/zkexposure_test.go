@@ -107,24 +107,13 @@ func TestEnsembleThatAdmitsTheGatewaysAlone(t *testing.T) {
 	}
 
 	// A TLS port that asks for no certificate, though the gateway shows one.
-	dir := t.TempDir()
-	ca2 := gwtest.NewCA(t, dir, "zk-ca")
-	serverCert, serverKey := ca2.IssuePair(t, 10, dir, "zk", time.Now().Add(-time.Minute))
-	keyStore := filepath.Join(dir, "zk-keystore.pem")
-	pemKeyStore(t, serverCert, serverKey, keyStore)
-	clientCert, clientKey := ca2.IssuePair(t, 11, dir, "gw", time.Now().Add(-time.Minute))
-	lax, err := zkserver.Start(ctx, zkserver.Options{SecureClientPort: true, Config: map[string]string{
-		"serverCnxnFactory":     "org.apache.zookeeper.server.NettyServerCnxnFactory",
-		"ssl.keyStore.location": keyStore, "ssl.keyStore.type": "PEM",
-		"ssl.trustStore.location": ca2.File, "ssl.trustStore.type": "PEM",
-		"ssl.clientAuth": "none", "client.portUnification": "false",
-	}})
+	files := newZKTLSFiles(t)
+	lax, err := zkserver.Start(ctx, zkserver.Options{SecureClientPort: true, Config: files.config("none")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lax.Stop() })
-	laxGW := gwtest.StartProcess(t, gwtest.GatewayOptions{ZK: []string{lax.SecureAddr()},
-		Extra: []string{"--zk-tls-ca", ca2.File, "--zk-tls-cert", clientCert, "--zk-tls-key", clientKey}})
+	laxGW := gwtest.StartProcess(t, gwtest.GatewayOptions{ZK: []string{lax.SecureAddr()}, Extra: files.gatewayFlags()})
 	waitLog(t, laxGW, "ZooKeeper answers a TLS client that shows no certificate")
 	if !strings.Contains(laxGW.Logs(), "open="+lax.SecureAddr()) {
 		t.Errorf("the warning does not name the server:\n%s", laxGW.Logs())

@@ -14,6 +14,42 @@ import (
 	"github.com/zkgate/zkgate/zkserver"
 )
 
+// zkTLSFiles are a CA, ZooKeeper's PEM keystore of a certificate it signed,
+// and a client certificate pair it signed, for a ZooKeeper with a TLS port
+// (zkserver's netty-codec on the classpath serves it from Debian's jar).
+type zkTLSFiles struct{ ca, keyStore, clientCert, clientKey string }
+
+func newZKTLSFiles(t *testing.T) zkTLSFiles {
+	t.Helper()
+	dir := t.TempDir()
+	ca := gwtest.NewCA(t, dir, "zk-ca")
+	serverCert, serverKey := ca.IssuePair(t, 10, dir, "zk", time.Now().Add(-time.Minute))
+	f := zkTLSFiles{ca: ca.File, keyStore: filepath.Join(dir, "zk-keystore.pem")}
+	pemKeyStore(t, serverCert, serverKey, f.keyStore)
+	f.clientCert, f.clientKey = ca.IssuePair(t, 11, dir, "gw", time.Now().Add(-time.Minute))
+	return f
+}
+
+// config is the zoo.cfg lines of the TLS port, asking clients for a
+// certificate as clientAuth says (need, want or none).
+func (f zkTLSFiles) config(clientAuth string) map[string]string {
+	return map[string]string{
+		"serverCnxnFactory":        "org.apache.zookeeper.server.NettyServerCnxnFactory",
+		"ssl.keyStore.location":    f.keyStore,
+		"ssl.keyStore.type":        "PEM",
+		"ssl.trustStore.location":  f.ca,
+		"ssl.trustStore.type":      "PEM",
+		"ssl.clientAuth":           clientAuth,
+		"ssl.hostnameVerification": "false",
+		"client.portUnification":   "false",
+	}
+}
+
+// gatewayFlags reach the TLS port with the client certificate.
+func (f zkTLSFiles) gatewayFlags() []string {
+	return []string{"--zk-tls-ca", f.ca, "--zk-tls-cert", f.clientCert, "--zk-tls-key", f.clientKey}
+}
+
 // pemKeyStore writes the certificate and its key (PKCS #8) into one PEM
 // file, the keystore ZooKeeper reads with ssl.keyStore.type=PEM.
 func pemKeyStore(t *testing.T, certFile, keyFile, out string) {
@@ -46,48 +82,13 @@ func pemKeyStore(t *testing.T, certFile, keyFile, out string) {
 // certificates, and serves as usual.
 func TestZooKeeperTLS(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ca := gwtest.NewCA(t, dir, "zk-ca")
-	serverCert, serverKey := ca.IssuePair(t, 10, dir, "zk", time.Now().Add(-time.Minute))
-	keyStore := filepath.Join(dir, "zk-keystore.pem")
-	pemKeyStore(t, serverCert, serverKey, keyStore)
-	clientCert, clientKey := ca.IssuePair(t, 11, dir, "gw", time.Now().Add(-time.Minute))
-
-	// Debian's zookeeper.jar names the netty jars of its plain port on its
-	// manifest classpath, but not netty-codec, which the TLS port needs: a
-	// release-style directory adds it.
-	home := filepath.Join(dir, "zookeeper")
-	for link, target := range map[string]string{
-		"zookeeper-3.jar":  "/usr/share/java/zookeeper.jar",
-		"netty-codec.jar":  "/usr/share/java/netty-codec.jar",
-		"slf4j-simple.jar": "/usr/share/java/slf4j-simple.jar",
-	} {
-		if _, err := os.Stat(target); err != nil {
-			t.Fatalf("ZooKeeper's TLS port needs %s (apt-get install -y zookeeper libnetty-java): %v", target, err)
-		}
-		if err := os.MkdirAll(filepath.Join(home, "lib"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, filepath.Join(home, "lib", link)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	files := newZKTLSFiles(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	zs, err := zkserver.Start(ctx, zkserver.Options{
-		MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute, ZooKeeperHome: home,
-		SecureClientPort: true,
-		Config: map[string]string{
-			"serverCnxnFactory":        "org.apache.zookeeper.server.NettyServerCnxnFactory",
-			"ssl.keyStore.location":    keyStore,
-			"ssl.keyStore.type":        "PEM",
-			"ssl.trustStore.location":  ca.File,
-			"ssl.trustStore.type":      "PEM",
-			"ssl.clientAuth":           "need",
-			"ssl.hostnameVerification": "false",
-			"client.portUnification":   "false",
-		},
+		MinSessionTimeout: 400 * time.Millisecond, MaxSessionTimeout: time.Minute,
+		SecureClientPort: true, Config: files.config("need"),
 	})
 	if err != nil {
 		t.Fatalf("ZooKeeper with a TLS port: %v", err)
@@ -96,7 +97,7 @@ func TestZooKeeperTLS(t *testing.T) {
 	secure := zs.SecureAddr()
 
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{ZK: []string{secure},
-		Extra: []string{"--zk-tls-ca", ca.File, "--zk-tls-cert", clientCert, "--zk-tls-key", clientKey}})
+		Extra: files.gatewayFlags()})
 	lease := newLease(t, g.URL, "1m", "over TLS")
 	mustStatus(t, acquire(t, g.URL, "tls", lease, "0s"), 200, "acquire over a TLS session")
 	// The node is there, seen through the plain port.
