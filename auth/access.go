@@ -107,7 +107,7 @@ func permit(w http.ResponseWriter, tok *Token, need Need) (*Caller, error) {
 		return nil, Forbidden("token %q lacks the permission %s", tok.Name, want)
 	}
 	return &Caller{Name: tok.Name, Kind: need.Kind, Target: need.Target, Route: need.Route,
-		RequestID: w.Header().Get("X-Request-Id"), Granted: granted, Permits: tok.Permits}, nil
+		RequestID: w.Header().Get("X-Request-Id"), Granted: granted, Permits: tok.Permits, PermitsSome: tok.PermitsSome}, nil
 }
 
 // unauthenticated sets the challenge of RFC 6750 on w and returns the 401

@@ -49,6 +49,13 @@ type Caller struct {
 	Granted bool
 	// Permits reports whether the token holds level on kind and name.
 	Permits func(kind, name string, level Level) bool
+	// PermitsSome reports whether it holds level on some name of kind.
+	PermitsSome func(kind string, level Level) bool
+}
+
+// MaySome reports whether the caller holds level on some name of kind.
+func (c *Caller) MaySome(kind string, level Level) bool {
+	return c.PermitsSome != nil && c.PermitsSome(kind, level)
 }
 
 // May reports whether the caller holds level on kind and name.

@@ -92,6 +92,13 @@ func (t *Token) Permits(kind, name string, level Level) bool {
 	return slices.ContainsFunc(t.Permissions, func(p Permission) bool { return p.covers(kind, name, level) })
 }
 
+// PermitsSome reports whether the token holds level on some name of kind.
+func (t *Token) PermitsSome(kind string, level Level) bool {
+	return slices.ContainsFunc(t.Permissions, func(p Permission) bool {
+		return p.Level >= level && (p.Kind == "*" || p.Kind == kind)
+	})
+}
+
 // Tokens are the tokens of one version of the file.
 type Tokens struct {
 	byHash map[[sha256.Size]byte]*Token

@@ -35,6 +35,13 @@ type peerQuery struct {
 	method, uri       string
 	body              []byte
 	requestID, caller string
+	// by is who causes the query, for the cap on fan-outs: the caller's
+	// token name, or "" (tokens off, or the gateway itself).
+	by string
+	// share lets the answers serve identical reads for fanoutShare: for
+	// figures that are a window's sums anyway, not for what a client may
+	// have just changed through another gateway (the lease list).
+	share bool
 }
 
 // askPeers sends q to every other registered gateway at once, each bounded
@@ -42,10 +49,30 @@ type peerQuery struct {
 // each 200 answer (concurrently); it returns the gateways that did not
 // answer, or whose answer take refused. Only registrations that check out
 // are asked (see recipes.Service.Gateways).
+//
+// A read (GET) is capped: one caller may have the others asked at most
+// fanoutRate times a second (in bursts of fanoutBurst), past which they are
+// not asked and are named unreachable for it; and a read of figures
+// (q.share) is shared: the others' answers serve every identical read that
+// comes within fanoutShare of them, or while they are asked, and cost no
+// more of the cap. So no caller, with whatever flood of reads, makes the
+// other gateways answer more than that: their own traffic (forwarded
+// requests, handovers) keeps its room.
 func (a *API) askPeers(ctx context.Context, q peerQuery, take func(body []byte) error) []unreachableGateway {
 	if a.Gateways == nil {
 		return nil
 	}
+	if q.method != http.MethodGet {
+		return a.fanOut(ctx, q, func(_ recipes.Keeper, body []byte) error { return take(body) })
+	}
+	return a.fanouts.shared(ctx, q, func(ctx context.Context, keep func(recipes.Keeper, []byte) error) []unreachableGateway {
+		return a.fanOut(ctx, q, keep)
+	}, take)
+}
+
+// fanOut asks every other registered gateway q at once (see askPeers),
+// and gives take each 200 answer with the gateway that gave it.
+func (a *API) fanOut(ctx context.Context, q peerQuery, take func(k recipes.Keeper, body []byte) error) []unreachableGateway {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
 	gws, err := a.Gateways.Gateways(ctx)
@@ -62,7 +89,8 @@ func (a *API) askPeers(ctx context.Context, q peerQuery, take func(body []byte) 
 			continue
 		}
 		wg.Go(func() {
-			if err := a.askPeer(ctx, recipes.Keeper{Gateway: g.ID, Advertise: g.Advertise}, q, take); err != nil {
+			k := recipes.Keeper{Gateway: g.ID, Advertise: g.Advertise}
+			if err := a.askPeer(ctx, k, q, func(body []byte) error { return take(k, body) }); err != nil {
 				mu.Lock()
 				unreachable = append(unreachable, unreachableGateway{Gateway: g.ID, Advertise: g.Advertise, Error: err.Error()})
 				mu.Unlock()

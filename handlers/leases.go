@@ -69,6 +69,10 @@ type API struct {
 	// Holds what its leases hold and wait for, as deadlock checks see it.
 	ContentionFigures ContentionSource
 	Holds             HoldsSource
+
+	// fanouts share the other gateways' answers among identical reads, and
+	// cap how often one caller has them asked (see askPeers).
+	fanouts fanouts
 }
 
 // ErrDraining answers whatever would start something new on a draining
@@ -302,7 +306,7 @@ func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo
 		leases []recipes.LeaseInfo
 		more   bool
 	)
-	q := peerQuery{method: http.MethodGet, uri: "/v1/leases?" + query.Encode(), requestID: requestID, caller: caller}
+	q := peerQuery{method: http.MethodGet, uri: "/v1/leases?" + query.Encode(), requestID: requestID, caller: caller, by: caller}
 	unreachable := a.askPeers(r.Context(), q, func(body []byte) error {
 		var doc struct {
 			Leases []recipes.LeaseInfo `json:"leases"`

@@ -63,8 +63,9 @@ const PeerClockSkew = 5 * time.Minute
 const (
 	maxPeerBody   = 1 << 20
 	maxPeerAnswer = 64 << 20
-	// maxNonces bounds the proofs remembered against replays: over two
-	// windows of 2*PeerClockSkew, a thousand forwarded requests a second.
+	// maxNonces bounds the proofs of one sender remembered against replays:
+	// over two windows of 2*PeerClockSkew, a thousand forwarded requests a
+	// second.
 	maxNonces = 1 << 20
 )
 
@@ -280,11 +281,11 @@ func (p *Peers) Admit(r *http.Request) (*http.Request, error) {
 	} else if p.tls.VerifyClient == nil || r.TLS == nil || !p.tls.VerifyClient(r.TLS) {
 		return r, p.refuse(r, "it did not come over a connection with a certificate of --tls-peer-ca")
 	}
-	switch err := p.nonces.Take(f.nonce, now); {
+	switch err := p.nonces.Take(f.from, f.nonce, now); {
 	case errors.Is(err, peer.ErrReplayed):
 		return r, p.refuse(r, "its proof was taken before (a replay)")
 	case err != nil:
-		return r, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "too many forwarded requests in the last minutes; retry shortly"}
+		return r, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "too many requests from gateway " + strconv.Quote(f.from) + " in the last minutes; retry shortly"}
 	}
 	pc := &PeerCall{Gateway: f.from, Caller: f.caller, nonce: f.nonce, signed: signed}
 	r = r.WithContext(context.WithValue(r.Context(), peerKey{}, pc))

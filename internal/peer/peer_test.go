@@ -92,30 +92,40 @@ func TestSecretFile(t *testing.T) {
 
 // TestNonces: a nonce is taken once, and remembered at least twice the
 // window after it was taken (a proof is taken within a window of its time,
-// on either side); the memory is bounded.
+// on either side); the memory is bounded for each sender apart, so a
+// sender that fills its own leaves the others their room.
 func TestNonces(t *testing.T) {
 	const w = time.Minute
 	n := &Nonces{Window: w, Max: 3}
 	t0 := time.Unix(1_700_000_000, 0)
-	if err := n.Take("a", t0); err != nil {
+	if err := n.Take("g1", "a", t0); err != nil {
 		t.Fatal(err)
 	}
 	for _, at := range []time.Duration{0, w, 2 * w, 3*w + 59*time.Second} {
-		if err := n.Take("a", t0.Add(at)); !errors.Is(err, ErrReplayed) {
+		if err := n.Take("g1", "a", t0.Add(at)); !errors.Is(err, ErrReplayed) {
 			t.Errorf("taken again %s later: %v, want a replay", at, err)
 		}
 	}
-	if err := n.Take("b", t0.Add(2*w)); err != nil {
+	if err := n.Take("g2", "a", t0); err != nil {
+		t.Errorf("another sender's nonce of the same text: %v", err)
+	}
+	if err := n.Take("g1", "b", t0.Add(2*w)); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Take("c", t0.Add(2*w)); err != nil {
+	if err := n.Take("g1", "c", t0.Add(2*w)); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Take("d", t0.Add(2*w)); !errors.Is(err, ErrFull) {
+	if err := n.Take("g1", "d", t0.Add(2*w)); !errors.Is(err, ErrFull) {
 		t.Errorf("over the bound: %v, want full", err)
 	}
+	// g1 is full; g2 still has its room.
+	for _, nonce := range []string{"b", "c"} {
+		if err := n.Take("g2", nonce, t0.Add(2*w)); err != nil {
+			t.Errorf("g2 while g1 is full: %v", err)
+		}
+	}
 	// Two generations later, "a" is forgotten, and there is room again.
-	if err := n.Take("a", t0.Add(6*w)); err != nil {
+	if err := n.Take("g1", "a", t0.Add(6*w)); err != nil {
 		t.Errorf("long after: %v", err)
 	}
 }

@@ -1,0 +1,156 @@
+package handlers
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zkgate/zkgate/recipes"
+)
+
+// How the other gateways' answers to reads are shared (see askPeers).
+const (
+	// fanoutShare is how long an answer serves the identical reads that
+	// follow it.
+	fanoutShare = time.Second
+	// fanoutRate and fanoutBurst cap the fan-outs one caller causes.
+	fanoutRate  = 10
+	fanoutBurst = 20
+	// fanoutKept bounds the answers kept before the old ones are swept.
+	fanoutKept = 256
+)
+
+// fanouts shares the other gateways' answers to identical reads, and caps
+// the fan-outs of each caller. The zero value is ready.
+type fanouts struct {
+	mu      sync.Mutex
+	answers map[string]*fanoutAnswer // by caller and uri
+	callers map[string]*fanoutBucket // by caller ("": tokens off)
+}
+
+// fanoutAnswer is the other gateways' answers to one read, once done is
+// closed: each 200's body, and those that did not answer.
+type fanoutAnswer struct {
+	done        chan struct{}
+	at          time.Time
+	bodies      []peerBody
+	unreachable []unreachableGateway
+}
+
+// peerBody is the body of one gateway's 200 answer.
+type peerBody struct {
+	from recipes.Keeper
+	body []byte
+}
+
+// fanoutBucket is a token bucket of one caller's fan-outs.
+type fanoutBucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// take spends one of b's fan-outs at now, if it has one.
+func (b *fanoutBucket) take(now time.Time) bool {
+	b.tokens = min(fanoutBurst, b.tokens+now.Sub(b.at).Seconds()*fanoutRate)
+	b.at = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// shared gives take the other gateways' answers to q: with q.share, those
+// of an identical read under way or done within fanoutShare; or else those
+// of ask, run now (bounded by peerTimeout, whoever waits for it) if q.by
+// may still cause one.
+func (f *fanouts) shared(ctx context.Context, q peerQuery, ask func(context.Context, func(recipes.Keeper, []byte) error) []unreachableGateway,
+	take func(body []byte) error) []unreachableGateway {
+	now := time.Now()
+	key := q.caller + "\x00" + q.uri
+	f.mu.Lock()
+	if f.answers == nil {
+		f.answers, f.callers = map[string]*fanoutAnswer{}, map[string]*fanoutBucket{}
+	}
+	a := f.answers[key]
+	if a != nil && (!q.share || a.expired(now)) {
+		a = nil
+	}
+	if a == nil {
+		b := f.callers[q.by]
+		if b == nil {
+			b = &fanoutBucket{tokens: fanoutBurst, at: now}
+			f.callers[q.by] = b
+		}
+		if !b.take(now) {
+			f.mu.Unlock()
+			return []unreachableGateway{{Gateway: "*", Error: fmt.Sprintf(
+				"the other gateways were not asked: this caller had them asked more than %d times a second (an answer serves the same read for %s)",
+				fanoutRate, fanoutShare)}}
+		}
+		a = &fanoutAnswer{done: make(chan struct{})}
+		if q.share {
+			f.sweep(now)
+			f.answers[key] = a
+		}
+		f.mu.Unlock()
+		f.run(ctx, a, ask)
+	} else {
+		f.mu.Unlock()
+	}
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return []unreachableGateway{{Gateway: "*", Error: "not answered: " + context.Cause(ctx).Error()}}
+	}
+	unreachable := append([]unreachableGateway(nil), a.unreachable...)
+	for _, b := range a.bodies {
+		if err := take(b.body); err != nil {
+			unreachable = append(unreachable, unreachableGateway{Gateway: b.from.Gateway, Advertise: b.from.Advertise, Error: err.Error()})
+		}
+	}
+	slices.SortFunc(unreachable, func(x, y unreachableGateway) int { return cmp.Compare(x.Gateway, y.Gateway) })
+	return unreachable
+}
+
+// run asks the other gateways for a, whoever waits for it: the caller that
+// started it may go, and the others still get the answers.
+func (f *fanouts) run(ctx context.Context, a *fanoutAnswer, ask func(context.Context, func(recipes.Keeper, []byte) error) []unreachableGateway) {
+	var mu sync.Mutex
+	unreachable := ask(context.WithoutCancel(ctx), func(k recipes.Keeper, body []byte) error {
+		mu.Lock()
+		a.bodies = append(a.bodies, peerBody{k, body})
+		mu.Unlock()
+		return nil
+	})
+	f.mu.Lock()
+	a.unreachable, a.at = unreachable, time.Now()
+	f.mu.Unlock()
+	close(a.done)
+}
+
+// expired says whether a, done, is older than fanoutShare at now. f.mu is
+// held.
+func (a *fanoutAnswer) expired(now time.Time) bool {
+	select {
+	case <-a.done:
+		return now.Sub(a.at) >= fanoutShare
+	default:
+		return false // under way
+	}
+}
+
+// sweep forgets the expired answers once there are many. f.mu is held.
+func (f *fanouts) sweep(now time.Time) {
+	if len(f.answers) < fanoutKept {
+		return
+	}
+	for k, a := range f.answers {
+		if a.expired(now) {
+			delete(f.answers, k)
+		}
+	}
+}
