@@ -145,7 +145,7 @@ func (a *API) Contention(ctx context.Context, window string, limit int, caller *
 		return nil
 	})
 	rep := ContentionReport{Window: window, Since: recipes.WindowSince(time.Now(), d), Names: []recipes.NameStats{},
-		Deadlocks: []recipes.DeadlockRecord{}, Unreachable: unreachable}
+		Deadlocks: []recipes.DeadlockRecord{}, Unreachable: unreachableFor(caller, unreachable)}
 	for _, f := range byName {
 		rep.Names = append(rep.Names, f.Stats())
 	}
@@ -230,7 +230,8 @@ func (a *API) NameContention(ctx context.Context, kind, name, window, requestID 
 		return cmp.Or(x.From.Compare(y.From), cmp.Compare(x.Lease, y.Lease))
 	})
 	return NameReport{NameStats: f.Stats(), Window: window, Since: recipes.WindowSince(time.Now(), d),
-		RecentHolds: holds[max(len(holds)-maxRecent, 0):], RecentWaits: waits[max(len(waits)-maxRecent, 0):], Unreachable: unreachable}
+		RecentHolds: holds[max(len(holds)-maxRecent, 0):], RecentWaits: waits[max(len(waits)-maxRecent, 0):],
+		Unreachable: unreachableFor(CallerOf(ctx), unreachable)}
 }
 
 // LockStats is GET /v1/locks/{name}/stats?window=.

@@ -28,6 +28,30 @@ type unreachableGateway struct {
 	Error     string `json:"error"`
 }
 
+// unreachableFor is u as caller may see it (nil: tokens off, all of it):
+// the gateways' ids, addresses and errors are the topology of the
+// deployment, shown to a token that may read everything (*:*:read, as the
+// dashboard needs); to any other, only how many gateways did not answer.
+func unreachableFor(c *Caller, u []unreachableGateway) []unreachableGateway {
+	if c == nil || len(u) == 0 || c.May("*", "*", LevelRead) {
+		return u
+	}
+	var out []unreachableGateway
+	named := 0
+	for _, g := range u {
+		if g.Gateway == "*" { // names none already
+			out = append(out, g)
+		} else {
+			named++
+		}
+	}
+	if named > 0 {
+		out = append(out, unreachableGateway{Gateway: "*", Error: fmt.Sprintf(
+			"%d of the other gateways did not answer (which, and why, is shown to tokens that may read everything: *:*:read)", named)})
+	}
+	return out
+}
+
 // peerQuery is the request askPeers sends to each gateway: its method,
 // path and query (uri), its JSON body (nil: none), and the request id and
 // caller's token name it is made for ("": none).

@@ -261,7 +261,7 @@ func (a *API) ListLeases() http.Handler {
 		page, next := leasePage(append(out, others...), p, more)
 		doc := pageDoc("leases", page, next)
 		if len(unreachable) > 0 {
-			doc["unreachable"] = unreachable
+			doc["unreachable"] = unreachableFor(CallerOf(r.Context()), unreachable)
 		}
 		writeJSON(w, http.StatusOK, doc)
 		return nil

@@ -88,3 +88,36 @@ func TestFanOutsCannotStarveThePeers(t *testing.T) {
 	mustStatus(t, a.as(t, "writer", "POST", "/v1/locks/after-flood/acquire", map[string]any{"lease": lease}), 200, "an acquire forwarded to b")
 	mustStatus(t, a.as(t, "writer", "DELETE", "/v1/leases/"+lease, nil), 204, "revoke through a")
 }
+
+// TestUnreachableGatewaysShownToReadersOfEverything: a list of every
+// gateway's leases, or the contention figures, name a gateway that did not
+// answer (its id, address and error: the deployment's topology) to a token
+// that may read everything, and to any other token say only how many did
+// not. Before, every token got each one's id, address and error.
+func TestUnreachableGatewaysShownToReadersOfEverything(t *testing.T) {
+	t.Parallel()
+	file, secrets := newTokensFile(t)
+	root := gwtest.UniqueRoot(t)
+	a := startSecured(t, gwtest.GatewayOptions{Root: root, SessionTimeout: 10 * time.Second}, file, secrets)
+	p := startSecured(t, gwtest.GatewayOptions{Root: root, SessionTimeout: 10 * time.Second}, file, secrets)
+	mustStatus(t, p.as(t, "reader", "GET", "/readyz", nil), 200, "p ready")
+	p.Pause(t) // registered, but silent
+	defer p.Resume()
+	for _, path := range []string{"/v1/leases", "/v1/contention"} {
+		for tok, named := range map[string]bool{"reader": true, "billing": false} {
+			r := a.as(t, tok, "GET", path, nil)
+			mustStatus(t, r, 200, tok+" GET "+path)
+			u, _ := r.JSON(t)["unreachable"].([]any)
+			if len(u) != 1 {
+				t.Fatalf("%s GET %s: unreachable %v, want one entry", tok, path, u)
+			}
+			g := u[0].(map[string]any)
+			if got := g["gateway"] != "*" && strings.Contains(g["advertise"].(string), "127.0.0.1"); got != named {
+				t.Errorf("%s GET %s: the silent gateway named: %v, want %v (%v)", tok, path, got, named, g)
+			}
+			if !named && !strings.Contains(g["error"].(string), "1 of the other gateways") {
+				t.Errorf("%s GET %s: %q does not say how many did not answer", tok, path, g["error"])
+			}
+		}
+	}
+}
