@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -439,10 +440,47 @@ func (p *Peers) ask(ctx context.Context, k recipes.Keeper, method, uri, contentT
 		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the gateway at " + k.Advertise + " did not answer whole", Err: err}
 	}
 	if p.secret != nil && !p.secret.Check(resp.Header.Get(answerHeader), "answer", answerFields(f.nonce, resp.StatusCode, resp.Header, data)...) {
+		if code, detail, ok := earlyRefusal(resp, data); ok {
+			p.log.Warn("the gateway refused the request before checking its proof (so its answer carries none): not relayed",
+				"gateway", k.Gateway, "advertise", k.Advertise, "status", resp.StatusCode, "code", code, "detail", Clip(detail, 200),
+				"request_id", requestID)
+			return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: fmt.Sprintf("the gateway at %s refused the request: %d %s (%s)",
+				k.Advertise, resp.StatusCode, code, Clip(detail, 200))}
+		}
 		p.log.Warn("refused an answer that does not prove itself: not relayed", "gateway", k.Gateway, "advertise", k.Advertise,
 			"status", resp.StatusCode, "request_id", requestID)
 		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the answer from " + k.Advertise +
 			" does not check out with --peer-secret-file: it is not gateway " + strconv.Quote(k.Gateway) + "'s, and is not relayed"}
 	}
 	return &peerAnswer{status: resp.StatusCode, header: resp.Header, body: data}, nil
+}
+
+// earlyRefusals are the problems a gateway may answer a forwarded request
+// with before it has checked the request's proof (its body too large or
+// too slow, the gateway at a cap or unavailable): such an answer cannot
+// carry a proof of its own, since the request did not prove itself.
+var earlyRefusals = map[int]recipes.Code{
+	http.StatusRequestTimeout:        codeBodyTimeout,
+	http.StatusRequestEntityTooLarge: recipes.CodeTooLarge,
+	http.StatusTooManyRequests:       CodeTooMany,
+	http.StatusServiceUnavailable:    recipes.CodeUnavailable,
+}
+
+// earlyRefusal says whether an answer without a proof is such a refusal,
+// with its code and detail, to be logged as what it is rather than as a
+// forgery. It is not relayed either way: anyone on the path could have
+// sent it.
+func earlyRefusal(resp *http.Response, data []byte) (code, detail string, ok bool) {
+	want, ok := earlyRefusals[resp.StatusCode]
+	if !ok || resp.Header.Get(answerHeader) != "" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		return "", "", false
+	}
+	var doc struct {
+		Code   string `json:"code"`
+		Detail string `json:"detail"`
+	}
+	if json.Unmarshal(data, &doc) != nil || doc.Code != string(want) {
+		return "", "", false
+	}
+	return doc.Code, doc.Detail, true
 }

@@ -197,3 +197,46 @@ func TestPlainName(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlyRefusalIsLoggedAsWhatItIs: a gateway that refuses a forwarded
+// request before checking its proof (a body too large, a cap, a drain)
+// answers without a proof of its own; the sender logs that refusal as what
+// it is, with its status and code, and tells its caller so; it relays
+// neither that nor an answer without a proof that is no such refusal,
+// which it still logs as one that does not prove itself. Before, both were
+// logged as answers that do not prove themselves (forgeries).
+func TestEarlyRefusalIsLoggedAsWhatItIs(t *testing.T) {
+	secret, err := peer.ParseSecret("f", []byte(strings.Repeat("s", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, ct, body string
+		status         int
+		log, detail    string
+	}{
+		{"too large", "application/problem+json", `{"code":"too_large","detail":"the body is larger than 1048576 bytes"}`, 413,
+			"refused the request before checking its proof", "refused the request: 413 too_large"},
+		{"a cap", "application/problem+json", `{"code":"too_many","detail":"max-requests-per-token"}`, 429,
+			"refused the request before checking its proof", "refused the request: 429 too_many"},
+		{"a forged 200", "application/json", `{"name":"x"}`, 200, "does not prove itself", "does not check out"},
+		{"a 413 of another code", "application/problem+json", `{"code":"unavailable"}`, 413, "does not prove itself", "does not check out"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", c.ct)
+			w.WriteHeader(c.status)
+			_, _ = io.WriteString(w, c.body)
+		}))
+		var logs strings.Builder
+		a := NewPeers("gw-a", secret, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+		_, err := a.ask(t.Context(), recipes.Keeper{Gateway: "gw-b", Advertise: strings.TrimPrefix(srv.URL, "http://")},
+			"POST", "/v1/locks/x/acquire", "application/json", "req-1", "", []byte(`{}`))
+		srv.Close()
+		if recipes.ErrorCode(err) != recipes.CodeUnavailable || !strings.Contains(err.Error(), c.detail) {
+			t.Errorf("%s: %v, want unavailable saying %q", c.name, err, c.detail)
+		}
+		if !strings.Contains(logs.String(), c.log) {
+			t.Errorf("%s: the log does not say %q:\n%s", c.name, c.log, logs.String())
+		}
+	}
+}
