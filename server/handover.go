@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,7 +38,7 @@ const handoverTimeout = 20 * time.Second
 // handed over (its ZooKeeper connection was down the whole drain) keeps its
 // leases here, and they end as in a drain without handover: no earlier
 // than the latest expires_at they were given.
-func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers.Peers, dataDir string, drainTimeout time.Duration) {
+func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers.Peers, savedTo string, drainTimeout time.Duration) {
 	ends := time.Now().Add(drainTimeout)
 	dr.start(ends, false)
 	svc.MarkDraining(ends, true)
@@ -59,13 +62,13 @@ func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers
 			}
 			continue
 		}
-		if err := saveHandover(dataDir, h); err != nil {
+		if err := saveHandover(savedTo, h); err != nil {
 			log.Error("a session could be handed over to no peer, nor saved for the next start: its leases end with its timeout",
 				"session", h.Session, "leases", len(h.Leases), "err", err)
 			continue
 		}
 		log.Info("saved a session for the next start, which resumes it within its timeout", "session", h.Session,
-			"leases", len(h.Leases), "dir", handoverDir(dataDir))
+			"leases", len(h.Leases), "dir", savedTo)
 	}
 	switch {
 	case kept:
@@ -138,13 +141,28 @@ func handoverTargets(svc *recipes.Service, peers *handlers.Peers, log *slog.Logg
 	return out
 }
 
-// handoverDir is where sessions are saved for the next start.
+// handoverDir is where sessions are saved for the next start: a folder for
+// each ensemble and root (see savedKey), so that a start on another root or
+// another ensemble, sharing the data dir, never resumes them. Files right in
+// handoverDir were saved by versions that did not key them (see adoptSaved).
 func handoverDir(dataDir string) string { return filepath.Join(dataDir, "handover") }
 
-// saveHandover writes h for the next start: readable by this user alone,
-// since its session's password owns the session.
-func saveHandover(dataDir string, h *recipes.Handover) error {
-	dir := handoverDir(dataDir)
+// savedDir is the folder of the sessions saved by gateways of root on the
+// ensemble zk (--zk; empty: the embedded ZooKeeper, whose port changes at
+// every start, but whose data is the data dir's own).
+func savedDir(dataDir string, zk []string, root string) string {
+	ensemble := "embedded"
+	if len(zk) > 0 {
+		ensemble = strings.Join(slices.Sorted(slices.Values(zk)), ",")
+	}
+	sum := sha256.Sum256([]byte("zookeeper=" + ensemble + "\nroot=" + root))
+	return filepath.Join(handoverDir(dataDir), hex.EncodeToString(sum[:8]))
+}
+
+// saveHandover writes h into dir (see savedDir) for the next start:
+// readable by this user alone, since its session's password owns the
+// session.
+func saveHandover(dir string, h *recipes.Handover) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -172,13 +190,22 @@ func saveHandover(dataDir string, h *recipes.Handover) error {
 	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }
 
-// adoptSaved resumes the sessions a previous run saved (see saveHandover)
-// and keeps their leases; a session that expired meanwhile is gone, with
-// its leases (410 session_lost, as the lease history says). Each file is
-// removed once settled; one that could not be tried (ZooKeeper out of
-// reach) stays for the next start.
-func adoptSaved(ctx context.Context, log *slog.Logger, svc *recipes.Service, cfg recipes.SessionConfig, dataDir string) {
-	dir := handoverDir(dataDir)
+// adoptSaved resumes the sessions a previous run of the same ensemble and
+// root saved into dir (see saveHandover, savedDir) and keeps their leases;
+// a session that expired meanwhile is gone, with its leases (410
+// session_lost, as the lease history says). Each file is removed once
+// settled; one that could not be tried (ZooKeeper out of reach) stays for
+// the next start. The sessions saved right in handoverDir, by a version
+// that did not record their ensemble and root, are resumed too, once, with
+// a warning: they were most likely this data dir's own gateway's.
+func adoptSaved(ctx context.Context, log *slog.Logger, svc *recipes.Service, cfg recipes.SessionConfig, dataDir, dir string) {
+	adoptSavedIn(ctx, log, svc, cfg, dir, false)
+	adoptSavedIn(ctx, log, svc, cfg, handoverDir(dataDir), true)
+}
+
+// adoptSavedIn is adoptSaved of the files in dir (unkeyed: saved by an
+// older version, into handoverDir itself).
+func adoptSavedIn(ctx context.Context, log *slog.Logger, svc *recipes.Service, cfg recipes.SessionConfig, dir string, unkeyed bool) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
@@ -202,6 +229,10 @@ func adoptSaved(ctx context.Context, log *slog.Logger, svc *recipes.Service, cfg
 			continue
 		}
 		h.SameClock = true // saved by this machine: its leases' ends are on this clock
+		if unkeyed {
+			log.Warn("a session saved by an older version, which did not record its ZooKeeper ensemble and root: resumed as this gateway's",
+				"file", p, "session", h.Session)
+		}
 		actx, cancel := context.WithTimeout(ctx, handoverTimeout)
 		err = svc.Adopt(actx, cfg, &h)
 		cancel()

@@ -153,7 +153,7 @@ func TestHandoverToTheNextStart(t *testing.T) {
 	mustStatus(t, first, http.StatusOK, "acquire")
 	p.Signal(t, os.Interrupt, 20*time.Second)
 
-	files, _ := filepath.Glob(filepath.Join(dataDir, "handover", "*.json"))
+	files, _ := filepath.Glob(filepath.Join(dataDir, "handover", "*", "*.json"))
 	if len(files) != 1 {
 		t.Fatalf("saved sessions: %v, want one", files)
 	}
@@ -326,4 +326,47 @@ func TestTheDashboardShowsAHandover(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestSavedSessionsAreKeyedByEnsembleAndRoot: a session saved on SIGTERM is
+// resumed only by a start on the same ZooKeeper ensemble and root, though
+// another shares the data dir: a start on another root, or on another
+// ensemble, leaves it (and its leases) alone; the right one resumes it.
+// Before, any start on the data dir resumed every session saved there,
+// kept its leases alive and handed them on.
+func TestSavedSessionsAreKeyedByEnsembleAndRoot(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	opts := gwtest.GatewayOptions{SessionTimeout: 20 * time.Second, Handover: true, DataDir: dataDir}
+	p := gwtest.StartProcess(t, opts)
+	opts.Root = p.Root
+	lease := newLease(t, p.URL, "1m", "kept")
+	mustStatus(t, acquire(t, p.URL, "keyed", lease, "0s"), http.StatusOK, "acquire")
+	p.Signal(t, os.Interrupt, 20*time.Second)
+	files, _ := filepath.Glob(filepath.Join(dataDir, "handover", "*", "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("saved sessions: %v, want one", files)
+	}
+
+	other := opts
+	other.Root = gwtest.UniqueRoot(t)
+	elsewhere := opts
+	elsewhere.ZK = []string{gwtest.OwnZK(t).Addr()}
+	for what, o := range map[string]gwtest.GatewayOptions{"another root": other, "another ensemble": elsewhere} {
+		q := gwtest.StartProcess(t, o)
+		if _, err := os.Stat(files[0]); err != nil {
+			t.Fatalf("a start on %s took the saved session: %v", what, err)
+		}
+		if strings.Contains(q.Logs(), "resumed a session") {
+			t.Fatalf("a start on %s resumed a session:\n%s", what, q.Logs())
+		}
+		q.Signal(t, os.Interrupt, 20*time.Second)
+	}
+
+	r := gwtest.StartProcess(t, opts)
+	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
+		t.Fatalf("the start on the same ensemble and root left the saved session: %v", err)
+	}
+	mustStatus(t, gwtest.Do(t, "POST", r.URL+"/v1/leases/"+lease+"/keepalive", nil), http.StatusOK, "keepalive after the restart")
+	mustStatus(t, gwtest.Do(t, "DELETE", r.URL+"/v1/leases/"+lease, nil), http.StatusNoContent, "revoke")
 }

@@ -143,7 +143,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	api.Draining = dr.draining
 	if cfg.Handover {
 		api.Adopt = func(ctx context.Context, h *recipes.Handover) error { return svc.Adopt(ctx, sessCfg, h) }
-		adoptSaved(ctx, log, svc, sessCfg, cfg.DataDir)
+		adoptSaved(ctx, log, svc, sessCfg, cfg.DataDir, savedDir(cfg.DataDir, cfg.ZK, cfg.Root))
 	}
 	tokens := auth.NewStore(cfg.tokens)
 	if cfg.tokens != nil {
@@ -177,7 +177,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	if cfg.Handover {
-		handOver(log, dr, svc, api.Peers, cfg.DataDir, cfg.DrainTimeout)
+		handOver(log, dr, svc, api.Peers, savedDir(cfg.DataDir, cfg.ZK, cfg.Root), cfg.DrainTimeout)
 	} else {
 		drainLeases(log, dr, svc, cfg.DrainTimeout)
 	}
