@@ -161,3 +161,29 @@ func TestLockDelayAndGraceFlags(t *testing.T) {
 	}
 	noLeases(t, g.URL)
 }
+
+// TestDefaultGraceFitsAShortSessionTimeout: against a gateway whose
+// deadlines are shorter than the default --kill-grace allows (its
+// --session-timeout is 2s), lock and elect with their defaults run CMD and
+// exit 0; a --kill-grace given that does not fit is still refused. Before,
+// the defaults exited 2 ("--kill-grace 2s does not fit in the 1.8s the
+// gateway promised"), though the user asked for no grace.
+func TestDefaultGraceFitsAShortSessionTimeout(t *testing.T) {
+	t.Parallel()
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{SessionTimeout: 2 * time.Second})
+	dir := t.TempDir()
+	for _, cmd := range []string{"lock", "elect"} {
+		ran := filepath.Join(dir, "ran-"+cmd)
+		if code, _, stderr := runZkgate(t, g.URL, nil, cmd, "short-"+cmd, "--", "touch", ran); code != 0 {
+			t.Fatalf("%s with the defaults: exit %d, stderr %q", cmd, code, stderr)
+		}
+		if _, err := os.Stat(ran); err != nil {
+			t.Fatalf("%s: CMD did not run: %v", cmd, err)
+		}
+		code, _, stderr := runZkgate(t, g.URL, nil, cmd, "--kill-grace", "2s", "short-"+cmd, "--", "true")
+		if code != exitUsage || !strings.Contains(stderr, "--kill-grace 2s does not fit") {
+			t.Fatalf("%s --kill-grace 2s: exit %d, stderr %q; want it refused", cmd, code, stderr)
+		}
+	}
+	noLeases(t, g.URL)
+}

@@ -202,7 +202,8 @@ func (o *runOptions) register(cmd *cobra.Command, a *app, run func(*cobra.Comman
 	fs := cmd.Flags()
 	fs.DurationVar(&o.wait, "wait", h.wait, h.waitHelp)
 	fs.DurationVar(&o.ttl, "ttl", defaultTTL, "the lease's TTL: "+h.ttl)
-	fs.DurationVar(&o.grace, "kill-grace", defaultKillGrace, "between SIGTERM and SIGKILL, which lands before the lease's deadline")
+	fs.DurationVar(&o.grace, "kill-grace", defaultKillGrace, "between SIGTERM and SIGKILL, which lands before the lease's deadline "+
+		"(unset: less than 2s when the gateway's deadlines are shorter, so that it fits)")
 	fs.StringVar(&o.holder, "holder", "", "how other clients see "+h.holder+" (default: host[pid] CMD)")
 	fs.DurationVar(&o.lockDelay, "lock-delay", 0, h.lockDelay+" (default: the gateway's --lock-delay)")
 }
@@ -232,7 +233,7 @@ func (o *runOptions) start(cmd *cobra.Command, a *app, kind string, args []strin
 		return nil, err
 	}
 	relay := newSignalRelay()
-	c, lease, err := o.lease(cmd.Context(), cmd.Flags().Changed("lock-delay"), argv)
+	c, lease, err := o.lease(cmd.Context(), cmd.Flags().Changed("lock-delay"), cmd.Flags().Changed("kill-grace"), argv)
 	if err != nil {
 		relay.stop()
 		return nil, err
@@ -298,12 +299,28 @@ func graceFits(grace, window time.Duration) error {
 		grace, window.Round(10*time.Millisecond), max(most, 0).Round(10*time.Millisecond))
 }
 
+// fitGrace is the grace that lock and elect use in a first deadline of
+// window: the one given (graceSet), refused when it does not fit (see
+// graceFits); unset, the default, or half of what fits when the gateway's
+// deadlines are too short for it (a gateway with a short
+// --session-timeout): the user did not ask for 2s.
+func fitGrace(grace, window time.Duration, graceSet bool) (time.Duration, error) {
+	err := graceFits(grace, window)
+	if err == nil || graceSet {
+		return grace, err
+	}
+	if most := window*2/3 - killMargin; most > 0 {
+		return (most / 2).Truncate(10 * time.Millisecond), nil
+	}
+	return grace, err
+}
+
 // lease takes the lease that the command argv of lock or elect runs
 // under, kept alive in the background; a holder "" names it after argv;
 // lockDelaySet asks for the lockDelay given rather than the gateway's
-// default. It refuses a grace that does not fit in the lease's first
-// deadline.
-func (o *runOptions) lease(ctx context.Context, lockDelaySet bool, argv []string) (*client.Client, *client.Lease, error) {
+// default. It refuses a grace given (graceSet) that does not fit in the
+// lease's first deadline, and makes the default one fit (see fitGrace).
+func (o *runOptions) lease(ctx context.Context, lockDelaySet, graceSet bool, argv []string) (*client.Client, *client.Lease, error) {
 	c, err := o.gw.client()
 	if err != nil {
 		return nil, nil, err
@@ -321,7 +338,7 @@ func (o *runOptions) lease(ctx context.Context, lockDelaySet bool, argv []string
 	if err != nil {
 		return nil, nil, fmt.Errorf("lease: %w", err)
 	}
-	if err := graceFits(o.grace, lease.Deadline().Sub(asked)); err != nil {
+	if o.grace, err = fitGrace(o.grace, lease.Deadline().Sub(asked), graceSet); err != nil {
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = lease.Revoke(rctx)
