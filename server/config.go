@@ -232,7 +232,8 @@ func defineFlags(fs *flag.FlagSet, getenv func(string) string) *serveFlags {
 		{&f.deadlockCheck, "deadlock-check", "1s", "a wait for a lock or a semaphore that lasts this long is checked for a deadlock, and again as often while it lasts; in one, the newest wait of the cycle answers 409 deadlock; 0 turns it off"},
 		{&f.metricsNames, "metrics-names", "20", "how many locks and semaphores, the busiest, have wait and hold histograms of their own in /metrics; the others add up under name=\"*\""},
 	} {
-		fs.StringVar(s.dst, s.name, env(s.name, s.def), s.usage+" ("+envName(s.name)+")")
+		*s.dst = env(s.name, s.def)
+		fs.Var(&typedFlag{p: s.dst, kind: flagKinds[s.name]}, s.name, s.usage+" ("+envName(s.name)+")")
 	}
 	var handover, insecure bool
 	f.handoverEnv, f.insecureEnv = getenv("ZKGATE_HANDOVER"), getenv("ZKGATE_INSECURE")
@@ -241,6 +242,46 @@ func defineFlags(fs *flag.FlagSet, getenv func(string) string) *serveFlags {
 	insecure, f.insecureErr = strconv.ParseBool(env("insecure", "false"))
 	fs.BoolVar(&c.Insecure, "insecure", insecure, "allow a non-loopback --listen without --auth-file: anyone who reaches it owns every lock (ZKGATE_INSECURE)")
 	return f
+}
+
+// flagKinds say what a flag's value is, for -h, the man pages and
+// completion; a flag not named takes a string.
+var flagKinds = map[string]string{
+	"session-timeout": "duration", "max-wait": "duration", "max-ttl": "duration", "drain-timeout": "duration",
+	"lock-delay": "duration", "max-lock-delay": "duration", "body-timeout": "duration", "deadlock-check": "duration",
+	"max-item-bytes": "size", "max-queue-bytes": "size", "max-queues-bytes": "size",
+	"max-leases": "int", "max-leases-per-token": "int", "lease-rate": "int", "max-waiters": "int",
+	"max-waiters-per-token": "int", "max-queue-items": "int", "max-queues-items": "int", "max-lease-history": "int",
+	"max-waiters-per-name": "int", "max-requests-per-token": "int", "metrics-names": "int",
+	"zk": "list", "allowed-hosts": "list",
+	"listen": "host:port", "advertise": "host:port", "metrics-listen": "host:port", "debug-listen": "host:port",
+	"auth-file": "file", "tls-cert": "file", "tls-key": "file", "tls-client-ca": "file", "tls-peer-ca": "file",
+	"peer-secret-file": "file", "zk-auth-file": "file", "zk-tls-ca": "file", "zk-tls-cert": "file", "zk-tls-key": "file",
+	"data-dir": "dir", "embedded-zk-credentials": "dir", "root": "znode",
+}
+
+// typedFlag is a flag read as a string (checked after the parse), which
+// names what its value is (Kind): a duration, a size (512KiB), an int,
+// a list (comma-separated), a file...
+type typedFlag struct {
+	p    *string
+	kind string
+}
+
+func (f *typedFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return *f.p
+}
+func (f *typedFlag) Set(s string) error { *f.p = s; return nil }
+
+// Kind is what the value is ("string" when nothing more).
+func (f *typedFlag) Kind() string {
+	if f.kind == "" {
+		return "string"
+	}
+	return f.kind
 }
 
 // envName is the variable of a flag: ZKGATE_ and its name in capitals,

@@ -333,12 +333,19 @@ func TestClaimLeaseEndsWithAck(t *testing.T) {
 }
 
 // TestServeHelpIsNotAnError: zkgate serve -h lists the gateway's flags on
-// stdout and exits 0, starting nothing.
+// stdout, each with what its value is (a duration, an int, a size, a
+// list...; every one said "string" before), and exits 0, starting nothing.
 func TestServeHelpIsNotAnError(t *testing.T) {
 	t.Parallel()
 	code, out, stderr := runCLI(t, nil, "serve", "-h")
-	if code != 0 || stderr != "" || !strings.Contains(out, "--listen string") || !strings.Contains(out, "(ZKGATE_LISTEN)") {
+	if code != 0 || stderr != "" || !strings.Contains(out, "(ZKGATE_LISTEN)") {
 		t.Fatalf("serve -h: exit %d, stderr %q, stdout %q", code, stderr, out)
+	}
+	for _, want := range []string{"--listen host:port", "--max-leases int", "--lease-rate int", "--session-timeout duration",
+		"--max-item-bytes size", "--zk list", "--auth-file file", "--data-dir dir", "--log-format string"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve -h does not show %q:\n%s", want, out)
+		}
 	}
 	var usage *server.UsageError
 	if err := run(context.Background(), []string{"zkgate", "serve", "-listen", "x"}, func(string) string { return "" }, io.Discard, io.Discard); !errors.As(err, &usage) ||

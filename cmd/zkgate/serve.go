@@ -49,16 +49,24 @@ func newServeCommand(a *app) *cobra.Command {
 			v, _ := strconv.ParseBool(f.def)
 			cmd.Flags().Bool(f.name, v, f.usage)
 		} else {
-			cmd.Flags().String(f.name, f.def, f.usage)
+			cmd.Flags().Var(&kindedValue{v: f.def, kind: f.kind}, f.name, f.usage)
 		}
 	}
 	return cmd
 }
 
+// kindedValue is a serve flag as cobra lists it: its default, and what its
+// value is (a duration, a size...) where pflag would say "string".
+type kindedValue struct{ v, kind string }
+
+func (k *kindedValue) String() string     { return k.v }
+func (k *kindedValue) Set(s string) error { k.v = s; return nil }
+func (k *kindedValue) Type() string       { return k.kind }
+
 // serveFlag is one flag of server.ParseConfig.
 type serveFlag struct {
-	name, def, usage string
-	boolean          bool
+	name, def, usage, kind string
+	boolean                bool
 }
 
 // serveFlags are the flags of server.ParseConfig with their built-in
@@ -67,7 +75,11 @@ func serveFlags() []serveFlag {
 	var flags []serveFlag
 	for _, f := range server.ConfigFlags() {
 		b, ok := f.Value.(interface{ IsBoolFlag() bool })
-		flags = append(flags, serveFlag{name: f.Name, def: f.DefValue, usage: f.Usage, boolean: ok && b.IsBoolFlag()})
+		kind := "string"
+		if k, ok := f.Value.(interface{ Kind() string }); ok {
+			kind = k.Kind()
+		}
+		flags = append(flags, serveFlag{name: f.Name, def: f.DefValue, usage: f.Usage, kind: kind, boolean: ok && b.IsBoolFlag()})
 	}
 	return flags
 }
