@@ -56,6 +56,8 @@ type Config struct {
 	// client credentials are written, for its user to inspect it (empty:
 	// they never leave the process).
 	EmbeddedZKCredentials string
+	// TrustedProxies are --trusted-proxies (see trustedProxies).
+	TrustedProxies trustedProxies
 
 	// Security (see docs/security.md).
 	AuthFile      string // --auth-file: the client tokens; empty: tokens off
@@ -163,7 +165,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, vi
 type serveFlags struct {
 	cfg Config
 
-	zkFlag, allowedHosts, sessTimeout, maxWait, maxTTL, drainTimeout, lockDelay, maxLockDelay, maxItem, zkAuthFile, maxLeases, maxLeasesPerToken, leaseRate, maxWaiters, maxWaitersPerToken, maxQueueItems, maxQueueBytes, maxQueuesItems, maxQueuesBytes, maxLeaseHistory, maxWaitersPerName, maxRequestsPerToken, bodyTimeout, deadlockCheck, metricsNames string
+	zkFlag, allowedHosts, trustedProxies, sessTimeout, maxWait, maxTTL, drainTimeout, lockDelay, maxLockDelay, maxItem, zkAuthFile, maxLeases, maxLeasesPerToken, leaseRate, maxWaiters, maxWaitersPerToken, maxQueueItems, maxQueueBytes, maxQueuesItems, maxQueuesBytes, maxLeaseHistory, maxWaitersPerName, maxRequestsPerToken, bodyTimeout, deadlockCheck, metricsNames string
 	// The values of ZKGATE_INSECURE and ZKGATE_HANDOVER, and whether they
 	// are booleans.
 	insecureEnv, handoverEnv string
@@ -201,6 +203,7 @@ func defineFlags(fs *flag.FlagSet, getenv func(string) string) *serveFlags {
 		{&c.LogFormat, "log-format", "text", "text or json"},
 		{&c.LogLevel, "log-level", "info", "debug, info, warn or error"},
 		{&c.Advertise, "advertise", "", "host:port other gateways use to reach this one; default the listen address"},
+		{&f.trustedProxies, "trusted-proxies", "", "the addresses or CIDRs (comma-separated) of the reverse proxies and load balancers in front of the gateway: from them alone the client's address is taken from X-Forwarded-For or Forwarded, for the per-address caps and the logs"},
 		{&f.allowedHosts, "allowed-hosts", "", "without --auth-file, the host names (comma-separated) besides IP addresses and localhost that requests may name in their Host header; * allows any (a DNS name lets any web page rebind to the gateway)"},
 		{&c.AuthFile, "auth-file", "", "client tokens file (see zkgate token new); turns authentication on"},
 		{&c.MetricsListen, "metrics-listen", "", "also serve /metrics, with no token, on this host:port"},
@@ -253,7 +256,7 @@ var flagKinds = map[string]string{
 	"max-leases": "int", "max-leases-per-token": "int", "lease-rate": "int", "max-waiters": "int",
 	"max-waiters-per-token": "int", "max-queue-items": "int", "max-queues-items": "int", "max-lease-history": "int",
 	"max-waiters-per-name": "int", "max-requests-per-token": "int", "metrics-names": "int",
-	"zk": "list", "allowed-hosts": "list",
+	"zk": "list", "allowed-hosts": "list", "trusted-proxies": "list",
 	"listen": "host:port", "advertise": "host:port", "metrics-listen": "host:port", "debug-listen": "host:port",
 	"auth-file": "file", "tls-cert": "file", "tls-key": "file", "tls-client-ca": "file", "tls-peer-ca": "file",
 	"peer-secret-file": "file", "zk-auth-file": "file", "zk-tls-ca": "file", "zk-tls-cert": "file", "zk-tls-key": "file",
@@ -311,6 +314,9 @@ func (f *serveFlags) parseAddresses() error {
 		return usagef("--listen %q is not host:port", f.cfg.Listen)
 	}
 	if f.cfg.AllowedHosts, err = parseAllowedHosts(f.allowedHosts); err != nil {
+		return err
+	}
+	if f.cfg.TrustedProxies, err = parseTrustedProxies(f.trustedProxies); err != nil {
 		return err
 	}
 	return validRoot(f.cfg.Root)

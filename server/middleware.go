@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -39,6 +40,9 @@ type frontDoor struct {
 	bodyTimeout time.Duration
 	// hosts says which Host headers a gateway without tokens answers.
 	hosts hostCheck
+	// proxies are --trusted-proxies: from them, the client's address is
+	// the forwarded one.
+	proxies trustedProxies
 
 	refusedLog refusedLog
 }
@@ -59,6 +63,12 @@ type door struct {
 
 func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fd := d.fd
+	if len(fd.proxies) > 0 {
+		if addr, ok := fd.proxies.client(r); ok {
+			r = r.WithContext(context.WithValue(r.Context(), viaKey{}, r.RemoteAddr))
+			r.RemoteAddr = addr // the client's, for the caps and the logs
+		}
+	}
 	if r.ContentLength != 0 && fd.bodyTimeout > 0 {
 		bodyDeadline(w, fd.bodyTimeout)
 	}
@@ -173,8 +183,15 @@ func (fd *frontDoor) done(ww middleware.WrapResponseWriter, r *http.Request, sta
 		slog.String("route", route), slog.Int("status", status), slog.Int("bytes", ww.BytesWritten()),
 		slog.Float64("ms", float64(elapsed.Microseconds())/1000),
 		slog.String("request_id", ww.Header().Get("X-Request-Id")), slog.String("remote", r.RemoteAddr))
+	if via, ok := r.Context().Value(viaKey{}).(string); ok {
+		line.AddAttrs(slog.String("via", via))
+	}
 	_ = fd.log.Handler().Handle(ctx, line)
 }
+
+// viaKey holds, for a request that came through a trusted proxy, the
+// proxy's address.
+type viaKey struct{}
 
 // What of a request's method and path a log line carries: enough to tell
 // any route of the gateway, never the megabyte a client may send.

@@ -67,6 +67,8 @@ type Deps struct {
 	// AllowedHosts are --allowed-hosts: without tokens, the names besides
 	// IP addresses and localhost that a request's Host may give.
 	AllowedHosts []string
+	// TrustedProxies are --trusted-proxies.
+	TrustedProxies trustedProxies
 
 	// auth holds the client tokens (nil or empty: tokens off), limits the
 	// caps on waiting requests (nil: none); Run sets both.
@@ -84,7 +86,7 @@ func New(d Deps) http.Handler {
 	}
 	r := chi.NewRouter()
 	fd := &frontDoor{log: d.Log, m: d.Metrics, drain: d.Drain, auth: d.auth, limits: d.limits, bodyTimeout: d.BodyTimeout,
-		hosts: newHostCheck(d.AllowedHosts)}
+		hosts: newHostCheck(d.AllowedHosts), proxies: d.TrustedProxies}
 	if d.API != nil {
 		fd.peers = d.API.Peers
 	}
@@ -151,7 +153,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		defer auth.ReloadOnHangup(ctx, cfg.AuthFile, tokens, log)()
 	}
 	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers, ZooKeeperTLS: cfg.zkSecurity.TLS,
-		Drain: dr, BodyTimeout: cfg.BodyTimeout, AllowedHosts: cfg.AllowedHosts, auth: tokens, limits: lim})
+		Drain: dr, BodyTimeout: cfg.BodyTimeout, AllowedHosts: cfg.AllowedHosts, TrustedProxies: cfg.TrustedProxies, auth: tokens, limits: lim})
 
 	// Every request context derives from base, so that shutdown can end the
 	// long waits at once instead of waiting for them.
