@@ -52,12 +52,12 @@ func (e *elsewhere) Unwrap() error { return e.err }
 // problem to answer instead when the request cannot be passed on, or the
 // keeper is gone.
 func (e *elsewhere) forward(w http.ResponseWriter, r *http.Request) error {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxPeerBody+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxPeerBody+1))
 	switch {
 	case err != nil:
 		return invalid("could not read the body: %v", err)
-	case len(body) > maxPeerBody:
-		return recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", maxPeerBody)
+	case len(body) > MaxPeerBody:
+		return recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", MaxPeerBody)
 	}
 	caller := ""
 	if c := CallerOf(r.Context()); c != nil {

@@ -62,7 +62,7 @@ const PeerClockSkew = 5 * time.Minute
 // Bounds of what passes between gateways: a forwarded request's body (a
 // JSON body is at most 64 KiB), and an answer (a lease list may be long).
 const (
-	maxPeerBody   = 1 << 20
+	MaxPeerBody   = 1 << 20
 	maxPeerAnswer = 64 << 20
 	// maxNonces bounds the proofs of one sender remembered against replays:
 	// over two windows of 2*PeerClockSkew, a thousand forwarded requests a
@@ -80,7 +80,15 @@ type Peers struct {
 	nonces peer.Nonces
 	log    *slog.Logger
 	logged atomic.Int64 // when a refusal was last logged (unix nanoseconds)
+	// large is held while a body longer than MaxPeerBody is read before
+	// its proof is checked (a handover's): one at a time, so that requests
+	// that only claim to be a gateway's hold at most one such body; the
+	// next waits for it up to largeWait.
+	large chan struct{}
 }
+
+// largeWait bounds the wait of a long body for the one before it.
+const largeWait = 30 * time.Second
 
 // PeerTLS is how the gateways reach each other under TLS.
 type PeerTLS struct {
@@ -99,7 +107,7 @@ func NewPeers(self string, secret *peer.Secret, tlsPeers *PeerTLS, log *slog.Log
 		log = slog.Default()
 	}
 	return &Peers{self: self, secret: secret, tls: tlsPeers, log: log,
-		nonces: peer.Nonces{Window: PeerClockSkew, Max: maxNonces}}
+		nonces: peer.Nonces{Window: PeerClockSkew, Max: maxNonces}, large: make(chan struct{}, 1)}
 }
 
 // Proven says whether this gateway can prove itself to the others, and
@@ -253,8 +261,14 @@ func (p *Peers) refuse(r *http.Request, why string) error {
 
 // Admit checks the proof of a request that carries ForwardedHeader: it
 // returns the request with the proven call in its context, or the problem
-// to answer (403 for a proof that does not check out).
-func (p *Peers) Admit(r *http.Request) (*http.Request, error) {
+// to answer (403 for a proof that does not check out). The body, which the
+// proof covers, is read up to MaxPeerBody.
+func (p *Peers) Admit(r *http.Request) (*http.Request, error) { return p.AdmitUpTo(r, MaxPeerBody) }
+
+// AdmitUpTo is Admit of a route whose body may be as long as limit (at
+// least MaxPeerBody is read): a handover's may be hundreds of megabytes.
+func (p *Peers) AdmitUpTo(r *http.Request, limit int64) (*http.Request, error) {
+	limit = max(limit, MaxPeerBody)
 	if !p.proven() {
 		return r, &recipes.Error{Code: CodeForbidden, Detail: "the " + ForwardedHeader + " header is for gateways, and " + noCredential}
 	}
@@ -268,12 +282,25 @@ func (p *Peers) Admit(r *http.Request) (*http.Request, error) {
 	}
 	signed := p.secret != nil
 	if signed {
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxPeerBody+1))
+		if limit > MaxPeerBody && p.large != nil {
+			t := time.NewTimer(largeWait)
+			select {
+			case p.large <- struct{}{}:
+				t.Stop()
+				defer func() { <-p.large }()
+			case <-t.C:
+				return r, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "another long body is being read; retry shortly"}
+			case <-r.Context().Done():
+				t.Stop()
+				return r, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "gone while another long body was being read", Err: context.Cause(r.Context())}
+			}
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 		if err != nil {
 			return r, invalid("could not read the body: %v", err)
 		}
-		if len(body) > maxPeerBody {
-			return r, recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", maxPeerBody)
+		if int64(len(body)) > limit {
+			return r, recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", limit)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if !p.secret.Check(f.mac, "request", f.requestFields(r.Method, r.RequestURI, body)...) {

@@ -130,7 +130,9 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_
 	if forwarded {
 		// Another gateway's request, or a forgery: proven before anything.
 		var err error
-		if r, err = fd.peers.Admit(r); err != nil {
+		// The proof covers the body: it is read up to the route's own cap
+		// (a handover's is far more than a megabyte).
+		if r, err = fd.peers.AdmitUpTo(r, max(rt.body, 0)); err != nil {
 			handlers.WriteError(w, r, err)
 			return r, slot{}, false
 		}

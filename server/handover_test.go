@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -369,4 +370,50 @@ func TestSavedSessionsAreKeyedByEnsembleAndRoot(t *testing.T) {
 	}
 	mustStatus(t, gwtest.Do(t, "POST", r.URL+"/v1/leases/"+lease+"/keepalive", nil), http.StatusOK, "keepalive after the restart")
 	mustStatus(t, gwtest.Do(t, "DELETE", r.URL+"/v1/leases/"+lease, nil), http.StatusNoContent, "revoke")
+}
+
+// TestHandoverLongerThanAMegabyte: a gateway with 2,200 leases, each
+// holding a lock (a handover of more than a megabyte), hands every one
+// over to its peer on SIGTERM: each lease answers through the peer, holding
+// its lock with the same token, and nothing is saved to disk. Before, the
+// peer read at most 1 MiB of a forwarded body before checking its proof and
+// answered 413, and the sessions went to disk instead of to the live peer.
+func TestHandoverLongerThanAMegabyte(t *testing.T) {
+	t.Parallel()
+	const n = 2200
+	opts := gwtest.GatewayOptions{SessionTimeout: 10 * time.Second, DrainTimeout: 5 * time.Second, Handover: true,
+		Extra: []string{"--lease-rate", "100000", "--max-leases-per-token", "100000", "--log-level", "info"}}
+	a := gwtest.StartProcess(t, opts)
+	opts.Root = a.Root
+	b := gwtest.StartProcess(t, opts)
+	leases, tokens := make([]string, n), make([]float64, n)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 {
+				r := gwtest.Do(t, "POST", a.URL+fmt.Sprintf("/v1/locks/big-%04d/acquire", i), map[string]any{"ttl": "2m"})
+				if r.Status != http.StatusOK {
+					t.Errorf("acquire %d: %d %s", i, r.Status, r.Body)
+					return
+				}
+				g := r.JSON(t)
+				leases[i], tokens[i] = g["lease"].(string), g["token"].(float64)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	a.Terminate()
+	gwtest.Receive(t, a.Done(), 60*time.Second, "the exit of the gateway that handed its leases over")
+	if !strings.Contains(a.Logs(), "handed a session over") || strings.Contains(a.Logs(), "saved a session for the next start") {
+		t.Fatalf("the session was not handed to the peer:\n%s", tail(a.Logs(), 3000))
+	}
+	for i, id := range leases {
+		h := leaseHolds(t, b.URL, id)[fmt.Sprintf("lock big-%04d", i)]
+		if h == nil || h["state"] != "held" || h["token"] != tokens[i] {
+			t.Fatalf("lease %d on the peer: %v, want its lock held with token %v", i, h, tokens[i])
+		}
+	}
 }
