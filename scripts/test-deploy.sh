@@ -11,7 +11,7 @@ fail() { echo "test-deploy.sh: FAIL: $*" >&2; exit 1; }
 step() { echo "--- $*"; }
 helm() { scripts/gotool.sh helm "$@"; }
 chart=deploy/helm/zkgate
-base=(--set 'zookeeper.ensemble=zk1:2181\,zk2:2181\,zk3:2181' --set auth.existingSecret=zkgate-tokens)
+base=(--set 'zookeeper.ensemble=zk1:2181\,zk2:2181\,zk3:2181' --set auth.existingSecret=zkgate-tokens --set peerSecret.existingSecret=zkgate-peer)
 
 # render NAME ARGS...: helm template into $out.
 render() {
@@ -39,16 +39,19 @@ render "an ensemble and tokens" "${base[@]}"
 has 'kind: Deployment' 'kind: Service' 'kind: PodDisruptionBudget' 'maxUnavailable: 1' \
   'path: /readyz' 'path: /healthz' 'scheme: HTTP' 'terminationGracePeriodSeconds: 30' '- --drain-timeout=5s' \
   '- "--zk=zk1:2181,zk2:2181,zk3:2181"' '- --auth-file=/etc/zkgate/auth/tokens' 'secretName: zkgate-tokens' \
-  '- --metrics-listen=0.0.0.0:9090' '- --advertise=$(POD_IP):8080' 'runAsNonRoot: true' 'readOnlyRootFilesystem: true'
-lacks 'kind: ServiceMonitor' '- --insecure' 'scheme: HTTPS'
+  '- --metrics-listen=0.0.0.0:9090' '- --advertise=$(POD_IP):8080' 'runAsNonRoot: true' 'readOnlyRootFilesystem: true' \
+  '- --peer-secret-file=/etc/zkgate/peer-secret/secret' 'secretName: zkgate-peer' 'defaultMode: 0440' \
+  '- --data-dir=/var/lib/zkgate' 'mountPath: /var/lib/zkgate' 'sizeLimit: 64Mi'
+lacks 'kind: PodMonitor' '- --insecure' 'scheme: HTTPS' 'targetPort: metrics'
 
-render "TLS, a ServiceMonitor, a longer drain" "${base[@]}" --set tls.enabled=true --set tls.secretName=zkgate-tls \
-  --set tls.peerCASecret=zkgate-ca --set metrics.serviceMonitor.enabled=true --set drainTimeoutSeconds=60
-has 'kind: ServiceMonitor' 'scheme: HTTPS' '- --tls-cert=/etc/zkgate/tls/tls.crt' '- --tls-key=/etc/zkgate/tls/tls.key' \
+render "TLS, a PodMonitor, a longer drain, creator ACLs" --set 'zookeeper.ensemble=zk1:2181' --set auth.existingSecret=zkgate-tokens \
+  --set tls.enabled=true --set tls.secretName=zkgate-tls --set zookeeper.authSecret=zk-digest --set zookeeper.acl=creator \
+  --set tls.peerCASecret=zkgate-ca --set metrics.podMonitor.enabled=true --set drainTimeoutSeconds=60
+has 'kind: PodMonitor' '- "--zk-acl=creator"' 'scheme: HTTPS' '- --tls-cert=/etc/zkgate/tls/tls.crt' '- --tls-key=/etc/zkgate/tls/tls.key' \
   'secretName: zkgate-tls' '- --tls-peer-ca=/etc/zkgate/peer-ca/ca.crt' 'terminationGracePeriodSeconds: 85' '- --drain-timeout=60s'
 lacks 'scheme: HTTP'
 
-render "insecure, without a PodDisruptionBudget, a ZooKeeper identity" --set 'zookeeper.ensemble=zk:2181' --set insecure=true \
+render "insecure, without a PodDisruptionBudget, a ZooKeeper identity" --set 'zookeeper.ensemble=zk:2181' --set insecure=true --set replicaCount=1 \
   --set podDisruptionBudget.enabled=false --set zookeeper.authSecret=zk-digest --set terminationGracePeriodSeconds=120 \
   --set 'allowedHosts={zkgate.example.com}'
 has '- --insecure' '- --zk-auth-file=/etc/zkgate/zk-auth/auth' 'secretName: zk-digest' 'terminationGracePeriodSeconds: 120' \
@@ -59,6 +62,10 @@ refuses "zookeeper.ensemble is required" --set auth.existingSecret=zkgate-tokens
 refuses "set auth.existingSecret" --set zookeeper.ensemble=zk:2181
 refuses "must be longer than drainTimeoutSeconds" "${base[@]}" --set terminationGracePeriodSeconds=5
 refuses "tls.enabled needs tls.secretName" "${base[@]}" --set tls.enabled=true
+refuses "set peerSecret.existingSecret" --set 'zookeeper.ensemble=zk:2181' --set auth.existingSecret=zkgate-tokens
+refuses "set peerSecret.existingSecret" --set 'zookeeper.ensemble=zk:2181' --set insecure=true
+refuses "zookeeper.acl creator needs zookeeper.authSecret" "${base[@]}" --set zookeeper.acl=creator
+refuses "metrics.serviceMonitor is now metrics.podMonitor" "${base[@]}" --set metrics.serviceMonitor.enabled=true
 
 step "promtool check rules, test rules"
 promtool check rules deploy/prometheus/zkgate-rules.yaml

@@ -104,20 +104,22 @@ func (cfg *Config) parsePeerSecret() error {
 }
 
 // warnReadable adds a warning when file, the value of flag, may be read by
-// users other than its owner (its group or everyone), saying what such a
-// reader can do and how to close it. A warning, not a refusal: a secret
-// mounted into a container (a Kubernetes Secret volume is 0644 unless its
-// defaultMode says otherwise) has no other user to hide from.
+// every user of the machine, saying what such a reader can do and how to
+// close it. Its group may read it: that is how a service's group shares it
+// (the packaged unit's zkgate group, a Kubernetes Secret volume's fsGroup).
+// A warning, not a refusal: a secret mounted into a container (a
+// Kubernetes Secret volume is 0644 unless its defaultMode says otherwise)
+// has no other user to hide from.
 func (cfg *Config) warnReadable(flag, file, what string) {
 	if file == "" {
 		return
 	}
 	st, err := os.Stat(file)
-	if err != nil || st.Mode().Perm()&0o077 == 0 {
+	if err != nil || st.Mode().Perm()&0o007 == 0 {
 		return
 	}
-	cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s %s may be read by users other than its owner (mode %04o): %s; "+
-		"make it the gateway user's alone: chmod 600 %s", flag, file, st.Mode().Perm(), what, file))
+	cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s %s may be read by every user of the machine (mode %04o): %s; "+
+		"make it the gateway user's (and its group's) alone: chmod 640 %s", flag, file, st.Mode().Perm(), what, file))
 }
 
 // loadFile loads file, the value of flag, into dst with load; no file

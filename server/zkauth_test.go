@@ -223,9 +223,9 @@ func TestZooKeeperSecurityWarnings(t *testing.T) {
 }
 
 // TestSecretFileModeWarned: a peer secret or ZooKeeper password file that
-// users other than its owner may read is said at start, with what such a
-// reader can do and the chmod that closes it; a 0600 file is not. Both
-// started without a word.
+// every user may read is said at start, with what such a reader can do and
+// the chmod that closes it; a 0600 or 0640 file (its group: the service's)
+// is not. Both started without a word.
 func TestSecretFileModeWarned(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -235,7 +235,7 @@ func TestSecretFileModeWarned(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := func(string) string { return "" }
-	for _, mode := range []os.FileMode{0o644, 0o640, 0o600} {
+	for _, mode := range []os.FileMode{0o644, 0o604, 0o640, 0o600} {
 		if err := os.WriteFile(secret, []byte(s+"\n"), mode); err != nil {
 			t.Fatal(err)
 		}
@@ -252,10 +252,11 @@ func TestSecretFileModeWarned(t *testing.T) {
 			t.Fatal(err)
 		}
 		all := strings.Join(cfg.Warnings, "\n")
-		for _, w := range []string{"--peer-secret-file " + secret, "pass for a gateway", "chmod 600 " + secret,
-			"--zk-auth-file " + pw, "act in ZooKeeper as the gateways", "chmod 600 " + pw} {
-			if got := strings.Contains(all, w); got != (mode != 0o600) {
-				t.Errorf("mode %04o: the warnings say %q: %v, want %v\n%s", mode, w, got, mode != 0o600, all)
+		warned := mode&0o004 != 0
+		for _, w := range []string{"--peer-secret-file " + secret, "pass for a gateway", "chmod 640 " + secret,
+			"--zk-auth-file " + pw, "act in ZooKeeper as the gateways", "chmod 640 " + pw} {
+			if got := strings.Contains(all, w); got != warned {
+				t.Errorf("mode %04o: the warnings say %q: %v, want %v\n%s", mode, w, got, warned, all)
 			}
 		}
 		if strings.Contains(all, "digest:zkgate:pw") {
