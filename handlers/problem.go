@@ -73,7 +73,7 @@ var titles = map[recipes.Code]string{
 	recipes.CodeLeaseExpired:  "Lease expired",
 	recipes.CodeTooLarge:      "Request too large",
 	recipes.CodeQueueFull:     "Queue full",
-	recipes.CodeUnavailable:   "ZooKeeper unavailable",
+	recipes.CodeUnavailable:   "Unavailable", // ZooKeeper, a peer, a drain: the detail says which
 	recipes.CodeInternal:      "Internal error",
 	codeMethod:                "Method not allowed",
 	CodeMediaType:             "Unsupported media type",
