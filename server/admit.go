@@ -236,7 +236,7 @@ func newHostCheck(allowed []string) hostCheck {
 		if h == "*" {
 			c.any = true
 		}
-		c.names[strings.ToLower(h)] = true
+		c.names[strings.TrimSuffix(strings.ToLower(h), ".")] = true
 	}
 	return c
 }

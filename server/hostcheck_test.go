@@ -23,7 +23,7 @@ func TestHostCheck(t *testing.T) {
 	t.Parallel()
 	file, secrets := newTokensFile(t)
 	off := gwtest.StartGateway(t, gwtest.GatewayOptions{})
-	allowed := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--allowed-hosts", "gw.example, Other.Example"}})
+	allowed := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--allowed-hosts", "gw.example, Other.Example."}})
 	anyHost := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--allowed-hosts", "*"}})
 	on := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--auth-file", file}})
 	port := func(g *gwtest.Gateway) string { return g.URL[strings.LastIndexByte(g.URL, ':'):] }
@@ -46,7 +46,7 @@ func TestHostCheck(t *testing.T) {
 	for _, host := range []string{"127.0.0.1" + port(off), "localhost" + port(off), "app.localhost" + port(off), "[::1]" + port(off), ""} {
 		mustStatus(t, sendRaw(t, off.URL, "GET", "/v1/leases", map[string]string{"Host": host}, "", ""), 200, "GET at "+host)
 	}
-	for _, host := range []string{"gw.example" + port(allowed), "GW.example", "other.example" + port(allowed)} {
+	for _, host := range []string{"gw.example" + port(allowed), "GW.example", "other.example" + port(allowed), "other.example."} {
 		mustStatus(t, sendRaw(t, allowed.URL, "GET", "/v1/leases", map[string]string{"Host": host}, "", ""), 200, "an allowed name "+host)
 	}
 	wantProblem(t, sendRaw(t, allowed.URL, "GET", "/v1/leases", map[string]string{"Host": "evil.example"}, "", ""), 403, "forbidden", "a name not allowed")
