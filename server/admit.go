@@ -254,9 +254,21 @@ func (c hostCheck) allows(host string) bool {
 }
 
 func (c hostCheck) refusal(host string) error {
-	return auth.Forbidden("this gateway has no tokens, so it answers only requests that name it by an IP address, localhost "+
-		"or a name of --allowed-hosts: %q may be any web page's, rebound to the gateway by its DNS (DNS rebinding); "+
-		"add the name to --allowed-hosts (ZKGATE_ALLOWED_HOSTS), or turn tokens on", handlers.Clip(host, 100))
+	return auth.Forbidden("without tokens (and on --metrics-listen and --debug-listen, which take none) the gateway answers only "+
+		"requests that name it by an IP address, localhost or a name of --allowed-hosts: %q may be any web page's, rebound to the "+
+		"gateway by its DNS (DNS rebinding); add the name to --allowed-hosts (ZKGATE_ALLOWED_HOSTS)", handlers.Clip(host, 100))
+}
+
+// hostChecked is h behind c, for the side listeners (--metrics-listen,
+// --debug-listen), which no token guards.
+func hostChecked(c hostCheck, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !c.allows(r.Host) {
+			handlers.WriteError(w, r, c.refusal(r.Host))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // addressedByAddress reports whether host (host[:port], as in the Host

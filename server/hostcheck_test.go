@@ -25,7 +25,8 @@ func TestHostCheck(t *testing.T) {
 	off := gwtest.StartGateway(t, gwtest.GatewayOptions{})
 	allowed := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--allowed-hosts", "gw.example, Other.Example."}})
 	anyHost := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--allowed-hosts", "*"}})
-	on := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--auth-file", file}})
+	metricsAddr := gwtest.FreeAddr(t)
+	on := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--auth-file", file, "--metrics-listen", metricsAddr}})
 	port := func(g *gwtest.Gateway) string { return g.URL[strings.LastIndexByte(g.URL, ':'):] }
 
 	lease := newLease(t, off.URL, "1m", "host check")
@@ -53,6 +54,10 @@ func TestHostCheck(t *testing.T) {
 	mustStatus(t, sendRaw(t, anyHost.URL, "GET", "/v1/leases", map[string]string{"Host": "evil.example"}, "", ""), 200, "--allowed-hosts *")
 	mustStatus(t, sendRaw(t, on.URL, "GET", "/v1/leases", map[string]string{"Host": "evil.example", "Authorization": "Bearer " + secrets["reader"]}, "", ""),
 		200, "tokens: a DNS name")
+	// --metrics-listen takes no token, tokens or not: names are checked there.
+	wantProblem(t, sendRaw(t, "http://"+metricsAddr, "GET", "/metrics", map[string]string{"Host": "evil.example"}, "", ""),
+		403, "forbidden", "/metrics of --metrics-listen at a DNS name")
+	mustStatus(t, sendRaw(t, "http://"+metricsAddr, "GET", "/metrics", nil, "", ""), 200, "/metrics of --metrics-listen at its address")
 
 	// The dashboard's stream.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -345,7 +345,10 @@ func serveSides(cfg Config, metrics *Metrics, log *slog.Logger, serveErr chan<- 
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s (%s): %w", side.addr, side.flag, err)
 		}
-		srv := &http.Server{Handler: side.handler(), ReadHeaderTimeout: 10 * time.Second,
+		// No token guards these: a page rebound to them by DNS could
+		// read them, so they answer an address's or an allowed name's
+		// requests alone, with or without tokens (see hostCheck).
+		srv := &http.Server{Handler: hostChecked(newHostCheck(cfg.AllowedHosts), side.handler()), ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 		go func() { serveErr <- srv.Serve(ln) }()
 		log.Info("serving "+side.what, "addr", ln.Addr().String())
