@@ -52,7 +52,11 @@ echo "$out" | grep -q 'ZKGATE_ZK' || fail "zkgate serve without ZKGATE_ZK said: 
 
 # The image's gateway in front of a real ZooKeeper: the embedded one of a
 # gateway run here from the same binary, on loopback (chroot isolation
-# shares this machine's network). It must get ready and grant a lease.
+# shares this machine's network). That ZooKeeper admits TLS clients with its
+# client certificate alone, which the host's gateway writes out
+# (--embedded-zk-credentials) and the image's is given, as user 65532, with
+# --zk-tls-*: the image reaches an ensemble that admits certificates only.
+# It must get ready and grant a lease.
 work=$(mktemp -d)
 host= runner= inner=()
 # Pure bash: a process may end while it is read, and no tool's output is cut short.
@@ -97,18 +101,27 @@ trap stop_all EXIT
 # Made here: the background job opens them only once it runs.
 : >"$work/host.err"
 : >"$work/image.err"
-"$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" --drain-timeout 0s >"$work/host.out" 2>"$work/host.err" &
+"$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" --drain-timeout 0s --embedded-zk-credentials "$work/creds" \
+  >"$work/host.out" 2>"$work/host.err" &
 host=$!
 zk=
 for _ in $(seq 600); do
   zk=$(sed -n 's/.*embedded ZooKeeper started.* addr=\([0-9.:]*\).*/\1/p' "$work/host.err")
-  [ -n "$zk" ] && break
+  [ -n "$zk" ] && [ -s "$work/creds/ca.pem" ] && break
   kill -0 "$host" 2>/dev/null || fail "the host's gateway exited: $(cat "$work/host.err")"
   sleep 0.1
 done
 [ -n "$zk" ] || fail "no embedded ZooKeeper within 60s: $(cat "$work/host.err")"
+[ -s "$work/creds/ca.pem" ] || fail "no client credentials of the embedded ZooKeeper within 60s: $(cat "$work/host.err")"
+mkdir "$work/zk-tls"
+cp "$work/creds/ca.pem" "$work/creds/client.pem" "$work/zk-tls/"
+chown -R 65532:65532 "$work/zk-tls"
+chmod 0500 "$work/zk-tls"
+chmod 0400 "$work/zk-tls"/*.pem
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-bh run --isolation chroot --env ZKGATE_ZK="$zk" --env ZKGATE_INSECURE=true --env ZKGATE_LISTEN=127.0.0.1:"$port" \
+bh run --isolation chroot --volume "$work/zk-tls:/zk-tls:ro" --env ZKGATE_ZK_TLS_CA=/zk-tls/ca.pem \
+  --env ZKGATE_ZK_TLS_CERT=/zk-tls/client.pem --env ZKGATE_ZK_TLS_KEY=/zk-tls/client.pem \
+  --env ZKGATE_ZK="$zk" --env ZKGATE_INSECURE=true --env ZKGATE_LISTEN=127.0.0.1:"$port" \
   --env ZKGATE_DRAIN_TIMEOUT=0s "$ctr" -- /usr/bin/zkgate serve >"$work/image.out" 2>"$work/image.err" &
 runner=$!
 ready=
