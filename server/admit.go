@@ -247,10 +247,7 @@ func (c hostCheck) allows(host string) bool {
 	if c.any || host == "" || addressedByAddress(host) {
 		return true
 	}
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	return c.names[strings.ToLower(strings.TrimSuffix(host, "."))]
+	return c.names[strings.ToLower(strings.TrimSuffix(hostOf(host), "."))]
 }
 
 func (c hostCheck) refusal(host string) error {
@@ -275,10 +272,7 @@ func hostChecked(c hostCheck, h http.Handler) http.Handler {
 // header) is an IP address, localhost or a name under .localhost, which
 // browsers resolve to loopback themselves: no DNS answer can rebind them.
 func addressedByAddress(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	host = hostOf(host)
 	return strings.EqualFold(host, "localhost") || len(host) > len(".localhost") &&
 		strings.EqualFold(host[len(host)-len(".localhost"):], ".localhost") || net.ParseIP(host) != nil
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,15 +103,11 @@ func waitFor(t *testing.T, url, secret, lock string, n int) {
 		var st struct{ Waiters []any }
 		r := gwtest.DoAs(t, url, secret, "GET", "/v1/locks/"+lock, nil)
 		if err := json.Unmarshal(r.Body, &st); err != nil || len(st.Waiters) != n {
-			return &waitErr{lock: lock, body: string(r.Body)}
+			return fmt.Errorf("%s: not %d waiters yet: %s", lock, n, r.Body)
 		}
 		return nil
 	})
 }
-
-type waitErr struct{ lock, body string }
-
-func (e *waitErr) Error() string { return e.lock + ": not the waiters wanted yet: " + e.body }
 
 // TestSessionIDsForAdminsAlone: a contender's ZooKeeper session id (the
 // gateway's own, for its leases' nodes) is shown to a token with admin on

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -57,11 +56,7 @@ func clientOf(r *http.Request, caller *auth.Caller) client {
 	if caller != nil {
 		return client{token: caller.Name}
 	}
-	addr := r.RemoteAddr
-	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
-		addr = addr[:i]
-	}
-	return client{addr: strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")}
+	return client{addr: hostOf(r.RemoteAddr)}
 }
 
 // String names the client in a problem's detail.
