@@ -192,7 +192,7 @@ func LeaseRecords(snap *Snapshot) []DashboardLease {
 func (d Dashboard) GatewayRecords(snap *Snapshot) []GatewayInfo {
 	out := make([]GatewayInfo, 0, len(snap.Children))
 	for _, n := range snap.Children {
-		out = append(out, d.svc.readRegistration(snap.Path+"/"+n.Name, n.Name, n.Data))
+		out = append(out, d.svc.readRegistration(snap.Path+"/"+n.Name, n.Name, &n.Stat, n.Data))
 	}
 	return out
 }

@@ -332,7 +332,7 @@ func (s *Service) endRegistrations(ctx context.Context) {
 			continue
 		}
 		var left time.Duration
-		if g := s.readRegistration(p, name, raw); g.DrainingUntil != nil {
+		if g := s.readRegistration(p, name, stat, raw); g.DrainingUntil != nil {
 			left = time.Until(*g.DrainingUntil)
 		}
 		version := stat.Version
@@ -454,9 +454,10 @@ func (ls *Leases) restore(st LeaseState, epoch uint64) error {
 // dashboards' cache follows the list of records, not each one's data.
 func (ls *Leases) rewriteRecords(ctx context.Context) error {
 	var first error
+	_, _, owner := ls.sess.Status()
 	for _, l := range ls.List() {
 		p := ls.recordPath(l.ID)
-		data := ls.recordOf(l)
+		data := ls.recordOf(l, owner)
 		for {
 			_, err := ls.sess.Conn().Multi(&zk.DeleteRequest{Path: p, Version: -1},
 				&zk.CreateRequest{Path: p, Data: data, Acl: ls.sess.acl(), Flags: zk.FlagEphemeral})

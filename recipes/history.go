@@ -202,7 +202,7 @@ func (ls *Leases) Locate(id string) (Keeper, error) {
 	if hist != nil && hist.Reason != "" {
 		return Keeper{}, leaseEnded(id, hist.Reason)
 	}
-	raw, _, err := conn.Get(ls.recordPath(id))
+	raw, recStat, err := conn.Get(ls.recordPath(id))
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		if hist == nil {
@@ -225,7 +225,7 @@ func (ls *Leases) Locate(id string) (Keeper, error) {
 	if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || ValidName(rec.Gateway) != nil {
 		return Keeper{}, nil
 	}
-	if !ls.proofs.leaseOK(ls.recordPath(id), id, rec.Gateway, rec.Proof) {
+	if !ls.proofs.leaseOK(ls.recordPath(id), id, recStat, raw, rec.Gateway, rec.Proof) {
 		return Keeper{}, notProven(id, "its record")
 	}
 	if rec.Gateway == ls.cfg.GatewayID {
@@ -233,7 +233,7 @@ func (ls *Leases) Locate(id string) (Keeper, error) {
 		return Keeper{}, unavailable()
 	}
 	regPath := ls.sess.Root() + "/gateways/" + rec.Gateway
-	raw, _, err = conn.Get(regPath)
+	raw, regStat, err := conn.Get(regPath)
 	if err != nil {
 		// Unreadable, or its gateway is not registered at this moment
 		// (the two go with the same session): ask again shortly.
@@ -246,7 +246,7 @@ func (ls *Leases) Locate(id string) (Keeper, error) {
 	if json.Unmarshal(raw, &gw) != nil {
 		return Keeper{}, nil
 	}
-	if !ls.proofs.registrationOK(regPath, rec.Gateway, gw.Advertise, gw.Proof) {
+	if !ls.proofs.registrationOK(regPath, rec.Gateway, regStat, raw, gw.Advertise, gw.Proof) {
 		return Keeper{}, notProven(id, "the registration of its gateway "+quote(rec.Gateway))
 	}
 	if self := ls.advertise.Load(); self != nil && gw.Advertise == *self {

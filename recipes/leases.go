@@ -41,6 +41,9 @@ type LeaseConfig struct {
 	// PeerSecret, the gateways' shared secret (nil: none), signs every
 	// lease record and checks the others' (see peerproof.go).
 	PeerSecret *peer.Secret
+	// OlderPeerProofs (--peer-proofs compat) takes the records and
+	// registrations that carry only the proof of earlier versions.
+	OlderPeerProofs bool
 	// historyCheck is the longest time between two counts of the history
 	// (defaultHistoryCheck); tests shorten it.
 	historyCheck time.Duration
@@ -195,7 +198,7 @@ func NewLeases(sess *Session, cfg LeaseConfig, log *slog.Logger) *Leases {
 	}
 	ls := &Leases{sess: sess, cfg: cfg, log: log.With("component", "leases"),
 		live: map[string]*Lease{}, ended: map[string]endedLease{},
-		proofs: &proofs{secret: cfg.PeerSecret, root: sess.Root(), log: log.With("component", "peers")}}
+		proofs: &proofs{secret: cfg.PeerSecret, olderOK: cfg.OlderPeerProofs, root: sess.Root(), log: log.With("component", "peers")}}
 	// A lost session takes every lease of its epoch with it. The listener must
 	// not block: the ending runs on its own goroutine, and every lookup checks
 	// the epoch anyway, so no reply can claim a lost lease in between.
@@ -249,7 +252,7 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 		return nil, ErrMoving
 	}
 	defer ls.creating.Done()
-	st, epoch, _ := ls.sess.Status()
+	st, epoch, session := ls.sess.Status()
 	if st != StateLive {
 		return nil, unavailable()
 	}
@@ -259,7 +262,7 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 	l := &Lease{ID: id, Holder: holder, Owner: owner, TTL: ttl, LockDelay: lockDelay, CreatedAt: now, epoch: epoch, table: ls,
 		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
 
-	data := ls.recordOf(l)
+	data := ls.recordOf(l, session)
 	if err := ls.createRecord(ctx, id, data, historyEntry{Gateway: ls.cfg.GatewayID, Holder: holder}, epoch); err != nil {
 		cancel(errLeaseEnding)
 		if ctx.Err() == nil {
@@ -296,8 +299,9 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 }
 
 // recordOf is the data of l's record: what every gateway reads of it, with
-// this gateway as its keeper (signed, with the gateways' secret).
-func (ls *Leases) recordOf(l *Lease) []byte {
+// this gateway as its keeper (signed, with the gateways' secret, for the
+// node that session owner makes).
+func (ls *Leases) recordOf(l *Lease, owner int64) []byte {
 	// created_at: a record made anew by a handover keeps the lease's age.
 	record := map[string]any{"holder": l.Holder, "ttl": l.TTL.String(), "gateway": ls.cfg.GatewayID,
 		"created_at": l.CreatedAt.UTC().Format(time.RFC3339Nano)}
@@ -311,7 +315,7 @@ func (ls *Leases) recordOf(l *Lease) []byte {
 		record["lock_delay"] = l.LockDelay.String()
 	}
 	data, _ := json.Marshal(record)
-	return data
+	return ls.proofs.node(leaseProof, l.ID, owner, data)
 }
 
 func (ls *Leases) sessionID() int64 {

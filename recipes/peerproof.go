@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/peer"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // Anyone who may write under the root (with --zk-acl open, any ZooKeeper
@@ -19,12 +20,24 @@ import (
 // prove themselves by their certificates (--tls-peer-ca) when they connect,
 // or not at all, and forward nothing.
 
+// Each such node carries two proofs: the node proof (peer.Secret.SignNode),
+// over every byte of its data, its name, the session that owns it and its
+// data version, so that a copy made by another session, the same node set
+// again with older data (a replay) or with one field changed (say
+// draining_until) does not check out; and, beside it, the proof of earlier
+// versions (of the lease and its gateway, or of a gateway and its address),
+// which the gateways of those versions check during a rolling upgrade. A
+// node that carries only the earlier proof is a gateway's of an earlier
+// version, or a replay of such a node: it is taken only with --peer-proofs
+// compat (olderOK), for the time of a rolling upgrade from those versions.
+
 // proofs signs this gateway's registration and lease records and checks
 // the others'.
 type proofs struct {
-	secret *peer.Secret // nil: no shared secret
-	root   string
-	log    *slog.Logger
+	secret  *peer.Secret // nil: no shared secret
+	root    string
+	olderOK bool // --peer-proofs compat: a node with the earlier proof alone is taken
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	logged map[string]time.Time // path -> when it was last logged
@@ -37,46 +50,92 @@ const (
 	maxRejectPaths = 1024
 )
 
-// registration is the proof of a gateway's registration: its id and the
-// address it is reached at, under this root.
+// The purposes of the proofs.
+const (
+	registrationProof = "registration"
+	leaseProof        = "lease"
+)
+
+// registration is the earlier proof of a gateway's registration: its id and
+// the address it is reached at, under this root.
 func (p *proofs) registration(id, advertise string) string {
 	if p.secret == nil {
 		return ""
 	}
-	return p.secret.Sign("registration", p.root, id, advertise)
+	return p.secret.Sign(registrationProof, p.root, id, advertise)
 }
 
-// lease is the proof of a lease record: the lease and its gateway.
+// lease is the earlier proof of a lease record: the lease and its gateway.
 func (p *proofs) lease(id, gateway string) string {
 	if p.secret == nil {
 		return ""
 	}
-	return p.secret.Sign("lease", p.root, id, gateway)
+	return p.secret.Sign(leaseProof, p.root, id, gateway)
 }
 
-// registrationOK checks the registration at path (logged when it does not
-// check out). Without a secret every registration passes.
-func (p *proofs) registrationOK(path, id, advertise, proof string) bool {
-	if p.secret == nil || p.secret.Check(proof, "registration", p.root, id, advertise) {
-		return true
+// node is data (a JSON object) with the node proof of the node name, for
+// purpose, that session owner makes now; data itself without a secret.
+func (p *proofs) node(purpose, name string, owner int64, data []byte) []byte {
+	if p.secret == nil {
+		return data
 	}
-	p.reject(path, "registration", slog.String("gateway", id), slog.String("advertise", advertise))
-	return false
+	return p.secret.SignNode(purpose, p.root, name, owner, data)
 }
 
-// leaseOK checks the lease record at path (logged when it does not check
-// out). Without a secret every record passes.
-func (p *proofs) leaseOK(path, id, gateway, proof string) bool {
-	if p.secret == nil || p.secret.Check(proof, "lease", p.root, id, gateway) {
+// registrationOK checks the registration of gateway id at path, whose
+// node is stat and data (logged when it does not check out); advertise
+// and proof are what data says, for the earlier proof. Without a secret
+// every registration passes.
+func (p *proofs) registrationOK(path, id string, stat *zk.Stat, data []byte, advertise, proof string) bool {
+	return p.nodeOK(path, registrationProof, id, stat, data, func() bool {
+		return p.secret.Check(proof, registrationProof, p.root, id, advertise)
+	}, "registration", slog.String("gateway", id), slog.String("advertise", advertise))
+}
+
+// leaseOK checks the record of lease id at path, whose node is stat and
+// data (logged when it does not check out); gateway and proof are what data
+// says, for the earlier proof. Without a secret every record passes.
+func (p *proofs) leaseOK(path, id string, stat *zk.Stat, data []byte, gateway, proof string) bool {
+	return p.nodeOK(path, leaseProof, id, stat, data, func() bool {
+		return p.secret.Check(proof, leaseProof, p.root, id, gateway)
+	}, "lease record", slog.String("lease", id), slog.String("gateway", gateway))
+}
+
+// nodeOK checks the node proof of the node name at path, or, for a node
+// with the earlier proof alone, that proof (older) with --peer-proofs
+// compat; what and attrs say what the node is in the log.
+func (p *proofs) nodeOK(path, purpose, name string, stat *zk.Stat, data []byte, older func() bool, what string, attrs ...slog.Attr) bool {
+	if p.secret == nil {
 		return true
 	}
-	p.reject(path, "lease record", slog.String("lease", id), slog.String("gateway", gateway))
+	var owner int64
+	var version int32
+	if stat != nil {
+		owner, version = stat.EphemeralOwner, stat.Version
+	}
+	signed, ok := p.secret.CheckNode(purpose, p.root, name, owner, version, data)
+	switch {
+	case ok:
+		return true
+	case signed:
+		p.reject(path, what, "does not check out with --peer-secret-file: written by something that does not hold the gateways' secret, "+
+			"by a gateway with another secret, or a gateway's node copied or set again by another ZooKeeper client", attrs...)
+	case older():
+		if p.olderOK {
+			return true
+		}
+		p.reject(path, what, "carries only the proof of a gateway of an earlier version (or a copy of such a node): "+
+			"it is ignored; during a rolling upgrade from such a version, run the new gateways with --peer-proofs compat", attrs...)
+	default:
+		p.reject(path, what, "does not check out with --peer-secret-file: written by something that does not hold the gateways' secret, "+
+			"or by a gateway with another secret", attrs...)
+	}
 	return false
 }
 
 // reject logs a node that does not check out, at most once a minute for
 // each path: anyone may write such nodes, as many as they like.
-func (p *proofs) reject(path, what string, attrs ...slog.Attr) {
+func (p *proofs) reject(path, what, why string, attrs ...slog.Attr) {
 	now := time.Now()
 	p.mu.Lock()
 	if p.logged == nil {
@@ -100,6 +159,5 @@ func (p *proofs) reject(path, what string, attrs ...slog.Attr) {
 	p.logged[path] = now
 	p.mu.Unlock()
 	attrs = append(attrs, slog.String("path", path))
-	p.log.LogAttrs(context.Background(), slog.LevelWarn, "ignored a "+what+" that does not check out with --peer-secret-file: "+
-		"written by something that does not hold the gateways' secret, or by a gateway with another secret", attrs...)
+	p.log.LogAttrs(context.Background(), slog.LevelWarn, "ignored a "+what+" that "+why, attrs...)
 }

@@ -256,21 +256,23 @@ type registration struct {
 	Proof         string     `json:"proof,omitempty"`
 }
 
-// registration is what this gateway writes of g under {root}/gateways.
-func (s *Service) registration(g GatewayInfo) []byte {
+// registration is what this gateway writes of g under {root}/gateways,
+// as a node of session owner (signed for that node, see proofs).
+func (s *Service) registration(g GatewayInfo, owner int64) []byte {
 	b, _ := json.Marshal(registration{Advertise: g.Advertise, Version: g.Version, StartedAt: g.StartedAt,
 		DrainingUntil: g.DrainingUntil, Handover: g.Handover, Proof: s.Leases.proofs.registration(g.ID, g.Advertise)})
-	return b
+	return s.Leases.proofs.node(registrationProof, g.ID, owner, b)
 }
 
-// readRegistration reads the registration of gateway id from its data,
-// marked Unverified when it does not check out (and logged, see proofs).
-func (s *Service) readRegistration(path, id string, data []byte) GatewayInfo {
+// readRegistration reads the registration of gateway id from its node
+// (stat and data), marked Unverified when it does not check out (and
+// logged, see proofs).
+func (s *Service) readRegistration(path, id string, stat *zk.Stat, data []byte) GatewayInfo {
 	var r registration
 	_ = json.Unmarshal(data, &r) // a registration that is not JSON is an id alone, and does not check out
 	g := GatewayInfo{ID: id, Advertise: r.Advertise, Version: r.Version, StartedAt: r.StartedAt, DrainingUntil: r.DrainingUntil,
 		Handover: r.Handover}
-	g.Unverified = !s.Leases.proofs.registrationOK(path, id, r.Advertise, r.Proof)
+	g.Unverified = !s.Leases.proofs.registrationOK(path, id, stat, data, r.Advertise, r.Proof)
 	return g
 }
 
@@ -287,14 +289,14 @@ func (s *Service) Gateways(ctx context.Context) ([]GatewayInfo, error) {
 	gone := make([]bool, len(names))
 	err = s.forEach(ctx, len(names), func(i int) error {
 		p := dir + "/" + names[i]
-		raw, _, err := s.sess.Conn().Get(p)
+		raw, stat, err := s.sess.Conn().Get(p)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 			gone[i] = true
 		case err != nil:
 			out[i].ID = names[i] // out of reach: an id alone, which does not answer
 		default:
-			out[i] = s.readRegistration(p, names[i], raw)
+			out[i] = s.readRegistration(p, names[i], stat, raw)
 			gone[i] = out[i].Unverified
 		}
 		return nil
@@ -333,8 +335,9 @@ func (s *Service) MarkDraining(until time.Time, handover bool) {
 	// Made anew in one transaction rather than set: the dashboards' cache
 	// follows the list of registrations, not each one's data.
 	p := s.sess.Root() + "/gateways/" + s.gatewayID
+	_, _, owner := s.sess.Status()
 	if _, err := s.sess.Conn().Multi(&zk.DeleteRequest{Path: p, Version: -1},
-		&zk.CreateRequest{Path: p, Data: s.registration(draining), Acl: s.sess.acl(), Flags: zk.FlagEphemeral}); err != nil {
+		&zk.CreateRequest{Path: p, Data: s.registration(draining, owner), Acl: s.sess.acl(), Flags: zk.FlagEphemeral}); err != nil {
 		s.log.Warn("mark the registration draining", "err", err)
 	}
 }
@@ -347,12 +350,15 @@ func (s *Service) GatewayID() string { return s.gatewayID }
 func (s *Service) Register(info GatewayInfo) {
 	info.ID = s.gatewayID
 	s.Leases.Serving(info.Advertise)
-	data := s.registration(info)
 	p := s.sess.Root() + "/gateways/" + s.gatewayID
 	s.registered.Store(&info)
 	publish := func(epoch uint64) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		// Signed for the session of epoch: if another one is there by now,
+		// createOwned refuses it, and that session's own publish runs.
+		_, _, owner := s.sess.Status()
+		data := s.registration(info, owner)
 		// A node of our previous session may linger until the ensemble
 		// expires it: the id is ours, so take it over.
 		if _, stat, err := s.sess.Conn().Exists(p); err == nil && stat != nil && stat.EphemeralOwner != 0 && stat.EphemeralOwner != s.Leases.sessionID() {

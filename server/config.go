@@ -81,6 +81,10 @@ type Config struct {
 	// PeerSecretFile is --peer-secret-file: the secret the gateways of one
 	// root share to prove themselves to each other.
 	PeerSecretFile string
+	// PeerProofs is --peer-proofs: strict, or compat, which also takes the
+	// registrations and lease records of gateways of versions before the
+	// node proofs (see recipes/peerproof.go), for a rolling upgrade.
+	PeerProofs string
 
 	// What the security flags load, checked at start so that a bad file is
 	// a usage error (exit 2) rather than a failure later.
@@ -213,6 +217,7 @@ func defineFlags(fs *flag.FlagSet, getenv func(string) string) *serveFlags {
 		{&c.TLSClientCA, "tls-client-ca", "", "require client certificates signed by these PEM CAs"},
 		{&c.TLSPeerCA, "tls-peer-ca", "", "PEM CAs of the other gateways' certificates: the only CAs trusted for forwarding, both ways"},
 		{&c.PeerSecretFile, "peer-secret-file", "", "a secret the gateways of one root share (zkgate peer-secret new), so that they forward requests only to each other"},
+		{&c.PeerProofs, "peer-proofs", "strict", "with --peer-secret-file: strict believes only the registrations and lease records signed whole for their node; compat also those of gateways of earlier versions, signed over fewer fields (a copy of them replays), only for a rolling upgrade from those versions"},
 		{&c.ZKAuth, "zk-auth", "", "authenticate to ZooKeeper as digest:USER:PASSWORD"},
 		{&f.zkAuthFile, "zk-auth-file", "", "read --zk-auth from this file"},
 		{&c.ZKACL, "zk-acl", "open", "ACL of the nodes the gateway creates: open (world-writable) or creator (all for --zk-auth's identity, read for the world)"},

@@ -100,6 +100,17 @@ func (cfg *Config) parsePeerSecret() error {
 		return err
 	}
 	cfg.warnReadable("--peer-secret-file", cfg.PeerSecretFile, "whoever reads it can pass for a gateway of the root")
+	switch cfg.PeerProofs {
+	case "strict", "":
+	case "compat":
+		if cfg.peerSecret != nil {
+			cfg.Warnings = append(cfg.Warnings, "--peer-proofs compat: the registrations and lease records of gateways of earlier versions "+
+				"are believed, and a copy of one of them, replayed by any ZooKeeper client that may write under the root, too; "+
+				"drop it once every gateway of the root runs this version")
+		}
+	default:
+		return usagef("--peer-proofs must be strict or compat")
+	}
 	return nil
 }
 

@@ -199,16 +199,23 @@ func TestForwardOnlyToProvenPeers(t *testing.T) {
 		}
 	}
 
-	original := rewrite(t, conn, record, map[string]any{"gateway": "evil"})
+	rewrite(t, conn, record, map[string]any{"gateway": "evil"})
 	notTheStranger("a record naming the stranger's registration")
-	var rec struct{ Gateway string }
-	_ = json.Unmarshal(original, &rec)
-	if _, err := conn.Set(record, original, -1); err != nil {
+	// Set again, even with its own data, a record is no more believed: its
+	// node proof holds for the node as its gateway made it.
+	mustStatus(t, acquire(t, b.URL, "x", lease, "0s"), 503, "a record set again")
+
+	other := newLease(t, a.URL, "1m", "on-a")
+	raw, _, err := conn.Get(a.Root + "/leases/" + other)
+	if err != nil {
 		t.Fatal(err)
 	}
-	mustStatus(t, acquire(t, b.URL, "x", lease, "0s"), 200, "the record restored: forwarded to a")
-	mustStatus(t, gwtest.Do(t, "POST", b.URL+"/v1/locks/x/release", map[string]any{"lease": lease}), 204, "release through b")
+	var rec struct{ Gateway string }
+	_ = json.Unmarshal(raw, &rec)
+	mustStatus(t, acquire(t, b.URL, "x", other, "0s"), 200, "another lease of a, forwarded to a")
+	mustStatus(t, gwtest.Do(t, "POST", b.URL+"/v1/locks/x/release", map[string]any{"lease": other}), 204, "release through b")
 
+	lease = other
 	registration := a.Root + "/gateways/" + rec.Gateway
 	rewrite(t, conn, registration, map[string]any{"advertise": evil.addr()})
 	notTheStranger("the registration of a rewritten to advertise the stranger")
@@ -246,12 +253,19 @@ func TestAnswerOfAProvenAddressMustProveItself(t *testing.T) {
 	conn := gwtest.Client(t, a.ZK, 5*time.Second)
 	data, _ := json.Marshal(map[string]any{"advertise": evil.addr(), "version": "dev", "started_at": time.Now().UTC(),
 		"proof": secret.Sign("registration", a.Root, "taken-over", evil.addr())})
+	data = secret.SignNode("registration", a.Root, "taken-over", conn.SessionID(), data)
 	if _, err := conn.Create(a.Root+"/gateways/taken-over", data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	lease := newLease(t, a.URL, "1m", "on-a")
-	rewrite(t, conn, a.Root+"/leases/"+lease, map[string]any{"gateway": "taken-over",
+	record, _ := json.Marshal(map[string]any{"holder": "on-a", "ttl": "1m0s", "gateway": "taken-over",
 		"proof": secret.Sign("lease", a.Root, lease, "taken-over")})
+	record = secret.SignNode("lease", a.Root, lease, conn.SessionID(), record)
+	rp := a.Root + "/leases/" + lease
+	if _, err := conn.Multi(&zk.DeleteRequest{Path: rp, Version: -1},
+		&zk.CreateRequest{Path: rp, Data: record, Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagEphemeral}); err != nil {
+		t.Fatal(err)
+	}
 
 	r := acquire(t, b.URL, "x", lease, "0s")
 	p := wantProblem(t, r, 503, "unavailable", "an answer that does not prove itself")
@@ -472,4 +486,139 @@ func TestForwardedRequestsCarryNoSecret(t *testing.T) {
 			"a client's own forwarding header, token "+token)
 	}
 	mustStatus(t, a.as(t, "writer", "GET", "/v1/leases/"+other, nil), 200, "the other lease, untouched")
+}
+
+// TestNodesSetAgainOrCopiedAreIgnored: with the gateways' secret, a gateway's
+// registration that another ZooKeeper client sets again with a field
+// changed (draining_until, its earlier proof kept), or copies back into a
+// node of its own session once the gateway has gone (a replay), is not
+// believed: the overview marks it unverified, where before it showed a
+// draining gateway and a departed one as live.
+func TestNodesSetAgainOrCopiedAreIgnored(t *testing.T) {
+	t.Parallel()
+	a := gwtest.StartProcess(t, gwtest.GatewayOptions{Extra: []string{"--log-level", "info"}})
+	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root})
+	c := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root})
+	conn := gwtest.Client(t, []string{a.ZK}, 5*time.Second)
+	gatewayOf := func(url string) string {
+		t.Helper()
+		raw, _, err := conn.Get(a.Root + "/leases/" + newLease(t, url, "1m", "whose"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct{ Gateway string }
+		_ = json.Unmarshal(raw, &rec)
+		return rec.Gateway
+	}
+	bID, cID := gatewayOf(b.URL), gatewayOf(c.URL)
+	overviewSays := func(id, want, what string) {
+		t.Helper()
+		gwtest.Eventually(t, 10*time.Second, func() error {
+			if item := gatewayItem(t, a.URL, id); !strings.Contains(item, ">"+want+"<") {
+				return fmt.Errorf("%s: a's overview should mark it %s: %q", what, want, item)
+			}
+			return nil
+		})
+	}
+	overviewSays(bID, "live", "b as it registered")
+
+	// The dashboard's cache reads the registrations again when their list
+	// changes: c's going, then its copy, make it read b's too.
+	rewrite(t, conn, a.Root+"/gateways/"+bID, map[string]any{"draining_until": time.Now().Add(time.Hour).UTC()})
+	reg := a.Root + "/gateways/" + cID
+	copied, _, err := conn.Get(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stop()
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if item := gatewayItem(t, a.URL, cID); item != "" {
+			return fmt.Errorf("c is still listed once stopped: %q", item)
+		}
+		return nil
+	})
+	if _, err := conn.Create(reg, copied, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	overviewSays(cID, "unverified", "c's registration copied back once c had gone")
+	overviewSays(bID, "unverified", "b's registration set again, draining")
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if logs := a.Logs(); !strings.Contains(logs, "copied or set again") {
+			return fmt.Errorf("a should log the registrations that do not check out: %s", logs)
+		}
+		return nil
+	})
+}
+
+// TestPeerProofsAcrossARollingUpgrade: the nodes a gateway writes still carry
+// the proof that gateways of earlier versions check (so those forward to it
+// during a rolling upgrade), and a node that carries only that proof, as
+// theirs do, is believed with --peer-proofs compat alone: by default it is
+// ignored, and the log names the flag.
+func TestPeerProofsAcrossARollingUpgrade(t *testing.T) {
+	t.Parallel()
+	_, err := server.ParseConfig([]string{"--zk", "127.0.0.1:2181", "--peer-proofs", "v1"}, func(string) string { return "" }, io.Discard)
+	var usage *server.UsageError
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--peer-proofs must be strict or compat") {
+		t.Errorf("--peer-proofs v1: %v, want a usage error", err)
+	}
+	strict := gwtest.StartProcess(t, gwtest.GatewayOptions{Extra: []string{"--log-level", "info"}})
+	compat := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: strict.Root, Extra: []string{"--peer-proofs", "compat"}})
+	secret, err := peer.LoadSecret(gwtest.PeerSecretFile(t, strict.Root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := gwtest.Client(t, []string{strict.ZK}, 5*time.Second)
+	lease := newLease(t, compat.URL, "1m", "on-compat")
+	raw, _, err := conn.Get(strict.Root + "/leases/" + lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ Gateway, Proof string }
+	_ = json.Unmarshal(raw, &rec)
+	if !secret.Check(rec.Proof, "lease", strict.Root, lease, rec.Gateway) {
+		t.Errorf("the record lacks the proof of earlier versions: %s", raw)
+	}
+	raw, _, err = conn.Get(strict.Root + "/gateways/" + rec.Gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg struct{ Advertise, Proof string }
+	_ = json.Unmarshal(raw, &reg)
+	if !secret.Check(reg.Proof, "registration", strict.Root, rec.Gateway, reg.Advertise) {
+		t.Errorf("the registration lacks the proof of earlier versions: %s", raw)
+	}
+
+	// A gateway of an earlier version, as its nodes read: the proofs of a
+	// few fields alone. Its requests are answered by a stranger, which
+	// records what reaches it.
+	older := newStranger(t)
+	data, _ := json.Marshal(map[string]any{"advertise": older.addr(), "version": "dev", "started_at": time.Now().UTC(),
+		"proof": secret.Sign("registration", strict.Root, "older", older.addr())})
+	if _, err := conn.Create(strict.Root+"/gateways/older", data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	movedToOlder := func(url string) string {
+		lease := newLease(t, url, "1m", "moved-to-older")
+		rewrite(t, conn, strict.Root+"/leases/"+lease, map[string]any{"gateway": "older",
+			"proof": secret.Sign("lease", strict.Root, lease, "older")})
+		return lease
+	}
+	// Each gateway is asked of a lease another made: it looks its record up.
+	lease = movedToOlder(compat.URL)
+	wantProblem(t, acquire(t, strict.URL, "x", lease, "0s"), 503, "unavailable", "by default, a lease whose record has the earlier proof alone")
+	if n := len(older.requests()); n != 0 {
+		t.Errorf("by default, the older gateway received %d requests", n)
+	}
+	// The log reaches the test through a pipe: read until it is there.
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(strict.Logs(), "--peer-proofs compat") {
+			return fmt.Errorf("the log should name --peer-proofs compat for a node of an earlier version: %s", strict.Logs())
+		}
+		return nil
+	})
+	acquire(t, compat.URL, "x", movedToOlder(strict.URL), "0s")
+	if n := len(older.requests()); n != 1 {
+		t.Errorf("with --peer-proofs compat, the older gateway received %d requests, want the one forwarded", n)
+	}
 }

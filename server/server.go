@@ -224,7 +224,8 @@ func zooKeeper(ctx context.Context, cfg *Config, log *slog.Logger) (servers []st
 func newService(sess *recipes.Session, cfg Config, gatewayID string, metrics *Metrics, log *slog.Logger) *recipes.Service {
 	svc := recipes.New(sess, recipes.Config{
 		GatewayID: gatewayID, Metrics: metrics, Logger: log,
-		Leases:     recipes.LeaseConfig{MaxTTL: cfg.MaxTTL, RememberMax: cfg.MaxLeaseHistory, LockDelay: cfg.LockDelay, MaxLockDelay: cfg.MaxLockDelay},
+		Leases: recipes.LeaseConfig{MaxTTL: cfg.MaxTTL, RememberMax: cfg.MaxLeaseHistory, LockDelay: cfg.LockDelay, MaxLockDelay: cfg.MaxLockDelay,
+			OlderPeerProofs: cfg.PeerProofs == "compat"},
 		PeerSecret: cfg.peerSecret,
 		Queues:     cfg.Queues,
 	})
