@@ -191,13 +191,16 @@ func saveHandover(dir string, h *recipes.Handover) error {
 }
 
 // adoptSaved resumes the sessions a previous run of the same ensemble and
-// root saved into dir (see saveHandover, savedDir) and keeps their leases;
-// a session that expired meanwhile is gone, with its leases (410
-// session_lost, as the lease history says). Each file is removed once
-// settled; one that could not be tried (ZooKeeper out of reach) stays for
-// the next start. The sessions saved right in handoverDir, by a version
-// that did not record their ensemble and root, are resumed too, once, with
-// a warning: they were most likely this data dir's own gateway's.
+// root saved into dir (see saveHandover, savedDir) or recorded there ahead
+// (the journals of a run that was killed, see recipes.ReadJournal) and
+// keeps their leases; a session that expired meanwhile is gone, with its
+// leases (410 session_lost, as the lease history says). Each saved file is
+// removed once settled, and a journal once its session is gone; a resumed
+// session's journal goes on as this run's record of it. A file that could
+// not be tried (ZooKeeper out of reach) stays for the next start. The
+// sessions saved right in handoverDir, by a version that did not record
+// their ensemble and root, are resumed too, once, with a warning: they were
+// most likely this data dir's own gateway's.
 func adoptSaved(ctx context.Context, log *slog.Logger, svc *recipes.Service, cfg recipes.SessionConfig, dataDir, dir string) {
 	adoptSavedIn(ctx, log, svc, cfg, dir, false)
 	adoptSavedIn(ctx, log, svc, cfg, handoverDir(dataDir), true)
@@ -213,30 +216,40 @@ func adoptSavedIn(ctx context.Context, log *slog.Logger, svc *recipes.Service, c
 		}
 		return
 	}
+	// Saved files first: a session saved on SIGTERM has no journal any
+	// more, but one that is both (a kill between the two) is the saved one.
+	slices.SortStableFunc(entries, func(a, b os.DirEntry) int {
+		return strings.Compare(filepath.Ext(a.Name()), filepath.Ext(b.Name())) // .json before .wal
+	})
+	resumed := map[int64]bool{}
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+		journal := strings.HasSuffix(e.Name(), journalSuffix) && !unkeyed
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") && !journal {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		data, err := os.ReadFile(p)
-		var h recipes.Handover
-		if err == nil {
-			err = json.Unmarshal(data, &h)
-		}
+		h, err := readSaved(p, journal)
 		if err != nil || h.Session.ID == 0 {
 			log.Error("a saved session that does not read: removed", "file", p, "err", err)
 			_ = os.Remove(p)
 			continue
 		}
-		h.SameClock = true // saved by this machine: its leases' ends are on this clock
+		if resumed[h.Session.ID] {
+			_ = os.Remove(p) // the journal of a session saved on SIGTERM: superseded
+			continue
+		}
+		resumed[h.Session.ID] = true
 		if unkeyed {
 			log.Warn("a session saved by an older version, which did not record its ZooKeeper ensemble and root: resumed as this gateway's",
 				"file", p, "session", h.Session)
 		}
 		actx, cancel := context.WithTimeout(ctx, handoverTimeout)
-		err = svc.Adopt(actx, cfg, &h)
+		err = svc.Adopt(actx, cfg, h)
 		cancel()
 		switch {
+		case err == nil && journal:
+			log.Info("resumed a session that the previous run, killed, had recorded", "session", h.Session, "leases", len(h.Leases))
+			continue // its journal goes on, as this run's
 		case err == nil:
 			log.Info("resumed a session saved by the previous run", "session", h.Session, "leases", len(h.Leases))
 		case errors.Is(err, recipes.ErrSessionGone):
@@ -247,4 +260,26 @@ func adoptSavedIn(ctx context.Context, log *slog.Logger, svc *recipes.Service, c
 		}
 		_ = os.Remove(p)
 	}
+}
+
+// journalSuffix ends the name of a session's journal (see
+// recipes.JournalPath).
+const journalSuffix = ".wal"
+
+// readSaved reads the session saved (or, with journal, recorded ahead) in
+// the file p, by this machine: its leases' ends are on this clock.
+func readSaved(p string, journal bool) (*recipes.Handover, error) {
+	if journal {
+		return recipes.ReadJournal(p)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	var h recipes.Handover
+	if err := json.Unmarshal(data, &h); err != nil {
+		return nil, err
+	}
+	h.SameClock = true
+	return &h, nil
 }
