@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -316,7 +317,13 @@ func (j *journal) snapshotLocked() error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer os.Remove(tmp.Name()) // once renamed, there is no such file
+	// Locked as long as this process keeps it: a start beside this one,
+	// on the same data dir, leaves it alone (see OpenJournal).
+	if ok, err := lockFile(tmp); !ok {
+		tmp.Close()
+		return fmt.Errorf("lock %s: %v", tmp.Name(), err)
+	}
 	w := bufio.NewWriter(tmp)
 	enc := json.NewEncoder(w) // one line per record
 	lines := 1
@@ -330,20 +337,14 @@ func (j *journal) snapshotLocked() error {
 	if err == nil {
 		err = w.Flush()
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), j.path)
 	}
 	if err != nil {
+		tmp.Close()
 		return err
 	}
-	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	j.f, j.lines = f, lines
+	j.f, j.lines = tmp, lines // appended to from its end, by this process alone
 	return nil
 }
 
@@ -362,12 +363,60 @@ func (j *journal) sortedLocked() []*LeaseState {
 	return out
 }
 
-// ReadJournal reads the journal file path (see journal) as the handover of
-// its session to this machine's next gateway: Adopt resumes it. A last
-// line cut short (the process died while writing it) is left out; so are
-// the lines after one that does not read.
+// ErrJournalLive: the journal is another live process's (a gateway that
+// shares the data dir), whose session it must not take.
+var ErrJournalLive = errors.New("the journal is a live gateway's")
+
+// OpenJournal reads the journal file path (see journal) as the handover of
+// its session to this machine's next gateway, for Adopt to resume; release
+// must be called once Adopt has returned (until then no other process takes
+// the journal). A journal that a live process keeps answers ErrJournalLive.
+func OpenJournal(path string) (h *Handover, release func(), err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	ok, err := lockFile(f)
+	if ok {
+		// The file the lock was taken on may have been replaced meanwhile
+		// (its keeper's compaction, or a start beside this one that took it).
+		var was, is os.FileInfo
+		if was, err = f.Stat(); err == nil {
+			if is, err = os.Stat(path); err == nil {
+				ok = os.SameFile(was, is)
+			}
+		}
+	}
+	if err != nil || !ok {
+		f.Close()
+		if err == nil {
+			err = ErrJournalLive
+		}
+		return nil, nil, err
+	}
+	h, err = readJournal(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return h, func() { f.Close() }, nil
+}
+
+// ReadJournal reads the journal file path without taking it (see
+// OpenJournal). A last line cut short (the process died while writing it)
+// is left out; so are the lines after one that does not read.
 func ReadJournal(path string) (*Handover, error) {
-	raw, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readJournal(f)
+}
+
+// readJournal is ReadJournal of the open file f.
+func readJournal(f *os.File) (*Handover, error) {
+	raw, err := io.ReadAll(f)
 	if err != nil {
 		return nil, err
 	}

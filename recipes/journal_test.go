@@ -216,3 +216,29 @@ func BenchmarkJournalLockCycle(b *testing.B) {
 		j.renewed(1, id, time.Now().Add(time.Minute))
 	}
 }
+
+// The journal of a live service is its own: a start beside it on the same
+// data dir cannot take it (ErrJournalLive), whatever its compactions; once
+// its process is gone (killed), it can.
+func TestALiveJournalIsNotTaken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newService(t, serviceOptions{timeout: 5 * time.Second, journal: dir})
+	s.Leases.journal.compactAt = 4
+	l := newLease(t, s, "holder")
+	path := JournalPath(dir, s.Leases.sessionID())
+	for i := range 10 {
+		if _, _, err := OpenJournal(path); !errors.Is(err, ErrJournalLive) {
+			t.Fatalf("a live service's journal opened (after %d keepalives): %v, want ErrJournalLive", i, err)
+		}
+		if _, err := s.Leases.KeepAlive(l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kill(t, s)
+	h, release, err := OpenJournal(path)
+	if err != nil || len(h.Leases) != 1 {
+		t.Fatalf("the killed service's journal: %v %v", h, err)
+	}
+	release()
+}

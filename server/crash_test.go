@@ -171,3 +171,26 @@ func TestAKillCostsNothing(t *testing.T) {
 		Jobs: 20, JobLocks: 5, JobHold: time.Second, JobWait: time.Minute, JobArgs: []string{"--kill-grace", "1s"},
 		Holders: 1, Hold: 300 * time.Millisecond, TTL: 30 * time.Second})
 }
+
+// Two gateways of one root that share a data dir (two on one machine,
+// started from one folder): a start of the second leaves the first's live
+// session alone, though its record is there; the first keeps its leases.
+func TestAGatewayLeavesALiveNeighboursSessionAlone(t *testing.T) {
+	t.Parallel()
+	opts := gwtest.GatewayOptions{SessionTimeout: 10 * time.Second, Handover: true, DataDir: t.TempDir()}
+	a := gwtest.StartProcess(t, opts)
+	opts.Root = a.Root
+	lease := newLease(t, a.URL, "1m", "holder")
+	mustStatus(t, acquire(t, a.URL, "shared-dir", lease, "0s"), http.StatusOK, "acquire")
+	keeper := gwtest.Do(t, "GET", a.URL+"/v1/leases/"+lease, nil).JSON(t)["gateway"]
+
+	b := gwtest.StartProcess(t, opts)
+	if got := gwtest.Do(t, "GET", b.URL+"/v1/leases/"+lease, nil).JSON(t)["gateway"]; got != keeper {
+		t.Fatalf("the lease's gateway, asked of the second: %v, want the first's %v (the second took its session)", got, keeper)
+	}
+	b.Signal(t, os.Interrupt, 20*time.Second)
+	mustStatus(t, gwtest.Do(t, "POST", a.URL+"/v1/leases/"+lease+"/keepalive", nil), http.StatusOK, "keepalive on the first")
+	if h := leaseHolds(t, a.URL, lease)["lock shared-dir"]; h == nil || h["state"] != "held" {
+		t.Fatalf("the lock on the first: %v", h)
+	}
+}

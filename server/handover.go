@@ -221,24 +221,33 @@ func adoptSavedIn(ctx context.Context, log *slog.Logger, svc *recipes.Service, c
 	slices.SortStableFunc(entries, func(a, b os.DirEntry) int {
 		return strings.Compare(filepath.Ext(a.Name()), filepath.Ext(b.Name())) // .json before .wal
 	})
-	resumed := map[int64]bool{}
+	tried := map[string]bool{} // settled sessions, by the files' name: true if resumed, false if gone
 	for _, e := range entries {
 		journal := strings.HasSuffix(e.Name(), journalSuffix) && !unkeyed
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") && !journal {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		h, err := readSaved(p, journal)
+		session := strings.TrimSuffix(e.Name(), filepath.Ext(e.Name()))
+		if resumed, ok := tried[session]; ok {
+			// The journal of a session saved on SIGTERM too (a kill between
+			// the two): superseded, by the record the resumed session
+			// writes there now, or gone with the session.
+			if !resumed {
+				_ = os.Remove(p)
+			}
+			continue
+		}
+		h, release, err := readSaved(p, journal)
+		if errors.Is(err, recipes.ErrJournalLive) {
+			log.Warn("the data dir holds the record of a live gateway's session (two gateways share it?): left to that gateway", "file", p)
+			continue
+		}
 		if err != nil || h.Session.ID == 0 {
 			log.Error("a saved session that does not read: removed", "file", p, "err", err)
 			_ = os.Remove(p)
 			continue
 		}
-		if resumed[h.Session.ID] {
-			_ = os.Remove(p) // the journal of a session saved on SIGTERM: superseded
-			continue
-		}
-		resumed[h.Session.ID] = true
 		if unkeyed {
 			log.Warn("a session saved by an older version, which did not record its ZooKeeper ensemble and root: resumed as this gateway's",
 				"file", p, "session", h.Session)
@@ -246,19 +255,24 @@ func adoptSavedIn(ctx context.Context, log *slog.Logger, svc *recipes.Service, c
 		actx, cancel := context.WithTimeout(ctx, handoverTimeout)
 		err = svc.Adopt(actx, cfg, h)
 		cancel()
-		switch {
-		case err == nil && journal:
-			log.Info("resumed a session that the previous run, killed, had recorded", "session", h.Session, "leases", len(h.Leases))
-			continue // its journal goes on, as this run's
-		case err == nil:
-			log.Info("resumed a session saved by the previous run", "session", h.Session, "leases", len(h.Leases))
-		case errors.Is(err, recipes.ErrSessionGone):
-			log.Warn("a session saved by the previous run had expired: its leases are gone", "session", h.Session, "leases", len(h.Leases))
-		default:
+		if err != nil && !errors.Is(err, recipes.ErrSessionGone) {
+			release()
 			log.Error("resume a session saved by the previous run; kept for the next start", "session", h.Session, "err", err)
 			continue
 		}
-		_ = os.Remove(p)
+		tried[session] = err == nil
+		if !journal || err != nil {
+			_ = os.Remove(p) // settled: resumed, or gone (a resumed journal is this run's record now)
+		}
+		release()
+		switch {
+		case err == nil && journal:
+			log.Info("resumed a session that the previous run, killed, had recorded", "session", h.Session, "leases", len(h.Leases))
+		case err == nil:
+			log.Info("resumed a session saved by the previous run", "session", h.Session, "leases", len(h.Leases))
+		default:
+			log.Warn("a session saved by the previous run had expired: its leases are gone", "session", h.Session, "leases", len(h.Leases))
+		}
 	}
 }
 
@@ -267,19 +281,20 @@ func adoptSavedIn(ctx context.Context, log *slog.Logger, svc *recipes.Service, c
 const journalSuffix = ".wal"
 
 // readSaved reads the session saved (or, with journal, recorded ahead) in
-// the file p, by this machine: its leases' ends are on this clock.
-func readSaved(p string, journal bool) (*recipes.Handover, error) {
+// the file p, by this machine: its leases' ends are on this clock. release
+// lets the file go once it is settled (see recipes.OpenJournal).
+func readSaved(p string, journal bool) (h *recipes.Handover, release func(), err error) {
 	if journal {
-		return recipes.ReadJournal(p)
+		return recipes.OpenJournal(p)
 	}
 	data, err := os.ReadFile(p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var h recipes.Handover
-	if err := json.Unmarshal(data, &h); err != nil {
-		return nil, err
+	h = &recipes.Handover{}
+	if err := json.Unmarshal(data, h); err != nil {
+		return nil, nil, err
 	}
 	h.SameClock = true
-	return &h, nil
+	return h, func() {}, nil
 }
