@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
@@ -54,6 +55,10 @@ type Handover struct {
 	Received  time.Time `json:"-"`
 	SameClock bool      `json:"-"`
 	taken     time.Time // when HandOver froze the leases
+	// ended are the reasons of the leases that a journal recorded as
+	// ended (see ReadJournal): their nodes still there are swept with
+	// them as reason.
+	ended map[string]string
 }
 
 // Aged is h with the TTL left of each lease as it is now: less the time
@@ -140,7 +145,12 @@ func state(hs holding) HoldState {
 	c := hs.core()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.stateLocked()
+	return stateLocked(hs)
+}
+
+// stateLocked is state with the hold's lock held.
+func stateLocked(hs holding) HoldState {
+	st := hs.core().stateLocked()
 	switch h := hs.(type) {
 	case *lockHold:
 		st.Mode = h.mode
@@ -265,6 +275,10 @@ func (s *Service) HandOver(ctx context.Context) (*Handover, error) {
 	}
 	h.Session = s.sess.Saved()
 	s.sess.Detach()
+	// The session is not this gateway's any more: its next keeper (a peer,
+	// or this gateway's next start through the file a SIGTERM saves)
+	// resumes it from h, never twice.
+	ls.journal.remove()
 	ls.mu.Lock()
 	for _, l := range leases {
 		delete(ls.live, l.ID) // not this gateway's any more; not remembered as ended either
@@ -301,6 +315,13 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 			s.log.Error("a handed-over lease could not be kept", "lease", st.ID, "err", err)
 		}
 	}
+	// Recorded before any of its leases is served here.
+	if err := sub.Leases.journal.begin(epoch, h.Session, s.gatewayID, sub.Leases.states()); err != nil {
+		s.log.Error("the write-ahead record of an adopted session could not begin: a crash now ends its leases", "session", h.Session, "err", err)
+	}
+	if err := sub.sweepOrphans(ctx, h.ended); err != nil {
+		s.log.Warn("the nodes of the adopted session that no lease holds could not be swept", "session", h.Session, "err", err)
+	}
 	if err := sub.Leases.rewriteRecords(ctx); err != nil {
 		s.log.Warn("rewrite the records of handed-over leases", "err", err)
 	}
@@ -311,6 +332,102 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 	go s.retire(sub)
 	s.log.Info("adopted a handed-over session", "session", h.Session, "from", h.From, "leases", len(h.Leases))
 	return nil
+}
+
+// states is the table's leases as a journal records them.
+func (ls *Leases) states() []LeaseState {
+	var out []LeaseState
+	for _, l := range ls.List() {
+		l.mu.Lock()
+		st := LeaseState{ID: l.ID, Holder: l.Holder, Owner: l.Owner, TTL: Duration(l.TTL), LockDelay: Duration(l.LockDelay),
+			CreatedAt: l.CreatedAt, ExpiresAt: l.expiresAt.UTC().Round(0)}
+		holds := make([]holding, 0, len(l.holds))
+		for _, hs := range l.holds {
+			holds = append(holds, hs)
+		}
+		l.mu.Unlock()
+		for _, hs := range holds {
+			st.Holds = append(st.Holds, state(hs))
+		}
+		sort.Slice(st.Holds, func(i, j int) bool { return st.Holds[i].Key < st.Holds[j].Key })
+		out = append(out, st)
+	}
+	return out
+}
+
+// sweepOrphans deletes the ephemeral nodes of the service's session (an
+// adopted one) that none of its leases holds: nodes that ZooKeeper made
+// for a gateway killed before it recorded them (see journal.go), which
+// the live session would otherwise keep for good (a lock never free
+// again). The records of leases that were not resumed end too, in their
+// history, as ended (the reason the journal gives, else revoked: no client
+// was told of them). The gateways' registrations are left to
+// endRegistrations. It asks ZooKeeper for the session's ephemeral nodes
+// (getEphemerals, since 3.6); an older ZooKeeper leaves the orphans in
+// place, with a warning.
+func (s *Service) sweepOrphans(ctx context.Context, ended map[string]string) error {
+	root := s.sess.Root()
+	owned := map[string]bool{}
+	for _, l := range s.Leases.List() {
+		owned[s.Leases.recordPath(l.ID)] = true
+		l.mu.Lock()
+		holds := make([]holding, 0, len(l.holds))
+		for _, hs := range l.holds {
+			holds = append(holds, hs)
+		}
+		l.mu.Unlock()
+		for _, hs := range holds {
+			c := hs.core()
+			c.mu.Lock()
+			for _, n := range c.nodes {
+				owned[n.path] = true
+			}
+			c.mu.Unlock()
+		}
+	}
+	_, epoch, _ := s.sess.Status()
+	var paths []string
+	for {
+		var err error
+		paths, err = s.sess.Conn().Ephemerals(root + "/")
+		if err == nil {
+			break
+		}
+		if errors.Is(err, zk.ErrUnimplemented) {
+			s.log.Warn("this ZooKeeper does not list a session's ephemeral nodes (getEphemerals, ZooKeeper 3.6): "+
+				"nodes made for a lease that a killed gateway had not recorded stay as long as the resumed session", "err", err)
+			return nil
+		}
+		if !ambiguous(err) {
+			return err
+		}
+		if werr := s.sess.waitEpoch(ctx, epoch); werr != nil {
+			return werr
+		}
+	}
+	var first error
+	records := root + "/leases/"
+	for _, p := range paths {
+		if owned[p] || strings.HasPrefix(p, root+"/gateways/") {
+			continue
+		}
+		var err error
+		if id, ok := strings.CutPrefix(p, records); ok && !strings.Contains(id, "/") {
+			reason := ended[id]
+			if reason == "" {
+				reason = EndRevoked
+			}
+			s.log.Info("a lease that the killed gateway had not recorded, or had begun to end: ended", "lease", id, "reason", reason)
+			err = s.Leases.endRecord(ctx, &Lease{ID: id, epoch: epoch}, reason)
+		} else {
+			s.log.Info("a node that the killed gateway had made but not recorded: deleted", "node", p)
+			err = s.sess.deleteNode(ctx, p, epoch)
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // endRegistrations ends the gateways' registrations that came with the

@@ -122,8 +122,9 @@ func joinHold[H holding](lease *Lease, key string, fresh func() H, fits func(H) 
 func (h *hold) leave(told bool) {
 	h.mu.Lock()
 	h.waiters--
-	if told {
+	if told && !h.told {
 		h.told = true
+		h.journalLocked() // before the client is told
 	}
 	// A hold of a lease being handed over stays for the gateway it moves to,
 	// where the client's retry finds it (see handover.go).
@@ -142,6 +143,7 @@ func (h *hold) leave(told bool) {
 // markGoneLocked marks h gone and hands over its nodes for deletion.
 func (h *hold) markGoneLocked() []heldNode {
 	h.gone = true
+	h.lease.table.journal.dropped(h.lease.epoch, h.lease.ID, h.key)
 	nodes := h.nodes
 	h.nodes = nil
 	if h.granted {
@@ -251,6 +253,7 @@ func (h *hold) nodeLocked(role string) string {
 
 // setNodeLocked records the node of h in role.
 func (h *hold) setNodeLocked(role, path string) {
+	defer h.journalLocked()
 	for i, n := range h.nodes {
 		if n.role == role {
 			h.nodes[i] = heldNode{role: role, path: path}
@@ -266,6 +269,7 @@ func (h *hold) forgetNodeLocked(role, path string) {
 	for i, n := range h.nodes {
 		if n.role == role && n.path == path {
 			h.nodes = append(h.nodes[:i], h.nodes[i+1:]...)
+			h.journalLocked()
 			return
 		}
 	}
@@ -307,7 +311,11 @@ func (h *hold) ensureNode(role string, create func() (string, *zk.Stat, error)) 
 	if st != nil {
 		czxid = st.Czxid
 	}
+	if f := h.lease.table.afterCreate; f != nil {
+		f(p)
+	}
 	h.nodes = append(h.nodes, heldNode{role: role, path: p, czxid: czxid})
+	h.journalLocked() // before it is waited on, or granted
 	return p, czxid, nil
 }
 
@@ -336,8 +344,9 @@ func (h *hold) ensureInLine(role, parent string, create func(list bool) (string,
 // was checked to be the session's own.
 func (h *hold) noteCzxidLocked(path string, czxid int64) {
 	for i, n := range h.nodes {
-		if n.path == path {
+		if n.path == path && n.czxid != czxid {
 			h.nodes[i].czxid = czxid
+			h.journalLocked()
 		}
 	}
 }
@@ -347,6 +356,15 @@ func (h *hold) markGrantedLocked(token int64) {
 	if !h.granted {
 		h.granted, h.token, h.grantedAt = true, token, time.Now().UTC()
 		h.svc.contention.granted(h)
+		h.journalLocked() // before the client is told
+	}
+}
+
+// journalLocked records h as it is now in its lease's journal (see
+// journal.go); h.mu is held.
+func (h *hold) journalLocked() {
+	if j := h.lease.table.journal; j != nil && !h.gone {
+		j.held(h.lease.epoch, h.lease.ID, stateLocked(h.self))
 	}
 }
 

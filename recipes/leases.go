@@ -132,9 +132,13 @@ type Leases struct {
 	moved       map[string]Keeper         // guarded by mu: leases handed over from here, and to whom
 	advertise   atomic.Pointer[string]    // the address this gateway serves (see Locate)
 	proofs      *proofs                   // of the records and registrations
+	journal     *journal                  // the write-ahead record of the leases (nil: none)
 	// afterRecord, when set (by tests), runs once a lease's record is made
-	// and before the lease is live.
+	// and before the lease is live; afterCreate once a hold's node is made
+	// and before it is recorded in the journal (a kill there leaves an
+	// orphan, see sweepOrphans).
 	afterRecord func()
+	afterCreate func(node string)
 }
 
 type endedLease struct {
@@ -252,9 +256,12 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 		return nil, ErrMoving
 	}
 	defer ls.creating.Done()
-	st, epoch, session := ls.sess.Status()
+	st, epoch, sid := ls.sess.Status()
 	if st != StateLive {
 		return nil, unavailable()
+	}
+	if err := ls.beginJournal(epoch, sid); err != nil {
+		return nil, err
 	}
 	id := newLeaseID()
 	now := time.Now().UTC()
@@ -262,7 +269,7 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 	l := &Lease{ID: id, Holder: holder, Owner: owner, TTL: ttl, LockDelay: lockDelay, CreatedAt: now, epoch: epoch, table: ls,
 		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
 
-	data := ls.recordOf(l, session)
+	data := ls.recordOf(l, sid)
 	if err := ls.createRecord(ctx, id, data, historyEntry{Gateway: ls.cfg.GatewayID, Holder: holder}, epoch); err != nil {
 		cancel(errLeaseEnding)
 		if ctx.Err() == nil {
@@ -289,6 +296,8 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 	if ls.afterRecord != nil {
 		ls.afterRecord()
 	}
+	ls.journal.granted(epoch, LeaseState{ID: id, Holder: holder, Owner: owner, TTL: Duration(ttl), LockDelay: Duration(lockDelay),
+		CreatedAt: now, ExpiresAt: l.expiresAt})
 	// The timer is set before anyone can see the lease: a keepalive resets it.
 	l.timer = time.AfterFunc(ttl, l.onTimer)
 	ls.mu.Lock()
@@ -296,6 +305,22 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 	ls.mu.Unlock()
 	ls.created.Add(1)
 	return l, nil
+}
+
+// beginJournal starts the journal of the session of epoch (whose id is
+// sid), before its first lease: what resumes the session is on disk before
+// any client holds anything in it. A session that changed meanwhile
+// answers unavailable (the lease would be of the new one, not yet begun).
+func (ls *Leases) beginJournal(epoch uint64, sid int64) error {
+	if ls.journal.recording(epoch) {
+		return nil
+	}
+	saved := ls.sess.Saved()
+	if saved.ID != sid {
+		return unavailable()
+	}
+	_ = ls.journal.begin(epoch, saved, ls.cfg.GatewayID, nil) // a failure is logged: the gateway serves on, without it
+	return nil
 }
 
 // recordOf is the data of l's record: what every gateway reads of it, with
@@ -465,6 +490,7 @@ func (ls *Leases) KeepAlive(id string) (*Lease, error) {
 	}
 	l.expiresAt = time.Now().Add(l.TTL)
 	l.timer.Reset(l.TTL)
+	l.table.journal.renewed(l.epoch, l.ID, l.expiresAt) // before the client is told
 	l.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -666,6 +692,9 @@ func (l *Lease) end(reason string) {
 	l.mu.Unlock()
 
 	ls := l.table
+	// Recorded first: a crash from here on resumes no part of the lease
+	// (its nodes left are swept as orphans, see sweepOrphans).
+	ls.journal.ended(l.epoch, l.ID, reason)
 	ls.wg.Add(1)
 	defer ls.wg.Done()
 	l.cancel(errLeaseEnding)
@@ -762,6 +791,7 @@ func (ls *Leases) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ls.endRecords(ctx, leases, EndShutdown)
+	ls.journal.remove() // the session is closed next: nothing to resume
 }
 
 // attach records a hold under key, unless one is there already: then that

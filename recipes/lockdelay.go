@@ -326,6 +326,7 @@ func (s *Service) markDelay(ctx context.Context, h *hold, line, node string) err
 		gone := h.gone
 		if !gone {
 			h.nodes = append(h.nodes, heldNode{role: delayRole, path: p})
+			h.journalLocked()
 		}
 		h.mu.Unlock()
 		if gone {

@@ -47,6 +47,7 @@ type serviceOptions struct {
 	queues  QueueConfig
 	root    string // default: a root of its own
 	gateway string // default gw-test
+	journal string // JournalDir (default: none)
 }
 
 func newService(t testing.TB, o serviceOptions) *testService {
@@ -74,7 +75,7 @@ func newService(t testing.TB, o serviceOptions) *testService {
 	if o.gateway == "" {
 		o.gateway = "gw-test"
 	}
-	svc := New(sess, Config{GatewayID: o.gateway, Logger: log, Leases: o.leases, Queues: o.queues})
+	svc := New(sess, Config{GatewayID: o.gateway, Logger: log, Leases: o.leases, Queues: o.queues, JournalDir: o.journal})
 	t.Cleanup(func() {
 		svc.Close()
 		sess.Close()

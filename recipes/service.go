@@ -68,6 +68,10 @@ type Config struct {
 	// none): it signs this gateway's registration and lease records, and
 	// the others' that do not check out with it are ignored.
 	PeerSecret *peer.Secret
+	// JournalDir is where each session's leases are recorded ahead, for
+	// the next start to resume them after a kill (see journal.go and
+	// ReadJournal); "": they are not.
+	JournalDir string
 }
 
 // Service bundles the recipes on one session.
@@ -121,6 +125,7 @@ func New(sess *Session, cfg Config) *Service {
 		cache: newWatchCache(sess, cfg.Logger), watches: newNodeWatches(sess), lister: newLister(), contention: NewContention(cfg.Metrics)}
 	s.Leases = NewLeases(sess, cfg.Leases, cfg.Logger)
 	s.Leases.svc = s
+	s.Leases.journal = newJournal(cfg.JournalDir, cfg.Logger)
 	s.Locks = &Locks{svc: s}
 	s.Semaphores = &Semaphores{svc: s}
 	s.Elections = &Elections{svc: s}

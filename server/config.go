@@ -195,7 +195,7 @@ func defineFlags(fs *flag.FlagSet, getenv func(string) string) *serveFlags {
 		{&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address"},
 		{&f.zkFlag, "zk", "", "ZooKeeper ensemble host:port,host:port; empty runs an embedded ZooKeeper"},
 		{&c.Root, "root", "/zkgate", "root znode"},
-		{&c.DataDir, "data-dir", "./zkgate-data", "data of the embedded ZooKeeper"},
+		{&c.DataDir, "data-dir", "./zkgate-data", "data of the embedded ZooKeeper, the sessions a SIGTERM saves for the next start, and the record of each session kept ahead (--handover)"},
 		{&c.EmbeddedZKCredentials, "embedded-zk-credentials", "", "write the embedded ZooKeeper's client certificate and key (client.pem) and CA (ca.pem), made anew at each start, into this folder, readable by the gateway's user alone, to inspect it with zkCli.sh or kazoo; empty: they never leave the gateway"},
 		{&f.sessTimeout, "session-timeout", "10s", "ZooKeeper session timeout"},
 		{&f.maxWait, "max-wait", "5m", "cap on ?wait="},
@@ -246,7 +246,7 @@ func defineFlags(fs *flag.FlagSet, getenv func(string) string) *serveFlags {
 	var handover, insecure bool
 	f.handoverEnv, f.insecureEnv = getenv("ZKGATE_HANDOVER"), getenv("ZKGATE_INSECURE")
 	handover, f.handoverErr = strconv.ParseBool(env("handover", "true"))
-	fs.BoolVar(&c.Handover, "handover", handover, "on SIGTERM, hand the leases over to another gateway (or, without one, to the next start, through --data-dir) instead of ending them (ZKGATE_HANDOVER)")
+	fs.BoolVar(&c.Handover, "handover", handover, "on SIGTERM, hand the leases over to another gateway (or, without one, to the next start, through --data-dir) instead of ending them; and record each session's leases ahead in --data-dir, so that a start after a kill (SIGKILL, the OOM killer) within the session timeout resumes them (ZKGATE_HANDOVER)")
 	insecure, f.insecureErr = strconv.ParseBool(env("insecure", "false"))
 	fs.BoolVar(&c.Insecure, "insecure", insecure, "allow a non-loopback --listen without --auth-file: anyone who reaches it owns every lock (ZKGATE_INSECURE)")
 	return f

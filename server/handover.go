@@ -191,13 +191,16 @@ func saveHandover(dir string, h *recipes.Handover) error {
 }
 
 // adoptSaved resumes the sessions a previous run of the same ensemble and
-// root saved into dir (see saveHandover, savedDir) and keeps their leases;
-// a session that expired meanwhile is gone, with its leases (410
-// session_lost, as the lease history says). Each file is removed once
-// settled; one that could not be tried (ZooKeeper out of reach) stays for
-// the next start. The sessions saved right in handoverDir, by a version
-// that did not record their ensemble and root, are resumed too, once, with
-// a warning: they were most likely this data dir's own gateway's.
+// root saved into dir (see saveHandover, savedDir) or recorded there ahead
+// (the journals of a run that was killed, see recipes.ReadJournal) and
+// keeps their leases; a session that expired meanwhile is gone, with its
+// leases (410 session_lost, as the lease history says). Each saved file is
+// removed once settled, and a journal once its session is gone; a resumed
+// session's journal goes on as this run's record of it. A file that could
+// not be tried (ZooKeeper out of reach) stays for the next start. The
+// sessions saved right in handoverDir, by a version that did not record
+// their ensemble and root, are resumed too, once, with a warning: they were
+// most likely this data dir's own gateway's.
 func adoptSaved(ctx context.Context, log *slog.Logger, svc *recipes.Service, cfg recipes.SessionConfig, dataDir, dir string) {
 	adoptSavedIn(ctx, log, svc, cfg, dir, false)
 	adoptSavedIn(ctx, log, svc, cfg, handoverDir(dataDir), true)
@@ -213,38 +216,85 @@ func adoptSavedIn(ctx context.Context, log *slog.Logger, svc *recipes.Service, c
 		}
 		return
 	}
+	// Saved files first: a session saved on SIGTERM has no journal any
+	// more, but one that is both (a kill between the two) is the saved one.
+	slices.SortStableFunc(entries, func(a, b os.DirEntry) int {
+		return strings.Compare(filepath.Ext(a.Name()), filepath.Ext(b.Name())) // .json before .wal
+	})
+	tried := map[string]bool{} // settled sessions, by the files' name: true if resumed, false if gone
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+		journal := strings.HasSuffix(e.Name(), journalSuffix) && !unkeyed
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") && !journal {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		data, err := os.ReadFile(p)
-		var h recipes.Handover
-		if err == nil {
-			err = json.Unmarshal(data, &h)
+		session := strings.TrimSuffix(e.Name(), filepath.Ext(e.Name()))
+		if resumed, ok := tried[session]; ok {
+			// The journal of a session saved on SIGTERM too (a kill between
+			// the two): superseded, by the record the resumed session
+			// writes there now, or gone with the session.
+			if !resumed {
+				_ = os.Remove(p)
+			}
+			continue
+		}
+		h, release, err := readSaved(p, journal)
+		if errors.Is(err, recipes.ErrJournalLive) {
+			log.Warn("the data dir holds the record of a live gateway's session (two gateways share it?): left to that gateway", "file", p)
+			continue
 		}
 		if err != nil || h.Session.ID == 0 {
 			log.Error("a saved session that does not read: removed", "file", p, "err", err)
 			_ = os.Remove(p)
 			continue
 		}
-		h.SameClock = true // saved by this machine: its leases' ends are on this clock
 		if unkeyed {
 			log.Warn("a session saved by an older version, which did not record its ZooKeeper ensemble and root: resumed as this gateway's",
 				"file", p, "session", h.Session)
 		}
 		actx, cancel := context.WithTimeout(ctx, handoverTimeout)
-		err = svc.Adopt(actx, cfg, &h)
+		err = svc.Adopt(actx, cfg, h)
 		cancel()
-		switch {
-		case err == nil:
-			log.Info("resumed a session saved by the previous run", "session", h.Session, "leases", len(h.Leases))
-		case errors.Is(err, recipes.ErrSessionGone):
-			log.Warn("a session saved by the previous run had expired: its leases are gone", "session", h.Session, "leases", len(h.Leases))
-		default:
+		if err != nil && !errors.Is(err, recipes.ErrSessionGone) {
+			release()
 			log.Error("resume a session saved by the previous run; kept for the next start", "session", h.Session, "err", err)
 			continue
 		}
-		_ = os.Remove(p)
+		tried[session] = err == nil
+		if !journal || err != nil {
+			_ = os.Remove(p) // settled: resumed, or gone (a resumed journal is this run's record now)
+		}
+		release()
+		switch {
+		case err == nil && journal:
+			log.Info("resumed a session that the previous run, killed, had recorded", "session", h.Session, "leases", len(h.Leases))
+		case err == nil:
+			log.Info("resumed a session saved by the previous run", "session", h.Session, "leases", len(h.Leases))
+		default:
+			log.Warn("a session saved by the previous run had expired: its leases are gone", "session", h.Session, "leases", len(h.Leases))
+		}
 	}
+}
+
+// journalSuffix ends the name of a session's journal (see
+// recipes.JournalPath).
+const journalSuffix = ".wal"
+
+// readSaved reads the session saved (or, with journal, recorded ahead) in
+// the file p, by this machine: its leases' ends are on this clock. release
+// lets the file go once it is settled (see recipes.OpenJournal).
+func readSaved(p string, journal bool) (h *recipes.Handover, release func(), err error) {
+	if journal {
+		return recipes.OpenJournal(p)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	h = &recipes.Handover{}
+	if err := json.Unmarshal(data, h); err != nil {
+		return nil, nil, err
+	}
+	h.SameClock = true
+	return h, func() {}, nil
 }

@@ -130,7 +130,13 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 
 	metrics := NewMetrics(cfg.MetricsNames)
 	gatewayID := newGatewayID()
-	svc := newService(sess, cfg, gatewayID, metrics, log)
+	journals := ""
+	if cfg.Handover {
+		// Each session's leases are recorded ahead, for the next start to
+		// resume them after a kill, beside the sessions a SIGTERM saves.
+		journals = savedDir(cfg.DataDir, cfg.ZK, cfg.Root)
+	}
+	svc := newService(sess, cfg, gatewayID, journals, metrics, log)
 	defer svc.Close()
 	ln, err := listen(ctx, cfg, svc, log)
 	if err != nil {
@@ -221,9 +227,9 @@ func zooKeeper(ctx context.Context, cfg *Config, log *slog.Logger) (servers []st
 }
 
 // newService starts the recipes on the session, observed by metrics.
-func newService(sess *recipes.Session, cfg Config, gatewayID string, metrics *Metrics, log *slog.Logger) *recipes.Service {
+func newService(sess *recipes.Session, cfg Config, gatewayID, journals string, metrics *Metrics, log *slog.Logger) *recipes.Service {
 	svc := recipes.New(sess, recipes.Config{
-		GatewayID: gatewayID, Metrics: metrics, Logger: log,
+		GatewayID: gatewayID, Metrics: metrics, Logger: log, JournalDir: journals,
 		Leases: recipes.LeaseConfig{MaxTTL: cfg.MaxTTL, RememberMax: cfg.MaxLeaseHistory, LockDelay: cfg.LockDelay, MaxLockDelay: cfg.MaxLockDelay,
 			OlderPeerProofs: cfg.PeerProofs == "compat"},
 		PeerSecret: cfg.peerSecret,

@@ -145,8 +145,10 @@ func (r *runner) gatewayFaults(ctx context.Context, rng *rand.Rand) error {
 			g.resume()
 			r.logf("heal: gateway %d resumed (SIGCONT)", g.index)
 		case gwKill:
-			// Half the time started again at once on its own address,
-			// where it answers session_lost for its predecessor's leases.
+			// Half the time started again at once on its own address. On
+			// its data dir, within the session timeout, it resumes its
+			// predecessor's session and leases from their record (or
+			// answers session_lost for those the record did not keep).
 			here := rng.IntN(2) == 0
 			d := between(rng, minFaultDowntime, 1500*time.Millisecond)
 			if here {

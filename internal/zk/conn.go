@@ -1361,6 +1361,22 @@ func (c *Conn) Children(path string) ([]string, *Stat, error) {
 	return res.Children, &res.Stat, err
 }
 
+// Ephemerals returns the paths of the ephemeral nodes that the session owns
+// whose path starts with prefix ("/" or "": all of them), in no particular
+// order. It is ZooKeeper's getEphemerals (opcode 103), since 3.6: an older
+// server answers ErrUnimplemented.
+func (c *Conn) Ephemerals(prefix string) ([]string, error) {
+	if prefix == "" {
+		prefix = "/"
+	}
+	res := &getEphemeralsResponse{}
+	_, err := c.request(opGetEphemerals, &getEphemeralsRequest{PrefixPath: prefix}, res, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res.Ephemerals, nil
+}
+
 // ChildrenW returns the children of a znode and sets a watch.
 func (c *Conn) ChildrenW(path string) ([]string, *Stat, <-chan Event, error) {
 	if err := validatePath(path, false); err != nil {

@@ -34,6 +34,7 @@ const (
 	opClose           = -11
 	opSetAuth         = 100
 	opSetWatches      = 101
+	opGetEphemerals   = 103
 	opError           = -1
 	// Not in protocol, used internally
 	opWatcherEvent = -2
@@ -231,6 +232,7 @@ var (
 		opClose:           "close",
 		opSetAuth:         "setAuth",
 		opSetWatches:      "setWatches",
+		opGetEphemerals:   "getEphemerals",
 
 		opWatcherEvent: "watcherEvent",
 	}

@@ -300,6 +300,14 @@ type removeWatchesRequest struct {
 
 type removeWatchesResponse struct{}
 
+type getEphemeralsRequest struct {
+	PrefixPath string
+}
+
+type getEphemeralsResponse struct {
+	Ephemerals []string
+}
+
 type syncRequest pathRequest
 type syncResponse pathResponse
 
@@ -685,6 +693,8 @@ func requestStructForOp(op int32) interface{} {
 		return &setWatchesRequest{}
 	case opRemoveWatches:
 		return &removeWatchesRequest{}
+	case opGetEphemerals:
+		return &getEphemeralsRequest{}
 	case opSync:
 		return &syncRequest{}
 	case opSetAuth:

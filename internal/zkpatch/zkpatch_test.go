@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1238,5 +1239,35 @@ func removeAlone(t *testing.T, c *zk.Conn, p string, ch <-chan zk.Event, release
 	case <-time.After(wait):
 		release()
 		t.Fatalf("RemoveWatch waited for the server while a request setting a watch on %s was unanswered: it sent its removal", p)
+	}
+}
+
+// Ephemerals lists the session's own ephemeral nodes under a prefix, and
+// none of another session's, nor a persistent node.
+func TestEphemerals(t *testing.T) {
+	c := connect(t, &dialer{})
+	other := connect(t, &dialer{})
+	r := root(t, c)
+	mkdirs(t, c, r+"/a", r+"/b")
+	acl := zk.WorldACL(zk.PermAll)
+	mine := []string{r + "/a/one", r + "/b/two"}
+	for _, p := range mine {
+		if _, err := c.Create(p, nil, zk.FlagEphemeral, acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := other.Create(r+"/a/theirs", nil, zk.FlagEphemeral, acl); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Ephemerals(r + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, mine) {
+		t.Fatalf("Ephemerals(%s/) = %v, want %v", r, got, mine)
+	}
+	if got, err := c.Ephemerals(r + "/b/"); err != nil || !slices.Equal(got, mine[1:]) {
+		t.Fatalf("Ephemerals(%s/b/) = %v %v, want %v", r, got, err, mine[1:])
 	}
 }
