@@ -35,6 +35,13 @@ func restartable(t *testing.T, n int, opts gwtest.GatewayOptions) ([]string, fun
 	}
 }
 
+// checkRestarts is gwtest.CheckRestarts: the load of restartload through
+// cfg's restarts, which must cost nothing.
+func checkRestarts(t *testing.T, cfg restartload.Config) *restartload.Report {
+	t.Helper()
+	return gwtest.CheckRestarts(t, cfg)
+}
+
 // A rolling restart, every gateway of three in turn, twice, under CLI
 // lock jobs and Go clients holding locks, read-write locks, slots,
 // leaderships, double barriers and claims, and waiting on barriers,
@@ -44,7 +51,7 @@ func restartable(t *testing.T, n int, opts gwtest.GatewayOptions) ([]string, fun
 func TestRollingRestartCostsNothing(t *testing.T) {
 	t.Parallel()
 	urls, restart := restartable(t, 3, gwtest.GatewayOptions{SessionTimeout: 8 * time.Second, DrainTimeout: time.Second, Handover: true})
-	gwtest.CheckRestarts(t, restartload.Config{URLs: urls, Restart: restart, Rounds: 2, Gap: 500 * time.Millisecond,
+	checkRestarts(t, restartload.Config{URLs: urls, Restart: restart, Rounds: 2, Gap: 500 * time.Millisecond,
 		Jobs: 6, JobLocks: 4, JobHold: 8 * time.Second, JobWait: time.Minute, JobArgs: []string{"--kill-grace", "1s"},
 		Holders: 2, Hold: 300 * time.Millisecond, TTL: 30 * time.Second})
 }
@@ -54,7 +61,7 @@ func TestRollingRestartCostsNothing(t *testing.T) {
 func TestLoneRestartCostsNothing(t *testing.T) {
 	t.Parallel()
 	urls, restart := restartable(t, 1, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second, Handover: true})
-	gwtest.CheckRestarts(t, restartload.Config{URLs: urls, Restart: restart, Rounds: 2, Gap: time.Second,
+	checkRestarts(t, restartload.Config{URLs: urls, Restart: restart, Rounds: 2, Gap: time.Second,
 		Jobs: 2, JobLocks: 1, JobHold: 5 * time.Second, JobWait: time.Minute, JobArgs: []string{"--kill-grace", "1s"},
 		Holders: 1, Hold: 300 * time.Millisecond, TTL: 30 * time.Second})
 }
