@@ -39,10 +39,12 @@ test-clients:
 	@scripts/deps.sh test
 	scripts/test-clients.sh
 
-## test-deploy: the Helm chart (helm lint, helm template) and the Prometheus rules (promtool)
+## test-deploy: the Helm chart (helm lint, helm template, its pods rolled out on loopback) and the
+## Prometheus rules (promtool)
 test-deploy:
 	@scripts/deps.sh test
 	scripts/test-deploy.sh
+	$(GO) test $(TEST_FLAGS) -run '^TestChartRollout$$' ./deploy/
 
 ## test-install: the commit, served as a tag from a local module proxy, installed with
 ## go install .../cmd/zkgate@V and imported (recipes, client) by another module

@@ -1,6 +1,8 @@
-// Package deploy_test checks the operators' files of deploy/ against a
-// running gateway: every metric that the Prometheus rules and the Grafana
-// dashboard query is one that /metrics exports, with the labels they match.
+// Package deploy_test checks the operators' files of deploy/ against
+// running gateways: every metric that the Prometheus rules and the Grafana
+// dashboard query is one that /metrics exports, with the labels they match;
+// and the Helm chart's rendered pods start, serve and roll out on loopback
+// (chart_test.go).
 package deploy_test
 
 import (

@@ -3,7 +3,9 @@
 # template with several value sets, each checked for what it must and must
 # not render, and the values it must refuse), and the Prometheus rules
 # (promtool check rules, and their unit tests). deploy/metrics_test.go, run
-# by go test, checks the rules' and the dashboard's metrics against a gateway.
+# by go test, checks the rules' and the dashboard's metrics against a gateway;
+# deploy/chart_test.go runs the chart's rendered pods on loopback and rolls
+# them out under load (make test-deploy runs it after this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v promtool >/dev/null || { echo "test-deploy.sh: promtool is missing (Debian's prometheus; scripts/deps.sh test installs it)" >&2; exit 1; }

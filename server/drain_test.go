@@ -17,8 +17,8 @@ import (
 
 // TestDrainedRestart: on SIGTERM a gateway drains. /readyz answers 503, new
 // leases and new waits answer 503 with Retry-After, answers for its leases
-// say when they end, and a holder releases normally; the gateway exits as
-// soon as no lease is left. Then a rolling restart of two gateways under
+// say when they end, every answer closes its connection, and a holder
+// releases normally; the gateway exits as soon as no lease is left. Then a rolling restart of two gateways under
 // load: no answer is a 5xx other than the documented 503s, and no two
 // holders ever overlap.
 func TestDrainedRestart(t *testing.T) {
@@ -30,7 +30,8 @@ func TestDrainedRestart(t *testing.T) {
 
 // drainOne: a gateway started with opts drains on SIGTERM (503s with
 // Retry-After for new leases and holds, the end of its leases in
-// answers, releases served) and exits 0 once no lease is left.
+// answers, each answer closing its connection, releases served) and exits
+// 0 once no lease is left.
 func drainOne(t *testing.T, opts gwtest.GatewayOptions) {
 	t.Helper()
 	a := gwtest.StartProcess(t, opts)
@@ -38,6 +39,18 @@ func drainOne(t *testing.T, opts gwtest.GatewayOptions) {
 	holder := newLease(t, a.URL, "1m", "holder")
 	mustStatus(t, acquire(t, a.URL, "drained", holder, "0s"), http.StatusOK, "acquire before the drain")
 	a.Drain(t)
+	// A connection that a load balancer keeps on this gateway (kube-proxy
+	// keeps a terminating pod's) is closed after its answer: the client's
+	// next request reconnects and goes to a ready gateway, instead of
+	// meeting this one's 503s for the whole drain.
+	resp, err := http.Get(a.URL + "/v1/leases/" + holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !resp.Close {
+		t.Errorf("an answer of a draining gateway (%d) keeps its connection open: no Connection: close", resp.StatusCode)
+	}
 	r := gwtest.Do(t, "POST", a.URL+"/v1/leases", map[string]any{"ttl": "10s"})
 	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("a new lease on a draining gateway: %d %v %s, want 503 with Retry-After", r.Status, r.Header, r.Body)

@@ -35,35 +35,16 @@ func restartable(t *testing.T, n int, opts gwtest.GatewayOptions) ([]string, fun
 	}
 }
 
-// checkRestarts runs the load of restartload through the restarts and
-// fails t unless they cost nothing.
+// checkRestarts is gwtest.CheckRestarts: the load of restartload through
+// cfg's restarts, which must cost nothing.
 func checkRestarts(t *testing.T, cfg restartload.Config) *restartload.Report {
 	t.Helper()
-	reg := gwtest.NewFencedRegister()
-	cfg.Register, cfg.Binary, cfg.Dir, cfg.Log = reg, gwtest.Binary(t), t.TempDir(), t.Output()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rep, err := restartload.Run(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log(rep.Summary())
-	for _, list := range [][]string{rep.JobFailures, rep.LeasesEnded, rep.Overlaps, rep.TokensChanged} {
-		for _, s := range list {
-			t.Error(s)
-		}
-	}
-	if rep.JobsOK != cfg.Jobs || rep.Restarts != cfg.Rounds*len(cfg.URLs) || rep.TokenChecks == 0 || rep.Items == 0 {
-		t.Errorf("jobs ok %d of %d, %d restarts, %d tokens checked, %d items", rep.JobsOK, cfg.Jobs, rep.Restarts, rep.TokenChecks, rep.Items)
-	}
-	if n := reg.Check(t); n == 0 {
-		t.Error("no exclusive hold was recorded")
-	}
-	return rep
+	return gwtest.CheckRestarts(t, cfg)
 }
 
 // A rolling restart, every gateway of three in turn, twice, under CLI
-// lock jobs and Go clients holding locks, slots, leaderships and claims
+// lock jobs and Go clients holding locks, read-write locks, slots,
+// leaderships, double barriers and claims, and waiting on barriers,
 // through all of them, costs nothing: every job exits 0, no lease ends, no
 // two holders overlap, every hold keeps its token. How long requests
 // waited on a handover is logged.

@@ -184,6 +184,12 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		shutdown(log, stopRequests, srv, side...)
 		return err
 	}
+	// From the drain on, each answer closes its connection (and the idle
+	// ones close now): a client that a load balancer keeps on a connection
+	// to this gateway (kube-proxy keeps a terminating pod's) reconnects for
+	// its next request and is sent to a ready gateway, instead of retrying
+	// this one's 503s until it exits.
+	srv.SetKeepAlivesEnabled(false)
 	if cfg.Handover {
 		handOver(log, dr, svc, api.Peers, savedDir(cfg.DataDir, cfg.ZK, cfg.Root), cfg.DrainTimeout)
 	} else {

@@ -584,7 +584,33 @@ type Proc struct {
 func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 	t.Helper()
 	opts.defaults(t)
-	cmd := exec.Command(Binary(t), append([]string{"serve"}, opts.args()...)...)
+	p := start(t, append([]string{"serve"}, opts.args()...), nil, opts.Client)
+	p.Root = opts.Root
+	if opts.Embedded {
+		host, _, _ := net.SplitHostPort(p.ZK)
+		var err error
+		if p.ZKTLS, err = zkserver.LoadClientCredentials(filepath.Join(opts.DataDir, "zk-credentials"), host); err != nil {
+			t.Fatalf("the embedded ZooKeeper's client credentials: %v", err)
+		}
+	}
+	return p
+}
+
+// StartArgs runs the zkgate binary with exactly args (serve and its flags)
+// and the environment env alone, as a container runtime runs a pod's
+// container, and waits until it is ready (/readyz, polled with client: nil
+// is the default). It is killed at the end of the test if still running.
+func StartArgs(t testing.TB, args, env []string, client *http.Client) *Proc {
+	t.Helper()
+	return start(t, args, env, client)
+}
+
+// start runs the binary with args and env (nil: this process's) and waits
+// until it is ready.
+func start(t testing.TB, args, env []string, client *http.Client) *Proc {
+	t.Helper()
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Env = env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -596,7 +622,7 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 	if err := proc.Start(cmd, false); err != nil {
 		t.Fatalf("start zkgate: %v", err)
 	}
-	p := &Proc{Root: opts.Root, cmd: cmd, done: make(chan struct{}), logs: logs}
+	p := &Proc{cmd: cmd, done: make(chan struct{}), logs: logs}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -623,13 +649,7 @@ func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("zkgate did not serve within 60s")
 	}
-	WaitReadyWith(t, opts.Client, p.URL, within30)
-	if opts.Embedded {
-		host, _, _ := net.SplitHostPort(p.ZK)
-		if p.ZKTLS, err = zkserver.LoadClientCredentials(filepath.Join(opts.DataDir, "zk-credentials"), host); err != nil {
-			t.Fatalf("the embedded ZooKeeper's client credentials: %v", err)
-		}
-	}
+	WaitReadyWith(t, client, p.URL, within30)
 	return p
 }
 

@@ -1,14 +1,17 @@
 // Package restartload puts the load of a rolling restart on the gateways of
 // one root, and checks that the restarts cost nothing. The load: `zkgate
 // lock` jobs (the CLI binary, each running a command for a while under a
-// lock, some locks shared), and Go clients holding locks, semaphore slots,
-// leaderships and queue claims, all spread over the gateways. Meanwhile the
+// lock, some locks shared), and Go clients holding locks, read-write locks,
+// semaphore slots, leaderships, double barriers' memberships and queue
+// claims, and waiting on barriers, all spread over the gateways. Meanwhile the
 // caller's Restart stops each gateway in turn (SIGTERM: it hands its leases
 // over) and starts it again on the same address. What must hold: every job
 // exits 0; no lease ends (no 410 is answered, no client-side loss); no two
 // holders of an exclusive hold overlap (a fenced register of the tokens,
 // and a wall-clock check of each holder's start and end), nor more than a
-// semaphore's limit; every hold keeps the token it was granted (asked of
+// semaphore's limit, nor a writer and another holder of a read-write lock;
+// no barrier's waiter is let through before the barrier is lowered, no
+// double barrier's member before it is ready; every hold keeps the token it was granted (asked of
 // the gateways after each restart); every queue item is acked once. And
 // it measures how long each request waited on a handover.
 //
@@ -30,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zkgate/zkgate/client"
@@ -37,11 +41,17 @@ import (
 
 // Config is one run.
 type Config struct {
-	// URLs are the gateways' base URLs, the same across their restarts.
+	// URLs are the gateways' base URLs, the same across their restarts
+	// (or a load balancer's, in front of gateways whose addresses change).
 	URLs []string
 	// Restart stops gateway i (SIGTERM), waits for its exit and starts it
-	// again on the same address, returning once it is ready.
-	Restart func(ctx context.Context, i int) error
+	// again (on the same address, or behind the load balancer of URLs),
+	// returning once it is ready. Gateways is how many there are (i runs
+	// from 0 to Gateways-1; default len(URLs)).
+	Restart  func(ctx context.Context, i int) error
+	Gateways int
+	// Token is the bearer token of every client and job (none when empty).
+	Token string
 	// Rounds is how many times every gateway is restarted in turn, and Gap
 	// the pause after each restart.
 	Rounds int
@@ -59,9 +69,11 @@ type Config struct {
 	JobArgs  []string
 
 	// Holders is the number of Go-client holders of each kind (locks, two
-	// to a lock; slots of a semaphore of limit 2; leaders of one election;
-	// consumers of one queue), each holding for Hold at a time, on leases
-	// of TTL.
+	// to a lock; readers and writers of one read-write lock, every other
+	// one a writer; slots of a semaphore of limit 2; leaders of one
+	// election; members of one double barrier of count Holders; waiters on
+	// a barrier of their own, which they raise and lower; consumers of one
+	// queue), each holding for Hold at a time, on leases of TTL.
 	Holders int
 	Hold    time.Duration
 	TTL     time.Duration
@@ -169,6 +181,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	cfg.JobLocks = max(cfg.JobLocks, 1)
+	if cfg.Gateways == 0 {
+		cfg.Gateways = len(cfg.URLs)
+	}
 	r := &run{cfg: cfg, reg: newRegister(), holds: map[string]*hold{}, acked: map[string]int{}, claimed: map[string]string{}}
 	start := time.Now()
 	load, stopLoad := context.WithCancel(ctx)
@@ -183,7 +198,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// and the waits measured are those of leases that move.
 	var wg, leased sync.WaitGroup
 	for kind, holder := range map[string]func(context.Context, string, *client.Lease, int) error{
-		"lock": r.holdLock, "semaphore": r.holdSlot, "election": r.lead, "claim": r.consume,
+		"lock": r.holdLock, "rwlock": r.holdRW, "semaphore": r.holdSlot, "election": r.lead, "claim": r.consume,
+		"barrier": r.waitBarrier, "double-barrier": r.meet,
 	} {
 		for i := range cfg.Holders {
 			wg.Add(1)
@@ -223,7 +239,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // holds' tokens after each.
 func (r *run) restarts(ctx context.Context, jobs []*job) error {
 	for round := range r.cfg.Rounds {
-		for i := range r.cfg.URLs {
+		for i := range r.cfg.Gateways {
 			t := time.Now()
 			if err := r.cfg.Restart(ctx, i); err != nil {
 				return fmt.Errorf("restart gateway %d (round %d): %w", i, round+1, err)
@@ -231,7 +247,7 @@ func (r *run) restarts(ctx context.Context, jobs []*job) error {
 			r.mu.Lock()
 			r.rep.Restarts++
 			r.mu.Unlock()
-			r.logf("round %d: gateway %d (%s) restarted in %s", round+1, i, r.cfg.URLs[i], time.Since(t).Round(time.Millisecond))
+			r.logf("round %d: gateway %d restarted in %s", round+1, i, time.Since(t).Round(time.Millisecond))
 			r.checkTokens(ctx, jobs)
 			if err := pause(ctx, r.cfg.Gap); err != nil {
 				return err
@@ -257,7 +273,8 @@ func pause(ctx context.Context, d time.Duration) error {
 // that wait on a handover. Run checked the URLs.
 func (r *run) newClient(i int) *client.Client {
 	c, _ := client.New(r.cfg.URLs[i%len(r.cfg.URLs)], client.WithHTTPClient(&http.Client{Transport: &timer{run: r, since: map[string]time.Time{}}}),
-		client.WithRetryWindow(time.Minute), client.WithConnectRetries(1000)) // a restart refuses connections for a while
+		client.WithRetryWindow(time.Minute), client.WithConnectRetries(1000), // a restart refuses connections for a while
+		client.WithToken(r.cfg.Token))
 	return c
 }
 
@@ -299,7 +316,7 @@ func (r *run) granted(who, kind, name string, token int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := r.holds[who]
-	h.name, h.token, h.held = name, token, true
+	h.kind, h.name, h.token, h.held = kind, name, token, true
 	h.gen++
 	r.rep.Grants++
 }
@@ -310,6 +327,9 @@ func (r *run) released(who string) {
 	r.holds[who].held = false
 	r.holds[who].gen++
 }
+
+// tokenless are the kinds whose grants have no token to check.
+var tokenless = map[string]bool{"claim": true, "double-barrier": true}
 
 // work is the holder's time with what it holds: Hold, or until ctx ends.
 func (r *run) work(ctx context.Context) { _ = pause(ctx, r.cfg.Hold) }
@@ -333,7 +353,27 @@ func (r *run) holdLock(ctx context.Context, who string, lease *client.Lease, i i
 	if err != nil {
 		return err
 	}
-	return r.holdFor(ctx, who, "lock", name, g.Token, 1, g.Release)
+	return r.holdFor(ctx, who, "lock", name, g.Token, 1, 1, g.Release)
+}
+
+// holdRW holds the read-write lock: every other holder (the even ones) a
+// writer, whose weight is the lock's limit (it excludes every other
+// holder), the others readers of weight 1.
+func (r *run) holdRW(ctx context.Context, who string, lease *client.Lease, i int) error {
+	const name = "go-rwlock"
+	limit := r.cfg.Holders + 1
+	mode, weight := client.Read, 1
+	if i%2 == 0 {
+		mode, weight = client.Write, limit
+	}
+	g, err := lease.Lock(ctx, name, mode, waitLong)
+	if errors.Is(err, client.ErrTimeout) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return r.holdFor(ctx, who, "lock", name, g.Token, limit, weight, g.Release)
 }
 
 func (r *run) holdSlot(ctx context.Context, who string, lease *client.Lease, _ int) error {
@@ -345,7 +385,7 @@ func (r *run) holdSlot(ctx context.Context, who string, lease *client.Lease, _ i
 	if err != nil {
 		return err
 	}
-	return r.holdFor(ctx, who, "semaphore", name, g.Token, limit, g.Release)
+	return r.holdFor(ctx, who, "semaphore", name, g.Token, limit, 1, g.Release)
 }
 
 func (r *run) lead(ctx context.Context, who string, lease *client.Lease, _ int) error {
@@ -354,14 +394,76 @@ func (r *run) lead(ctx context.Context, who string, lease *client.Lease, _ int) 
 	if err != nil {
 		return err
 	}
-	return r.holdFor(ctx, who, "election", name, c.Token, 1, func(ctx context.Context) error { return lease.Resign(ctx, name) })
+	return r.holdFor(ctx, who, "election", name, c.Token, 1, 1, func(ctx context.Context) error { return lease.Resign(ctx, name) })
 }
 
-// holdFor works under a grant of the kind's name (token, one of at most
-// limit holders), then lets it go with let.
-func (r *run) holdFor(ctx context.Context, who, kind, name string, token int64, limit int, let func(context.Context) error) error {
+// waitBarrier raises a barrier of the holder's own, waits on it (through
+// the holder's client, as another process would) while it works, then
+// lowers it: the wait must end only after the lower, and without error.
+func (r *run) waitBarrier(ctx context.Context, who string, lease *client.Lease, i int) error {
+	name := fmt.Sprintf("go-barrier-%d", i)
+	c := lease.Client()
+	if _, err := c.RaiseBarrier(ctx, name); err != nil {
+		return fmt.Errorf("raise barrier %s: %w", name, err)
+	}
+	var lowered atomic.Bool
+	type waited struct {
+		err   error
+		early bool
+	}
+	done := make(chan waited, 1)
+	go func() {
+		err := c.WaitBarrier(ctx, name, waitLong)
+		done <- waited{err, !lowered.Load()}
+	}()
+	r.work(ctx)
+	lowered.Store(true)
+	err := release(func(ctx context.Context) error { return c.LowerBarrier(ctx, name) })
+	w := <-done
+	switch {
+	case ctx.Err() != nil:
+	case w.err != nil:
+		return fmt.Errorf("wait on barrier %s: %w", name, w.err)
+	case w.early:
+		r.add(&r.rep.Overlaps, "%s: barrier %s let its waiter through while up", who, name)
+	default:
+		r.mu.Lock()
+		r.rep.Grants++
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// meet enters the double barrier with every other holder of its kind,
+// works, and leaves: an enter that returns before the barrier is ready
+// (count members in) is reported.
+func (r *run) meet(ctx context.Context, who string, lease *client.Lease, _ int) error {
+	const name = "go-double-barrier"
+	st, err := lease.Enter(ctx, name, who, r.cfg.Holders, waitLong)
+	if errors.Is(err, client.ErrTimeout) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.Ready {
+		r.add(&r.rep.Overlaps, "%s: entered double barrier %s before it was ready: %+v", who, name, *st)
+	}
+	r.granted(who, "double-barrier", name, 0)
+	r.work(ctx)
+	r.released(who)
+	_, err = lease.Leave(ctx, name, who, waitLong)
+	if errors.Is(err, client.ErrTimeout) || ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// holdFor works under a grant of the kind's name (token, one of holders
+// whose weights add up to limit at most), then lets it go with let.
+func (r *run) holdFor(ctx context.Context, who, kind, name string, token int64, limit, weight int, let func(context.Context) error) error {
 	r.granted(who, kind, name, token)
-	r.enter(kind+" "+name, who, token, limit)
+	r.enter(kind+" "+name, who, token, limit, weight)
 	r.work(ctx)
 	r.exit(kind+" "+name, who)
 	r.released(who)
@@ -404,7 +506,7 @@ func (r *run) consume(ctx context.Context, who string, lease *client.Lease, _ in
 func (r *run) produce(ctx context.Context) {
 	clients := make([]*client.Client, len(r.cfg.URLs))
 	for i, u := range r.cfg.URLs {
-		clients[i], _ = client.New(u, client.WithRetryWindow(0))
+		clients[i], _ = client.New(u, client.WithRetryWindow(0), client.WithToken(r.cfg.Token))
 	}
 	for n, i := 0, 0; ctx.Err() == nil; {
 		c := clients[i%len(clients)]
@@ -447,11 +549,11 @@ func (r *run) checkQueue(ctx context.Context) {
 	}
 }
 
-// enter and exit record an exclusive (limit 1) or shared hold's span, in
-// the register and in the caller's.
-func (r *run) enter(what, who string, token int64, limit int) {
-	r.reg.enter(what, who, token, limit, time.Now())
-	if r.cfg.Register != nil && limit == 1 {
+// enter and exit record an exclusive (weight the limit) or shared hold's
+// span, in the register and (exclusive ones) in the caller's.
+func (r *run) enter(what, who string, token int64, limit, weight int) {
+	r.reg.enter(what, who, token, limit, weight, time.Now())
+	if r.cfg.Register != nil && weight == limit {
 		r.cfg.Register.Enter(what, who, token)
 	}
 }
@@ -473,7 +575,7 @@ func (r *run) checkTokens(ctx context.Context, jobs []*job) {
 	}
 	var holds []snap
 	for who, h := range r.holds {
-		if h.held && h.kind != "claim" {
+		if h.held && !tokenless[h.kind] {
 			holds = append(holds, snap{who, *h})
 		}
 	}
@@ -577,7 +679,7 @@ func (r *run) startJobs(ctx context.Context) ([]*job, error) {
 			"--holder", fmt.Sprintf("job-%d", n)}, r.cfg.JobArgs...)
 		args = append(args, j.lock, "--", "sh", "-c", script)
 		j.cmd = exec.CommandContext(ctx, r.cfg.Binary, args...)
-		j.cmd.Env = append(os.Environ(), "ZKGATE_TOKEN=")
+		j.cmd.Env = append(os.Environ(), "ZKGATE_TOKEN="+r.cfg.Token)
 		j.cmd.Stdout, j.cmd.Stderr = &j.out, &j.out
 		if err := j.cmd.Start(); err != nil {
 			for _, s := range jobs {
@@ -627,7 +729,7 @@ func (r *run) waitJobs(ctx context.Context, jobs []*job) {
 	// In the order they held their locks: each token above the one before.
 	sort.Slice(spans, func(a, b int) bool { return spans[a].start.Before(spans[b].start) })
 	for _, s := range spans {
-		r.reg.enter("job "+s.lock, s.who, s.token, 1, s.start)
+		r.reg.enter("job "+s.lock, s.who, s.token, 1, 1, s.start)
 		r.reg.exit("job "+s.lock, s.who, s.end)
 	}
 }
@@ -676,9 +778,10 @@ func (t *timer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// register records the spans of holds: no more than a hold's limit at once,
-// and, for exclusive holds, each token above the one before (a fenced
-// storage would refuse an older one).
+// register records the spans of holds: their weights add up to no more
+// than a hold's limit at once, and, for exclusive holds (the weight the
+// limit), each token above the one before (a fenced storage would refuse
+// an older one).
 type register struct {
 	mu     sync.Mutex
 	open   map[string]span
@@ -691,6 +794,7 @@ type register struct {
 type span struct {
 	who         string
 	token       int64
+	weight      int
 	enter, exit time.Time
 }
 
@@ -698,18 +802,18 @@ func newRegister() *register {
 	return &register{open: map[string]span{}, spans: map[string][]span{}, limits: map[string]int{}, newest: map[string]int64{}}
 }
 
-func (g *register) enter(what, who string, token int64, limit int, at time.Time) {
+func (g *register) enter(what, who string, token int64, limit, weight int, at time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.limits[what] = limit
-	if limit == 1 {
+	if weight == limit {
 		if token <= g.newest[what] {
 			g.stale = append(g.stale, fmt.Sprintf("%s: %s wrote with token %d, not above %d", what, who, token, g.newest[what]))
 		} else {
 			g.newest[what] = token
 		}
 	}
-	g.open[what+"\x00"+who] = span{who: who, token: token, enter: at}
+	g.open[what+"\x00"+who] = span{who: who, token: token, weight: weight, enter: at}
 }
 
 func (g *register) exit(what, who string, at time.Time) {
@@ -724,8 +828,8 @@ func (g *register) exit(what, who string, at time.Time) {
 	g.spans[what] = append(g.spans[what], s)
 }
 
-// violations are the stale tokens, and every moment a hold had more
-// holders than its limit.
+// violations are the stale tokens, and every moment a hold's holders
+// weighed more than its limit.
 func (g *register) violations() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -738,7 +842,7 @@ func (g *register) violations() []string {
 		}
 		var edges []edge
 		for _, s := range spans {
-			edges = append(edges, edge{s.enter, 1, s.who}, edge{s.exit, -1, s.who})
+			edges = append(edges, edge{s.enter, s.weight, s.who}, edge{s.exit, -s.weight, s.who})
 		}
 		// Ends before starts at the same instant: a hold handed on is no overlap.
 		sort.Slice(edges, func(i, j int) bool {
@@ -751,7 +855,7 @@ func (g *register) violations() []string {
 		for _, e := range edges {
 			n += e.delta
 			if n > g.limits[what] {
-				out = append(out, fmt.Sprintf("%s: %d holders at %s (limit %d), %s entering", what, n, e.at.Format(time.RFC3339Nano), g.limits[what], e.who))
+				out = append(out, fmt.Sprintf("%s: holders of weight %d at %s (limit %d), %s entering", what, n, e.at.Format(time.RFC3339Nano), g.limits[what], e.who))
 			}
 		}
 	}
