@@ -73,7 +73,11 @@ func WithRetryWindow(d time.Duration) Option { return func(c *Client) { c.retryW
 // the gateway (refused, no route, unknown host: nothing was sent) is tried
 // again, within the retry window, before it fails with ErrUnreachable;
 // DefaultConnectRetries unless set. A gateway that is down is reported in
-// well under a second; more retries ride through a restart instead.
+// well under a second; more retries ride through a restart instead. A
+// call made for a lease (Lock, Campaign, Claim, a release...) is tried
+// again past them while the lease's deadline is ahead: the lease lives on,
+// and its gateway is on its way back (a restart, a crash it resumes from)
+// or its requests go to another.
 func WithConnectRetries(n int) Option { return func(c *Client) { c.connectRetries = max(n, 0) } }
 
 // WithPollWait sets the wait of each blocking read a Watcher makes
@@ -158,6 +162,12 @@ type request struct {
 	grant bool
 	// until, when set, bounds the retries instead of wait plus the window.
 	until time.Time
+	// alive, when set, is the deadline of the lease the call is made for
+	// (zero: none known): while it is ahead, a gateway that refuses the
+	// connection is tried again past the client's connect retries, since
+	// the lease lives on and its gateway is on its way back (a restart, a
+	// crash resumed) or another takes its requests.
+	alive func() time.Time
 	// seen, when set, is shown every answer's headers (error answers too)
 	// with the send time of its request: a lease learns from them when its
 	// gateway says it ends, and where it moved.
@@ -228,19 +238,19 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 		// No connection, or a 429: nothing was done, so any call may be
 		// tried again; a refused connection only a few times, since a
 		// gateway that is down should be told at once.
+		pause := backoff(attempt)
+		if problem != nil && problem.RetryAfter > 0 {
+			pause = max(pause, min(problem.RetryAfter, maxRetryAfter))
+		}
 		refused := problem == nil && notConnected(err)
 		if refused {
 			dials++
 			err = fmt.Errorf("zkgate: %w: no connection to %s in %d attempts: %w", ErrUnreachable, c.base, dials, err)
-			if dials > c.connectRetries {
+			if dials > c.connectRetries && !r.livesPast(time.Now().Add(pause)) {
 				return nil, err
 			}
 		} else if !(r.retry && transient || problem != nil && problem.Code == "too_many") {
 			return nil, err
-		}
-		pause := backoff(attempt)
-		if problem != nil && problem.RetryAfter > 0 {
-			pause = max(pause, min(problem.RetryAfter, maxRetryAfter))
 		}
 		if time.Now().Add(pause).After(deadline) {
 			return nil, err
@@ -252,6 +262,15 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 			return nil, context.Cause(ctx)
 		}
 	}
+}
+
+// livesPast reports whether the lease r is made for is known to live past t.
+func (r request) livesPast(t time.Time) bool {
+	if r.alive == nil {
+		return false
+	}
+	d := r.alive()
+	return !d.IsZero() && t.Before(d)
 }
 
 // encode returns r's body and its content type (none without a body).

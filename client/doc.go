@@ -38,7 +38,9 @@
 //     (not_held, not_claimed) counts as success. Produce is retried only
 //     after a 429 or no connection (nothing was done). A gateway that
 //     refuses connections is ErrUnreachable after DefaultConnectRetries
-//     retries (WithConnectRetries), in well under a second.
+//     retries (WithConnectRetries), in well under a second; a call made for
+//     a lease is tried again while the lease's deadline is ahead, so that
+//     it rides through its gateway's restart.
 //   - New("") reads $ZKGATE_URL (host:port means http://host:port; default
 //     DefaultURL) and, without WithToken, $ZKGATE_TOKEN, as the Python and
 //     Node clients do.

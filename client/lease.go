@@ -349,6 +349,7 @@ func (l *Lease) do(ctx context.Context, r request) (*response, error) {
 	r.seen = l.heard
 	r.target = l.target
 	r.unreachable = l.unreachable
+	r.alive = l.Deadline
 	resp, err := l.c.do(ctx, r)
 	if err == nil && r.grant {
 		if end := l.live(); end != nil {

@@ -509,10 +509,14 @@ export class Gateway {
           let err = /** @type {ZkgateError} */ (e);
           if (e instanceof NotConnected) {
             // Nothing was sent, so any call may be tried again: a few times,
-            // since a gateway that is down should be told at once.
+            // since a gateway that is down should be told at once; for a
+            // lease, while it is known to live (its gateway is on its way
+            // back, or another takes its requests).
             dials++;
             err = new Unreachable(`no connection to the gateway at ${this.url} in ${dials} attempts: ${e.detail}`, { cause: e });
-            if (dials > this.connectRetries) throw err;
+            const d = o.lease?.deadline ?? -Infinity;
+            const lives = Number.isFinite(d) && performance.now() + backoff(attempt) < d;
+            if (dials > this.connectRetries && !lives) throw err;
           } else if (!(o.safe || err instanceof TooMany)) {
             throw err; // a 429 was refused before any work; the others may have been done
           }

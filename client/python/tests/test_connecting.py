@@ -157,5 +157,92 @@ class UnreachableTest(unittest.TestCase):
         self.assertFalse(zkgate.Gateway(address).ready())
 
 
+class Front:
+    """A TCP front at a loopback address that passes connections on to the
+    gateway; stopped, it refuses them (nothing listens there), as a
+    gateway's address does while it restarts."""
+
+    def __init__(self, upstream: str) -> None:
+        host_port = upstream.split("//", 1)[1].split("/", 1)[0]
+        host, port = host_port.rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.conns: List[socket.socket] = []
+        self.mu = threading.Lock()
+        self.listener: Optional[socket.socket] = None
+        self.port = 0
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        ln = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ln.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ln.bind(("127.0.0.1", self.port))
+        ln.listen(64)
+        self.port = ln.getsockname()[1]
+        with self.mu:
+            self.listener = ln
+        threading.Thread(target=self.accept, args=(ln,), daemon=True).start()
+
+    def accept(self, ln: socket.socket) -> None:
+        while True:
+            try:
+                inbound, _ = ln.accept()
+            except OSError:
+                return
+            outbound = socket.create_connection(self.upstream, timeout=PATIENCE)
+            with self.mu:
+                self.conns += [inbound, outbound]
+            for a, b in ((inbound, outbound), (outbound, inbound)):
+                threading.Thread(target=self.pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            try:
+                dst.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        with self.mu:
+            if self.listener is not None:
+                self.listener.close()
+                self.listener = None
+            for c in self.conns:
+                c.close()
+            self.conns = []
+
+
+class RestartTest(unittest.TestCase):
+    """While a lease is known to live, a call made for it rides through a
+    gateway that refuses connections for a while (its restart): a lock asked
+    for while nothing listens is granted once the address listens again,
+    1.5 s later. A call for no lease still fails at once (UnreachableTest)."""
+
+    def test_lease_calls_ride_through_a_restart(self) -> None:
+        front = Front(URL)
+        self.addCleanup(front.stop)
+        gate = zkgate.Gateway(front.url)
+        with gate.lease(ttl="30s", holder="py-restart") as lease:
+            front.stop()
+            timer = threading.Timer(1.5, front.start)  # the gateway's restart takes that long
+            timer.start()
+            self.addCleanup(timer.cancel)
+            grant = lease.lock("py-ride", wait="10s")
+            self.assertIsNone(lease.error)
+            grant.release()
+
+
 if __name__ == "__main__":
     unittest.main()

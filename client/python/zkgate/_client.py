@@ -379,11 +379,15 @@ class Gateway:
                         via._unreachable(to)  # nothing was sent: this URL passes it on
                         continue
                     # Nothing was sent, so any call may be tried again: a few
-                    # times, since a gateway that is down should be told at once.
+                    # times, since a gateway that is down should be told at once;
+                    # for a lease, while it is known to live (its gateway is on
+                    # its way back, or another takes its requests).
                     dials += 1
                     failure = Unreachable(f"no connection to the gateway at {self.url} in {dials} attempts: {e}")
                     failure.__cause__ = e
-                    if dials > self.connect_retries:
+                    pause = _backoff(attempt)
+                    lives = lease is not None and math.isfinite(lease.deadline) and time.monotonic() + pause < lease.deadline
+                    if dials > self.connect_retries and not lives:
                         raise failure from e
                 elif not (safe or isinstance(e, TooMany)):
                     raise  # a 429 was refused before any work; the others may have been done
