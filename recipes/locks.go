@@ -121,11 +121,13 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	}
 	k.svc.metrics.Waiting("lock", 1)
 	start := time.Now()
+	ctx, span := k.svc.startWait(ctx, KindLock, name, mode, lease)
 	// The deadlock detector ends the wait with its cause (see deadlock.go).
 	wctx, abort := context.WithCancelCause(ctx)
 	entry := k.svc.contention.startWait(&h.hold, KindLock, mode, abort)
 	g, err := k.wait(withLineNotes(wctx, k.svc.contention, KindLock, name), h, wait)
 	abort(nil)
+	endWait(span, err, g.Token)
 	k.svc.contention.endWait(entry, err)
 	k.svc.metrics.Waiting("lock", -1)
 	h.mu.Lock()
@@ -264,7 +266,7 @@ func (k *Locks) Release(ctx context.Context, lease *Lease, name, mode string) er
 	}
 	var first error
 	for _, h := range holds {
-		if err := h.core().drop(); err != nil && first == nil {
+		if err := h.core().dropFor(ctx); err != nil && first == nil {
 			first = err
 		}
 	}
