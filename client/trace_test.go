@@ -71,8 +71,11 @@ func TestTraceParentSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := p.requests()[before:]
-	if len(rs) != 1 || rs[0].Header.Get("Traceparent") != appTP {
-		t.Errorf("WithTraceHeaders: sent %d requests, traceparent %q", len(rs), rs[len(rs)-1].Header.Get("Traceparent"))
+	if len(rs) != 1 {
+		t.Fatalf("WithTraceHeaders: %d requests for one call", len(rs))
+	}
+	if got := rs[0].Header.Get("Traceparent"); got != appTP {
+		t.Errorf("WithTraceHeaders: sent traceparent %q, want %q", got, appTP)
 	}
 }
 
