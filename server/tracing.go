@@ -179,6 +179,9 @@ var traceContext propagation.TraceContext
 //
 //go:noinline
 func (fd *frontDoor) startSpan(r *http.Request, rt *route) *http.Request {
+	if rt != nil && (rt.access.probe || rt.pattern == "/metrics") {
+		return r // probes and scrapes, every few seconds, are no one's trace
+	}
 	ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	method := methodLabel(r.Method)
 	name, pattern := method, ""

@@ -129,9 +129,9 @@ func (c callerTrace) traceparent() string {
 
 // acquireTraced sends an acquire of lock for a new lease, as secret, with
 // the caller's traceparent.
-func acquireTraced(ctx context.Context, url, secret, lock, holder string, c callerTrace) (gwtest.Response, error) {
+func acquireTraced(ctx context.Context, url, secret, lock, holder, wait string, c callerTrace) (gwtest.Response, error) {
 	body, _ := json.Marshal(map[string]any{"ttl": "1m", "holder": holder})
-	req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/locks/"+lock+"/acquire?wait=20s", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/locks/"+lock+"/acquire?wait="+wait, bytes.NewReader(body))
 	if err != nil {
 		return gwtest.Response{}, err
 	}
@@ -152,7 +152,7 @@ func contendedAcquire(t *testing.T, url string, secrets map[string]string, holde
 	defer cancel()
 	got := make(chan gwtest.Response, 1)
 	go func() {
-		r, err := acquireTraced(ctx, url, secrets[waiter], lock, waiter+"'s job", c)
+		r, err := acquireTraced(ctx, url, secrets[waiter], lock, waiter+"'s job", "20s", c)
 		if err != nil {
 			t.Errorf("%s's acquire: %v", waiter, err)
 		}
@@ -200,6 +200,13 @@ func TestTracesOfAContendedAcquire(t *testing.T) {
 	bobTrace, carolTrace := newCallerTrace(t, 0x10), newCallerTrace(t, 0x40)
 	bob, bobInLine, bobReleased := contendedAcquire(t, g.URL, secrets, alice, "bob", "tr-a", bobTrace)
 	carol, _, _ := contendedAcquire(t, g.URL, secrets, alice, "carol", "tr-b", carolTrace)
+	// bob holds tr-a: carol's try is a wait that times out.
+	timeoutTrace := newCallerTrace(t, 0x60)
+	r, err := acquireTraced(context.Background(), g.URL, secrets["carol"], "tr-a", "carol's try", "0s", timeoutTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, r, http.StatusConflict, "timeout", "carol's try of the lock bob holds")
 	g.Stop() // the spans left are sent on the way out
 
 	rc.mu.Lock()
@@ -239,6 +246,22 @@ func TestTracesOfAContendedAcquire(t *testing.T) {
 		if strings.Contains(text, alice) || strings.Contains(text, "alice's job") {
 			t.Errorf("bob's span %q shows alice's lease: %s", s.Name, text)
 		}
+	}
+
+	// carol's try: a wait that timed out, its status on the request's span.
+	var timedOut, tryServer *tracepb.Span
+	for _, s := range rc.trace(timeoutTrace.traceID) {
+		switch s.Name {
+		case "lock wait":
+			timedOut = s
+		case "POST /v1/locks/{name}/acquire":
+			tryServer = s
+		}
+	}
+	if timedOut == nil || tryServer == nil || stringAttr(timedOut.Attributes, "zkgate.outcome") != "timeout" {
+		t.Errorf("carol's try: wait span %v, server span %v; want outcome timeout", timedOut, tryServer)
+	} else if v, _ := attrOf(tryServer.Attributes, "http.response.status_code"); v.GetIntValue() != http.StatusConflict {
+		t.Errorf("carol's try: the server span's status: %v", tryServer.Attributes)
 	}
 
 	// carol's trace: she may read alice's lease.
@@ -333,7 +356,7 @@ func TestNoTracesWhenOff(t *testing.T) {
 	g := gwtest.StartGateway(t, gwtest.GatewayOptions{
 		Env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rc.srv.URL, "OTEL_TRACES_EXPORTER": "none"}})
 	c := newCallerTrace(t, 0x70)
-	r, err := acquireTraced(context.Background(), g.URL, "", "off", "nobody", c)
+	r, err := acquireTraced(context.Background(), g.URL, "", "off", "nobody", "0s", c)
 	if err != nil {
 		t.Fatal(err)
 	}
