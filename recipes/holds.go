@@ -180,7 +180,12 @@ func (h *hold) dropFor(ctx context.Context) error {
 		return nil
 	}
 	h.lease.detach(h.key, h.self)
-	return h.removeNodesFor(context.WithoutCancel(ctx), nodes, released)
+	if h.svc.sess.cfg.Tracer == nil {
+		ctx = context.Background() // nothing to trace: spare the copy
+	} else {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return h.removeNodesFor(ctx, nodes, released)
 }
 
 // end is h's part of its lease's end. Its waiters have been cancelled

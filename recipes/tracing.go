@@ -133,8 +133,11 @@ func WithLeaseReader(ctx context.Context, mayRead func(leaseID, owner string) bo
 // noteBehind adds to ctx's wait span the node c of parent it now waits
 // behind: its lease id and holder label, where the reader may see them.
 func (s *Service) noteBehind(ctx context.Context, parent string, c seqNode) {
+	if s.sess.cfg.Tracer == nil {
+		return
+	}
 	sp := trace.SpanFromContext(ctx)
-	if s.sess.cfg.Tracer == nil || !sp.IsRecording() {
+	if !sp.IsRecording() {
 		return
 	}
 	local, isLocal := s.Leases.find(c.Lease)
