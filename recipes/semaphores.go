@@ -99,9 +99,9 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 	}
 	m.svc.metrics.Waiting("semaphore", 1)
 	start := time.Now()
-	ctx, span := m.svc.startWait(ctx, KindSemaphore, name, "", lease)
+	sctx, span := m.svc.startWait(ctx, KindSemaphore, name, "", lease)
 	// The deadlock detector ends the wait with its cause (see deadlock.go).
-	wctx, abort := context.WithCancelCause(ctx)
+	wctx, abort := context.WithCancelCause(sctx)
 	entry := m.svc.contention.startWait(&h.hold, KindSemaphore, "", abort)
 	g, err := m.wait(withLineNotes(wctx, m.svc.contention, KindSemaphore, name), h, wait)
 	abort(nil)

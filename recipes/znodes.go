@@ -67,7 +67,9 @@ func (s *Session) ensureContainers(ctx context.Context, p string, epoch uint64) 
 		if err := s.check(epoch); err != nil {
 			return err
 		}
+		span := s.zkSpan(ctx, "create container", p)
 		_, err := s.Conn().CreateContainer(p, nil, zk.FlagContainer, s.acl())
+		endZK(span, err)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return nil
