@@ -368,3 +368,49 @@ func TestNoTracesWhenOff(t *testing.T) {
 		t.Errorf("tracing off, the receiver got %d posts, %d spans", rc.posts, len(rc.spans))
 	}
 }
+
+// TestTraceGoesOnAtTheKeeper: a request for a lease another gateway keeps
+// is forwarded with its trace: the keeper's server span is a child of the
+// first gateway's, itself a child of the caller's.
+func TestTraceGoesOnAtTheKeeper(t *testing.T) {
+	t.Parallel()
+	rc := newOTLPReceiver(t)
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rc.srv.URL}
+	a := gwtest.StartGateway(t, gwtest.GatewayOptions{Env: env})
+	b := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root, Env: env})
+	lease := newLease(t, a.URL, "30s", "roaming")
+	c := newCallerTrace(t, 0x20)
+	body, _ := json.Marshal(map[string]any{"lease": lease})
+	req, err := http.NewRequest("POST", b.URL+"/v1/locks/roaming/acquire", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Traceparent", c.traceparent())
+	mustStatus(t, gwtest.MustSend(t, http.DefaultClient, req), 200, "acquire through b")
+	a.Stop()
+	b.Stop()
+	var servers []*tracepb.Span
+	var wait *tracepb.Span
+	for _, s := range rc.trace(c.traceID) {
+		switch s.Name {
+		case "POST /v1/locks/{name}/acquire":
+			servers = append(servers, s)
+		case "lock wait":
+			wait = s
+		}
+	}
+	if len(servers) != 2 || wait == nil {
+		t.Fatalf("%d server spans and wait span %v, want b's and a's, and a's wait", len(servers), wait)
+	}
+	first, keeper := servers[0], servers[1]
+	if !bytes.Equal(first.ParentSpanId, c.spanID) {
+		first, keeper = keeper, first
+	}
+	if !bytes.Equal(first.ParentSpanId, c.spanID) || !bytes.Equal(keeper.ParentSpanId, first.SpanId) {
+		t.Errorf("parents: %x and %x, want the caller's %x, then the first gateway's span", first.ParentSpanId, keeper.ParentSpanId, c.spanID)
+	}
+	if !bytes.Equal(wait.ParentSpanId, keeper.SpanId) || stringAttr(wait.Attributes, "zkgate.lease") != lease {
+		t.Errorf("the wait is not the keeper's, for the lease: %v", wait.Attributes)
+	}
+}
