@@ -3,6 +3,7 @@ package recipes
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -26,7 +27,6 @@ const (
 	attrLease   = attribute.Key("zkgate.lease")
 	attrMode    = attribute.Key("zkgate.mode")
 	attrOutcome = attribute.Key("zkgate.outcome")
-	attrWaited  = attribute.Key("zkgate.waited")
 	attrToken   = attribute.Key("zkgate.token")
 	attrZKOp    = attribute.Key("zkgate.zk.op")
 	attrZKPath  = attribute.Key("zkgate.zk.path")
@@ -65,7 +65,7 @@ func endWait(sp trace.Span, err error, token int64) {
 	if !sp.IsRecording() {
 		return
 	}
-	sp.SetAttributes(attrOutcome.String(Outcome(err)))
+	sp.SetAttributes(attrOutcome.String(outcome(err)))
 	if token != 0 {
 		sp.SetAttributes(attrToken.Int64(token))
 	}
@@ -75,9 +75,9 @@ func endWait(sp trace.Span, err error, token int64) {
 	sp.End()
 }
 
-// Outcome names how a call ended, for a span: granted, or the code of its
+// outcome names how a wait ended, for a span: granted, or the code of its
 // error (timeout, deadlock, lease_expired, ...).
-func Outcome(err error) string {
+func outcome(err error) string {
 	if err == nil {
 		return "granted"
 	}
@@ -113,9 +113,25 @@ func endZK(sp trace.Span, err error) {
 		return
 	}
 	if err != nil {
-		sp.SetStatus(codes.Error, err.Error())
+		sp.SetStatus(codes.Error, errorClass(err))
 	}
 	sp.End()
+}
+
+// errorClass is what a span says of err: ZooKeeper's error (a fixed text),
+// a code of ours, or that the wait was cut; never an error's detail, which
+// may name other leases (a deadlock's cause names its cycle's parties).
+func errorClass(err error) string {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return string(e.Code)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, errWaitElapsed):
+		return "cancelled"
+	case strings.HasPrefix(err.Error(), "zk: "):
+		return err.Error() // go-zookeeper's errors are constants: "zk: node does not exist"
+	}
+	return "error"
 }
 
 // leaseReaderKey holds the reader of a request's spans (see WithLeaseReader).
