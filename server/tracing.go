@@ -12,6 +12,7 @@ import (
 
 	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/recipes"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -159,6 +160,11 @@ func startTracing(c *tracingConfig, gatewayID string, log *slog.Logger) (trace.T
 	res := resource.NewSchemaless(attribute.String("service.name", c.service), attribute.String("service.version", Version),
 		attribute.String("service.instance.id", gatewayID))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batch...), sdktrace.WithSampler(c.sampler), sdktrace.WithResource(res))
+	// The SDK reports a failed export to the process's one OpenTelemetry
+	// error handler (by default a plain line on stderr): into the
+	// gateway's log instead, as any other line. A process serves one
+	// gateway (a test's several share one of their logs).
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing: spans not sent", "err", err) }))
 	log.Info("tracing on", "endpoint", c.endpoint, "sampler", c.samplerArg, "service", c.service)
 	stop := func() {
 		// What is left is sent, for at most a few seconds.
