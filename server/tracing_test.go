@@ -371,7 +371,8 @@ func TestNoTracesWhenOff(t *testing.T) {
 
 // TestTraceGoesOnAtTheKeeper: a request for a lease another gateway keeps
 // is forwarded with its trace: the keeper's server span is a child of the
-// first gateway's, itself a child of the caller's.
+// first gateway's, itself a child of the caller's. A semaphore's wait is
+// a span as a lock's is.
 func TestTraceGoesOnAtTheKeeper(t *testing.T) {
 	t.Parallel()
 	rc := newOTLPReceiver(t)
@@ -388,8 +389,31 @@ func TestTraceGoesOnAtTheKeeper(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Traceparent", c.traceparent())
 	mustStatus(t, gwtest.MustSend(t, http.DefaultClient, req), 200, "acquire through b")
+	// A semaphore's wait is a span too.
+	sem := newCallerTrace(t, 0x30)
+	body, _ = json.Marshal(map[string]any{"lease": lease, "limit": 2})
+	req, err = http.NewRequest("POST", a.URL+"/v1/semaphores/roaming/acquire", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Traceparent", sem.traceparent())
+	mustStatus(t, gwtest.MustSend(t, http.DefaultClient, req), 200, "a semaphore's slot")
 	a.Stop()
 	b.Stop()
+	semWaits := 0
+	for _, s := range rc.trace(sem.traceID) {
+		if s.Name == "semaphore wait" {
+			semWaits++
+			if stringAttr(s.Attributes, "zkgate.kind") != "semaphore" || stringAttr(s.Attributes, "zkgate.name") != "roaming" ||
+				stringAttr(s.Attributes, "zkgate.outcome") != "granted" || stringAttr(s.Attributes, "zkgate.lease") != lease {
+				t.Errorf("the semaphore's wait: %v", s.Attributes)
+			}
+		}
+	}
+	if semWaits != 1 {
+		t.Errorf("%d semaphore wait spans, want 1", semWaits)
+	}
 	var servers []*tracepb.Span
 	var wait *tracepb.Span
 	for _, s := range rc.trace(c.traceID) {
