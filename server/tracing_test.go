@@ -175,6 +175,8 @@ func contendedAcquire(t *testing.T, url string, secrets map[string]string, holde
 // holder label only to a caller that may read that lease. bob (no lease
 // permission) sees no trace of alice's lease in his spans; carol (leases
 // read) sees its id and label.
+//
+//zkgate:race
 func TestTracesOfAContendedAcquire(t *testing.T) {
 	t.Parallel()
 	rc := newOTLPReceiver(t)
