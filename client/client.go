@@ -43,6 +43,7 @@ type Client struct {
 	retryWindow    time.Duration
 	connectRetries int
 	pollWait       time.Duration
+	injectTrace    func(ctx context.Context, h http.Header) // WithTraceHeaders
 }
 
 // An Option configures a Client.
@@ -369,6 +370,7 @@ func (c *Client) once(ctx context.Context, base *url.URL, method, path string, q
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	c.setTrace(ctx, req.Header)
 	sent := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {

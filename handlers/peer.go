@@ -22,6 +22,8 @@ import (
 
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/recipes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // A gateway passes a request to another (forwarding, and the fan-out of
@@ -446,6 +448,10 @@ func (p *Peers) ask(ctx context.Context, k recipes.Keeper, method, uri, contentT
 	}
 	if requestID != "" {
 		req.Header.Set("X-Request-Id", requestID)
+	}
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		// A traced request's trace goes on at the keeper.
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	}
 	var n [16]byte
 	_, _ = rand.Read(n[:])

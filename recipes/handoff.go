@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"context"
+	"path"
 	"slices"
 	"sync"
 
@@ -108,7 +109,10 @@ func (s *Service) deleteVouching(ctx context.Context, p string, epoch uint64) er
 		for _, w := range waiters {
 			ops = append(ops, &zk.CheckVersionRequest{Path: w.node, Version: -1})
 		}
-		if _, err := s.sess.Conn().Multi(ops...); err == nil {
+		span := s.zkSpan(ctx, "multi", path.Dir(p))
+		_, err := s.sess.Conn().Multi(ops...)
+		endZK(span, err)
+		if err == nil {
 			finishHandoffs(waiters, true)
 			return nil
 		}

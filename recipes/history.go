@@ -57,10 +57,12 @@ func (ls *Leases) createRecord(ctx context.Context, id string, record []byte, hi
 			return err
 		}
 		conn := ls.sess.Conn()
+		span := ls.sess.zkSpan(ctx, "multi", rec)
 		_, err := conn.Multi(
 			&zk.CreateRequest{Path: rec, Data: record, Acl: ls.sess.acl(), Flags: zk.FlagEphemeral},
 			&zk.CreateRequest{Path: hp, Data: hist.bytes(), Acl: ls.sess.acl()},
 		)
+		endZK(span, err)
 		switch {
 		case err == nil:
 			_, _, err := ls.sess.ownedBy(rec, nil, epoch)

@@ -172,13 +172,22 @@ const (
 // nodes deleted before drop returns, whatever happens to the request that
 // asked (the deletion is bounded by the session: it gives up once the
 // session is lost, which takes the nodes with it).
-func (h *hold) drop() error {
+func (h *hold) drop() error { return h.dropFor(context.Background()) }
+
+// dropFor is drop for the request of ctx, whose spans its deletes join
+// (they are made whatever ctx does next).
+func (h *hold) dropFor(ctx context.Context) error {
 	nodes, ok := h.markGone()
 	if !ok {
 		return nil
 	}
 	h.lease.detach(h.key, h.self)
-	return h.removeNodes(nodes, released)
+	if h.svc.sess.cfg.Tracer == nil {
+		ctx = context.Background() // nothing to trace: spare the copy
+	} else {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return h.removeNodesFor(ctx, nodes, released)
 }
 
 // end is h's part of its lease's end. Its waiters have been cancelled
@@ -221,6 +230,11 @@ func (h *hold) waitInLine(ctx context.Context, role, parent, node string, after 
 // goes before its node), with a context of their own: no client may stop it
 // half way. Unless the hold was released, its marker stays.
 func (h *hold) removeNodes(nodes []heldNode, how ending) error {
+	return h.removeNodesFor(context.Background(), nodes, how)
+}
+
+// removeNodesFor is removeNodes under ctx, which must not end before it.
+func (h *hold) removeNodesFor(ctx context.Context, nodes []heldNode, how ending) error {
 	var first error
 	for i := len(nodes) - 1; i >= 0; i-- {
 		if nodes[i].role == delayRole {
@@ -231,7 +245,7 @@ func (h *hold) removeNodes(nodes []heldNode, how ending) error {
 			}
 			continue
 		}
-		if err := h.svc.deleteVouching(context.Background(), nodes[i].path, h.lease.epoch); err != nil {
+		if err := h.svc.deleteVouching(ctx, nodes[i].path, h.lease.epoch); err != nil {
 			h.svc.log.Error("delete node of a released hold", "kind", h.kind, "node", nodes[i].path, "err", err)
 			if first == nil {
 				first = err

@@ -3,6 +3,7 @@ package recipes
 import (
 	"context"
 	"errors"
+	"path"
 	"sync"
 
 	"github.com/zkgate/zkgate/internal/zk"
@@ -104,6 +105,7 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 		if tryOnce {
 			return last, &Error{Code: CodeTimeout, Detail: "not first in line"}
 		}
+		s.noteBehind(ctx, parent, last.contenders[bi])
 		// Registered before the watch is armed: a delete of b through this
 		// gateway from now on vouches for node.
 		ho := s.handoffs.add(parent+"/"+b, node)
@@ -171,7 +173,10 @@ func (s *Service) waitDelay(ctx context.Context, lease *Lease, parent string, t 
 // and finds node in it; errNodeGone when it is not there.
 func (s *Service) listLine(ctx context.Context, lease *Lease, parent, node string, markers []marker) (turn, error) {
 	for {
+		// Shared with the other waiters of this gateway that list it now.
+		span := s.zkSpan(ctx, "children", parent)
 		f := s.lister.list(s.sess.Conn(), parent)
+		endZK(span, f.err)
 		if f.err != nil && !errors.Is(f.err, zk.ErrNoNode) {
 			if err := s.retryable(ctx, lease, f.err); err != nil {
 				return turn{}, err
@@ -251,7 +256,9 @@ func (s *Service) tokenOf(ctx context.Context, lease *Lease, h *hold, node strin
 // the current session's own.
 func (s *Service) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Stat, error) {
 	for {
+		span := s.zkSpan(ctx, "exists", path.Dir(node))
 		ok, stat, err := s.sess.Conn().Exists(node)
+		endZK(span, err)
 		if err != nil {
 			if err := s.retryable(ctx, lease, err); err != nil {
 				return nil, err

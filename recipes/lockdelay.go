@@ -297,9 +297,11 @@ func (s *Service) markDelay(ctx context.Context, h *hold, line, node string) err
 			return err
 		}
 		conn := s.sess.Conn()
+		span := s.zkSpan(ctx, "multi", line)
 		_, err := conn.Multi(
 			&zk.CreateRequest{Path: p, Acl: s.sess.acl()},
 			&zk.CreateRequest{Path: idx, Data: []byte(p), Acl: s.sess.acl()})
+		endZK(span, err)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			// ErrNodeExists: our own transaction, whose reply was lost (the

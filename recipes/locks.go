@@ -121,11 +121,13 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	}
 	k.svc.metrics.Waiting("lock", 1)
 	start := time.Now()
+	sctx, span := k.svc.startWait(ctx, KindLock, name, mode, lease)
 	// The deadlock detector ends the wait with its cause (see deadlock.go).
-	wctx, abort := context.WithCancelCause(ctx)
+	wctx, abort := context.WithCancelCause(sctx)
 	entry := k.svc.contention.startWait(&h.hold, KindLock, mode, abort)
 	g, err := k.wait(withLineNotes(wctx, k.svc.contention, KindLock, name), h, wait)
 	abort(nil)
+	endWait(span, err, g.Token)
 	k.svc.contention.endWait(entry, err)
 	k.svc.metrics.Waiting("lock", -1)
 	h.mu.Lock()
@@ -138,7 +140,7 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	}
 	if e, ok := err.(*Error); ok && e.Code == CodeTimeout && ctx.Err() == nil {
 		// Tell the caller where it stood, from the line its wait last saw.
-		e.Extra = withExtra(e, k.svc.lineState(h.parent, last))
+		e.Extra = withExtra(e, k.svc.lineState(ctx, h.parent, last))
 	}
 	return LockGrant{}, err
 }
@@ -213,7 +215,7 @@ const maxListedHolders = 100
 // by one: they are few), how many wait, and the caller's former position
 // (1: next in line). It never lists the whole line again: with thousands of
 // waiters timing out, that would be thousands of reads each.
-func (s *Service) lineState(parent string, t turn) map[string]any {
+func (s *Service) lineState(ctx context.Context, parent string, t turn) map[string]any {
 	holders := []Contender{}
 	waiters, position := 0, 0
 	conn := s.sess.Conn()
@@ -228,7 +230,9 @@ func (s *Service) lineState(parent string, t turn) map[string]any {
 		if len(holders) == maxListedHolders {
 			continue
 		}
+		span := s.zkSpan(ctx, "get", parent)
 		data, stat, err := conn.Get(parent + "/" + c.Name)
+		endZK(span, err)
 		if err != nil {
 			continue // released meanwhile
 		}
@@ -264,7 +268,7 @@ func (k *Locks) Release(ctx context.Context, lease *Lease, name, mode string) er
 	}
 	var first error
 	for _, h := range holds {
-		if err := h.core().drop(); err != nil && first == nil {
+		if err := h.core().dropFor(ctx); err != nil && first == nil {
 			first = err
 		}
 	}

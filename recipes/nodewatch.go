@@ -3,6 +3,7 @@ package recipes
 import (
 	"context"
 	"errors"
+	"path"
 	"sync"
 	"time"
 
@@ -100,9 +101,16 @@ func (w *nodeWatches) get(ctx context.Context, k nodeWatchKey) (bool, *nodeWatch
 		default:
 		}
 	}
+	span := noSpan() // a watch armed already costs no round trip
 	if !ok {
 		nw = &nodeWatch{key: k, ready: make(chan struct{}), fired: make(chan struct{})}
 		w.armed[k] = nw
+		op := "getw"
+		if k.exists {
+			op = "existsw"
+		}
+		// The line's path: the node's name holds its lease's id.
+		span = w.sess.zkSpan(ctx, op, path.Dir(k.path))
 		// Armed on a goroutine of its own: ZooKeeper calls take no
 		// context, and the caller's wait must end when its ctx does, even
 		// on a stalled connection.
@@ -112,7 +120,9 @@ func (w *nodeWatches) get(ctx context.Context, k nodeWatchKey) (bool, *nodeWatch
 	w.mu.Unlock()
 	select {
 	case <-nw.ready:
+		endZK(span, nw.err)
 	case <-ctx.Done():
+		endZK(span, context.Cause(ctx))
 		w.release(nw)
 		return false, nil, context.Cause(ctx)
 	}

@@ -99,11 +99,13 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 	}
 	m.svc.metrics.Waiting("semaphore", 1)
 	start := time.Now()
+	sctx, span := m.svc.startWait(ctx, KindSemaphore, name, "", lease)
 	// The deadlock detector ends the wait with its cause (see deadlock.go).
-	wctx, abort := context.WithCancelCause(ctx)
+	wctx, abort := context.WithCancelCause(sctx)
 	entry := m.svc.contention.startWait(&h.hold, KindSemaphore, "", abort)
 	g, err := m.wait(withLineNotes(wctx, m.svc.contention, KindSemaphore, name), h, wait)
 	abort(nil)
+	endWait(span, err, g.Token)
 	m.svc.contention.endWait(entry, err)
 	m.svc.metrics.Waiting("semaphore", -1)
 	h.leave(false)

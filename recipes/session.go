@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // State is what the gateway may assume about its ZooKeeper session.
@@ -62,6 +63,9 @@ type SessionConfig struct {
 	Logger  *slog.Logger
 	// Security is the gateway's identity, its nodes' ACL and the transport.
 	Security ZKSecurity
+	// Tracer makes the spans of traced requests (see tracing.go); nil:
+	// none, at no cost.
+	Tracer trace.Tracer
 
 	// Resume, when set, is a session to take over (one another gateway, or
 	// this gateway's previous run, gave up with Session.Detach) instead of

@@ -67,7 +67,9 @@ func (s *Session) ensureContainers(ctx context.Context, p string, epoch uint64) 
 		if err := s.check(epoch); err != nil {
 			return err
 		}
+		span := s.zkSpan(ctx, "create container", p)
 		_, err := s.Conn().CreateContainer(p, nil, zk.FlagContainer, s.acl())
+		endZK(span, err)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return nil
@@ -134,12 +136,16 @@ func (s *Session) createProtected(ctx context.Context, parent, leaseID, marker s
 		)
 		if list {
 			var l zk.ChildrenResult
+			span := s.zkSpan(ctx, "create2+children", parent)
 			p, stat, l, err = conn.CreateWithStatThenChildren(parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl(), parent)
+			endZK(span, err)
 			if err == nil && l.Err == nil {
 				after = &listing{children: l.Children, stat: l.Stat}
 			}
 		} else {
+			span := s.zkSpan(ctx, "create2", parent)
 			p, stat, err = conn.CreateWithStat(parent+"/"+prefix, data, zk.FlagEphemeral|zk.FlagSequence, s.acl())
+			endZK(span, err)
 		}
 		switch {
 		case err == nil:
@@ -305,7 +311,9 @@ func (s *Session) deleteNode(ctx context.Context, p string, epoch uint64) error 
 		if err := s.check(epoch); err != nil && !errors.Is(err, errUnavailable) {
 			return nil
 		}
+		span := s.zkSpan(ctx, "delete", path.Dir(p))
 		err := s.Conn().Delete(p, -1)
+		endZK(span, err)
 		if err == nil || errors.Is(err, zk.ErrNoNode) {
 			return nil
 		}

@@ -92,6 +92,8 @@ type Config struct {
 	gatewayTLS *auth.GatewayTLS
 	zkSecurity recipes.ZKSecurity
 	peerSecret *peer.Secret
+	// tracing is what the OTEL_* environment asks of tracing (nil: off).
+	tracing *tracingConfig
 }
 
 // UsageError is a bad command line: the caller prints it and exits 2.
@@ -148,6 +150,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, vi
 	if err := cfg.parseSecurity(f.zkAuthFile); err != nil {
 		return Config{}, err
 	}
+	tracing, err := parseTracing(getenv)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.tracing = tracing
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "zk-auth" {
 			cfg.Warnings = append(cfg.Warnings, "--zk-auth on the command line shows the ZooKeeper password to anyone who can list "+

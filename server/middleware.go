@@ -18,12 +18,14 @@ import (
 	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // frontDoor is the way in of every request, in one stack frame: the
 // deadline of its body, its id, its log line and metrics, a panic turned
 // into a 500, the drain's header, the security headers, the browser check,
-// the access check and the limits (see admit). One frame, not a chain of
+// the access check and the limits (see admit), and, with tracing on, the
+// request's span (see tracing.go). One frame, not a chain of
 // middlewares: a request that waits parks its goroutine under every frame
 // above it, and six such frames take the stack of a waiting acquire from
 // 8 KiB to 16 KiB, most of what a waiter costs (make bench, the waiters'
@@ -43,6 +45,8 @@ type frontDoor struct {
 	// proxies are --trusted-proxies: from them, the client's address is
 	// the forwarded one.
 	proxies trustedProxies
+	// tracer makes each request's server span (nil: tracing off).
+	tracer trace.Tracer
 
 	refusedLog refusedLog
 }
@@ -74,6 +78,9 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 	start := time.Now()
+	if fd.tracer != nil {
+		r = fd.startSpan(r, d.rt)
+	}
 	defer fd.done(ww, r, start)
 	if _, forwarded := r.Header[handlers.ForwardedHeader]; forwarded {
 		fd.servePeer(ww, r, d.rt, d.next)
@@ -132,7 +139,11 @@ func (fd *frontDoor) enter(w http.ResponseWriter, r *http.Request, rt *route) (_
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Content-Security-Policy", apiCSP)
-	return fd.admit(w, r, rt)
+	r, held, ok := fd.admit(w, r, rt)
+	if ok && fd.tracer != nil {
+		r = withSpanReader(r)
+	}
+	return r, held, ok
 }
 
 // done turns a panic into a 500, then logs the request and counts it in the
@@ -153,6 +164,9 @@ func (fd *frontDoor) done(ww middleware.WrapResponseWriter, r *http.Request, sta
 	status := ww.Status()
 	if status == 0 {
 		status = http.StatusOK
+	}
+	if fd.tracer != nil {
+		endSpan(r, status, ww.Header().Get("X-Request-Id"))
 	}
 	elapsed := time.Since(start)
 	method := methodLabel(r.Method)

@@ -24,6 +24,7 @@ import (
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/zkserver"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Version, Commit and Date describe the build; a release stamps them with
@@ -69,6 +70,8 @@ type Deps struct {
 	AllowedHosts []string
 	// TrustedProxies are --trusted-proxies.
 	TrustedProxies trustedProxies
+	// Tracer makes the requests' spans (nil: tracing off).
+	Tracer trace.Tracer
 
 	// auth holds the client tokens (nil or empty: tokens off), limits the
 	// caps on waiting requests (nil: none); Run sets both.
@@ -86,7 +89,7 @@ func New(d Deps) http.Handler {
 	}
 	r := chi.NewRouter()
 	fd := &frontDoor{log: d.Log, m: d.Metrics, drain: d.Drain, auth: d.auth, limits: d.limits, bodyTimeout: d.BodyTimeout,
-		hosts: newHostCheck(d.AllowedHosts), proxies: d.TrustedProxies}
+		hosts: newHostCheck(d.AllowedHosts), proxies: d.TrustedProxies, tracer: d.Tracer}
 	if d.API != nil {
 		fd.peers = d.API.Peers
 	}
@@ -114,12 +117,19 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
+	gatewayID := newGatewayID()
+	tracer, stopTracing, err := startTracing(cfg.tracing, gatewayID, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // last: the spans of the shutdown's requests are sent
 	servers, zkFailed, stopZK, err := zooKeeper(ctx, &cfg, log)
 	if err != nil {
 		return err
 	}
 	defer stopZK()
-	sessCfg := recipes.SessionConfig{Servers: servers, Timeout: cfg.SessionTimeout, Root: cfg.Root, Logger: log, Security: cfg.zkSecurity}
+	sessCfg := recipes.SessionConfig{Servers: servers, Timeout: cfg.SessionTimeout, Root: cfg.Root, Logger: log, Security: cfg.zkSecurity,
+		Tracer: tracer}
 	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	sess, err := recipes.Connect(connectCtx, sessCfg)
 	cancel()
@@ -129,7 +139,6 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	defer sess.Close()
 
 	metrics := NewMetrics(cfg.MetricsNames)
-	gatewayID := newGatewayID()
 	journals := ""
 	if cfg.Handover {
 		// Each session's leases are recorded ahead, for the next start to
@@ -159,7 +168,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		defer auth.ReloadOnHangup(ctx, cfg.AuthFile, tokens, log)()
 	}
 	handler := New(Deps{Service: svc, API: api, Metrics: metrics, Log: log, OpenAPI: zkgate.OpenAPI, MaxItemBytes: cfg.MaxItemBytes, ZooKeeper: servers, ZooKeeperTLS: cfg.zkSecurity.TLS,
-		Drain: dr, BodyTimeout: cfg.BodyTimeout, AllowedHosts: cfg.AllowedHosts, TrustedProxies: cfg.TrustedProxies, auth: tokens, limits: lim})
+		Drain: dr, BodyTimeout: cfg.BodyTimeout, AllowedHosts: cfg.AllowedHosts, TrustedProxies: cfg.TrustedProxies, Tracer: tracer, auth: tokens, limits: lim})
 
 	// Every request context derives from base, so that shutdown can end the
 	// long waits at once instead of waiting for them.

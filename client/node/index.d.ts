@@ -390,7 +390,18 @@ export interface GatewayOptions {
   fetch?: typeof fetch;
   /** How many items the lists ask for a page (default 1000, the most a gateway gives). */
   pageSize?: number;
+  /**
+   * Called for every request: the caller's W3C trace context as headers (`traceparent`, and
+   * `tracestate`; any other key is ignored), so that the gateway's spans of the call join the
+   * application's trace. With OpenTelemetry:
+   * `traceHeaders: () => { const h = {}; propagation.inject(context.active(), h); return h; }`.
+   * A traceparent not of the W3C form is not sent.
+   */
+  traceHeaders?: () => Record<string, string> | undefined;
 }
+
+/** The W3C trace headers of a traceHeaders hook's answer that are sent: a sane traceparent, and its tracestate. */
+export declare function traceContext(given: Record<string, string> | undefined): Record<string, string>;
 
 export interface CallOptions {
   /** Cancels the call (it rejects with the signal's reason). */
@@ -419,6 +430,7 @@ export declare class Gateway {
   timeout: number;
   retryFor: number;
   connectRetries: number;
+  traceHeaders: (() => Record<string, string> | undefined) | undefined;
   /** Creates a lease and keeps it alive until it is revoked. One lease per concurrent holder. */
   lease(options?: LeaseOptions): Promise<Lease>;
   leaseInfo(id: string, options?: CallOptions): Promise<LeaseInfo>;

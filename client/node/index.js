@@ -386,6 +386,27 @@ export function gatewayURLOf(url) {
   return u.includes("://") ? u : `http://${u}`;
 }
 
+// A W3C traceparent: version, trace id, parent id, flags (a later version may add more after a dash).
+const TRACEPARENT = /^(?!ff)[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[\x21-\x7e]*)?$/;
+const TRACESTATE = /^[\x20-\x7e]{0,512}$/;
+
+/**
+ * The W3C trace headers of `given` (a traceHeaders hook's answer) that may
+ * be sent: a sane traceparent, and its tracestate; no other key.
+ * @param {Record<string, string> | undefined} given
+ * @returns {Record<string, string>}
+ */
+export function traceContext(given) {
+  /** @type {Record<string, string>} */
+  const got = {};
+  for (const [k, v] of Object.entries(given ?? {})) if (typeof v === "string") got[k.toLowerCase()] = v;
+  if (!TRACEPARENT.test(got.traceparent ?? "")) return {};
+  /** @type {Record<string, string>} */
+  const out = { traceparent: got.traceparent };
+  if (got.tracestate && TRACESTATE.test(got.tracestate)) out.tracestate = got.tracestate;
+  return out;
+}
+
 // ---------------------------------------------------------------------------
 // The gateway.
 
@@ -411,6 +432,8 @@ export class Gateway {
     if (typeof this.fetch !== "function") throw new ZkgateError("no fetch: zkgate needs Node 18 or later");
     /** How many items the lists ask for a page: the most a gateway gives. */
     this.pageSize = options.pageSize ?? 1000;
+    /** Gives the caller's W3C trace context (traceparent, tracestate) for each request; see GatewayOptions. */
+    this.traceHeaders = options.traceHeaders;
   }
 
   /**
@@ -428,6 +451,7 @@ export class Gateway {
     const headers = { Accept: "application/json", "User-Agent": `zkgate-node/${VERSION}` };
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
     if (o.body !== undefined) headers["Content-Type"] = o.type ?? "application/json";
+    if (this.traceHeaders) Object.assign(headers, traceContext(this.traceHeaders()));
     const l = linked(o.signals ?? [], o.timeoutMs);
     try {
       const sent = performance.now();

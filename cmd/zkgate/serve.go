@@ -17,6 +17,12 @@ Every flag has an environment twin, named in parentheses (ZKGATE_LISTEN for
 --listen), which the flag overrides; the packaged zkgate.service reads them
 from /etc/zkgate/zkgate.env.
 
+Traces (OpenTelemetry, OTLP over HTTP) are off unless the standard
+environment asks for them: OTEL_EXPORTER_OTLP_ENDPOINT (or
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_TRACES_EXPORTER=otlp), with
+OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG and OTEL_SERVICE_NAME; see
+docs/operations.md, Traces.
+
 SIGTERM hands the gateway's leases over (--handover) and drains it for up
 to --drain-timeout, then stops it and its embedded ZooKeeper; SIGHUP
 reloads the --auth-file tokens.`

@@ -98,6 +98,9 @@ type GatewayOptions struct {
 	// expect their leases to end.
 	Handover bool
 	Extra    []string // more flags
+	// Env is the gateway's environment (ZKGATE_*, OTEL_*): the in-process
+	// gateway's getenv, the process's variables besides the test's own.
+	Env map[string]string
 	// PeerSecretFile is --peer-secret-file; by default every gateway of a
 	// root gets the same one, made for the root, so that the gateways of a
 	// test prove themselves to each other. NoPeerSecret starts the gateway
@@ -198,7 +201,7 @@ func (g *Gateway) Stop() { g.once.Do(g.stop) }
 func StartGateway(t testing.TB, opts GatewayOptions) *Gateway {
 	t.Helper()
 	opts.defaults(t)
-	cfg, err := server.ParseConfig(opts.args(), func(string) string { return "" }, io.Discard)
+	cfg, err := server.ParseConfig(opts.args(), func(k string) string { return opts.Env[k] }, io.Discard)
 	if err != nil {
 		t.Fatalf("gateway config: %v", err)
 	}
@@ -584,7 +587,14 @@ type Proc struct {
 func StartProcess(t testing.TB, opts GatewayOptions) *Proc {
 	t.Helper()
 	opts.defaults(t)
-	p := start(t, append([]string{"serve"}, opts.args()...), nil, opts.Client)
+	var env []string // nil: this process's
+	if len(opts.Env) > 0 {
+		env = os.Environ()
+		for k, v := range opts.Env {
+			env = append(env, k+"="+v)
+		}
+	}
+	p := start(t, append([]string{"serve"}, opts.args()...), env, opts.Client)
 	p.Root = opts.Root
 	if opts.Embedded {
 		host, _, _ := net.SplitHostPort(p.ZK)

@@ -19,8 +19,11 @@ function recordingProxy() {
   const upstream = new globalThis.URL(/** @type {string} */ (URL));
   /** @type {(string | undefined)[]} */
   const auth = [];
+  /** @type {[string | undefined, string | undefined][]} the traceparent and tracestate of each request */
+  const trace = [];
   const server = http.createServer((req, res) => {
     auth.push(req.headers.authorization);
+    trace.push([/** @type {string | undefined} */ (req.headers.traceparent), /** @type {string | undefined} */ (req.headers.tracestate)]);
     const up = http.request(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
       (answer) => {
@@ -31,7 +34,7 @@ function recordingProxy() {
     up.on("error", () => res.destroy());
     req.pipe(up);
   });
-  return { server, auth };
+  return { server, auth, trace };
 }
 
 /** A loopback host:port nobody listens on: a port taken, then let go. */
@@ -99,6 +102,41 @@ describe("the environment", () => {
       process.env.ZKGATE_URL = bad;
       assert.throws(() => new zk.Gateway(), zk.InvalidRequest, bad);
       process.env.ZKGATE_URL = "";
+    }
+  });
+});
+
+describe("traceHeaders", () => {
+  const { server, auth, trace } = recordingProxy();
+  let hostPort = "";
+  before(async () => {
+    await new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(undefined)));
+    hostPort = `127.0.0.1:${/** @type {net.AddressInfo} */ (server.address()).port}`;
+  });
+  after(() => new Promise((resolve) => server.close(() => resolve(undefined))));
+
+  test("every request carries the trace context the hook gives at the call; a malformed one, or none, sends nothing", async () => {
+    /** @type {Record<string, string>} */
+    let current = {};
+    const gate = new zk.Gateway({ url: hostPort, token: "", traceHeaders: () => current });
+    const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    current = { traceparent: tp, tracestate: "vendor=1", authorization: "Bearer not-this" };
+    const lease = await gate.lease({ ttl: "30s", holder: "traced" });
+    try {
+      assert.deepEqual(trace.at(-1), [tp, "vendor=1"], "the lease's grant");
+      const grant = await lease.lock("traced-node", { wait: "1s" });
+      assert.deepEqual(trace.at(-1), [tp, "vendor=1"], "the acquire");
+      await grant.release();
+      assert.ok(auth.every((a) => a === undefined), `${auth}`);
+      current = {};
+      await gate.list("locks");
+      assert.deepEqual(trace.at(-1), [undefined, undefined], "no trace context");
+      current = { traceparent: "00-not-one", tracestate: "vendor=1" };
+      await gate.list("locks");
+      assert.deepEqual(trace.at(-1), [undefined, undefined], "a malformed traceparent");
+    } finally {
+      current = {};
+      await lease.revoke();
     }
   });
 });

@@ -11,7 +11,7 @@ import socket
 import sys
 import threading
 import unittest
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,6 +29,7 @@ class RecordingProxy(LoopbackServer):
         host, port = host_port.rsplit(":", 1)
         proxy = self
         self.auth: List[Optional[str]] = []
+        self.trace: List[Tuple[Optional[str], Optional[str]]] = []  # (traceparent, tracestate) of each request
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *args: object) -> None:
@@ -37,6 +38,7 @@ class RecordingProxy(LoopbackServer):
             def relay(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 proxy.auth.append(self.headers.get("Authorization"))
+                proxy.trace.append((self.headers.get("traceparent"), self.headers.get("tracestate")))
                 conn = http.client.HTTPConnection(host, int(port), timeout=PATIENCE)
                 try:
                     headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
@@ -112,6 +114,38 @@ class EnvironmentTest(unittest.TestCase):
             with self.assertRaises(zkgate.InvalidRequest, msg=bad):
                 zkgate.Gateway()
             self.env(ZKGATE_URL="")
+
+
+class TraceHeadersTest(unittest.TestCase):
+    """trace_headers: every request carries the W3C trace context the hook
+    gives at the time of the call (a lease's grant and acquire among them);
+    a malformed traceparent, or none, sends nothing; other keys are never
+    sent."""
+
+    def setUp(self) -> None:
+        self.proxy = RecordingProxy(URL)
+        self.addCleanup(self.proxy.close)
+
+    def test_trace_headers(self) -> None:
+        current: Dict[str, str] = {}
+        gate = zkgate.Gateway(self.proxy.host_port, trace_headers=lambda: dict(current))
+        tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        current.update(traceparent=tp, tracestate="vendor=1", authorization="Bearer not-this")
+        lease = gate.lease("30s", holder="traced")
+        try:
+            lease.lock("traced-py", wait="1s").release()
+            self.assertEqual(self.proxy.trace[-2:], [(tp, "vendor=1")] * 2, "acquire and release")
+            self.assertTrue(all(a is None for a in self.proxy.auth), self.proxy.auth)
+            current.clear()
+            gate.list("locks")
+            self.assertEqual(self.proxy.trace[-1], (None, None), "no trace context")
+            current.update(traceparent="00-not-one", tracestate="vendor=1")
+            gate.list("locks")
+            self.assertEqual(self.proxy.trace[-1], (None, None), "a malformed traceparent")
+        finally:
+            current.clear()
+            lease.revoke()
+        self.assertEqual(self.proxy.trace[0], (tp, "vendor=1"), "the lease's grant")
 
 
 class UnreachableTest(unittest.TestCase):

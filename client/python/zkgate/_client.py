@@ -52,8 +52,25 @@ KINDS = ("locks", "semaphores", "elections", "barriers", "double-barriers", "que
 _PAGE = 1000
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
+# A W3C traceparent: version, trace id, parent id, flags (a later version may add more after a dash).
+_TRACEPARENT = re.compile(r"(?!ff)[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[\x21-\x7e]*)?")
+_TRACESTATE = re.compile(r"[\x20-\x7e]{0,512}")
 _DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _trace_context(given: Optional[Mapping[str, str]]) -> Dict[str, str]:
+    """The W3C trace headers of ``given`` (a trace_headers hook's answer)
+    that may be sent: a sane traceparent, and its tracestate."""
+    got = {k.lower(): v for k, v in (given or {}).items() if isinstance(k, str) and isinstance(v, str)}
+    parent = got.get("traceparent", "")
+    if not _TRACEPARENT.fullmatch(parent):
+        return {}
+    out = {"traceparent": parent}
+    state = got.get("tracestate", "")
+    if state and _TRACESTATE.fullmatch(state):
+        out["tracestate"] = state
+    return out
 
 
 def parse_duration(d: Duration) -> float:
@@ -221,6 +238,22 @@ class Gateway:
     unavailable (503, 429, a connection lost after the request was sent).
     A call that cannot connect at all is tried ``connect_retries`` times
     more, within that time, then raises ``Unreachable``.
+
+    ``trace_headers``, when given, is called for every request and returns
+    the caller's W3C trace context as headers (``traceparent`` and
+    ``tracestate``; any other key is ignored), so that the gateway's spans of
+    the call join the application's trace. With OpenTelemetry::
+
+        from opentelemetry.propagate import inject
+
+        def trace_headers():
+            carrier = {}
+            inject(carrier)
+            return carrier
+
+        gw = zkgate.Gateway(trace_headers=trace_headers)
+
+    A ``traceparent`` not of the W3C form is not sent.
     """
 
     def __init__(
@@ -232,6 +265,7 @@ class Gateway:
         retry_for: float = 10.0,
         connect_retries: int = DEFAULT_CONNECT_RETRIES,
         ssl_context: Optional[ssl.SSLContext] = None,
+        trace_headers: Optional[Callable[[], Mapping[str, str]]] = None,
     ) -> None:
         url = gateway_url(url)
         try:
@@ -244,6 +278,7 @@ class Gateway:
         self.retry_for = float(retry_for)
         self.connect_retries = max(int(connect_retries), 0)
         self._ssl = ssl_context
+        self._trace_headers = trace_headers
 
     def __repr__(self) -> str:
         return f"Gateway({self.url!r})"
@@ -277,6 +312,8 @@ class Gateway:
             headers["Authorization"] = f"Bearer {self.token}"
         if body is not None:
             headers["Content-Type"] = content_type
+        if self._trace_headers is not None:
+            headers.update(_trace_context(self._trace_headers()))
         conn: http.client.HTTPConnection
         connect = timeout if to is self._target else min(timeout, _MOVED_CONNECT_TIMEOUT)
         if to.https:
