@@ -50,6 +50,18 @@ func sessionsFor(ctx context.Context, name string, v any) {
 	}
 }
 
+// sessionsOutOf is err, the error of a call about name of the route's
+// kind, with no ZooKeeper session ids in the holders and waiters it names
+// (a 409 timeout's), unless the caller may act as an admin on name, as
+// sessionsFor.
+func sessionsOutOf(ctx context.Context, name string, err error) error {
+	c := CallerOf(ctx)
+	if err == nil || c == nil || c.May(c.Kind, name, auth.LevelAdmin) {
+		return err
+	}
+	return recipes.WithoutSessions(err)
+}
+
 // waitCall serves POST .../{name}/verb?wait= with no body: reply answers
 // with what call gave, or its error.
 func waitCall[T any](a *API, call func(ctx context.Context, name string, wait time.Duration) (T, error),

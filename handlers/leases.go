@@ -464,6 +464,7 @@ func leaseCall[B any, P actsForLease[B], T any](a *API,
 			return err
 		}
 		got, err := act(ctx, lease, name, &body, wait)
+		err = sessionsOutOf(ctx, name, err)
 		if err != nil && implicit {
 			if keep != nil && keep(err) {
 				err = withLease(err, lease)

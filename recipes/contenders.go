@@ -1,7 +1,9 @@
 package recipes
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -183,6 +185,38 @@ func (s ElectionSummary) ItemName() string { return s.Name }
 
 // WithoutSessions leaves out the leader's session id.
 func (c *Campaign) WithoutSessions() { c.Leader = withoutSession(c.Leader) }
+
+// WithoutSessions is err with no ZooKeeper session ids in the holders,
+// waiters, candidates or leader its extra fields name (a wait that ended
+// names who it waited behind); err itself where it names none.
+func WithoutSessions(err error) error {
+	var e *Error
+	if !errors.As(err, &e) || len(e.Extra) == 0 {
+		return err
+	}
+	var extra map[string]any
+	for k, v := range e.Extra {
+		var stripped any
+		switch v := v.(type) {
+		case []Contender:
+			stripped = withoutSessions(v)
+		case *Contender:
+			stripped = withoutSession(v)
+		default:
+			continue
+		}
+		if extra == nil {
+			extra = maps.Clone(e.Extra)
+		}
+		extra[k] = stripped
+	}
+	if extra == nil {
+		return err
+	}
+	out := *e
+	out.Extra = extra
+	return &out
+}
 
 // withoutSession is a copy of *c with no session id (nil: nil).
 func withoutSession(c *Contender) *Contender {

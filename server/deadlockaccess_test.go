@@ -131,5 +131,28 @@ func TestSessionIDsForAdminsAlone(t *testing.T) {
 			}
 		}
 	}
+	// A wait that ends names the holders (409 timeout): their session ids
+	// go to admins alone there too.
+	for tok, shown := range map[string]bool{"writer": false, "admin": true} {
+		waiter := s.newLeaseAs(t, tok)
+		for _, path := range []string{"/v1/locks/sess/acquire?wait=0s", "/v1/semaphores/sess1/acquire?wait=0s"} {
+			if path == "/v1/semaphores/sess1/acquire?wait=0s" {
+				mustStatus(t, s.as(t, "writer", "POST", path, map[string]any{"lease": lease, "limit": 1}), 200, "the semaphore's slot")
+			}
+			body := map[string]any{"lease": waiter}
+			if strings.Contains(path, "semaphores") {
+				body["limit"] = 1
+			}
+			r := s.as(t, tok, "POST", path, body)
+			mustStatus(t, r, 409, tok+"'s wait that ends")
+			if got := strings.Contains(string(r.Body), `"session":"0x`); got != shown {
+				t.Errorf("%s's timeout of %s: a session id shown: %v, want %v\n%s", tok, path, got, shown, r.Body)
+			}
+			if path == "/v1/semaphores/sess1/acquire?wait=0s" {
+				mustStatus(t, s.as(t, "writer", "POST", "/v1/semaphores/sess1/release", map[string]any{"lease": lease}), 204, "the slot released")
+			}
+		}
+		mustStatus(t, s.as(t, tok, "DELETE", "/v1/leases/"+waiter, nil), 204, "revoke the waiter")
+	}
 	mustStatus(t, s.as(t, "writer", "DELETE", "/v1/leases/"+lease, nil), 204, "revoke")
 }
