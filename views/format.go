@@ -30,6 +30,15 @@ func clock(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
 }
 
+// clockShort is a time of today as the clock shows it, seconds included:
+// the deadlines a page shows are seconds away.
+func clockShort(t time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	return t.UTC().Format("15:04:05") + " UTC"
+}
+
 func itoa[T ~int | ~int32 | ~int64 | ~uint64](n T) string { return fmt.Sprint(n) }
 
 // short is the start of a UUID, enough to tell leases apart on a screen.

@@ -115,7 +115,10 @@ type Lease struct {
 	TTL       string
 	Local     bool
 	CreatedAt time.Time
-	ExpiresAt time.Time // zero for leases of other gateways
+	// ExpiresAt is the confirmed deadline (recipes.LeaseInfo.ExpiresAt),
+	// RenewedAt the last keepalive: zero for leases of other gateways.
+	ExpiresAt time.Time
+	RenewedAt time.Time
 	Holds     []recipes.HoldInfo
 }
 
