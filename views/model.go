@@ -126,7 +126,7 @@ type Lease struct {
 	LockDelay string // "" for leases of other gateways
 	// Admin shows the controls of an admin: revoke, release a hold.
 	Admin bool
-	Holds     []recipes.HoldInfo
+	Holds []recipes.HoldInfo
 }
 
 // Lock is a lock's holders and waiters; GrantedAt gives the grant time of
