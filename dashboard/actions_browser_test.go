@@ -90,10 +90,12 @@ func TestBrowserAdminRevokes(t *testing.T) {
 	})
 	gwtest.MustStatus(t, g.As(t, "writer", "POST", "/v1/leases/"+lease+"/keepalive", nil), 200, "keepalive after the forgeries")
 
+	// The row is replaced live as its confirmed deadline moves: the click
+	// is the element's own, not a pointer's at a position.
 	dashtest.Step(t, adminCtx, "open the lease's revoke",
 		chromedp.Navigate(g.URL+"/ui/leases"),
 		chromedp.WaitVisible(chromedp.CSS(row+` a.revoke`)),
-		chromedp.Click(chromedp.CSS(row+` a.revoke`)),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('`+row+` a.revoke').click()`),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm-button`)))
 	if ends := dashtest.Eval[string](t, adminCtx, `document.getElementById('confirm-ends').textContent`); !strings.Contains(ends, "lock browser-lock") {
 		t.Errorf("the confirmation names %q, want the lock it holds", ends)

@@ -84,7 +84,10 @@ func grantsFP(g map[string]time.Time) string {
 
 func leaseFP(l views.Lease) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%s|%s|%s|%t|%d|%d|%d|%s|%t", l.Holder, l.Gateway, l.TTL, l.ID, l.Local, l.CreatedAt.UnixNano(), l.ExpiresAt.UnixNano(),
+	// The confirmed deadline moves at every answer of ZooKeeper to the
+	// session; the row shows its second, and is rendered (and replaced in the
+	// browsers, under a pointer on its controls) only when that changes.
+	fmt.Fprintf(&b, "%s|%s|%s|%s|%t|%d|%d|%d|%s|%t", l.Holder, l.Gateway, l.TTL, l.ID, l.Local, l.CreatedAt.UnixNano(), l.ExpiresAt.Unix(),
 		l.RenewedAt.UnixNano(), l.LockDelay, l.Admin)
 	for _, h := range l.Holds {
 		fmt.Fprintf(&b, "|%s %s %s%s%s %d %s", h.Kind, h.Name, h.Mode, h.Member, h.Item, h.Token, h.State)
