@@ -141,7 +141,7 @@ func (d *Dashboard) confirm(w http.ResponseWriter, r *http.Request, release bool
 // release it.
 func holdOf(l views.Lease, kind, name, mode, item string) (recipes.HoldInfo, bool) {
 	for _, h := range l.Holds {
-		if h.Kind == kind && h.Name == name && h.Mode == mode && h.Item == item && views.ReleasableHold(h) {
+		if h.Kind == kind && h.Name == name && (mode == "" || h.Mode == mode) && h.Item == item && views.ReleasableHold(h) {
 			return h, true
 		}
 	}
@@ -286,7 +286,7 @@ func (d *Dashboard) act(w http.ResponseWriter, r *http.Request, h http.Handler, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("X-Request-Id", w.Header().Get("X-Request-Id"))
-	answer := &heldAnswer{header: http.Header{}}
+	answer := &heldAnswer{header: http.Header{"X-Request-Id": {w.Header().Get("X-Request-Id")}}} // the problem's instance
 	h.ServeHTTP(answer, req)
 	if answer.status == 0 {
 		answer.status = http.StatusOK
