@@ -183,3 +183,45 @@ func TestDashboardAdminActions(t *testing.T) {
 type missing struct{ what string }
 
 func (m *missing) Error() string { return "the log has no " + m.what }
+
+// TestDashboardRevokesALeaseOfAnotherGateway: the lease is kept by gateway
+// b; an admin revokes it from gateway a's dashboard, whose revoke is the
+// API's and so passed on to b. The holder's next keepalive at b is 410,
+// reason revoked, and a writes the audit line.
+func TestDashboardRevokesALeaseOfAnotherGateway(t *testing.T) {
+	t.Parallel()
+	file, secrets := gwtest.NewTokensFile(t)
+	a := gwtest.StartSecured(t, gwtest.GatewayOptions{}, file, secrets)
+	b := gwtest.StartSecured(t, gwtest.GatewayOptions{Root: a.Root}, file, secrets)
+	r := b.As(t, "writer", "POST", "/v1/leases", map[string]any{"ttl": "1m", "holder": "elsewhere"})
+	gwtest.MustStatus(t, r, 201, "lease at b")
+	lease := r.JSON(t)["id"].(string)
+	gwtest.MustStatus(t, b.As(t, "writer", "POST", "/v1/locks/far-lock/acquire", map[string]any{"lease": lease}), 200, "lock at b")
+
+	admin := signInAs(t, a, "admin")
+	revoke := "/ui/leases/" + lease + "/revoke"
+	var token string
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		status, page := admin.get(revoke)
+		m := formTokenRE.FindStringSubmatch(page)
+		if status != http.StatusOK || m == nil || !strings.Contains(page, "lock far-lock") {
+			return &missing{"confirmation of b's lease at a, with its lock"}
+		}
+		token = m[1]
+		return nil
+	})
+	status, h, body := admin.post(revoke, url.Values{"form_token": {token}}, nil)
+	if status != http.StatusSeeOther || h.Get("Location") != "/ui/leases" {
+		t.Fatalf("revoke at a of b's lease: %d %s", status, body)
+	}
+	r = b.As(t, "writer", "POST", "/v1/leases/"+lease+"/keepalive", nil)
+	if r.Status != http.StatusGone || r.JSON(t)["reason"] != "revoked" {
+		t.Errorf("the holder's keepalive at b: %d %s, want 410 reason revoked", r.Status, r.Body)
+	}
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		if logs := a.Logs(); !strings.Contains(logs, "audit=dashboard_revoke") || !strings.Contains(logs, "lease="+lease) {
+			return &missing{"audit line at a"}
+		}
+		return nil
+	})
+}
