@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,19 +92,24 @@ func TestBrowserAdminRevokes(t *testing.T) {
 	})
 	gwtest.MustStatus(t, g.As(t, "writer", "POST", "/v1/leases/"+lease+"/keepalive", nil), 200, "keepalive after the forgeries")
 
-	// The row is replaced live as its confirmed deadline moves: the click
-	// is the element's own, not a pointer's at a position.
-	dashtest.Step(t, adminCtx, "open the lease's revoke",
-		chromedp.Navigate(g.URL+"/ui/leases"),
-		chromedp.WaitVisible(chromedp.CSS(row+` a.revoke`)),
-		chromedp.Evaluate[chromedp.Void](`document.querySelector('`+row+` a.revoke').click()`),
-		chromedp.WaitVisible(chromedp.CSS(`#confirm-button`)))
+	// The row is replaced live as its confirmed deadline moves, so the
+	// control is followed by its address, not clicked at a position that
+	// may be gone by the time the pointer gets there.
+	dashtest.Step(t, adminCtx, "the admin's leases page", chromedp.Navigate(g.URL+"/ui/leases"), chromedp.WaitVisible(chromedp.CSS(row+` a.revoke`)))
+	screenshot(t, adminCtx, "admin-leases.png")
+	href := dashtest.Eval[string](t, adminCtx, `document.querySelector('`+row+` a.revoke').getAttribute('href')`)
+	if href != revoke {
+		t.Errorf("the revoke control goes to %q, want %q", href, revoke)
+	}
+	dashtest.Step(t, adminCtx, "open the lease's revoke", chromedp.Navigate(g.URL+href), chromedp.WaitVisible(chromedp.CSS(`#confirm-button`)))
+	screenshot(t, adminCtx, "confirm-revoke.png")
 	if ends := dashtest.Eval[string](t, adminCtx, `document.getElementById('confirm-ends').textContent`); !strings.Contains(ends, "lock browser-lock") {
 		t.Errorf("the confirmation names %q, want the lock it holds", ends)
 	}
 	dashtest.Step(t, adminCtx, "confirm",
 		chromedp.Click(chromedp.CSS(`#confirm-button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#actions .action`)))
+	screenshot(t, adminCtx, "revoked.png")
 	if loc := dashtest.Eval[string](t, adminCtx, `location.pathname`); loc != "/ui/leases" {
 		t.Errorf("after the revoke the admin is at %s, want /ui/leases", loc)
 	}
@@ -124,4 +131,20 @@ func TestBrowserAdminRevokes(t *testing.T) {
 func refusedPosts(t *testing.T, g *gwtest.Secured, route string) int {
 	t.Helper()
 	return int(gwtest.Metric(t, g.URL, g.SecretOf("reader"), `zkgate_http_requests_total{code="403",method="POST",route="`+route+`"}`))
+}
+
+// screenshot saves what the browser shows in the test's artifacts.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	out := filepath.Join(t.ArtifactDir(), name)
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", out)
 }
