@@ -99,7 +99,7 @@ func wantForbidden(t *testing.T, what string, status int, h http.Header, body st
 func TestDashboardAdminActions(t *testing.T) {
 	t.Parallel()
 	file, secrets := gwtest.NewTokensFile(t)
-	g := gwtest.StartSecured(t, gwtest.GatewayOptions{}, file, secrets)
+	g := gwtest.StartSecured(t, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second}, file, secrets)
 	r := g.As(t, "writer", "POST", "/v1/leases", map[string]any{"ttl": "1m", "holder": "stuck-worker"})
 	gwtest.MustStatus(t, r, 201, "lease")
 	lease := r.JSON(t)["id"].(string)
@@ -191,8 +191,8 @@ func (m *missing) Error() string { return "the log has no " + m.what }
 func TestDashboardRevokesALeaseOfAnotherGateway(t *testing.T) {
 	t.Parallel()
 	file, secrets := gwtest.NewTokensFile(t)
-	a := gwtest.StartSecured(t, gwtest.GatewayOptions{}, file, secrets)
-	b := gwtest.StartSecured(t, gwtest.GatewayOptions{Root: a.Root}, file, secrets)
+	a := gwtest.StartSecured(t, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second}, file, secrets)
+	b := gwtest.StartSecured(t, gwtest.GatewayOptions{Root: a.Root, SessionTimeout: 10 * time.Second}, file, secrets)
 	r := b.As(t, "writer", "POST", "/v1/leases", map[string]any{"ttl": "1m", "holder": "elsewhere"})
 	gwtest.MustStatus(t, r, 201, "lease at b")
 	lease := r.JSON(t)["id"].(string)
