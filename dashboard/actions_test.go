@@ -93,14 +93,15 @@ func wantForbidden(t *testing.T, what string, status int, h http.Header, body st
 // TestDashboardAdminActions: a signed-in admin sees the controls on the
 // leases page, confirms on a page that names what ends, releases one hold
 // (the lease lives on) and revokes the lease (its holder's next keepalive
-// is 410, reason revoked); each is an audit line and an event on the page.
+// is 410, reason revoked, and its lock-delay holds its lock back); each is
+// an audit line and an event on the page.
 // A reader sees no control and is refused 403; so is a form without the
 // sign-in session's token, with another session's, or from another site.
 func TestDashboardAdminActions(t *testing.T) {
 	t.Parallel()
 	file, secrets := gwtest.NewTokensFile(t)
 	g := gwtest.StartSecured(t, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second}, file, secrets)
-	r := g.As(t, "writer", "POST", "/v1/leases", map[string]any{"ttl": "1m", "holder": "stuck-worker"})
+	r := g.As(t, "writer", "POST", "/v1/leases", map[string]any{"ttl": "1m", "holder": "stuck-worker", "lock_delay": "1m"})
 	gwtest.MustStatus(t, r, 201, "lease")
 	lease := r.JSON(t)["id"].(string)
 	gwtest.MustStatus(t, g.As(t, "writer", "POST", "/v1/locks/act-lock/acquire", map[string]any{"lease": lease}), 200, "lock")
@@ -164,6 +165,12 @@ func TestDashboardAdminActions(t *testing.T) {
 	r = g.As(t, "writer", "POST", "/v1/leases/"+lease+"/keepalive", nil)
 	if r.Status != http.StatusGone || r.JSON(t)["reason"] != "revoked" {
 		t.Errorf("the holder's keepalive after the revoke: %d %s, want 410 reason revoked", r.Status, r.Body)
+	}
+	// Its lock-delay holds the lock back from the next lease: the revoke
+	// was an admin's, not a release by its client.
+	r = g.As(t, "other", "POST", "/v1/locks/act-lock/acquire?wait=0s", map[string]any{"ttl": "1m"})
+	if r.Status != http.StatusConflict || !strings.Contains(string(r.Body), "lock_delay_until") {
+		t.Errorf("an acquire right after the revoke: %d %s, want 409 held back by the lock-delay", r.Status, r.Body)
 	}
 	if _, page := reader.get("/ui/leases"); !strings.Contains(page, "revoked by <strong class=\"by\">admin</strong>") ||
 		!strings.Contains(page, "semaphore act-sem of lease "+lease[:8]+" (stuck-worker) released") {
