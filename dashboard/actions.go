@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -169,7 +168,7 @@ func (d *Dashboard) Revoke() http.HandlerFunc {
 		holder := d.holderOf(r.Context(), id)
 		status := d.act(w, r, d.actions.Revoke, "leases", id, http.MethodDelete, "/v1/leases/{id}", "/v1/leases/"+id,
 			map[string]string{"id": id}, nil)
-		what := "lease " + short(id) + holderWords(holder) + " revoked"
+		what := views.LeaseWords(id, holder) + " revoked"
 		d.record(r, status, "dashboard_revoke", what, slog.String("lease", id), slog.String("holder", holder))
 	}
 }
@@ -208,7 +207,7 @@ func (d *Dashboard) Release() http.HandlerFunc {
 		status := d.act(w, r, h, route.kind, name, http.MethodPost, route.pattern, route.path(url.PathEscape(name), url.PathEscape(item)),
 			map[string]string{"name": name, "id": item}, body)
 		hold := recipes.HoldInfo{Kind: kind, Name: name, Mode: mode, Item: item}
-		what := views.HoldLine(hold) + " of lease " + short(id) + holderWords(holder) + " released"
+		what := views.HoldLine(hold) + " of " + views.LeaseWords(id, holder) + " released"
 		d.record(r, status, "dashboard_release", what, slog.String("lease", id), slog.String("holder", holder),
 			slog.String("kind", kind), slog.String("name", name), slog.String("item", item))
 	}
@@ -340,18 +339,4 @@ func (d *Dashboard) record(r *http.Request, status int, audit, what string, attr
 	}
 	d.done.add(views.Action{At: time.Now(), What: what, By: c.Name})
 	d.hub.markDirty("") // every page shows it
-}
-
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
-}
-
-func holderWords(holder string) string {
-	if holder == "" {
-		return ""
-	}
-	return " (" + strings.ToValidUTF8(holder, "") + ")"
 }

@@ -92,6 +92,9 @@ func leaseParty(holder, lease string) string {
 	return ""
 }
 
+// LeaseWords names a lease in a line: "lease 0b5c6f7e (worker-1)".
+func LeaseWords(id, holder string) string { return "lease " + short(id) + holderWords(holder) }
+
 // holderWords is " (label)" of a lease's holder label, if it has one.
 func holderWords(holder string) string {
 	if holder == "" {
