@@ -122,9 +122,13 @@ func (d *Dashboard) confirm(w http.ResponseWriter, r *http.Request, release bool
 	case release:
 		q := r.URL.Query()
 		h, ok := holdOf(c.Lease, q.Get("kind"), q.Get("name"), q.Get("mode"), q.Get("item"))
-		if !ok {
+		kind := holdRoutes[h.Kind].kind
+		switch caller := handlers.CallerOf(r.Context()); {
+		case !ok:
 			c.Error, status = "The lease does not hold that (any more): see the leases page.", http.StatusNotFound
-		} else {
+		case !caller.May(kind, h.Name, auth.LevelAdmin):
+			c.Error, status = "Your token "+caller.Name+" may not release it: that needs "+kind+":"+h.Name+":admin.", http.StatusForbidden
+		default:
 			c.Hold = &h
 		}
 	}

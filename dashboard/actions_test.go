@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/internal/gwtest"
 )
 
@@ -100,6 +101,12 @@ func wantForbidden(t *testing.T, what string, status int, h http.Header, body st
 func TestDashboardAdminActions(t *testing.T) {
 	t.Parallel()
 	file, secrets := gwtest.NewTokensFile(t)
+	// leases-admin may revoke any lease, and release nothing of a name.
+	secret, err := auth.AddToken(file, "leases-admin", []string{"*:*:read", "leases:*:admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets["leases-admin"] = secret
 	g := gwtest.StartSecured(t, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second}, file, secrets)
 	r := g.As(t, "writer", "POST", "/v1/leases", map[string]any{"ttl": "1m", "holder": "stuck-worker", "lock_delay": "1m"})
 	gwtest.MustStatus(t, r, 201, "lease")
@@ -141,6 +148,15 @@ func TestDashboardAdminActions(t *testing.T) {
 	status, h, body = admin.post(revokePage, url.Values{"form_token": {token}}, map[string]string{"Sec-Fetch-Site": "", "Origin": "http://evil.example"})
 	wantForbidden(t, "a revoke from another origin", status, h, body)
 	gwtest.MustStatus(t, g.As(t, "writer", "POST", "/v1/leases/"+lease+"/keepalive", nil), 200, "keepalive after the refusals")
+
+	// A release needs admin on the name too.
+	leasesAdmin := signInAs(t, g, "leases-admin")
+	if status, page := leasesAdmin.get(releasePage); status != http.StatusForbidden || !strings.Contains(page, "semaphores:act-sem:admin") {
+		t.Errorf("the release's confirmation for a token without admin on the name: %d, want 403 naming semaphores:act-sem:admin", status)
+	}
+	laToken, _ := leasesAdmin.formToken(revokePage)
+	status, h, body = leasesAdmin.post("/ui/leases/"+lease+"/release", url.Values{"form_token": {laToken}, "kind": {"semaphore"}, "name": {"act-sem"}}, nil)
+	wantForbidden(t, "a release without admin on the name", status, h, body)
 
 	// Release one hold: the lease lives on.
 	token, confirm = admin.formToken(releasePage)
