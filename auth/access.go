@@ -38,6 +38,10 @@ type Need struct {
 	Filtered bool
 	// Page routes answer a browser without a token with the sign-in page.
 	Page bool
+	// Form routes are the dashboard's forms, which a signed-in browser
+	// posts: the sign-in cookie counts on a POST too (the handler checks the
+	// form's token, see CheckForm).
+	Form bool
 }
 
 // Forwarder is the gateway that forwarded a request, proven, and the name
@@ -56,7 +60,7 @@ func Authorize(w http.ResponseWriter, r *http.Request, tokens *Tokens, need Need
 	if fwd != nil {
 		return authorizeForwarded(w, tokens, need, fwd)
 	}
-	secret, fromCookie := secretOf(r)
+	secret, fromCookie := secretOf(r, need.Form)
 	var tok *Token
 	if secret != "" {
 		tok = tokens.Authenticate(secret)
@@ -122,9 +126,9 @@ func unauthenticated(w http.ResponseWriter, invalidToken bool, detail string) er
 }
 
 // secretOf returns the secret a request carries: its bearer token, or on
-// a GET the dashboard's sign-in cookie (SameSite=Strict, so another site
-// cannot make a browser send it).
-func secretOf(r *http.Request) (secret string, fromCookie bool) {
+// a GET (or a POST of a dashboard form: form) the dashboard's sign-in
+// cookie (SameSite=Strict, so another site cannot make a browser send it).
+func secretOf(r *http.Request, form bool) (secret string, fromCookie bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, rest, _ := strings.Cut(h, " ")
 		if strings.EqualFold(scheme, "Bearer") {
@@ -132,7 +136,7 @@ func secretOf(r *http.Request) (secret string, fromCookie bool) {
 		}
 		return "", false
 	}
-	if r.Method == http.MethodGet {
+	if r.Method == http.MethodGet || form && r.Method == http.MethodPost {
 		if c, err := r.Cookie(SessionCookie); err == nil {
 			return c.Value, true
 		}

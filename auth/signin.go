@@ -71,6 +71,7 @@ func (s SignIn) Post() http.HandlerFunc {
 		}
 		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: secret, Path: "/", MaxAge: int(sessionMaxAge / time.Second),
 			HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		setFormCookie(w, r)
 		http.Redirect(w, r, next, http.StatusSeeOther)
 	})
 }
@@ -79,6 +80,7 @@ func (s SignIn) Post() http.HandlerFunc {
 func (s SignIn) Out() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		clearSessionCookie(w, r)
+		clearFormCookie(w, r)
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 	}
 }

@@ -75,7 +75,7 @@ func (s *Store) Revoked(ctx context.Context, r *http.Request) <-chan struct{} {
 		return nil
 	}
 	reloaded := s.changes() // before the check: no reload is missed
-	secret, _ := secretOf(r)
+	secret, _ := secretOf(r, false)
 	granted := s.Tokens().Authenticate(secret)
 	out := make(chan struct{})
 	go func() {

@@ -31,8 +31,11 @@ type LeaseInfo struct {
 	Holder    string        `json:"holder"`
 	LockDelay time.Duration `json:"-"` // see LockDelay
 	ExpiresAt time.Time     `json:"expires_at"`
-	CreatedAt time.Time     `json:"created_at"`
-	Holds     []Hold        `json:"holds"`
+	// RenewedAt is when the lease was last kept alive (or made), on the
+	// gateway's clock: without a keepalive it ends TTL after that.
+	RenewedAt time.Time `json:"renewed_at"`
+	CreatedAt time.Time `json:"created_at"`
+	Holds     []Hold    `json:"holds"`
 }
 
 // UnmarshalJSON reads the ttl and the lock_delay, Go duration strings.

@@ -74,6 +74,8 @@ type Config struct {
 	// the channel is closed once a reload of the tokens removes or changes
 	// it (nil Revoked, or a nil channel: tokens are off).
 	Revoked func(ctx context.Context, r *http.Request) <-chan struct{}
+	// Actions are what an admin may do from the dashboard (nil: nothing).
+	Actions *Actions
 }
 
 // ContentionReader asks every gateway of the root for its contention
@@ -97,6 +99,8 @@ type Dashboard struct {
 	version  string // of the static files
 	revoked  func(ctx context.Context, r *http.Request) <-chan struct{}
 	feed     *contentionFeed
+	actions  *Actions  // nil: read-only
+	done     actionLog // what admins did from it
 
 	clients  prometheus.Gauge
 	nclients atomic.Int64
@@ -116,6 +120,7 @@ func New(cfg Config) *Dashboard {
 		rates:    &rateSampler{counts: cfg.Counts},
 		version:  static.Version(),
 		revoked:  cfg.Revoked,
+		actions:  cfg.Actions,
 		feed:     &contentionFeed{api: cfg.Contention, hideSessions: cfg.HideSessions},
 		clients: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "zkgate_dashboard_clients", Help: "Dashboards connected to /ws.",
@@ -183,6 +188,7 @@ func (d *Dashboard) model(ctx context.Context, st *dashState, clients int) *dash
 		rootPath: dash.Root(),
 	})
 	m.contention = d.feed.shown
+	m.header.Actions = d.done.recent()
 	return m
 }
 
@@ -198,6 +204,7 @@ func (d *Dashboard) page(name string) http.HandlerFunc {
 		ctx, cancel := context.WithTimeout(r.Context(), pageReadTimeout)
 		defer cancel()
 		v := viewOf(name, r.URL.Query())
+		v.admin = name == "leases" && d.actions != nil && isAdmin(r)
 		st := newDashState()
 		err := d.source.loadAll(ctx, st, nil, []dashView{v})
 		if name == "overview" {
@@ -205,7 +212,7 @@ func (d *Dashboard) page(name string) http.HandlerFunc {
 		}
 		m := d.model(ctx, st, int(d.nclients.Load()))
 		p := d.pageOf(name, m, true)
-		p.SignedIn = signedIn(r)
+		p.SignedIn, p.Admin = signedIn(r), v.admin
 		if err != nil {
 			p.Notice = "Some of ZooKeeper could not be read (" + string(recipes.ErrorCode(err)) + "); the page updates once it can."
 		}
@@ -295,6 +302,7 @@ func (d *Dashboard) WS() http.HandlerFunc {
 			return
 		}
 		view := viewOf(page, r.URL.Query())
+		view.admin = page == "leases" && d.actions != nil && isAdmin(r)
 		if page == pageContention {
 			// A view of its own: its window, and the name chosen.
 			cv, err := contentionViewOf(r.URL.Query())

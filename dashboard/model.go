@@ -510,14 +510,16 @@ func (m *dashModel) addLeases(st *dashState, local map[string]recipes.LeaseInfo,
 		seen[r.ID] = true
 		l := views.Lease{ID: r.ID, Holder: r.Holder, Gateway: r.Gateway, TTL: r.TTL, CreatedAt: r.CreatedAt, Holds: holds[r.ID]}
 		if info, ok := local[r.ID]; ok {
-			l.Local, l.ExpiresAt, l.Holds, l.CreatedAt = true, info.ExpiresAt, info.Holds, info.CreatedAt
+			l.Local, l.ExpiresAt, l.RenewedAt, l.Holds, l.CreatedAt = true, info.ExpiresAt, info.RenewedAt, info.Holds, info.CreatedAt
+			l.LockDelay = time.Duration(info.LockDelay).String()
 		}
 		m.leases = append(m.leases, l)
 	}
 	for id, info := range local {
 		if !seen[id] {
 			m.leases = append(m.leases, views.Lease{ID: id, Holder: info.Holder, Gateway: self, TTL: time.Duration(info.TTL).String(),
-				Local: true, CreatedAt: info.CreatedAt, ExpiresAt: info.ExpiresAt, Holds: info.Holds})
+				Local: true, CreatedAt: info.CreatedAt, ExpiresAt: info.ExpiresAt, RenewedAt: info.RenewedAt, Holds: info.Holds,
+				LockDelay: time.Duration(info.LockDelay).String()})
 		}
 	}
 	slices.SortFunc(m.leases, func(a, b views.Lease) int { return cmp.Compare(views.LeaseKey(a), views.LeaseKey(b)) })

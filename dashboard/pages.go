@@ -28,6 +28,8 @@ const (
 type dashView struct {
 	page, q, after string
 	contention     contentionView
+	// admin views show an admin's controls (see isAdmin).
+	admin bool
 }
 
 // viewOf is the view of page that query asks for.
@@ -53,10 +55,14 @@ func (v dashView) key() string {
 	if v.page == pageContention {
 		return v.contention.topic()
 	}
-	if v.q == "" && v.after == "" {
-		return v.page
+	k := v.page
+	if v.q != "" || v.after != "" {
+		k += "?" + url.Values{"q": {v.q}, "after": {v.after}}.Encode()
 	}
-	return v.page + "?" + url.Values{"q": {v.q}, "after": {v.after}}.Encode()
+	if v.admin {
+		k += "#admin" // an admin's controls: a rendering of its own
+	}
+	return k
 }
 
 // pageOfKind is the dashboard page that lists kind.
@@ -214,6 +220,9 @@ func (m *dashModel) leasesPage(v dashView) ([]views.Lease, views.ListPage) {
 		}
 	}
 	lp.Shown = len(shown)
+	for i := range shown {
+		shown[i].Admin = v.admin
+	}
 	return shown, lp
 }
 

@@ -88,3 +88,34 @@ func TestADashboardOfManyLocksShowsAPageAndWatchesIt(t *testing.T) {
 	}
 	gwtest.MustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
 }
+
+// TestDashboardLeasesReadAsRenewing: a lease of TTL 5m on a gateway of a
+// 10 s session timeout is shown with its TTL, its last renewal and its
+// deadline labelled "confirmed until", where the page counted that
+// deadline down as "expires in 9s" and the lease read as one about to end.
+func TestDashboardLeasesReadAsRenewing(t *testing.T) {
+	t.Parallel()
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{SessionTimeout: 10 * time.Second})
+	lease := gwtest.NewLease(t, g.URL, "5m", "renewing")
+	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "renewing-lock", lease, "0s"), 200, "acquire")
+	_, _, page := gwtest.GetPage(t, g.URL+"/ui/leases")
+	start := strings.Index(page, `id="lease-`+lease+`"`)
+	if start < 0 {
+		t.Fatalf("the leases page does not show the lease:\n%s", page)
+	}
+	row := page[start:]
+	row = row[:strings.Index(row, "</tr>")]
+	for _, want := range []string{"ttl 5m0s", `data-prefix="renewed "`, "confirmed until", " UTC</time>"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the lease's row lacks %q:\n%s", want, row)
+		}
+	}
+	if strings.Contains(row, "expires in") || strings.Contains(row, "data-until") {
+		t.Errorf("the lease's row counts its confirmed deadline down as an end:\n%s", row)
+	}
+	_, _, overview := gwtest.GetPage(t, g.URL+"/")
+	if !strings.Contains(overview, "ttl 5m0s") || !strings.Contains(overview, `data-prefix="renewed "`) || strings.Contains(overview, "expires in") {
+		t.Errorf("the overview's lease does not read as renewing")
+	}
+	gwtest.MustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+lease, nil), 204, "revoke")
+}

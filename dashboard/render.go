@@ -84,7 +84,11 @@ func grantsFP(g map[string]time.Time) string {
 
 func leaseFP(l views.Lease) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%s|%s|%s|%t|%d|%d", l.Holder, l.Gateway, l.TTL, l.ID, l.Local, l.CreatedAt.UnixNano(), l.ExpiresAt.UnixNano())
+	// The confirmed deadline moves at every answer of ZooKeeper to the
+	// session; the row shows its second, and is rendered (and replaced in the
+	// browsers, under a pointer on its controls) only when that changes.
+	fmt.Fprintf(&b, "%s|%s|%s|%s|%t|%d|%d|%d|%s|%t", l.Holder, l.Gateway, l.TTL, l.ID, l.Local, l.CreatedAt.UnixNano(), l.ExpiresAt.Unix(),
+		l.RenewedAt.UnixNano(), l.LockDelay, l.Admin)
 	for _, h := range l.Holds {
 		fmt.Fprintf(&b, "|%s %s %s%s%s %d %s", h.Kind, h.Name, h.Mode, h.Member, h.Item, h.Token, h.State)
 	}
@@ -105,6 +109,9 @@ func renderHTML(ctx context.Context, c templ.Component) string {
 type renderer struct {
 	ctx   context.Context
 	cache *renderCache
+	// variant tells apart, in the cache, the renderings of one item for
+	// different viewers: a lease's with an admin's controls, and without.
+	variant string
 }
 
 func (r renderer) html(c templ.Component) string { return renderHTML(r.ctx, c) }
@@ -126,7 +133,7 @@ func listOf[T any](r renderer, id string, xs []T, whole func([]T) templ.Componen
 	l := list{id: id, container: func() string { return r.html(whole(xs)) }}
 	for _, x := range xs {
 		it := each(x)
-		l.items = append(l.items, item{it.id, it.key, r.cached(it.id, it.fp, it.c)})
+		l.items = append(l.items, item{it.id, it.key, r.cached(it.id+r.variant, it.fp, it.c)})
 	}
 	return l
 }
@@ -138,13 +145,16 @@ func (r renderer) listPage(summaryID string, summary templ.Component, lp views.L
 
 // renderTopic renders what v shows of m (the header's view is topicHeader).
 func renderTopic(ctx context.Context, v dashView, m *dashModel, cache *renderCache) topicView {
-	r := renderer{ctx, cache}
+	r := renderer{ctx: ctx, cache: cache}
+	if v.admin {
+		r.variant = "#admin"
+	}
 	counts := m.header.Counts
 	switch v.page {
 	case pageContention:
 		return r.contention(v.contention, m)
 	case topicHeader:
-		t := topicView{singles: []single{{views.IDZKState, r.html(views.ZKBadge(m.header.ZK))}}}
+		t := topicView{singles: []single{{views.IDZKState, r.html(views.ZKBadge(m.header.ZK))}, {views.IDActions, r.html(views.Actions(m.header.Actions))}}}
 		for _, p := range views.NavPages() {
 			n, _ := views.NavCount(p, counts)
 			t.singles = append(t.singles, single{views.CountID(p), r.html(views.NavCounter(p, n))})
@@ -193,7 +203,7 @@ func renderTopic(ctx context.Context, v dashView, m *dashModel, cache *renderCac
 // double barriers.
 func (r renderer) barriers(v dashView, m *dashModel) topicView {
 	bs, dbs, lp := m.barriersPage(v)
-	uncached := renderer{r.ctx, nil}
+	uncached := renderer{ctx: r.ctx}
 	return r.listPage(views.IDBarriersSummary, views.BarriersSummary(m.header.Counts), lp,
 		listOf(uncached, views.IDBarriersList, bs, views.BarriersList,
 			func(x recipes.BarrierState) itemOf {

@@ -62,13 +62,16 @@ type LeaseSpec struct {
 
 // LeaseInfo is what clients see of a lease.
 type LeaseInfo struct {
-	ID        string     `json:"id"`
-	Gateway   string     `json:"gateway"` // the id of the gateway that keeps it
-	TTL       Duration   `json:"ttl"`
-	Holder    string     `json:"holder"`
-	Owner     string     `json:"owner,omitempty"` // the name of the token that made it, when tokens are on
-	LockDelay Duration   `json:"lock_delay"`
-	ExpiresAt time.Time  `json:"expires_at"`
+	ID        string    `json:"id"`
+	Gateway   string    `json:"gateway"` // the id of the gateway that keeps it
+	TTL       Duration  `json:"ttl"`
+	Holder    string    `json:"holder"`
+	Owner     string    `json:"owner,omitempty"` // the name of the token that made it, when tokens are on
+	LockDelay Duration  `json:"lock_delay"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// RenewedAt is when the lease was last kept alive, or made: its TTL
+	// runs from then, on the clock of its gateway.
+	RenewedAt time.Time  `json:"renewed_at"`
 	CreatedAt time.Time  `json:"created_at"`
 	Holds     []HoldInfo `json:"holds"`
 }
@@ -577,7 +580,7 @@ func (l *Lease) Info() LeaseInfo {
 	promised := earliest(l.expiresAt.Add(-l.table.margin()), bound)
 	l.table.promised(promised)
 	info := LeaseInfo{ID: l.ID, Gateway: l.table.cfg.GatewayID, TTL: Duration(l.TTL), Holder: l.Holder, Owner: l.Owner, LockDelay: Duration(l.LockDelay),
-		ExpiresAt: promised.UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
+		ExpiresAt: promised.UTC(), RenewedAt: l.expiresAt.Add(-l.TTL).UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
 	for _, h := range l.holds {
 		info.Holds = append(info.Holds, h.info())
 	}

@@ -190,6 +190,10 @@ var accessCases = map[string]accessCase{
 	"GET /signin":                           {path: fixed("/signin")},
 	"POST /signin":                          {path: fixed("/signin")},
 	"POST /signout":                         {path: fixed("/signout")},
+	"GET /ui/leases/{id}/revoke":            {path: func(l string) string { return "/ui/leases/" + l + "/revoke" }},
+	"POST /ui/leases/{id}/revoke":           {path: func(l string) string { return "/ui/leases/" + l + "/revoke" }},
+	"GET /ui/leases/{id}/release":           {path: func(l string) string { return "/ui/leases/" + l + "/release?kind=lock&name=a1" }},
+	"POST /ui/leases/{id}/release":          {path: func(l string) string { return "/ui/leases/" + l + "/release" }},
 
 	"POST /v1/leases":                {path: fixed("/v1/leases"), body: func(string) any { return map[string]any{"ttl": "10s"} }},
 	"GET /v1/leases":                 {path: fixed("/v1/leases")},
@@ -364,7 +368,7 @@ func (c routeCall) readOnly(t *testing.T) {
 		}
 	default:
 		p := wantProblem(t, r, 403, "forbidden", "the read-only token on a write route")
-		if p != nil && !c.rule.Lease && !strings.Contains(p["detail"].(string), ":write") {
+		if p != nil && !c.rule.Lease && !strings.Contains(p["detail"].(string), ":"+c.rule.Level) {
 			t.Errorf("the 403 should name the permission it lacks: %v", p["detail"])
 		}
 	}
@@ -385,10 +389,25 @@ func (c routeCall) anotherTokensLease(t *testing.T) {
 	}
 }
 
-// rightToken: the lease's own token gets through.
+// rightToken: the lease's own token gets through; on an admin's route
+// (the dashboard's actions) it is refused, and an admin gets through the
+// front door, to a handler that acts for a signed-in browser alone (a
+// bearer token has the API).
 func (c routeCall) rightToken(t *testing.T) {
 	r := c.g.as(t, "writer", c.method, c.path, c.body)
 	c.noServerError(t, r, "writer")
+	if c.rule.Level == "admin" {
+		wantProblem(t, r, 403, "forbidden", "the lease's own token on an admin's route")
+		r = c.g.as(t, "admin", c.method, c.path, c.body)
+		c.noServerError(t, r, "admin")
+		if r.Status == 401 || strings.Contains(string(r.Body), "lacks the permission") {
+			t.Errorf("an admin was refused at the front door: %d %s", r.Status, r.Body)
+		}
+		if r.Status == 403 && !strings.Contains(string(r.Body), "signed-in browser") && !strings.Contains(string(r.Body), "Sign in to the dashboard") {
+			t.Errorf("an admin's bearer token on a dashboard page or form: %d %s, want the refusal of a bearer token", r.Status, r.Body)
+		}
+		return
+	}
 	if r.Status == 401 || r.Status == 403 {
 		t.Errorf("the lease's own token was refused: %d %s", r.Status, r.Body)
 	}

@@ -37,6 +37,10 @@ type rule struct {
 	filtered bool
 	// page routes answer a browser without a token with the sign-in page.
 	page bool
+	// form routes are the dashboard's forms: a signed-in browser posts them
+	// with its sign-in cookie and the form's token (auth.CheckForm), from
+	// the gateway's own origin, as a form (not as JSON).
+	form bool
 	// peer routes are between the gateways of the root only: a request
 	// that is not a proven peer call is refused before anything, and one
 	// that is needs no token (the gateway proved itself).
@@ -92,7 +96,8 @@ func (ru rule) target(req *http.Request) string {
 
 // need is what a request under ru needs of its caller's token.
 func (ru rule) need(route, target string) auth.Need {
-	return auth.Need{Kind: ru.kind, Level: ru.level, Target: target, Route: route, Lease: ru.lease, Filtered: ru.filtered, Page: ru.page}
+	return auth.Need{Kind: ru.kind, Level: ru.level, Target: target, Route: route, Lease: ru.lease, Filtered: ru.filtered, Page: ru.page,
+		Form: ru.form}
 }
 
 // admit authenticates and authorizes a request before it reaches rt, the
@@ -118,7 +123,7 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_
 		return r, slot{}, false
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		if refusal := fromBrowser(r, !ru.open && ru.kind != "*"); refusal != nil {
+		if refusal := fromBrowser(r, !ru.open && ru.kind != "*" && !ru.form); refusal != nil {
 			handlers.WriteError(w, r, refusal)
 			return r, slot{}, false
 		}

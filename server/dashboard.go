@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/http"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,13 @@ func newDashboard(d Deps) *dashboard.Dashboard {
 		HideSessions: d.auth.Enabled()}
 	if d.API != nil && d.API.ContentionFigures != nil {
 		cfg.Contention = d.API
+	}
+	if d.API != nil {
+		// The API's own handlers: the dashboard adds no path of its own to
+		// end a lease or a hold.
+		api := d.API
+		cfg.Actions = &dashboard.Actions{Revoke: api.RevokeLease(), Audit: api.Audit, Release: map[string]http.Handler{
+			"lock": api.ReleaseLock(), "semaphore": api.ReleaseSemaphore(), "election": api.Resign(), "claim": api.Nack()}}
 	}
 	if d.Metrics != nil {
 		cfg.Metrics, cfg.Counts = d.Metrics.Registry, d.Metrics.dashboardCounts

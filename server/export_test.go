@@ -4,8 +4,8 @@ import "net/http"
 
 // RouteRule is what the rule of a route asks, for the external tests.
 type RouteRule struct {
-	Open, Page, Peer, Lease bool
-	Kind, Level             string
+	Open, Page, Peer, Lease, Form bool
+	Kind, Level                   string
 }
 
 // RuleOf returns the rule of the route h serves, h being a handler of the
@@ -17,7 +17,7 @@ func RuleOf(h http.Handler) (_ RouteRule, ok bool) {
 		return RouteRule{}, false
 	}
 	ru := d.rt.access
-	return RouteRule{Open: ru.open, Page: ru.page, Peer: ru.peer, Lease: ru.lease, Kind: ru.kind, Level: ru.level.String()}, true
+	return RouteRule{Open: ru.open, Page: ru.page, Peer: ru.peer, Lease: ru.lease, Form: ru.form, Kind: ru.kind, Level: ru.level.String()}, true
 }
 
 // EmbeddedHeap is embeddedHeap, the -Xmx of the embedded ZooKeeper.

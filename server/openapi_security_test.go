@@ -38,6 +38,7 @@ func TestOpenAPISecurity(t *testing.T) {
 	s.do(t, 200, specReq("GET", "/metrics", nil, specToken(reader)))
 
 	s.dashboardSignIn(t, reader, billing)
+	s.dashboardActions(t, g, secrets)
 
 	// The API: 401, 403 and 429 of leases, locks and waits.
 	s.do(t, 401, specReq("POST", "/v1/leases", map[string]any{"ttl": "1m"}))
@@ -114,4 +115,52 @@ func (s *specChecker) dashboardSignIn(t *testing.T, reader, billing string) {
 		t.Errorf("sign-out cookie %q, want it expired", c)
 	}
 	specWantCode(t, s.do(t, 403, specReq("POST", "/signout", nil, specHeader("Sec-Fetch-Site", "cross-site"))), "forbidden")
+}
+
+// cookiesOf is the Cookie header of the cookies a sign-in set.
+func cookiesOf(r gwtest.Response) string {
+	var out []string
+	for _, c := range (&http.Response{Header: r.Header}).Cookies() {
+		out = append(out, c.Name+"="+c.Value)
+	}
+	return strings.Join(out, "; ")
+}
+
+// dashboardActions: an admin's confirmation pages and forms (a release, a
+// revoke), and their refusals.
+func (s *specChecker) dashboardActions(t *testing.T, g *secured, secrets map[string]string) {
+	t.Helper()
+	signIn := func(token string) string {
+		t.Helper()
+		return cookiesOf(s.do(t, 303, specReq("POST", "/signin", nil, specForm(url.Values{"token": {secrets[token]}, "next": {"/ui/leases"}}))))
+	}
+	admin, reader := signIn("admin"), signIn("reader")
+	lease := g.newLeaseAs(t, "writer")
+	mustStatus(t, g.as(t, "writer", "POST", "/v1/locks/spec-dash/acquire", map[string]any{"lease": lease}), 200, "acquire")
+	revoke, release := "/ui/leases/"+lease+"/revoke", "/ui/leases/"+lease+"/release"
+	as := func(cookie string) specOption { return specHeader("Cookie", cookie) }
+
+	s.do(t, 303, specReq("GET", revoke, nil))
+	specWantCode(t, s.do(t, 403, specReq("GET", revoke, nil, as(reader))), "forbidden")
+	s.do(t, 404, specReq("GET", "/ui/leases/00000000-0000-4000-8000-000000000000/revoke", nil, as(admin)))
+	s.do(t, 404, specReq("GET", release+"?kind=lock&name=nope", nil, as(admin)))
+	page := string(s.do(t, 200, specReq("GET", release+"?kind=lock&name=spec-dash", nil, as(admin))).Body)
+	_, rest, _ := strings.Cut(page, `name="form_token" value="`)
+	token, _, _ := strings.Cut(rest, `"`)
+	if token == "" {
+		t.Fatalf("the confirmation has no form token:\n%s", page)
+	}
+	s.do(t, 200, specReq("GET", revoke, nil, as(admin)))
+
+	s.do(t, 401, specReq("POST", revoke, nil, specForm(url.Values{"form_token": {token}})))
+	specWantCode(t, s.do(t, 403, specReq("POST", revoke, nil, specForm(url.Values{"form_token": {token}}), as(reader))), "forbidden")
+	specWantCode(t, s.do(t, 403, specReq("POST", revoke, nil, specForm(url.Values{}), as(admin), specRejects())), "forbidden")
+	specWantCode(t, s.do(t, 403, specReq("POST", revoke, nil, specForm(url.Values{"form_token": {token}}), as(admin),
+		specHeader("Sec-Fetch-Site", "cross-site"))), "forbidden")
+	specWantCode(t, s.do(t, 400, specReq("POST", release, nil, specForm(url.Values{"form_token": {token}, "kind": {"double-barrier"}, "name": {"x"}}),
+		as(admin), specRejects())), "invalid_request")
+	s.do(t, 303, specReq("POST", release, nil, specForm(url.Values{"form_token": {token}, "kind": {"lock"}, "name": {"spec-dash"}}), as(admin)))
+	s.do(t, 409, specReq("POST", release, nil, specForm(url.Values{"form_token": {token}, "kind": {"lock"}, "name": {"spec-dash"}}), as(admin)))
+	s.do(t, 303, specReq("POST", revoke, nil, specForm(url.Values{"form_token": {token}}), as(admin)))
+	s.do(t, 410, specReq("POST", revoke, nil, specForm(url.Values{"form_token": {token}}), as(admin)))
 }

@@ -82,11 +82,20 @@ func dashboardRoutes(d Deps) []route {
 	dash := newDashboard(d)
 	page := rule{kind: "*", level: auth.LevelRead, page: true}
 	signIn := auth.SignIn{Store: d.auth, WritePage: dashboard.WritePage, WriteError: handlers.WriteError}
+	// An admin's actions: a page that confirms, and its form. Both need
+	// admin on the lease; a release needs it on the name too (the handler
+	// checks that).
+	confirm := rule{kind: "leases", level: auth.LevelAdmin, param: "id", page: true}
+	form := rule{kind: "leases", level: auth.LevelAdmin, param: "id", form: true}
 	return []route{
 		{method: get, pattern: "/", handler: dash.Overview(), body: noBodyCap, access: page},
 		{method: get, pattern: "/ui/{page}", handler: dash.Pages(), body: noBodyCap, access: page},
 		{method: get, pattern: "/ui/static/{file}", handler: dash.Static(), body: noBodyCap, access: openRoute},
 		{method: get, pattern: "/ws", handler: dash.WS(), body: noBodyCap, access: dashRead},
+		{method: get, pattern: "/ui/leases/{id}/revoke", handler: dash.ConfirmRevoke(), body: noBodyCap, access: confirm},
+		{method: post, pattern: "/ui/leases/{id}/revoke", handler: dash.Revoke(), body: jsonBodyLimit, access: form},
+		{method: get, pattern: "/ui/leases/{id}/release", handler: dash.ConfirmRelease(), body: noBodyCap, access: confirm},
+		{method: post, pattern: "/ui/leases/{id}/release", handler: dash.Release(), body: jsonBodyLimit, access: form},
 		{method: get, pattern: "/signin", handler: signIn.Page(), body: noBodyCap, access: openRoute},
 		{method: post, pattern: "/signin", handler: signIn.Post(), body: noBodyCap, access: openRoute},
 		{method: post, pattern: "/signout", handler: signIn.Out(), body: noBodyCap, access: openRoute},

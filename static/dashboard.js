@@ -58,6 +58,15 @@
     if (d && d.tagName === 'DETAILS' && d.id) userOpen[d.id] = !d.open; // the click toggles it next
   });
 
+  // An admin's controls (a.act) sit in rows that are replaced live as their
+  // deadlines move: a row replaced between the press and the release of a
+  // click loses the click, so they are followed on the press. Each leads to
+  // a page that asks to confirm.
+  document.addEventListener('pointerdown', function (e) {
+    var a = e.target.closest && e.target.closest('a.act');
+    if (a && e.button === 0 && !(e.ctrlKey || e.metaKey || e.shiftKey || e.altKey)) location.assign(a.href);
+  });
+
   function parse(html) {
     var t = document.createElement('template');
     t.innerHTML = html;

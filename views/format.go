@@ -30,7 +30,35 @@ func clock(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
 }
 
+// clockShort is a time of today as the clock shows it, seconds included:
+// the deadlines a page shows are seconds away.
+func clockShort(t time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	return t.UTC().Format("15:04:05") + " UTC"
+}
+
 func itoa[T ~int | ~int32 | ~int64 | ~uint64](n T) string { return fmt.Sprint(n) }
+
+// LeaseIDForm says whether id has the form of a lease id: a lower-case
+// UUID.
+func LeaseIDForm(id string) bool {
+	if len(id) != 36 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if c != '-' {
+				return false
+			}
+		} else if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // short is the start of a UUID, enough to tell leases apart on a screen.
 func short(id string) string {
@@ -62,6 +90,29 @@ func leaseParty(holder, lease string) string {
 		return "lease " + short(lease)
 	}
 	return ""
+}
+
+// LeaseWords names a lease in a line: "lease 0b5c6f7e (worker-1)".
+func LeaseWords(id, holder string) string { return "lease " + short(id) + holderWords(holder) }
+
+// holderWords is " (label)" of a lease's holder label, if it has one.
+func holderWords(holder string) string {
+	if holder == "" {
+		return ""
+	}
+	return " (" + holder + ")"
+}
+
+// lockDelayWords ends "nothing it held is granted to another lease" by how
+// long: its lock-delay, which only the lease's own gateway knows.
+func lockDelayWords(d string) string {
+	switch d {
+	case "":
+		return " for the lock-delay it was made with"
+	case "0s":
+		return " for its lock-delay of 0s: that is, they are granted at once"
+	}
+	return " for " + d + ", its lock-delay"
 }
 
 func plural(n int, one, many string) string {
@@ -147,6 +198,9 @@ func modeOf(l recipes.LockState) string {
 	}
 	return m
 }
+
+// HoldLine names a hold: "lock invoices", "semaphore gpu", "claim emails (ID)".
+func HoldLine(h recipes.HoldInfo) string { return holdLine(h) }
 
 func holdLine(h recipes.HoldInfo) string {
 	s := h.Kind + " " + h.Name

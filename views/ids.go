@@ -11,6 +11,7 @@ const (
 	IDOverview   = "overview"
 	IDContention = "contention"
 	IDPager      = "pager"
+	IDActions    = "actions" // what admins did from the dashboard
 
 	IDLocksSummary     = "locks-summary"
 	IDLocksList        = "locks-list"
@@ -40,7 +41,7 @@ func QueueID(name string) string         { return "queue-" + name }
 
 // LiveIDs are every fixed id above, for the check of the script.
 func LiveIDs() []string {
-	return []string{IDLive, IDZKState, IDOverview, IDContention, IDPager,
+	return []string{IDLive, IDZKState, IDOverview, IDContention, IDPager, IDActions,
 		IDLocksSummary, IDLocksList, IDSemsSummary, IDSemsList, IDLeasesSummary, IDLeasesList,
 		IDElectionsSummary, IDElectionsList, IDBarriersSummary, IDBarriersList, IDDBarriersList, IDQueuesSummary, IDQueuesList}
 }

@@ -23,6 +23,8 @@ type Page struct {
 	Notice       string // a problem reading ZooKeeper, shown above the page
 	Header       Header
 	SignedIn     string // the name of the dashboard user's token; "" when tokens are off
+	// Admin: the user's token may act on leases (see Lease.Admin).
+	Admin bool
 }
 
 // Header is the part of every page that updates live: the ZooKeeper state
@@ -30,6 +32,8 @@ type Page struct {
 type Header struct {
 	ZK     ZKStatus
 	Counts Counts
+	// Actions are what admins did from this gateway's dashboard lately.
+	Actions []Action
 }
 
 // ZKStatus is the gateway's ZooKeeper session.
@@ -115,8 +119,14 @@ type Lease struct {
 	TTL       string
 	Local     bool
 	CreatedAt time.Time
-	ExpiresAt time.Time // zero for leases of other gateways
-	Holds     []recipes.HoldInfo
+	// ExpiresAt is the confirmed deadline (recipes.LeaseInfo.ExpiresAt),
+	// RenewedAt the last keepalive: zero for leases of other gateways.
+	ExpiresAt time.Time
+	RenewedAt time.Time
+	LockDelay string // "" for leases of other gateways
+	// Admin shows the controls of an admin: revoke, release a hold.
+	Admin bool
+	Holds []recipes.HoldInfo
 }
 
 // Lock is a lock's holders and waiters; GrantedAt gives the grant time of

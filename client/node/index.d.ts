@@ -65,6 +65,8 @@ export interface LeaseInfo {
   lock_delay: string;
   /** Until when what the lease holds is certainly its own, on the gateway's clock (see Lease.deadline). */
   expires_at: string;
+  /** When the lease was last kept alive (or made), on the gateway's clock: without a keepalive it ends ttl after this. */
+  renewed_at: string;
   created_at: string;
   holds: Hold[];
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkgate/zkgate/client"
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/server"
 )
@@ -692,6 +693,67 @@ func TestClientCommandLines(t *testing.T) {
 	for _, want := range []string{"ZKGATE_FENCING_TOKEN", "75", "76", "--kill-grace"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("lock --help lacks %q", want)
+		}
+	}
+}
+
+// TestStatusShowsHowLeasesRenew: a lease of TTL 5m on a gateway of a 10 s
+// session timeout is shown with its TTL, its last renewal and its
+// deadline labelled "confirmed until" (what the session is known to keep,
+// sooner than the TTL's end), where the table showed a count alone and the
+// dashboard a countdown that read as a lease about to end. A keepalive
+// moves renewed_at on.
+func TestStatusShowsHowLeasesRenew(t *testing.T) {
+	t.Parallel()
+	g := cliGateway(t)
+	lease := gwtest.NewLease(t, g.URL, "5m", "renewing")
+	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "renewed-lock", lease, "0s"), 200, "acquire")
+	read := func() client.LeaseInfo {
+		t.Helper()
+		code, out, stderr := runZkgate(t, g.URL, nil, "status", "--json")
+		var st status
+		if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || len(st.Leases) != 1 {
+			t.Fatalf("status --json: %d %v %q %q", code, err, out, stderr)
+		}
+		return st.Leases[0]
+	}
+	first := read()
+	if first.RenewedAt.IsZero() || first.RenewedAt.Before(first.CreatedAt) || !first.ExpiresAt.Before(first.RenewedAt.Add(first.TTL)) {
+		t.Fatalf("lease: created %s, renewed %s, confirmed until %s, ttl %s: want renewed at or after created, "+
+			"and confirmed until before the TTL's end (the session's promise is shorter)", first.CreatedAt, first.RenewedAt, first.ExpiresAt, first.TTL)
+	}
+	gwtest.Eventually(t, 10*time.Second, func() error {
+		r := gwtest.Do(t, "POST", g.URL+"/v1/leases/"+lease+"/keepalive", nil)
+		if r.Status != 200 {
+			t.Fatalf("keepalive: %d %s", r.Status, r.Body)
+		}
+		var info client.LeaseInfo
+		if err := json.Unmarshal(r.Body, &info); err != nil || !info.RenewedAt.After(first.RenewedAt) {
+			return fmt.Errorf("keepalive answered renewed_at %s (%v), want after %s", info.RenewedAt, err, first.RenewedAt)
+		}
+		return nil
+	})
+	if again := read(); !again.RenewedAt.After(first.RenewedAt) {
+		t.Errorf("after a keepalive status shows renewed_at %s, want after %s", again.RenewedAt, first.RenewedAt)
+	}
+
+	code, out, stderr := runZkgate(t, g.URL, nil, "status")
+	if code != 0 {
+		t.Fatalf("status: %d %s", code, stderr)
+	}
+	t.Logf("zkgate status:\n%s", out)
+	row := ""
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, lease[:8]) {
+			row = line
+		}
+	}
+	if !strings.Contains(out, "TTL") || !strings.Contains(out, "RENEWED") || !strings.Contains(out, "CONFIRMED UNTIL") {
+		t.Errorf("the lease table lacks its TTL, RENEWED and CONFIRMED UNTIL columns:\n%s", out)
+	}
+	for _, want := range []string{"renewing", "5m0s", " ago", " UTC", "1"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the lease's row lacks %q: %q\n%s", want, row, out)
 		}
 	}
 }

@@ -46,7 +46,11 @@ func newStatusCommand(a *app) *cobra.Command {
 		Use:   "status [--limit 50] [--json]",
 		Short: "who holds, waits for and leads what (--json: all, for scripts)",
 		Long: `Shows who holds, waits for and leads what at the gateway, as a table: the first
---limit of each kind, by name (the leases: the oldest). Names, holder labels and
+--limit of each kind, by name (the leases: the oldest). Then the leases: each
+one's TTL (it ends that long after its last keepalive), when it was last renewed,
+and the deadline its gateway has confirmed ("confirmed until": what the gateway's
+ZooKeeper session is known to keep, moved on by every keepalive and heartbeat,
+so often a session timeout ahead however long the TTL). Names, holder labels and
 values are shown with control characters escaped as Go's %q does; --json gives
 every item of every page of the gateway's lists, as they are.`,
 		Args: noArgs,
@@ -159,9 +163,13 @@ func printStatus(w io.Writer, st *status, now time.Time) error {
 	t.gatherings(st)
 	if t.rows == 0 && len(st.more) == 0 {
 		fmt.Fprintf(w, "nothing is held, waited for or led at %s\n", st.Gateway)
-		return nil
+		if len(st.Leases) == 0 {
+			return nil
+		}
+	} else if err := t.tw.Flush(); err != nil {
+		return err
 	}
-	if err := t.tw.Flush(); err != nil {
+	if err := printLeases(w, st.Leases, now); err != nil {
 		return err
 	}
 	if len(st.more) > 0 {
@@ -173,6 +181,29 @@ func printStatus(w io.Writer, st *status, now time.Time) error {
 	}
 	fmt.Fprintf(w, "%s leases live at %s\n", leases, st.Gateway)
 	return nil
+}
+
+// printLeases writes the table of leases: each one's TTL, when it was
+// last kept alive, and the deadline its gateway confirmed, labelled as
+// such. That deadline is what the gateway's ZooKeeper session is known to
+// keep, often a session timeout ahead however long the TTL: shown as a
+// countdown, a healthy lease read as one about to end.
+func printLeases(w io.Writer, leases []client.LeaseInfo, now time.Time) error {
+	if len(leases) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEASE\tHOLDER\tTTL\tRENEWED\tCONFIRMED UNTIL\tHOLDS")
+	for _, l := range leases {
+		renewed := ""
+		if !l.RenewedAt.IsZero() {
+			renewed = max(now.Sub(l.RenewedAt), 0).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", short(l.ID), cell(l.Holder), l.TTL, renewed,
+			l.ExpiresAt.UTC().Format("15:04:05 UTC"), len(l.Holds))
+	}
+	return tw.Flush()
 }
 
 // statusTable is the table printStatus writes, counting its rows; ages are
