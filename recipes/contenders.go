@@ -216,3 +216,43 @@ func printable(b []byte) string {
 		return r
 	}, s)
 }
+
+// keptBy sets the gateway of each contender of lists (zkgate's, with a
+// lease) to the gateway that keeps its lease now. A node's data names the
+// gateway that made it, and a handover moves a lease, with its session and
+// its nodes, to another gateway without rewriting them: a change of their
+// data would fire, and so spend, the watches other clients keep on them
+// (Curator's LeaderLatch heeds a deletion alone, and would wait for ever).
+// The lease's record, which the taker makes anew, names its keeper; one
+// gateway keeps every lease of a session, so one record is read for each
+// session among them that is not this gateway's (its own, and those it
+// adopted, need none). A record that cannot be read or proven leaves the
+// node's word.
+func (s *Service) keptBy(lists ...[]Contender) {
+	own := s
+	if s.parent != nil {
+		own = s.parent
+	}
+	keeper := map[string]string{}
+	for _, svc := range own.Services() {
+		if _, _, id := svc.sess.Status(); id != 0 {
+			keeper[fmt.Sprintf("0x%x", uint64(id))] = own.gatewayID
+		}
+	}
+	for _, list := range lists {
+		for i := range list {
+			c := &list[i]
+			if c.Foreign || c.Lease == "" || c.Session == "" {
+				continue
+			}
+			gw, ok := keeper[c.Session]
+			if !ok {
+				gw = own.Leases.recordedKeeper(c.Lease)
+				keeper[c.Session] = gw
+			}
+			if gw != "" {
+				c.Gateway = gw
+			}
+		}
+	}
+}

@@ -234,6 +234,7 @@ func (s *Service) lineState(parent string, t turn) map[string]any {
 		}
 		holders = append(holders, holderOf(c, Node{Name: c.Name, Data: data, Stat: *stat}))
 	}
+	s.keptBy(holders)
 	extra := map[string]any{"holders": holders, "waiters": waiters}
 	if position > 0 {
 		extra["position"] = position
@@ -277,7 +278,11 @@ func (k *Locks) Release(ctx context.Context, lease *Lease, name, mode string) er
 // State returns the holders and waiters of a lock from the watch cache. With
 // index > 0 it is a blocking read (see watchCache.Read).
 func (k *Locks) State(ctx context.Context, name string, index int64, wait time.Duration) (LockState, error) {
-	return readState(ctx, k.svc, name, k.parent(name), seqOpts, index, wait, lockStateOf)
+	st, err := readState(ctx, k.svc, name, k.parent(name), seqOpts, index, wait, lockStateOf)
+	if err == nil {
+		k.svc.keptBy(st.Holders, st.Waiters)
+	}
+	return st, err
 }
 
 func lockStateOf(name string, snap *Snapshot) LockState {
