@@ -85,7 +85,9 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 	if err != nil {
 		return Campaign{}, err
 	}
-	out, told, err := e.campaign(ctx, c, wait)
+	cctx, stop := c.whileHeld(ctx, Errorf(CodeNotHeld, "the candidacy in election %q was withdrawn while this campaign waited", name))
+	out, told, err := e.campaign(cctx, c, wait)
+	stop()
 	c.leave(told)
 	return out, err
 }

@@ -124,7 +124,9 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	// The deadlock detector ends the wait with its cause (see deadlock.go).
 	wctx, abort := context.WithCancelCause(ctx)
 	entry := k.svc.contention.startWait(&h.hold, KindLock, mode, abort)
-	g, err := k.wait(withLineNotes(wctx, k.svc.contention, KindLock, name), h, wait)
+	hctx, stop := h.whileHeld(wctx, Errorf(CodeNotHeld, "lock %q was released while this call waited", name))
+	g, err := k.wait(withLineNotes(hctx, k.svc.contention, KindLock, name), h, wait)
+	stop()
 	abort(nil)
 	k.svc.contention.endWait(entry, err)
 	k.svc.metrics.Waiting("lock", -1)
