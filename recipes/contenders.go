@@ -196,7 +196,7 @@ func withoutSession(c *Contender) *Contender {
 
 func holderOf(c seqNode, n Node) Contender {
 	h := Contender{Node: c.Name, Seq: c.Seq, Token: n.Stat.Czxid, Mode: c.Mode,
-		Session: fmt.Sprintf("0x%x", uint64(n.Stat.EphemeralOwner)), Since: time.UnixMilli(n.Stat.Ctime).UTC()}
+		Session: sessionHex(n.Stat.EphemeralOwner), Since: time.UnixMilli(n.Stat.Ctime).UTC()}
 	if d, ok := parseNodeData(n.Data); ok {
 		h.Lease, h.Holder, h.Gateway, h.Value, h.Limit = d.Lease, d.Holder, d.Gateway, d.Value, d.Limit
 	} else {
@@ -229,6 +229,27 @@ func printable(b []byte) string {
 // adopted, need none). A record that cannot be read or proven leaves the
 // node's word.
 func (s *Service) keptBy(lists ...[]Contender) {
+	var refs []keptRef
+	for _, list := range lists {
+		for i := range list {
+			if c := &list[i]; !c.Foreign {
+				refs = append(refs, keptRef{session: c.Session, lease: c.Lease, gateway: &c.Gateway})
+			}
+		}
+	}
+	s.keep(refs)
+}
+
+// keptRef is a node's session and lease, and the gateway to set to the
+// lease's keeper (see keptBy).
+type keptRef struct {
+	session, lease string
+	gateway        *string
+}
+
+// keep sets the gateway of each of refs to the keeper of its lease (see
+// keptBy).
+func (s *Service) keep(refs []keptRef) {
 	own := s
 	if s.parent != nil {
 		own = s.parent
@@ -236,23 +257,23 @@ func (s *Service) keptBy(lists ...[]Contender) {
 	keeper := map[string]string{}
 	for _, svc := range own.Services() {
 		if _, _, id := svc.sess.Status(); id != 0 {
-			keeper[fmt.Sprintf("0x%x", uint64(id))] = own.gatewayID
+			keeper[sessionHex(id)] = own.gatewayID
 		}
 	}
-	for _, list := range lists {
-		for i := range list {
-			c := &list[i]
-			if c.Foreign || c.Lease == "" || c.Session == "" {
-				continue
-			}
-			gw, ok := keeper[c.Session]
-			if !ok {
-				gw = own.Leases.recordedKeeper(c.Lease)
-				keeper[c.Session] = gw
-			}
-			if gw != "" {
-				c.Gateway = gw
-			}
+	for _, r := range refs {
+		if r.lease == "" || r.session == "" {
+			continue
+		}
+		gw, ok := keeper[r.session]
+		if !ok {
+			gw = own.Leases.recordedKeeper(r.lease)
+			keeper[r.session] = gw
+		}
+		if gw != "" {
+			*r.gateway = gw
 		}
 	}
 }
+
+// sessionHex is a session id as Contender.Session shows it.
+func sessionHex(id int64) string { return fmt.Sprintf("0x%x", uint64(id)) }
