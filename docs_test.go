@@ -577,7 +577,7 @@ func runDocBlocks(t *testing.T, zkAddr string, blocks []codeBlock) {
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "ZKGATE_URL="+g.URL, "ZKGATE_TOKEN=",
 		"PATH="+filepath.Dir(gwtest.Binary(t))+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"PYTHONPATH="+filepath.Join(repo, "client", "python"))
+		"PYTHONPATH="+filepath.Join(repo, "client", "python"), "PYTHONDONTWRITEBYTECODE=1")
 	var out gwtest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := proc.Start(cmd, true); err != nil {
