@@ -230,7 +230,7 @@ func withoutSession(c *Contender) *Contender {
 
 func holderOf(c seqNode, n Node) Contender {
 	h := Contender{Node: c.Name, Seq: c.Seq, Token: n.Stat.Czxid, Mode: c.Mode,
-		Session: fmt.Sprintf("0x%x", uint64(n.Stat.EphemeralOwner)), Since: time.UnixMilli(n.Stat.Ctime).UTC()}
+		Session: sessionHex(n.Stat.EphemeralOwner), Since: time.UnixMilli(n.Stat.Ctime).UTC()}
 	if d, ok := parseNodeData(n.Data); ok {
 		h.Lease, h.Holder, h.Gateway, h.Value, h.Limit = d.Lease, d.Holder, d.Gateway, d.Value, d.Limit
 	} else {
@@ -250,3 +250,64 @@ func printable(b []byte) string {
 		return r
 	}, s)
 }
+
+// keptBy sets the gateway of each contender of lists (zkgate's, with a
+// lease) to the gateway that keeps its lease now. A node's data names the
+// gateway that made it, and a handover moves a lease, with its session and
+// its nodes, to another gateway without rewriting them: a change of their
+// data would fire, and so spend, the watches other clients keep on them
+// (Curator's LeaderLatch heeds a deletion alone, and would wait for ever).
+// The lease's record, which the taker makes anew, names its keeper; one
+// gateway keeps every lease of a session, so one record is read for each
+// session among them that is not this gateway's (its own, and those it
+// adopted, need none). A record that cannot be read or proven leaves the
+// node's word.
+func (s *Service) keptBy(lists ...[]Contender) {
+	var refs []keptRef
+	for _, list := range lists {
+		for i := range list {
+			if c := &list[i]; !c.Foreign {
+				refs = append(refs, keptRef{session: c.Session, lease: c.Lease, gateway: &c.Gateway})
+			}
+		}
+	}
+	s.keep(refs)
+}
+
+// keptRef is a node's session and lease, and the gateway to set to the
+// lease's keeper (see keptBy).
+type keptRef struct {
+	session, lease string
+	gateway        *string
+}
+
+// keep sets the gateway of each of refs to the keeper of its lease (see
+// keptBy).
+func (s *Service) keep(refs []keptRef) {
+	own := s
+	if s.parent != nil {
+		own = s.parent
+	}
+	keeper := map[string]string{}
+	for _, svc := range own.Services() {
+		if _, _, id := svc.sess.Status(); id != 0 {
+			keeper[sessionHex(id)] = own.gatewayID
+		}
+	}
+	for _, r := range refs {
+		if r.lease == "" || r.session == "" {
+			continue
+		}
+		gw, ok := keeper[r.session]
+		if !ok {
+			gw = own.Leases.recordedKeeper(r.lease)
+			keeper[r.session] = gw
+		}
+		if gw != "" {
+			*r.gateway = gw
+		}
+	}
+}
+
+// sessionHex is a session id as Contender.Session shows it.
+func sessionHex(id int64) string { return fmt.Sprintf("0x%x", uint64(id)) }

@@ -31,6 +31,7 @@ type Member struct {
 	Count   int       `json:"count,omitempty"`
 	Since   time.Time `json:"since"`
 	Foreign bool      `json:"foreign"`
+	session string    // its node's, for keep
 }
 
 // DoubleBarrierState is the membership of a double barrier.
@@ -379,7 +380,17 @@ func (d *DoubleBarriers) deleteOwn(ctx context.Context, m *membership) error {
 
 // State lists the members and readiness; with index > 0 a blocking read.
 func (d *DoubleBarriers) State(ctx context.Context, name string, index int64, wait time.Duration) (DoubleBarrierState, error) {
-	return readState(ctx, d.svc, name, d.path(name), entryOpts{}, index, wait, doubleBarrierStateOf)
+	st, err := readState(ctx, d.svc, name, d.path(name), entryOpts{}, index, wait, doubleBarrierStateOf)
+	if err == nil {
+		refs := make([]keptRef, 0, len(st.Members))
+		for i := range st.Members {
+			if m := &st.Members[i]; !m.Foreign {
+				refs = append(refs, keptRef{session: m.session, lease: m.Lease, gateway: &m.Gateway})
+			}
+		}
+		d.svc.keep(refs)
+	}
+	return st, err
 }
 
 func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
@@ -389,7 +400,7 @@ func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
 			st.Ready = true
 			continue
 		}
-		mem := Member{Member: n.Name, Since: time.UnixMilli(n.Stat.Ctime).UTC()}
+		mem := Member{Member: n.Name, Since: time.UnixMilli(n.Stat.Ctime).UTC(), session: sessionHex(n.Stat.EphemeralOwner)}
 		if nd, ok := parseNodeData(n.Data); ok {
 			mem.Lease, mem.Holder, mem.Gateway, mem.Count = nd.Lease, nd.Holder, nd.Gateway, nd.Count
 			if nd.Count > 0 {

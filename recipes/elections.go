@@ -85,7 +85,9 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 	if err != nil {
 		return Campaign{}, err
 	}
-	out, told, err := e.campaign(ctx, c, wait)
+	cctx, stop := c.whileHeld(ctx, Errorf(CodeNotHeld, "the candidacy in election %q was withdrawn while this campaign waited", name))
+	out, told, err := e.campaign(cctx, c, wait)
+	stop()
 	c.leave(told)
 	return out, err
 }
@@ -152,9 +154,10 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 	if len(t.contenders) > 0 && t.index > 0 {
 		lead := t.contenders[0]
 		if data, stat, err := svc.sess.Conn().Get(e.parent(name) + "/" + lead.Name); err == nil {
-			h := holderOf(lead, Node{Name: lead.Name, Data: data, Stat: *stat})
-			h.Mode = ""
-			out.Leader = &h
+			h := []Contender{holderOf(lead, Node{Name: lead.Name, Data: data, Stat: *stat})}
+			svc.keptBy(h)
+			h[0].Mode = ""
+			out.Leader = &h[0]
 		}
 	}
 	return out, true, nil
@@ -237,7 +240,15 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 // State returns the leader and the candidates; with index > 0 it is a
 // blocking read, which also reports "no leader".
 func (e *Elections) State(ctx context.Context, name string, index int64, wait time.Duration) (ElectionState, error) {
-	return readState(ctx, e.svc, name, e.parent(name), seqOpts, index, wait, electionStateOf)
+	st, err := readState(ctx, e.svc, name, e.parent(name), seqOpts, index, wait, electionStateOf)
+	if err == nil {
+		e.svc.keptBy(st.Candidates)
+		if st.Leader != nil {
+			leader := st.Candidates[0]
+			st.Leader = &leader
+		}
+	}
+	return st, err
 }
 
 func electionStateOf(name string, snap *Snapshot) ElectionState {

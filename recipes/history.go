@@ -519,3 +519,24 @@ func (ls *Leases) sweep(ctx context.Context) (ended []historyNode, total int, er
 	slices.SortFunc(ended, func(a, b historyNode) int { return cmp.Compare(a.mzxid, b.mzxid) })
 	return ended, total, nil
 }
+
+// recordedKeeper is the gateway that lease id's record names, "" when it
+// has none that this gateway can read and prove.
+func (ls *Leases) recordedKeeper(id string) string {
+	if ValidName(id) != nil {
+		return ""
+	}
+	raw, stat, err := ls.sess.Conn().Get(ls.recordPath(id))
+	if err != nil {
+		return ""
+	}
+	var rec struct {
+		Gateway string `json:"gateway"`
+		Proof   string `json:"proof"`
+	}
+	if json.Unmarshal(raw, &rec) != nil || ValidName(rec.Gateway) != nil ||
+		!ls.proofs.leaseOK(ls.recordPath(id), id, stat, raw, rec.Gateway, rec.Proof) {
+		return ""
+	}
+	return rec.Gateway
+}

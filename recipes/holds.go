@@ -39,6 +39,7 @@ type hold struct {
 	token     int64
 	told      bool // a client was answered about it: it stays until released
 	gone      bool
+	goneC     chan struct{} // closed once gone (see whileHeld)
 	// dropUntold makes a grant that no client was told of go when its last
 	// waiter leaves (a claim: the item is served again at once).
 	dropUntold bool
@@ -66,7 +67,22 @@ type holding interface {
 func (h *hold) core() *hold { return h }
 
 func newHold(svc *Service, lease *Lease, kind, key, name string) hold {
-	return hold{svc: svc, lease: lease, kind: kind, key: key, name: name, since: time.Now().UTC()}
+	return hold{svc: svc, lease: lease, kind: kind, key: key, name: name, since: time.Now().UTC(), goneC: make(chan struct{})}
+}
+
+// whileHeld is ctx, ended with cause once h goes (a release or resign
+// while the call waits). Nothing else wakes such a wait: a waiter watches
+// the node before its own, not its own, whose deletion is the release.
+func (h *hold) whileHeld(ctx context.Context, cause error) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-h.goneC:
+			cancel(cause)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil) }
 }
 
 // errHoldGone says that a hold went while a call was using it.
@@ -144,6 +160,7 @@ func (h *hold) leave(told bool) {
 func (h *hold) markGoneLocked() []heldNode {
 	h.gone = true
 	h.lease.table.journal.dropped(h.lease.epoch, h.lease.ID, h.key)
+	close(h.goneC)
 	nodes := h.nodes
 	h.nodes = nil
 	if h.granted {

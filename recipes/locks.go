@@ -125,7 +125,9 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	// The deadlock detector ends the wait with its cause (see deadlock.go).
 	wctx, abort := context.WithCancelCause(sctx)
 	entry := k.svc.contention.startWait(&h.hold, KindLock, mode, abort)
-	g, err := k.wait(withLineNotes(wctx, k.svc.contention, KindLock, name), h, wait)
+	hctx, stop := h.whileHeld(wctx, Errorf(CodeNotHeld, "lock %q was released while this call waited", name))
+	g, err := k.wait(withLineNotes(hctx, k.svc.contention, KindLock, name), h, wait)
+	stop()
 	abort(nil)
 	endWait(span, err, g.Token)
 	k.svc.contention.endWait(entry, err)
@@ -238,6 +240,7 @@ func (s *Service) lineState(ctx context.Context, parent string, t turn) map[stri
 		}
 		holders = append(holders, holderOf(c, Node{Name: c.Name, Data: data, Stat: *stat}))
 	}
+	s.keptBy(holders)
 	extra := map[string]any{"holders": holders, "waiters": waiters}
 	if position > 0 {
 		extra["position"] = position
@@ -281,7 +284,11 @@ func (k *Locks) Release(ctx context.Context, lease *Lease, name, mode string) er
 // State returns the holders and waiters of a lock from the watch cache. With
 // index > 0 it is a blocking read (see watchCache.Read).
 func (k *Locks) State(ctx context.Context, name string, index int64, wait time.Duration) (LockState, error) {
-	return readState(ctx, k.svc, name, k.parent(name), seqOpts, index, wait, lockStateOf)
+	st, err := readState(ctx, k.svc, name, k.parent(name), seqOpts, index, wait, lockStateOf)
+	if err == nil {
+		k.svc.keptBy(st.Holders, st.Waiters)
+	}
+	return st, err
 }
 
 func lockStateOf(name string, snap *Snapshot) LockState {

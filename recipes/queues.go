@@ -704,6 +704,7 @@ type ClaimInfo struct {
 	Holder  string
 	Gateway string
 	Since   time.Time
+	session string // its node's, for keep
 }
 
 // Claims lists the claims of queue name, of every gateway and client: the
@@ -724,7 +725,7 @@ func (q *Queues) Claims(ctx context.Context, name string) ([]ClaimInfo, error) {
 		if err != nil {
 			return nil // acked meanwhile
 		}
-		out[i].Since = time.UnixMilli(stat.Ctime).UTC()
+		out[i].Since, out[i].session = time.UnixMilli(stat.Ctime).UTC(), sessionHex(stat.EphemeralOwner)
 		if d, ok := parseNodeData(data); ok {
 			out[i].Lease, out[i].Holder, out[i].Gateway = d.Lease, d.Holder, d.Gateway
 		} else {
@@ -733,6 +734,11 @@ func (q *Queues) Claims(ctx context.Context, name string) ([]ClaimInfo, error) {
 		return nil
 	})
 	slices.SortFunc(out, func(a, b ClaimInfo) int { return strings.Compare(a.Item, b.Item) })
+	refs := make([]keptRef, 0, len(out))
+	for i := range out {
+		refs = append(refs, keptRef{session: out[i].session, lease: out[i].Lease, gateway: &out[i].Gateway})
+	}
+	q.svc.keep(refs)
 	return out, err
 }
 

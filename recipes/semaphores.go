@@ -354,6 +354,7 @@ func (m *Semaphores) timeoutState(name string) map[string]any {
 		holders = append(holders, h)
 	}
 	queued, _, _ := conn.Children(base + "/locks")
+	m.svc.keptBy(holders)
 	return map[string]any{"holders": holders, "waiters": len(queued)}
 }
 
@@ -431,6 +432,7 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 		h.Mode = ""
 		st.Waiters = append(st.Waiters, h)
 	}
+	m.svc.keptBy(st.Holders, st.Waiters)
 	return st, nil
 }
 

@@ -232,6 +232,48 @@ func TestAHandedOverLeaseIsServedThroughEveryGateway(t *testing.T) {
 	mustStatus(t, gwtest.Do(t, "GET", b.URL+"/v1/leases/"+lease, nil), http.StatusGone, "the revoked lease at its keeper")
 }
 
+// After a handover, the holders of a lock and a semaphore, the leader of an
+// election and the members of a double barrier name the gateway that keeps their lease now, as its record
+// does, through the taker and through a third gateway: their nodes' data
+// still names the gateway that made them, and is not rewritten.
+func TestHoldersNameTheGatewayThatKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	a, b := handoverPair(t, 0)
+	c := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: a.Root, SessionTimeout: 5 * time.Second})
+	lease := newLease(t, a.URL, "1m", "moved")
+	mustStatus(t, acquire(t, a.URL, "kept", lease, "0s"), http.StatusOK, "acquire")
+	mustStatus(t, gwtest.Do(t, "POST", a.URL+"/v1/semaphores/kept/acquire?wait=0s", map[string]any{"lease": lease, "limit": 2}),
+		http.StatusOK, "a semaphore slot")
+	mustStatus(t, campaign(t, a.URL, "kept", lease, "v", "0s"), http.StatusOK, "campaign")
+	mustStatus(t, gwtest.Do(t, "POST", a.URL+"/v1/double-barriers/kept/enter?wait=0s", map[string]any{"lease": lease, "member": "m1", "count": 2}),
+		http.StatusConflict, "a member of a double barrier")
+	giver := gwtest.Do(t, "GET", a.URL+"/v1/leases/"+lease, nil).JSON(t)["gateway"]
+	gateways := func(url string) []any {
+		lock := gwtest.Do(t, "GET", url+"/v1/locks/kept", nil).JSON(t)
+		sem := gwtest.Do(t, "GET", url+"/v1/semaphores/kept", nil).JSON(t)
+		elect := gwtest.Do(t, "GET", url+"/v1/elections/kept", nil).JSON(t)
+		barrier := gwtest.Do(t, "GET", url+"/v1/double-barriers/kept", nil).JSON(t)
+		return []any{lock["holders"].([]any)[0].(map[string]any)["gateway"], sem["holders"].([]any)[0].(map[string]any)["gateway"],
+			elect["leader"].(map[string]any)["gateway"], elect["candidates"].([]any)[0].(map[string]any)["gateway"],
+			barrier["members"].([]any)[0].(map[string]any)["gateway"]}
+	}
+	if got := gateways(c.URL); fmt.Sprint(got) != fmt.Sprint([]any{giver, giver, giver, giver, giver}) {
+		t.Fatalf("before the handover: lock, semaphore, leader, candidate, member of %v, want %v", got, giver)
+	}
+	a.Signal(t, syscall.SIGTERM, 20*time.Second)
+
+	keeper := gwtest.Do(t, "GET", b.URL+"/v1/leases/"+lease, nil).JSON(t)["gateway"]
+	if keeper == giver || keeper == nil {
+		t.Fatalf("the lease's record names %v after the handover, the giver was %v", keeper, giver)
+	}
+	for _, url := range []string{b.URL, c.URL} {
+		if got := gateways(url); fmt.Sprint(got) != fmt.Sprint([]any{keeper, keeper, keeper, keeper, keeper}) {
+			t.Errorf("through %s after the handover: lock, semaphore, leader, candidate, member of %v, want the keeper %v", url, got, keeper)
+		}
+	}
+	mustStatus(t, gwtest.Do(t, "DELETE", c.URL+"/v1/leases/"+lease, nil), http.StatusNoContent, "revoke")
+}
+
 // leaseRow is the row of lease id on a dashboard's leases page.
 func leaseRow(t *testing.T, url, id string) string {
 	t.Helper()

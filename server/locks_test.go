@@ -427,3 +427,40 @@ func totalWatches(t *testing.T, wchs string) int {
 	}
 	return n
 }
+
+// A lease that releases the lock it waits for (resigns the election it
+// campaigns in) ends that wait at once: the acquire (campaign) answers 409
+// not_held, as openapi.yaml says, instead of waiting on to its end and
+// answering timeout (202 not elected) with the place in line it gave up.
+// Nothing else wakes such a wait: it watches the node before its own.
+func TestReleaseEndsTheWaitForIt(t *testing.T) {
+	t.Parallel()
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{})
+	for _, c := range []struct{ kind, acquire, release, value string }{
+		{"locks", "acquire", "release", ""},
+		{"elections", "campaign", "resign", "v"},
+	} {
+		holder, waiter := newLease(t, g.URL, "1m", "holder"), newLease(t, g.URL, "1m", "waiter")
+		body := func(lease string) map[string]any {
+			b := map[string]any{"lease": lease}
+			if c.value != "" {
+				b["value"] = c.value
+			}
+			return b
+		}
+		base := g.URL + "/v1/" + c.kind + "/given-up/"
+		mustStatus(t, gwtest.Do(t, "POST", base+c.acquire, body(holder)), 200, c.acquire+" of the holder")
+		answer := make(chan gwtest.Response, 1)
+		go func() {
+			r, _ := gwtest.DoCtx(context.Background(), "POST", base+c.acquire+"?wait=1m", body(waiter))
+			answer <- r
+		}()
+		gwtest.WaitsFor(t, g.URL, waiter, strings.TrimSuffix(c.kind, "s"), "given-up")
+		mustStatus(t, gwtest.Do(t, "POST", base+c.release, map[string]any{"lease": waiter}), 204, c.release+" of the waiter")
+		r := gwtest.Receive(t, answer, 30*time.Second, "the answer to the wait given up")
+		if r.Status != 409 || r.JSON(t)["code"] != "not_held" {
+			t.Errorf("%s given up while it waited: %d %s, want 409 not_held", c.acquire, r.Status, r.Body)
+		}
+		revokeAll(t, g.URL, holder, waiter)
+	}
+}
