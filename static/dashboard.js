@@ -32,11 +32,6 @@
     document.querySelectorAll('[data-since]').forEach(function (el) {
       el.textContent = (el.dataset.prefix || '') + duration(t - Number(el.dataset.since));
     });
-    document.querySelectorAll('[data-until]').forEach(function (el) {
-      var left = Number(el.dataset.until) - t;
-      el.textContent = left > 0 ? (el.dataset.prefix || 'in ') + duration(left) : 'expired';
-      el.classList.toggle('soon', left < 5000);
-    });
   }
 
   // openState opens the trees of short lists, and keeps what the user chose.
