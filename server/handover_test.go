@@ -29,7 +29,7 @@ func handoverPair(t *testing.T, drain time.Duration) (a, b *gwtest.Proc) {
 }
 
 // leaseHolds reads a lease's holds by kind and name: state, token, node.
-func leaseHolds(t *testing.T, url, lease string) map[string]map[string]any {
+func leaseHolds(t testing.TB, url, lease string) map[string]map[string]any {
 	t.Helper()
 	r := gwtest.Do(t, "GET", url+"/v1/leases/"+lease, nil)
 	mustStatus(t, r, http.StatusOK, "read the lease")
