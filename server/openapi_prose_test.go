@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -347,6 +348,13 @@ func TestOpenAPIProblemProse(t *testing.T) {
 			if r.Header.Get("WWW-Authenticate") == "" {
 				t.Errorf("401 without WWW-Authenticate")
 			}
+			return r
+		},
+		"POST /ui/leases/{id}/revoke 403 forbidden": func() gwtest.Response {
+			// Tokens off: the dashboard has no actions (the admin's cases are
+			// dashboard/actions_test.go's).
+			r := s.do(t, 403, specReq("POST", "/ui/leases/"+lease()+"/revoke", nil, specForm(url.Values{"form_token": {"forged"}})))
+			specWantCode(t, r, "forbidden")
 			return r
 		},
 		"components Forbidden forbidden": func() gwtest.Response {
