@@ -284,7 +284,7 @@ func Receive[T any](t testing.TB, ch <-chan T, within time.Duration, what string
 // stopped at the test's end.
 func Ensemble(t testing.TB, ctx context.Context) *zkserver.Ensemble {
 	t.Helper()
-	ens, err := zkserver.StartEnsemble(ctx, 3, zkserver.Options{MaxSessionTimeout: 30 * time.Second})
+	ens, err := zkserver.StartEnsemble(ctx, 3, zkserver.Options{MaxSessionTimeout: 30 * time.Second, ContainerMaxPerMinute: zktest.Options().ContainerMaxPerMinute})
 	if err != nil {
 		t.Fatalf("ensemble: %v", err)
 	}
