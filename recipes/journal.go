@@ -291,14 +291,19 @@ func (j *journal) appendLocked(rec journalRecord) {
 }
 
 // failLocked gives the record up after a failed write: the session is not
-// resumed after a crash. The gateway goes on serving.
+// resumed after a crash. Its file goes too: a record that missed a change
+// (a release, a new node) must never be resumed, or a lease would claim a
+// lock whose node is gone. The gateway goes on serving.
 func (j *journal) failLocked(err error) {
 	j.broken = true
 	if j.f != nil {
 		j.f.Close()
 		j.f = nil
 	}
-	j.log.Error("the write-ahead record of the session's leases failed: a crash now ends them (a SIGTERM still hands them over)",
+	if rerr := os.Remove(j.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		j.log.Error("remove the write-ahead record that missed a change: a start after a kill would resume it", "file", j.path, "err", rerr)
+	}
+	j.log.Error("the write-ahead record of the session's leases failed: a kill now ends them (a SIGTERM still hands them over)",
 		"file", j.path, "err", err)
 }
 

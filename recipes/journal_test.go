@@ -242,3 +242,30 @@ func TestALiveJournalIsNotTaken(t *testing.T) {
 	}
 	release()
 }
+
+// A journal whose write fails (a full disk) is given up and its file
+// removed: a record that missed a change must never be resumed. The
+// service serves on.
+func TestAFailedJournalIsRemoved(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newService(t, serviceOptions{timeout: 5 * time.Second, journal: dir})
+	l := newLease(t, s, "holder")
+	path := JournalPath(dir, s.Leases.sessionID())
+	j := s.Leases.journal
+	j.mu.Lock()
+	j.f.Close() // the next write fails
+	j.mu.Unlock()
+	if _, err := s.Leases.KeepAlive(l.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the journal after a failed write: %v, want it removed", err)
+	}
+	if _, err := s.Locks.Acquire(context.Background(), l, "x", "", 0); err != nil {
+		t.Fatalf("an acquire after the journal failed: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the journal came back: %v", err)
+	}
+}
