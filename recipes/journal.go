@@ -409,7 +409,8 @@ func OpenJournal(path string) (h *Handover, release func(), err error) {
 
 // ReadJournal reads the journal file path without taking it (see
 // OpenJournal). A last line cut short (the process died while writing it)
-// is left out; so are the lines after one that does not read.
+// is left out: its change was never told to a client. Any other line that
+// does not read fails it: a damaged record is not resumed.
 func ReadJournal(path string) (*Handover, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -428,14 +429,14 @@ func readJournal(f *os.File) (*Handover, error) {
 	var head journalRecord
 	leases := map[string]*LeaseState{}
 	ended := map[string]string{}
-	for n, line := range bytes.Split(raw, []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
+	lines := bytes.Split(bytes.TrimRight(raw, "\n"), []byte("\n"))
+	for n, line := range lines {
 		var rec journalRecord
 		if err := json.Unmarshal(line, &rec); err != nil {
-			if n == 0 {
-				return nil, fmt.Errorf("the journal's first line: %w", err)
+			if n == 0 || n < len(lines)-1 {
+				// Not the last line, cut short by a kill: the record is
+				// damaged, and what it misses might be a release.
+				return nil, fmt.Errorf("line %d of the journal: %w", n+1, err)
 			}
 			break
 		}

@@ -269,3 +269,34 @@ func TestAFailedJournalIsRemoved(t *testing.T) {
 		t.Fatalf("the journal came back: %v", err)
 	}
 }
+
+// A journal's last line cut short (a kill while writing it) is left out;
+// a damaged line before others fails the whole journal.
+func TestAJournalCutShortOrDamaged(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j := newJournal(dir, slog.New(slog.DiscardHandler))
+	if err := j.begin(1, SavedSession{ID: 7, Password: []byte("pw")}, "gw", nil); err != nil {
+		t.Fatal(err)
+	}
+	j.granted(1, LeaseState{ID: "a", TTL: Duration(time.Minute), ExpiresAt: time.Now().Add(time.Minute)})
+	j.granted(1, LeaseState{ID: "b", TTL: Duration(time.Minute), ExpiresAt: time.Now().Add(time.Minute)})
+	raw, err := os.ReadFile(j.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := raw[:len(raw)-10]
+	if err := os.WriteFile(j.path, cut, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := ReadJournal(j.path); err != nil || len(h.Leases) != 1 || h.Leases[0].ID != "a" {
+		t.Fatalf("a journal whose last line is cut short: %+v %v, want lease a alone", h, err)
+	}
+	damaged := append(append([]byte{}, cut...), "\n{\"ended\":\"a\"}\n"...)
+	if err := os.WriteFile(j.path, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := ReadJournal(j.path); err == nil {
+		t.Fatalf("a damaged journal read as %+v, want an error", h)
+	}
+}
