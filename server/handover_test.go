@@ -113,6 +113,25 @@ func TestHandoverToAPeer(t *testing.T) {
 	gwtest.NoZnodesLeft(t, conn, a.Root)
 }
 
+// A gateway that handed its leases to a peer exits once no client has
+// asked it about one for a second, not at the end of its --drain-timeout
+// (a minute here): the holders are not waited for, their leases go on at
+// the peer. Before, every SIGTERM took the whole drain.
+func TestAHandoverToAPeerEndsTheDrainSoon(t *testing.T) {
+	t.Parallel()
+	a, b := handoverPair(t, time.Minute)
+	lease := newLease(t, a.URL, "1m", "holder")
+	first := acquire(t, a.URL, "quick", lease, "0s")
+	mustStatus(t, first, http.StatusOK, "acquire")
+	a.Terminate()
+	gwtest.Receive(t, a.Done(), 30*time.Second, "the exit of a gateway whose leases went to its peer, long before its drain's end")
+	mustStatus(t, gwtest.Do(t, "POST", b.URL+"/v1/leases/"+lease+"/keepalive", nil), http.StatusOK, "keepalive through the peer")
+	if h := leaseHolds(t, b.URL, lease)["lock quick"]; h == nil || int64(h["token"].(float64)) != tokenOf(t, first) || h["state"] != "held" {
+		t.Fatalf("the lock at the peer: %v, want the same hold (token %d)", h, tokenOf(t, first))
+	}
+	revokeAll(t, b.URL, lease)
+}
+
 // retryCutWait: the wait of waiter cut by the handover, retried through
 // the peer at url, rejoins its place in line with its node waitNode and
 // is granted when holder releases; it returns the grant.
