@@ -65,6 +65,7 @@ const journalSuffix = ".wal"
 type journalRecord struct {
 	Session *SavedSession `json:"session,omitempty"` // the first line
 	From    string        `json:"from,omitempty"`    // with Session: the gateway that keeps it
+	Boot    string        `json:"boot,omitempty"`    // with Session: the machine's boot (see bootID)
 
 	Lease   *LeaseState `json:"lease,omitempty"`   // granted (or resumed, with its holds)
 	Renewed string      `json:"renewed,omitempty"` // this lease's TTL now ends at Until
@@ -124,7 +125,7 @@ func (j *journal) begin(epoch uint64, saved SavedSession, from string, leases []
 		_ = os.Remove(j.path)
 	}
 	j.path, j.epoch, j.broken = path, epoch, false
-	j.head = journalRecord{Session: &saved, From: from}
+	j.head = journalRecord{Session: &saved, From: from, Boot: bootID()}
 	j.leases, j.holds = map[string]*LeaseState{}, 0
 	for i := range leases {
 		st := leases[i]
@@ -368,6 +369,22 @@ func (j *journal) sortedLocked() []*LeaseState {
 	return out
 }
 
+// bootID names this boot of the machine (Linux's boot_id); "" where it is
+// not known.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// ErrJournalRebooted: the machine restarted since the journal was written.
+// Its latest lines may have been lost with the page cache (no fsync): a
+// keepalive missing would end a lease before the expires_at its client was
+// told. It is not resumed; its leases end with their session.
+var ErrJournalRebooted = errors.New("the machine restarted since the journal was written: its latest changes may be lost")
+
 // ErrJournalLive: the journal is another live process's (a gateway that
 // shares the data dir), whose session it must not take.
 var ErrJournalLive = errors.New("the journal is a live gateway's")
@@ -451,6 +468,9 @@ func readJournal(f *os.File) (*Handover, error) {
 	}
 	if head.Session == nil {
 		return nil, errors.New("an empty journal")
+	}
+	if boot := bootID(); head.Boot != "" && boot != "" && head.Boot != boot {
+		return nil, ErrJournalRebooted
 	}
 	h := &Handover{Session: *head.Session, From: head.From, SameClock: true, ended: ended}
 	j := journal{leases: leases}

@@ -300,3 +300,83 @@ func TestAJournalCutShortOrDamaged(t *testing.T) {
 		t.Fatalf("a damaged journal read as %+v, want an error", h)
 	}
 }
+
+// A journal that missed changes (a crash of the machine may lose its
+// latest lines) resumes only what ZooKeeper still keeps: a lock released
+// and taken by another lease since is not claimed again by the resumed
+// lease, and a lease that ended since is not resumed.
+func TestAStaleJournalResumesOnlyWhatZooKeeperKeeps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-killed", journal: dir})
+	ctx := context.Background()
+	holder := newLease(t, giver, "holder")
+	ended := newLease(t, giver, "ended")
+	if _, err := giver.Locks.Acquire(ctx, holder, "x", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	path := JournalPath(dir, giver.Leases.sessionID())
+	stale, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := giver.Locks.Release(ctx, holder, "x", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := giver.Leases.Revoke(ended.ID); err != nil {
+		t.Fatal(err)
+	}
+	other := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-other"})
+	if _, err := other.Locks.Acquire(ctx, newLease(t, other, "other"), "x", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	kill(t, giver)
+	if err := os.WriteFile(path, stale, 0o600); err != nil { // the lines since, lost
+		t.Fatal(err)
+	}
+	h, err := ReadJournal(path)
+	if err != nil || len(h.Leases) != 2 {
+		t.Fatalf("the stale journal: %v %v", h, err)
+	}
+	next := restartOf(t, giver, dir)
+	if err := adopt(t, next, h, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.Leases.Get(ended.ID); err == nil {
+		t.Fatal("a lease that ended before the kill was resumed")
+	}
+	l, err := next.Leases.Get(holder.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := next.Locks.Acquire(ctx, l, "x", "", 0); ErrorCode(err) != CodeTimeout {
+		t.Fatalf("the resumed lease acquires the lock another lease holds: %+v %v, want a timeout", g, err)
+	}
+}
+
+// A journal written before the machine restarted is not resumed: the page
+// cache it relied on (no fsync) may have lost its latest lines.
+func TestAJournalFromBeforeARebootIsNotResumed(t *testing.T) {
+	t.Parallel()
+	if bootID() == "" {
+		t.Fatal("no boot id on this machine (/proc/sys/kernel/random/boot_id)")
+	}
+	j := newJournal(t.TempDir(), slog.New(slog.DiscardHandler))
+	if err := j.begin(1, SavedSession{ID: 7, Password: []byte("pw")}, "gw", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadJournal(j.path); err != nil {
+		t.Fatalf("a journal of this boot: %v", err)
+	}
+	raw, _ := os.ReadFile(j.path)
+	rebooted := strings.Replace(string(raw), `"boot":"`+bootID()+`"`, `"boot":"an-earlier-boot"`, 1)
+	if rebooted == string(raw) {
+		t.Fatalf("the journal does not record the boot: %s", raw)
+	}
+	if err := os.WriteFile(j.path, []byte(rebooted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadJournal(j.path); !errors.Is(err, ErrJournalRebooted) {
+		t.Fatalf("a journal of an earlier boot: %v, want ErrJournalRebooted", err)
+	}
+}

@@ -268,8 +268,14 @@ func adoptSavedIn(ctx context.Context, log *slog.Logger, svc *recipes.Service, c
 			continue
 		}
 		h, release, err := readSaved(p, journal)
-		if errors.Is(err, recipes.ErrJournalLive) {
+		switch {
+		case errors.Is(err, recipes.ErrJournalLive):
 			log.Warn("the data dir holds the record of a live gateway's session (two gateways share it?): left to that gateway", "file", p)
+			continue
+		case errors.Is(err, recipes.ErrJournalRebooted):
+			log.Warn("a session recorded before the machine restarted is not resumed (the record's latest lines may be lost): its leases end with it",
+				"file", p)
+			_ = os.Remove(p)
 			continue
 		}
 		if err != nil || h.Session.ID == 0 {
