@@ -369,7 +369,14 @@ func (ls *Leases) states() []LeaseState {
 func (s *Service) ephemerals(ctx context.Context) (live map[string]bool, listed bool, err error) {
 	_, epoch, _ := s.sess.Status()
 	for {
-		paths, err := s.sess.Conn().Ephemerals(s.sess.Root() + "/")
+		// Synced first: the server this session reached now may be behind
+		// the one its previous keeper wrote through.
+		conn := s.sess.Conn()
+		_, err := conn.Sync(s.sess.Root())
+		var paths []string
+		if err == nil {
+			paths, err = conn.Ephemerals(s.sess.Root() + "/")
+		}
 		if err == nil {
 			live = make(map[string]bool, len(paths))
 			for _, p := range paths {
