@@ -90,6 +90,7 @@ func (e *elsewhere) forward(w http.ResponseWriter, r *http.Request) error {
 	h.Set(servedByHeader, e.keeper.Advertise)
 	if e.moved {
 		h.Set(MovedToHeader, e.via.baseURL(e.keeper.Advertise))
+		e.via.noteMoved()
 	}
 	w.WriteHeader(answer.status)
 	_, _ = w.Write(answer.body)
@@ -105,6 +106,7 @@ func (e *elsewhere) forward(w http.ResponseWriter, r *http.Request) error {
 func (e *elsewhere) problem(h http.Header) *recipes.Error {
 	if e.moved {
 		h.Set(MovedToHeader, e.via.baseURL(e.keeper.Advertise))
+		e.via.noteMoved()
 	}
 	return &recipes.Error{Code: recipes.CodeUnavailable, Detail: fmt.Sprintf(
 		"lease %q is kept by gateway %s now, which the forwarding gateway had not seen yet; retry", e.lease, e.keeper.Gateway)}

@@ -87,6 +87,21 @@ type Peers struct {
 	// that only claim to be a gateway's hold at most one such body; the
 	// next waits for it up to largeWait.
 	large chan struct{}
+	// movedTold is when a client was last told where a lease of this
+	// draining gateway went (MovedToHeader), in Unix nanoseconds.
+	movedTold atomic.Int64
+}
+
+// noteMoved records that a client was told where a lease went.
+func (p *Peers) noteMoved() { p.movedTold.Store(time.Now().UnixNano()) }
+
+// LastMoved is when a client was last told where a lease of this
+// draining gateway went (X-Zkgate-Lease-Moved-To); zero before any.
+func (p *Peers) LastMoved() time.Time {
+	if n := p.movedTold.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // largeWait bounds the wait of a long body for the one before it.

@@ -22,7 +22,9 @@
 //
 // Around them: lock-delay (lockdelay.go), deadlock detection across
 // gateways (deadlock.go), what waits and holds cost (contention.go), the
-// handover of a session to another gateway (handover.go), signed gateway
+// handover of a session to another gateway (handover.go), the write-ahead
+// record of a session's leases that resumes them after a kill (journal.go),
+// signed gateway
 // records (peerproof.go), the dashboard's view (dashboard.go).
 //
 // # The hold lifecycle

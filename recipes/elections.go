@@ -234,6 +234,7 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.markGrantedLocked(stat.Czxid)
+	c.journalLocked() // the new value, before the client is told
 	return Campaign{Name: name, Elected: true, Lease: lease.ID, Node: node, Token: c.token, Value: c.value, Since: c.grantedAt}, nil
 }
 

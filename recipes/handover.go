@@ -304,7 +304,15 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 	sub.parent = s
 	sub.contention = s.contention
 	_, epoch, _ := sess.Status()
-	for _, st := range h.Leases {
+	live, listed, err := sub.ephemerals(ctx)
+	if err != nil {
+		s.log.Warn("the ephemeral nodes of the adopted session could not be listed: its leases are kept as handed over", "session", h.Session, "err", err)
+	}
+	leases := h.Leases
+	if listed {
+		leases = sub.keptInZooKeeper(leases, live)
+	}
+	for _, st := range leases {
 		switch {
 		case h.SameClock:
 			st.Left = Duration(max(time.Until(st.ExpiresAt), 0))
@@ -319,7 +327,7 @@ func (s *Service) Adopt(ctx context.Context, cfg SessionConfig, h *Handover) err
 	if err := sub.Leases.journal.begin(epoch, h.Session, s.gatewayID, sub.Leases.states()); err != nil {
 		s.log.Error("the write-ahead record of an adopted session could not begin: a crash now ends its leases", "session", h.Session, "err", err)
 	}
-	if err := sub.sweepOrphans(ctx, h.ended); err != nil {
+	if err := sub.sweepOrphans(ctx, live, listed, h.ended); err != nil {
 		s.log.Warn("the nodes of the adopted session that no lease holds could not be swept", "session", h.Session, "err", err)
 	}
 	if err := sub.Leases.rewriteRecords(ctx); err != nil {
@@ -355,17 +363,85 @@ func (ls *Leases) states() []LeaseState {
 	return out
 }
 
+// ephemerals lists the ephemeral nodes of the service's session under its
+// root (ZooKeeper's getEphemerals, since 3.6); listed is false, with a
+// warning, when ZooKeeper is older.
+func (s *Service) ephemerals(ctx context.Context) (live map[string]bool, listed bool, err error) {
+	_, epoch, _ := s.sess.Status()
+	for {
+		// Synced first: the server this session reached now may be behind
+		// the one its previous keeper wrote through.
+		conn := s.sess.Conn()
+		_, err := conn.Sync(s.sess.Root())
+		var paths []string
+		if err == nil {
+			paths, err = conn.Ephemerals(s.sess.Root() + "/")
+		}
+		if err == nil {
+			live = make(map[string]bool, len(paths))
+			for _, p := range paths {
+				live[p] = true
+			}
+			return live, true, nil
+		}
+		if errors.Is(err, zk.ErrUnimplemented) {
+			s.log.Warn("this ZooKeeper does not list a session's ephemeral nodes (getEphemerals, ZooKeeper 3.6): "+
+				"nodes made for a lease that a killed gateway had not recorded stay as long as the resumed session", "err", err)
+			return nil, false, nil
+		}
+		if !ambiguous(err) {
+			return nil, false, err
+		}
+		if werr := s.sess.waitEpoch(ctx, epoch); werr != nil {
+			return nil, false, werr
+		}
+	}
+}
+
+// keptInZooKeeper is leases as ZooKeeper keeps them in the session, whose ephemeral
+// nodes are live: a lease whose record is gone has ended, and a hold whose
+// (ephemeral) node is gone is over. What was handed over is then resumed
+// only where ZooKeeper agrees, even from a record that missed a change (a
+// crash of the machine may lose a journal's latest lines): a lease never
+// claims a lock whose node went. A hold left out leaves its other nodes to
+// sweepOrphans.
+func (s *Service) keptInZooKeeper(leases []LeaseState, live map[string]bool) []LeaseState {
+	var out []LeaseState
+	for _, st := range leases {
+		if !live[s.Leases.recordPath(st.ID)] {
+			s.log.Info("a handed-over lease whose record is gone has ended: not resumed", "lease", st.ID)
+			continue
+		}
+		var holds []HoldState
+		for _, hst := range st.Holds {
+			whole := true
+			for _, n := range hst.Nodes {
+				whole = whole && (n.Role == delayRole || live[n.Path]) // a lock-delay marker is persistent
+			}
+			if !whole {
+				s.log.Info("a handed-over hold whose node is gone is over: not resumed", "lease", st.ID, "kind", hst.Kind, "name", hst.Name)
+				continue
+			}
+			holds = append(holds, hst)
+		}
+		st.Holds = holds
+		out = append(out, st)
+	}
+	return out
+}
+
 // sweepOrphans deletes the ephemeral nodes of the service's session (an
-// adopted one) that none of its leases holds: nodes that ZooKeeper made
-// for a gateway killed before it recorded them (see journal.go), which
-// the live session would otherwise keep for good (a lock never free
-// again). The records of leases that were not resumed end too, in their
-// history, as ended (the reason the journal gives, else revoked: no client
-// was told of them). The gateways' registrations are left to
-// endRegistrations. It asks ZooKeeper for the session's ephemeral nodes
-// (getEphemerals, since 3.6); an older ZooKeeper leaves the orphans in
-// place, with a warning.
-func (s *Service) sweepOrphans(ctx context.Context, ended map[string]string) error {
+// adopted one) that none of its leases holds (live, listed by ephemerals;
+// nothing without a list): nodes that ZooKeeper made for a gateway killed
+// before it recorded them (see journal.go), which the live session would
+// otherwise keep for good (a lock never free again). The records of leases
+// that were not resumed end too, in their history, as ended (the reason the
+// journal gives, else revoked: no client was told of them). The gateways'
+// registrations are left to endRegistrations.
+func (s *Service) sweepOrphans(ctx context.Context, live map[string]bool, listed bool, ended map[string]string) error {
+	if !listed {
+		return nil
+	}
 	root := s.sess.Root()
 	owned := map[string]bool{}
 	for _, l := range s.Leases.List() {
@@ -386,28 +462,9 @@ func (s *Service) sweepOrphans(ctx context.Context, ended map[string]string) err
 		}
 	}
 	_, epoch, _ := s.sess.Status()
-	var paths []string
-	for {
-		var err error
-		paths, err = s.sess.Conn().Ephemerals(root + "/")
-		if err == nil {
-			break
-		}
-		if errors.Is(err, zk.ErrUnimplemented) {
-			s.log.Warn("this ZooKeeper does not list a session's ephemeral nodes (getEphemerals, ZooKeeper 3.6): "+
-				"nodes made for a lease that a killed gateway had not recorded stay as long as the resumed session", "err", err)
-			return nil
-		}
-		if !ambiguous(err) {
-			return err
-		}
-		if werr := s.sess.waitEpoch(ctx, epoch); werr != nil {
-			return werr
-		}
-	}
 	var first error
 	records := root + "/leases/"
-	for _, p := range paths {
+	for p := range live {
 		if owned[p] || strings.HasPrefix(p, root+"/gateways/") {
 			continue
 		}
@@ -420,7 +477,7 @@ func (s *Service) sweepOrphans(ctx context.Context, ended map[string]string) err
 			s.log.Info("a lease that the killed gateway had not recorded, or had begun to end: ended", "lease", id, "reason", reason)
 			err = s.Leases.endRecord(ctx, &Lease{ID: id, epoch: epoch}, reason)
 		} else {
-			s.log.Info("a node that the killed gateway had made but not recorded: deleted", "node", p)
+			s.log.Info("a node that no resumed lease holds: deleted", "node", p)
 			err = s.sess.deleteNode(ctx, p, epoch)
 		}
 		if err != nil && first == nil {

@@ -65,6 +65,7 @@ const journalSuffix = ".wal"
 type journalRecord struct {
 	Session *SavedSession `json:"session,omitempty"` // the first line
 	From    string        `json:"from,omitempty"`    // with Session: the gateway that keeps it
+	Boot    string        `json:"boot,omitempty"`    // with Session: the machine's boot (see bootID)
 
 	Lease   *LeaseState `json:"lease,omitempty"`   // granted (or resumed, with its holds)
 	Renewed string      `json:"renewed,omitempty"` // this lease's TTL now ends at Until
@@ -124,7 +125,7 @@ func (j *journal) begin(epoch uint64, saved SavedSession, from string, leases []
 		_ = os.Remove(j.path)
 	}
 	j.path, j.epoch, j.broken = path, epoch, false
-	j.head = journalRecord{Session: &saved, From: from}
+	j.head = journalRecord{Session: &saved, From: from, Boot: bootID()}
 	j.leases, j.holds = map[string]*LeaseState{}, 0
 	for i := range leases {
 		st := leases[i]
@@ -291,14 +292,19 @@ func (j *journal) appendLocked(rec journalRecord) {
 }
 
 // failLocked gives the record up after a failed write: the session is not
-// resumed after a crash. The gateway goes on serving.
+// resumed after a crash. Its file goes too: a record that missed a change
+// (a release, a new node) must never be resumed, or a lease would claim a
+// lock whose node is gone. The gateway goes on serving.
 func (j *journal) failLocked(err error) {
 	j.broken = true
 	if j.f != nil {
 		j.f.Close()
 		j.f = nil
 	}
-	j.log.Error("the write-ahead record of the session's leases failed: a crash now ends them (a SIGTERM still hands them over)",
+	if rerr := os.Remove(j.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		j.log.Error("remove the write-ahead record that missed a change: a start after a kill would resume it", "file", j.path, "err", rerr)
+	}
+	j.log.Error("the write-ahead record of the session's leases failed: a kill now ends them (a SIGTERM still hands them over)",
 		"file", j.path, "err", err)
 }
 
@@ -363,6 +369,22 @@ func (j *journal) sortedLocked() []*LeaseState {
 	return out
 }
 
+// bootID names this boot of the machine (Linux's boot_id); "" where it is
+// not known.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// ErrJournalRebooted: the machine restarted since the journal was written.
+// Its latest lines may have been lost with the page cache (no fsync): a
+// keepalive missing would end a lease before the expires_at its client was
+// told. It is not resumed; its leases end with their session.
+var ErrJournalRebooted = errors.New("the machine restarted since the journal was written: its latest changes may be lost")
+
 // ErrJournalLive: the journal is another live process's (a gateway that
 // shares the data dir), whose session it must not take.
 var ErrJournalLive = errors.New("the journal is a live gateway's")
@@ -404,7 +426,8 @@ func OpenJournal(path string) (h *Handover, release func(), err error) {
 
 // ReadJournal reads the journal file path without taking it (see
 // OpenJournal). A last line cut short (the process died while writing it)
-// is left out; so are the lines after one that does not read.
+// is left out: its change was never told to a client. Any other line that
+// does not read fails it: a damaged record is not resumed.
 func ReadJournal(path string) (*Handover, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -423,14 +446,14 @@ func readJournal(f *os.File) (*Handover, error) {
 	var head journalRecord
 	leases := map[string]*LeaseState{}
 	ended := map[string]string{}
-	for n, line := range bytes.Split(raw, []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
+	lines := bytes.Split(bytes.TrimRight(raw, "\n"), []byte("\n"))
+	for n, line := range lines {
 		var rec journalRecord
 		if err := json.Unmarshal(line, &rec); err != nil {
-			if n == 0 {
-				return nil, fmt.Errorf("the journal's first line: %w", err)
+			if n == 0 || n < len(lines)-1 {
+				// Not the last line, cut short by a kill: the record is
+				// damaged, and what it misses might be a release.
+				return nil, fmt.Errorf("line %d of the journal: %w", n+1, err)
 			}
 			break
 		}
@@ -445,6 +468,9 @@ func readJournal(f *os.File) (*Handover, error) {
 	}
 	if head.Session == nil {
 		return nil, errors.New("an empty journal")
+	}
+	if boot := bootID(); head.Boot != "" && boot != "" && head.Boot != boot {
+		return nil, ErrJournalRebooted
 	}
 	h := &Handover{Session: *head.Session, From: head.From, SameClock: true, ended: ended}
 	j := journal{leases: leases}

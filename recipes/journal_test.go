@@ -242,3 +242,141 @@ func TestALiveJournalIsNotTaken(t *testing.T) {
 	}
 	release()
 }
+
+// A journal whose write fails (a full disk) is given up and its file
+// removed: a record that missed a change must never be resumed. The
+// service serves on.
+func TestAFailedJournalIsRemoved(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newService(t, serviceOptions{timeout: 5 * time.Second, journal: dir})
+	l := newLease(t, s, "holder")
+	path := JournalPath(dir, s.Leases.sessionID())
+	j := s.Leases.journal
+	j.mu.Lock()
+	j.f.Close() // the next write fails
+	j.mu.Unlock()
+	if _, err := s.Leases.KeepAlive(l.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the journal after a failed write: %v, want it removed", err)
+	}
+	if _, err := s.Locks.Acquire(context.Background(), l, "x", "", 0); err != nil {
+		t.Fatalf("an acquire after the journal failed: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the journal came back: %v", err)
+	}
+}
+
+// A journal's last line cut short (a kill while writing it) is left out;
+// a damaged line before others fails the whole journal.
+func TestAJournalCutShortOrDamaged(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j := newJournal(dir, slog.New(slog.DiscardHandler))
+	if err := j.begin(1, SavedSession{ID: 7, Password: []byte("pw")}, "gw", nil); err != nil {
+		t.Fatal(err)
+	}
+	j.granted(1, LeaseState{ID: "a", TTL: Duration(time.Minute), ExpiresAt: time.Now().Add(time.Minute)})
+	j.granted(1, LeaseState{ID: "b", TTL: Duration(time.Minute), ExpiresAt: time.Now().Add(time.Minute)})
+	raw, err := os.ReadFile(j.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := raw[:len(raw)-10]
+	if err := os.WriteFile(j.path, cut, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := ReadJournal(j.path); err != nil || len(h.Leases) != 1 || h.Leases[0].ID != "a" {
+		t.Fatalf("a journal whose last line is cut short: %+v %v, want lease a alone", h, err)
+	}
+	damaged := append(append([]byte{}, cut...), "\n{\"ended\":\"a\"}\n"...)
+	if err := os.WriteFile(j.path, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := ReadJournal(j.path); err == nil {
+		t.Fatalf("a damaged journal read as %+v, want an error", h)
+	}
+}
+
+// A journal that missed changes (a crash of the machine may lose its
+// latest lines) resumes only what ZooKeeper still keeps: a lock released
+// and taken by another lease since is not claimed again by the resumed
+// lease, and a lease that ended since is not resumed.
+func TestAStaleJournalResumesOnlyWhatZooKeeperKeeps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	giver := newService(t, serviceOptions{timeout: 5 * time.Second, gateway: "gw-killed", journal: dir})
+	ctx := context.Background()
+	holder := newLease(t, giver, "holder")
+	ended := newLease(t, giver, "ended")
+	if _, err := giver.Locks.Acquire(ctx, holder, "x", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	path := JournalPath(dir, giver.Leases.sessionID())
+	stale, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := giver.Locks.Release(ctx, holder, "x", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := giver.Leases.Revoke(ended.ID); err != nil {
+		t.Fatal(err)
+	}
+	other := newService(t, serviceOptions{timeout: 5 * time.Second, root: giver.root, gateway: "gw-other"})
+	if _, err := other.Locks.Acquire(ctx, newLease(t, other, "other"), "x", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	kill(t, giver)
+	if err := os.WriteFile(path, stale, 0o600); err != nil { // the lines since, lost
+		t.Fatal(err)
+	}
+	h, err := ReadJournal(path)
+	if err != nil || len(h.Leases) != 2 {
+		t.Fatalf("the stale journal: %v %v", h, err)
+	}
+	next := restartOf(t, giver, dir)
+	if err := adopt(t, next, h, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.Leases.Get(ended.ID); err == nil {
+		t.Fatal("a lease that ended before the kill was resumed")
+	}
+	l, err := next.Leases.Get(holder.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := next.Locks.Acquire(ctx, l, "x", "", 0); ErrorCode(err) != CodeTimeout {
+		t.Fatalf("the resumed lease acquires the lock another lease holds: %+v %v, want a timeout", g, err)
+	}
+}
+
+// A journal written before the machine restarted is not resumed: the page
+// cache it relied on (no fsync) may have lost its latest lines.
+func TestAJournalFromBeforeARebootIsNotResumed(t *testing.T) {
+	t.Parallel()
+	if bootID() == "" {
+		t.Fatal("no boot id on this machine (/proc/sys/kernel/random/boot_id)")
+	}
+	j := newJournal(t.TempDir(), slog.New(slog.DiscardHandler))
+	if err := j.begin(1, SavedSession{ID: 7, Password: []byte("pw")}, "gw", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadJournal(j.path); err != nil {
+		t.Fatalf("a journal of this boot: %v", err)
+	}
+	raw, _ := os.ReadFile(j.path)
+	rebooted := strings.Replace(string(raw), `"boot":"`+bootID()+`"`, `"boot":"an-earlier-boot"`, 1)
+	if rebooted == string(raw) {
+		t.Fatalf("the journal does not record the boot: %s", raw)
+	}
+	if err := os.WriteFile(j.path, []byte(rebooted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadJournal(j.path); !errors.Is(err, ErrJournalRebooted) {
+		t.Fatalf("a journal of an earlier boot: %v, want ErrJournalRebooted", err)
+	}
+}

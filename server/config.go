@@ -207,7 +207,7 @@ func defineFlags(fs *flag.FlagSet, getenv func(string) string) *serveFlags {
 		{&f.sessTimeout, "session-timeout", "10s", "ZooKeeper session timeout"},
 		{&f.maxWait, "max-wait", "5m", "cap on ?wait="},
 		{&f.maxTTL, "max-ttl", "1h", "cap on lease TTLs"},
-		{&f.drainTimeout, "drain-timeout", "5s", "on SIGTERM, how long the gateway serves on: passing requests for the leases it handed over to their keeper, or, without a handover, letting holders finish (and never less than the latest expires_at it gave)"},
+		{&f.drainTimeout, "drain-timeout", "5s", "on SIGTERM, how long the gateway serves on at most: passing requests for the leases it handed over to their keeper (until none came for a second), or, without a handover, letting holders finish (and never less than the latest expires_at it gave)"},
 		{&f.lockDelay, "lock-delay", "0s", "after a lease ends without releasing (expired, its gateway gone, revoked by an admin), no grant of what it held for this long, unless the lease asks for its own lock_delay"},
 		{&f.maxLockDelay, "max-lock-delay", "1m", "cap on a lease's lock_delay"},
 		{&f.maxItem, "max-item-bytes", "512KiB", "cap on queue item size"},

@@ -32,9 +32,10 @@ const handoverTimeout = 20 * time.Second
 
 // handOver hands every session of svc over, and then serves the drain (so
 // that clients that send their requests to this gateway's address are
-// passed on to the leases' new keepers, with X-Zkgate-Lease-Moved-To)
-// until it ends, unless every session went to the data dir: then a quick
-// exit lets the next start resume them sooner. A session that could not be
+// passed on to the leases' new keepers, with X-Zkgate-Lease-Moved-To) until
+// no such request came for movedQuiet, or the drain ends, unless every
+// session went to the data dir: then a quick exit lets the next start
+// resume them sooner. A session that could not be
 // handed over (its ZooKeeper connection was down the whole drain) keeps its
 // leases here, and they end as in a drain without handover: no earlier
 // than the latest expires_at they were given.
@@ -74,8 +75,36 @@ func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers
 	case kept:
 		drainLeases(log, dr, svc, time.Until(ends))
 	case toPeers > 0:
-		log.Info("draining: requests for the leases handed over are passed on", "until", ends.UTC())
-		time.Sleep(time.Until(ends))
+		log.Info("draining: requests for the leases handed over are passed on", "until", ends.UTC(), "or quiet for", movedQuiet)
+		lingerForMoves(peers, ends)
+	}
+}
+
+// movedQuiet is how long a gateway whose leases went to its peers serves
+// on once no client asked it about one: the clients that send their
+// leases' requests here have been told where each went by then, and any
+// other finds its lease through any gateway (the records name its keeper).
+// Holders are not waited for: their leases go on at their keepers.
+const movedQuiet = time.Second
+
+// lingerForMoves returns once no client was told where a lease went (see
+// handlers.Peers.LastMoved) for movedQuiet, from now on, or at ends.
+func lingerForMoves(peers *handlers.Peers, ends time.Time) {
+	since := time.Now()
+	for {
+		last := peers.LastMoved()
+		if last.Before(since) {
+			last = since
+		}
+		next := last.Add(movedQuiet)
+		if !next.Before(ends) {
+			time.Sleep(time.Until(ends))
+			return
+		}
+		if !time.Now().Before(next) {
+			return
+		}
+		time.Sleep(time.Until(next))
 	}
 }
 
@@ -239,8 +268,14 @@ func adoptSavedIn(ctx context.Context, log *slog.Logger, svc *recipes.Service, c
 			continue
 		}
 		h, release, err := readSaved(p, journal)
-		if errors.Is(err, recipes.ErrJournalLive) {
+		switch {
+		case errors.Is(err, recipes.ErrJournalLive):
 			log.Warn("the data dir holds the record of a live gateway's session (two gateways share it?): left to that gateway", "file", p)
+			continue
+		case errors.Is(err, recipes.ErrJournalRebooted):
+			log.Warn("a session recorded before the machine restarted is not resumed (the record's latest lines may be lost): its leases end with it",
+				"file", p)
+			_ = os.Remove(p)
 			continue
 		}
 		if err != nil || h.Session.ID == 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -111,6 +112,46 @@ func TestHandoverToAPeer(t *testing.T) {
 	revokeAll(t, b.URL, holder, waiter)
 	conn := gwtest.Client(t, []string{gwtest.ZK(t).Addr()}, 5*time.Second)
 	gwtest.NoZnodesLeft(t, conn, a.Root)
+}
+
+// A gateway that handed its leases to a peer exits once no client has
+// asked it about one for a second, not at the end of its --drain-timeout
+// (a minute here): the holders are not waited for, their leases go on at
+// the peer. Before, every SIGTERM took the whole drain.
+func TestAHandoverToAPeerEndsTheDrainSoon(t *testing.T) {
+	t.Parallel()
+	a, b := handoverPair(t, time.Minute)
+	lease := newLease(t, a.URL, "1m", "holder")
+	first := acquire(t, a.URL, "quick", lease, "0s")
+	mustStatus(t, first, http.StatusOK, "acquire")
+	a.Terminate()
+	gwtest.Receive(t, a.Done(), 30*time.Second, "the exit of a gateway whose leases went to its peer, long before its drain's end")
+	mustStatus(t, gwtest.Do(t, "POST", b.URL+"/v1/leases/"+lease+"/keepalive", nil), http.StatusOK, "keepalive through the peer")
+	if h := leaseHolds(t, b.URL, lease)["lock quick"]; h == nil || int64(h["token"].(float64)) != tokenOf(t, first) || h["state"] != "held" {
+		t.Fatalf("the lock at the peer: %v, want the same hold (token %d)", h, tokenOf(t, first))
+	}
+	revokeAll(t, b.URL, lease)
+}
+
+// A gateway stops at once on SIGTERM though a client has a connection open
+// that has sent no request yet (a transport dials one ahead of its next
+// request): net/http's Shutdown counts one as idle only once it is 5 s old,
+// so every such exit took 4 to 6 s. Before the exit comes, nothing holds it:
+// no lease, a drain of 0.
+func TestAFreshConnectionDoesNotHoldTheExit(t *testing.T) {
+	t.Parallel()
+	p := gwtest.StartProcess(t, gwtest.GatewayOptions{})
+	c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opened := time.Now()
+	p.Terminate()
+	gwtest.Receive(t, p.Done(), 30*time.Second, "the exit")
+	if took := time.Since(opened); took >= 4*time.Second {
+		t.Fatalf("the exit came %s after a connection that sent nothing was opened: Shutdown waited for it to be 5 s old", took)
+	}
 }
 
 // retryCutWait: the wait of waiter cut by the handover, retried through

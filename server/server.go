@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -174,7 +175,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	// long waits at once instead of waiting for them.
 	base, stopRequests := context.WithCancelCause(context.Background())
 	defer stopRequests(nil)
-	srv := newHTTPServer(handler, base, log)
+	fresh := &freshConns{}
+	srv := newHTTPServer(handler, base, log, fresh)
 	serveErr := make(chan error, 3)
 	scheme := serve(srv, ln, cfg.gatewayTLS, serveErr)
 	side, err := serveSides(cfg, metrics, log, serveErr)
@@ -190,7 +192,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case err := <-zkFailed:
-		shutdown(log, stopRequests, srv, side...)
+		shutdown(log, stopRequests, srv, fresh, side...)
 		return err
 	}
 	// From the drain on, each answer closes its connection (and the idle
@@ -204,7 +206,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	} else {
 		drainLeases(log, dr, svc, cfg.DrainTimeout)
 	}
-	shutdown(log, stopRequests, srv, side...)
+	shutdown(log, stopRequests, srv, fresh, side...)
 	return nil
 }
 
@@ -309,13 +311,46 @@ func checkDeadlocks(cfg Config, svc *recipes.Service, api *handlers.API) (stop f
 	}
 }
 
+// freshConns are a server's connections that have sent no request yet
+// (http.StateNew).
+type freshConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// track is the server's ConnState hook.
+func (f *freshConns) track(c net.Conn, st http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st != http.StateNew {
+		delete(f.conns, c)
+		return
+	}
+	if f.conns == nil {
+		f.conns = map[net.Conn]struct{}{}
+	}
+	f.conns[c] = struct{}{}
+}
+
+// closeAll closes the connections that have sent no request yet.
+func (f *freshConns) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		_ = c.Close()
+		delete(f.conns, c)
+	}
+}
+
 // newHTTPServer serves handler, every request's context derived from base.
 // No ReadTimeout or WriteTimeout: they bound the whole request, and a wait
 // may last --max-wait; the front door bounds the reading of the body
 // instead (--body-timeout).
-func newHTTPServer(handler http.Handler, base context.Context, log *slog.Logger) *http.Server {
+// fresh tracks the connections that have sent no request yet.
+func newHTTPServer(handler http.Handler, base context.Context, log *slog.Logger, fresh *freshConns) *http.Server {
 	return &http.Server{
 		Handler:           handler,
+		ConnState:         fresh.track,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -445,12 +480,29 @@ func drainLeases(log *slog.Logger, dr *drain, svc *recipes.Service, timeout time
 
 // shutdown stops serving: the waits under way end at once (503), then the
 // connections close. The side servers (metrics, debug) may be nil.
-func shutdown(log *slog.Logger, stopRequests context.CancelCauseFunc, srv *http.Server, side ...*http.Server) {
+func shutdown(log *slog.Logger, stopRequests context.CancelCauseFunc, srv *http.Server, fresh *freshConns, side ...*http.Server) {
 	log.Info("shutting down")
 	stopRequests(recipes.ErrShuttingDown)
 	shutCtx, cancelShut := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancelShut()
-	if err := srv.Shutdown(shutCtx); err != nil {
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(shutCtx) }()
+	// Shutdown counts a connection that has sent no request as idle only
+	// once it is 5 s old (net/http's rule): a client's transport that dialed
+	// one a moment ago (to send its next request on) would hold the exit
+	// that long. It carries nothing: closed, as an idle one is.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+	for done := false; !done; {
+		fresh.closeAll()
+		select {
+		case err = <-shut:
+			done = true
+		case <-tick.C:
+		}
+	}
+	if err != nil {
 		log.Warn("HTTP shutdown", "err", err)
 		_ = srv.Close()
 	}

@@ -90,12 +90,15 @@ type GatewayOptions struct {
 	DrainTimeout time.Duration
 	// Embedded runs the gateway on its own embedded ZooKeeper (no --zk).
 	// DataDir is --data-dir (default: a temp dir of its own): the embedded
-	// ZooKeeper's data, and the sessions a handover saves for the next start.
+	// ZooKeeper's data, the sessions a handover saves for the next start, and
+	// (with Handover) the record of each session that a start after a kill
+	// resumes.
 	Embedded bool
 	DataDir  string
 	// Handover turns --handover on: on SIGTERM the gateway hands its leases
-	// over instead of ending them. Off by default: tests that stop gateways
-	// expect their leases to end.
+	// over instead of ending them, and it records them ahead for a start
+	// after a kill. Off by default: tests that stop gateways expect their
+	// leases to end.
 	Handover bool
 	Extra    []string // more flags
 	// Env is the gateway's environment (ZKGATE_*, OTEL_*): the in-process
