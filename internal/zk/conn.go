@@ -812,17 +812,21 @@ func (c *Conn) authenticate() error {
 	binary.BigEndian.PutUint32(buf[:4], uint32(n))
 
 	sent := monoNow()
-	c.conn.SetWriteDeadline(time.Now().Add(c.recvTimeout * 10))
+	// One deadline for the whole handshake, as the Java client bounds its
+	// connect: the read timeout (two thirds of the session timeout). A
+	// server that takes the connection and does not answer (one starting,
+	// or starved) is left in time to resume the session through another
+	// connection; ten times that, with no bound on the answer's body,
+	// outlived the session.
+	c.conn.SetDeadline(time.Now().Add(c.recvTimeout))
+	defer c.conn.SetDeadline(time.Time{})
 	_, err = c.conn.Write(buf[:n+4])
-	c.conn.SetWriteDeadline(time.Time{})
 	if err != nil {
 		return err
 	}
 
 	// Receive and decode a connect response.
-	c.conn.SetReadDeadline(time.Now().Add(c.recvTimeout * 10))
 	_, err = io.ReadFull(c.conn, buf[:4])
-	c.conn.SetReadDeadline(time.Time{})
 	if err != nil {
 		return err
 	}

@@ -561,6 +561,14 @@ func TestIntegration_IfAuthdataSurvivesReconnect(t *testing.T) {
 
 	ts.StopAllServers()
 	ts.StartAllServers()
+	// A request made while the client reconnects fails when its connection
+	// attempt does (ErrNoServer): one made to the server as it started may
+	// find no answer, and is given up after the read timeout (patch 14).
+	for deadline := time.Now().Add(30 * time.Second); zk.State() != StateHasSession; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no session again within 30s of the restart: %v", zk.State())
+		}
+	}
 
 	_, _, err = zk.Get(testNode)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -1271,3 +1272,49 @@ func TestEphemerals(t *testing.T) {
 		t.Fatalf("Ephemerals(%s/b/) = %v %v, want %v", r, got, err, mine[1:])
 	}
 }
+
+// TestHandshakeBoundedByTheReadTimeout (patch 14): a server that takes the
+// connection and never answers the connect request is left after the read
+// timeout (two thirds of the session timeout), and the client connects
+// again, as the Java client does; go-zookeeper waited ten read timeouts (67
+// s at a 10 s session timeout, past the session's end: a restarted
+// server's accepted connection held a reconnect that long in make test).
+func TestHandshakeBoundedByTheReadTimeout(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			defer c.Close() // read the connect request, answer nothing
+			go func() { _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	const sessionTimeout = 3 * time.Second // a read timeout of 2 s
+	conn, _, err := zk.Connect([]string{ln.Addr().String()}, sessionTimeout, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Three connections within four read timeouts (and a second of backoff
+	// after each attempt of every server): before, the second came after ten.
+	zktest.Eventually(t, 4*2*time.Second+2*time.Second, func() error {
+		if n := accepted.Load(); n < 3 {
+			return fmt.Errorf("%d connections: the client still waits on a connect request nobody answers", n)
+		}
+		return nil
+	})
+}
+
+// quiet is a zk.Logger that logs nothing.
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
