@@ -13,7 +13,7 @@ import (
 // restartable starts n gateways of one root, each on an address of its
 // own that it keeps across restarts (and its own data dir), and returns
 // their URLs and a restart: SIGTERM, the exit, a start on the same address.
-func restartable(t *testing.T, n int, opts gwtest.GatewayOptions) ([]string, func(ctx context.Context, i int) error) {
+func restartable(t testing.TB, n int, opts gwtest.GatewayOptions) ([]string, func(ctx context.Context, i int) error) {
 	t.Helper()
 	procs := make([]*gwtest.Proc, n)
 	all := make([]gwtest.GatewayOptions, n)

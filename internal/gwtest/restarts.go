@@ -12,7 +12,7 @@ import (
 // and Log are the test's) through cfg's restarts, and fails t unless they
 // cost nothing: every job exited 0, no lease ended, no two holders
 // overlapped, every hold kept its token, every restart was made.
-func CheckRestarts(t *testing.T, cfg restartload.Config) *restartload.Report {
+func CheckRestarts(t testing.TB, cfg restartload.Config) *restartload.Report {
 	t.Helper()
 	reg := NewFencedRegister()
 	cfg.Register, cfg.Binary, cfg.Dir, cfg.Log = reg, Binary(t), t.TempDir(), t.Output()
