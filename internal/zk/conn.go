@@ -812,13 +812,15 @@ func (c *Conn) authenticate() error {
 	binary.BigEndian.PutUint32(buf[:4], uint32(n))
 
 	sent := monoNow()
-	// One deadline for the whole handshake, as the Java client bounds its
-	// connect: the read timeout (two thirds of the session timeout). A
-	// server that takes the connection and does not answer (one starting,
-	// or starved) is left in time to resume the session through another
-	// connection; ten times that, with no bound on the answer's body,
-	// outlived the session.
-	c.conn.SetDeadline(time.Now().Add(c.recvTimeout))
+	// One deadline for the whole handshake: twice the session timeout (the
+	// one negotiated last, or the one asked for). A server that takes the
+	// connection and does not answer (one starting, or starved) is left for
+	// another connection; ten read timeouts, with no bound on the answer's
+	// body, held a reconnect for 67 s at a 10 s session timeout. (The Java
+	// client's bound, the session timeout, fails go-zookeeper's
+	// TestIntegration_SlowServer, whose handshake through a proxy of 2 s each
+	// way takes as long as its session timeout.)
+	c.conn.SetDeadline(time.Now().Add(2 * time.Duration(atomic.LoadInt32(&c.sessionTimeoutMs)) * time.Millisecond))
 	defer c.conn.SetDeadline(time.Time{})
 	_, err = c.conn.Write(buf[:n+4])
 	if err != nil {

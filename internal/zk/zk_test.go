@@ -1083,8 +1083,12 @@ func TestIntegration_SlowServer(t *testing.T) {
 		Rate{}, Rate{},
 		realAddr, func(ln *Listener) {
 			if ln.Up.Latency == 0 {
-				ln.Up.Latency = time.Millisecond * 2000
-				ln.Down.Latency = time.Millisecond * 2000
+				// A round trip of 1 s: over the read timeout (two thirds of
+				// the 1 s session timeout the server gives), within the
+				// handshake's bound (patch 14: twice the session timeout),
+				// where 2 s each way outlasted both.
+				ln.Up.Latency = time.Millisecond * 500
+				ln.Down.Latency = time.Millisecond * 500
 			} else {
 				ln.Up.Latency = 0
 				ln.Down.Latency = 0

@@ -1273,13 +1273,13 @@ func TestEphemerals(t *testing.T) {
 	}
 }
 
-// TestHandshakeBoundedByTheReadTimeout (patch 14): a server that takes the
-// connection and never answers the connect request is left after the read
-// timeout (two thirds of the session timeout), and the client connects
-// again, as the Java client does; go-zookeeper waited ten read timeouts (67
-// s at a 10 s session timeout, past the session's end: a restarted
-// server's accepted connection held a reconnect that long in make test).
-func TestHandshakeBoundedByTheReadTimeout(t *testing.T) {
+// TestHandshakeBoundedByTheSessionTimeout (patch 14): a server that takes
+// the connection and never answers the connect request is left after twice
+// the session timeout, and the client connects again; go-zookeeper waited
+// ten read timeouts (67 s at a 10 s session timeout,
+// past the session's end: a restarted server's accepted connection held a
+// reconnect that long in make test).
+func TestHandshakeBoundedByTheSessionTimeout(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -1298,15 +1298,16 @@ func TestHandshakeBoundedByTheReadTimeout(t *testing.T) {
 			go func() { _, _ = io.Copy(io.Discard, c) }()
 		}
 	}()
-	const sessionTimeout = 3 * time.Second // a read timeout of 2 s
+	const sessionTimeout = 2 * time.Second // a handshake of 4 s at most
 	conn, _, err := zk.Connect([]string{ln.Addr().String()}, sessionTimeout, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	// Three connections within four read timeouts (and a second of backoff
-	// after each attempt of every server): before, the second came after ten.
-	zktest.Eventually(t, 4*2*time.Second+2*time.Second, func() error {
+	// Three connections within two handshakes and the second of backoff
+	// after each attempt (the one server tried): before, the second came
+	// after ten read timeouts (13 s).
+	zktest.Eventually(t, 2*2*sessionTimeout+2*time.Second+2*time.Second, func() error {
 		if n := accepted.Load(); n < 3 {
 			return fmt.Errorf("%d connections: the client still waits on a connect request nobody answers", n)
 		}
