@@ -220,21 +220,18 @@ func (ls *Leases) Locate(id string) (Keeper, error) {
 	case err != nil:
 		return Keeper{}, unavailable()
 	}
-	var rec struct {
-		Gateway string `json:"gateway"`
-		Proof   string `json:"proof"`
-	}
-	if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || ValidName(rec.Gateway) != nil {
+	gateway, proven := ls.recordGateway(id, recStat, raw)
+	if gateway == "" {
 		return Keeper{}, nil
 	}
-	if !ls.proofs.leaseOK(ls.recordPath(id), id, recStat, raw, rec.Gateway, rec.Proof) {
+	if !proven {
 		return Keeper{}, notProven(id, "its record")
 	}
-	if rec.Gateway == ls.cfg.GatewayID {
+	if gateway == ls.cfg.GatewayID {
 		// Ours, yet not in the table: its ending is under way.
 		return Keeper{}, unavailable()
 	}
-	regPath := ls.sess.Root() + "/gateways/" + rec.Gateway
+	regPath := ls.sess.Root() + "/gateways/" + gateway
 	raw, regStat, err := conn.Get(regPath)
 	if err != nil {
 		// Unreadable, or its gateway is not registered at this moment
@@ -248,8 +245,8 @@ func (ls *Leases) Locate(id string) (Keeper, error) {
 	if json.Unmarshal(raw, &gw) != nil {
 		return Keeper{}, nil
 	}
-	if !ls.proofs.registrationOK(regPath, rec.Gateway, regStat, raw, gw.Advertise, gw.Proof) {
-		return Keeper{}, notProven(id, "the registration of its gateway "+quote(rec.Gateway))
+	if !ls.proofs.registrationOK(regPath, gateway, regStat, raw, gw.Advertise, gw.Proof) {
+		return Keeper{}, notProven(id, "the registration of its gateway "+quote(gateway))
 	}
 	if self := ls.advertise.Load(); self != nil && gw.Advertise == *self {
 		// The gateway that keeps it was at this gateway's address, where
@@ -257,9 +254,9 @@ func (ls *Leases) Locate(id string) (Keeper, error) {
 		// ZooKeeper has not expired its session yet.
 		return Keeper{}, &Error{Code: CodeLeaseExpired, Extra: map[string]any{"reason": EndSessionLost},
 			Detail: fmt.Sprintf("lease %s has ended: %s (its gateway %s at %s is gone; this gateway serves that address now)",
-				quote(id), EndSessionLost, rec.Gateway, gw.Advertise)}
+				quote(id), EndSessionLost, gateway, gw.Advertise)}
 	}
-	return Keeper{Gateway: rec.Gateway, Advertise: gw.Advertise}, nil
+	return Keeper{Gateway: gateway, Advertise: gw.Advertise}, nil
 }
 
 // notProven is the error of a lease whose record, or its gateway's
@@ -530,13 +527,22 @@ func (ls *Leases) recordedKeeper(id string) string {
 	if err != nil {
 		return ""
 	}
+	if gateway, proven := ls.recordGateway(id, stat, raw); proven {
+		return gateway
+	}
+	return ""
+}
+
+// recordGateway is the gateway that the record of lease id (its node's stat
+// and data) names, "" when it names none; proven says that the record checks
+// out with the gateways' secret (see proofs; logged when it does not).
+func (ls *Leases) recordGateway(id string, stat *zk.Stat, raw []byte) (gateway string, proven bool) {
 	var rec struct {
 		Gateway string `json:"gateway"`
 		Proof   string `json:"proof"`
 	}
-	if json.Unmarshal(raw, &rec) != nil || ValidName(rec.Gateway) != nil ||
-		!ls.proofs.leaseOK(ls.recordPath(id), id, stat, raw, rec.Gateway, rec.Proof) {
-		return ""
+	if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || ValidName(rec.Gateway) != nil {
+		return "", false
 	}
-	return rec.Gateway
+	return rec.Gateway, ls.proofs.leaseOK(ls.recordPath(id), id, stat, raw, rec.Gateway, rec.Proof)
 }
