@@ -6,6 +6,7 @@
 package zkproxy
 
 import (
+	"bufio"
 	"encoding/binary"
 	"io"
 	"net"
@@ -22,7 +23,10 @@ type Request struct {
 	// first operation's).
 	Path string
 	// Answered is how many replies the proxy had passed to the client on
-	// this connection when the client sent this request.
+	// this connection when the client sent this request: when the read
+	// that brought the request's last byte from the client returned.
+	// Requests the client wrote together arrive in one read, so they have
+	// the same count however late the proxy gets round to parsing them.
 	Answered int
 	// Raw is the whole packet, length prefix included.
 	Raw []byte
@@ -310,13 +314,33 @@ func readPacket(r io.Reader) ([]byte, error) {
 	return raw, err
 }
 
+// countingReader notes, after each read from the client, how many replies
+// had been passed to it by then.
+type countingReader struct {
+	c        *conn
+	answered int
+}
+
+func (r *countingReader) Read(b []byte) (int, error) {
+	n, err := r.c.client.Read(b)
+	r.c.p.mu.Lock()
+	r.answered = r.c.answered
+	r.c.p.mu.Unlock()
+	return n, err
+}
+
 // requests reads what the client sends, notes each request and queues it
-// for forward.
+// for forward. It reads through a buffer, so that a packet that came with
+// the one before it (in the same read) is counted as sent with it: the
+// count of replies is the one at that read, not at the packet's parsing,
+// which may come after the packet before it has been answered.
 func (c *conn) requests() {
 	defer c.p.wg.Done()
 	defer close(c.toServer)
+	counted := &countingReader{c: c}
+	in := bufio.NewReader(counted)
 	for first := true; ; first = false {
-		raw, err := readPacket(c.client)
+		raw, err := readPacket(in)
 		if err != nil {
 			return
 		}
@@ -324,7 +348,7 @@ func (c *conn) requests() {
 		if first { // the connect request has no header
 			c.p.hold(raw)
 		} else {
-			out = c.request(raw)
+			out = c.request(raw, counted.answered)
 		}
 		select {
 		case c.toServer <- out:
@@ -338,11 +362,11 @@ func (c *conn) requests() {
 }
 
 // request notes one request and decides what becomes of it.
-func (c *conn) request(raw []byte) outgoing {
+func (c *conn) request(raw []byte, answered int) outgoing {
 	r := parse(raw)
+	r.Answered = answered
 	p := c.p
 	p.mu.Lock()
-	r.Answered = c.answered
 	p.sent = append(p.sent, r)
 	unknown, hook := p.unknown[r.Op], p.onRequest
 	p.mu.Unlock()
