@@ -73,14 +73,6 @@ func permKind(kind string) string {
 	return "locks"
 }
 
-// callerName is c's token name ("": tokens off).
-func callerName(c *Caller) string {
-	if c == nil {
-		return ""
-	}
-	return c.Name
-}
-
 // mayRead says whether the caller (nil: tokens are off) may read the
 // figures of kind and name.
 func mayRead(c *Caller, kind, name string) bool {
@@ -123,7 +115,7 @@ func (a *API) Contention(ctx context.Context, window string, limit int, caller *
 	}
 	deadlocks := a.ContentionFigures.Deadlocks(d)
 	var mu sync.Mutex
-	q := peerQuery{method: http.MethodGet, uri: PeerContentionPath + "?window=" + window, requestID: requestID, by: callerName(caller), share: true}
+	q := peerQuery{method: http.MethodGet, uri: PeerContentionPath + "?window=" + window, requestID: requestID, share: true}
 	ask := a.askPeers
 	if caller != nil && !caller.MaySome(permKind(recipes.KindLock), LevelRead) && !caller.MaySome(permKind(recipes.KindSemaphore), LevelRead) {
 		// It may read none of the answer: the others are not asked.
@@ -208,7 +200,7 @@ func (a *API) NameContention(ctx context.Context, kind, name, window, requestID 
 	f, holds, waits := local.Figures, local.Holds, local.Waits
 	var mu sync.Mutex
 	uri := PeerContentionPath + "/" + kind + "/" + name + "?window=" + window
-	unreachable := a.askPeers(ctx, peerQuery{method: http.MethodGet, uri: uri, requestID: requestID, by: callerName(CallerOf(ctx)), share: true}, func(body []byte) error {
+	unreachable := a.askPeers(ctx, peerQuery{method: http.MethodGet, uri: uri, requestID: requestID, share: true}, func(body []byte) error {
 		var doc recipes.NameLog
 		if err := json.Unmarshal(body, &doc); err != nil {
 			return fmt.Errorf("an answer that is not a name's figures: %w", err)

@@ -59,9 +59,6 @@ type peerQuery struct {
 	method, uri       string
 	body              []byte
 	requestID, caller string
-	// by is who causes the query, for the cap on fan-outs: the caller's
-	// token name, or "" (tokens off, or the gateway itself).
-	by string
 	// share lets the answers serve identical reads for fanoutShare: for
 	// figures that are a window's sums anyway, not for what a client may
 	// have just changed through another gateway (the lease list).
@@ -74,14 +71,13 @@ type peerQuery struct {
 // answer, or whose answer take refused. Only registrations that check out
 // are asked (see recipes.Service.Gateways).
 //
-// A read (GET) is capped: one caller may have the others asked at most
-// fanoutRate times a second (in bursts of fanoutBurst), past which they are
-// not asked and are named unreachable for it; and a read of figures
+// The reads that ask (GET) are paced by the front door, per client, before
+// anything is spent on them (--fan-out-rate), and a read of figures
 // (q.share) is shared: the others' answers serve every identical read that
-// comes within fanoutShare of them, or while they are asked, and cost no
-// more of the cap. So no caller, with whatever flood of reads, makes the
-// other gateways answer more than that: their own traffic (forwarded
-// requests, handovers) keeps its room.
+// comes within fanoutShare of them, or while they are asked. So no client,
+// with whatever flood of reads, makes the other gateways answer more than
+// its rate: their own traffic (forwarded requests, handovers) keeps its
+// room.
 func (a *API) askPeers(ctx context.Context, q peerQuery, take func(body []byte) error) []unreachableGateway {
 	if a.Gateways == nil {
 		return nil

@@ -3,7 +3,6 @@ package handlers
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -16,19 +15,16 @@ const (
 	// fanoutShare is how long an answer serves the identical reads that
 	// follow it.
 	fanoutShare = time.Second
-	// fanoutRate and fanoutBurst cap the fan-outs one caller causes.
-	fanoutRate  = 10
-	fanoutBurst = 20
 	// fanoutKept bounds the answers kept before the old ones are swept.
 	fanoutKept = 256
 )
 
-// fanouts shares the other gateways' answers to identical reads, and caps
-// the fan-outs of each caller. The zero value is ready.
+// fanouts shares the other gateways' answers to identical reads. (How often
+// one client may make such reads at all is the front door's: see
+// --fan-out-rate.) The zero value is ready.
 type fanouts struct {
 	mu      sync.Mutex
 	answers map[string]*fanoutAnswer // by caller and uri
-	callers map[string]*fanoutBucket // by caller ("": tokens off)
 }
 
 // fanoutAnswer is the other gateways' answers to one read, once done is
@@ -46,51 +42,22 @@ type peerBody struct {
 	body []byte
 }
 
-// fanoutBucket is a token bucket of one caller's fan-outs.
-type fanoutBucket struct {
-	tokens float64
-	at     time.Time
-}
-
-// take spends one of b's fan-outs at now, if it has one.
-func (b *fanoutBucket) take(now time.Time) bool {
-	b.tokens = min(fanoutBurst, b.tokens+now.Sub(b.at).Seconds()*fanoutRate)
-	b.at = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
-
 // shared gives take the other gateways' answers to q: with q.share, those
 // of an identical read under way or done within fanoutShare; or else those
-// of ask, run now (bounded by peerTimeout, whoever waits for it) if q.by
-// may still cause one.
+// of ask, run now (bounded by peerTimeout, whoever waits for it).
 func (f *fanouts) shared(ctx context.Context, q peerQuery, ask func(context.Context, func(recipes.Keeper, []byte) error) []unreachableGateway,
 	take func(body []byte) error) []unreachableGateway {
 	now := time.Now()
 	key := q.caller + "\x00" + q.uri
 	f.mu.Lock()
 	if f.answers == nil {
-		f.answers, f.callers = map[string]*fanoutAnswer{}, map[string]*fanoutBucket{}
+		f.answers = map[string]*fanoutAnswer{}
 	}
 	a := f.answers[key]
 	if a != nil && (!q.share || a.expired(now)) {
 		a = nil
 	}
 	if a == nil {
-		b := f.callers[q.by]
-		if b == nil {
-			b = &fanoutBucket{tokens: fanoutBurst, at: now}
-			f.callers[q.by] = b
-		}
-		if !b.take(now) {
-			f.mu.Unlock()
-			return []unreachableGateway{{Gateway: "*", Error: fmt.Sprintf(
-				"the other gateways were not asked: this caller had them asked more than %d times a second (an answer serves the same read for %s)",
-				fanoutRate, fanoutShare)}}
-		}
 		a = &fanoutAnswer{done: make(chan struct{})}
 		if q.share {
 			f.sweep(now)

@@ -70,8 +70,8 @@ type API struct {
 	ContentionFigures ContentionSource
 	Holds             HoldsSource
 
-	// fanouts share the other gateways' answers among identical reads, and
-	// cap how often one caller has them asked (see askPeers).
+	// fanouts share the other gateways' answers among identical reads (see
+	// askPeers).
 	fanouts fanouts
 }
 
@@ -306,7 +306,7 @@ func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo
 		leases []recipes.LeaseInfo
 		more   bool
 	)
-	q := peerQuery{method: http.MethodGet, uri: "/v1/leases?" + query.Encode(), requestID: requestID, caller: caller, by: caller}
+	q := peerQuery{method: http.MethodGet, uri: "/v1/leases?" + query.Encode(), requestID: requestID, caller: caller}
 	unreachable := a.askPeers(r.Context(), q, func(body []byte) error {
 		var doc struct {
 			Leases []recipes.LeaseInfo `json:"leases"`

@@ -56,6 +56,11 @@ type rule struct {
 	// a token, the lease limits count such a lease against the client's
 	// address, which the front door gives them.
 	makesLeases bool
+	// fansOut marks the reads that ask every gateway (the lease list, the
+	// contention figures): a client's are paced by --fan-out-rate before
+	// anything is spent on them (see limits.pace), and those another
+	// gateway asks are not (that gateway paced its caller).
+	fansOut bool
 }
 
 var (
@@ -70,6 +75,9 @@ func readAll(kind string) rule { return rule{kind: kind, level: auth.LevelRead} 
 
 // waiter is r for a route that takes ?wait=.
 func waiter(r rule) rule { r.waiter = true; return r }
+
+// fanningOut is r for a read that asks every gateway.
+func fanningOut(r rule) rule { r.fansOut = true; return r }
 
 // makingLeases is r for a route that may make a lease.
 func makingLeases(r rule) rule { r.makesLeases = true; return r }
@@ -160,6 +168,12 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_
 	c := clientOf(r, caller)
 	if ru.makesLeases && caller == nil {
 		r = r.WithContext(withLeaseClient(r.Context(), c))
+	}
+	if ru.fansOut && !forwarded {
+		if err := fd.limits.pace(r.Context(), c); err != nil {
+			handlers.WriteError(w, r, err)
+			return r, slot{}, false
+		}
 	}
 	s, err := fd.limits.admit(r, c, ru.waiter, ru.kind, target)
 	if err != nil {

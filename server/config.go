@@ -176,7 +176,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, vi
 type serveFlags struct {
 	cfg Config
 
-	zkFlag, allowedHosts, trustedProxies, sessTimeout, maxWait, maxTTL, drainTimeout, lockDelay, maxLockDelay, maxItem, zkAuthFile, maxLeases, maxLeasesPerToken, leaseRate, maxWaiters, maxWaitersPerToken, maxQueueItems, maxQueueBytes, maxQueuesItems, maxQueuesBytes, maxLeaseHistory, maxWaitersPerName, maxRequestsPerToken, bodyTimeout, deadlockCheck, metricsNames string
+	zkFlag, allowedHosts, trustedProxies, sessTimeout, maxWait, maxTTL, drainTimeout, lockDelay, maxLockDelay, maxItem, zkAuthFile, maxLeases, maxLeasesPerToken, leaseRate, maxWaiters, maxWaitersPerToken, maxQueueItems, maxQueueBytes, maxQueuesItems, maxQueuesBytes, maxLeaseHistory, maxWaitersPerName, maxRequestsPerToken, fanOutRate, bodyTimeout, deadlockCheck, metricsNames string
 	// The values of ZKGATE_INSECURE and ZKGATE_HANDOVER, and whether they
 	// are booleans.
 	insecureEnv, handoverEnv string
@@ -243,6 +243,7 @@ func defineFlags(fs *flag.FlagSet, getenv func(string) string) *serveFlags {
 		{&f.maxLeaseHistory, "max-lease-history", "100000", "cap on the ended leases remembered (410 with the reason), oldest dropped first; they are kept an hour at most"},
 		{&f.maxWaitersPerName, "max-waiters-per-name", "10000", "cap on requests waiting at once on one lock, semaphore, election, barrier or queue"},
 		{&f.maxRequestsPerToken, "max-requests-per-token", "1000", "cap on requests under way at once of one token (tokens off: of one client address) that do not wait"},
+		{&f.fanOutRate, "fan-out-rate", "10", "reads of one token (tokens off: of one client address) that ask every gateway (GET /v1/leases, /v1/contention, .../stats) a second, in bursts of twice as many; one past that waits its turn, up to 1s, then 429"},
 		{&f.bodyTimeout, "body-timeout", "10s", "time a client has to send a request's body, from the end of its headers"},
 		{&f.deadlockCheck, "deadlock-check", "1s", "a wait for a lock or a semaphore that lasts this long is checked for a deadlock, and again as often while it lasts; in one, the newest wait of the cycle answers 409 deadlock; 0 turns it off"},
 		{&f.metricsNames, "metrics-names", "20", "how many locks and semaphores, the busiest, have wait and hold histograms of their own in /metrics; the others add up under name=\"*\""},
@@ -267,7 +268,7 @@ var flagKinds = map[string]string{
 	"max-item-bytes": "size", "max-queue-bytes": "size", "max-queues-bytes": "size",
 	"max-leases": "int", "max-leases-per-token": "int", "lease-rate": "int", "max-waiters": "int",
 	"max-waiters-per-token": "int", "max-queue-items": "int", "max-queues-items": "int", "max-lease-history": "int",
-	"max-waiters-per-name": "int", "max-requests-per-token": "int", "metrics-names": "int",
+	"max-waiters-per-name": "int", "max-requests-per-token": "int", "fan-out-rate": "int", "metrics-names": "int",
 	"zk": "list", "allowed-hosts": "list", "trusted-proxies": "list",
 	"listen": "host:port", "advertise": "host:port", "metrics-listen": "host:port", "debug-listen": "host:port",
 	"auth-file": "file", "tls-cert": "file", "tls-key": "file", "tls-client-ca": "file", "tls-peer-ca": "file",
@@ -420,7 +421,7 @@ func (f *serveFlags) parseLog() error {
 func (f *serveFlags) parseLimits() error {
 	c := &f.cfg
 	var err error
-	if c.Limits, err = parseLimits(f.maxLeases, f.maxLeasesPerToken, f.leaseRate, f.maxWaiters, f.maxWaitersPerToken, f.maxWaitersPerName, f.maxRequestsPerToken); err != nil {
+	if c.Limits, err = parseLimits(f.maxLeases, f.maxLeasesPerToken, f.leaseRate, f.maxWaiters, f.maxWaitersPerToken, f.maxWaitersPerName, f.maxRequestsPerToken, f.fanOutRate); err != nil {
 		return err
 	}
 	if c.MaxLeaseHistory, err = strconv.Atoi(f.maxLeaseHistory); err != nil || c.MaxLeaseHistory < 1 || c.MaxLeaseHistory > 10_000_000 {

@@ -243,7 +243,7 @@ func loopback(addr string) bool {
 }
 
 // parseLimits reads the limit flags.
-func parseLimits(maxLeases, perToken, rate, maxWaiters, waitersPerToken, perName, requestsPerToken string) (Limits, error) {
+func parseLimits(maxLeases, perToken, rate, maxWaiters, waitersPerToken, perName, requestsPerToken, fanOutRate string) (Limits, error) {
 	var l Limits
 	counts := []struct {
 		flag string
@@ -276,5 +276,10 @@ func parseLimits(maxLeases, perToken, rate, maxWaiters, waitersPerToken, perName
 		return Limits{}, usagef("--lease-rate %q must be a number of leases a second from 0.01 to 1000000", rate)
 	}
 	l.LeaseRate = r
+	r, err = strconv.ParseFloat(fanOutRate, 64)
+	if err != nil || math.IsNaN(r) || r < 0.1 || r > 1e6 {
+		return Limits{}, usagef("--fan-out-rate %q must be a number of reads a second from 0.1 to 1000000", fanOutRate)
+	}
+	l.FanOutRate = r
 	return l, nil
 }

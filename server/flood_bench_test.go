@@ -14,13 +14,16 @@ import (
 	"github.com/zkgate/zkgate/internal/gwtest"
 )
 
-var floodFor = flag.Duration("flood-for", 20*time.Second, "BenchmarkFanOutFlood: how long the flood lasts (a quiet run of a tenth of it, at least 10 s, comes first)")
+var (
+	floodFor     = flag.Duration("flood-for", 20*time.Second, "BenchmarkFanOutFlood: how long the flood lasts (a quiet run of a tenth of it, at least 10 s, comes first)")
+	floodClients = flag.Int("flood-clients", 16, "BenchmarkFanOutFlood: the flood's clients, each sending its next read as soon as the last is answered")
+)
 
 // BenchmarkFanOutFlood: a token that may read nothing floods the reads that
 // ask every gateway (GET /v1/contention?window=1h and GET /v1/leases, 16
-// clients, through both gateways of a root) for -flood-for, while another
-// client takes and releases a lock through the gateway that does not keep
-// its lease (each cycle forwarded); then the gateway that keeps the lease is
+// clients or -flood-clients, through both gateways of a root) for
+// -flood-for, while another client takes and releases a lock through the
+// gateway that does not keep its lease (each cycle forwarded); then the gateway that keeps the lease is
 // stopped (SIGTERM) and hands it over while the flood goes on. Reported: the
 // cycle's p50 and p99 before and during the flood and their ratio, the
 // flood's reads a second, and its 429s. Forwarding that fails, or a lease
@@ -71,7 +74,7 @@ func BenchmarkFanOutFlood(b *testing.B) {
 	flooding, stopFlood := context.WithCancel(context.Background())
 	var reads, tooMany atomic.Int64
 	var wg sync.WaitGroup
-	for w := range 16 {
+	for w := range *floodClients {
 		wg.Go(func() {
 			gws := []*gwtest.Secured{keeper, front}
 			for i := 0; flooding.Err() == nil; i++ {
@@ -95,10 +98,14 @@ func BenchmarkFanOutFlood(b *testing.B) {
 	after := measure(during)
 	stop()
 
-	// The handover under the flood: the lease lives on at the other gateway.
+	// The handover under the flood: the lease lives on at the other
+	// gateway, once it reads as the other's (until then the keeper answers
+	// for it, and while it hands its session over, 503 with Retry-After).
+	frontID := front.As(b, "writer", "GET", "/v1/leases/"+front.NewLeaseAs(b, "writer"), nil).JSON(b)["gateway"]
 	keeper.Terminate()
 	gwtest.Eventually(b, 30*time.Second, func() error {
-		if r := front.As(b, "writer", "POST", "/v1/leases/"+lease+"/keepalive", nil); r.Status != 200 {
+		r := front.As(b, "writer", "GET", "/v1/leases/"+lease, nil)
+		if r.Status != 200 || r.JSON(b)["gateway"] != frontID {
 			return fmt.Errorf("the lease after its gateway's handover, under the flood: %d %s", r.Status, r.Body)
 		}
 		return nil

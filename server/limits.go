@@ -35,7 +35,17 @@ type Limits struct {
 	// MaxRequestsPerToken caps the other requests under way at once of one
 	// client.
 	MaxRequestsPerToken int
+	// FanOutRate paces the reads of one client that ask every gateway (the
+	// lease list, the contention figures; see rule.fansOut): so many a
+	// second, in bursts of twice as many. One past that waits its turn, up
+	// to maxPace; past that, 429.
+	FanOutRate float64
 }
+
+// maxPace is the longest a read that asks every gateway waits for its turn
+// (see Limits.FanOutRate): so one client has at most FanOutRate of them
+// waiting, each a goroutine and a timer, and the rest get 429 at once.
+const maxPace = time.Second
 
 // retryCount is what Retry-After says of a count limit: a slot may free
 // any moment.
@@ -83,16 +93,16 @@ type limits struct {
 	busy       int            // the sum of requests
 	leases     int
 	perOwner   map[client]int // live leases
-	buckets    map[client]*bucket
-	sweepAbove int       // sweep buckets when they are more
-	sweptAt    time.Time // or a second after the last sweep
+	leaseRates rates          // --lease-rate
+	fanOuts    rates          // --fan-out-rate
 
 	refused *prometheus.CounterVec // 429s by limit
 }
 
 func newLimits(cfg Limits) *limits {
 	return &limits{cfg: cfg, now: time.Now, perName: map[string]int{}, perClient: map[client]int{}, requests: map[client]int{},
-		perOwner: map[client]int{}, buckets: map[client]*bucket{}, sweepAbove: minSweep,
+		perOwner: map[client]int{}, leaseRates: newRates(cfg.LeaseRate, max(cfg.LeaseRate, 1)),
+		fanOuts: newRates(cfg.FanOutRate, max(2*cfg.FanOutRate, 1)),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zkgate_limited_total", Help: "Requests refused with 429 too_many, by the limit reached.",
 		}, []string{"limit"})}
@@ -107,6 +117,7 @@ func (l *limits) register(reg prometheus.Registerer) {
 	for name, v := range map[string]float64{
 		"max-leases": float64(l.cfg.MaxLeases), "max-leases-per-token": float64(l.cfg.MaxLeasesPerToken), "lease-rate": l.cfg.LeaseRate,
 		"max-waiters": float64(l.cfg.MaxWaiters), "max-waiters-per-name": float64(l.cfg.MaxWaitersPerName),
+		"fan-out-rate": l.cfg.FanOutRate,
 	} {
 		caps.WithLabelValues(name).Set(v)
 	}
@@ -222,7 +233,7 @@ func (l *limits) admitLease(c client) (release func(), err error) {
 				Detail: fmt.Sprintf("%s has %d live leases, the most one may have (--max-leases-per-token); revoke leases it no longer needs", c, n)})
 		}
 		now := l.now()
-		if wait := l.bucketOf(c, now).take(l.cfg.LeaseRate, now); wait > 0 {
+		if wait, _ := l.leaseRates.take(c, now, 0); wait > 0 {
 			return nil, l.refuse(&handlers.LimitError{Limit: "lease-rate", Max: l.cfg.LeaseRate, RetryAfter: wait,
 				Detail: fmt.Sprintf("%s makes leases faster than %g a second (--lease-rate); reuse a lease for many acquires", c, l.cfg.LeaseRate)})
 		}
@@ -241,49 +252,102 @@ func (l *limits) admitLease(c client) (release func(), err error) {
 	}, nil
 }
 
+// pace waits for c's turn at a read that asks every gateway (see
+// Limits.FanOutRate), or refuses it: 429 fan-out-rate, when its turn is
+// more than maxPace away. Counted before anything is spent on the read; a
+// wait that ctx ends answers the end.
+func (l *limits) pace(ctx context.Context, c client) error {
+	l.mu.Lock()
+	wait, ok := l.fanOuts.take(c, l.now(), maxPace)
+	l.mu.Unlock()
+	if !ok {
+		return l.refuse(&handlers.LimitError{Limit: "fan-out-rate", Max: l.cfg.FanOutRate, RetryAfter: wait - maxPace,
+			Detail: fmt.Sprintf("%s reads the lists of every gateway faster than %g a second (--fan-out-rate), and %s are waiting their turn already; "+
+				"read this gateway's own (?scope=gateway), or less often", c, l.cfg.FanOutRate, waitingOf(l.cfg.FanOutRate))})
+	}
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return &recipes.Error{Code: recipes.CodeTimeout, Detail: "the request ended while it waited its turn (--fan-out-rate)", Err: context.Cause(ctx)}
+	}
+}
+
+// waitingOf says how many reads a client has waiting at most at rate.
+func waitingOf(rate float64) string {
+	if n := rate * maxPace.Seconds(); n >= 2 {
+		return fmt.Sprintf("%g", n)
+	}
+	return "some"
+}
+
+// rates are the token buckets of one rate, one per client.
+type rates struct {
+	rate, burst float64
+	buckets     map[client]*bucket
+	sweepAbove  int       // sweep buckets when they are more
+	sweptAt     time.Time // or a second after the last sweep
+}
+
+func newRates(rate, burst float64) rates {
+	return rates{rate: rate, burst: burst, buckets: map[client]*bucket{}, sweepAbove: minSweep}
+}
+
+// take spends one of c's tokens at now and says how long until it is
+// there: 0 when c has one. A token up to ahead in the future is taken too
+// (ok; the caller waits for it), so that the waits of one client queue up;
+// one further is not (!ok), and wait says how far it is.
+func (rs *rates) take(c client, now time.Time, ahead time.Duration) (wait time.Duration, ok bool) {
+	b := rs.bucketOf(c, now)
+	b.tokens = min(rs.burst, b.tokens+now.Sub(b.at).Seconds()*rs.rate)
+	b.at = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0, true
+	}
+	wait = time.Duration((1 - b.tokens) / rs.rate * float64(time.Second))
+	if wait > ahead {
+		return wait, false
+	}
+	b.tokens--
+	return wait, true
+}
+
 // minSweep is the number of buckets below which none is swept.
 const minSweep = 1024
 
 // bucketOf returns c's bucket. A bucket that has filled up again is the
 // same as a new one, so those are dropped once there are more than
 // minSweep buckets, at most once a second unless they double: buckets stay
-// about as many as the clients that made leases within the last second or
+// about as many as the clients that used them within the last second or
 // so (burst/rate), however many addresses come and go.
-func (l *limits) bucketOf(c client, now time.Time) *bucket {
-	if b := l.buckets[c]; b != nil {
+func (rs *rates) bucketOf(c client, now time.Time) *bucket {
+	if b := rs.buckets[c]; b != nil {
 		return b
 	}
-	if n := len(l.buckets); n >= l.sweepAbove || n > minSweep && now.Sub(l.sweptAt) >= time.Second {
-		for k, b := range l.buckets {
-			if b.tokens+now.Sub(b.at).Seconds()*l.cfg.LeaseRate >= burst(l.cfg.LeaseRate) {
-				delete(l.buckets, k)
+	if n := len(rs.buckets); n >= rs.sweepAbove || n > minSweep && now.Sub(rs.sweptAt) >= time.Second {
+		for k, b := range rs.buckets {
+			if b.tokens+now.Sub(b.at).Seconds()*rs.rate >= rs.burst {
+				delete(rs.buckets, k)
 			}
 		}
-		l.sweptAt, l.sweepAbove = now, max(minSweep, 2*len(l.buckets))
+		rs.sweptAt, rs.sweepAbove = now, max(minSweep, 2*len(rs.buckets))
 	}
-	b := &bucket{tokens: burst(l.cfg.LeaseRate), at: now}
-	l.buckets[c] = b
+	b := &bucket{tokens: rs.burst, at: now}
+	rs.buckets[c] = b
 	return b
 }
 
-// bucket is a token bucket of rate tokens a second, holding at most
-// burst(rate): a second's worth, and at least one.
+// bucket is a token bucket: tokens (below 0 while waits are queued on it)
+// as of at.
 type bucket struct {
 	tokens float64
 	at     time.Time
-}
-
-func burst(rate float64) float64 { return max(rate, 1) }
-
-// take takes one token, or says how long until there is one.
-func (b *bucket) take(rate float64, now time.Time) time.Duration {
-	b.tokens = min(burst(rate), b.tokens+now.Sub(b.at).Seconds()*rate)
-	b.at = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return 0
-	}
-	return time.Duration((1 - b.tokens) / rate * float64(time.Second))
 }
 
 // limitedLeases is the lease table with the lease limits in front of it.

@@ -107,7 +107,7 @@ func leaseRoutes(api *handlers.API) []route {
 		{method: post, pattern: "/v1/leases", handler: api.CreateLease(), body: jsonBodyLimit, drain: drainStarts,
 			access: rule{kind: "leases", level: auth.LevelWrite, makesLeases: true}},
 		{method: get, pattern: "/v1/leases", handler: api.ListLeases(), body: jsonBodyLimit,
-			access: rule{kind: "leases", level: auth.LevelRead, lease: true}},
+			access: fanningOut(rule{kind: "leases", level: auth.LevelRead, lease: true})},
 		{method: get, pattern: "/v1/leases/{id}", handler: api.GetLease(), body: jsonBodyLimit, access: leaseRule(auth.LevelRead)},
 		{method: del, pattern: "/v1/leases/{id}", handler: api.RevokeLease(), body: jsonBodyLimit, access: leaseRule(auth.LevelWrite)},
 		{method: post, pattern: "/v1/leases/{id}/keepalive", handler: api.KeepAlive(), body: jsonBodyLimit, access: leaseRule(auth.LevelWrite)},
@@ -143,16 +143,16 @@ func lockRoutes(api *handlers.API) []route {
 		lineRoute("locks", "acquire", api.AcquireLock()),
 		{method: post, pattern: "/v1/locks/{name}/release", handler: api.ReleaseLock(), body: jsonBodyLimit, access: write("locks")},
 		{method: get, pattern: "/v1/locks/{name}/fence", handler: api.Fence(), body: jsonBodyLimit, access: read("locks")},
-		{method: get, pattern: "/v1/locks/{name}/stats", handler: api.LockStats(), body: jsonBodyLimit, access: read("locks")},
+		{method: get, pattern: "/v1/locks/{name}/stats", handler: api.LockStats(), body: jsonBodyLimit, access: fanningOut(read("locks"))},
 
 		listRoute("semaphores", api.ListSemaphores()),
 		stateRoute("semaphores", api.SemaphoreState()),
 		lineRoute("semaphores", "acquire", api.AcquireSemaphore()),
 		{method: post, pattern: "/v1/semaphores/{name}/release", handler: api.ReleaseSemaphore(), body: jsonBodyLimit, access: write("semaphores")},
-		{method: get, pattern: "/v1/semaphores/{name}/stats", handler: api.SemaphoreStats(), body: jsonBodyLimit, access: read("semaphores")},
+		{method: get, pattern: "/v1/semaphores/{name}/stats", handler: api.SemaphoreStats(), body: jsonBodyLimit, access: fanningOut(read("semaphores"))},
 
 		{method: get, pattern: "/v1/contention", handler: api.ListContention(), body: jsonBodyLimit,
-			access: rule{kind: "locks", level: auth.LevelRead, filtered: true}},
+			access: fanningOut(rule{kind: "locks", level: auth.LevelRead, filtered: true})},
 
 		listRoute("elections", api.ListElections()),
 		stateRoute("elections", api.ElectionState()),
