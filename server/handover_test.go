@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -437,6 +438,8 @@ func TestSavedSessionsAreKeyedByEnsembleAndRoot(t *testing.T) {
 	elsewhere := opts
 	elsewhere.ZK = []string{gwtest.OwnZK(t).Addr()}
 	for what, o := range map[string]gwtest.GatewayOptions{"another root": other, "another ensemble": elsewhere} {
+		// At info, where a resumed session is logged.
+		o.Extra = append(slices.Clone(o.Extra), "--log-level", "info")
 		q := gwtest.StartProcess(t, o)
 		if _, err := os.Stat(files[0]); err != nil {
 			t.Fatalf("a start on %s took the saved session: %v", what, err)
@@ -447,9 +450,15 @@ func TestSavedSessionsAreKeyedByEnsembleAndRoot(t *testing.T) {
 		q.Signal(t, os.Interrupt, 20*time.Second)
 	}
 
-	r := gwtest.StartProcess(t, opts)
+	same := opts
+	same.Extra = append(slices.Clone(opts.Extra), "--log-level", "info")
+	r := gwtest.StartProcess(t, same)
 	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
 		t.Fatalf("the start on the same ensemble and root left the saved session: %v", err)
+	}
+	if !strings.Contains(r.Logs(), "resumed a session saved by the previous run") {
+		// The line the starts elsewhere are checked not to print.
+		t.Fatalf("the start on the same ensemble and root did not log its resumed session:\n%s", r.Logs())
 	}
 	mustStatus(t, gwtest.Do(t, "POST", r.URL+"/v1/leases/"+lease+"/keepalive", nil), http.StatusOK, "keepalive after the restart")
 	mustStatus(t, gwtest.Do(t, "DELETE", r.URL+"/v1/leases/"+lease, nil), http.StatusNoContent, "revoke")
