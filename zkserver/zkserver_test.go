@@ -215,7 +215,7 @@ func TestStandalone(t *testing.T) {
 
 // createEventually retries a create until it succeeds (a retried create may
 // find the node made by an attempt whose reply was lost).
-func createEventually(t *testing.T, conn *zk.Conn, path string, d time.Duration) {
+func createEventually(t testing.TB, conn *zk.Conn, path string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
