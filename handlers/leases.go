@@ -83,9 +83,9 @@ var ErrDraining = &recipes.Error{Code: recipes.CodeUnavailable,
 func (a *API) draining() bool { return a.Draining != nil && a.Draining() }
 
 type leaseBody struct {
-	TTL       *Duration `json:"ttl"`
-	Holder    string    `json:"holder"`
-	LockDelay *Duration `json:"lock_delay"`
+	TTL       *recipes.Duration `json:"ttl"`
+	Holder    string            `json:"holder"`
+	LockDelay *recipes.Duration `json:"lock_delay"`
 }
 
 // spec is the lease the body asks for, for owner.
@@ -347,10 +347,10 @@ func (a *API) RevokeLease() http.Handler {
 // existing lease, or the ttl, holder and lock-delay of one to create for
 // the caller.
 type leaseRef struct {
-	Lease     string    `json:"lease"`
-	TTL       *Duration `json:"ttl"`
-	Holder    string    `json:"holder"`
-	LockDelay *Duration `json:"lock_delay"`
+	Lease     string            `json:"lease"`
+	TTL       *recipes.Duration `json:"ttl"`
+	Holder    string            `json:"holder"`
+	LockDelay *recipes.Duration `json:"lock_delay"`
 }
 
 // resolve returns the lease a request acts for. implicit is true when it was

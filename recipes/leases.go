@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -76,25 +77,43 @@ type LeaseInfo struct {
 	Holds     []HoldInfo `json:"holds"`
 }
 
-// Duration is a duration in what the recipes answer (LeaseInfo,
-// LeaseState): it marshals as a Go duration string. Client input is read by
-// handlers.Duration, which also checks it.
+// Duration is a Go duration string in JSON ("500ms", "15s", "2m"): in
+// what clients send and are answered, and in what the gateways hand each
+// other and journal. It is the one duration type of zkgate's JSON.
 type Duration time.Duration
+
+// String is the Go duration string ("15s").
+func (d Duration) String() string { return time.Duration(d).String() }
 
 // MarshalJSON writes "15s".
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
 
-// UnmarshalJSON reads "15s" (a gateway reads another's lease list).
+// UnmarshalJSON accepts only a string holding a non-negative Go duration.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New(`a duration must be a string such as "15s"`)
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
 		return err
 	}
-	v, err := time.ParseDuration(s)
 	*d = Duration(v)
-	return err
+	return nil
+}
+
+// ParseDuration parses a non-negative Go duration.
+func ParseDuration(s string) (time.Duration, error) {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration such as \"500ms\", \"15s\" or \"2m\"", s)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("%q is negative", s)
+	}
+	return v, nil
 }
 
 // HoldInfo is one thing a lease holds or waits for.
