@@ -61,20 +61,37 @@ type LeaseSpec struct {
 	LockDelay *time.Duration
 }
 
-// LeaseInfo is what clients see of a lease.
-type LeaseInfo struct {
-	ID        string    `json:"id"`
-	Gateway   string    `json:"gateway"` // the id of the gateway that keeps it
-	TTL       Duration  `json:"ttl"`
-	Holder    string    `json:"holder"`
-	Owner     string    `json:"owner,omitempty"` // the name of the token that made it, when tokens are on
+// LeaseTerms is what a lease is: fixed when it is granted, the same at
+// every gateway that keeps it. A lease's handover and its journal carry
+// them whole (LeaseState), its record in ZooKeeper what the other gateways
+// read of them (leaseRecord), and the API answers them (LeaseInfo, made
+// into JSON by handlers): a field added here reaches all of them.
+type LeaseTerms struct {
+	ID     string `json:"id"`
+	Holder string `json:"holder"`
+	// Owner is the name of the client token that made the lease ("" when
+	// tokens are off). It is written into the lease record, so that the
+	// gateway a request is forwarded to knows it too.
+	Owner string   `json:"owner,omitempty"`
+	TTL   Duration `json:"ttl"`
+	// LockDelay is how long after the lease ends without releasing what it
+	// holds no zkgate grant of it is made.
 	LockDelay Duration  `json:"lock_delay"`
-	ExpiresAt time.Time `json:"expires_at"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// LeaseInfo is a lease as it is at one moment: its terms, the gateway
+// that keeps it and, when that is this gateway, its expiry and what it
+// holds (Lease.Info). A lease read from its record (LeaseRecords) has its
+// terms and gateway alone.
+type LeaseInfo struct {
+	LeaseTerms
+	Gateway   string    // the id of the gateway that keeps it
+	ExpiresAt time.Time // what the gateway promises (see Lease.Info)
 	// RenewedAt is when the lease was last kept alive, or made: its TTL
 	// runs from then, on the clock of its gateway.
-	RenewedAt time.Time  `json:"renewed_at"`
-	CreatedAt time.Time  `json:"created_at"`
-	Holds     []HoldInfo `json:"holds"`
+	RenewedAt time.Time
+	Holds     []HoldInfo
 }
 
 // Duration is a Go duration string in JSON ("500ms", "15s", "2m"): in
@@ -171,19 +188,9 @@ type endedLease struct {
 // Lease is one client's liveness. Its context is cancelled when it ends, so
 // every wait made on its behalf stops at once.
 type Lease struct {
-	ID     string
-	Holder string
-	// Owner is the name of the client token that made the lease ("" when
-	// tokens are off). It is written into the lease record, so that the
-	// gateway a request is forwarded to knows it too.
-	Owner string
-	TTL   time.Duration
-	// LockDelay is how long after the lease ends without releasing what it
-	// holds no zkgate grant of it is made.
-	LockDelay time.Duration
-	CreatedAt time.Time
-	epoch     uint64
-	table     *Leases
+	LeaseTerms
+	epoch uint64
+	table *Leases
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc // errLeaseEnding, or ErrMoved
@@ -288,8 +295,8 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 	id := newLeaseID()
 	now := time.Now().UTC()
 	lctx, cancel := context.WithCancelCause(context.Background())
-	l := &Lease{ID: id, Holder: holder, Owner: owner, TTL: ttl, LockDelay: lockDelay, CreatedAt: now, epoch: epoch, table: ls,
-		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
+	l := &Lease{LeaseTerms: LeaseTerms{ID: id, Holder: holder, Owner: owner, TTL: Duration(ttl), LockDelay: Duration(lockDelay), CreatedAt: now},
+		epoch: epoch, table: ls, ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
 
 	data := ls.recordOf(l, sid)
 	if err := ls.createRecord(ctx, id, data, historyEntry{Gateway: ls.cfg.GatewayID, Holder: holder}, epoch); err != nil {
@@ -318,8 +325,7 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 	if ls.afterRecord != nil {
 		ls.afterRecord()
 	}
-	ls.journal.granted(epoch, LeaseState{ID: id, Holder: holder, Owner: owner, TTL: Duration(ttl), LockDelay: Duration(lockDelay),
-		CreatedAt: now, ExpiresAt: l.expiresAt})
+	ls.journal.granted(epoch, LeaseState{LeaseTerms: l.LeaseTerms, ExpiresAt: l.expiresAt})
 	// The timer is set before anyone can see the lease: a keepalive resets it.
 	l.timer = time.AfterFunc(ttl, l.onTimer)
 	ls.mu.Lock()
@@ -510,8 +516,8 @@ func (ls *Leases) KeepAlive(id string) (*Lease, error) {
 		l.end(EndExpired)
 		return nil, leaseEnded(l.ID, EndExpired)
 	}
-	l.expiresAt = time.Now().Add(l.TTL)
-	l.timer.Reset(l.TTL)
+	l.expiresAt = time.Now().Add(time.Duration(l.TTL))
+	l.timer.Reset(time.Duration(l.TTL))
 	l.table.journal.renewed(l.epoch, l.ID, l.expiresAt) // before the client is told
 	l.mu.Unlock()
 	if err != nil {
@@ -598,8 +604,8 @@ func (l *Lease) Info() LeaseInfo {
 	defer l.mu.Unlock()
 	promised := earliest(l.expiresAt.Add(-l.table.margin()), bound)
 	l.table.promised(promised)
-	info := LeaseInfo{ID: l.ID, Gateway: l.table.cfg.GatewayID, TTL: Duration(l.TTL), Holder: l.Holder, Owner: l.Owner, LockDelay: Duration(l.LockDelay),
-		ExpiresAt: promised.UTC(), RenewedAt: l.expiresAt.Add(-l.TTL).UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
+	info := LeaseInfo{LeaseTerms: l.LeaseTerms, Gateway: l.table.cfg.GatewayID, ExpiresAt: promised.UTC(),
+		RenewedAt: l.expiresAt.Add(-time.Duration(l.TTL)).UTC(), Holds: []HoldInfo{}}
 	for _, h := range l.holds {
 		info.Holds = append(info.Holds, h.info())
 	}
