@@ -351,26 +351,6 @@ func (ls *Leases) beginJournal(epoch uint64, sid int64) error {
 	return nil
 }
 
-// recordOf is the data of l's record: what every gateway reads of it, with
-// this gateway as its keeper (signed, with the gateways' secret, for the
-// node that session owner makes).
-func (ls *Leases) recordOf(l *Lease, owner int64) []byte {
-	// created_at: a record made anew by a handover keeps the lease's age.
-	record := map[string]any{"holder": l.Holder, "ttl": l.TTL.String(), "gateway": ls.cfg.GatewayID,
-		"created_at": l.CreatedAt.UTC().Format(time.RFC3339Nano)}
-	if proof := ls.proofs.lease(l.ID, ls.cfg.GatewayID); proof != "" {
-		record["proof"] = proof
-	}
-	if l.Owner != "" {
-		record["owner"] = l.Owner
-	}
-	if l.LockDelay > 0 {
-		record["lock_delay"] = l.LockDelay.String()
-	}
-	data, _ := json.Marshal(record)
-	return ls.proofs.node(leaseProof, l.ID, owner, data)
-}
-
 func (ls *Leases) sessionID() int64 {
 	_, _, id := ls.sess.Status()
 	return id
