@@ -97,7 +97,7 @@ func TestAuthorize(t *testing.T) {
 // token granted the route's own permission reads it.
 func TestUseOfLease(t *testing.T) {
 	t.Parallel()
-	l := &recipes.Lease{ID: "l1", Owner: "billing"}
+	l := &recipes.Lease{LeaseTerms: recipes.LeaseTerms{ID: "l1", Owner: "billing"}}
 	admin := &Caller{Name: "root", Kind: "locks", Target: "a", Permits: func(string, string, Level) bool { return true }}
 	reader := &Caller{Name: "viewer", Kind: "leases", Target: "l1", Granted: true, Permits: func(_, _ string, l Level) bool { return l == LevelRead }}
 	for _, c := range []struct {

@@ -26,7 +26,7 @@ func TestFragmentsAreElementsOfThePage(t *testing.T) {
 	st.dbarriers["phase"] = recipes.DoubleBarrierState{Name: "phase", Count: 2}
 	st.queues["jobs"] = recipes.QueueState{Name: "jobs", Length: 1}
 	st.barriers = []recipes.BarrierState{{Name: "deploy", Raised: true, Since: &since}}
-	st.leases = []recipes.DashboardLease{{ID: "l1", Holder: "worker", TTL: "1m0s", Gateway: "gw", CreatedAt: since}}
+	st.leases = []recipes.LeaseInfo{{LeaseTerms: recipes.LeaseTerms{ID: "l1", Holder: "worker", TTL: recipes.Duration(time.Minute), CreatedAt: since}, Gateway: "gw"}}
 	for _, kind := range allKinds {
 		st.whole[kind] = true
 	}

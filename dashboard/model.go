@@ -109,7 +109,7 @@ type dashState struct {
 	queues    map[string]recipes.QueueState
 	claims    map[string][]recipes.ClaimInfo // by queue
 	barriers  []recipes.BarrierState
-	leases    []recipes.DashboardLease
+	leases    []recipes.LeaseInfo // the records: terms and gateway
 	gateways  []recipes.GatewayInfo
 }
 
@@ -508,18 +508,18 @@ func (m *dashModel) addLeases(st *dashState, local map[string]recipes.LeaseInfo,
 	seen := map[string]bool{}
 	for _, r := range st.leases {
 		seen[r.ID] = true
-		l := views.Lease{ID: r.ID, Holder: r.Holder, Gateway: r.Gateway, TTL: r.TTL, CreatedAt: r.CreatedAt, Holds: holds[r.ID]}
 		if info, ok := local[r.ID]; ok {
-			l.Local, l.ExpiresAt, l.RenewedAt, l.Holds, l.CreatedAt = true, info.ExpiresAt, info.RenewedAt, info.Holds, info.CreatedAt
-			l.LockDelay = time.Duration(info.LockDelay).String()
+			info.Holder, info.Gateway, info.TTL = r.Holder, r.Gateway, r.TTL // as the record says
+			m.leases = append(m.leases, leaseView(info, true))
+			continue
 		}
-		m.leases = append(m.leases, l)
+		r.Holds = holds[r.ID]
+		m.leases = append(m.leases, leaseView(r, false))
 	}
 	for id, info := range local {
 		if !seen[id] {
-			m.leases = append(m.leases, views.Lease{ID: id, Holder: info.Holder, Gateway: self, TTL: time.Duration(info.TTL).String(),
-				Local: true, CreatedAt: info.CreatedAt, ExpiresAt: info.ExpiresAt, RenewedAt: info.RenewedAt, Holds: info.Holds,
-				LockDelay: time.Duration(info.LockDelay).String()})
+			info.Gateway = self
+			m.leases = append(m.leases, leaseView(info, true))
 		}
 	}
 	slices.SortFunc(m.leases, func(a, b views.Lease) int { return cmp.Compare(views.LeaseKey(a), views.LeaseKey(b)) })
@@ -528,6 +528,17 @@ func (m *dashModel) addLeases(st *dashState, local map[string]recipes.LeaseInfo,
 			return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Mode, b.Mode), cmp.Compare(a.Member, b.Member), cmp.Compare(a.Item, b.Item))
 		})
 	}
+}
+
+// leaseView is the dashboard's row of the lease info says; only a local
+// lease (this gateway's) has its expiry, renewal and lock-delay: the
+// others' are known to their gateway alone.
+func leaseView(info recipes.LeaseInfo, local bool) views.Lease {
+	l := views.Lease{ID: info.ID, Holder: info.Holder, Gateway: info.Gateway, TTL: info.TTL.String(), CreatedAt: info.CreatedAt, Holds: info.Holds}
+	if local {
+		l.Local, l.ExpiresAt, l.RenewedAt, l.LockDelay = true, info.ExpiresAt, info.RenewedAt, info.LockDelay.String()
+	}
+	return l
 }
 
 // count sets the header's counts. A kind read whole counts the items with

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -22,35 +21,6 @@ import (
 
 func invalid(format string, args ...any) error {
 	return recipes.Errorf(recipes.CodeInvalid, format, args...)
-}
-
-// Duration is a Go duration string in JSON ("500ms", "15s", "2m").
-type Duration time.Duration
-
-// UnmarshalJSON accepts only a string holding a Go duration.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return errors.New(`a duration must be a string such as "15s"`)
-	}
-	v, err := ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// ParseDuration parses a non-negative Go duration.
-func ParseDuration(s string) (time.Duration, error) {
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration such as \"500ms\", \"15s\" or \"2m\"", s)
-	}
-	if v < 0 {
-		return 0, fmt.Errorf("%q is negative", s)
-	}
-	return v, nil
 }
 
 // decodeJSON reads a JSON object into v. An empty body leaves v as it is
@@ -373,7 +343,7 @@ func parseWait(r *http.Request, maxWait time.Duration) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
-	d, err := ParseDuration(s)
+	d, err := recipes.ParseDuration(s)
 	if err != nil {
 		return 0, invalid("wait: %v", err)
 	}

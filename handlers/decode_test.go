@@ -27,8 +27,8 @@ func wantCode(t *testing.T, err error, code recipes.Code) {
 	}
 }
 
-func durationPtr(d time.Duration) *Duration {
-	v := Duration(d)
+func durationPtr(d time.Duration) *recipes.Duration {
+	v := recipes.Duration(d)
 	return &v
 }
 
@@ -311,7 +311,7 @@ func TestDurationUnmarshalJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		tt.check(t, "UnmarshalJSON", func(in string) (time.Duration, error) {
-			var d Duration
+			var d recipes.Duration
 			err := d.UnmarshalJSON([]byte(in))
 			return time.Duration(d), err
 		})
@@ -351,7 +351,7 @@ func TestParseDuration(t *testing.T) {
 		{"forever", 0, false},
 	}
 	for _, tt := range tests {
-		if err := tt.check(t, "ParseDuration", ParseDuration); err != nil && !strings.Contains(err.Error(), tt.in) {
+		if err := tt.check(t, "ParseDuration", recipes.ParseDuration); err != nil && !strings.Contains(err.Error(), tt.in) {
 			t.Errorf("ParseDuration(%q): the error %q does not quote the input", tt.in, err)
 		}
 	}

@@ -115,7 +115,7 @@ func FuzzParseDuration(f *testing.F) {
 	}
 	durationRE := specPattern(f, "Duration")
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := ParseDuration(s)
+		d, err := recipes.ParseDuration(s)
 		std, stdErr := time.ParseDuration(s)
 		if err == nil {
 			if stdErr != nil || std != d || d < 0 {
@@ -126,7 +126,7 @@ func FuzzParseDuration(f *testing.F) {
 		}
 		// In JSON bodies, as strings.
 		quoted, _ := json.Marshal(s)
-		var jd Duration
+		var jd recipes.Duration
 		if jerr := jd.UnmarshalJSON(quoted); (jerr == nil) != (err == nil) || (jerr == nil && time.Duration(jd) != d) {
 			t.Fatalf("Duration.UnmarshalJSON(%s) = %v, %v; ParseDuration = %v, %v", quoted, time.Duration(jd), jerr, d, err)
 		}
@@ -218,11 +218,11 @@ func FuzzQueryParams(f *testing.F) {
 			if wait != 0 {
 				t.Fatalf("no wait in %q gave %v", rawQuery, wait)
 			}
-		} else if d, perr := ParseDuration(raw); perr != nil || d != wait || wait < 0 || wait > maxWait {
+		} else if d, perr := recipes.ParseDuration(raw); perr != nil || d != wait || wait < 0 || wait > maxWait {
 			t.Fatalf("wait %q in %q gave %v (ParseDuration: %v, %v)", raw, rawQuery, wait, d, perr)
 		}
 		if err != nil && q.Get("wait") != "" {
-			if d, perr := ParseDuration(q.Get("wait")); perr == nil && d <= maxWait {
+			if d, perr := recipes.ParseDuration(q.Get("wait")); perr == nil && d <= maxWait {
 				t.Fatalf("wait %q refused: %v", q.Get("wait"), err)
 			}
 		}

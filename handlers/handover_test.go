@@ -54,7 +54,7 @@ func TestHandoverIsTakenFromProvenPeersOnly(t *testing.T) {
 	keeper := recipes.Keeper{Gateway: "gw-b", Advertise: strings.TrimPrefix(srv.URL, "http://")}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := &recipes.Handover{From: "gw-a", Session: recipes.SavedSession{ID: 0x1234, Password: []byte("the session's password")},
-		Leases: []recipes.LeaseState{{ID: "0b5c6f7e-1a2b-4c3d-8e9f-001122334455"}}}
+		Leases: []recipes.LeaseState{{LeaseTerms: recipes.LeaseTerms{ID: "0b5c6f7e-1a2b-4c3d-8e9f-001122334455"}}}}
 	ctx := context.Background()
 
 	if err := NewPeers("gw-a", secret, nil, quiet).SendHandover(ctx, keeper, h); err != nil {

@@ -83,9 +83,9 @@ var ErrDraining = &recipes.Error{Code: recipes.CodeUnavailable,
 func (a *API) draining() bool { return a.Draining != nil && a.Draining() }
 
 type leaseBody struct {
-	TTL       *Duration `json:"ttl"`
-	Holder    string    `json:"holder"`
-	LockDelay *Duration `json:"lock_delay"`
+	TTL       *recipes.Duration `json:"ttl"`
+	Holder    string            `json:"holder"`
+	LockDelay *recipes.Duration `json:"lock_delay"`
 }
 
 // spec is the lease the body asks for, for owner.
@@ -189,12 +189,34 @@ func (a *API) CreateLease() http.Handler {
 	})
 }
 
+// leaseDoc is a lease as the API answers it (openapi.yaml's Lease), in a
+// lease's answers and in the lease list, which a gateway also reads from
+// the others (see peerLeases).
+type leaseDoc struct {
+	ID        string             `json:"id"`
+	Gateway   string             `json:"gateway"` // the id of the gateway that keeps it
+	TTL       recipes.Duration   `json:"ttl"`
+	Holder    string             `json:"holder"`
+	Owner     string             `json:"owner,omitempty"` // the name of the token that made it, when tokens are on
+	LockDelay recipes.Duration   `json:"lock_delay"`
+	ExpiresAt time.Time          `json:"expires_at"`
+	RenewedAt time.Time          `json:"renewed_at"`
+	CreatedAt time.Time          `json:"created_at"`
+	Holds     []recipes.HoldInfo `json:"holds"`
+}
+
+// leaseDocOf is the API's answer of the lease as info says it is now.
+func leaseDocOf(info recipes.LeaseInfo) leaseDoc {
+	return leaseDoc{ID: info.ID, Gateway: info.Gateway, TTL: info.TTL, Holder: info.Holder, Owner: info.Owner, LockDelay: info.LockDelay,
+		ExpiresAt: info.ExpiresAt, RenewedAt: info.RenewedAt, CreatedAt: info.CreatedAt, Holds: info.Holds}
+}
+
 // writeLease answers with lease l as it is, stamped with this gateway's
 // clock (see TimeHeader).
 func writeLease(w http.ResponseWriter, status int, l *recipes.Lease) {
-	info := l.Info()
+	doc := leaseDocOf(l.Info())
 	stampTime(w.Header())
-	writeJSON(w, status, info)
+	writeJSON(w, status, doc)
 }
 
 // KeepAlive is POST /v1/leases/{id}/keepalive.
@@ -243,12 +265,12 @@ func (a *API) ListLeases() http.Handler {
 		if err != nil {
 			return err
 		}
-		out := []recipes.LeaseInfo{}
+		out := []leaseDoc{}
 		c := CallerOf(r.Context())
 		for _, l := range a.Leases.List() {
 			// A token sees its own leases, and the others' if it may read them.
 			if c == nil || l.Owner == c.Name || c.May("leases", l.ID, LevelRead) {
-				out = append(out, l.Info())
+				out = append(out, leaseDocOf(l.Info()))
 			}
 		}
 		stampTime(w.Header())
@@ -271,9 +293,9 @@ func (a *API) ListLeases() http.Handler {
 // leasePage is the page p of leases, in the order of leaseKey, and the key
 // of its last lease when more follow: leases beyond it, or more that a
 // gateway asked for its first p.Limit leases had (more).
-func leasePage(leases []recipes.LeaseInfo, p recipes.Page, more bool) ([]recipes.LeaseInfo, string) {
-	slices.SortFunc(leases, func(x, y recipes.LeaseInfo) int { return cmp.Compare(leaseKey(x), leaseKey(y)) })
-	i, _ := slices.BinarySearchFunc(leases, p.After, func(l recipes.LeaseInfo, after string) int {
+func leasePage(leases []leaseDoc, p recipes.Page, more bool) ([]leaseDoc, string) {
+	slices.SortFunc(leases, func(x, y leaseDoc) int { return cmp.Compare(leaseKey(x), leaseKey(y)) })
+	i, _ := slices.BinarySearchFunc(leases, p.After, func(l leaseDoc, after string) int {
 		if leaseKey(l) <= after {
 			return -1
 		}
@@ -290,7 +312,7 @@ func leasePage(leases []recipes.LeaseInfo, p recipes.Page, more bool) ([]recipes
 // peerLeases asks every other registered gateway for the page of its own
 // leases that r asks for, as the caller (see Peers); more says that one of
 // them has more after that page.
-func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo, bool, []unreachableGateway) {
+func (a *API) peerLeases(r *http.Request, requestID string) ([]leaseDoc, bool, []unreachableGateway) {
 	caller := ""
 	if c := CallerOf(r.Context()); c != nil {
 		caller = c.Name
@@ -303,14 +325,14 @@ func (a *API) peerLeases(r *http.Request, requestID string) ([]recipes.LeaseInfo
 	}
 	var (
 		mu     sync.Mutex
-		leases []recipes.LeaseInfo
+		leases []leaseDoc
 		more   bool
 	)
 	q := peerQuery{method: http.MethodGet, uri: "/v1/leases?" + query.Encode(), requestID: requestID, caller: caller}
 	unreachable := a.askPeers(r.Context(), q, func(body []byte) error {
 		var doc struct {
-			Leases []recipes.LeaseInfo `json:"leases"`
-			Next   string              `json:"next"`
+			Leases []leaseDoc `json:"leases"`
+			Next   string     `json:"next"`
 		}
 		if err := json.Unmarshal(body, &doc); err != nil {
 			return fmt.Errorf("an answer that is not a lease list: %w", err)
@@ -347,10 +369,10 @@ func (a *API) RevokeLease() http.Handler {
 // existing lease, or the ttl, holder and lock-delay of one to create for
 // the caller.
 type leaseRef struct {
-	Lease     string    `json:"lease"`
-	TTL       *Duration `json:"ttl"`
-	Holder    string    `json:"holder"`
-	LockDelay *Duration `json:"lock_delay"`
+	Lease     string            `json:"lease"`
+	TTL       *recipes.Duration `json:"ttl"`
+	Holder    string            `json:"holder"`
+	LockDelay *recipes.Duration `json:"lock_delay"`
 }
 
 // resolve returns the lease a request acts for. implicit is true when it was

@@ -75,6 +75,6 @@ func pageDoc(key string, items any, next string) map[string]any {
 
 // leaseKey orders the leases of a list: by creation, then id. It is what a
 // cursor of the lease list holds.
-func leaseKey(l recipes.LeaseInfo) string {
+func leaseKey(l leaseDoc) string {
 	return fmt.Sprintf("%020d.%s", l.CreatedAt.UnixNano(), l.ID)
 }

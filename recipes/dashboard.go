@@ -2,7 +2,6 @@ package recipes
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path"
 	"slices"
@@ -159,29 +158,17 @@ func (d Dashboard) Znode(ctx context.Context, p string) (DashboardZnode, error) 
 	}
 }
 
-// DashboardLease is a lease record of {root}/leases, of any gateway.
-type DashboardLease struct {
-	ID        string
-	Holder    string
-	TTL       string
-	Gateway   string
-	CreatedAt time.Time
-}
-
-// LeaseRecords reads the lease records in a snapshot of {root}/leases.
-func LeaseRecords(snap *Snapshot) []DashboardLease {
-	out := make([]DashboardLease, 0, len(snap.Children))
+// LeaseRecords reads the lease records, of every gateway, in a snapshot of
+// {root}/leases: the terms and the gateway of each lease.
+func LeaseRecords(snap *Snapshot) []LeaseInfo {
+	out := make([]LeaseInfo, 0, len(snap.Children))
 	for _, n := range snap.Children {
-		var rec struct {
-			Holder, TTL, Gateway string
-			CreatedAt            *time.Time `json:"created_at"`
+		rec, _ := decodeLeaseRecord(n.Data) // a record that is not JSON shows as its id alone
+		info := rec.info(n.Name)
+		if info.CreatedAt.IsZero() {
+			info.CreatedAt = time.UnixMilli(n.Stat.Ctime).UTC() // a record of a gateway that did not write created_at
 		}
-		_ = json.Unmarshal(n.Data, &rec)              // a record that is not JSON shows as its id alone
-		created := time.UnixMilli(n.Stat.Ctime).UTC() // a record of a gateway that did not write created_at
-		if rec.CreatedAt != nil {
-			created = rec.CreatedAt.UTC()
-		}
-		out = append(out, DashboardLease{ID: n.Name, Holder: rec.Holder, TTL: rec.TTL, Gateway: rec.Gateway, CreatedAt: created})
+		out = append(out, info)
 	}
 	return out
 }

@@ -9,9 +9,12 @@
 // A Service bundles them on one Session (service.go, session.go). Each file
 // opens with its znode layout and the Curator or kazoo recipe it follows:
 //
-//   - Leases (leases.go): a lease is what a client holds things with; its
-//     record is an EPHEMERAL node of the gateway's session, and history.go
-//     keeps the trace that tells "you lost it" from "you never had it".
+//   - Leases (leases.go): a lease is what a client holds things with. What
+//     it is (LeaseTerms) is one struct, carried whole by Lease, LeaseInfo
+//     and the handover's and journal's LeaseState; its record is an
+//     EPHEMERAL node of the gateway's session, a typed leaseRecord with one
+//     encoder and one decoder (leaserecord.go), and history.go keeps the
+//     trace that tells "you lost it" from "you never had it".
 //   - Locks (locks.go): exclusive and read/write, Curator's
 //     InterProcessMutex and InterProcessReadWriteLock.
 //   - Semaphores (semaphores.go): Curator's InterProcessSemaphoreV2.

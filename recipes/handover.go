@@ -83,12 +83,7 @@ func (h *Handover) String() string {
 
 // LeaseState is a lease as it is handed over.
 type LeaseState struct {
-	ID        string      `json:"id"`
-	Holder    string      `json:"holder"`
-	Owner     string      `json:"owner,omitempty"`
-	TTL       Duration    `json:"ttl"`
-	LockDelay Duration    `json:"lock_delay"`
-	CreatedAt time.Time   `json:"created_at"`
+	LeaseTerms
 	Left      Duration    `json:"left"`       // of its TTL when it was handed over (see Handover.Aged)
 	ExpiresAt time.Time   `json:"expires_at"` // the end of its TTL, on the giver's clock (see Handover.SameClock)
 	Holds     []HoldState `json:"holds"`
@@ -259,8 +254,7 @@ func (s *Service) HandOver(ctx context.Context) (*Handover, error) {
 			<-l.done // it ended before it froze: not handed over
 			continue
 		}
-		st := LeaseState{ID: l.ID, Holder: l.Holder, Owner: l.Owner, TTL: Duration(l.TTL), LockDelay: Duration(l.LockDelay),
-			CreatedAt: l.CreatedAt, Left: Duration(max(left, 0)), ExpiresAt: l.expiresAt.UTC()}
+		st := LeaseState{LeaseTerms: l.LeaseTerms, Left: Duration(max(left, 0)), ExpiresAt: l.expiresAt.UTC()}
 		for _, hs := range holds {
 			hst := state(hs)
 			// The hold goes on at the taker, which counts it from then on.
@@ -347,8 +341,7 @@ func (ls *Leases) states() []LeaseState {
 	var out []LeaseState
 	for _, l := range ls.List() {
 		l.mu.Lock()
-		st := LeaseState{ID: l.ID, Holder: l.Holder, Owner: l.Owner, TTL: Duration(l.TTL), LockDelay: Duration(l.LockDelay),
-			CreatedAt: l.CreatedAt, ExpiresAt: l.expiresAt.UTC().Round(0)}
+		st := LeaseState{LeaseTerms: l.LeaseTerms, ExpiresAt: l.expiresAt.UTC().Round(0)}
 		holds := make([]holding, 0, len(l.holds))
 		for _, hs := range l.holds {
 			holds = append(holds, hs)
@@ -475,7 +468,7 @@ func (s *Service) sweepOrphans(ctx context.Context, live map[string]bool, listed
 				reason = EndRevoked
 			}
 			s.log.Info("a lease that the killed gateway had not recorded, or had begun to end: ended", "lease", id, "reason", reason)
-			err = s.Leases.endRecord(ctx, &Lease{ID: id, epoch: epoch}, reason)
+			err = s.Leases.endRecord(ctx, &Lease{LeaseTerms: LeaseTerms{ID: id}, epoch: epoch}, reason)
 		} else {
 			s.log.Info("a node that no resumed lease holds: deleted", "node", p)
 			err = s.sess.deleteNode(ctx, p, epoch)
@@ -581,8 +574,7 @@ func (ls *Leases) restore(st LeaseState, epoch uint64) error {
 		return fmt.Errorf("a lease id %q", st.ID)
 	}
 	lctx, cancel := context.WithCancelCause(context.Background())
-	l := &Lease{ID: st.ID, Holder: st.Holder, Owner: st.Owner, TTL: time.Duration(st.TTL), LockDelay: time.Duration(st.LockDelay),
-		CreatedAt: st.CreatedAt, epoch: epoch, table: ls, ctx: lctx, cancel: cancel, done: make(chan struct{}),
+	l := &Lease{LeaseTerms: st.LeaseTerms, epoch: epoch, table: ls, ctx: lctx, cancel: cancel, done: make(chan struct{}),
 		expiresAt: time.Now().Add(time.Duration(st.Left)), holds: map[string]holding{}}
 	for _, hst := range st.Holds {
 		hs, err := ls.svc.restore(l, hst)

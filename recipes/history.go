@@ -537,11 +537,8 @@ func (ls *Leases) recordedKeeper(id string) string {
 // and data) names, "" when it names none; proven says that the record checks
 // out with the gateways' secret (see proofs; logged when it does not).
 func (ls *Leases) recordGateway(id string, stat *zk.Stat, raw []byte) (gateway string, proven bool) {
-	var rec struct {
-		Gateway string `json:"gateway"`
-		Proof   string `json:"proof"`
-	}
-	if json.Unmarshal(raw, &rec) != nil || rec.Gateway == "" || ValidName(rec.Gateway) != nil {
+	rec, _ := decodeLeaseRecord(raw) // what is not read of it is not the gateway's (see decodeLeaseRecord)
+	if rec.Gateway == "" || ValidName(rec.Gateway) != nil {
 		return "", false
 	}
 	return rec.Gateway, ls.proofs.leaseOK(ls.recordPath(id), id, stat, raw, rec.Gateway, rec.Proof)

@@ -202,7 +202,7 @@ func BenchmarkJournalLockCycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	const id = "6ba7b810-9dad-41d1-80b4-00c04fd430c8"
-	j.granted(1, LeaseState{ID: id, Holder: "bench", TTL: Duration(time.Minute), CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)})
+	j.granted(1, LeaseState{LeaseTerms: LeaseTerms{ID: id, Holder: "bench", TTL: Duration(time.Minute), CreatedAt: time.Now()}, ExpiresAt: time.Now().Add(time.Minute)})
 	node := NodeState{Role: lockRole, Path: "/zkgate/locks/bench/_c_" + id + "-lock-0000000001", Czxid: 4294967301}
 	waiting := HoldState{Kind: "lock", Key: lockKey("bench", ModeExclusive), Name: "bench", Since: time.Now(), Nodes: []NodeState{node},
 		Mode: ModeExclusive}
@@ -279,8 +279,8 @@ func TestAJournalCutShortOrDamaged(t *testing.T) {
 	if err := j.begin(1, SavedSession{ID: 7, Password: []byte("pw")}, "gw", nil); err != nil {
 		t.Fatal(err)
 	}
-	j.granted(1, LeaseState{ID: "a", TTL: Duration(time.Minute), ExpiresAt: time.Now().Add(time.Minute)})
-	j.granted(1, LeaseState{ID: "b", TTL: Duration(time.Minute), ExpiresAt: time.Now().Add(time.Minute)})
+	j.granted(1, LeaseState{LeaseTerms: LeaseTerms{ID: "a", TTL: Duration(time.Minute)}, ExpiresAt: time.Now().Add(time.Minute)})
+	j.granted(1, LeaseState{LeaseTerms: LeaseTerms{ID: "b", TTL: Duration(time.Minute)}, ExpiresAt: time.Now().Add(time.Minute)})
 	raw, err := os.ReadFile(j.path)
 	if err != nil {
 		t.Fatal(err)

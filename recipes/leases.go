@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -60,41 +61,76 @@ type LeaseSpec struct {
 	LockDelay *time.Duration
 }
 
-// LeaseInfo is what clients see of a lease.
-type LeaseInfo struct {
-	ID        string    `json:"id"`
-	Gateway   string    `json:"gateway"` // the id of the gateway that keeps it
-	TTL       Duration  `json:"ttl"`
-	Holder    string    `json:"holder"`
-	Owner     string    `json:"owner,omitempty"` // the name of the token that made it, when tokens are on
+// LeaseTerms is what a lease is: fixed when it is granted, the same at
+// every gateway that keeps it. A lease's handover and its journal carry
+// them whole (LeaseState), its record in ZooKeeper what the other gateways
+// read of them (leaseRecord), and the API answers them (LeaseInfo, made
+// into JSON by handlers): a field added here reaches all of them.
+type LeaseTerms struct {
+	ID     string `json:"id"`
+	Holder string `json:"holder"`
+	// Owner is the name of the client token that made the lease ("" when
+	// tokens are off). It is written into the lease record, so that the
+	// gateway a request is forwarded to knows it too.
+	Owner string   `json:"owner,omitempty"`
+	TTL   Duration `json:"ttl"`
+	// LockDelay is how long after the lease ends without releasing what it
+	// holds no zkgate grant of it is made.
 	LockDelay Duration  `json:"lock_delay"`
-	ExpiresAt time.Time `json:"expires_at"`
-	// RenewedAt is when the lease was last kept alive, or made: its TTL
-	// runs from then, on the clock of its gateway.
-	RenewedAt time.Time  `json:"renewed_at"`
-	CreatedAt time.Time  `json:"created_at"`
-	Holds     []HoldInfo `json:"holds"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
-// Duration is a duration in what the recipes answer (LeaseInfo,
-// LeaseState): it marshals as a Go duration string. Client input is read by
-// handlers.Duration, which also checks it.
+// LeaseInfo is a lease as it is at one moment: its terms, the gateway
+// that keeps it and, when that is this gateway, its expiry and what it
+// holds (Lease.Info). A lease read from its record (LeaseRecords) has its
+// terms and gateway alone.
+type LeaseInfo struct {
+	LeaseTerms
+	Gateway   string    // the id of the gateway that keeps it
+	ExpiresAt time.Time // what the gateway promises (see Lease.Info)
+	// RenewedAt is when the lease was last kept alive, or made: its TTL
+	// runs from then, on the clock of its gateway.
+	RenewedAt time.Time
+	Holds     []HoldInfo
+}
+
+// Duration is a Go duration string in JSON ("500ms", "15s", "2m"): in
+// what clients send and are answered, and in what the gateways hand each
+// other and journal. It is the one duration type of zkgate's JSON.
 type Duration time.Duration
+
+// String is the Go duration string ("15s").
+func (d Duration) String() string { return time.Duration(d).String() }
 
 // MarshalJSON writes "15s".
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
 
-// UnmarshalJSON reads "15s" (a gateway reads another's lease list).
+// UnmarshalJSON accepts only a string holding a non-negative Go duration.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New(`a duration must be a string such as "15s"`)
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
 		return err
 	}
-	v, err := time.ParseDuration(s)
 	*d = Duration(v)
-	return err
+	return nil
+}
+
+// ParseDuration parses a non-negative Go duration.
+func ParseDuration(s string) (time.Duration, error) {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration such as \"500ms\", \"15s\" or \"2m\"", s)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("%q is negative", s)
+	}
+	return v, nil
 }
 
 // HoldInfo is one thing a lease holds or waits for.
@@ -152,19 +188,9 @@ type endedLease struct {
 // Lease is one client's liveness. Its context is cancelled when it ends, so
 // every wait made on its behalf stops at once.
 type Lease struct {
-	ID     string
-	Holder string
-	// Owner is the name of the client token that made the lease ("" when
-	// tokens are off). It is written into the lease record, so that the
-	// gateway a request is forwarded to knows it too.
-	Owner string
-	TTL   time.Duration
-	// LockDelay is how long after the lease ends without releasing what it
-	// holds no zkgate grant of it is made.
-	LockDelay time.Duration
-	CreatedAt time.Time
-	epoch     uint64
-	table     *Leases
+	LeaseTerms
+	epoch uint64
+	table *Leases
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc // errLeaseEnding, or ErrMoved
@@ -269,8 +295,8 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 	id := newLeaseID()
 	now := time.Now().UTC()
 	lctx, cancel := context.WithCancelCause(context.Background())
-	l := &Lease{ID: id, Holder: holder, Owner: owner, TTL: ttl, LockDelay: lockDelay, CreatedAt: now, epoch: epoch, table: ls,
-		ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
+	l := &Lease{LeaseTerms: LeaseTerms{ID: id, Holder: holder, Owner: owner, TTL: Duration(ttl), LockDelay: Duration(lockDelay), CreatedAt: now},
+		epoch: epoch, table: ls, ctx: lctx, cancel: cancel, done: make(chan struct{}), expiresAt: now.Add(ttl), holds: map[string]holding{}}
 
 	data := ls.recordOf(l, sid)
 	if err := ls.createRecord(ctx, id, data, historyEntry{Gateway: ls.cfg.GatewayID, Holder: holder}, epoch); err != nil {
@@ -299,8 +325,7 @@ func (ls *Leases) Grant(ctx context.Context, spec LeaseSpec) (*Lease, error) {
 	if ls.afterRecord != nil {
 		ls.afterRecord()
 	}
-	ls.journal.granted(epoch, LeaseState{ID: id, Holder: holder, Owner: owner, TTL: Duration(ttl), LockDelay: Duration(lockDelay),
-		CreatedAt: now, ExpiresAt: l.expiresAt})
+	ls.journal.granted(epoch, LeaseState{LeaseTerms: l.LeaseTerms, ExpiresAt: l.expiresAt})
 	// The timer is set before anyone can see the lease: a keepalive resets it.
 	l.timer = time.AfterFunc(ttl, l.onTimer)
 	ls.mu.Lock()
@@ -324,26 +349,6 @@ func (ls *Leases) beginJournal(epoch uint64, sid int64) error {
 	}
 	_ = ls.journal.begin(epoch, saved, ls.cfg.GatewayID, nil) // a failure is logged: the gateway serves on, without it
 	return nil
-}
-
-// recordOf is the data of l's record: what every gateway reads of it, with
-// this gateway as its keeper (signed, with the gateways' secret, for the
-// node that session owner makes).
-func (ls *Leases) recordOf(l *Lease, owner int64) []byte {
-	// created_at: a record made anew by a handover keeps the lease's age.
-	record := map[string]any{"holder": l.Holder, "ttl": l.TTL.String(), "gateway": ls.cfg.GatewayID,
-		"created_at": l.CreatedAt.UTC().Format(time.RFC3339Nano)}
-	if proof := ls.proofs.lease(l.ID, ls.cfg.GatewayID); proof != "" {
-		record["proof"] = proof
-	}
-	if l.Owner != "" {
-		record["owner"] = l.Owner
-	}
-	if l.LockDelay > 0 {
-		record["lock_delay"] = l.LockDelay.String()
-	}
-	data, _ := json.Marshal(record)
-	return ls.proofs.node(leaseProof, l.ID, owner, data)
 }
 
 func (ls *Leases) sessionID() int64 {
@@ -491,8 +496,8 @@ func (ls *Leases) KeepAlive(id string) (*Lease, error) {
 		l.end(EndExpired)
 		return nil, leaseEnded(l.ID, EndExpired)
 	}
-	l.expiresAt = time.Now().Add(l.TTL)
-	l.timer.Reset(l.TTL)
+	l.expiresAt = time.Now().Add(time.Duration(l.TTL))
+	l.timer.Reset(time.Duration(l.TTL))
 	l.table.journal.renewed(l.epoch, l.ID, l.expiresAt) // before the client is told
 	l.mu.Unlock()
 	if err != nil {
@@ -579,8 +584,8 @@ func (l *Lease) Info() LeaseInfo {
 	defer l.mu.Unlock()
 	promised := earliest(l.expiresAt.Add(-l.table.margin()), bound)
 	l.table.promised(promised)
-	info := LeaseInfo{ID: l.ID, Gateway: l.table.cfg.GatewayID, TTL: Duration(l.TTL), Holder: l.Holder, Owner: l.Owner, LockDelay: Duration(l.LockDelay),
-		ExpiresAt: promised.UTC(), RenewedAt: l.expiresAt.Add(-l.TTL).UTC(), CreatedAt: l.CreatedAt, Holds: []HoldInfo{}}
+	info := LeaseInfo{LeaseTerms: l.LeaseTerms, Gateway: l.table.cfg.GatewayID, ExpiresAt: promised.UTC(),
+		RenewedAt: l.expiresAt.Add(-time.Duration(l.TTL)).UTC(), Holds: []HoldInfo{}}
 	for _, h := range l.holds {
 		info.Holds = append(info.Holds, h.info())
 	}

@@ -278,7 +278,7 @@ func (s *Service) markDelay(ctx context.Context, h *hold, line, node string) err
 	if lease.LockDelay <= 0 {
 		return nil
 	}
-	name, ok := markName(path.Base(node), lease.LockDelay)
+	name, ok := markName(path.Base(node), time.Duration(lease.LockDelay))
 	if !ok {
 		return internal(nil, "no lock-delay marker for "+node)
 	}
