@@ -1,4 +1,4 @@
-// Package kind is the one registry of the kinds of primitive the gateway
+// Package kinds is the one registry of the kinds of primitive the gateway
 // serves: locks (read/write locks are locks with a mode), semaphores,
 // elections, barriers, double barriers and queues. Each kind is one
 // descriptor here, and every list of kinds is read from All: the token
@@ -10,7 +10,7 @@
 // The package imports nothing of zkgate, so that every package can read it.
 // Leases, the gateways' records and the lock delays are not kinds: they
 // have names and directories of their own, which their owners spell.
-package kind
+package kinds
 
 import "slices"
 
