@@ -98,7 +98,7 @@ func optsFor(root, p string) entryOpts {
 		return entryOpts{namesOnly: true}
 	case len(parts) == 2 && (parts[0] == kinds.Locks.Name || parts[0] == kinds.Elections.Name):
 		return seqOpts
-	case len(parts) == 3 && parts[0] == kinds.Semaphores.Name && (parts[2] == "locks" || parts[2] == "leases"):
+	case len(parts) == 3 && parts[0] == kinds.Semaphores.Name && (parts[2] == semAdmissionDir || parts[2] == semSlotsDir):
 		return seqOpts
 	}
 	return entryOpts{}

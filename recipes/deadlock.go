@@ -555,7 +555,7 @@ func (s *Service) lineName(line string) (kind, name string, ok bool) {
 	switch {
 	case len(parts) == 2 && parts[0] == kinds.Locks.Name && ValidName(parts[1]) == nil:
 		return KindLock, parts[1], true
-	case len(parts) == 3 && parts[0] == kinds.Semaphores.Name && ValidName(parts[1]) == nil && (parts[2] == "locks" || parts[2] == "leases"):
+	case len(parts) == 3 && parts[0] == kinds.Semaphores.Name && ValidName(parts[1]) == nil && (parts[2] == semAdmissionDir || parts[2] == semSlotsDir):
 		return KindSemaphore, parts[1], true
 	}
 	return "", "", false

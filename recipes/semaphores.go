@@ -40,6 +40,10 @@ type SemaphoreState struct {
 
 func (m *Semaphores) base(name string) string { return kinds.Semaphores.Path(m.svc.sess.Root(), name) }
 
+// The two lines of a semaphore, children of its node: the admission queue
+// (locks) and the slots (leases).
+const semAdmissionDir, semSlotsDir = "locks", "leases"
+
 // semHold is a lease's place in a semaphore: its node in the admission
 // queue while it waits, then its slot node.
 type semHold struct {
