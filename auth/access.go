@@ -21,7 +21,7 @@ const SessionCookie = "zkgate_token"
 // Need is what a request needs of its caller's token: its route's rule
 // (the server's route table holds each route's), applied to the request.
 type Need struct {
-	// Kind is what the route acts on: a kind of kinds, or "*" for routes
+	// Kind is what the route acts on: a kind of permKinds, or "*" for routes
 	// that show every kind (the dashboard, /metrics).
 	Kind  string
 	Level Level

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
+
+	"github.com/zkgate/zkgate/kinds"
 )
 
 // The tokens file (--auth-file) names each client token with the hash of
@@ -26,7 +28,7 @@ import (
 //	billing     sha256:9f86d081…     locks:billing-:write leases:*:write
 //	dashboard   sha256:2c26b46b…     *:*:read
 //
-// A permission is KIND:PREFIX:LEVEL: KIND is one of kinds or "*", PREFIX is
+// A permission is KIND:PREFIX:LEVEL: KIND is one of permKinds or "*", PREFIX is
 // "*" (every name) or the start of the names it covers, and LEVEL is read,
 // write or admin, each including the ones before it.
 //
@@ -36,8 +38,8 @@ import (
 // expensive, and nobody can guess 2^256 secrets however fast the hash is;
 // a fast hash keeps checking a token cheap on every request.
 
-// kinds are the kinds of permission, one per primitive plus leases.
-var kinds = []string{"locks", "semaphores", "elections", "barriers", "double-barriers", "queues", "leases"}
+// permKinds are the kinds of permission, one per kind of primitive plus leases.
+var permKinds = append(kinds.Names(), "leases")
 
 // secretPrefix starts every secret `zkgate token new` makes, so that a
 // leaked one is easy to recognise (and to search for in logs and code).
@@ -278,8 +280,8 @@ func parsePermission(s string) (Permission, error) {
 	}
 	kind, prefix, level := parts[0], parts[1], parts[2]
 	p := Permission{Kind: kind}
-	if kind != "*" && !slices.Contains(kinds, kind) {
-		return Permission{}, fmt.Errorf("permission %q: unknown kind %q (want one of %s, or *)", s, kind, strings.Join(kinds, ", "))
+	if kind != "*" && !slices.Contains(permKinds, kind) {
+		return Permission{}, fmt.Errorf("permission %q: unknown kind %q (want one of %s, or *)", s, kind, strings.Join(permKinds, ", "))
 	}
 	// "billing-*" is read as the prefix "billing-", as people write it.
 	prefix = strings.TrimSuffix(prefix, "*")

@@ -42,11 +42,11 @@ type holdRoute struct {
 }
 
 var holdRoutes = map[string]holdRoute{
-	"lock": {"locks", "/v1/locks/{name}/release", func(n, _ string) string { return "/v1/locks/" + n + "/release" }},
-	"semaphore": {"semaphores", "/v1/semaphores/{name}/release",
+	"lock": {kindLocks, "/v1/locks/{name}/release", func(n, _ string) string { return "/v1/locks/" + n + "/release" }},
+	"semaphore": {kindSems, "/v1/semaphores/{name}/release",
 		func(n, _ string) string { return "/v1/semaphores/" + n + "/release" }},
-	"election": {"elections", "/v1/elections/{name}/resign", func(n, _ string) string { return "/v1/elections/" + n + "/resign" }},
-	"claim": {"queues", "/v1/queues/{name}/items/{id}/nack",
+	"election": {kindElections, "/v1/elections/{name}/resign", func(n, _ string) string { return "/v1/elections/" + n + "/resign" }},
+	"claim": {kindQueues, "/v1/queues/{name}/items/{id}/nack",
 		func(n, item string) string { return "/v1/queues/" + n + "/items/" + item + "/nack" }},
 }
 

@@ -144,8 +144,8 @@ func New(cfg Config) *Dashboard {
 }
 
 var pageTitles = map[string]string{
-	"overview": "Overview", "locks": "Locks", "semaphores": "Semaphores", "leases": "Leases", pageContention: "Contention",
-	"elections": "Elections", "barriers": "Barriers", "queues": "Queues", "znodes": "Znodes",
+	"overview": "Overview", kindLocks: "Locks", kindSems: "Semaphores", "leases": "Leases", pageContention: "Contention",
+	kindElections: "Elections", kindBarriers: "Barriers", kindQueues: "Queues", "znodes": "Znodes",
 }
 
 // Overview serves GET /, the overview page.
@@ -225,22 +225,22 @@ func pageComponent(p views.Page, m *dashModel, v dashView) templ.Component {
 	switch p.Name {
 	case "overview":
 		return views.OverviewPage(p, m.overview())
-	case "locks":
+	case kindLocks:
 		locks, lp := m.locksPage(v)
 		return views.LocksPage(p, locks, lp)
-	case "semaphores":
+	case kindSems:
 		sems, lp := m.semsPage(v)
 		return views.SemaphoresPage(p, sems, lp)
 	case "leases":
 		leases, lp := m.leasesPage(v)
 		return views.LeasesPage(p, leases, lp)
-	case "elections":
+	case kindElections:
 		els, lp := m.electionsPage(v)
 		return views.ElectionsPage(p, els, lp)
-	case "barriers":
+	case kindBarriers:
 		bs, dbs, lp := m.barriersPage(v)
 		return views.BarriersPage(p, bs, dbs, lp)
-	case "queues":
+	case kindQueues:
 		qs, lp := m.queuesPage(v)
 		return views.QueuesPage(p, qs, lp)
 	}

@@ -24,7 +24,7 @@ func TestFragmentsAreElementsOfThePage(t *testing.T) {
 	st.sems["pool"] = recipes.SemaphoreState{Name: "pool", Limit: 2, Holders: []recipes.Contender{holder}}
 	st.elections["leader"] = recipes.ElectionState{Name: "leader", Leader: &holder, Candidates: []recipes.Contender{holder}}
 	st.dbarriers["phase"] = recipes.DoubleBarrierState{Name: "phase", Count: 2}
-	st.queues["jobs"] = recipes.QueueState{Name: "jobs", Length: 1}
+	st.queues["jobs"] = dashQueue{QueueState: recipes.QueueState{Name: "jobs", Length: 1}}
 	st.barriers = []recipes.BarrierState{{Name: "deploy", Raised: true, Since: &since}}
 	st.leases = []recipes.LeaseInfo{{LeaseTerms: recipes.LeaseTerms{ID: "l1", Holder: "worker", TTL: recipes.Duration(time.Minute), CreatedAt: since}, Gateway: "gw"}}
 	for _, kind := range allKinds {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/views"
 )
@@ -55,32 +56,149 @@ func newDashSource(svc *recipes.Service, hideSessions bool) *dashSource {
 		dbarriers: svc.DoubleBarriers, queues: svc.Queues, leases: svc.Leases, hideSessions: hideSessions}
 }
 
-// The kinds of primitive, each the name of a child of the root.
-const (
-	kindLocks     = "locks"
-	kindSems      = "semaphores"
-	kindElections = "elections"
-	kindBarriers  = "barriers"
-	kindDBarriers = "double-barriers"
-	kindQueues    = "queues"
+// The kinds the dashboard reads, each the name of a child of the root:
+// the kinds of primitive, and the leases' and the gateways' records.
+var (
+	kindLocks     = kinds.Locks.Name
+	kindSems      = kinds.Semaphores.Name
+	kindElections = kinds.Elections.Name
+	kindBarriers  = kinds.Barriers.Name
+	kindDBarriers = kinds.DoubleBarriers.Name
+	kindQueues    = kinds.Queues.Name
 	kindLeases    = "leases"
 	kindGateways  = "gateways"
 )
 
-var allKinds = []string{kindLocks, kindSems, kindElections, kindBarriers, kindDBarriers, kindQueues, kindLeases, kindGateways}
+var allKinds = append(kinds.Names(), kindLeases, kindGateways)
+
+// dashKind is how the dashboard reads one kind: the table dashKinds holds
+// one for each of allKinds, so that adding a kind to the registry (package
+// kinds) is adding it here, and nothing switches on a kind.
+type dashKind struct {
+	// paths are the znodes behind the primitive whose node is base: the
+	// paths the hub keeps watched while it shows it. Kinds whose top-level
+	// node says all (barriers, leases, gateways) have none (paths nil).
+	paths func(base string) []string
+	// whole reads such a kind from the snapshot of its node.
+	whole func(s *dashSource, st *dashState, snap *recipes.Snapshot)
+	// load reads one named item; ok is false when it has nobody in it (a
+	// container about to be removed) or cannot be read (a name zkgate does
+	// not accept, made by another client).
+	load func(ctx context.Context, s *dashSource, name string) (item any, ok bool)
+	// items are where the named items read are kept.
+	items func(st *dashState) itemStore
+	// merge takes the kind's part of other, loaded on its own.
+	merge func(st, other *dashState)
+	// page is the page that lists the kind, if not the one of its name.
+	page string
+}
+
+// itemStore keeps the named items of one kind that are read.
+type itemStore interface {
+	set(name string, item any)
+	has(name string) bool
+	loaded() []string // sorted
+	drop(name string)
+}
+
+// named are the items of one kind read, by name.
+type named[T any] map[string]T
+
+func (m named[T]) set(name string, item any) { m[name] = item.(T) }
+func (m named[T]) has(name string) bool      { _, ok := m[name]; return ok }
+func (m named[T]) loaded() []string          { return sortedKeys(m) }
+func (m named[T]) drop(name string)          { delete(m, name) }
+
+// dashKinds is the dashboard's table of kinds, by name.
+var dashKinds = map[string]dashKind{
+	kindLocks: {
+		paths: func(base string) []string { return []string{base} },
+		load: func(ctx context.Context, s *dashSource, name string) (any, bool) {
+			l, err := s.locks.State(ctx, name, 0, 0)
+			if s.hideSessions {
+				l.WithoutSessions()
+			}
+			return l, err == nil && len(l.Holders)+len(l.Waiters) > 0
+		},
+		items: func(st *dashState) itemStore { return st.locks },
+		merge: func(st, other *dashState) { st.locks = other.locks },
+	},
+	kindSems: {
+		paths: func(base string) []string { return []string{base + "/leases", base + "/locks"} },
+		load: func(ctx context.Context, s *dashSource, name string) (any, bool) {
+			m, err := s.sems.State(ctx, name, 0, 0)
+			if s.hideSessions {
+				m.WithoutSessions()
+			}
+			return m, err == nil && len(m.Holders)+len(m.Waiters) > 0
+		},
+		items: func(st *dashState) itemStore { return st.sems },
+		merge: func(st, other *dashState) { st.sems = other.sems },
+	},
+	kindElections: {
+		paths: func(base string) []string { return []string{base} },
+		load: func(ctx context.Context, s *dashSource, name string) (any, bool) {
+			e, err := s.elections.State(ctx, name, 0, 0)
+			if s.hideSessions {
+				e.WithoutSessions()
+			}
+			return e, err == nil && len(e.Candidates) > 0
+		},
+		items: func(st *dashState) itemStore { return st.elections },
+		merge: func(st, other *dashState) { st.elections = other.elections },
+	},
+	kindBarriers: {
+		whole: func(_ *dashSource, st *dashState, snap *recipes.Snapshot) {
+			st.barriers = make([]recipes.BarrierState, 0, len(snap.Children))
+			for _, n := range snap.Children {
+				since := time.UnixMilli(n.Stat.Ctime).UTC()
+				st.barriers = append(st.barriers, recipes.BarrierState{Name: n.Name, Raised: true, Since: &since})
+			}
+		},
+		merge: func(st, other *dashState) { st.barriers = other.barriers },
+	},
+	kindDBarriers: {
+		paths: func(base string) []string { return []string{base} },
+		load: func(ctx context.Context, s *dashSource, name string) (any, bool) {
+			d, err := s.dbarriers.State(ctx, name, 0, 0)
+			return d, err == nil && (len(d.Members) > 0 || d.Ready)
+		},
+		items: func(st *dashState) itemStore { return st.dbarriers },
+		merge: func(st, other *dashState) { st.dbarriers = other.dbarriers },
+		page:  kindBarriers, // with the barriers
+	},
+	kindQueues: {
+		paths: func(base string) []string { return []string{base + "/entries", base + "/taken"} },
+		load: func(ctx context.Context, s *dashSource, name string) (any, bool) {
+			q, err := s.queues.State(ctx, name, queueHead, 0, 0)
+			if err != nil || q.Length == 0 {
+				return nil, false
+			}
+			var claims []recipes.ClaimInfo
+			if q.Claimed > 0 {
+				claims, _ = s.queues.Claims(ctx, name) // what it cannot read, it does not show
+			}
+			return dashQueue{q, claims}, true
+		},
+		items: func(st *dashState) itemStore { return st.queues },
+		merge: func(st, other *dashState) { st.queues = other.queues },
+	},
+	kindLeases: {
+		whole: func(_ *dashSource, st *dashState, snap *recipes.Snapshot) { st.leases = recipes.LeaseRecords(snap) },
+		merge: func(st, other *dashState) { st.leases = other.leases },
+	},
+	kindGateways: {
+		whole: func(s *dashSource, st *dashState, snap *recipes.Snapshot) { st.gateways = s.dash.GatewayRecords(snap) },
+		merge: func(st, other *dashState) { st.gateways = other.gateways },
+	},
+}
 
 // itemPaths are the znodes behind one named primitive of a kind: the paths
 // the hub keeps watched while it shows it. Kinds whose top-level node says
 // all (barriers, leases, gateways) have none.
 func itemPaths(root, kind, name string) []string {
-	base := root + "/" + kind + "/" + name
-	switch kind {
-	case kindLocks, kindElections, kindDBarriers:
-		return []string{base}
-	case kindSems:
-		return []string{base + "/leases", base + "/locks"}
-	case kindQueues:
-		return []string{base + "/entries", base + "/taken"}
+	if k := dashKinds[kind]; k.paths != nil {
+		return k.paths(root + "/" + kind + "/" + name)
 	}
 	return nil
 }
@@ -102,22 +220,20 @@ func splitPath(root, p string) (kind, name string, ok bool) {
 type dashState struct {
 	names     map[string][]string // kind -> names under it, sorted
 	whole     map[string]bool     // kind -> every name's item is read
-	locks     map[string]recipes.LockState
-	sems      map[string]recipes.SemaphoreState
-	elections map[string]recipes.ElectionState
-	dbarriers map[string]recipes.DoubleBarrierState
-	queues    map[string]recipes.QueueState
-	claims    map[string][]recipes.ClaimInfo // by queue
+	locks     named[recipes.LockState]
+	sems      named[recipes.SemaphoreState]
+	elections named[recipes.ElectionState]
+	dbarriers named[recipes.DoubleBarrierState]
+	queues    named[dashQueue] // with their claims
 	barriers  []recipes.BarrierState
 	leases    []recipes.LeaseInfo // the records: terms and gateway
 	gateways  []recipes.GatewayInfo
 }
 
 func newDashState() *dashState {
-	return &dashState{names: map[string][]string{}, whole: map[string]bool{}, locks: map[string]recipes.LockState{},
-		sems: map[string]recipes.SemaphoreState{}, elections: map[string]recipes.ElectionState{},
-		dbarriers: map[string]recipes.DoubleBarrierState{}, queues: map[string]recipes.QueueState{},
-		claims: map[string][]recipes.ClaimInfo{}}
+	return &dashState{names: map[string][]string{}, whole: map[string]bool{}, locks: named[recipes.LockState]{},
+		sems: named[recipes.SemaphoreState]{}, elections: named[recipes.ElectionState]{},
+		dbarriers: named[recipes.DoubleBarrierState]{}, queues: named[dashQueue]{}}
 }
 
 // watcher keeps paths watched for the hub; nil for a one-off page load.
@@ -134,19 +250,8 @@ func (s *dashSource) loadKind(ctx context.Context, st *dashState, kind string, w
 	if err != nil {
 		return err
 	}
-	switch kind {
-	case kindBarriers:
-		st.barriers = make([]recipes.BarrierState, 0, len(snap.Children))
-		for _, n := range snap.Children {
-			since := time.UnixMilli(n.Stat.Ctime).UTC()
-			st.barriers = append(st.barriers, recipes.BarrierState{Name: n.Name, Raised: true, Since: &since})
-		}
-		return nil
-	case kindLeases:
-		st.leases = recipes.LeaseRecords(snap)
-		return nil
-	case kindGateways:
-		st.gateways = s.dash.GatewayRecords(snap)
+	if k := dashKinds[kind]; k.whole != nil {
+		k.whole(s, st, snap)
 		return nil
 	}
 	names := make([]string, 0, len(snap.Children))
@@ -207,42 +312,10 @@ func (s *dashSource) loadItems(ctx context.Context, st *dashState, kind string, 
 	wg.Wait()
 }
 
-// loadItem reads one named item; ok is false when it has nobody in it (a
-// container about to be removed) or cannot be read (a name zkgate does
-// not accept, made by another client).
+// loadItem reads one named item (see dashKind.load).
 func (s *dashSource) loadItem(ctx context.Context, kind, name string) (any, bool) {
-	switch kind {
-	case kindLocks:
-		l, err := s.locks.State(ctx, name, 0, 0)
-		if s.hideSessions {
-			l.WithoutSessions()
-		}
-		return l, err == nil && len(l.Holders)+len(l.Waiters) > 0
-	case kindSems:
-		m, err := s.sems.State(ctx, name, 0, 0)
-		if s.hideSessions {
-			m.WithoutSessions()
-		}
-		return m, err == nil && len(m.Holders)+len(m.Waiters) > 0
-	case kindElections:
-		e, err := s.elections.State(ctx, name, 0, 0)
-		if s.hideSessions {
-			e.WithoutSessions()
-		}
-		return e, err == nil && len(e.Candidates) > 0
-	case kindDBarriers:
-		d, err := s.dbarriers.State(ctx, name, 0, 0)
-		return d, err == nil && (len(d.Members) > 0 || d.Ready)
-	case kindQueues:
-		q, err := s.queues.State(ctx, name, queueHead, 0, 0)
-		if err != nil || q.Length == 0 {
-			return nil, false
-		}
-		var claims []recipes.ClaimInfo
-		if q.Claimed > 0 {
-			claims, _ = s.queues.Claims(ctx, name) // what it cannot read, it does not show
-		}
-		return dashQueue{q, claims}, true
+	if k := dashKinds[kind]; k.load != nil {
+		return k.load(ctx, s, name)
 	}
 	return nil, false
 }
@@ -254,71 +327,38 @@ type dashQueue struct {
 	claims []recipes.ClaimInfo
 }
 
+// items are where the named items of kind read are kept (nil: a kind
+// without items).
+func (st *dashState) items(kind string) itemStore {
+	if k := dashKinds[kind]; k.items != nil {
+		return k.items(st)
+	}
+	return nil
+}
+
 func (st *dashState) set(kind, name string, item any) {
-	switch kind {
-	case kindLocks:
-		st.locks[name] = item.(recipes.LockState)
-	case kindSems:
-		st.sems[name] = item.(recipes.SemaphoreState)
-	case kindElections:
-		st.elections[name] = item.(recipes.ElectionState)
-	case kindDBarriers:
-		st.dbarriers[name] = item.(recipes.DoubleBarrierState)
-	case kindQueues:
-		q := item.(dashQueue)
-		st.queues[name] = q.QueueState
-		st.claims[name] = q.claims
+	if items := st.items(kind); items != nil {
+		items.set(name, item)
 	}
 }
 
 // has reports whether the item name of kind is read.
 func (st *dashState) has(kind, name string) bool {
-	var ok bool
-	switch kind {
-	case kindLocks:
-		_, ok = st.locks[name]
-	case kindSems:
-		_, ok = st.sems[name]
-	case kindElections:
-		_, ok = st.elections[name]
-	case kindDBarriers:
-		_, ok = st.dbarriers[name]
-	case kindQueues:
-		_, ok = st.queues[name]
-	}
-	return ok
+	items := st.items(kind)
+	return items != nil && items.has(name)
 }
 
 // loaded lists the names of the items of kind that are read.
 func (st *dashState) loaded(kind string) []string {
-	switch kind {
-	case kindLocks:
-		return sortedKeys(st.locks)
-	case kindSems:
-		return sortedKeys(st.sems)
-	case kindElections:
-		return sortedKeys(st.elections)
-	case kindDBarriers:
-		return sortedKeys(st.dbarriers)
-	case kindQueues:
-		return sortedKeys(st.queues)
+	if items := st.items(kind); items != nil {
+		return items.loaded()
 	}
 	return nil
 }
 
 func (st *dashState) drop(kind, name string) {
-	switch kind {
-	case kindLocks:
-		delete(st.locks, name)
-	case kindSems:
-		delete(st.sems, name)
-	case kindElections:
-		delete(st.elections, name)
-	case kindDBarriers:
-		delete(st.dbarriers, name)
-	case kindQueues:
-		delete(st.queues, name)
-		delete(st.claims, name)
+	if items := st.items(kind); items != nil {
+		items.drop(name)
 	}
 }
 
@@ -348,23 +388,8 @@ func (s *dashSource) loadAll(ctx context.Context, st *dashState, w watcher, view
 // merge takes kind's part of other, loaded on its own.
 func (st *dashState) merge(kind string, other *dashState) {
 	st.names[kind], st.whole[kind] = other.names[kind], other.whole[kind]
-	switch kind {
-	case kindLocks:
-		st.locks = other.locks
-	case kindSems:
-		st.sems = other.sems
-	case kindElections:
-		st.elections = other.elections
-	case kindDBarriers:
-		st.dbarriers = other.dbarriers
-	case kindQueues:
-		st.queues, st.claims = other.queues, other.claims
-	case kindBarriers:
-		st.barriers = other.barriers
-	case kindLeases:
-		st.leases = other.leases
-	case kindGateways:
-		st.gateways = other.gateways
+	if k := dashKinds[kind]; k.merge != nil {
+		k.merge(st, other)
 	}
 }
 
@@ -491,10 +516,10 @@ func (m *dashModel) addMembers(st *dashState, holds map[string][]recipes.HoldInf
 	}
 	for _, name := range sortedKeys(st.queues) {
 		q := st.queues[name]
-		m.queues = append(m.queues, q)
+		m.queues = append(m.queues, q.QueueState)
 		c.QueueItems += q.Length
 		c.QueueClaimed += q.Claimed
-		for _, cl := range st.claims[name] {
+		for _, cl := range q.claims {
 			if cl.Lease != "" {
 				holds[cl.Lease] = append(holds[cl.Lease], recipes.HoldInfo{Kind: "claim", Name: name, Item: cl.Item, State: "held", Since: cl.Since})
 			}

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"net/url"
 	"slices"
 	"strings"
@@ -65,12 +66,9 @@ func (v dashView) key() string {
 	return k
 }
 
-// pageOfKind is the dashboard page that lists kind.
+// pageOfKind is the dashboard page that lists kind (see dashKind.page).
 func pageOfKind(kind string) string {
-	if kind == kindDBarriers {
-		return "barriers"
-	}
-	return kind
+	return cmp.Or(dashKinds[kind].page, kind)
 }
 
 // matches reports whether text holds q, ignoring case.

@@ -14,7 +14,7 @@ import (
 // The live pages, each a topic of the hub; every page also has the header.
 const topicHeader = "header"
 
-var livePages = []string{"overview", "locks", "semaphores", "leases", pageContention, "elections", "barriers", "queues"}
+var livePages = []string{"overview", kindLocks, kindSems, "leases", pageContention, kindElections, kindBarriers, kindQueues}
 
 // A topic renders to single fragments (replaced whole) and lists of items
 // (each item upserted or removed by id, the list replaced whole in a
@@ -162,13 +162,13 @@ func renderTopic(ctx context.Context, v dashView, m *dashModel, cache *renderCac
 		return t
 	case "overview":
 		return topicView{singles: []single{{views.IDOverview, r.html(views.OverviewBody(m.overview()))}}}
-	case "locks":
+	case kindLocks:
 		locks, lp := m.locksPage(v)
 		return r.listPage(views.IDLocksSummary, views.LocksSummary(counts), lp, listOf(r, views.IDLocksList, locks, views.LocksList,
 			func(x views.Lock) itemOf {
 				return itemOf{views.LockID(x.Name), x.Name, fmt.Sprint(x.Index, grantsFP(x.GrantedAt)), views.LockItem(x)}
 			}))
-	case "semaphores":
+	case kindSems:
 		sems, lp := m.semsPage(v)
 		return r.listPage(views.IDSemsSummary, views.SemaphoresSummary(counts), lp, listOf(r, views.IDSemsList, sems, views.SemaphoresList,
 			func(x views.Semaphore) itemOf {
@@ -180,15 +180,15 @@ func renderTopic(ctx context.Context, v dashView, m *dashModel, cache *renderCac
 			func(x views.Lease) itemOf {
 				return itemOf{views.LeaseID(x.ID), views.LeaseKey(x), leaseFP(x), views.LeaseRow(x)}
 			}))
-	case "elections":
+	case kindElections:
 		els, lp := m.electionsPage(v)
 		return r.listPage(views.IDElectionsSummary, views.ElectionsSummary(counts), lp, listOf(r, views.IDElectionsList, els, views.ElectionsList,
 			func(x views.Election) itemOf {
 				return itemOf{views.ElectionID(x.Name), x.Name, fmt.Sprint(x.Index, grantsFP(x.GrantedAt)), views.ElectionItem(x)}
 			}))
-	case "barriers":
+	case kindBarriers:
 		return r.barriers(v, m)
-	case "queues":
+	case kindQueues:
 		qs, lp := m.queuesPage(v)
 		return r.listPage(views.IDQueuesSummary, views.QueuesSummary(counts), lp, listOf(r, views.IDQueuesList, qs, views.QueuesList,
 			func(x recipes.QueueState) itemOf {

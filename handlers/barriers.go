@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -57,7 +58,7 @@ func (a *API) BarrierState() http.Handler {
 }
 
 // ListBarriers is GET /v1/barriers: the barriers that are up.
-func (a *API) ListBarriers() http.Handler { return list("barriers", a.Barriers.List) }
+func (a *API) ListBarriers() http.Handler { return list(kinds.Barriers.Name, a.Barriers.List) }
 
 type enterBody struct {
 	leaseRef

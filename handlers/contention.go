@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/zkgate/zkgate/auth"
+	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -68,9 +69,9 @@ func parseWindow(r *http.Request) (string, time.Duration, error) {
 // permKind is the kind of permission that covers a kind of figures.
 func permKind(kind string) string {
 	if kind == recipes.KindSemaphore {
-		return "semaphores"
+		return kinds.Semaphores.Permission()
 	}
-	return "locks"
+	return kinds.Locks.Permission()
 }
 
 // mayRead says whether the caller (nil: tokens are off) may read the

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -77,4 +78,4 @@ func (a *API) ElectionState() http.Handler {
 }
 
 // ListElections is GET /v1/elections.
-func (a *API) ListElections() http.Handler { return list("elections", a.Elections.List) }
+func (a *API) ListElections() http.Handler { return list(kinds.Elections.Name, a.Elections.List) }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -71,7 +72,7 @@ func (a *API) ListLocks() http.Handler {
 				return invalid("prefix: %s", err.(*recipes.Error).Detail)
 			}
 		}
-		list("locks", func(ctx context.Context, p recipes.Page) ([]recipes.LockSummary, string, error) {
+		list(kinds.Locks.Name, func(ctx context.Context, p recipes.Page) ([]recipes.LockSummary, string, error) {
 			return a.Locks.List(ctx, prefix, p)
 		}).ServeHTTP(w, r)
 		return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -173,4 +174,4 @@ func (a *API) QueueState() http.Handler {
 }
 
 // ListQueues is GET /v1/queues.
-func (a *API) ListQueues() http.Handler { return list("queues", a.Queues.List) }
+func (a *API) ListQueues() http.Handler { return list(kinds.Queues.Name, a.Queues.List) }

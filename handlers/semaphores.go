@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -17,7 +18,7 @@ type SemaphoreService interface {
 }
 
 // ListSemaphores is GET /v1/semaphores.
-func (a *API) ListSemaphores() http.Handler { return list("semaphores", a.Semaphores.List) }
+func (a *API) ListSemaphores() http.Handler { return list(kinds.Semaphores.Name, a.Semaphores.List) }
 
 type semAcquireBody struct {
 	leaseRef

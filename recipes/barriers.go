@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/kinds"
 )
 
 // Barriers follow Curator's DistributedBarrier (and kazoo's Barrier): the
@@ -20,7 +21,7 @@ type BarrierState struct {
 	Index  int64      `json:"-"`
 }
 
-func (b *Barriers) path(name string) string { return b.svc.sess.Root() + "/barriers/" + name }
+func (b *Barriers) path(name string) string { return kinds.Barriers.Path(b.svc.sess.Root(), name) }
 
 // Raise puts the barrier up; created is false if it was up already.
 func (b *Barriers) Raise(ctx context.Context, name string) (created bool, err error) {
@@ -120,7 +121,7 @@ func barrierStateOf(name string, snap *Snapshot) BarrierState {
 // next page starts after ("" for the last page).
 func (b *Barriers) List(ctx context.Context, p Page) ([]BarrierState, string, error) {
 	// A barrier is up while its node exists: the name says it all.
-	return listPage(ctx, b.svc, b.svc.sess.Root()+"/barriers", p, nil, func(_ context.Context, name string) (BarrierState, bool, error) {
+	return listPage(ctx, b.svc, kinds.Barriers.Dir(b.svc.sess.Root()), p, nil, func(_ context.Context, name string) (BarrierState, bool, error) {
 		return BarrierState{Name: name, Raised: true}, true, nil
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/kinds"
 )
 
 // Dashboard is the read access the live dashboard has to the recipes: the
@@ -76,9 +76,12 @@ func (d Dashboard) optsFor(p string) entryOpts {
 	return optsFor(d.Root(), p)
 }
 
-// namedKinds are the kinds whose node holds one child per name, read on
-// its own.
-var namedKinds = []string{"locks", "semaphores", "elections", "double-barriers", "queues"}
+// named reports whether dir is the directory of a kind whose node holds
+// one child per name, read on its own.
+func named(dir string) bool {
+	k, ok := kinds.ByName(dir)
+	return ok && k.Named
+}
 
 func optsFor(root, p string) entryOpts {
 	rest, ok := strings.CutPrefix(p, root+"/")
@@ -87,14 +90,14 @@ func optsFor(root, p string) entryOpts {
 	}
 	parts := strings.Split(rest, "/")
 	switch {
-	case len(parts) == 1 && slices.Contains(namedKinds, parts[0]):
+	case len(parts) == 1 && named(parts[0]):
 		// The names of a kind: what each is, its own entry says.
 		return entryOpts{namesOnly: true}
-	case len(parts) == 3 && parts[0] == "queues" && (parts[2] == "entries" || parts[2] == "taken"):
+	case len(parts) == 3 && parts[0] == kinds.Queues.Name && (parts[2] == "entries" || parts[2] == "taken"):
 		return entryOpts{namesOnly: true}
-	case len(parts) == 2 && (parts[0] == "locks" || parts[0] == "elections"):
+	case len(parts) == 2 && (parts[0] == kinds.Locks.Name || parts[0] == kinds.Elections.Name):
 		return seqOpts
-	case len(parts) == 3 && parts[0] == "semaphores" && (parts[2] == "locks" || parts[2] == "leases"):
+	case len(parts) == 3 && parts[0] == kinds.Semaphores.Name && (parts[2] == semAdmissionDir || parts[2] == semSlotsDir):
 		return seqOpts
 	}
 	return entryOpts{}

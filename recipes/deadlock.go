@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/kinds"
 )
 
 // Deadlocks are found and broken as PostgreSQL does it, across gateways.
@@ -552,9 +553,9 @@ func (s *Service) lineName(line string) (kind, name string, ok bool) {
 	}
 	parts := strings.Split(rest, "/")
 	switch {
-	case len(parts) == 2 && parts[0] == "locks" && ValidName(parts[1]) == nil:
+	case len(parts) == 2 && parts[0] == kinds.Locks.Name && ValidName(parts[1]) == nil:
 		return KindLock, parts[1], true
-	case len(parts) == 3 && parts[0] == "semaphores" && ValidName(parts[1]) == nil && (parts[2] == "locks" || parts[2] == "leases"):
+	case len(parts) == 3 && parts[0] == kinds.Semaphores.Name && ValidName(parts[1]) == nil && (parts[2] == semAdmissionDir || parts[2] == semSlotsDir):
 		return KindSemaphore, parts[1], true
 	}
 	return "", "", false

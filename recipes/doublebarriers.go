@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/kinds"
 )
 
 // DoubleBarriers follow Curator's DistributedDoubleBarrier: each member is
@@ -44,7 +45,7 @@ type DoubleBarrierState struct {
 }
 
 func (d *DoubleBarriers) path(name string) string {
-	return d.svc.sess.Root() + "/double-barriers/" + name
+	return kinds.DoubleBarriers.Path(d.svc.sess.Root(), name)
 }
 
 // membership is a lease's member node in one double barrier.
@@ -417,7 +418,7 @@ func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
 // List returns one page of the double barriers, and the name the next
 // page starts after ("" for the last page).
 func (d *DoubleBarriers) List(ctx context.Context, p Page) ([]DoubleBarrierState, string, error) {
-	return listPage(ctx, d.svc, d.svc.sess.Root()+"/double-barriers", p, nil, func(ctx context.Context, name string) (DoubleBarrierState, bool, error) {
+	return listPage(ctx, d.svc, kinds.DoubleBarriers.Dir(d.svc.sess.Root()), p, nil, func(ctx context.Context, name string) (DoubleBarrierState, bool, error) {
 		st, err := d.State(ctx, name, 0, 0)
 		return st, err == nil, err
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/kinds"
 )
 
 // Elections follow Curator's LeaderLatch: every candidate is an
@@ -46,7 +47,7 @@ type ElectionSummary struct {
 	Candidates int        `json:"candidates"`
 }
 
-func (e *Elections) parent(name string) string { return e.svc.sess.Root() + "/elections/" + name }
+func (e *Elections) parent(name string) string { return kinds.Elections.Path(e.svc.sess.Root(), name) }
 
 // candidacy is a lease's latch node in one election.
 type candidacy struct {
@@ -269,7 +270,7 @@ func electionStateOf(name string, snap *Snapshot) ElectionState {
 // List returns one page of the elections with candidates, with their
 // leaders, and the name the next page starts after ("" for the last page).
 func (e *Elections) List(ctx context.Context, p Page) ([]ElectionSummary, string, error) {
-	return listPage(ctx, e.svc, e.svc.sess.Root()+"/elections", p, nil, func(ctx context.Context, name string) (ElectionSummary, bool, error) {
+	return listPage(ctx, e.svc, kinds.Elections.Dir(e.svc.sess.Root()), p, nil, func(ctx context.Context, name string) (ElectionSummary, bool, error) {
 		st, err := e.State(ctx, name, 0, 0)
 		if err != nil {
 			return ElectionSummary{}, false, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/kinds"
 )
 
 // Lock modes.
@@ -48,7 +49,7 @@ type LockSummary struct {
 	Waiters int    `json:"waiters"`
 }
 
-func (k *Locks) parent(name string) string { return k.svc.sess.Root() + "/locks/" + name }
+func (k *Locks) parent(name string) string { return kinds.Locks.Path(k.svc.sess.Root(), name) }
 
 // lockHold is a lease's node in one lock, held or waited for. Retries of the
 // same acquire by the same lease share it: one node, one grant.
@@ -312,7 +313,7 @@ func lockStateOf(name string, snap *Snapshot) LockState {
 // List returns one page of the locks whose name starts with prefix, with
 // counts, and the name the next page starts after ("" for the last page).
 func (k *Locks) List(ctx context.Context, prefix string, p Page) ([]LockSummary, string, error) {
-	base := k.svc.sess.Root() + "/locks"
+	base := kinds.Locks.Dir(k.svc.sess.Root())
 	// Locks whose parent vanished in between have no holders: left out.
 	return listPage(ctx, k.svc, base, p, hasPrefix(prefix), func(ctx context.Context, name string) (LockSummary, bool, error) {
 		kids, err := k.svc.children(ctx, base+"/"+name)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/kinds"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -551,7 +552,7 @@ func (q *Queues) census(ctx context.Context, keep string, censuses int) error {
 	if !again {
 		return nil
 	}
-	names, err := q.svc.children(ctx, q.svc.sess.Root()+"/queues")
+	names, err := q.svc.children(ctx, kinds.Queues.Dir(q.svc.sess.Root()))
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/kinds"
 )
 
 // Queues follow kazoo's LockingQueue: an item is the PERSISTENT_SEQUENTIAL
@@ -54,7 +55,7 @@ type Taken struct {
 	Data []byte
 }
 
-func (q *Queues) base(name string) string    { return q.svc.sess.Root() + "/queues/" + name }
+func (q *Queues) base(name string) string    { return kinds.Queues.Path(q.svc.sess.Root(), name) }
 func (q *Queues) entries(name string) string { return q.base(name) + "/entries" }
 func (q *Queues) taken(name string) string   { return q.base(name) + "/taken" }
 
@@ -294,7 +295,7 @@ func (q *Queues) list(name string, claims bool) ([]Item, int64, error) {
 	}
 	if index == 0 {
 		// An absent queue takes its index from the queues' parent.
-		if _, ps, err := conn.Exists(q.svc.sess.Root() + "/queues"); err == nil && ps != nil {
+		if _, ps, err := conn.Exists(kinds.Queues.Dir(q.svc.sess.Root())); err == nil && ps != nil {
 			index = ps.Pzxid
 		}
 	}
@@ -834,7 +835,7 @@ func (q *Queues) waitChange(ctx context.Context, name string, index int64, wait 
 // List returns one page of the queues with their lengths, and the name the
 // next page starts after ("" for the last page).
 func (q *Queues) List(ctx context.Context, p Page) ([]QueueState, string, error) {
-	return listPage(ctx, q.svc, q.svc.sess.Root()+"/queues", p, nil, func(ctx context.Context, name string) (QueueState, bool, error) {
+	return listPage(ctx, q.svc, kinds.Queues.Dir(q.svc.sess.Root()), p, nil, func(ctx context.Context, name string) (QueueState, bool, error) {
 		st, err := q.State(ctx, name, 0, 0, 0)
 		return st, err == nil, err
 	})

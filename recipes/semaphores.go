@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/kinds"
 )
 
 // Semaphores follow Curator's InterProcessSemaphoreV2: a mutex in
@@ -37,7 +38,11 @@ type SemaphoreState struct {
 	Index   int64       `json:"-"`
 }
 
-func (m *Semaphores) base(name string) string { return m.svc.sess.Root() + "/semaphores/" + name }
+func (m *Semaphores) base(name string) string { return kinds.Semaphores.Path(m.svc.sess.Root(), name) }
+
+// The two lines of a semaphore, children of its node: the admission queue
+// (locks) and the slots (leases).
+const semAdmissionDir, semSlotsDir = "locks", "leases"
 
 // semHold is a lease's place in a semaphore: its node in the admission
 // queue while it waits, then its slot node.
@@ -447,7 +452,7 @@ type SemaphoreSummary struct {
 // List returns one page of the semaphores with holders or waiters, sorted
 // by name, and the name the next page starts after ("" for the last page).
 func (m *Semaphores) List(ctx context.Context, p Page) ([]SemaphoreSummary, string, error) {
-	return listPage(ctx, m.svc, m.svc.sess.Root()+"/semaphores", p, nil, func(ctx context.Context, name string) (SemaphoreSummary, bool, error) {
+	return listPage(ctx, m.svc, kinds.Semaphores.Dir(m.svc.sess.Root()), p, nil, func(ctx context.Context, name string) (SemaphoreSummary, bool, error) {
 		st, err := m.State(ctx, name, 0, 0)
 		if err != nil {
 			return SemaphoreSummary{}, false, err

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
+	"github.com/zkgate/zkgate/kinds"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -759,8 +761,9 @@ func (s *Session) ensureRoot(ctx context.Context) error {
 	return nil
 }
 
-// topLevel are the parents under --root, one per kind of primitive.
-var topLevel = []string{"leases", "history", "gateways", "locks", "semaphores", "elections", "barriers", "double-barriers", "queues", "delays"}
+// topLevel are the parents under --root: the leases' own, and one per kind
+// of primitive.
+var topLevel = slices.Concat([]string{"leases", "history", "gateways"}, kinds.Names(), []string{"delays"})
 
 // createPersistent makes path and any missing ancestor.
 func (s *Session) createPersistent(ctx context.Context, path string) error {

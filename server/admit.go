@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/handlers"
+	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -19,8 +20,9 @@ type rule struct {
 	// open routes need no token: health, readiness, the spec, the sign-in
 	// page and the dashboard's static files.
 	open bool
-	// kind is what the route acts on: a kind of Kinds, or "*" for routes
-	// that show every kind (the dashboard, /metrics).
+	// kind is the permission kind of what the route acts on: a
+	// kinds.Kind's Permission, "leases", or "*" for routes that show every
+	// kind (the dashboard, /metrics).
 	kind  string
 	level auth.Level
 	// param names the URL parameter that names the target (a primitive's
@@ -69,15 +71,20 @@ var (
 	dashRead   = rule{kind: "*", level: auth.LevelRead}
 )
 
-func read(kind string) rule    { return rule{kind: kind, level: auth.LevelRead, param: "name"} }
-func write(kind string) rule   { return rule{kind: kind, level: auth.LevelWrite, param: "name"} }
-func readAll(kind string) rule { return rule{kind: kind, level: auth.LevelRead} }
+func read(k kinds.Kind) rule { return rule{kind: k.Permission(), level: auth.LevelRead, param: "name"} }
+func write(k kinds.Kind) rule {
+	return rule{kind: k.Permission(), level: auth.LevelWrite, param: "name"}
+}
+func readAll(k kinds.Kind) rule { return rule{kind: k.Permission(), level: auth.LevelRead} }
 
 // waiter is r for a route that takes ?wait=.
 func waiter(r rule) rule { r.waiter = true; return r }
 
 // fanningOut is r for a read that asks every gateway.
 func fanningOut(r rule) rule { r.fansOut = true; return r }
+
+// readFanningOut is read, for a read of a name that asks every gateway.
+func readFanningOut(k kinds.Kind) rule { return fanningOut(read(k)) }
 
 // makingLeases is r for a route that may make a lease.
 func makingLeases(r rule) rule { r.makesLeases = true; return r }

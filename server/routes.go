@@ -9,6 +9,7 @@ import (
 	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/dashboard"
 	"github.com/zkgate/zkgate/handlers"
+	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -114,83 +115,94 @@ func leaseRoutes(api *handlers.API) []route {
 	}
 }
 
-// listRoute is the list of kind, /v1/kind, of what the caller may read.
-func listRoute(kind string, h http.Handler) route {
-	return route{method: get, pattern: "/v1/" + kind, handler: h, body: jsonBodyLimit, access: readAll(kind)}
+// listRoute is the list of k, /v1/{kind}, of what the caller may read.
+func listRoute(k kinds.Kind, h http.Handler) route {
+	return route{method: get, pattern: k.Prefix(), handler: h, body: jsonBodyLimit, access: readAll(k)}
 }
 
-// stateRoute is the state of one of kind, /v1/kind/{name}, a read that
+// stateRoute is the state of one of k, /v1/{kind}/{name}, a read that
 // blocks with ?index= (so a draining gateway refuses it then).
-func stateRoute(kind string, h http.Handler) route {
-	return route{method: get, pattern: "/v1/" + kind + "/{name}", handler: h, body: jsonBodyLimit, drain: drainBlocking,
-		access: waiter(read(kind))}
+func stateRoute(k kinds.Kind, h http.Handler) route {
+	return route{method: get, pattern: k.Prefix() + "/{name}", handler: h, body: jsonBodyLimit, drain: drainBlocking,
+		access: waiter(read(k))}
 }
 
-// lineRoute is a POST /v1/kind/{name}/verb that puts a lease in one's
+// lineRoute is a POST /v1/{kind}/{name}/verb that puts a lease in one's
 // line: it may wait, and may make the lease it holds by.
-func lineRoute(kind, verb string, h http.Handler) route {
-	return route{method: post, pattern: "/v1/" + kind + "/{name}/" + verb, handler: h, body: jsonBodyLimit,
-		access: makingLeases(waiter(write(kind)))}
+func lineRoute(k kinds.Kind, verb string, h http.Handler) route {
+	return route{method: post, pattern: k.Prefix() + "/{name}/" + verb, handler: h, body: jsonBodyLimit,
+		access: makingLeases(waiter(write(k)))}
+}
+
+// nameRoute is any other route of one name of k, /v1/{kind}/{name}rest,
+// which needs access (read or write) on the name.
+func nameRoute(method string, k kinds.Kind, rest string, h http.Handler, access func(kinds.Kind) rule) route {
+	return route{method: method, pattern: k.Prefix() + "/{name}" + rest, handler: h, body: jsonBodyLimit, access: access(k)}
 }
 
 // lockRoutes are the locks, the semaphores, their contention and the
 // elections: the kinds that make a lease wait in a line.
 func lockRoutes(api *handlers.API) []route {
+	locks, sems, elections := kinds.Locks, kinds.Semaphores, kinds.Elections
 	return []route{
-		{method: get, pattern: "/v1/locks", handler: api.ListLocks(), body: jsonBodyLimit,
-			access: rule{kind: "locks", level: auth.LevelRead, query: "prefix"}},
-		stateRoute("locks", api.LockState()),
-		lineRoute("locks", "acquire", api.AcquireLock()),
-		{method: post, pattern: "/v1/locks/{name}/release", handler: api.ReleaseLock(), body: jsonBodyLimit, access: write("locks")},
-		{method: get, pattern: "/v1/locks/{name}/fence", handler: api.Fence(), body: jsonBodyLimit, access: read("locks")},
-		{method: get, pattern: "/v1/locks/{name}/stats", handler: api.LockStats(), body: jsonBodyLimit, access: fanningOut(read("locks"))},
+		{method: get, pattern: locks.Prefix(), handler: api.ListLocks(), body: jsonBodyLimit,
+			access: rule{kind: locks.Permission(), level: auth.LevelRead, query: "prefix"}},
+		stateRoute(locks, api.LockState()),
+		lineRoute(locks, "acquire", api.AcquireLock()),
+		nameRoute(post, locks, "/release", api.ReleaseLock(), write),
+		nameRoute(get, locks, "/fence", api.Fence(), read),
+		nameRoute(get, locks, "/stats", api.LockStats(), readFanningOut),
 
-		listRoute("semaphores", api.ListSemaphores()),
-		stateRoute("semaphores", api.SemaphoreState()),
-		lineRoute("semaphores", "acquire", api.AcquireSemaphore()),
-		{method: post, pattern: "/v1/semaphores/{name}/release", handler: api.ReleaseSemaphore(), body: jsonBodyLimit, access: write("semaphores")},
-		{method: get, pattern: "/v1/semaphores/{name}/stats", handler: api.SemaphoreStats(), body: jsonBodyLimit, access: fanningOut(read("semaphores"))},
+		listRoute(sems, api.ListSemaphores()),
+		stateRoute(sems, api.SemaphoreState()),
+		lineRoute(sems, "acquire", api.AcquireSemaphore()),
+		nameRoute(post, sems, "/release", api.ReleaseSemaphore(), write),
+		nameRoute(get, sems, "/stats", api.SemaphoreStats(), readFanningOut),
 
 		{method: get, pattern: "/v1/contention", handler: api.ListContention(), body: jsonBodyLimit,
-			access: fanningOut(rule{kind: "locks", level: auth.LevelRead, filtered: true})},
+			access: fanningOut(rule{kind: locks.Permission(), level: auth.LevelRead, filtered: true})},
 
-		listRoute("elections", api.ListElections()),
-		stateRoute("elections", api.ElectionState()),
-		lineRoute("elections", "campaign", api.Campaign()),
-		{method: post, pattern: "/v1/elections/{name}/resign", handler: api.Resign(), body: jsonBodyLimit, access: write("elections")},
-		{method: put, pattern: "/v1/elections/{name}/value", handler: api.Proclaim(), body: jsonBodyLimit, access: write("elections")},
+		listRoute(elections, api.ListElections()),
+		stateRoute(elections, api.ElectionState()),
+		lineRoute(elections, "campaign", api.Campaign()),
+		nameRoute(post, elections, "/resign", api.Resign(), write),
+		nameRoute(put, elections, "/value", api.Proclaim(), write),
 	}
 }
 
 func barrierRoutes(api *handlers.API) []route {
+	barriers, dbarriers := kinds.Barriers, kinds.DoubleBarriers
 	return []route{
-		listRoute("barriers", api.ListBarriers()),
-		stateRoute("barriers", api.BarrierState()),
-		{method: put, pattern: "/v1/barriers/{name}", handler: api.RaiseBarrier(), body: jsonBodyLimit, access: write("barriers")},
-		{method: del, pattern: "/v1/barriers/{name}", handler: api.LowerBarrier(), body: jsonBodyLimit, access: write("barriers")},
-		{method: post, pattern: "/v1/barriers/{name}/wait", handler: api.WaitBarrier(), body: jsonBodyLimit, drain: drainStarts,
-			access: waiter(read("barriers"))},
+		listRoute(barriers, api.ListBarriers()),
+		stateRoute(barriers, api.BarrierState()),
+		nameRoute(put, barriers, "", api.RaiseBarrier(), write),
+		nameRoute(del, barriers, "", api.LowerBarrier(), write),
+		{method: post, pattern: barriers.Prefix() + "/{name}/wait", handler: api.WaitBarrier(), body: jsonBodyLimit, drain: drainStarts,
+			access: waiter(read(barriers))},
 
-		listRoute("double-barriers", api.ListDoubleBarriers()),
-		stateRoute("double-barriers", api.DoubleBarrierState()),
-		lineRoute("double-barriers", "enter", api.EnterDoubleBarrier()),
-		{method: post, pattern: "/v1/double-barriers/{name}/leave", handler: api.LeaveDoubleBarrier(), body: jsonBodyLimit,
-			access: waiter(write("double-barriers"))},
+		listRoute(dbarriers, api.ListDoubleBarriers()),
+		stateRoute(dbarriers, api.DoubleBarrierState()),
+		lineRoute(dbarriers, "enter", api.EnterDoubleBarrier()),
+		{method: post, pattern: dbarriers.Prefix() + "/{name}/leave", handler: api.LeaveDoubleBarrier(), body: jsonBodyLimit,
+			access: waiter(write(dbarriers))},
 	}
 }
 
 func queueRoutes(api *handlers.API, maxItemBytes int64) []route {
+	queues := kinds.Queues
+	produce := nameRoute(post, queues, "/items", api.Produce(), write)
+	produce.body = maxItemBytes
 	return []route{
-		listRoute("queues", api.ListQueues()),
-		stateRoute("queues", api.QueueState()),
-		{method: del, pattern: "/v1/queues/{name}", handler: api.DeleteQueue(), body: jsonBodyLimit, access: write("queues")},
-		{method: post, pattern: "/v1/queues/{name}/items", handler: api.Produce(), body: maxItemBytes, access: write("queues")},
-		{method: get, pattern: "/v1/queues/{name}/items/{id}", handler: api.Peek(), body: jsonBodyLimit, access: read("queues")},
-		{method: post, pattern: "/v1/queues/{name}/items/{id}/ack", handler: api.Ack(), body: jsonBodyLimit, access: write("queues")},
-		{method: post, pattern: "/v1/queues/{name}/items/{id}/nack", handler: api.Nack(), body: jsonBodyLimit, access: write("queues")},
-		{method: post, pattern: "/v1/queues/{name}/take", handler: api.Take(), body: jsonBodyLimit, drain: drainStarts,
-			access: waiter(write("queues"))},
-		lineRoute("queues", "claim", api.Claim()),
+		listRoute(queues, api.ListQueues()),
+		stateRoute(queues, api.QueueState()),
+		nameRoute(del, queues, "", api.DeleteQueue(), write),
+		produce,
+		nameRoute(get, queues, "/items/{id}", api.Peek(), read),
+		nameRoute(post, queues, "/items/{id}/ack", api.Ack(), write),
+		nameRoute(post, queues, "/items/{id}/nack", api.Nack(), write),
+		{method: post, pattern: queues.Prefix() + "/{name}/take", handler: api.Take(), body: jsonBodyLimit, drain: drainStarts,
+			access: waiter(write(queues))},
+		lineRoute(queues, "claim", api.Claim()),
 	}
 }
 

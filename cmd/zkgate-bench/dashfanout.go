@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/zkgate/zkgate/kinds"
 )
 
 // dashboardFanoutPhase is section 7: one change reaching every dashboard
@@ -35,8 +37,10 @@ var dashboardFanoutPhase = phase{
 	run:  storeIn(func(r *report) *dashResult { return &r.dash }, (*env).dashboardPhase),
 }
 
+// dashPage is the dashboard page the clients watch: the locks'.
+var dashPage = kinds.Locks.Name
+
 const (
-	dashPage       = "locks"
 	dashLockPrefix = "bench-fan-"
 	dashWait       = 30 * time.Second // per change, for every client to see it
 )

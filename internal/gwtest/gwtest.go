@@ -33,6 +33,7 @@ import (
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/zkdial"
 	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/server"
 	"github.com/zkgate/zkgate/zkserver"
 )
@@ -383,9 +384,13 @@ func Client(t testing.TB, servers []string, timeout time.Duration) *zk.Conn {
 	return zktest.Connect(t, servers, timeout)
 }
 
-// skeleton are the persistent nodes a gateway makes under its root.
-var skeleton = map[string]bool{"leases": true, "gateways": true, "locks": true, "semaphores": true,
-	"elections": true, "barriers": true, "double-barriers": true, "queues": true, "delays": true}
+// inSkeleton reports whether the child k of the root is one of the
+// persistent nodes a gateway makes under it: the leases' own, and one per
+// kind of primitive.
+func inSkeleton(k string) bool {
+	_, ok := kinds.ByName(k)
+	return ok || k == "leases" || k == "gateways" || k == "delays"
+}
 
 // Znodes lists every znode under root except the root's persistent
 // skeleton, the gateways' own registrations and the lease history (kept,
@@ -397,7 +402,7 @@ func Znodes(conn *zk.Conn, root string) ([]string, error) {
 	})
 	out = slices.DeleteFunc(out, func(n string) bool {
 		k, ok := strings.CutPrefix(n, root+"/")
-		return ok && skeleton[k]
+		return ok && inSkeleton(k)
 	})
 	sort.Strings(out)
 	return out, err
