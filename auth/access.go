@@ -36,6 +36,10 @@ type Need struct {
 	// Filtered routes show a token what it may read and nothing else (the
 	// handler leaves the rest out): any token may ask.
 	Filtered bool
+	// Body routes name their targets in the request's body (a set of
+	// locks): the token must hold Level on some name of Kind, and the
+	// handler checks each name it is given (Caller.MayAll).
+	Body bool
 	// Page routes answer a browser without a token with the sign-in page.
 	Page bool
 	// Form routes are the dashboard's forms, which a signed-in browser
@@ -103,6 +107,9 @@ func authorizeForwarded(w http.ResponseWriter, tokens *Tokens, need Need, fwd *F
 // permit checks tok against the need: it returns the caller, or 403.
 func permit(w http.ResponseWriter, tok *Token, need Need) (*Caller, error) {
 	granted := tok.Permits(need.Kind, need.Target, need.Level)
+	if need.Body {
+		granted = tok.PermitsSome(need.Kind, need.Level)
+	}
 	if !granted && !need.Lease && !need.Filtered {
 		want := Permission{Kind: need.Kind, Prefix: need.Target, Level: need.Level}
 		if need.Target == "*" {

@@ -63,6 +63,21 @@ func (c *Caller) May(kind, name string, level Level) bool {
 	return c.Permits != nil && c.Permits(kind, name, level)
 }
 
+// MayAll is nil when the caller holds level on kind for each of names, or
+// the refusal naming the first it lacks (a route that names its targets in
+// its body, see Need.Body). A nil caller (tokens off) may do anything.
+func (c *Caller) MayAll(kind string, level Level, names ...string) error {
+	if c == nil {
+		return nil
+	}
+	for _, name := range names {
+		if !c.May(kind, name, level) {
+			return Forbidden("token %q lacks the permission %s", c.Name, Permission{Kind: kind, Prefix: name, Level: level})
+		}
+	}
+	return nil
+}
+
 type callerKey struct{}
 
 // WithCaller returns ctx carrying c.

@@ -388,7 +388,16 @@ func blockingParams(r *http.Request, maxWait time.Duration) (int64, time.Duratio
 // parse reads what most routes take: the {name}, then ?wait= when wait is
 // not nil, then the JSON body when body is not nil.
 func (a *API) parse(r *http.Request, wait *time.Duration, body any) (string, error) {
-	name, err := nameParam(r)
+	return a.parseOf(r, nameParam, wait, body)
+}
+
+// noName is the name of a route that names none in its path (a set of
+// locks names them in its body).
+func noName(*http.Request) (string, error) { return "", nil }
+
+// parseOf is parse with the name read by nameOf.
+func (a *API) parseOf(r *http.Request, nameOf func(*http.Request) (string, error), wait *time.Duration, body any) (string, error) {
+	name, err := nameOf(r)
 	if err != nil {
 		return "", err
 	}

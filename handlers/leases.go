@@ -427,7 +427,12 @@ type heldBody interface {
 // parseHeld parses a request that acts for what a lease holds already (see
 // parse), checks its body and finds the lease the body names.
 func (a *API) parseHeld(r *http.Request, wait *time.Duration, body heldBody) (string, *recipes.Lease, error) {
-	name, err := a.parse(r, wait, body)
+	return a.parseHeldOf(r, nameParam, wait, body)
+}
+
+// parseHeldOf is parseHeld with the name read by nameOf.
+func (a *API) parseHeldOf(r *http.Request, nameOf func(*http.Request) (string, error), wait *time.Duration, body heldBody) (string, *recipes.Lease, error) {
+	name, err := a.parseOf(r, nameOf, wait, body)
 	if err != nil {
 		return "", nil, err
 	}
@@ -470,10 +475,18 @@ func (leaseRef) check() error { return nil }
 func leaseCall[B any, P actsForLease[B], T any](a *API,
 	act func(ctx context.Context, lease *recipes.Lease, name string, body *B, wait time.Duration) (T, error),
 	keep func(error) bool, reply func(w http.ResponseWriter, got T, lease *recipes.Lease, err error) error) http.Handler {
+	return leaseCallOf[B, P](a, nameParam, act, keep, reply)
+}
+
+// leaseCallOf is leaseCall with the name read by nameOf (noName: a route
+// whose body names what it acts on).
+func leaseCallOf[B any, P actsForLease[B], T any](a *API, nameOf func(*http.Request) (string, error),
+	act func(ctx context.Context, lease *recipes.Lease, name string, body *B, wait time.Duration) (T, error),
+	keep func(error) bool, reply func(w http.ResponseWriter, got T, lease *recipes.Lease, err error) error) http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var wait time.Duration
 		var body B
-		name, err := a.parse(r, &wait, &body)
+		name, err := a.parseOf(r, nameOf, &wait, &body)
 		if err != nil {
 			return err
 		}

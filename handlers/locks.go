@@ -17,6 +17,9 @@ type LockService interface {
 	State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.LockState, error)
 	List(ctx context.Context, prefix string, p recipes.Page) ([]recipes.LockSummary, string, error)
 	Fence(ctx context.Context, name string, token int64) (bool, error)
+	// The sets of locks, all or nothing (see locksets.go).
+	AcquireAll(ctx context.Context, lease *recipes.Lease, set []recipes.LockRequest, wait time.Duration) ([]recipes.LockGrant, error)
+	ReleaseAll(ctx context.Context, lease *recipes.Lease, set []recipes.LockRequest) error
 }
 
 type acquireBody struct {

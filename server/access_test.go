@@ -148,6 +148,37 @@ func TestAuditIgnoresTheLogLevel(t *testing.T) {
 	})
 }
 
+// A set of locks needs write on each of its locks: a token that may
+// write billing- locks alone is refused a set with another lock in it,
+// naming that lock, and holds none of the set after; its own set it gets.
+func TestALockSetNeedsEachLocksPermission(t *testing.T) {
+	t.Parallel()
+	file, secrets := newTokensFile(t)
+	g := startSecured(t, gwtest.GatewayOptions{}, file, secrets)
+	lease := g.newLeaseAs(t, "billing")
+	set := func(names ...string) map[string]any {
+		var locks []map[string]string
+		for _, n := range names {
+			locks = append(locks, map[string]string{"name": n})
+		}
+		return map[string]any{"lease": lease, "locks": locks}
+	}
+	r := g.as(t, "billing", "POST", "/v1/locks/acquire", set("billing-a", "ops-b"))
+	wantProblem(t, r, 403, "forbidden", "a set with a lock the token may not write")
+	if !strings.Contains(string(r.Body), "locks:ops-b:write") {
+		t.Errorf("the refusal does not name the permission it lacks: %s", r.Body)
+	}
+	wantProblem(t, g.as(t, "billing", "POST", "/v1/locks/release", set("billing-a", "ops-b")), 403, "forbidden", "a release of the same set")
+	mustStatus(t, g.as(t, "billing", "POST", "/v1/locks/acquire", set("billing-b", "billing-a")), 200, "its own set")
+	r = g.as(t, "reader", "GET", "/v1/locks/billing-a", nil)
+	mustStatus(t, r, 200, "the state of billing-a")
+	if strings.Count(string(r.Body), `"lease":"`+lease+`"`) != 1 {
+		t.Errorf("billing-a is not held by the set's lease alone: %s", r.Body)
+	}
+	mustStatus(t, g.as(t, "reader", "POST", "/v1/locks/acquire", set("billing-a")), 403, "a set asked for by a reader")
+	mustStatus(t, g.as(t, "billing", "POST", "/v1/locks/release", set("billing-a", "billing-b")), 204, "its own set released")
+}
+
 // accessCase is a request that exercises one route: lease is the id of a
 // lease of the "writer" token made for it, item an item id of queue q1.
 type accessCase struct {
@@ -205,9 +236,13 @@ var accessCases = map[string]accessCase{
 	"GET /v1/locks/{name}":          {path: fixed("/v1/locks/a1")},
 	"POST /v1/locks/{name}/acquire": {path: fixed("/v1/locks/a1/acquire"), body: withLease(nil), usesLease: true},
 	"POST /v1/locks/{name}/release": {path: fixed("/v1/locks/a1/release"), body: withLease(nil), usesLease: true},
-	"GET /v1/locks/{name}/fence":    {path: fixed("/v1/locks/a1/fence?token=1")},
-	"GET /v1/locks/{name}/stats":    {path: fixed("/v1/locks/a1/stats")},
-	"GET /v1/contention":            {path: fixed("/v1/contention")},
+	"POST /v1/locks/acquire": {path: fixed("/v1/locks/acquire"), body: withLease(map[string]any{"locks": []map[string]string{{"name": "a1"}, {"name": "a2"}}}),
+		usesLease: true},
+	"POST /v1/locks/release": {path: fixed("/v1/locks/release"), body: withLease(map[string]any{"locks": []map[string]string{{"name": "a1"}, {"name": "a2"}}}),
+		usesLease: true},
+	"GET /v1/locks/{name}/fence": {path: fixed("/v1/locks/a1/fence?token=1")},
+	"GET /v1/locks/{name}/stats": {path: fixed("/v1/locks/a1/stats")},
+	"GET /v1/contention":         {path: fixed("/v1/contention")},
 
 	"GET /v1/semaphores":                 {path: fixed("/v1/semaphores")},
 	"GET /v1/semaphores/{name}":          {path: fixed("/v1/semaphores/s1")},

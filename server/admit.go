@@ -37,6 +37,10 @@ type rule struct {
 	// filtered routes show a token what it may read and nothing else (the
 	// handler leaves the rest out): any token may ask.
 	filtered bool
+	// body routes name their targets in the request's body (a set of
+	// locks): the front door asks for the level on some name of the kind,
+	// and the handler checks each name (see auth.Need.Body).
+	body bool
 	// page routes answer a browser without a token with the sign-in page.
 	page bool
 	// form routes are the dashboard's forms: a signed-in browser posts them
@@ -111,7 +115,7 @@ func (ru rule) target(req *http.Request) string {
 
 // need is what a request under ru needs of its caller's token.
 func (ru rule) need(route, target string) auth.Need {
-	return auth.Need{Kind: ru.kind, Level: ru.level, Target: target, Route: route, Lease: ru.lease, Filtered: ru.filtered, Page: ru.page,
+	return auth.Need{Kind: ru.kind, Level: ru.level, Target: target, Route: route, Lease: ru.lease, Filtered: ru.filtered, Body: ru.body, Page: ru.page,
 		Form: ru.form}
 }
 

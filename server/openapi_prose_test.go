@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -211,6 +212,15 @@ func TestOpenAPIProblemProse(t *testing.T) {
 		},
 		"POST /v1/locks/{name}/release 409 not_held": func() gwtest.Response {
 			return s.do(t, 409, specReq("POST", "/v1/locks/"+name()+"/release", with(lease())))
+		},
+		"POST /v1/locks/release 409 not_held": func() gwtest.Response {
+			a, held, free := lease(), name(), name()
+			s.do(t, 200, specReq("POST", "/v1/locks/"+held+"/acquire", with(a)))
+			r := s.do(t, 409, specReq("POST", "/v1/locks/release", with(a, "locks", []map[string]string{{"name": held}, {"name": free}})))
+			if got := specJSON(t, r)["locks"]; !reflect.DeepEqual(got, []any{free}) {
+				t.Errorf("the set's release names %v as not held, want [%s]", got, free)
+			}
+			return r
 		},
 		"GET /v1/locks/{name}/fence 409 stale_token": func() gwtest.Response {
 			return s.do(t, 409, specReq("GET", "/v1/locks/"+name()+"/fence?token=1", nil))

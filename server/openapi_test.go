@@ -595,6 +595,7 @@ func TestOpenAPIScenario(t *testing.T) {
 	s.lockReads(t, a)
 	s.lockReleased(t, a, b, tokenA)
 	s.lockErrors(t, a)
+	s.lockSets(t, a, b)
 	s.semaphores(t, a, b, c)
 	s.semaphoreErrors(t, a)
 
@@ -870,6 +871,31 @@ func (s *specChecker) lockErrors(t *testing.T, a string) {
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks/orders/fence?token=0", nil, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks/orders/fence?token=abc", nil, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/locks/../fence?token=5", nil, specRejects())), "invalid_request")
+}
+
+// lockSets: a takes a set, b times out on it (none of b's held after),
+// a releases it, and sets that are not are refused.
+func (s *specChecker) lockSets(t *testing.T, a, b string) {
+	t.Helper()
+	set := []map[string]any{{"name": "set-y", "mode": "write"}, {"name": "set-x"}}
+	got := s.do(t, 200, specReq("POST", "/v1/locks/acquire?wait=1s", map[string]any{"lease": a, "locks": set}))
+	if !strings.Contains(string(got.Body), `"name":"set-x"`) {
+		t.Fatalf("the set's grants: %s", got.Body)
+	}
+	specWantCode(t, s.do(t, 409, specReq("POST", "/v1/locks/acquire?wait=100ms", map[string]any{"lease": b, "locks": []map[string]any{{"name": "set-w"}, {"name": "set-y"}}})), "timeout")
+	specWantCode(t, s.do(t, 409, specReq("POST", "/v1/locks/release", map[string]any{"lease": b, "locks": []map[string]any{{"name": "set-w"}}})), "not_held")
+	s.do(t, 204, specReq("POST", "/v1/locks/release", map[string]any{"lease": a, "locks": set}))
+	many := make([]map[string]any, 33)
+	for i := range many {
+		many[i] = map[string]any{"name": fmt.Sprintf("set-%d", i)}
+	}
+	for _, bad := range [][]map[string]any{nil, {}, many, {{"name": "set-x", "mode": "shared"}}, {{"mode": "read"}}} {
+		specWantCode(t, s.do(t, 400, specReq("POST", "/v1/locks/acquire", map[string]any{"lease": a, "locks": bad}, specRejects())), "invalid_request")
+	}
+	// A lock named twice: only the server sees it.
+	twice := []map[string]any{{"name": "set-x"}, {"name": "set-x", "mode": "read"}}
+	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/locks/acquire", map[string]any{"lease": a, "locks": twice})), "invalid_request")
+	specWantCode(t, s.do(t, 400, specReq("POST", "/v1/locks/release", map[string]any{"lease": a}, specRejects())), "invalid_request")
 }
 
 // semaphores: the semaphore pool of limit 2 held by a and b, c timed out,

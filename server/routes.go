@@ -149,6 +149,11 @@ func lockRoutes(api *handlers.API) []route {
 			access: rule{kind: locks.Permission(), level: auth.LevelRead, query: "prefix"}},
 		stateRoute(locks, api.LockState()),
 		lineRoute(locks, "acquire", api.AcquireLock()),
+		// A set of locks names them in its body (see rule.body).
+		{method: post, pattern: locks.Prefix() + "/acquire", handler: api.AcquireLocks(), body: jsonBodyLimit,
+			access: makingLeases(waiter(rule{kind: locks.Permission(), level: auth.LevelWrite, body: true}))},
+		{method: post, pattern: locks.Prefix() + "/release", handler: api.ReleaseLocks(), body: jsonBodyLimit,
+			access: rule{kind: locks.Permission(), level: auth.LevelWrite, body: true}},
 		nameRoute(post, locks, "/release", api.ReleaseLock(), write),
 		nameRoute(get, locks, "/fence", api.Fence(), read),
 		nameRoute(get, locks, "/stats", api.LockStats(), readFanningOut),
