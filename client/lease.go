@@ -632,8 +632,17 @@ func (l *Lease) take(k holdKey) error {
 // to wait and retrying as Lock does, decoding the answer into grant; k is
 // dropped again when that fails.
 func (l *Lease) acquire(ctx context.Context, k holdKey, path string, wait time.Duration, body, grant any) error {
-	if err := l.take(k); err != nil {
-		return err
+	return l.acquireAll(ctx, []holdKey{k}, path, wait, body, grant)
+}
+
+// acquireAll is acquire of every one of keys in one request (a set of
+// locks): all are taken, or none.
+func (l *Lease) acquireAll(ctx context.Context, keys []holdKey, path string, wait time.Duration, body, grant any) error {
+	for i, k := range keys {
+		if err := l.take(k); err != nil {
+			l.drop(keys[:i]...)
+			return err
+		}
 	}
 	ctx, cancel := l.bind(ctx)
 	defer cancel()
@@ -643,16 +652,18 @@ func (l *Lease) acquire(ctx context.Context, k holdKey, path string, wait time.D
 		err = resp.decode(grant)
 	}
 	if err != nil {
-		l.drop(k)
+		l.drop(keys...)
 	}
 	return err
 }
 
-// drop frees k once its acquire failed.
-func (l *Lease) drop(k holdKey) {
+// drop frees keys once their acquire failed.
+func (l *Lease) drop(keys ...holdKey) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.holding, k)
+	for _, k := range keys {
+		delete(l.holding, k)
+	}
 }
 
 // dropAll frees what of name the lease held (every mode of a lock when mode

@@ -70,6 +70,82 @@ func (l *Lease) Unlock(ctx context.Context, name string, mode LockMode) error {
 	return err
 }
 
+// LockRequest is one lock of a set (see LockAll): its name and mode (""
+// is Exclusive).
+type LockRequest struct {
+	Name string   `json:"name"`
+	Mode LockMode `json:"mode,omitempty"`
+}
+
+// MaxLockSet is the most locks one set may name.
+const MaxLockSet = 32
+
+// LockAll acquires every lock of set for the lease, all or nothing, as
+// Curator's InterProcessMultiLock: the gateway takes them in one order (by
+// name), so that two sets never deadlock each other, within wait for the
+// whole set. When one cannot be had the error is that lock's (a timeout,
+// a deadlock broken...), and the gateway has let go of the locks the call
+// took. The grants come in the order they were taken. Retries and
+// ErrAlreadyHeld are as for Lock, for each lock of the set; release them
+// with UnlockAll (or each grant's Release).
+func (l *Lease) LockAll(ctx context.Context, set []LockRequest, wait time.Duration) ([]*LockGrant, error) {
+	body, keys, err := lockSetBody(l.id, set)
+	if err != nil {
+		return nil, err
+	}
+	var got struct {
+		Locks []*LockGrant `json:"locks"`
+	}
+	if err := l.acquireAll(ctx, keys, "/v1/locks/acquire", wait, body, &got); err != nil {
+		return nil, err
+	}
+	for _, g := range got.Locks {
+		g.lease = l
+	}
+	return got.Locks, nil
+}
+
+// UnlockAll gives up every lock of set that the lease holds or waits for,
+// each in its mode. A repeat after a lost answer is recognised.
+func (l *Lease) UnlockAll(ctx context.Context, set []LockRequest) error {
+	body, keys, err := lockSetBody(l.id, set)
+	if err != nil {
+		return err
+	}
+	_, err = l.do(ctx, request{method: http.MethodPost, path: "/v1/locks/release", body: body, retry: true, okOnRetry: []string{"not_held"}})
+	l.drop(keys...)
+	return err
+}
+
+// lockSetBody is the body of a set's request, with the holds it takes;
+// each mode is made explicit.
+func lockSetBody(lease string, set []LockRequest) (map[string]any, []holdKey, error) {
+	if len(set) == 0 || len(set) > MaxLockSet {
+		return nil, nil, fmt.Errorf("%w: a set names from 1 to %d locks", ErrInvalid, MaxLockSet)
+	}
+	locks := make([]LockRequest, len(set))
+	keys := make([]holdKey, len(set))
+	seen := map[string]bool{}
+	for i, r := range set {
+		if err := ValidName(r.Name); err != nil {
+			return nil, nil, err
+		}
+		switch r.Mode {
+		case "":
+			r.Mode = Exclusive
+		case Exclusive, Read, Write:
+		default:
+			return nil, nil, fmt.Errorf("%w: lock mode %q is not exclusive, read or write", ErrInvalid, r.Mode)
+		}
+		if seen[r.Name] {
+			return nil, nil, fmt.Errorf("%w: lock %q is named twice in the set", ErrInvalid, r.Name)
+		}
+		seen[r.Name] = true
+		locks[i], keys[i] = r, holdKey{kind: "lock", name: r.Name, mode: r.Mode}
+	}
+	return map[string]any{"lease": lease, "locks": locks}, keys, nil
+}
+
 // LockState reads who holds the lock name and who waits for it, fresh from
 // ZooKeeper.
 func (c *Client) LockState(ctx context.Context, name string) (LockState, error) {

@@ -665,3 +665,48 @@ func TestGatewayErrors(t *testing.T) {
 		t.Fatalf("Err %v", l.Err())
 	}
 }
+
+// A set of locks: a takes {y, x} as x then y; b's set, crossing it, times
+// out on the lock a holds and holds none of its own after; each of a's
+// grants releases; sets that are not are refused before any request.
+func TestLockSets(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	a, b := grant(t, c, "a"), grant(t, c, "b")
+	grants, err := a.LockAll(ctx, []client.LockRequest{{Name: "y", Mode: client.Write}, {Name: "x"}}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(grants) != 2 || grants[0].Name != "x" || grants[0].Mode != client.Exclusive || grants[1].Name != "y" || grants[1].Mode != client.Write {
+		t.Fatalf("grants %+v, want x then y", grants)
+	}
+	if _, err := a.Lock(ctx, "x", client.Exclusive, 0); !errors.Is(err, client.ErrAlreadyHeld) {
+		t.Fatalf("Lock of a lock the lease's set holds: %v", err)
+	}
+	_, err = b.LockAll(ctx, []client.LockRequest{{Name: "y"}, {Name: "w"}}, 300*time.Millisecond)
+	e := wantCode(t, err, client.ErrTimeout, 409)
+	var lock string
+	if ok, err := e.Decode("lock", &lock); !ok || err != nil || lock != "y" {
+		t.Fatalf("the timeout names lock %q (%v %v), want y", lock, ok, err)
+	}
+	if st, err := c.LockState(ctx, "w"); err != nil || len(st.Holders)+len(st.Waiters) != 0 {
+		t.Fatalf("lock w after b's set failed: %+v %v, want nobody", st, err)
+	}
+	for _, g := range grants {
+		if err := g.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.LockAll(ctx, []client.LockRequest{{Name: "w"}, {Name: "y"}}, time.Second); err != nil {
+		t.Fatalf("b's set once a released: %v", err)
+	}
+	if err := b.UnlockAll(ctx, []client.LockRequest{{Name: "w"}, {Name: "y"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]client.LockRequest{nil, {{Name: "x"}, {Name: "x", Mode: client.Read}}, {{Name: "x", Mode: "shared"}}, {{Name: "a/b"}}} {
+		if _, err := a.LockAll(ctx, bad, 0); !errors.Is(err, client.ErrInvalid) {
+			t.Errorf("set %v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}

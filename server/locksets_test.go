@@ -56,7 +56,7 @@ func TestInteropCuratorMutexBesideALockSet(t *testing.T) {
 		t.Fatalf("the set: %v %d %s", res.err, res.r.Status, res.r.Body)
 	}
 	var got struct {
-		Lease string    `json:"lease"`
+		Lease string `json:"lease"`
 		Locks []struct {
 			Name  string `json:"name"`
 			Token int64  `json:"token"`

@@ -96,6 +96,8 @@ export type Requests = [
   Sends<zk.wire.LeaseRequest, Request<"/v1/leases", "post">>,
   Sends<zk.wire.LockAcquireRequest, Request<"/v1/locks/{name}/acquire", "post">>,
   Sends<zk.wire.LockReleaseRequest, Request<"/v1/locks/{name}/release", "post">>,
+  Sends<zk.wire.LockSetAcquireRequest, Request<"/v1/locks/acquire", "post">>,
+  Sends<zk.wire.LockSetReleaseRequest, Request<"/v1/locks/release", "post">>,
   Sends<zk.wire.SemaphoreAcquireRequest, Request<"/v1/semaphores/{name}/acquire", "post">>,
   Sends<zk.wire.LeaseOnlyRequest, Request<"/v1/semaphores/{name}/release", "post">>,
   Sends<zk.wire.CampaignRequest, Request<"/v1/elections/{name}/campaign", "post">>,
@@ -111,6 +113,7 @@ export type Requests = [
 // The query parameters the client sends, and the routes it calls without a body.
 export type Queries = [
   Takes<"/v1/locks/{name}/acquire", "post", "wait">,
+  Takes<"/v1/locks/acquire", "post", "wait">,
   Takes<"/v1/semaphores/{name}/acquire", "post", "wait">,
   Takes<"/v1/elections/{name}/campaign", "post", "wait">,
   Takes<"/v1/double-barriers/{name}/enter", "post", "wait">,

@@ -22,6 +22,8 @@ type AsyncDisposeKey = SymbolConstructor extends { readonly asyncDispose: infer 
 /** `[Symbol.asyncDispose]()`, where the symbol is known. */
 type AsyncDisposal = { [K in AsyncDisposeKey]: () => Promise<void> };
 export declare const KINDS: readonly Kind[];
+/** The most locks one set (Lease.lockAll) may name. */
+export declare const MAX_LOCK_SET: number;
 
 // ---------------------------------------------------------------------------
 // JSON documents the gateway answers with.
@@ -258,6 +260,18 @@ export namespace wire {
   interface LockReleaseRequest {
     lease: string;
     mode?: LockMode;
+  }
+  interface LockRequest {
+    name: string;
+    mode?: LockMode;
+  }
+  interface LockSetAcquireRequest {
+    lease: string;
+    locks: LockRequest[];
+  }
+  interface LockSetReleaseRequest {
+    lease: string;
+    locks: LockRequest[];
   }
   interface SemaphoreAcquireRequest {
     lease: string;
@@ -517,6 +531,9 @@ export declare class Lease {
    * gateway, so there is nothing to release.
    */
   lock(name: string, options?: WaitOptions & { mode?: LockMode }): Promise<Grant>;
+  /** Every lock of the set, all or nothing, taken in one order (by name); none held if one cannot be had. */
+  lockAll(locks: Array<string | { name: string; mode?: LockMode }>, options?: WaitOptions): Promise<LockSet>;
+  releaseAll(locks: Array<string | { name: string; mode?: LockMode }>, options?: CallOptions): Promise<void>;
   semaphore(name: string, limit: number, options?: WaitOptions): Promise<Grant>;
   release(kind: "lock" | "semaphore", name: string, options?: CallOptions & { mode?: LockMode }): Promise<void>;
   campaign(name: string, options?: WaitOptions & { value?: string }): Promise<Campaign>;
@@ -549,6 +566,17 @@ export declare class Grant {
   released: boolean;
   release(options?: CallOptions): Promise<void>;
   isCurrent(options?: CallOptions): Promise<boolean>;
+}
+
+/** Locks held together (Lease.lockAll). */
+export interface LockSet extends AsyncDisposal {}
+export declare class LockSet {
+  readonly lease: Lease;
+  readonly locks: wire.LockRequest[];
+  /** The grants, in the order they were taken (by name). */
+  readonly grants: Grant[];
+  released: boolean;
+  release(options?: CallOptions): Promise<void>;
 }
 
 export interface Campaign extends AsyncDisposal {}

@@ -26,6 +26,9 @@
 /** @typedef {import("./index.js").wire.LeaseRequest} LeaseRequest */
 /** @typedef {import("./index.js").wire.LockAcquireRequest} LockAcquireRequest */
 /** @typedef {import("./index.js").wire.LockReleaseRequest} LockReleaseRequest */
+/** @typedef {import("./index.js").wire.LockRequest} LockRequest */
+/** @typedef {import("./index.js").wire.LockSetAcquireRequest} LockSetAcquireRequest */
+/** @typedef {import("./index.js").wire.LockSetReleaseRequest} LockSetReleaseRequest */
 /** @typedef {import("./index.js").wire.SemaphoreAcquireRequest} SemaphoreAcquireRequest */
 /** @typedef {import("./index.js").wire.LeaseOnlyRequest} LeaseOnlyRequest */
 /** @typedef {import("./index.js").wire.CampaignRequest} CampaignRequest */
@@ -40,6 +43,8 @@ export const DEFAULT_CONNECT_RETRIES = 3;
 // The longest pause a Retry-After is followed for, in ms.
 const maxRetryAfter = 5000;
 /** @type {readonly Kind[]} */
+/** The most locks one set (Lease.lockAll) may name. */
+export const MAX_LOCK_SET = 32;
 export const KINDS = Object.freeze(["locks", "semaphores", "elections", "barriers", "double-barriers", "queues"]);
 
 // TypeScript's `await using` looks for Symbol.asyncDispose, or this stand-in on runtimes without it.
@@ -1247,6 +1252,55 @@ export class Lease {
   }
 
   /**
+   * Acquires every lock of `locks` (names, or `{name, mode}`), all or nothing, as Curator's
+   * InterProcessMultiLock: the gateway takes them in one order (by name), so that two sets never
+   * deadlock each other, within `wait` for the whole set. If one cannot be had, the error is that
+   * lock's (Timeout, Deadlock...; `problem.lock` names it) and none of the locks this call took is
+   * held.
+   * @param {Array<string | {name: string, mode?: LockMode}>} locks
+   * @param {WaitOptions} [options]
+   * @returns {Promise<LockSet>}
+   */
+  async lockAll(locks, options = {}) {
+    const set = lockSet(locks);
+    /** @type {LockRequest[]} */
+    const taken = [];
+    try {
+      for (const l of set) {
+        this.#take("lock", l.name, l.mode);
+        taken.push(l);
+      }
+      /** @type {LockSetAcquireRequest} */
+      const req = { lease: this.id, locks: set };
+      const r = await this.gateway._call("POST", "/v1/locks/acquire", {
+        json: req, wait: options.wait ?? "0s", safe: true, lease: this, grant: true, signal: options.signal,
+      });
+      const got = /** @type {{locks: LockGrantInfo[]}} */ (json(r));
+      return new LockSet(this, set, got.locks.map((g) => new Grant(this, "lock", g)));
+    } catch (e) {
+      for (const l of taken) this.#drop("lock", l.name, l.mode);
+      throw e;
+    }
+  }
+
+  /**
+   * Releases every lock of `locks` (as given to lockAll). Locks of the set the lease did not hold
+   * throw NotHeld, once the others are released.
+   * @param {Array<string | {name: string, mode?: LockMode}>} locks
+   * @param {CallOptions} [options]
+   */
+  async releaseAll(locks, options = {}) {
+    const set = lockSet(locks);
+    /** @type {LockSetReleaseRequest} */
+    const req = { lease: this.id, locks: set };
+    try {
+      await this.gateway._call("POST", "/v1/locks/release", { json: req, safe: true, lease: this, doneOnRetry: [NotHeld], signal: options.signal });
+    } finally {
+      for (const l of set) this.#drop("lock", l.name, l.mode);
+    }
+  }
+
+  /**
    * Acquires one of the `limit` slots of the semaphore, waiting up to `wait`.
    * @param {string} name
    * @param {number} limit
@@ -1513,6 +1567,53 @@ export class Grant {
   isCurrent(options = {}) {
     if (this.kind !== "lock") throw new InvalidRequest("fencing tokens are checked for locks only");
     return this.lease.gateway.fence(this.name, this.token, options);
+  }
+
+  [asyncDispose]() {
+    return this.release();
+  }
+}
+
+/**
+ * The `locks` of a set's request: each a name or `{name, mode}`, named once, each mode explicit.
+ * @param {Array<string | {name: string, mode?: LockMode}>} locks
+ * @returns {LockRequest[]}
+ */
+function lockSet(locks) {
+  if (!Array.isArray(locks) || locks.length < 1 || locks.length > MAX_LOCK_SET) {
+    throw new InvalidRequest(`a set names from 1 to ${MAX_LOCK_SET} locks, as an array`);
+  }
+  const seen = new Set();
+  return locks.map((l) => {
+    const { name, mode = "exclusive" } = typeof l === "string" ? { name: l } : l;
+    if (!["exclusive", "read", "write"].includes(mode)) throw new InvalidRequest(`bad mode ${JSON.stringify(mode)}: exclusive, read or write`);
+    pathName(name);
+    if (seen.has(name)) throw new InvalidRequest(`lock ${JSON.stringify(name)} is named twice in the set`);
+    seen.add(name);
+    return { name, mode };
+  });
+}
+
+/** Locks held together (Lease.lockAll): `grants` in the order they were taken (by name). */
+export class LockSet {
+  /**
+   * @param {Lease} lease
+   * @param {LockRequest[]} locks
+   * @param {Grant[]} grants
+   */
+  constructor(lease, locks, grants) {
+    this.lease = lease;
+    this.locks = locks;
+    this.grants = grants;
+    this.released = false;
+  }
+
+  /** Releases every lock of the set (once). @param {CallOptions} [options] */
+  async release(options = {}) {
+    if (this.released) return;
+    this.released = true;
+    for (const g of this.grants) g.released = true;
+    await this.lease.releaseAll(this.locks, options);
   }
 
   [asyncDispose]() {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -354,6 +355,48 @@ func TestLockWaitEnds(t *testing.T) {
 	r := gwtest.Do(t, "GET", g.URL+"/v1/leases", nil)
 	if n := bytes.Count(r.Body, []byte(`"id"`)); n != 1 {
 		t.Fatalf("only the holder's lease should be left: %s", r.Body)
+	}
+}
+
+// TestLockSet: zkgate lock with several names holds them all while CMD
+// runs (ZKGATE_LOCK the names by name, ZKGATE_FENCING_TOKENS their
+// tokens), releases them after; one of them held elsewhere times out with
+// exit 75, CMD not run and none of the others held; names twice, or a
+// set of semaphores, are usage errors.
+func TestLockSet(t *testing.T) {
+	t.Parallel()
+	g := cliGateway(t)
+	code, stdout, stderr := runZkgate(t, g.URL, nil, "lock", "acct-7", "acct-3", "--", "sh", "-c",
+		`echo "$ZKGATE_LOCK|$ZKGATE_FENCING_TOKENS|${ZKGATE_FENCING_TOKEN-unset}"`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	parts := strings.Split(strings.TrimSpace(stdout), "|")
+	if len(parts) != 3 || parts[0] != "acct-3 acct-7" || !regexp.MustCompile(`^acct-3=[1-9][0-9]* acct-7=[1-9][0-9]*$`).MatchString(parts[1]) ||
+		parts[2] != "unset" {
+		t.Fatalf("CMD's environment: %q", stdout)
+	}
+	for _, n := range []string{"acct-3", "acct-7"} {
+		if r := gwtest.Do(t, "GET", g.URL+"/v1/locks/"+n, nil); !bytes.Contains(r.Body, []byte(`"holders":[]`)) {
+			t.Fatalf("lock %s is still held: %s", n, r.Body)
+		}
+	}
+	gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/acct-9/acquire", map[string]any{"ttl": "1m", "holder": "the-holder"}), 200, "acquire")
+	ran := filepath.Join(t.TempDir(), "ran")
+	code, _, stderr = runZkgate(t, g.URL, nil, "lock", "--wait", "300ms", "acct-1", "acct-9", "--", "touch", ran)
+	if code != exitWaited || !strings.Contains(stderr, "the-holder") {
+		t.Fatalf("a set with a held lock: exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("CMD ran without the set")
+	}
+	if r := gwtest.Do(t, "GET", g.URL+"/v1/locks/acct-1", nil); !bytes.Contains(r.Body, []byte(`"holders":[]`)) {
+		t.Fatalf("lock acct-1 is held after the set failed: %s", r.Body)
+	}
+	for _, args := range [][]string{{"a", "a"}, {"--semaphore", "2", "a", "b"}} {
+		if code, _, stderr := runZkgate(t, g.URL, nil, append(append([]string{"lock"}, args...), "--", "true")...); code != exitUsage {
+			t.Errorf("zkgate lock %v: exit %d %q, want a usage error", args, code, stderr)
+		}
 	}
 }
 

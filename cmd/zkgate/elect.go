@@ -53,7 +53,7 @@ func newElectCommand(a *app) *cobra.Command {
 
 func (o *electOptions) run(cmd *cobra.Command, a *app, args []string) error {
 	ctx, stdout, stderr := cmd.Context(), a.stdout, a.stderr
-	s, err := o.start(cmd, a, "election", args, func() error { return nil })
+	s, err := o.start(cmd, a, "election", args, func([]string) error { return nil })
 	if err != nil {
 		return err
 	}

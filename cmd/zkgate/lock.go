@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +21,12 @@ const lockLong = `Runs CMD while holding the lock NAME (or a slot of the semapho
 --semaphore N), on a lease kept alive meanwhile; CMD has ZKGATE_LOCK,
 ZKGATE_LEASE, ZKGATE_FENCING_TOKEN and ZKGATE_URL in its environment. It
 releases and revokes when CMD ends, and exits with CMD's exit code.
+
+With several names it holds all those locks at once, all or nothing (each in
+--mode), taken in one order (by name) so that two such commands never
+deadlock each other, --wait bounding the whole set; ZKGATE_LOCK is then the
+names, by name and space-separated, and ZKGATE_FENCING_TOKENS their tokens
+(NAME=TOKEN, space-separated, in the same order).
 
 ` + runLong
 
@@ -55,11 +63,12 @@ type lockOptions struct {
 func newLockCommand(a *app) *cobra.Command {
 	var o lockOptions
 	cmd := &cobra.Command{
-		Use:   "lock [flags] NAME -- CMD [ARGS...]",
-		Short: "run CMD while holding the lock NAME (or a slot of the semaphore NAME)",
+		Use:   "lock [flags] NAME [NAME...] -- CMD [ARGS...]",
+		Short: "run CMD while holding the lock NAME, several locks at once, or a slot of the semaphore NAME",
 		Long:  lockLong,
 		Example: `  zkgate lock --wait 30s --lock-delay 10s invoices -- ./bill-customers.sh
   zkgate lock --mode read catalog -- ./export.sh
+  zkgate lock account-7 account-3 -- ./transfer.sh 7 3 100
   zkgate lock --semaphore 3 gpu -- ./train.sh`,
 	}
 	o.register(cmd, a, o.run, runHelp{
@@ -76,8 +85,12 @@ func newLockCommand(a *app) *cobra.Command {
 
 func (o *lockOptions) run(cmd *cobra.Command, a *app, args []string) error {
 	ctx, stdout, stderr := cmd.Context(), a.stdout, a.stderr
-	s, err := o.start(cmd, a, "lock", args, func() error {
+	s, err := o.start(cmd, a, "lock", args, func(names []string) error {
 		switch {
+		case len(names) > 1 && o.semaphore > 0:
+			return usageErr("--semaphore takes one semaphore name; several names are a set of locks")
+		case len(names) > client.MaxLockSet:
+			return usageErr("%d locks: a set has at most %d", len(names), client.MaxLockSet)
 		case o.semaphore < 0:
 			return usageErr("--semaphore %d: a semaphore has at least 1 slot", o.semaphore)
 		case o.semaphore > 0 && cmd.Flags().Changed("mode"):
@@ -91,28 +104,10 @@ func (o *lockOptions) run(cmd *cobra.Command, a *app, args []string) error {
 		return err
 	}
 	defer s.end(stderr)
-	name, argv, relay, c, lease := s.name, s.argv, s.relay, s.c, s.lease
+	argv, relay, c, lease := s.argv, s.relay, s.c, s.lease
 
-	what := fmt.Sprintf("lock %q", name)
-	if o.semaphore > 0 {
-		what = fmt.Sprintf("semaphore %q", name)
-	}
 	wctx, stopWait := relay.waitCtx(ctx)
-	var token int64
-	var release func(context.Context) error
-	if o.semaphore > 0 {
-		g, aerr := lease.AcquireSemaphore(wctx, name, o.semaphore, o.wait)
-		if aerr == nil {
-			token, release = g.Token, g.Release
-		}
-		err = aerr
-	} else {
-		g, aerr := lease.Lock(wctx, name, client.LockMode(o.mode), o.wait)
-		if aerr == nil {
-			token, release = g.Token, g.Release
-		}
-		err = aerr
-	}
+	what, held, err := o.take(wctx, lease, s.names)
 	if sig := stopWait(); sig != nil {
 		return exitWith(sig.exitCode(), "%s while waiting for %s", sig, what)
 	}
@@ -120,8 +115,7 @@ func (o *lockOptions) run(cmd *cobra.Command, a *app, args []string) error {
 		return waitFailed(what, o.wait, err)
 	}
 
-	env := []string{"ZKGATE_LOCK=" + name, "ZKGATE_LEASE=" + lease.ID(),
-		"ZKGATE_FENCING_TOKEN=" + strconv.FormatInt(token, 10), "ZKGATE_URL=" + c.URL()}
+	env := append(held.env, "ZKGATE_LEASE="+lease.ID(), "ZKGATE_URL="+c.URL())
 	ch := &child{argv: argv, env: env, stdout: stdout, stderr: stderr, grace: o.grace}
 	out, err := ch.run(ctx, relay, stopBy(lease, o.grace))
 	if err != nil {
@@ -130,8 +124,58 @@ func (o *lockOptions) run(cmd *cobra.Command, a *app, args []string) error {
 	if out.stopped {
 		return exitWith(exitLost, "%s lost while %s ran (%v): it was stopped", what, argv[0], stopCause(ctx, lease.Err()))
 	}
-	letGo(lease, stderr, "release", what, release)
+	letGo(lease, stderr, "release", what, held.release)
 	return &exitStatus{code: out.code}
+}
+
+// taken is what zkgate lock took: CMD's environment for it, and how to let
+// it go.
+type taken struct {
+	env     []string
+	release func(context.Context) error
+}
+
+// take acquires for lease what the command asks for: a semaphore's slot,
+// a lock, or a set of locks (several names). what names it in messages.
+func (o *lockOptions) take(ctx context.Context, lease *client.Lease, names []string) (what string, h taken, err error) {
+	mode := client.LockMode(o.mode)
+	switch {
+	case o.semaphore > 0:
+		what = fmt.Sprintf("semaphore %q", names[0])
+		g, err := lease.AcquireSemaphore(ctx, names[0], o.semaphore, o.wait)
+		if err != nil {
+			return what, h, err
+		}
+		return what, taken{env: lockEnv(names[0], g.Token), release: g.Release}, nil
+	case len(names) == 1:
+		what = fmt.Sprintf("lock %q", names[0])
+		g, err := lease.Lock(ctx, names[0], mode, o.wait)
+		if err != nil {
+			return what, h, err
+		}
+		return what, taken{env: lockEnv(names[0], g.Token), release: g.Release}, nil
+	}
+	what = fmt.Sprintf("locks %q", names)
+	set := make([]client.LockRequest, len(names))
+	for i, n := range names {
+		set[i] = client.LockRequest{Name: n, Mode: mode}
+	}
+	grants, err := lease.LockAll(ctx, set, o.wait)
+	if err != nil {
+		return what, h, err
+	}
+	var locks, tokens []string
+	for _, g := range grants {
+		locks = append(locks, g.Name)
+		tokens = append(tokens, g.Name+"="+strconv.FormatInt(g.Token, 10))
+	}
+	env := []string{"ZKGATE_LOCK=" + strings.Join(locks, " "), "ZKGATE_FENCING_TOKENS=" + strings.Join(tokens, " ")}
+	return what, taken{env: env, release: func(ctx context.Context) error { return lease.UnlockAll(ctx, set) }}, nil
+}
+
+// lockEnv is CMD's environment for one lock or slot.
+func lockEnv(name string, token int64) []string {
+	return []string{"ZKGATE_LOCK=" + name, "ZKGATE_FENCING_TOKEN=" + strconv.FormatInt(token, 10)}
 }
 
 // stopCause is why CMD was stopped: why (the lease's or leadership's
@@ -173,19 +217,28 @@ func holderList(hs []client.Holder) string {
 	return s
 }
 
-// nameAndCommand checks the arguments of lock and elect: one name of kind,
-// then -- and the command to run.
-func nameAndCommand(kind string, pos, argv []string) (string, error) {
-	if len(pos) != 1 {
-		return "", usageErr("give one %s name, then -- and the command", kind)
+// namesAndCommand checks the arguments of lock and elect: one name of
+// kind (several when many: a set of locks, each named once), then -- and
+// the command to run.
+func namesAndCommand(kind string, many bool, pos, argv []string) ([]string, error) {
+	switch {
+	case len(pos) == 0 && many:
+		return nil, usageErr("give one %s name or more, then -- and the command", kind)
+	case len(pos) != 1 && !many:
+		return nil, usageErr("give one %s name, then -- and the command", kind)
 	}
-	if err := validName(kind, pos[0]); err != nil {
-		return "", err
+	for i, n := range pos {
+		if err := validName(kind, n); err != nil {
+			return nil, err
+		}
+		if slices.Contains(pos[:i], n) {
+			return nil, usageErr("%s %q is named twice", kind, n)
+		}
 	}
 	if len(argv) == 0 {
-		return "", usageErr("give the command to run after --")
+		return nil, usageErr("give the command to run after --")
 	}
-	return pos[0], nil
+	return pos, nil
 }
 
 // runHelp is what the help of the flags lock and elect share says of
@@ -210,23 +263,25 @@ func (o *runOptions) register(cmd *cobra.Command, a *app, run func(*cobra.Comman
 
 // runStart is what lock and elect hold while they wait and run CMD.
 type runStart struct {
-	name  string
+	name  string   // the first of names
+	names []string // lock's several, a set
 	argv  []string
 	relay *signalRelay
 	c     *client.Client
 	lease *client.Lease
 }
 
-// start checks the arguments of lock or elect (one name of kind, then
-// CMD) and their flags (own: the command's own checks, first), then relays
-// signals and makes the lease CMD runs on; end undoes both.
-func (o *runOptions) start(cmd *cobra.Command, a *app, kind string, args []string, own func() error) (*runStart, error) {
+// start checks the arguments of lock or elect (one name of kind, several
+// for lock, then CMD) and their flags (own: the command's own checks, of
+// the names, first), then relays signals and makes the lease CMD runs on;
+// end undoes both.
+func (o *runOptions) start(cmd *cobra.Command, a *app, kind string, args []string, own func(names []string) error) (*runStart, error) {
 	pos, argv := argsAndCommand(cmd, args)
-	name, err := nameAndCommand(kind, pos, argv)
+	names, err := namesAndCommand(kind, kind == "lock", pos, argv)
 	if err != nil {
 		return nil, err
 	}
-	if err := own(); err != nil {
+	if err := own(names); err != nil {
 		return nil, err
 	}
 	if err := o.check(); err != nil {
@@ -238,7 +293,7 @@ func (o *runOptions) start(cmd *cobra.Command, a *app, kind string, args []strin
 		relay.stop()
 		return nil, err
 	}
-	return &runStart{name: name, argv: argv, relay: relay, c: c, lease: lease}, nil
+	return &runStart{name: names[0], names: names, argv: argv, relay: relay, c: c, lease: lease}, nil
 }
 
 // end revokes the lease, then stops relaying signals.

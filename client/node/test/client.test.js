@@ -388,6 +388,33 @@ describe("locks", () => {
     }
   });
 
+  test("a set of locks is all or nothing", async () => {
+    const [x, y, w] = [unique("acct-x"), unique("acct-y"), unique("acct-w")];
+    const a = await gate.lease();
+    const b = await gate.lease();
+    try {
+      const held = await a.lockAll([{ name: y, mode: "write" }, x], { wait: "5s" });
+      assert.deepEqual(held.grants.map((g) => g.name), [x, y].sort());
+      await assert.rejects(a.lock(x), zk.AlreadyHeld);
+      // b's set, crossing a's, times out on a lock a holds, holding none of its own.
+      await assert.rejects(b.lockAll([y, w, x], { wait: "300ms" }), (/** @type {any} */ e) => {
+        assert.ok(e instanceof zk.Timeout);
+        assert.ok([x, y].includes(e.problem.lock));
+        return true;
+      });
+      const { state: st } = await gate.state("locks", w);
+      assert.deepEqual(st.holders, []);
+      await held[Symbol.asyncDispose]();
+      const later = await b.lockAll([w, x, y], { wait: "5s" });
+      assert.equal(later.grants.length, 3);
+      await later.release();
+      await assert.rejects(a.lockAll([x, { name: x, mode: "read" }]), zk.InvalidRequest);
+    } finally {
+      await a.revoke();
+      await b.revoke();
+    }
+  });
+
   test("contenders hold the lock one after the other, never together", async () => {
     const name = unique("serial");
     let inside = 0;

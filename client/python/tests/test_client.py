@@ -362,6 +362,25 @@ class LockTest(ClientTest):
             with b.lock(name, wait="5s") as later:
                 self.assertGreater(later.token, grant.token)
 
+    def test_lock_all_is_all_or_nothing(self) -> None:
+        x, y, w = unique("acct-x"), unique("acct-y"), unique("acct-w")
+        with self.gate.lease(ttl="10s") as a, self.gate.lease(ttl="10s") as b:
+            with a.lock_all([(y, "write"), x], wait="5s") as held:
+                self.assertEqual([(g.name, g.mode) for g in held.grants], sorted([(x, "exclusive"), (y, "write")]))
+                with self.assertRaises(zkgate.AlreadyHeld):
+                    a.lock(x)
+                # b's set, crossing a's, times out on the lock a holds, holding none of its own.
+                with self.assertRaises(zkgate.Timeout) as cm:
+                    b.lock_all([y, w, x], wait="300ms")
+                self.assertIn(cm.exception.problem["lock"], (x, y))
+                self.assertEqual(self.gate.state("locks", w)[0]["holders"], [])
+            with b.lock_all([w, x, y], wait="5s") as later:
+                self.assertEqual(len(later.grants), 3)
+            with self.assertRaises(zkgate.InvalidRequest):
+                a.lock_all([x, (x, "read")])
+            with self.assertRaises(zkgate.InvalidRequest):
+                a.lock_all([])
+
     def test_waiter_gets_the_lock_after_release_never_during(self) -> None:
         name = unique("serial")
         inside = 0

@@ -17,6 +17,7 @@ from ._client import (
     DEFAULT_CONNECT_RETRIES,
     DEFAULT_URL,
     KINDS,
+    MAX_LOCK_SET,
     Campaign,
     Claim,
     Duration,
@@ -24,6 +25,7 @@ from ._client import (
     Grant,
     Item,
     Lease,
+    LockSet,
     Membership,
     Stop,
     __version__,
@@ -62,7 +64,8 @@ from ._errors import (
 )
 
 __all__ = [
-    "DEFAULT_CONNECT_RETRIES", "DEFAULT_URL", "KINDS", "Campaign", "Claim", "Duration", "Gateway", "Grant", "Item", "Lease",
+    "DEFAULT_CONNECT_RETRIES", "DEFAULT_URL", "KINDS", "MAX_LOCK_SET", "Campaign", "Claim", "Duration", "Gateway", "Grant", "Item",
+    "Lease", "LockSet",
     "Membership", "Stop", "__version__", "format_duration", "parse_duration",
     "AlreadyHeld", "CountMismatch", "Deadlock", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
     "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",

@@ -14,7 +14,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from ._errors import (
     AlreadyHeld,
@@ -1052,6 +1052,40 @@ class Lease(_Scoped):
             self._drop("lock", name, mode)
             raise
 
+    def lock_all(self, locks: Sequence[Union[str, Tuple[str, str]]], wait: Duration = "0s") -> "LockSet":
+        """Acquires every lock of ``locks`` (names, or ``(name, mode)`` pairs),
+        all or nothing, as Curator's InterProcessMultiLock: the gateway takes
+        them in one order (by name), so that two sets never deadlock each
+        other, within ``wait`` for the whole set. If one cannot be had, the
+        error is that lock's (Timeout, Deadlock...; its ``lock`` extra names
+        it) and none of the locks this call took is held. ``with`` releases
+        the set."""
+        body_locks = _lock_set(locks)
+        taken: List[Tuple[str, str]] = []
+        try:
+            for lk in body_locks:
+                self._take("lock", lk["name"], lk["mode"])
+                taken.append((lk["name"], lk["mode"]))
+            reply = self.gateway._call("POST", "/v1/locks/acquire", wait=wait, safe=True, lease=self, grant=True,
+                                       body={"lease": self.id, "locks": body_locks})
+            return LockSet(self, body_locks, [Grant(self, "lock", g) for g in reply.json()["locks"]])
+        except BaseException:
+            for name, mode in taken:
+                self._drop("lock", name, mode)
+            raise
+
+    def release_all(self, locks: Sequence[Union[str, Tuple[str, str]]]) -> None:
+        """Releases every lock of ``locks`` (as given to ``lock_all``). Locks of
+        the set that the lease did not hold raise NotHeld, once the others
+        are released."""
+        body_locks = _lock_set(locks)
+        try:
+            self.gateway._call("POST", "/v1/locks/release", body={"lease": self.id, "locks": body_locks}, safe=True,
+                               lease=self, done_on_retry=(NotHeld,))
+        finally:
+            for lk in body_locks:
+                self._drop("lock", lk["name"], lk["mode"])
+
     def semaphore(self, name: str, limit: int, wait: Duration = "0s") -> "Grant":
         """Acquires one of the ``limit`` slots of the semaphore, waiting up to ``wait``."""
         path = f"/v1/semaphores/{_name(name)}/acquire"
@@ -1245,6 +1279,55 @@ class Grant(_Scoped):
         if self.kind != "lock":
             raise InvalidRequest("fencing tokens are checked for locks only")
         return self.lease.gateway.fence(self.name, self.token)
+
+
+class LockSet(_Scoped):
+    """Locks held together (``Lease.lock_all``): ``grants`` in the order they
+    were taken (by name). ``with`` releases them all."""
+
+    def __init__(self, lease: Lease, locks: List[Dict[str, str]], grants: List[Grant]) -> None:
+        self.lease = lease
+        self.locks = locks
+        self.grants = grants
+        self.released = False
+
+    def __repr__(self) -> str:
+        return f"<zkgate.LockSet {[g.name for g in self.grants]!r}>"
+
+    def _end(self) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Releases every lock of the set (once)."""
+        if self.released:
+            return
+        self.released = True
+        for g in self.grants:
+            g.released = True
+        self.lease.release_all([(lk["name"], lk["mode"]) for lk in self.locks])
+
+
+def _lock_set(locks: Sequence[Union[str, Tuple[str, str]]]) -> List[Dict[str, str]]:
+    """The ``locks`` of a set's request: each a name or a (name, mode) pair,
+    named once, at most MAX_LOCK_SET of them."""
+    if isinstance(locks, str) or not 1 <= len(locks) <= MAX_LOCK_SET:
+        raise InvalidRequest(f"a set names from 1 to {MAX_LOCK_SET} locks, as a list")
+    out: List[Dict[str, str]] = []
+    seen = set()
+    for lk in locks:
+        name, mode = (lk, "exclusive") if isinstance(lk, str) else lk
+        if mode not in ("exclusive", "read", "write"):
+            raise InvalidRequest(f"bad mode {mode!r}: exclusive, read or write")
+        _name(name)
+        if name in seen:
+            raise InvalidRequest(f"lock {name!r} is named twice in the set")
+        seen.add(name)
+        out.append({"name": name, "mode": mode})
+    return out
+
+
+MAX_LOCK_SET = 32
+"""The most locks one set may name."""
 
 
 class Campaign(_Scoped):
