@@ -58,6 +58,7 @@ var docFixtures = map[string]string{
 	"message.eml":       "From: billing@example.com\nSubject: your invoice\n\nIt is attached.\n",
 	"bill-customers.sh": "#!/bin/sh\necho \"bill-customers.sh: $ZKGATE_LOCK, token $ZKGATE_FENCING_TOKEN\"\n",
 	"export.sh":         "#!/bin/sh\necho \"export.sh: $ZKGATE_LOCK, token $ZKGATE_FENCING_TOKEN\"\n",
+	"transfer.sh":       "#!/bin/sh\necho \"transfer.sh: $ZKGATE_LOCK, tokens $ZKGATE_FENCING_TOKENS\"\n",
 	"scheduler":         "#!/bin/sh\necho \"scheduler: leading $ZKGATE_ELECTION\"\n",
 }
 
