@@ -6,10 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/a-h/templ"
 	"github.com/zkgate/zkgate/recipes"
-	"github.com/zkgate/zkgate/static"
-	"github.com/zkgate/zkgate/views"
 )
 
 // sessionMaxAge is how long a browser keeps a dashboard sign-in.
@@ -21,52 +18,51 @@ const sessionMaxAge = 12 * time.Hour
 // posted from another site.
 type SignIn struct {
 	Store *Store
-	// WritePage writes a page of the dashboard, WriteError a problem.
-	WritePage  func(w http.ResponseWriter, r *http.Request, status int, c templ.Component)
+	// WritePage writes the sign-in page with status: the form, which goes
+	// on to next once signed in, and failure, why the last try failed
+	// ("" for none). The page is the dashboard's to draw.
+	WritePage func(w http.ResponseWriter, r *http.Request, status int, next, failure string)
+	// WriteError writes a problem.
 	WriteError func(w http.ResponseWriter, r *http.Request, err error)
 }
 
 // whenEnabled serves h while tokens are on; without tokens there is no
 // sign-in, and the dashboard is open to all.
-func (s SignIn) whenEnabled(h func(w http.ResponseWriter, r *http.Request, version string)) http.HandlerFunc {
-	version := static.Version()
+func (s SignIn) whenEnabled(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.Store.Enabled() {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
-		h(w, r, version)
+		h(w, r)
 	}
 }
 
 // Page answers GET /signin.
 func (s SignIn) Page() http.HandlerFunc {
-	return s.whenEnabled(func(w http.ResponseWriter, r *http.Request, version string) {
-		s.WritePage(w, r, http.StatusOK, views.SignInPage(views.SignIn{AssetVersion: version, Next: localPath(r.URL.Query().Get("next"))}))
+	return s.whenEnabled(func(w http.ResponseWriter, r *http.Request) {
+		s.WritePage(w, r, http.StatusOK, localPath(r.URL.Query().Get("next")), "")
 	})
 }
 
 // Post answers POST /signin.
 func (s SignIn) Post() http.HandlerFunc {
-	return s.whenEnabled(func(w http.ResponseWriter, r *http.Request, version string) {
+	return s.whenEnabled(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 		if err := r.ParseForm(); err != nil {
 			s.WriteError(w, r, &recipes.Error{Code: recipes.CodeInvalid, Detail: "the sign-in form could not be read"})
 			return
 		}
 		next := localPath(r.PostForm.Get("next"))
-		page := views.SignIn{AssetVersion: version, Next: next}
 		secret := strings.TrimSpace(r.PostForm.Get("token"))
 		tok := s.Store.Tokens().Authenticate(secret)
 		switch {
 		case tok == nil:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="zkgate", error="invalid_token"`)
-			page.Error = "Unknown token."
-			s.WritePage(w, r, http.StatusUnauthorized, views.SignInPage(page))
+			s.WritePage(w, r, http.StatusUnauthorized, next, "Unknown token.")
 			return
 		case !tok.Permits("*", "*", LevelRead):
-			page.Error = "Token " + tok.Name + " may not read the dashboard: it needs *:*:read."
-			s.WritePage(w, r, http.StatusForbidden, views.SignInPage(page))
+			s.WritePage(w, r, http.StatusForbidden, next, "Token "+tok.Name+" may not read the dashboard: it needs *:*:read.")
 			return
 		}
 		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: secret, Path: "/", MaxAge: int(sessionMaxAge / time.Second),

@@ -252,6 +252,12 @@ func pageComponent(p views.Page, m *dashModel, v dashView) templ.Component {
 const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
+// WriteSignIn writes the sign-in page (see auth.SignIn): its form goes on
+// to next, and says failure, why the last try failed, unless "".
+func WriteSignIn(w http.ResponseWriter, r *http.Request, status int, next, failure string) {
+	WritePage(w, r, status, views.SignInPage(views.SignIn{AssetVersion: static.Version(), Next: next, Error: failure}))
+}
+
 // WritePage answers with the page c renders, under the dashboard's
 // Content-Security-Policy: the sign-in pages are written by it too.
 func WritePage(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {

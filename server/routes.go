@@ -82,7 +82,7 @@ func operatorRoutes(d Deps) []route {
 func dashboardRoutes(d Deps) []route {
 	dash := newDashboard(d)
 	page := rule{kind: "*", level: auth.LevelRead, page: true}
-	signIn := auth.SignIn{Store: d.auth, WritePage: dashboard.WritePage, WriteError: handlers.WriteError}
+	signIn := auth.SignIn{Store: d.auth, WritePage: dashboard.WriteSignIn, WriteError: handlers.WriteError}
 	// An admin's actions: a page that confirms, and its form. Both need
 	// admin on the lease; a release needs it on the name too (the handler
 	// checks that).
