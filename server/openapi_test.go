@@ -585,7 +585,9 @@ const specUnknownLease = "00000000-0000-4000-8000-000000000000"
 // request and response against the spec the gateway serves.
 func TestOpenAPIScenario(t *testing.T) {
 	t.Parallel()
-	g := gwtest.StartGateway(t, gwtest.GatewayOptions{MaxWait: time.Minute})
+	// A session timeout of 10s: the short lease of leases (5s) is shorter
+	// than what the session keeps, and lives long enough on a busy machine.
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{MaxWait: time.Minute, SessionTimeout: 10 * time.Second})
 	conn := gwtest.Client(t, g.ZK, 10*time.Second)
 	s := servedSpecChecker(t, g.URL)
 	s.operations(t)
@@ -688,9 +690,9 @@ func (s *specChecker) leases(t *testing.T) (a, b, c string) {
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/leases?limit=1001", nil, specRejects())), "invalid_request")
 	specWantCode(t, s.do(t, 400, specReq("GET", "/v1/leases?after=bm90LWEtY3Vyc29y", nil)), "invalid_request")
 	s.do(t, 200, specReq("GET", "/v1/leases/"+a, nil))
-	// A TTL shorter than what the session keeps (2s here): a keepalive
-	// moves expires_at, the end of the TTL.
-	short := specJSON(t, s.do(t, 201, specReq("POST", "/v1/leases", `{"ttl":"1s"}`)))["id"].(string)
+	// A TTL shorter than what the session keeps (6 to 9.5s here): a
+	// keepalive moves expires_at, the end of the TTL.
+	short := specJSON(t, s.do(t, 201, specReq("POST", "/v1/leases", `{"ttl":"5s"}`)))["id"].(string)
 	before := specJSON(t, s.do(t, 200, specReq("GET", "/v1/leases/"+short, nil)))["expires_at"].(string)
 	after := specJSON(t, s.do(t, 200, specReq("POST", "/v1/leases/"+short+"/keepalive", nil)))["expires_at"].(string)
 	if !specLater(t, after, before) {
