@@ -184,6 +184,22 @@ func joinLine(t *testing.T, conn *zk.Conn, parent, prefix string, data []byte) {
 	}
 }
 
+// crossedLocks makes the deadlock of two leases through two gateways
+// (checking for deadlocks): a (worker-a, on the first) holds x and waits
+// for y, then b (worker-b, on the second) holds y and waits for x, from
+// closed on.
+func crossedLocks(t *testing.T) (gws []*testService, a, b *Lease, aWaits, bWaits <-chan acquired, closed time.Time) {
+	t.Helper()
+	gws = gateways(t, 2)
+	a, b = newLease(t, gws[0], "worker-a"), newLease(t, gws[1], "worker-b")
+	lockNow(t, a, "x")
+	lockNow(t, b, "y")
+	aWaits = lockLater(a, "y")
+	waitingIn(t, gws[0], a, "lock", "y")
+	closed = time.Now()
+	return gws, a, b, aWaits, lockLater(b, "x"), closed
+}
+
 func pending(t *testing.T, ch <-chan acquired, what string) {
 	t.Helper()
 	select {
@@ -198,14 +214,7 @@ func pending(t *testing.T, ch <-chan acquired, what string) {
 // intervals; a's goes on, and gets the lock once b lets its own go.
 func TestADeadlockOfTwoLeasesThroughTwoGatewaysIsBroken(t *testing.T) {
 	t.Parallel()
-	gws := gateways(t, 2)
-	a, b := newLease(t, gws[0], "worker-a"), newLease(t, gws[1], "worker-b")
-	lockNow(t, a, "x")
-	lockNow(t, b, "y")
-	aWaits := lockLater(a, "y")
-	waitingIn(t, gws[0], a, "lock", "y")
-	closed := time.Now()
-	bWaits := lockLater(b, "x")
+	gws, a, b, aWaits, bWaits, closed := crossedLocks(t)
 
 	got := expect(t, bWaits, 10*time.Second, "b's wait")
 	if took := got.at.Sub(closed); took > 2*checkEvery+time.Second {

@@ -118,13 +118,8 @@ func TestLockSetsThatAreNotAreRefused(t *testing.T) {
 // order, they never do, however they interleave.
 func TestCrossingLockSetsNeverDeadlock(t *testing.T) {
 	t.Parallel()
-	gws := gateways(t, 2)
-	a, b := newLease(t, gws[0], "worker-a"), newLease(t, gws[1], "worker-b")
-	lockNow(t, a, "x")
-	lockNow(t, b, "y")
-	aWaits := lockLater(a, "y")
-	waitingIn(t, gws[0], a, "lock", "y")
-	deadlockOf(t, expect(t, lockLater(b, "x"), 10*time.Second, "b's single lock").err)
+	gws, a, b, aWaits, bWaits, _ := crossedLocks(t)
+	deadlockOf(t, expect(t, bWaits, 10*time.Second, "b's single lock").err)
 	unlock(t, b, "y")
 	granted(t, aWaits, "a's single lock")
 	unlock(t, a, "x")

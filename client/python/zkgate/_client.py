@@ -1246,7 +1246,26 @@ class Lease(_Scoped):
                 item.ack()
 
 
-class Grant(_Scoped):
+class _Held(_Scoped):
+    """What a lease holds until ``release`` (``with`` releases it at the end)."""
+
+    released: bool
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def _end(self) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Releases it (once). Raises LeaseLost if the lease was lost meanwhile."""
+        if self.released:
+            return
+        self.released = True
+        self._release()
+
+
+class Grant(_Held):
     """A held lock or semaphore slot: ``token`` is its fencing token. ``with`` releases it."""
 
     def __init__(self, lease: Lease, kind: str, doc: Dict[str, Any]) -> None:
@@ -1264,14 +1283,7 @@ class Grant(_Scoped):
     def __repr__(self) -> str:
         return f"<zkgate.Grant {self.kind} {self.name!r} token={self.token}>"
 
-    def _end(self) -> None:
-        self.release()
-
-    def release(self) -> None:
-        """Releases it (once). Raises LeaseLost if the lease was lost meanwhile."""
-        if self.released:
-            return
-        self.released = True
+    def _release(self) -> None:
         self.lease.release(self.kind, self.name, self.mode if self.kind == "lock" else None)
 
     def is_current(self) -> bool:
@@ -1281,7 +1293,7 @@ class Grant(_Scoped):
         return self.lease.gateway.fence(self.name, self.token)
 
 
-class LockSet(_Scoped):
+class LockSet(_Held):
     """Locks held together (``Lease.lock_all``): ``grants`` in the order they
     were taken (by name). ``with`` releases them all."""
 
@@ -1294,14 +1306,7 @@ class LockSet(_Scoped):
     def __repr__(self) -> str:
         return f"<zkgate.LockSet {[g.name for g in self.grants]!r}>"
 
-    def _end(self) -> None:
-        self.release()
-
-    def release(self) -> None:
-        """Releases every lock of the set (once)."""
-        if self.released:
-            return
-        self.released = True
+    def _release(self) -> None:
         for g in self.grants:
             g.released = True
         self.lease.release_all([(lk["name"], lk["mode"]) for lk in self.locks])
