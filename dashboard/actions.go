@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/zkgate/zkgate/auth"
-	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/views"
 )
@@ -75,7 +74,7 @@ func (a *actionLog) recent() []views.Action {
 // admin: with tokens on, a token with admin on leases. Each action checks
 // the lease and the name it acts on again.
 func isAdmin(r *http.Request) bool {
-	c := handlers.CallerOf(r.Context())
+	c := auth.CallerOf(r.Context())
 	return c != nil && c.MaySome("leases", auth.LevelAdmin)
 }
 
@@ -96,7 +95,7 @@ func (d *Dashboard) ConfirmRelease() http.HandlerFunc {
 
 func (d *Dashboard) confirm(w http.ResponseWriter, r *http.Request, release bool) {
 	if err := d.mayAct(r); err != nil {
-		handlers.WriteError(w, r, err)
+		d.problems.Write(w, r, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), pageReadTimeout)
@@ -123,7 +122,7 @@ func (d *Dashboard) confirm(w http.ResponseWriter, r *http.Request, release bool
 		q := r.URL.Query()
 		h, ok := holdOf(c.Lease, q.Get("kind"), q.Get("name"), q.Get("mode"), q.Get("item"))
 		kind := holdRoutes[h.Kind].kind
-		switch caller := handlers.CallerOf(r.Context()); {
+		switch caller := auth.CallerOf(r.Context()); {
 		case !ok:
 			c.Error, status = "The lease does not hold that (any more): see the leases page.", http.StatusNotFound
 		case !caller.May(kind, h.Name, auth.LevelAdmin):
@@ -154,7 +153,7 @@ func holdOf(l views.Lease, kind, name, mode, item string) (recipes.HoldInfo, boo
 // mayAct refuses an action without tokens (the dashboard has no admins
 // then: the API is open to all) or of a gateway wired without actions.
 func (d *Dashboard) mayAct(r *http.Request) error {
-	if d.actions == nil || handlers.CallerOf(r.Context()) == nil {
+	if d.actions == nil || auth.CallerOf(r.Context()) == nil {
 		return &recipes.Error{Code: auth.CodeForbidden,
 			Detail: "the dashboard acts only for a signed-in token with admin (tokens on, --auth-file): use the API, DELETE /v1/leases/{id}"}
 	}
@@ -191,15 +190,15 @@ func (d *Dashboard) Release() http.HandlerFunc {
 		route, known := holdRoutes[kind]
 		h := d.actions.Release[kind]
 		if !known || h == nil {
-			handlers.Problem(w, r, recipes.CodeInvalid, "kind must be one of lock, semaphore, election, claim")
+			d.problem(w, r, recipes.CodeInvalid, "kind must be one of lock, semaphore, election, claim")
 			return
 		}
 		if err := recipes.ValidName(name); err != nil {
-			handlers.WriteError(w, r, err)
+			d.problems.Write(w, r, err)
 			return
 		}
-		if c := handlers.CallerOf(r.Context()); !c.May(route.kind, name, auth.LevelAdmin) {
-			handlers.WriteError(w, r, auth.Forbidden("token %q lacks the permission %s:%s:admin, which releasing another's hold of it needs",
+		if c := auth.CallerOf(r.Context()); !c.May(route.kind, name, auth.LevelAdmin) {
+			d.problems.Write(w, r, auth.Forbidden("token %q lacks the permission %s:%s:admin, which releasing another's hold of it needs",
 				c.Name, route.kind, name))
 			return
 		}
@@ -221,21 +220,21 @@ func (d *Dashboard) Release() http.HandlerFunc {
 // on, the lease id, and the form's token of the sign-in session.
 func (d *Dashboard) checkForm(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if err := d.mayAct(r); err != nil {
-		handlers.WriteError(w, r, err)
+		d.problems.Write(w, r, err)
 		return "", false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, formBodyLimit)
 	if err := r.ParseForm(); err != nil {
-		handlers.Problem(w, r, recipes.CodeInvalid, "the form could not be read")
+		d.problem(w, r, recipes.CodeInvalid, "the form could not be read")
 		return "", false
 	}
 	if err := auth.CheckForm(r, r.PostForm.Get(auth.FormTokenField())); err != nil {
-		handlers.WriteError(w, r, err)
+		d.problems.Write(w, r, err)
 		return "", false
 	}
 	id := chi.URLParam(r, "id")
 	if !views.LeaseIDForm(id) {
-		handlers.Problem(w, r, recipes.CodeInvalid, "a lease id is a lower-case UUID such as 0b5c6f7e-1a2b-4c3d-8e9f-001122334455")
+		d.problem(w, r, recipes.CodeInvalid, "a lease id is a lower-case UUID such as 0b5c6f7e-1a2b-4c3d-8e9f-001122334455")
 		return "", false
 	}
 	return id, true
@@ -268,7 +267,7 @@ func (d *Dashboard) holderOf(ctx context.Context, id string) string {
 // problem, as it is. It returns the API's status.
 func (d *Dashboard) act(w http.ResponseWriter, r *http.Request, h http.Handler, kind, target, method, pattern, path string,
 	params map[string]string, body any) int {
-	c := *handlers.CallerOf(r.Context())
+	c := *auth.CallerOf(r.Context())
 	c.Kind, c.Target, c.Route, c.Granted = kind, target, method+" "+pattern, c.May(kind, target, auth.LevelWrite)
 	rctx := chi.NewRouteContext()
 	for k, v := range params {
@@ -281,7 +280,7 @@ func (d *Dashboard) act(w http.ResponseWriter, r *http.Request, h http.Handler, 
 	}
 	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(b))
 	if err != nil {
-		handlers.Problem(w, r, recipes.CodeInvalid, "no such route: "+path)
+		d.problem(w, r, recipes.CodeInvalid, "no such route: "+path)
 		return http.StatusBadRequest
 	}
 	req.RemoteAddr, req.Host = r.RemoteAddr, r.Host
@@ -330,7 +329,7 @@ func (a *heldAnswer) Write(b []byte) (int, error) {
 // and how it ended), and, done, shows it on every page of this gateway's
 // dashboard.
 func (d *Dashboard) record(r *http.Request, status int, audit, what string, attrs ...slog.Attr) {
-	c := handlers.CallerOf(r.Context())
+	c := auth.CallerOf(r.Context())
 	log := d.actions.Audit
 	if log == nil {
 		log = d.log

@@ -7,13 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/views"
 )
 
 // The contention page shows the figures of every gateway, which come from
-// asking each (handlers.API.Contention), not from ZooKeeper: the hub asks
+// asking each (the API's Contention), not from ZooKeeper: the hub asks
 // again once a second for each view a dashboard shows (a window, and a
 // name chosen or none), off its loop, and pushes what changed.
 
@@ -29,9 +28,9 @@ type contentionView struct {
 func contentionViewOf(q url.Values) (contentionView, error) {
 	v := contentionView{window: q.Get("window"), kind: q.Get("kind"), name: q.Get("name")}
 	if v.window == "" {
-		v.window = handlers.DefaultWindow
+		v.window = recipes.DefaultContentionWindow
 	}
-	if _, ok := handlers.Windows[v.window]; !ok {
+	if _, ok := recipes.ContentionWindows[v.window]; !ok {
 		return v, recipes.Errorf(recipes.CodeInvalid, "window must be 1m, 15m or 1h")
 	}
 	switch {
@@ -79,7 +78,7 @@ type feedEntry struct {
 // read asks every gateway for what v shows (at most peerTimeout each).
 func (f *contentionFeed) read(ctx context.Context, v contentionView) views.Contention {
 	now := time.Now()
-	c := views.Contention{Window: v.window, Since: recipes.WindowSince(now, handlers.Windows[v.window]), Now: now,
+	c := views.Contention{Window: v.window, Since: recipes.WindowSince(now, recipes.ContentionWindows[v.window]), Now: now,
 		Names: []recipes.NameStats{}, Deadlocks: []recipes.DeadlockRecord{}}
 	if f.api == nil {
 		c.Err = "This gateway keeps no contention figures."
@@ -183,7 +182,7 @@ func (d *Dashboard) contention(w http.ResponseWriter, r *http.Request) {
 	var c views.Contention
 	if err != nil {
 		status = http.StatusBadRequest
-		c = views.Contention{Window: handlers.DefaultWindow, Now: time.Now(), Err: errDetail(err)}
+		c = views.Contention{Window: recipes.DefaultContentionWindow, Now: time.Now(), Err: errDetail(err)}
 	} else {
 		ctx, cancel := context.WithTimeout(r.Context(), pageReadTimeout)
 		defer cancel()

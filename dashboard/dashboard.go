@@ -28,7 +28,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/zkgate/zkgate/handlers"
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/static"
 	"github.com/zkgate/zkgate/views"
@@ -76,13 +76,25 @@ type Config struct {
 	Revoked func(ctx context.Context, r *http.Request) <-chan struct{}
 	// Actions are what an admin may do from the dashboard (nil: nothing).
 	Actions *Actions
+	// Problems write the dashboard's errors as the API writes its own.
+	Problems Problems
+}
+
+// Problems write errors as RFC 9457 problem documents, as the API does
+// (handlers.WriteError and handlers.StatusOf): the dashboard answers its
+// errors as the API answers them, without any part of the API's transport.
+type Problems struct {
+	// Write writes err as a problem document.
+	Write func(w http.ResponseWriter, r *http.Request, err error)
+	// StatusOf is the HTTP status of a problem of code.
+	StatusOf func(code recipes.Code) int
 }
 
 // ContentionReader asks every gateway of the root for its contention
-// figures, as handlers.API does.
+// figures, as the API does.
 type ContentionReader interface {
-	Contention(ctx context.Context, window string, limit int, caller *handlers.Caller, requestID string) handlers.ContentionReport
-	NameContention(ctx context.Context, kind, name, window, requestID string) handlers.NameReport
+	Contention(ctx context.Context, window string, limit int, caller *auth.Caller, requestID string) recipes.ContentionReport
+	NameContention(ctx context.Context, kind, name, window, requestID string) recipes.NameReport
 }
 
 // Dashboard serves the live dashboard: its pages, its static files and the
@@ -101,10 +113,16 @@ type Dashboard struct {
 	feed     *contentionFeed
 	actions  *Actions  // nil: read-only
 	done     actionLog // what admins did from it
+	problems Problems
 
 	clients  prometheus.Gauge
 	nclients atomic.Int64
 	dropped  prometheus.Counter
+}
+
+// problem writes a problem of code and detail.
+func (d *Dashboard) problem(w http.ResponseWriter, r *http.Request, code recipes.Code, detail string) {
+	d.problems.Write(w, r, &recipes.Error{Code: code, Detail: detail})
 }
 
 // New makes the dashboard of cfg; its hub runs only while dashboards are
@@ -121,6 +139,7 @@ func New(cfg Config) *Dashboard {
 		version:  static.Version(),
 		revoked:  cfg.Revoked,
 		actions:  cfg.Actions,
+		problems: cfg.Problems,
 		feed:     &contentionFeed{api: cfg.Contention, hideSessions: cfg.HideSessions},
 		clients: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "zkgate_dashboard_clients", Help: "Dashboards connected to /ws.",
@@ -163,7 +182,7 @@ func (d *Dashboard) Pages() http.HandlerFunc {
 		case name != "overview" && slices.Contains(livePages, name):
 			d.page(name)(w, r)
 		default:
-			handlers.Problem(w, r, recipes.CodeNotFound, "no dashboard page "+strconv.Quote(name))
+			d.problem(w, r, recipes.CodeNotFound, "no dashboard page "+strconv.Quote(name))
 		}
 	}
 }
@@ -263,7 +282,10 @@ func WriteSignIn(w http.ResponseWriter, r *http.Request, status int, next, failu
 func WritePage(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
 	var buf bytes.Buffer
 	if err := c.Render(r.Context(), &buf); err != nil {
-		handlers.WriteError(w, r, &recipes.Error{Code: recipes.CodeInternal, Detail: "render page", Err: err})
+		// A page that does not render is a fault of the build, never of
+		// the request: logged, and answered without details.
+		slog.ErrorContext(r.Context(), "render a dashboard page", "err", err, "path", r.URL.Path)
+		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
 	h := w.Header()
@@ -304,7 +326,7 @@ func (d *Dashboard) WS() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		page := r.URL.Query().Get("page")
 		if !slices.Contains(livePages, page) {
-			handlers.Problem(w, r, recipes.CodeInvalid, "page must be one of "+strings.Join(livePages, ", "))
+			d.problem(w, r, recipes.CodeInvalid, "page must be one of "+strings.Join(livePages, ", "))
 			return
 		}
 		view := viewOf(page, r.URL.Query())
@@ -313,7 +335,7 @@ func (d *Dashboard) WS() http.HandlerFunc {
 			// A view of its own: its window, and the name chosen.
 			cv, err := contentionViewOf(r.URL.Query())
 			if err != nil {
-				handlers.WriteError(w, r, err)
+				d.problems.Write(w, r, err)
 				return
 			}
 			view = dashView{page: page, contention: cv}
@@ -387,7 +409,7 @@ func (d *Dashboard) znodes(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if err != nil {
 		z.Err = "Cannot show " + p + ": " + errDetail(err)
-		status = handlers.StatusOf(recipes.ErrorCode(err))
+		status = d.problems.StatusOf(recipes.ErrorCode(err))
 	} else {
 		z.DashboardZnode = node
 		z.View, z.Views, z.Shown, z.Cut = showData(node.Data, r.URL.Query().Get("view"))
@@ -449,7 +471,7 @@ func showData(b []byte, want string) (view string, possible []string, shown stri
 
 // signedIn is the name of the token a dashboard page is shown to.
 func signedIn(r *http.Request) string {
-	if c := handlers.CallerOf(r.Context()); c != nil {
+	if c := auth.CallerOf(r.Context()); c != nil {
 		return c.Name
 	}
 	return ""

@@ -45,12 +45,6 @@ const (
 	PeerWaitsPath      = "/peer/v1/waits"
 )
 
-// Windows are the windows the figures are asked over.
-var Windows = map[string]time.Duration{"1m": time.Minute, "15m": 15 * time.Minute, "1h": time.Hour}
-
-// DefaultWindow is the window of a request that names none.
-const DefaultWindow = "15m"
-
 // maxContentionLimit bounds ?limit= of the contention list.
 const maxContentionLimit = 1000
 
@@ -58,8 +52,8 @@ const maxContentionLimit = 1000
 const maxWaitsAsked = 1000
 
 func parseWindow(r *http.Request) (string, time.Duration, error) {
-	w := cmp.Or(r.URL.Query().Get("window"), DefaultWindow)
-	d, ok := Windows[w]
+	w := cmp.Or(r.URL.Query().Get("window"), recipes.DefaultContentionWindow)
+	d, ok := recipes.ContentionWindows[w]
 	if !ok {
 		return "", 0, invalid("window must be 1m, 15m or 1h")
 	}
@@ -80,27 +74,17 @@ func mayRead(c *Caller, kind, name string) bool {
 	return c == nil || c.May(permKind(kind), name, LevelRead)
 }
 
-// ContentionReport is the contention of every gateway over a window: the
-// names with the most time waited first, and the deadlocks broken.
-type ContentionReport struct {
-	Window      string                   `json:"window"`
-	Since       time.Time                `json:"since"`
-	Names       []recipes.NameStats      `json:"names"`
-	Deadlocks   []recipes.DeadlockRecord `json:"deadlocks"`
-	Unreachable []unreachableGateway     `json:"unreachable,omitempty"`
-}
-
 // peerContention is a gateway's answer to GET PeerContentionPath.
 type peerContention struct {
 	Names     []recipes.NameFigures    `json:"names"`
 	Deadlocks []recipes.DeadlockRecord `json:"deadlocks"`
 }
 
-// Contention is the contention report over window (one of Windows) of
+// Contention is the contention report over window (one of recipes.ContentionWindows) of
 // the limit names with the most time waited, of every gateway, as caller
 // (nil: tokens are off) may read it.
-func (a *API) Contention(ctx context.Context, window string, limit int, caller *Caller, requestID string) ContentionReport {
-	d := Windows[window]
+func (a *API) Contention(ctx context.Context, window string, limit int, caller *Caller, requestID string) recipes.ContentionReport {
+	d := recipes.ContentionWindows[window]
 	keep := func(kind, name string) bool { return mayRead(caller, kind, name) }
 	byName := map[[2]string]*recipes.NameFigures{}
 	add := func(f recipes.NameFigures) {
@@ -120,7 +104,7 @@ func (a *API) Contention(ctx context.Context, window string, limit int, caller *
 	ask := a.askPeers
 	if caller != nil && !caller.MaySome(permKind(recipes.KindLock), LevelRead) && !caller.MaySome(permKind(recipes.KindSemaphore), LevelRead) {
 		// It may read none of the answer: the others are not asked.
-		ask = func(context.Context, peerQuery, func([]byte) error) []unreachableGateway { return nil }
+		ask = func(context.Context, peerQuery, func([]byte) error) []recipes.UnreachableGateway { return nil }
 	}
 	unreachable := ask(ctx, q, func(body []byte) error {
 		var doc peerContention
@@ -137,7 +121,7 @@ func (a *API) Contention(ctx context.Context, window string, limit int, caller *
 		deadlocks = append(deadlocks, doc.Deadlocks...)
 		return nil
 	})
-	rep := ContentionReport{Window: window, Since: recipes.WindowSince(time.Now(), d), Names: []recipes.NameStats{},
+	rep := recipes.ContentionReport{Window: window, Since: recipes.WindowSince(time.Now(), d), Names: []recipes.NameStats{},
 		Deadlocks: []recipes.DeadlockRecord{}, Unreachable: unreachableFor(caller, unreachable)}
 	for _, f := range byName {
 		rep.Names = append(rep.Names, f.Stats())
@@ -178,25 +162,14 @@ func (a *API) ListContention() http.Handler {
 	})
 }
 
-// NameReport is one lock or semaphore over a window, of every gateway:
-// its figures, and the recent holds and waits of zkgate leases.
-type NameReport struct {
-	recipes.NameStats
-	Window      string               `json:"window"`
-	Since       time.Time            `json:"since"`
-	RecentHolds []recipes.HoldRecord `json:"recent_holds"`
-	RecentWaits []recipes.WaitRecord `json:"recent_waits"`
-	Unreachable []unreachableGateway `json:"unreachable,omitempty"`
-}
-
-// maxRecent bounds the recent holds and waits of a NameReport: the latest
+// maxRecent bounds the recent holds and waits of a recipes.NameReport: the latest
 // are kept.
 const maxRecent = 200
 
 // NameContention is the report of kind and name over window (one of
-// Windows), of every gateway.
-func (a *API) NameContention(ctx context.Context, kind, name, window, requestID string) NameReport {
-	d := Windows[window]
+// recipes.ContentionWindows), of every gateway.
+func (a *API) NameContention(ctx context.Context, kind, name, window, requestID string) recipes.NameReport {
+	d := recipes.ContentionWindows[window]
 	local := a.ContentionFigures.Name(kind, name, d)
 	f, holds, waits := local.Figures, local.Holds, local.Waits
 	var mu sync.Mutex
@@ -222,7 +195,7 @@ func (a *API) NameContention(ctx context.Context, kind, name, window, requestID 
 	slices.SortFunc(waits, func(x, y recipes.WaitRecord) int {
 		return cmp.Or(x.From.Compare(y.From), cmp.Compare(x.Lease, y.Lease))
 	})
-	return NameReport{NameStats: f.Stats(), Window: window, Since: recipes.WindowSince(time.Now(), d),
+	return recipes.NameReport{NameStats: f.Stats(), Window: window, Since: recipes.WindowSince(time.Now(), d),
 		RecentHolds: holds[max(len(holds)-maxRecent, 0):], RecentWaits: waits[max(len(waits)-maxRecent, 0):],
 		Unreachable: unreachableFor(CallerOf(ctx), unreachable)}
 }

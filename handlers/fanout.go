@@ -21,22 +21,15 @@ import (
 // peerTimeout bounds the asking of the other gateways.
 const peerTimeout = 2 * time.Second
 
-// unreachableGateway is a gateway that did not give its part of an answer.
-type unreachableGateway struct {
-	Gateway   string `json:"gateway"`
-	Advertise string `json:"advertise"`
-	Error     string `json:"error"`
-}
-
 // unreachableFor is u as caller may see it (nil: tokens off, all of it):
 // the gateways' ids, addresses and errors are the topology of the
 // deployment, shown to a token that may read everything (*:*:read, as the
 // dashboard needs); to any other, only how many gateways did not answer.
-func unreachableFor(c *Caller, u []unreachableGateway) []unreachableGateway {
+func unreachableFor(c *Caller, u []recipes.UnreachableGateway) []recipes.UnreachableGateway {
 	if c == nil || len(u) == 0 || c.May("*", "*", LevelRead) {
 		return u
 	}
-	var out []unreachableGateway
+	var out []recipes.UnreachableGateway
 	named := 0
 	for _, g := range u {
 		if g.Gateway == "*" { // names none already
@@ -46,7 +39,7 @@ func unreachableFor(c *Caller, u []unreachableGateway) []unreachableGateway {
 		}
 	}
 	if named > 0 {
-		out = append(out, unreachableGateway{Gateway: "*", Error: fmt.Sprintf(
+		out = append(out, recipes.UnreachableGateway{Gateway: "*", Error: fmt.Sprintf(
 			"%d of the other gateways did not answer (which, and why, is shown to tokens that may read everything: *:*:read)", named)})
 	}
 	return out
@@ -78,31 +71,31 @@ type peerQuery struct {
 // with whatever flood of reads, makes the other gateways answer more than
 // its rate: their own traffic (forwarded requests, handovers) keeps its
 // room.
-func (a *API) askPeers(ctx context.Context, q peerQuery, take func(body []byte) error) []unreachableGateway {
+func (a *API) askPeers(ctx context.Context, q peerQuery, take func(body []byte) error) []recipes.UnreachableGateway {
 	if a.Gateways == nil {
 		return nil
 	}
 	if q.method != http.MethodGet {
 		return a.fanOut(ctx, q, func(_ recipes.Keeper, body []byte) error { return take(body) })
 	}
-	return a.fanouts.shared(ctx, q, func(ctx context.Context, keep func(recipes.Keeper, []byte) error) []unreachableGateway {
+	return a.fanouts.shared(ctx, q, func(ctx context.Context, keep func(recipes.Keeper, []byte) error) []recipes.UnreachableGateway {
 		return a.fanOut(ctx, q, keep)
 	}, take)
 }
 
 // fanOut asks every other registered gateway q at once (see askPeers),
 // and gives take each 200 answer with the gateway that gave it.
-func (a *API) fanOut(ctx context.Context, q peerQuery, take func(k recipes.Keeper, body []byte) error) []unreachableGateway {
+func (a *API) fanOut(ctx context.Context, q peerQuery, take func(k recipes.Keeper, body []byte) error) []recipes.UnreachableGateway {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
 	gws, err := a.Gateways.Gateways(ctx)
 	if err != nil {
-		return []unreachableGateway{{Gateway: "*", Error: "the gateways could not be listed: " + string(recipes.ErrorCode(err))}}
+		return []recipes.UnreachableGateway{{Gateway: "*", Error: "the gateways could not be listed: " + string(recipes.ErrorCode(err))}}
 	}
 	var (
 		mu          sync.Mutex
 		wg          sync.WaitGroup
-		unreachable []unreachableGateway
+		unreachable []recipes.UnreachableGateway
 	)
 	for _, g := range gws {
 		if g.ID == a.Gateways.GatewayID() {
@@ -112,13 +105,13 @@ func (a *API) fanOut(ctx context.Context, q peerQuery, take func(k recipes.Keepe
 			k := recipes.Keeper{Gateway: g.ID, Advertise: g.Advertise}
 			if err := a.askPeer(ctx, k, q, func(body []byte) error { return take(k, body) }); err != nil {
 				mu.Lock()
-				unreachable = append(unreachable, unreachableGateway{Gateway: g.ID, Advertise: g.Advertise, Error: err.Error()})
+				unreachable = append(unreachable, recipes.UnreachableGateway{Gateway: g.ID, Advertise: g.Advertise, Error: err.Error()})
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	slices.SortFunc(unreachable, func(x, y unreachableGateway) int { return cmp.Compare(x.Gateway, y.Gateway) })
+	slices.SortFunc(unreachable, func(x, y recipes.UnreachableGateway) int { return cmp.Compare(x.Gateway, y.Gateway) })
 	return unreachable
 }
 

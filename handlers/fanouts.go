@@ -33,7 +33,7 @@ type fanoutAnswer struct {
 	done        chan struct{}
 	at          time.Time
 	bodies      []peerBody
-	unreachable []unreachableGateway
+	unreachable []recipes.UnreachableGateway
 }
 
 // peerBody is the body of one gateway's 200 answer.
@@ -45,8 +45,8 @@ type peerBody struct {
 // shared gives take the other gateways' answers to q: with q.share, those
 // of an identical read under way or done within fanoutShare; or else those
 // of ask, run now (bounded by peerTimeout, whoever waits for it).
-func (f *fanouts) shared(ctx context.Context, q peerQuery, ask func(context.Context, func(recipes.Keeper, []byte) error) []unreachableGateway,
-	take func(body []byte) error) []unreachableGateway {
+func (f *fanouts) shared(ctx context.Context, q peerQuery, ask func(context.Context, func(recipes.Keeper, []byte) error) []recipes.UnreachableGateway,
+	take func(body []byte) error) []recipes.UnreachableGateway {
 	now := time.Now()
 	key := q.caller + "\x00" + q.uri
 	f.mu.Lock()
@@ -71,21 +71,21 @@ func (f *fanouts) shared(ctx context.Context, q peerQuery, ask func(context.Cont
 	select {
 	case <-a.done:
 	case <-ctx.Done():
-		return []unreachableGateway{{Gateway: "*", Error: "not answered: " + context.Cause(ctx).Error()}}
+		return []recipes.UnreachableGateway{{Gateway: "*", Error: "not answered: " + context.Cause(ctx).Error()}}
 	}
-	unreachable := append([]unreachableGateway(nil), a.unreachable...)
+	unreachable := append([]recipes.UnreachableGateway(nil), a.unreachable...)
 	for _, b := range a.bodies {
 		if err := take(b.body); err != nil {
-			unreachable = append(unreachable, unreachableGateway{Gateway: b.from.Gateway, Advertise: b.from.Advertise, Error: err.Error()})
+			unreachable = append(unreachable, recipes.UnreachableGateway{Gateway: b.from.Gateway, Advertise: b.from.Advertise, Error: err.Error()})
 		}
 	}
-	slices.SortFunc(unreachable, func(x, y unreachableGateway) int { return cmp.Compare(x.Gateway, y.Gateway) })
+	slices.SortFunc(unreachable, func(x, y recipes.UnreachableGateway) int { return cmp.Compare(x.Gateway, y.Gateway) })
 	return unreachable
 }
 
 // run asks the other gateways for a, whoever waits for it: the caller that
 // started it may go, and the others still get the answers.
-func (f *fanouts) run(ctx context.Context, a *fanoutAnswer, ask func(context.Context, func(recipes.Keeper, []byte) error) []unreachableGateway) {
+func (f *fanouts) run(ctx context.Context, a *fanoutAnswer, ask func(context.Context, func(recipes.Keeper, []byte) error) []recipes.UnreachableGateway) {
 	var mu sync.Mutex
 	unreachable := ask(context.WithoutCancel(ctx), func(k recipes.Keeper, body []byte) error {
 		mu.Lock()

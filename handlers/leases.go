@@ -312,7 +312,7 @@ func leasePage(leases []leaseDoc, p recipes.Page, more bool) ([]leaseDoc, string
 // peerLeases asks every other registered gateway for the page of its own
 // leases that r asks for, as the caller (see Peers); more says that one of
 // them has more after that page.
-func (a *API) peerLeases(r *http.Request, requestID string) ([]leaseDoc, bool, []unreachableGateway) {
+func (a *API) peerLeases(r *http.Request, requestID string) ([]leaseDoc, bool, []recipes.UnreachableGateway) {
 	caller := ""
 	if c := CallerOf(r.Context()); c != nil {
 		caller = c.Name

@@ -7,13 +7,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/zkgate/zkgate/dashboard"
+	"github.com/zkgate/zkgate/handlers"
 )
 
 // newDashboard makes the dashboard of the gateway d serves: what it needs
 // of the gateway, and nothing more.
 func newDashboard(d Deps) *dashboard.Dashboard {
 	cfg := dashboard.Config{Service: d.Service, ZooKeeper: d.ZooKeeper, ZooKeeperTLS: d.ZooKeeperTLS, Version: Version, Log: d.Log, Revoked: d.auth.Revoked,
-		HideSessions: d.auth.Enabled()}
+		HideSessions: d.auth.Enabled(), Problems: dashboard.Problems{Write: handlers.WriteError, StatusOf: handlers.StatusOf}}
 	if d.API != nil && d.API.ContentionFigures != nil {
 		cfg.Contention = d.API
 	}
