@@ -293,3 +293,40 @@ func TestDelayedItemsCostNothingWhereThereAreNone(t *testing.T) {
 		t.Fatalf("a take after the delayed items were seen gone looked for them again: %v", got)
 	}
 }
+
+// A wait on a queue whose only item is delayed past it is bounded by its
+// wait (empty at its end) and by its context (cancelled), as any other.
+func TestAWaitForADelayedItemIsBounded(t *testing.T) {
+	t.Parallel()
+	svc := newService(t, serviceOptions{})
+	produceAt(t, svc, "far", "next hour", 0, time.Now().Add(time.Hour))
+	if _, err := svc.Queues.Take(context.Background(), "far", 200*time.Millisecond); !IsEmpty(err) {
+		t.Fatalf("a take waiting 200ms for an item due in an hour: %v, want empty", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	lease := newLease(t, svc, "consumer")
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.Queues.Claim(ctx, lease, "far", time.Minute)
+		done <- err
+	}()
+	zktest.Eventually(t, 10*time.Second, func() error {
+		if svc.cache.waited(svc.Queues.entries("far")) {
+			return nil
+		}
+		return fmt.Errorf("the claim is not waiting yet")
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || IsEmpty(err) {
+			t.Fatalf("a cancelled claim: %v, want an error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a cancelled claim did not return")
+	}
+	st, err := svc.Queues.State(context.Background(), "far", 0, 0, 0)
+	if err != nil || st.Delayed != 1 || st.Claimed != 0 {
+		t.Fatalf("after the waits: %+v, %v", st, err)
+	}
+}
