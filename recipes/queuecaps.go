@@ -46,6 +46,13 @@ import (
 // each with a stat of every item another client produced since. With the
 // defaults, a gateway alone lists a queue every 625 items (or 1 MiB) it
 // produces into it.
+//
+// A delayed item (queuedelay.go) is an item: a count lists the delayed
+// items with the entries, when the entries' data version says there may be
+// some (a queue that never had one costs no request more), and a move into
+// the entries keeps its size under its new id. The delayed items' directory
+// is not among a queue's QueueNodes: it is a container, there only while
+// they are.
 
 // QueueConfig caps what the queues hold; a zero field takes its default.
 type QueueConfig struct {

@@ -115,7 +115,8 @@ func dueAt(notBefore time.Time) (time.Time, error) {
 	if time.Until(notBefore) > MaxDelay {
 		return time.Time{}, Errorf(CodeInvalid, "an item may be due at most %s ahead", MaxDelay)
 	}
-	return notBefore.UTC().Truncate(time.Millisecond), nil
+	// Its name holds milliseconds: rounded up, never served early.
+	return notBefore.UTC().Add(time.Millisecond - 1).Truncate(time.Millisecond), nil
 }
 
 // produceDelayed makes the delayed node of Produce, and the entries' data
@@ -191,7 +192,8 @@ func (q *Queues) moveDue(ctx context.Context, name string, ds []delayedItem, add
 		if i == len(ds)-1 {
 			q.mover.set(name, time.Time{}, adds)
 		}
-		if st, _, _ := sess.Status(); st != StateLive {
+		if st, _, _ := sess.Status(); st != StateLive && i < len(ds)-1 {
+			q.mover.retry(name)
 			return due, unavailable()
 		}
 	}
