@@ -213,12 +213,44 @@ func (q *Queues) Delete(ctx context.Context, name string) error {
 	if st, _, _ := q.svc.sess.Status(); st != StateLive {
 		return unavailable()
 	}
+	// A NoNode is a directory gone between the stat and the transaction:
+	// deleted by another client, or the delayed items' container removed by
+	// ZooKeeper when it emptied. The stats are read again.
+	for range 3 {
+		ops, err := q.deleteOps(name)
+		if err != nil || len(ops) == 0 {
+			return err
+		}
+		_, err = q.svc.sess.Conn().Multi(ops...)
+		switch {
+		case err == nil:
+			q.ledger.forget(name)
+			q.mover.forget(name)
+			return nil
+		case errors.Is(err, zk.ErrNoNode):
+			continue
+		case errors.Is(err, zk.ErrNotEmpty), errors.Is(err, zk.ErrBadVersion):
+			return &Error{Code: CodeNotEmpty, Detail: fmt.Sprintf("queue %q still has items, delayed items or claims", name)}
+		case ambiguous(err):
+			return unavailable()
+		default:
+			return internal(err, "delete queue")
+		}
+	}
+	q.ledger.forget(name)
+	q.mover.forget(name)
+	return nil
+}
+
+// deleteOps are the deletes of the queue's directories that exist, at the
+// versions read.
+func (q *Queues) deleteOps(name string) ([]any, error) {
 	conn := q.svc.sess.Conn()
 	ops := []any{}
 	for _, p := range []string{q.delayed(name), q.taken(name), q.entries(name), q.base(name)} {
 		ok, stat, err := conn.Exists(p)
 		if err != nil {
-			return q.svc.readErr(err)
+			return nil, q.svc.readErr(err)
 		}
 		if ok {
 			// ZooKeeper refuses to delete a directory with children, so an
@@ -227,22 +259,7 @@ func (q *Queues) Delete(ctx context.Context, name string) error {
 			ops = append(ops, &zk.DeleteRequest{Path: p, Version: stat.Version})
 		}
 	}
-	if len(ops) == 0 {
-		return nil
-	}
-	_, err := conn.Multi(ops...)
-	switch {
-	case err == nil, errors.Is(err, zk.ErrNoNode):
-		q.ledger.forget(name)
-		q.mover.forget(name)
-		return nil
-	case errors.Is(err, zk.ErrNotEmpty), errors.Is(err, zk.ErrBadVersion):
-		return &Error{Code: CodeNotEmpty, Detail: fmt.Sprintf("queue %q still has items, delayed items or claims", name)}
-	case ambiguous(err):
-		return unavailable()
-	default:
-		return internal(err, "delete queue")
-	}
+	return ops, nil
 }
 
 // queueView is a queue's items (and, from the cache, its claims), with the
