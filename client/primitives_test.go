@@ -710,3 +710,39 @@ func TestLockSets(t *testing.T) {
 		}
 	}
 }
+
+// TestDelayedProduce: an item produced with a delay is not served before it
+// is due, shows in the queue's state, and a take waiting gets it once due;
+// a negative delay, or both a delay and a time, is ErrInvalid.
+func TestDelayedProduce(t *testing.T) {
+	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	info, err := c.ProduceWith(ctx, "later", []byte("due"), client.ProduceOptions{Priority: 3, Delay: 500 * time.Millisecond})
+	if err != nil || info.NotBefore == nil || !strings.HasPrefix(info.ID, "due-") {
+		t.Fatalf("a delayed produce: %+v %v", info, err)
+	}
+	st, err := c.QueueState(ctx, "later", 5)
+	if err != nil || (time.Now().Before(*info.NotBefore) && (st.Delayed != 1 || st.NextDue == nil || st.Length != 0)) {
+		t.Fatalf("state with a delayed item: %+v %v", st, err)
+	}
+	it, err := c.Take(ctx, "later", 30*time.Second)
+	if err != nil || string(it.Data) != "due" || it.Priority != 3 {
+		t.Fatalf("the waiting take: %+v %v", it, err)
+	}
+	if time.Now().Before(*info.NotBefore) {
+		t.Fatalf("took the item before its due time %v", info.NotBefore)
+	}
+	if _, err := c.ProduceWith(ctx, "later", nil, client.ProduceOptions{Delay: -time.Second}); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("a negative delay: %v", err)
+	}
+	if _, err := c.ProduceWith(ctx, "later", nil, client.ProduceOptions{Delay: time.Second, NotBefore: time.Now()}); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("both a delay and a time: %v", err)
+	}
+	if _, err := c.ProduceWith(ctx, "later", nil, client.ProduceOptions{Delay: 31 * 24 * time.Hour}); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("a delay of 31 days: %v", err)
+	}
+	if err := c.DeleteQueue(ctx, "later"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -48,18 +48,45 @@ func (i *Item) Nack(ctx context.Context) error {
 // answer the item may or may not be in the queue, and a repeat could add it
 // twice.
 func (c *Client) Produce(ctx context.Context, name string, data []byte, priority int) (ItemInfo, error) {
+	return c.ProduceWith(ctx, name, data, ProduceOptions{Priority: priority})
+}
+
+// ProduceOptions are the options of ProduceWith.
+type ProduceOptions struct {
+	Priority int // 0 to 999, lower first; 0 here is 0, not DefaultPriority
+	// Delay, or NotBefore (not both), delays the item: nobody takes or
+	// claims it before then (at most 30 days ahead). Its ItemInfo.ID is
+	// then a due-… id, replaced by an entry-… id when it comes due.
+	Delay     time.Duration
+	NotBefore time.Time
+}
+
+// ProduceWith is Produce with options: a delay, or a time before which the
+// item is not served.
+func (c *Client) ProduceWith(ctx context.Context, name string, data []byte, o ProduceOptions) (ItemInfo, error) {
 	path, err := namePath("queues", name, "items")
 	if err != nil {
 		return ItemInfo{}, err
 	}
+	priority := o.Priority
 	if priority < 0 || priority > 999 {
 		return ItemInfo{}, fmt.Errorf("%w: priority %d is not from 0 to 999", ErrInvalid, priority)
+	}
+	query := url.Values{"priority": {strconv.Itoa(priority)}}
+	switch {
+	case o.Delay < 0:
+		return ItemInfo{}, fmt.Errorf("%w: delay %s is negative", ErrInvalid, o.Delay)
+	case o.Delay > 0 && !o.NotBefore.IsZero():
+		return ItemInfo{}, fmt.Errorf("%w: give Delay or NotBefore, not both", ErrInvalid)
+	case o.Delay > 0:
+		query.Set("delay", o.Delay.String())
+	case !o.NotBefore.IsZero():
+		query.Set("not_before", o.NotBefore.UTC().Format(time.RFC3339Nano))
 	}
 	if data == nil {
 		data = []byte{}
 	}
-	resp, err := c.do(ctx, request{method: http.MethodPost, path: path, raw: data, rawBody: true,
-		query: url.Values{"priority": {strconv.Itoa(priority)}}})
+	resp, err := c.do(ctx, request{method: http.MethodPost, path: path, raw: data, rawBody: true, query: query})
 	if err != nil {
 		return ItemInfo{}, err
 	}

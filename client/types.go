@@ -234,14 +234,20 @@ type ItemInfo struct {
 	Size      int       `json:"size"`
 	CreatedAt time.Time `json:"created_at"`
 	ClaimedBy string    `json:"claimed_by,omitempty"`
+	// NotBefore is a delayed item's due time (the answer of a delayed
+	// produce).
+	NotBefore *time.Time `json:"not_before,omitempty"`
 }
 
 // QueueState is a queue's length, its claims and the first items in
-// serving order.
+// serving order, and its delayed items (not in Length nor Head): how many,
+// and the earliest due time among them.
 type QueueState struct {
 	Name    string     `json:"name"`
 	Length  int        `json:"length"`
 	Claimed int        `json:"claimed"`
+	Delayed int        `json:"delayed"`
+	NextDue *time.Time `json:"next_due,omitempty"`
 	Head    []ItemInfo `json:"head"`
 	Index   int64      `json:"-"`
 }

@@ -168,10 +168,10 @@ var dashKinds = map[string]dashKind{
 		page:  kindBarriers, // with the barriers
 	},
 	kindQueues: {
-		paths: func(base string) []string { return []string{base + "/entries", base + "/taken"} },
+		paths: func(base string) []string { return []string{base + "/entries", base + "/taken", base + "/delayed"} },
 		load: func(ctx context.Context, s *dashSource, name string) (any, bool) {
 			q, err := s.queues.State(ctx, name, queueHead, 0, 0)
-			if err != nil || q.Length == 0 {
+			if err != nil || q.Length == 0 && q.Delayed == 0 {
 				return nil, false
 			}
 			var claims []recipes.ClaimInfo

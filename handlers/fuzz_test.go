@@ -295,6 +295,50 @@ func FuzzPriority(f *testing.F) {
 	})
 }
 
+// FuzzDue: a produce's ?delay= and ?not_before=. What is taken is at most
+// recipes.MaxDelay ahead and never before now, is what time.ParseDuration or
+// time.Parse (RFC 3339) reads, and the two together are refused.
+func FuzzDue(f *testing.F) {
+	for _, s := range [][2]string{
+		{"", ""}, {"30s", ""}, {"0s", ""}, {"-1s", ""}, {"720h", ""}, {"720h0m0.001s", ""}, {"1y", ""}, {"soon", ""},
+		{"", "2026-01-02T15:04:05Z"}, {"", "2026-01-02T15:04:05.123+02:00"}, {"", "1970-01-01T00:00:00Z"}, {"", "2099-01-01T00:00:00Z"},
+		{"", "2026-01-02 15:04:05"}, {"", "tomorrow"}, {"", "2026-13-01T00:00:00Z"}, {"30s", "2026-01-02T15:04:05Z"}, {"\x00", "\xff"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	now := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, delay, notBefore string) {
+		due, err := parseDue(delay, notBefore, now)
+		if err != nil {
+			mustBeInvalid(t, "parseDue", err)
+			if delay == "" || notBefore == "" {
+				if d, derr := time.ParseDuration(delay); delay != "" && derr == nil && d >= 0 && d <= recipes.MaxDelay {
+					t.Fatalf("delay %q refused: %v", delay, err)
+				}
+				if nb, nerr := time.Parse(time.RFC3339, notBefore); notBefore != "" && nerr == nil && nb.Sub(now) <= recipes.MaxDelay {
+					t.Fatalf("not_before %q refused: %v", notBefore, err)
+				}
+			}
+			return
+		}
+		if delay != "" && notBefore != "" {
+			t.Fatalf("delay %q and not_before %q taken together", delay, notBefore)
+		}
+		if due.IsZero() {
+			return
+		}
+		if !due.After(now) || due.Sub(now) > recipes.MaxDelay {
+			t.Fatalf("delay %q, not_before %q gave the due time %v, %v from now", delay, notBefore, due, due.Sub(now))
+		}
+		if d, derr := time.ParseDuration(delay); delay != "" && (derr != nil || !now.Add(d).Equal(due)) {
+			t.Fatalf("delay %q gave %v", delay, due)
+		}
+		if nb, nerr := time.Parse(time.RFC3339, notBefore); notBefore != "" && (nerr != nil || !nb.Equal(due)) {
+			t.Fatalf("not_before %q gave %v", notBefore, due)
+		}
+	})
+}
+
 // FuzzEnterBody: member names and counts of a double barrier's enter body.
 func FuzzEnterBody(f *testing.F) {
 	for _, s := range []string{

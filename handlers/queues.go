@@ -14,7 +14,7 @@ import (
 
 // QueueService is what the handlers need of the queues.
 type QueueService interface {
-	Produce(ctx context.Context, name string, data []byte, priority int) (recipes.Item, error)
+	ProduceWith(ctx context.Context, name string, data []byte, o recipes.ProduceOptions) (recipes.Item, error)
 	Take(ctx context.Context, name string, wait time.Duration) (recipes.Taken, error)
 	Claim(ctx context.Context, lease *recipes.Lease, name string, wait time.Duration) (recipes.Taken, error)
 	Ack(ctx context.Context, lease *recipes.Lease, name, id string) error
@@ -28,14 +28,20 @@ type QueueService interface {
 // DeleteQueue is DELETE /v1/queues/{name}: removes an empty queue.
 func (a *API) DeleteQueue() http.Handler { return a.nameAction(a.Queues.Delete) }
 
-// Produce is POST /v1/queues/{name}/items?priority=: the body is the item.
+// Produce is POST /v1/queues/{name}/items?priority=&delay=|not_before=:
+// the body is the item.
 func (a *API) Produce() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		name, err := nameParam(r)
 		if err != nil {
 			return err
 		}
-		priority, err := parsePriority(r.URL.Query().Get("priority"))
+		q := r.URL.Query()
+		priority, err := parsePriority(q.Get("priority"))
+		if err != nil {
+			return err
+		}
+		due, err := parseDue(q.Get("delay"), q.Get("not_before"), time.Now())
 		if err != nil {
 			return err
 		}
@@ -43,14 +49,52 @@ func (a *API) Produce() http.Handler {
 		if err != nil {
 			return bodyError(err, "an item may hold at most %d bytes", "could not read the item")
 		}
-		item, err := a.Queues.Produce(r.Context(), name, data, priority)
+		item, err := a.Queues.ProduceWith(r.Context(), name, data, recipes.ProduceOptions{Priority: priority, NotBefore: due})
 		if err != nil {
 			return err
 		}
-		w.Header().Set("Location", "/v1/queues/"+name+"/items/"+item.ID)
+		if item.NotBefore == nil {
+			// A delayed item has no URL until it is due: it gets its id then.
+			w.Header().Set("Location", "/v1/queues/"+name+"/items/"+item.ID)
+		}
 		writeJSON(w, http.StatusCreated, item)
 		return nil
 	})
+}
+
+// parseDue reads ?delay= (a duration) or ?not_before= (an RFC 3339 time),
+// at most recipes.MaxDelay ahead of now: the time before which the item is
+// not served. Zero for neither (or a due time not after now: no delay).
+func parseDue(delay, notBefore string, now time.Time) (time.Time, error) {
+	switch {
+	case delay != "" && notBefore != "":
+		return time.Time{}, invalid("give delay or not_before, not both")
+	case delay != "":
+		d, err := recipes.ParseDuration(delay)
+		if err != nil {
+			return time.Time{}, invalid("delay: %v", err)
+		}
+		if d > recipes.MaxDelay {
+			return time.Time{}, invalid("delay %s is above the most an item may wait, %s (30 days)", d, recipes.MaxDelay)
+		}
+		if d == 0 {
+			return time.Time{}, nil
+		}
+		return now.Add(d), nil
+	case notBefore != "":
+		t, err := time.Parse(time.RFC3339, notBefore)
+		if err != nil {
+			return time.Time{}, invalid("not_before must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		}
+		if t.Sub(now) > recipes.MaxDelay {
+			return time.Time{}, invalid("not_before %s is more than %s (30 days) ahead", notBefore, recipes.MaxDelay)
+		}
+		if !t.After(now) {
+			return time.Time{}, nil
+		}
+		return t, nil
+	}
+	return time.Time{}, nil
 }
 
 // parsePriority reads ?priority= (default 100): a whole number from 0 to 999.

@@ -46,6 +46,13 @@ import (
 // each with a stat of every item another client produced since. With the
 // defaults, a gateway alone lists a queue every 625 items (or 1 MiB) it
 // produces into it.
+//
+// A delayed item (queuedelay.go) is an item: a count lists the delayed
+// items with the entries, when the entries' data version says there may be
+// some (a queue that never had one costs no request more), and a move into
+// the entries keeps its size under its new id. The delayed items' directory
+// is not among a queue's QueueNodes: it is a container, there only while
+// they are.
 
 // QueueConfig caps what the queues hold; a zero field takes its default.
 type QueueConfig struct {
@@ -115,9 +122,11 @@ type queueTally struct {
 	exists  bool // the queue's directories are there
 	counted bool // counted once at least
 	gen     int  // the counts so far
-	// cversion is the entries' cversion at the last listing: a count that
-	// finds it unchanged needs no listing.
+	// cversion and version are the entries' cversion and data version at
+	// the last listing: a count that finds both unchanged needs no listing
+	// (a delayed produce steps the version; see queuedelay.go).
 	cversion int32
+	version  int32
 	// While a count is under way: the items produced here (its listing may
 	// have been taken before they were made), and the produces reserved.
 	madeInCount     map[string]int
@@ -381,6 +390,25 @@ func (r *reservation) release() {
 	}
 }
 
+// moved renames item from of queue name, a delayed item, to to: this
+// gateway moved it into the entries (it is the same item, of the same size).
+func (l *queueLedger) moved(name, from, to string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.queues[name]
+	if t == nil {
+		return
+	}
+	if size, ok := t.sizes[from]; ok {
+		delete(t.sizes, from)
+		t.sizes[to] = size
+	}
+	if size, ok := t.madeInCount[from]; ok {
+		delete(t.madeInCount, from)
+		t.madeInCount[to] = size
+	}
+}
+
 // removed takes item id of queue name out of the figures: this gateway
 // consumed it.
 func (l *queueLedger) removed(name, id string) {
@@ -450,9 +478,9 @@ func (q *Queues) countLocked(ctx context.Context, name string, ifChanged bool) e
 	t := l.tallyLocked(name)
 	pending := t.pending
 	t.madeInCount, t.reservedInCount = map[string]int{}, figures{}
-	cversion := t.cversion
+	cversion, version := t.cversion, t.version
 	l.mu.Unlock()
-	err := q.count(ctx, conn, q.entries(name), t, ifChanged && cversion >= 0, cversion)
+	err := q.count(ctx, conn, name, t, ifChanged && cversion >= 0, cversion, version)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err == nil {
@@ -464,15 +492,18 @@ func (q *Queues) countLocked(ctx context.Context, name string, ifChanged bool) e
 	return err
 }
 
-// count reads queue name into t: see countLocked.
-func (q *Queues) count(ctx context.Context, conn *zk.Conn, entries string, t *queueTally, ifChanged bool, cversion int32) error {
+// count reads queue name into t: see countLocked. Its delayed items count
+// as items (they are znodes and bytes in ZooKeeper's heap as much); they are
+// listed only when the entries' data version says there may be some.
+func (q *Queues) count(ctx context.Context, conn *zk.Conn, name string, t *queueTally, ifChanged bool, cversion, version int32) error {
 	l := q.ledger
+	entries := q.entries(name)
 	if ifChanged {
 		ok, st, err := conn.Exists(entries)
 		if err != nil {
 			return err
 		}
-		if ok && st.Cversion == cversion {
+		if ok && st.Cversion == cversion && st.Version == version {
 			return nil // nothing made or removed since the last listing
 		}
 	}
@@ -482,6 +513,17 @@ func (q *Queues) count(ctx context.Context, conn *zk.Conn, entries string, t *qu
 	}
 	if err != nil {
 		return err
+	}
+	paths := map[string]string{} // the unknown delayed items' paths
+	if st.Cversion >= 0 {
+		ds, err := q.listDelayed(name, st.Version)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			names = append(names, d.node)
+			paths[d.node] = q.delayed(name) + "/" + d.node
+		}
 	}
 	l.mu.Lock()
 	var unknown []string
@@ -493,7 +535,11 @@ func (q *Queues) count(ctx context.Context, conn *zk.Conn, entries string, t *qu
 	l.mu.Unlock()
 	sizes := make([]int, len(unknown))
 	err = forEach(ctx, len(unknown), func(i int) error {
-		ok, stat, err := conn.Exists(entries + "/" + unknown[i])
+		p, ok := paths[unknown[i]]
+		if !ok {
+			p = entries + "/" + unknown[i]
+		}
+		ok, stat, err := conn.Exists(p)
 		switch {
 		case err != nil:
 			return err
@@ -531,7 +577,7 @@ func (q *Queues) count(ctx context.Context, conn *zk.Conn, entries string, t *qu
 			t.held.add(figures{1, int64(s)})
 		}
 		t.exists = st.Cversion >= 0 || len(counted) > 0
-		t.counted, t.cversion = true, st.Cversion
+		t.counted, t.cversion, t.version = true, st.Cversion, st.Version
 	})
 	return nil
 }

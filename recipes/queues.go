@@ -17,10 +17,12 @@ import (
 // Queues follow kazoo's LockingQueue: an item is the PERSISTENT_SEQUENTIAL
 // node {root}/queues/{name}/entries/entry-<ppp>-<seq10> holding the raw
 // bytes; a consumer claims it with the EPHEMERAL node .../taken/<entry>, and
-// consumes it by deleting both in one transaction.
+// consumes it by deleting both in one transaction. An item produced with a
+// due time waits in .../delayed until then (queuedelay.go).
 type Queues struct {
 	svc    *Service
 	ledger *queueLedger // what the queues hold, against their caps (queuecaps.go)
+	mover  *delayMover  // moves delayed items when due (queuedelay.go)
 }
 
 // Priorities: lower is served first.
@@ -37,6 +39,10 @@ type Item struct {
 	Size      int       `json:"size"`
 	CreatedAt time.Time `json:"created_at"`
 	ClaimedBy *string   `json:"claimed_by,omitempty"` // the holder (or lease) of the claim
+	// NotBefore is the due time of an item produced delayed: until then its
+	// id is its delayed node's (due-…), and it gets an entry-… id when it
+	// moves into the queue.
+	NotBefore *time.Time `json:"not_before,omitempty"`
 	seq       int64
 }
 
@@ -45,8 +51,12 @@ type QueueState struct {
 	Name    string `json:"name"`
 	Length  int    `json:"length"`  // items, claimed or not
 	Claimed int    `json:"claimed"` // items claimed now
-	Head    []Item `json:"head"`
-	Index   int64  `json:"-"`
+	// Delayed items are not in Length nor Head: they are not served before
+	// NextDue, the earliest due time among them.
+	Delayed int        `json:"delayed"`
+	NextDue *time.Time `json:"next_due,omitempty"`
+	Head    []Item     `json:"head"`
+	Index   int64      `json:"-"`
 }
 
 // Taken is an item taken or claimed from a queue.
@@ -78,11 +88,30 @@ func ParseItemID(id string) (priority int, seq int64, err error) {
 // Produce appends data with a priority and returns the new item. A produce
 // that would pass a cap of the queues (QueueConfig) is queue_full.
 func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority int) (Item, error) {
+	return q.ProduceWith(ctx, name, data, ProduceOptions{Priority: priority})
+}
+
+// ProduceOptions are the options of a produce.
+type ProduceOptions struct {
+	Priority int
+	// NotBefore, when after now (and at most MaxDelay ahead), delays the
+	// item: nobody takes or claims it before then (queuedelay.go).
+	NotBefore time.Time
+}
+
+// ProduceWith is Produce with options: a delayed item counts against the
+// caps as any other.
+func (q *Queues) ProduceWith(ctx context.Context, name string, data []byte, o ProduceOptions) (Item, error) {
 	if err := ValidName(name); err != nil {
 		return Item{}, err
 	}
+	priority := o.Priority
 	if priority < MinPriority || priority > MaxPriority {
 		return Item{}, Errorf(CodeInvalid, "priority must be between %d and %d", MinPriority, MaxPriority)
+	}
+	due, err := dueAt(o.NotBefore)
+	if err != nil {
+		return Item{}, err
 	}
 	sess := q.svc.sess
 	if st, _, _ := sess.Status(); st != StateLive {
@@ -92,7 +121,12 @@ func (q *Queues) Produce(ctx context.Context, name string, data []byte, priority
 	if err != nil {
 		return Item{}, err
 	}
-	item, err := q.produce(ctx, name, data, priority)
+	var item Item
+	if due.IsZero() {
+		item, err = q.produce(ctx, name, data, priority)
+	} else {
+		item, err = q.produceDelayed(ctx, name, data, priority, due)
+	}
 	if err != nil {
 		r.cancel()
 		return Item{}, err
@@ -179,12 +213,44 @@ func (q *Queues) Delete(ctx context.Context, name string) error {
 	if st, _, _ := q.svc.sess.Status(); st != StateLive {
 		return unavailable()
 	}
+	// A NoNode is a directory gone between the stat and the transaction:
+	// deleted by another client, or the delayed items' container removed by
+	// ZooKeeper when it emptied. The stats are read again.
+	for range 3 {
+		ops, err := q.deleteOps(name)
+		if err != nil || len(ops) == 0 {
+			return err
+		}
+		_, err = q.svc.sess.Conn().Multi(ops...)
+		switch {
+		case err == nil:
+			q.ledger.forget(name)
+			q.mover.forget(name)
+			return nil
+		case errors.Is(err, zk.ErrNoNode):
+			continue
+		case errors.Is(err, zk.ErrNotEmpty), errors.Is(err, zk.ErrBadVersion):
+			return &Error{Code: CodeNotEmpty, Detail: fmt.Sprintf("queue %q still has items, delayed items or claims", name)}
+		case ambiguous(err):
+			return unavailable()
+		default:
+			return internal(err, "delete queue")
+		}
+	}
+	q.ledger.forget(name)
+	q.mover.forget(name)
+	return nil
+}
+
+// deleteOps are the deletes of the queue's directories that exist, at the
+// versions read.
+func (q *Queues) deleteOps(name string) ([]any, error) {
 	conn := q.svc.sess.Conn()
 	ops := []any{}
-	for _, p := range []string{q.taken(name), q.entries(name), q.base(name)} {
+	for _, p := range []string{q.delayed(name), q.taken(name), q.entries(name), q.base(name)} {
 		ok, stat, err := conn.Exists(p)
 		if err != nil {
-			return q.svc.readErr(err)
+			return nil, q.svc.readErr(err)
 		}
 		if ok {
 			// ZooKeeper refuses to delete a directory with children, so an
@@ -193,21 +259,7 @@ func (q *Queues) Delete(ctx context.Context, name string) error {
 			ops = append(ops, &zk.DeleteRequest{Path: p, Version: stat.Version})
 		}
 	}
-	if len(ops) == 0 {
-		return nil
-	}
-	_, err := conn.Multi(ops...)
-	switch {
-	case err == nil, errors.Is(err, zk.ErrNoNode):
-		q.ledger.forget(name)
-		return nil
-	case errors.Is(err, zk.ErrNotEmpty), errors.Is(err, zk.ErrBadVersion):
-		return &Error{Code: CodeNotEmpty, Detail: fmt.Sprintf("queue %q still has items or claims", name)}
-	case ambiguous(err):
-		return unavailable()
-	default:
-		return internal(err, "delete queue")
-	}
+	return ops, nil
 }
 
 // queueView is a queue's items (and, from the cache, its claims), with the
@@ -216,8 +268,9 @@ type queueView struct {
 	items []Item
 	// cached: the items and their claims come from the watch cache, which
 	// may lag: a claim found taken is not worth a listing of the claims.
-	cached  bool
-	changed [2]<-chan struct{}
+	cached bool
+	// changed: of the entries, the claims and the delayed items.
+	changed [3]<-chan struct{}
 	release func()
 }
 
@@ -231,63 +284,100 @@ type queueView struct {
 // and wakes the view. Claims settle which item is whose (see claimFirst).
 func (q *Queues) view(ctx context.Context, name string, subscribe bool) (*queueView, error) {
 	if !subscribe {
-		items, _, err := q.list(name, false)
-		if err != nil {
-			return nil, q.svc.readErr(err)
-		}
-		return &queueView{items: items, release: func() {}}, nil
+		return q.listView(ctx, name)
 	}
-	entries, taken, ech, tch, release, err := q.subscribe(ctx, name)
+	entries, taken, delayed, ch, release, err := q.subscribe(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(entries.Children))
-	for i, c := range entries.Children {
-		names[i] = c.Name
+	// The gateway's mover moves the due ones, and the move wakes the view.
+	if ds := delayedOf(snapshotNames(delayed)); len(ds) > 0 {
+		q.mover.add(name, ds[0].due)
 	}
+	names := snapshotNames(entries)
 	claimed := make(map[string]bool, len(taken.Children))
 	for _, c := range taken.Children {
 		claimed[c.Name] = true
 	}
-	return &queueView{items: itemsOf(names, claimed), cached: true, changed: [2]<-chan struct{}{ech, tch}, release: release}, nil
+	return &queueView{items: itemsOf(names, claimed), cached: true, changed: ch, release: release}, nil
 }
 
-// subscribe keeps the queue's two directories watched and returns the
-// cache's listings of both, and the channels closed at the next change of
-// each.
-func (q *Queues) subscribe(ctx context.Context, name string) (entries, taken *Snapshot, echanged, tchanged <-chan struct{}, release func(), err error) {
-	entries, ech, erel, err := q.svc.cache.view(ctx, q.entries(name), entryOpts{namesOnly: true})
+// listView is the view of a take or claim that will not wait: the entries
+// listed, after the due delayed items (if the entries' data version says
+// there may be some) are moved into them.
+func (q *Queues) listView(ctx context.Context, name string) (*queueView, error) {
+	adds := q.mover.addsOf(name)
+	items, _, version, err := q.list(name, false)
 	if err != nil {
-		return nil, nil, nil, nil, nil, q.svc.readErr(err)
+		return nil, q.svc.readErr(err)
 	}
-	taken, tch, trel, err := q.svc.cache.view(ctx, q.taken(name), entryOpts{namesOnly: true})
+	ds, err := q.listDelayed(name, version)
 	if err != nil {
-		erel()
-		return nil, nil, nil, nil, nil, q.svc.readErr(err)
+		return nil, q.svc.readErr(err)
 	}
-	return entries, taken, ech, tch, func() { erel(); trel() }, nil
+	// A move that fails is the mover's to retry: the items listed stand.
+	if due, _ := q.moveDue(ctx, name, ds, adds); due > 0 {
+		if items, _, _, err = q.list(name, false); err != nil {
+			return nil, q.svc.readErr(err)
+		}
+	}
+	return &queueView{items: items, release: func() {}}, nil
+}
+
+func snapshotNames(s *Snapshot) []string {
+	names := make([]string, len(s.Children))
+	for i, c := range s.Children {
+		names[i] = c.Name
+	}
+	return names
+}
+
+// subscribe keeps the queue's three directories watched and returns the
+// cache's listings of them (entries, claims, delayed items), and the
+// channels closed at the next change of each.
+func (q *Queues) subscribe(ctx context.Context, name string) (entries, taken, delayed *Snapshot, changed [3]<-chan struct{}, release func(), err error) {
+	var rels []func()
+	release = func() {
+		for _, r := range rels {
+			r()
+		}
+	}
+	var snaps [3]*Snapshot
+	for i, p := range []string{q.entries(name), q.taken(name), q.delayed(name)} {
+		snap, ch, rel, err := q.svc.cache.view(ctx, p, entryOpts{namesOnly: true})
+		if err != nil {
+			release()
+			return nil, nil, nil, changed, nil, q.svc.readErr(err)
+		}
+		snaps[i], changed[i] = snap, ch
+		rels = append(rels, rel)
+	}
+	return snaps[0], snaps[1], snaps[2], changed, release, nil
 }
 
 // list reads the items (names only, in serving order), with claims which
-// are claimed, and the queue's index. Without claims, the taken directory is
-// not read (a take or claim finds out from its create; see claimFirst) and
-// the index is that of the entries.
-func (q *Queues) list(name string, claims bool) ([]Item, int64, error) {
+// are claimed, the queue's index and the entries' data version (which says
+// whether there may be delayed items: see queuedelay.go). Without claims,
+// the taken directory is not read (a take or claim finds out from its
+// create; see claimFirst) and the index is that of the entries.
+func (q *Queues) list(name string, claims bool) ([]Item, int64, int32, error) {
 	conn := q.svc.sess.Conn()
 	var index int64
+	var version int32
 	names, es, err := conn.Children(q.entries(name))
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	if es != nil {
 		index = max(es.Pzxid, es.Mzxid)
+		version = es.Version
 	}
 	var claimed []string
 	if claims {
 		var ts *zk.Stat
 		claimed, ts, err = conn.Children(q.taken(name))
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		if ts != nil {
 			index = max(index, ts.Pzxid, ts.Mzxid)
@@ -303,7 +393,7 @@ func (q *Queues) list(name string, claims bool) ([]Item, int64, error) {
 	for _, c := range claimed {
 		isClaimed[c] = true
 	}
-	return itemsOf(names, isClaimed), index, nil
+	return itemsOf(names, isClaimed), index, version, nil
 }
 
 // itemsOf returns the items among the entries' names, in serving order,
@@ -447,6 +537,7 @@ func (q *Queues) next(ctx context.Context, lease *Lease, name string, tryOnce bo
 		select {
 		case <-v.changed[0]:
 		case <-v.changed[1]:
+		case <-v.changed[2]:
 		case <-ctx.Done():
 			v.release()
 			if errors.Is(context.Cause(ctx), errWaitElapsed) {
@@ -787,11 +878,19 @@ func (q *Queues) State(ctx context.Context, name string, head int, index int64, 
 	if err != nil {
 		return QueueState{}, q.svc.readErr(err)
 	}
-	items, idx, err := q.list(name, true)
+	items, idx, version, err := q.list(name, true)
 	if err != nil {
 		return QueueState{}, q.svc.readErr(err)
 	}
+	ds, err := q.listDelayed(name, version)
+	if err != nil {
+		return QueueState{}, q.svc.readErr(err)
+	}
+	if len(ds) > 0 {
+		q.mover.add(name, ds[0].due) // so that this gateway moves them, whoever produced them
+	}
 	st := QueueState{Name: name, Length: len(items), Head: []Item{}, Index: idx}
+	st.Delayed, st.NextDue = delayedState(ds)
 	for _, it := range items {
 		if it.ClaimedBy != nil {
 			st.Claimed++

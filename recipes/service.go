@@ -132,6 +132,8 @@ func New(sess *Session, cfg Config) *Service {
 	s.Barriers = &Barriers{svc: s}
 	s.DoubleBarriers = &DoubleBarriers{svc: s}
 	s.Queues = &Queues{svc: s, ledger: newQueueLedger(cfg.Queues)}
+	s.Queues.mover = newDelayMover(s.Queues)
+	s.Queues.mover.begin()
 	sweep, stop := context.WithCancel(context.Background())
 	s.stopSweep = stop
 	go s.sweepDelays(sweep)
@@ -155,6 +157,7 @@ func (s *Service) ZKWatches() int { return s.sess.Conn().WatchCount() }
 // Close ends every lease, releasing what it holds, and stops the watches.
 func (s *Service) Close() {
 	s.stopSweep()
+	s.Queues.mover.close()
 	s.Leases.Close()
 	s.cache.Close()
 	s.watches.close()

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zkgate/zkgate/internal/gwtest"
 	"github.com/zkgate/zkgate/internal/zk"
@@ -539,5 +540,55 @@ func TestInteropCuratorLeaderLatch(t *testing.T) {
 	p.release(2)
 	p.exit()
 	ioRevoke(t, g, a)
+	gwtest.NoZnodesLeft(t, conn, g.Root)
+}
+
+// TestInteropKazooGetsADelayedItemWhenDue: an item produced through zkgate
+// with a delay is invisible to a kazoo LockingQueue until it is due, across
+// a restart of the gateway between the produce and the due time: the next
+// gateway moves it into the entries then, with nobody consuming through
+// zkgate, and kazoo gets it, byte-exact.
+func TestInteropKazooGetsADelayedItemWhenDue(t *testing.T) {
+	// Serial: counts the binary's goroutines (interopStart checks NoGoroutinesLeft).
+	g, conn, p := interopStart(t, startKazooPeer)
+	const name = "reminders"
+	queuePath := g.Root + "/queues/" + name
+	p.send("queue q %s", queuePath)
+	p.expect("QUEUE q", interopWait)
+
+	data := []byte{'d', 'u', 'e', 0x00, 0xff}
+	r := gwtest.Do(t, "POST", g.URL+"/v1/queues/"+name+"/items?delay=2s&priority=7", data)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("delayed produce: %d %s", r.Status, r.Body)
+	}
+	var it struct {
+		ID        string    `json:"id"`
+		NotBefore time.Time `json:"not_before"`
+	}
+	ioDecode(t, r, &it)
+	p.send("get q 0.05")
+	p.expect("EMPTY q", interopWait)
+	if st := icQueueState(t, g, name); st.Length != 0 {
+		t.Fatalf("zkgate shows the delayed item in the queue: %+v", st)
+	}
+	g.Stop()
+	next := gwtest.StartGateway(t, gwtest.GatewayOptions{Root: g.Root})
+
+	p.send("get q 20")
+	entry, value := icGot(t, p, "q")
+	if time.Now().Before(it.NotBefore) {
+		t.Fatalf("kazoo got the item before its due time %v", it.NotBefore)
+	}
+	if !strings.HasPrefix(entry, "entry-007-") || string(value) != string(data) {
+		t.Fatalf("kazoo got %s %q, want an entry-007- item %q", entry, value, data)
+	}
+	p.send("consume q")
+	if l := p.expect("CONSUMED q ", interopWait); l != "CONSUMED q True" {
+		t.Fatalf("kazoo consume: %q", l)
+	}
+	p.exit()
+	if r := gwtest.Do(t, "DELETE", next.URL+"/v1/queues/"+name, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("delete the queue: %d %s", r.Status, r.Body)
+	}
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }

@@ -131,6 +131,8 @@ export interface ItemInfo {
   size: number;
   created_at: string;
   claimed_by?: string;
+  /** A delayed item's due time (the answer of a produce with delay or notBefore). */
+  not_before?: string;
 }
 
 export interface LockState {
@@ -162,6 +164,9 @@ export interface QueueState {
   name: string;
   length: number;
   claimed: number;
+  /** Delayed items not yet due (not in length nor head), and the earliest due time among them. */
+  delayed: number;
+  next_due?: string;
   head: ItemInfo[];
 }
 
@@ -481,7 +486,7 @@ export declare class Gateway {
   /** Resolves once the barrier is down; Timeout if it is still up after `wait`. */
   waitBarrier(name: string, options?: WaitOptions): Promise<void>;
   /** Adds an item; not retried (a lost answer leaves it unknown whether it was added). */
-  produce(queue: string, data: string | Uint8Array, options?: CallOptions & { priority?: number }): Promise<ItemInfo>;
+  produce(queue: string, data: string | Uint8Array, options?: CallOptions & { priority?: number; delay?: Duration; notBefore?: Date | string }): Promise<ItemInfo>;
   /** Removes and returns the next item (at most once), or null. */
   take(queue: string, options?: WaitOptions): Promise<Item | null>;
   peek(queue: string, id: string, options?: CallOptions): Promise<Item>;

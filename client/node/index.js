@@ -791,13 +791,27 @@ export class Gateway {
    * answer was lost may or may not have added the item.
    * @param {string} queue
    * @param {string | Uint8Array} data
-   * @param {{priority?: number, signal?: AbortSignal}} [options]
+   * With `delay` (a duration) or `notBefore` (a Date or an RFC 3339 string),
+   * not both, nobody takes or claims the item before then (at most 30 days
+   * ahead); its `id` is then a `due-` id until it is due.
+   * @param {string} queue
+   * @param {string | Uint8Array} data
+   * @param {{priority?: number, delay?: Duration, notBefore?: Date | string, signal?: AbortSignal}} [options]
    * @returns {Promise<ItemInfo>}
    */
   async produce(queue, data, options = {}) {
     const raw = typeof data === "string" ? new TextEncoder().encode(data) : data;
-    const query = options.priority !== undefined ? { priority: String(options.priority) } : undefined;
-    return json(await this._call("POST", `/v1/queues/${pathName(queue)}/items`, { query, raw, signal: options.signal }));
+    /** @type {Record<string, string>} */
+    const query = {};
+    if (options.priority !== undefined) query.priority = String(options.priority);
+    if (options.delay !== undefined && options.notBefore !== undefined) throw new InvalidRequest("give delay or notBefore, not both");
+    if (options.delay !== undefined) query.delay = wireDuration(options.delay)[0];
+    if (options.notBefore !== undefined) {
+      query.not_before = options.notBefore instanceof Date ? options.notBefore.toISOString() : String(options.notBefore);
+    }
+    return json(await this._call("POST", `/v1/queues/${pathName(queue)}/items`, {
+      query: Object.keys(query).length ? query : undefined, raw, signal: options.signal,
+    }));
   }
 
   /**

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -351,5 +352,31 @@ func TestServeHelpIsNotAnError(t *testing.T) {
 	if err := run(context.Background(), []string{"zkgate", "serve", "-listen", "x"}, func(string) string { return "" }, io.Discard, io.Discard); !errors.As(err, &usage) ||
 		!strings.Contains(err.Error(), "--listen") {
 		t.Fatalf("serve -listen x (Go's one dash, kept for serve): %v", err)
+	}
+}
+
+// TestQueuePutDelay: zkgate queue put --delay puts an item that a take
+// does not get before it is due, and prints its due-… id; a negative
+// delay is a usage error.
+func TestQueuePutDelay(t *testing.T) {
+	t.Parallel()
+	g := cliGateway(t)
+	env := map[string]string{"ZKGATE_URL": g.URL}
+	start := time.Now()
+	code, out, stderr := runCLI(t, env, "queue", "put", "--delay", "1s", "later", "due")
+	if code != 0 || !strings.HasPrefix(out, "due-") {
+		t.Fatalf("put --delay: exit %d, %q %q", code, out, stderr)
+	}
+	if code, out, _ := runCLI(t, env, "queue", "take", "--wait", "0", "later"); code != exitWaited && time.Since(start) < time.Second {
+		t.Fatalf("take before the due time: exit %d, %q", code, out)
+	}
+	if code, out, stderr := runCLI(t, env, "queue", "take", "--wait", "30s", "later"); code != 0 || out != "due" {
+		t.Fatalf("take once due: exit %d, %q %q", code, out, stderr)
+	}
+	if time.Since(start) < time.Second {
+		t.Fatal("took the item before its delay")
+	}
+	if code, _, stderr := runCLI(t, env, "queue", "put", "--delay", "-1s", "later", "x"); code == 0 || !strings.Contains(stderr, "negative") {
+		t.Fatalf("put --delay -1s: exit %d, %q", code, stderr)
 	}
 }

@@ -52,8 +52,9 @@ puts it back, so that an item is handled at least once.`)
 func newQueuePutCommand(a *app) *cobra.Command {
 	var gw gatewayFlags
 	var priority int
+	var delay time.Duration
 	cmd := &cobra.Command{
-		Use:   "put [--priority 100] NAME [DATA]",
+		Use:   "put [--priority 100] [--delay 30s] NAME [DATA]",
 		Short: "put DATA (no DATA: stdin) in the queue NAME, and print the item's id",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
@@ -76,7 +77,10 @@ func newQueuePutCommand(a *app) *cobra.Command {
 			} else if data, err = io.ReadAll(cmd.InOrStdin()); err != nil {
 				return fmt.Errorf("reading the item from stdin: %v", err)
 			}
-			info, err := c.Produce(cmd.Context(), name, data, priority)
+			if delay < 0 {
+				return usageErr("--delay must not be negative, got %s", delay)
+			}
+			info, err := c.ProduceWith(cmd.Context(), name, data, client.ProduceOptions{Priority: priority, Delay: delay})
 			if err != nil {
 				return fmt.Errorf("queue %q: %w", name, err)
 			}
@@ -86,6 +90,7 @@ func newQueuePutCommand(a *app) *cobra.Command {
 	}
 	gw.register(cmd, a)
 	cmd.Flags().IntVar(&priority, "priority", client.DefaultPriority, "0 to 999, lower is served first")
+	cmd.Flags().DurationVar(&delay, "delay", 0, "serve the item only after this long (at most 720h); its id is then a due-… id until it is due")
 	return cmd
 }
 

@@ -704,6 +704,24 @@ describe("queues", () => {
     await gate.deleteQueue(q);
   });
 
+  test("a delayed item is served once due", async () => {
+    const q = unique("later");
+    const made = await gate.produce(q, "due", { delay: "500ms", priority: 3 });
+    assert.ok(made.id.startsWith("due-") && made.not_before, JSON.stringify(made));
+    const due = Date.parse(/** @type {string} */ (made.not_before));
+    const { state } = await gate.state("queues", q);
+    if (Date.now() < due) assert.deepEqual([state.length, state.delayed], [0, 1]);
+    const item = await gate.take(q, { wait: "20s" });
+    assert.deepEqual([item?.text, item?.priority], ["due", 3]);
+    assert.ok(Date.now() >= due, "taken before its due time");
+    const at = new Date(Date.now() + 300);
+    assert.ok((await gate.produce(q, "at", { notBefore: at })).id.startsWith("due-"));
+    assert.equal((await gate.take(q, { wait: "20s" }))?.text, "at");
+    await assert.rejects(gate.produce(q, "x", { delay: "1s", notBefore: at }), zk.InvalidRequest);
+    await assert.rejects(gate.produce(q, "x", { delay: "721h" }), zk.InvalidRequest);
+    await gate.deleteQueue(q);
+  });
+
   test("consume stops with the lease's loss", async () => {
     const q = unique("orphan");
     await gate.produce(q, "x");

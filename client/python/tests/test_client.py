@@ -7,6 +7,7 @@ Run by scripts/test-clients.sh, which starts one and sets ZKGATE_URL:
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
@@ -688,6 +689,28 @@ class QueueTest(ClientTest):
         self.gate.produce(q, "late")
         t.join(PATIENCE)
         self.assertEqual([i.text for i in got if i], ["late"])
+        self.gate.delete_queue(q)
+
+    def test_a_delayed_item_is_served_once_due(self) -> None:
+        q = unique("later")
+        made = self.gate.produce(q, "due", priority=3, delay="500ms")
+        self.assertTrue(made["id"].startswith("due-"), made)
+        due = datetime.datetime.fromisoformat(made["not_before"].replace("Z", "+00:00"))
+        state, _ = self.gate.state("queues", q)
+        if datetime.datetime.now(datetime.timezone.utc) < due:
+            self.assertEqual((state["length"], state["delayed"]), (0, 1))
+        item = self.gate.take(q, wait="20s")
+        assert item is not None
+        self.assertEqual((item.text, item.priority), ("due", 3))
+        self.assertGreaterEqual(datetime.datetime.now(datetime.timezone.utc), due)
+        at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(milliseconds=300)
+        self.assertTrue(self.gate.produce(q, "at", not_before=at)["id"].startswith("due-"))
+        item = self.gate.take(q, wait="20s")
+        self.assertEqual(item.text if item else None, "at")
+        with self.assertRaises(zkgate.InvalidRequest):
+            self.gate.produce(q, "x", delay="1s", not_before=at)
+        with self.assertRaises(zkgate.InvalidRequest):
+            self.gate.produce(q, "x", delay="721h")
         self.gate.delete_queue(q)
 
     def test_consume_stops_on_a_lost_lease(self) -> None:

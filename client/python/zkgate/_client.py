@@ -639,13 +639,35 @@ class Gateway:
 
     # -- queues --------------------------------------------------------------
 
-    def produce(self, queue: str, data: Union[bytes, str], *, priority: Optional[int] = None) -> Dict[str, Any]:
+    def produce(
+        self,
+        queue: str,
+        data: Union[bytes, str],
+        *,
+        priority: Optional[int] = None,
+        delay: Optional[Duration] = None,
+        not_before: Optional[Union[datetime.datetime, str]] = None,
+    ) -> Dict[str, Any]:
         """Adds an item (bytes, or text sent as UTF-8); lower ``priority``
-        (0-999, default 100) is served first. Not retried: a produce whose
-        answer was lost may or may not have added the item."""
+        (0-999, default 100) is served first. With ``delay`` (a duration) or
+        ``not_before`` (a datetime, naive meaning local time, or an RFC 3339
+        string), not both, nobody takes or claims the item before then (at
+        most 30 days ahead); its ``id`` is then a ``due-`` id until it is
+        due. Not retried: a produce whose answer was lost may or may not
+        have added the item."""
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        query = {"priority": str(int(priority))} if priority is not None else None
-        return self._call("POST", f"/v1/queues/{_name(queue)}/items", query=query, raw=raw).json()
+        query: Dict[str, str] = {}
+        if priority is not None:
+            query["priority"] = str(int(priority))
+        if delay is not None and not_before is not None:
+            raise InvalidRequest("give delay or not_before, not both")
+        if delay is not None:
+            query["delay"] = f"{round(parse_duration(delay) * 1000)}ms"
+        if isinstance(not_before, datetime.datetime):
+            query["not_before"] = not_before.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+        elif not_before is not None:
+            query["not_before"] = str(not_before)
+        return self._call("POST", f"/v1/queues/{_name(queue)}/items", query=query or None, raw=raw).json()
 
     def take(self, queue: str, wait: Duration = "0s") -> Optional["Item"]:
         """Removes and returns the next item (at most once), or None if there is
