@@ -22,6 +22,7 @@ from ._client import (
     Duration,
     Gateway,
     Grant,
+    GroupMembership,
     Item,
     Lease,
     Membership,
@@ -62,7 +63,7 @@ from ._errors import (
 )
 
 __all__ = [
-    "DEFAULT_CONNECT_RETRIES", "DEFAULT_URL", "KINDS", "Campaign", "Claim", "Duration", "Gateway", "Grant", "Item", "Lease",
+    "DEFAULT_CONNECT_RETRIES", "DEFAULT_URL", "KINDS", "Campaign", "Claim", "Duration", "Gateway", "Grant", "GroupMembership", "Item", "Lease",
     "Membership", "Stop", "__version__", "format_duration", "parse_duration",
     "AlreadyHeld", "CountMismatch", "Deadlock", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
     "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",
