@@ -75,17 +75,24 @@ type Report struct {
 	GoneTTLRunOut    int           `json:"gone_unjudged_ttl_run_out"`
 	ObserverOut      time.Duration `json:"observer_out_ns"`
 	// WallWorst is the hold that ended latest past its deadline.
-	WallWorst   *WallHold      `json:"wallclock_latest_past_deadline,omitempty"`
-	Produced    int            `json:"items_produced"`
-	Unconfirmed int            `json:"items_produce_unanswered"`
-	Claims      int            `json:"claims"`
-	Acks        int            `json:"acks"`
-	Redelivered int            `json:"items_served_again"`
-	Faults      map[string]int `json:"faults"`
-	Answers     []AnswerCount  `json:"answers"`
-	Violations  int            `json:"violations"`
-	ByKind      map[string]int `json:"violations_by_kind"`
-	Details     []Violation    `json:"violation_details"`
+	WallWorst   *WallHold `json:"wallclock_latest_past_deadline,omitempty"`
+	Produced    int       `json:"items_produced"`
+	Unconfirmed int       `json:"items_produce_unanswered"`
+	Claims      int       `json:"claims"`
+	Acks        int       `json:"acks"`
+	Redelivered int       `json:"items_served_again"`
+	// Members counts the group memberships, MembersSilent those whose
+	// client went silent, and MembersJudged those the observer saw leave
+	// after their lease's record went, at most MemberLag after it.
+	Members       int            `json:"group_members"`
+	MembersSilent int            `json:"group_members_silent"`
+	MembersJudged int            `json:"group_members_judged"`
+	MemberLag     time.Duration  `json:"group_member_longest_lag_ns"`
+	Faults        map[string]int `json:"faults"`
+	Answers       []AnswerCount  `json:"answers"`
+	Violations    int            `json:"violations"`
+	ByKind        map[string]int `json:"violations_by_kind"`
+	Details       []Violation    `json:"violation_details"`
 	// ZooKeeperTrouble are the lines in which a ZooKeeper member reported
 	// its replica diverged (see zooKeeperTrouble): a violation after them
 	// may be ZooKeeper's.
@@ -302,6 +309,9 @@ func (r *runner) work(ctx context.Context) error {
 			clients.Go(func() { r.wallWorker(wctx, kind, k, i) })
 		}
 	}
+	for i := 0; i < r.cfg.GroupMembers; i++ {
+		clients.Go(func() { r.groupMember(wctx, i) })
+	}
 	<-wctx.Done()
 	r.worked = time.Since(r.start)
 	r.logf("time is up (%d requests): healing every fault, clients finishing", r.requests.Load())
@@ -365,7 +375,8 @@ func (r *runner) report() *Report {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rep := &Report{Seed: r.cfg.Seed, Duration: r.cfg.Duration.String(), Worked: r.worked.Round(time.Millisecond).String(), Ensemble: len(r.cl.ens.Servers),
-		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers + len(wallKinds)*r.cfg.WallClockWorkers,
+		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers + len(wallKinds)*r.cfg.WallClockWorkers +
+			r.cfg.GroupMembers,
 		Requests: r.requests.Load(), Leases: len(h.Leases), Grants: len(h.Grants), Faults: map[string]int{},
 		Answers: sortedAnswers(h.Answers), ByKind: byKind, Details: violations}
 	for _, v := range byKind {
@@ -388,6 +399,7 @@ func (r *runner) report() *Report {
 	rep.countGone(h)
 	rep.countWrites(h)
 	rep.countQueue(h)
+	rep.countGroups(h)
 	r.mu.Lock()
 	for k, v := range r.faults {
 		rep.Faults[k] = v
@@ -533,6 +545,8 @@ func (rep *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "queue: %d items produced (%d unanswered), %d claims, %d acks, %d items served more than once\n",
 		rep.Produced, rep.Unconfirmed, rep.Claims, rep.Acks, rep.Redelivered)
+	fmt.Fprintf(w, "groups: %d members, %d went silent; %d seen to leave after their lease's record went, at most %s after it\n",
+		rep.Members, rep.MembersSilent, rep.MembersJudged, rep.MemberLag.Round(time.Millisecond))
 	fmt.Fprintf(w, "faults:")
 	for _, k := range slices.Sorted(maps.Keys(rep.Faults)) {
 		fmt.Fprintf(w, " %s %d,", k, rep.Faults[k])
