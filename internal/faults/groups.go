@@ -156,7 +156,9 @@ func memberJudged(h *History, m *GroupMember) (ended time.Time, lag time.Duratio
 		return time.Time{}, 0, false
 	}
 	for _, s := range h.ObserverOut {
-		if s.To.IsZero() || s.To.After(l.RecordUntil) && s.From.Before(m.Gone) {
+		// A span still open (To zero: the observer's own close at the end)
+		// lasts until the end.
+		if (s.To.IsZero() || s.To.After(l.RecordUntil)) && s.From.Before(m.Gone) {
 			return time.Time{}, 0, false // its watch events may have come late
 		}
 	}

@@ -82,8 +82,9 @@ type Report struct {
 	Acks        int       `json:"acks"`
 	Redelivered int       `json:"items_served_again"`
 	// Members counts the group memberships, MembersSilent those whose
-	// client went silent, and MembersJudged those the observer saw leave
-	// after their lease's record went, at most MemberLag after it.
+	// client went silent, and MembersJudged those whose node and lease
+	// record the observer saw go; MemberLag is the longest such a node
+	// outlived its record (0: none did).
 	Members       int            `json:"group_members"`
 	MembersSilent int            `json:"group_members_silent"`
 	MembersJudged int            `json:"group_members_judged"`
@@ -545,7 +546,7 @@ func (rep *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "queue: %d items produced (%d unanswered), %d claims, %d acks, %d items served more than once\n",
 		rep.Produced, rep.Unconfirmed, rep.Claims, rep.Acks, rep.Redelivered)
-	fmt.Fprintf(w, "groups: %d members, %d went silent; %d seen to leave after their lease's record went, at most %s after it\n",
+	fmt.Fprintf(w, "groups: %d members, %d went silent; %d judged against their lease's record, the longest a node outlived it %s\n",
 		rep.Members, rep.MembersSilent, rep.MembersJudged, rep.MemberLag.Round(time.Millisecond))
 	fmt.Fprintf(w, "faults:")
 	for _, k := range slices.Sorted(maps.Keys(rep.Faults)) {
