@@ -30,6 +30,11 @@ type GroupMember struct {
 	Node   string    // its znode
 	Joined time.Time // when the join's 200 came
 	Silent bool      // its client stopped its keepalives: the lease ends by its TTL
+	// EndsBy is, for a silent member, when its lease's TTL ran out since the
+	// last answer that extended it; Unsure says that a keepalive went
+	// unanswered (or answered 503) before, which may have extended it later.
+	EndsBy time.Time
+	Unsure bool
 	// Seen says that the observer saw the node; Gone is when it saw it
 	// deleted, or stopped watching with it still there.
 	Seen bool
@@ -75,8 +80,11 @@ func (c *leaseClient) member(ctx context.Context, id string, m *GroupMember) {
 	sleepCtx(ctx, between(c.rng, 100*time.Millisecond, time.Second))
 	if c.rng.Float64() < c.r.cfg.DeathChance {
 		c.r.fault(FMemberSilent)
-		c.r.hist.record(func(h *History) { m.Silent = true })
 		c.forget()
+		c.mu.Lock()
+		endsBy, unsure := c.extendedRecv.Add(c.ttl), c.unsure
+		c.mu.Unlock()
+		c.r.hist.record(func(h *History) { m.Silent, m.EndsBy, m.Unsure = true, endsBy, unsure })
 		return
 	}
 	for c.valid() {
@@ -135,9 +143,10 @@ func (o *observer) watchMember(m *GroupMember) {
 	}()
 }
 
-// checkGroups finds members whose node outlived their lease's record by
-// more than memberLag. A member is judged when the observer saw both its
-// node and its lease's record go, and was in session throughout.
+// checkGroups finds members whose node outlived their lease by more than
+// memberLag: its record (when the observer saw both go, and was in session
+// throughout), or, for a silent member, its TTL since the last answer that
+// extended it.
 func checkGroups(h *History, add func(kind, format string, args ...any)) {
 	for _, m := range h.Members {
 		ended, lag, ok := memberJudged(h, m)
@@ -145,7 +154,26 @@ func checkGroups(h *History, add func(kind, format string, args ...any)) {
 			add(VMemberOutlivedLease, "lease %s: its member %s was seen until %s, %s after its record went at %s (silent: %t)",
 				m.Lease, m.Node, ts(m.Gone), lag.Round(time.Millisecond), ts(ended), m.Silent)
 		}
+		if m.Silent && !m.Unsure && !m.EndsBy.IsZero() && m.Seen && !m.Gone.IsZero() && !observerOut(h, m.EndsBy, m.Gone) {
+			if lag := m.Gone.Sub(m.EndsBy); lag > memberLag(h) {
+				add(VMemberOutlivedLease, "lease %s: its silent member %s was seen until %s, %s after the lease's TTL ran out at %s",
+					m.Lease, m.Node, ts(m.Gone), lag.Round(time.Millisecond), ts(m.EndsBy))
+			}
+		}
 	}
+}
+
+// observerOut says whether the observer was out of session at some time
+// from from to to: its watch events of then may have come late. A span
+// still open (To zero: the observer's own close at the end) lasts until the
+// end.
+func observerOut(h *History, from, to time.Time) bool {
+	for _, s := range h.ObserverOut {
+		if (s.To.IsZero() || s.To.After(from)) && s.From.Before(to) {
+			return true
+		}
+	}
+	return false
 }
 
 // memberJudged says when m's lease's record went and how much later its
@@ -155,12 +183,8 @@ func memberJudged(h *History, m *GroupMember) (ended time.Time, lag time.Duratio
 	if l == nil || !m.Seen || m.Gone.IsZero() || l.RecordUntil.IsZero() {
 		return time.Time{}, 0, false
 	}
-	for _, s := range h.ObserverOut {
-		// A span still open (To zero: the observer's own close at the end)
-		// lasts until the end.
-		if (s.To.IsZero() || s.To.After(l.RecordUntil)) && s.From.Before(m.Gone) {
-			return time.Time{}, 0, false // its watch events may have come late
-		}
+	if observerOut(h, l.RecordUntil, m.Gone) {
+		return time.Time{}, 0, false
 	}
 	return l.RecordUntil, m.Gone.Sub(l.RecordUntil), true
 }
@@ -172,6 +196,10 @@ func (rep *Report) countGroups(h *History) {
 	for _, m := range h.Members {
 		if m.Silent {
 			rep.MembersSilent++
+			if !m.Unsure && !m.EndsBy.IsZero() && m.Seen && !m.Gone.IsZero() && !observerOut(h, m.EndsBy, m.Gone) {
+				rep.SilentJudged++
+				rep.SilentLag = max(rep.SilentLag, m.Gone.Sub(m.EndsBy))
+			}
 		}
 		if _, lag, ok := memberJudged(h, m); ok {
 			rep.MembersJudged++

@@ -30,4 +30,15 @@ func TestCheckGroups(t *testing.T) {
 	if v, _ := Check(h); len(v) != 0 {
 		t.Fatalf("a member seen late while the observer was out is not judged: %v", v)
 	}
+	h.ObserverOut = nil
+	// A silent member is judged against its TTL too, unless a keepalive
+	// may have extended the lease unseen.
+	h.Members = []*GroupMember{{Lease: "b", Node: "/m/silent__party__", Seen: true, Gone: at(1000 + 3000), Silent: true, EndsBy: at(1000)}}
+	if _, counts := Check(h); counts[VMemberOutlivedLease] != 1 {
+		t.Fatalf("a silent member 3s past its TTL: %v", counts)
+	}
+	h.Members[0].Unsure = true
+	if v, _ := Check(h); len(v) != 0 {
+		t.Fatalf("an unsure silent member is not judged against its TTL: %v", v)
+	}
 }

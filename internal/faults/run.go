@@ -85,15 +85,19 @@ type Report struct {
 	// client went silent, and MembersJudged those whose node and lease
 	// record the observer saw go; MemberLag is the longest such a node
 	// outlived its record (0: none did).
-	Members       int            `json:"group_members"`
-	MembersSilent int            `json:"group_members_silent"`
-	MembersJudged int            `json:"group_members_judged"`
-	MemberLag     time.Duration  `json:"group_member_longest_lag_ns"`
-	Faults        map[string]int `json:"faults"`
-	Answers       []AnswerCount  `json:"answers"`
-	Violations    int            `json:"violations"`
-	ByKind        map[string]int `json:"violations_by_kind"`
-	Details       []Violation    `json:"violation_details"`
+	Members       int           `json:"group_members"`
+	MembersSilent int           `json:"group_members_silent"`
+	MembersJudged int           `json:"group_members_judged"`
+	MemberLag     time.Duration `json:"group_member_longest_lag_ns"`
+	// SilentJudged counts the silent members judged against their lease's
+	// TTL, and SilentLag is the longest from its end to the node's.
+	SilentJudged int            `json:"group_members_silent_judged"`
+	SilentLag    time.Duration  `json:"group_member_silent_longest_lag_ns"`
+	Faults       map[string]int `json:"faults"`
+	Answers      []AnswerCount  `json:"answers"`
+	Violations   int            `json:"violations"`
+	ByKind       map[string]int `json:"violations_by_kind"`
+	Details      []Violation    `json:"violation_details"`
 	// ZooKeeperTrouble are the lines in which a ZooKeeper member reported
 	// its replica diverged (see zooKeeperTrouble): a violation after them
 	// may be ZooKeeper's.
@@ -546,8 +550,8 @@ func (rep *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "queue: %d items produced (%d unanswered), %d claims, %d acks, %d items served more than once\n",
 		rep.Produced, rep.Unconfirmed, rep.Claims, rep.Acks, rep.Redelivered)
-	fmt.Fprintf(w, "groups: %d members, %d went silent; %d judged against their lease's record, the longest a node outlived it %s\n",
-		rep.Members, rep.MembersSilent, rep.MembersJudged, rep.MemberLag.Round(time.Millisecond))
+	fmt.Fprintf(w, "groups: %d members, %d went silent; %d judged against their lease's record, the longest a node outlived it %s; %d silent ones against their TTL, the longest a node outlived it %s\n",
+		rep.Members, rep.MembersSilent, rep.MembersJudged, rep.MemberLag.Round(time.Millisecond), rep.SilentJudged, rep.SilentLag.Round(time.Millisecond))
 	fmt.Fprintf(w, "faults:")
 	for _, k := range slices.Sorted(maps.Keys(rep.Faults)) {
 		fmt.Fprintf(w, " %s %d,", k, rep.Faults[k])
