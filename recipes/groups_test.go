@@ -30,7 +30,7 @@ func TestGroupJoinListLeave(t *testing.T) {
 	ctx := context.Background()
 	conn := rawClient(t)
 	a, b := newLease(t, svc, "worker-a"), newLease(t, svc, "worker-b")
-	st, id, err := svc.Groups.Join(ctx, a, "workers", "a", "10.0.0.1:80")
+	_, id, err := svc.Groups.Join(ctx, a, "workers", "a", "10.0.0.1:80")
 	if err != nil || id != "a" {
 		t.Fatalf("join: %q %v", id, err)
 	}
