@@ -105,7 +105,9 @@ func TestGroupMemberLeavesWithItsLease(t *testing.T) {
 	})
 }
 
-// A blocking read of a group wakes on a join and on a leave.
+// A blocking read of a group wakes on a join and on a leave: each read
+// started before the change answers it (a read may answer an index it had
+// not seen first: it blocks again from there).
 func TestGroupBlockingReadWakesOnAChange(t *testing.T) {
 	t.Parallel()
 	svc := newService(t, serviceOptions{})
@@ -119,15 +121,22 @@ func TestGroupBlockingReadWakesOnAChange(t *testing.T) {
 		st  GroupState
 		err error
 	}
-	block := func(index int64) chan read {
+	// until blocks from index until want holds (bounded: 30s of reads).
+	until := func(index int64, want func(GroupState) bool) chan read {
 		c := make(chan read, 1)
 		go func() {
-			st, err := svc.Groups.State(ctx, "watched", index, 30*time.Second)
-			c <- read{st, err}
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				st, err := svc.Groups.State(ctx, "watched", max(index, 1), 10*time.Second)
+				if err != nil || want(st) || time.Now().After(deadline) {
+					c <- read{st, err}
+					return
+				}
+				index = st.Index
+			}
 		}()
 		return c
 	}
-	woken := block(max(st.Index, 1))
+	woken := until(st.Index, func(st GroupState) bool { return len(st.Members) == 1 })
 	if _, _, err := svc.Groups.Join(ctx, lease, "watched", "m", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +144,7 @@ func TestGroupBlockingReadWakesOnAChange(t *testing.T) {
 	if got.err != nil || !slices.Equal(memberIDs(got.st), []string{"m"}) {
 		t.Fatalf("the read woken by the join: %+v %v", got.st, got.err)
 	}
-	woken = block(got.st.Index)
+	woken = until(got.st.Index, func(st GroupState) bool { return len(st.Members) == 0 })
 	if err := svc.Groups.Leave(ctx, lease, "watched", "m"); err != nil {
 		t.Fatal(err)
 	}
