@@ -218,3 +218,44 @@ func TestGroupListsOtherClientsMembers(t *testing.T) {
 		t.Fatalf("members %v, want %v", got, want)
 	}
 }
+
+// A membership is handed over with its lease: the taker keeps the member,
+// a join retried there finds the same node, and a leave there deletes it.
+func TestGroupMembershipIsHandedOver(t *testing.T) {
+	t.Parallel()
+	giver, taker := giverAndTaker(t, 5*time.Second)
+	ctx := context.Background()
+	conn := rawClient(t)
+	lease := newLease(t, giver, "member")
+	if _, _, err := giver.Groups.Join(ctx, lease, "moving", "m", "v"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := giver.HandOver(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adoptOverTheWire(t, taker, h)
+	kept, err := taker.Leases.KeepAlive(lease.ID)
+	if err != nil {
+		t.Fatalf("keepalive on the taker: %v", err)
+	}
+	if holds := kept.Info().Holds; len(holds) != 1 || holds[0].Kind != "group" || holds[0].Member != "m" || holds[0].State != "held" {
+		t.Fatalf("the lease's holds on the taker: %+v", holds)
+	}
+	node := taker.root + "/groups/moving/m__party__"
+	if _, _, err := taker.Groups.Join(ctx, kept, "moving", "m", "v"); err != nil {
+		t.Fatalf("the join retried on the taker: %v", err)
+	}
+	if got := ephemeralsUnder(t, conn, taker.root+"/groups"); !slices.Equal(got, []string{node}) {
+		t.Fatalf("member nodes %v, want %s alone", got, node)
+	}
+	if err := taker.Groups.Leave(ctx, kept, "moving", "m"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ephemeralsUnder(t, conn, taker.root+"/groups"); len(got) != 0 {
+		t.Fatalf("member nodes after the leave: %v", got)
+	}
+	if err := taker.Leases.Revoke(kept.ID); err != nil {
+		t.Fatal(err)
+	}
+}
