@@ -79,7 +79,7 @@ func (l LeaseInfo) MarshalJSON() ([]byte, error) {
 
 // Hold is something a lease holds or waits for.
 type Hold struct {
-	Kind   string    `json:"kind"` // lock, semaphore, election, double-barrier, claim
+	Kind   string    `json:"kind"` // lock, semaphore, election, double-barrier, claim, group
 	Name   string    `json:"name"`
 	Mode   string    `json:"mode,omitempty"`   // a lock's mode
 	Member string    `json:"member,omitempty"` // a double barrier's member

@@ -165,6 +165,7 @@ func New(cfg Config) *Dashboard {
 var pageTitles = map[string]string{
 	"overview": "Overview", kindLocks: "Locks", kindSems: "Semaphores", "leases": "Leases", pageContention: "Contention",
 	kindElections: "Elections", kindBarriers: "Barriers", kindQueues: "Queues", "znodes": "Znodes",
+	kindGroups: "Groups",
 }
 
 // Overview serves GET /, the overview page.
@@ -262,6 +263,9 @@ func pageComponent(p views.Page, m *dashModel, v dashView) templ.Component {
 	case kindQueues:
 		qs, lp := m.queuesPage(v)
 		return views.QueuesPage(p, qs, lp)
+	case kindGroups:
+		gs, lp := m.groupsPage(v)
+		return views.GroupsPage(p, gs, lp)
 	}
 	return nil
 }

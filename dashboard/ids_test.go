@@ -25,6 +25,7 @@ func TestFragmentsAreElementsOfThePage(t *testing.T) {
 	st.elections["leader"] = recipes.ElectionState{Name: "leader", Leader: &holder, Candidates: []recipes.Contender{holder}}
 	st.dbarriers["phase"] = recipes.DoubleBarrierState{Name: "phase", Count: 2}
 	st.queues["jobs"] = dashQueue{QueueState: recipes.QueueState{Name: "jobs", Length: 1}}
+	st.groups["web"] = recipes.GroupState{Name: "web", Members: []recipes.GroupMember{{Member: "w1", Node: "w1__party__", Lease: "l1", Holder: "worker", Since: since}}}
 	st.barriers = []recipes.BarrierState{{Name: "deploy", Raised: true, Since: &since}}
 	st.leases = []recipes.LeaseInfo{{LeaseTerms: recipes.LeaseTerms{ID: "l1", Holder: "worker", TTL: recipes.Duration(time.Minute), CreatedAt: since}, Gateway: "gw"}}
 	for _, kind := range allKinds {

@@ -33,6 +33,9 @@ type (
 		Claims(ctx context.Context, name string) ([]recipes.ClaimInfo, error)
 	}
 	leaseLister interface{ List() []*recipes.Lease }
+	groupReader interface {
+		State(ctx context.Context, name string, index int64, wait time.Duration) (recipes.GroupState, error)
+	}
 )
 
 // queueHead is how many items of each queue the dashboard shows.
@@ -46,6 +49,7 @@ type dashSource struct {
 	elections electionReader
 	dbarriers doubleBarrierReader
 	queues    queueReader
+	groups    groupReader
 	leases    leaseLister
 	// hideSessions leaves the contenders' session ids out (tokens on).
 	hideSessions bool
@@ -53,7 +57,7 @@ type dashSource struct {
 
 func newDashSource(svc *recipes.Service, hideSessions bool) *dashSource {
 	return &dashSource{dash: svc.Dashboard(), locks: svc.Locks, sems: svc.Semaphores, elections: svc.Elections,
-		dbarriers: svc.DoubleBarriers, queues: svc.Queues, leases: svc.Leases, hideSessions: hideSessions}
+		dbarriers: svc.DoubleBarriers, queues: svc.Queues, groups: svc.Groups, leases: svc.Leases, hideSessions: hideSessions}
 }
 
 // The kinds the dashboard reads, each the name of a child of the root:
@@ -65,6 +69,7 @@ var (
 	kindBarriers  = kinds.Barriers.Name
 	kindDBarriers = kinds.DoubleBarriers.Name
 	kindQueues    = kinds.Queues.Name
+	kindGroups    = kinds.Groups.Name
 	kindLeases    = "leases"
 	kindGateways  = "gateways"
 )
@@ -183,6 +188,15 @@ var dashKinds = map[string]dashKind{
 		items: func(st *dashState) itemStore { return st.queues },
 		merge: func(st, other *dashState) { st.queues = other.queues },
 	},
+	kindGroups: {
+		paths: func(base string) []string { return []string{base} },
+		load: func(ctx context.Context, s *dashSource, name string) (any, bool) {
+			g, err := s.groups.State(ctx, name, 0, 0)
+			return g, err == nil && len(g.Members) > 0
+		},
+		items: func(st *dashState) itemStore { return st.groups },
+		merge: func(st, other *dashState) { st.groups = other.groups },
+	},
 	kindLeases: {
 		whole: func(_ *dashSource, st *dashState, snap *recipes.Snapshot) { st.leases = recipes.LeaseRecords(snap) },
 		merge: func(st, other *dashState) { st.leases = other.leases },
@@ -225,6 +239,7 @@ type dashState struct {
 	elections named[recipes.ElectionState]
 	dbarriers named[recipes.DoubleBarrierState]
 	queues    named[dashQueue] // with their claims
+	groups    named[recipes.GroupState]
 	barriers  []recipes.BarrierState
 	leases    []recipes.LeaseInfo // the records: terms and gateway
 	gateways  []recipes.GatewayInfo
@@ -233,7 +248,8 @@ type dashState struct {
 func newDashState() *dashState {
 	return &dashState{names: map[string][]string{}, whole: map[string]bool{}, locks: named[recipes.LockState]{},
 		sems: named[recipes.SemaphoreState]{}, elections: named[recipes.ElectionState]{},
-		dbarriers: named[recipes.DoubleBarrierState]{}, queues: named[dashQueue]{}}
+		dbarriers: named[recipes.DoubleBarrierState]{}, queues: named[dashQueue]{},
+		groups: named[recipes.GroupState]{}}
 }
 
 // watcher keeps paths watched for the hub; nil for a one-off page load.
@@ -408,6 +424,7 @@ type dashModel struct {
 	barriers  []recipes.BarrierState
 	dbarriers []recipes.DoubleBarrierState
 	queues    []recipes.QueueState
+	groups    []recipes.GroupState
 	leases    []views.Lease
 	gateways  []views.Gateway
 	// contention is what a view of the contention page showed last
@@ -435,6 +452,7 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 	holds := map[string][]recipes.HoldInfo{}
 	m.addContended(st, in.rootPath, granted, holds)
 	m.addMembers(st, holds)
+	m.addGroups(st, holds)
 	m.addLeases(st, local, holds, in.self)
 	for _, g := range st.gateways {
 		m.gateways = append(m.gateways, views.Gateway{GatewayInfo: g, Self: g.ID == in.self})
@@ -527,6 +545,20 @@ func (m *dashModel) addMembers(st *dashState, holds map[string][]recipes.HoldInf
 	}
 }
 
+// addGroups adds the groups, and what their zkgate members hold to holds.
+func (m *dashModel) addGroups(st *dashState, holds map[string][]recipes.HoldInfo) {
+	for _, name := range sortedKeys(st.groups) {
+		g := st.groups[name]
+		m.groups = append(m.groups, g)
+		m.header.Counts.GroupMembers += len(g.Members)
+		for _, mem := range g.Members {
+			if mem.Lease != "" {
+				holds[mem.Lease] = append(holds[mem.Lease], recipes.HoldInfo{Kind: "group", Name: name, Member: mem.Member, State: "held", Since: mem.Since})
+			}
+		}
+	}
+}
+
 // addLeases adds every lease record in ZooKeeper, and this gateway's own
 // even if its record is not in the cache yet, sorted, with their holds.
 func (m *dashModel) addLeases(st *dashState, local map[string]recipes.LeaseInfo, holds map[string][]recipes.HoldInfo, self string) {
@@ -581,6 +613,7 @@ func (m *dashModel) count(st *dashState, localLeases int, in modelInputs) {
 	}
 	c.Locks, c.Semaphores, c.Elections = count(kindLocks, len(m.locks)), count(kindSems, len(m.sems)), count(kindElections, len(m.elections))
 	c.Barriers, c.DoubleBarriers, c.Queues = len(m.barriers), count(kindDBarriers, len(m.dbarriers)), count(kindQueues, len(m.queues))
+	c.Groups = count(kindGroups, len(m.groups))
 	c.Leases, c.LocalLeases, c.Gateways = len(m.leases), localLeases, len(m.gateways)
 	c.WatchedPaths, c.DashboardClients = in.watched, in.clients
 	m.header.ZK = in.zk

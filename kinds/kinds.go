@@ -1,6 +1,6 @@
 // Package kinds is the one registry of the kinds of primitive the gateway
 // serves: locks (read/write locks are locks with a mode), semaphores,
-// elections, barriers, double barriers and queues. Each kind is one
+// elections, barriers, double barriers, queues and groups. Each kind is one
 // descriptor here, and every list of kinds is read from All: the token
 // permissions (auth), the directories under --root (recipes), the route
 // table (server), the dashboard's table of how it reads and draws each
@@ -36,10 +36,16 @@ var (
 	Queues         = Kind{Name: "queues", Named: true}
 )
 
+// Groups are group memberships (kazoo's Party, Curator's GroupMember): one
+// directory per group, one member node per member.
+var Groups = Kind{Name: "groups", Named: true}
+
 // All are the kinds, in the order lists of them are written in (the
 // directories made under --root, the permission kinds an error names).
 func All() []Kind {
-	return []Kind{Locks, Semaphores, Elections, Barriers, DoubleBarriers, Queues}
+	return []Kind{Locks, Semaphores, Elections, Barriers, DoubleBarriers, Queues,
+		Groups,
+	}
 }
 
 // Names are the names of All, in its order.

@@ -22,6 +22,8 @@
 //   - Barriers (barriers.go) and DoubleBarriers (doublebarriers.go):
 //     Curator's DistributedBarrier and DistributedDoubleBarrier.
 //   - Queues (queues.go): kazoo's LockingQueue, capped by queuecaps.go.
+//   - Groups (groups.go): memberships that kazoo's Party and Curator's
+//     GroupMember share.
 //
 // Around them: lock-delay (lockdelay.go), deadlock detection across
 // gateways (deadlock.go), what waits and holds cost (contention.go), the
@@ -33,7 +35,7 @@
 // # The hold lifecycle
 //
 // Everything a lease holds or waits for (a lock node, a semaphore slot, a
-// candidacy, a double-barrier membership, a queue claim) is a hold
+// candidacy, a double-barrier or group membership, a queue claim) is a hold
 // (holds.go): attached to its lease under a key, joined by concurrent calls
 // for the same thing (one node, one grant), abandoned by its last waiter if
 // never granted nor told to a client, and, once gone, detached with its

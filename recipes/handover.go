@@ -155,6 +155,8 @@ func stateLocked(hs holding) HoldState {
 		st.Value = h.value
 	case *membership:
 		st.Member, st.Count = h.member, h.count
+	case *groupMembership:
+		st.Member, st.Value = h.member, h.value
 	case *claimHold:
 		if h.granted {
 			item := h.item
@@ -180,6 +182,11 @@ func (s *Service) restore(lease *Lease, st HoldState) (holding, error) {
 	case "double-barrier":
 		hs = &membership{hold: newHold(s, lease, st.Kind, st.Key, st.Name), member: st.Member, count: st.Count,
 			path: s.DoubleBarriers.path(st.Name) + "/" + st.Member}
+	case "group":
+		if err := ValidName(st.Member); err != nil {
+			return nil, err
+		}
+		hs = &groupMembership{hold: newHold(s, lease, st.Kind, st.Key, st.Name), member: st.Member, value: st.Value}
 	case "claim":
 		c := &claimHold{hold: newHold(s, lease, st.Kind, st.Key, st.Name), q: s.Queues}
 		c.dropUntold = true

@@ -109,6 +109,7 @@ type Service struct {
 	Barriers       *Barriers
 	DoubleBarriers *DoubleBarriers
 	Queues         *Queues
+	Groups         *Groups
 }
 
 // New makes the recipes of a session.
@@ -134,6 +135,7 @@ func New(sess *Session, cfg Config) *Service {
 	s.Queues = &Queues{svc: s, ledger: newQueueLedger(cfg.Queues)}
 	s.Queues.mover = newDelayMover(s.Queues)
 	s.Queues.mover.begin()
+	s.Groups = &Groups{svc: s}
 	sweep, stop := context.WithCancel(context.Background())
 	s.stopSweep = stop
 	go s.sweepDelays(sweep)

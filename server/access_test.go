@@ -266,6 +266,10 @@ var accessCases = map[string]accessCase{
 	"GET /v1/double-barriers/{name}":        {path: fixed("/v1/double-barriers/d1")},
 	"POST /v1/double-barriers/{name}/enter": {path: fixed("/v1/double-barriers/d1/enter"), body: withLease(map[string]any{"member": "m", "count": 2}), usesLease: true},
 	"POST /v1/double-barriers/{name}/leave": {path: fixed("/v1/double-barriers/d1/leave"), body: withLease(map[string]any{"member": "m"}), usesLease: true},
+	"GET /v1/groups":                        {path: fixed("/v1/groups")},
+	"GET /v1/groups/{name}":                 {path: fixed("/v1/groups/g1")},
+	"POST /v1/groups/{name}/join":           {path: fixed("/v1/groups/g1/join"), body: withLease(map[string]any{"member": "m"}), usesLease: true},
+	"POST /v1/groups/{name}/leave":          {path: fixed("/v1/groups/g1/leave"), body: withLease(map[string]any{"member": "m"}), usesLease: true},
 
 	"GET /v1/queues":                         {path: fixed("/v1/queues")},
 	"GET /v1/queues/{name}":                  {path: fixed("/v1/queues/q1")},

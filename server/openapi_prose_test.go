@@ -276,6 +276,9 @@ func TestOpenAPIProblemProse(t *testing.T) {
 		"POST /v1/double-barriers/{name}/leave 409 not_held": func() gwtest.Response {
 			return s.do(t, 409, specReq("POST", "/v1/double-barriers/"+name()+"/leave", with(lease(), "member", "m1")))
 		},
+		"POST /v1/groups/{name}/leave 409 not_held": func() gwtest.Response {
+			return s.do(t, 409, specReq("POST", "/v1/groups/"+name()+"/leave", with(lease(), "member", "m1")))
+		},
 		"DELETE /v1/queues/{name} 409 not_empty": func() gwtest.Response {
 			nm := name()
 			s.do(t, 201, specReq("POST", "/v1/queues/"+nm+"/items", []byte("x"), specContentType("application/octet-stream")))

@@ -610,6 +610,7 @@ func TestOpenAPIScenario(t *testing.T) {
 	s.barriers(t, conn, g.Root)
 	s.doubleBarriers(t)
 	s.queues(t)
+	s.groups(t)
 	s.outsideRoutes(t)
 
 	// Clean up and check that nothing is left in ZooKeeper.

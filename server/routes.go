@@ -60,6 +60,7 @@ func routeTable(d Deps) []route {
 		lockRoutes(d.API),
 		barrierRoutes(d.API),
 		queueRoutes(d.API, d.MaxItemBytes),
+		groupRoutes(d.API),
 		peerRoutes(d.API),
 	)
 }
@@ -208,6 +209,21 @@ func queueRoutes(api *handlers.API, maxItemBytes int64) []route {
 		{method: post, pattern: queues.Prefix() + "/{name}/take", handler: api.Take(), body: jsonBodyLimit, drain: drainStarts,
 			access: waiter(write(queues))},
 		lineRoute(queues, "claim", api.Claim()),
+	}
+}
+
+// groupRoutes are the group memberships: a join makes the lease it is
+// bound to if the body names none, and waits for nothing but ZooKeeper (no
+// ?wait=). As a line's, a draining gateway's handler refuses a join of its
+// own lease and passes on another's.
+func groupRoutes(api *handlers.API) []route {
+	groups := kinds.Groups
+	return []route{
+		listRoute(groups, api.ListGroups()),
+		stateRoute(groups, api.GroupState()),
+		{method: post, pattern: groups.Prefix() + "/{name}/join", handler: api.JoinGroup(), body: jsonBodyLimit,
+			access: makingLeases(write(groups))},
+		nameRoute(post, groups, "/leave", api.LeaveGroup(), write),
 	}
 }
 

@@ -49,6 +49,9 @@ export type Answers = [
   Fits<Answer<"/v1/barriers", "get", 200>, { barriers: zk.ListOf["barriers"][]; next?: string }>,
   Fits<Answer<"/v1/double-barriers", "get", 200>, { double_barriers: zk.ListOf["double-barriers"][]; next?: string }>,
   Fits<Answer<"/v1/queues", "get", 200>, { queues: zk.ListOf["queues"][]; next?: string }>,
+  Fits<Answer<"/v1/groups", "get", 200>, { groups: zk.ListOf["groups"][]; next?: string }>,
+  Fits<Answer<"/v1/groups/{name}", "get", 200>, zk.StateOf["groups"]>,
+  Fits<Answer<"/v1/groups/{name}/join", "post", 200>, zk.GroupInfo>,
   Fits<Answer<"/v1/locks/{name}/acquire", "post", 200>, zk.LockGrantInfo>,
   Fits<Answer<"/v1/semaphores/{name}/acquire", "post", 200>, zk.SemaphoreGrantInfo>,
   Fits<Answer<"/v1/elections/{name}/campaign", "post", 200>, zk.CampaignInfo>,
@@ -89,6 +92,9 @@ export type KnownFields = [
   Yes<Known<zk.Problem, Schemas["Problem"]>>,
   Yes<Known<zk.LockSummary, Schemas["LockSummary"]>>,
   Yes<Known<zk.ElectionSummary, Schemas["ElectionSummary"]>>,
+  Yes<Known<zk.GroupMember, Schemas["GroupMember"]>>,
+  Yes<Known<zk.GroupState, Schemas["GroupState"]>>,
+  Yes<Known<zk.GroupInfo, Schemas["GroupJoined"]>>,
 ];
 
 // What the client sends is what the contract takes (the contract refuses unknown fields).
@@ -108,6 +114,8 @@ export type Requests = [
   Sends<zk.wire.LeaseOnlyRequest, Request<"/v1/queues/{name}/claim", "post">>,
   Sends<zk.wire.LeaseOnlyRequest, Request<"/v1/queues/{name}/items/{id}/ack", "post">>,
   Sends<zk.wire.LeaseOnlyRequest, Request<"/v1/queues/{name}/items/{id}/nack", "post">>,
+  Sends<zk.wire.JoinRequest, Request<"/v1/groups/{name}/join", "post">>,
+  Sends<zk.wire.GroupLeaveRequest, Request<"/v1/groups/{name}/leave", "post">>,
 ];
 
 // The query parameters the client sends, and the routes it calls without a body.
@@ -129,6 +137,7 @@ export type Queries = [
   Takes<"/v1/barriers/{name}", "get", "index" | "wait">,
   Takes<"/v1/double-barriers/{name}", "get", "index" | "wait">,
   Takes<"/v1/queues/{name}", "get", "index" | "wait">,
+  Takes<"/v1/groups/{name}", "get", "index" | "wait">,
   Takes<"/v1/leases", "get", "limit" | "after">,
   Takes<"/v1/locks", "get", "prefix" | "limit" | "after">,
   Takes<"/v1/semaphores", "get", "limit" | "after">,
@@ -136,6 +145,7 @@ export type Queries = [
   Takes<"/v1/barriers", "get", "limit" | "after">,
   Takes<"/v1/double-barriers", "get", "limit" | "after">,
   Takes<"/v1/queues", "get", "limit" | "after">,
+  Takes<"/v1/groups", "get", "limit" | "after">,
   Op<"/v1/leases/{id}", "delete">,
   Op<"/v1/barriers/{name}", "delete">,
   Op<"/v1/queues/{name}", "delete">,

@@ -55,6 +55,7 @@ type Counts struct {
 	Elections, Leaderless              int
 	Barriers, DoubleBarriers           int
 	Queues, QueueItems, QueueClaimed   int
+	Groups, GroupMembers               int
 	Gateways                           int
 	WatchedPaths                       int64
 	DashboardClients                   int

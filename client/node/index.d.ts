@@ -5,7 +5,7 @@
 
 /** A Go duration string ("500ms", "15s", "2m") or a number of milliseconds. */
 export type Duration = string | number;
-export type Kind = "locks" | "semaphores" | "elections" | "barriers" | "double-barriers" | "queues";
+export type Kind = "locks" | "semaphores" | "elections" | "barriers" | "double-barriers" | "queues" | "groups";
 export type LockMode = "exclusive" | "read" | "write";
 
 export declare const VERSION: string;
@@ -48,7 +48,7 @@ export interface Holder {
 }
 
 export interface Hold {
-  kind: "lock" | "semaphore" | "election" | "double-barrier" | "claim";
+  kind: "lock" | "semaphore" | "election" | "double-barrier" | "claim" | "group";
   name: string;
   mode?: string;
   token?: number;
@@ -122,6 +122,28 @@ export interface DoubleBarrierState {
 }
 
 export interface DoubleBarrierInfo extends DoubleBarrierState {
+  lease: string;
+}
+
+/** A member of a group; `foreign` marks one kazoo's Party or Curator's GroupMember made. */
+export interface GroupMember {
+  member: string;
+  node: string;
+  lease?: string;
+  holder?: string;
+  gateway?: string;
+  value?: string;
+  since: string;
+  foreign: boolean;
+}
+
+export interface GroupState {
+  name: string;
+  members: GroupMember[];
+}
+
+export interface GroupInfo extends GroupState {
+  member: string;
   lease: string;
 }
 
@@ -200,6 +222,7 @@ export interface ListOf {
   barriers: BarrierState;
   "double-barriers": DoubleBarrierState;
   queues: QueueState;
+  groups: GroupState;
 }
 
 export interface StateOf {
@@ -209,6 +232,7 @@ export interface StateOf {
   barriers: BarrierState;
   "double-barriers": DoubleBarrierState;
   queues: QueueState;
+  groups: GroupState;
 }
 
 /** An RFC 9457 problem document, with the extra state some problems carry. */
@@ -301,6 +325,15 @@ export namespace wire {
   interface LeaveRequest {
     lease: string;
     member: string;
+  }
+  interface JoinRequest {
+    lease: string;
+    member?: string;
+    value?: string;
+  }
+  interface GroupLeaveRequest {
+    lease: string;
+    member?: string;
   }
 }
 
@@ -548,6 +581,8 @@ export declare class Lease {
   lead(name: string, options?: CallOptions & { value?: string; round?: Duration; wait?: Duration }): Promise<Campaign>;
   enter(name: string, count: number, options?: WaitOptions & { member?: string }): Promise<Membership>;
   leave(name: string, options?: WaitOptions & { member?: string }): Promise<DoubleBarrierState>;
+  join(name: string, options?: CallOptions & { member?: string; value?: string }): Promise<GroupMembership>;
+  leaveGroup(name: string, options?: CallOptions & { member?: string }): Promise<void>;
   claim(queue: string, options?: WaitOptions): Promise<Claim | null>;
   ack(queue: string, id: string, options?: CallOptions): Promise<void>;
   nack(queue: string, id: string, options?: CallOptions): Promise<void>;
@@ -597,6 +632,17 @@ export declare class Campaign {
   resigned: boolean;
   proclaim(value: string, options?: CallOptions): Promise<void>;
   resign(options?: CallOptions): Promise<void>;
+}
+
+export interface GroupMembership extends AsyncDisposal {}
+export declare class GroupMembership {
+  readonly lease: Lease;
+  readonly name: string;
+  readonly member: string;
+  readonly info: GroupInfo;
+  readonly members: GroupMember[];
+  left: boolean;
+  leave(options?: CallOptions): Promise<void>;
 }
 
 export interface Membership extends AsyncDisposal {}

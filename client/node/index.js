@@ -18,6 +18,8 @@
 /** @typedef {import("./index.js").DoubleBarrierInfo} DoubleBarrierInfo */
 /** @typedef {import("./index.js").DoubleBarrierState} DoubleBarrierState */
 /** @typedef {import("./index.js").ItemInfo} ItemInfo */
+/** @typedef {import("./index.js").GroupMember} GroupMember */
+/** @typedef {import("./index.js").GroupInfo} GroupInfo */
 /** @typedef {import("./index.js").Problem} Problem */
 /** @typedef {import("./index.js").GatewayOptions} GatewayOptions */
 /** @typedef {import("./index.js").LeaseOptions} LeaseOptions */
@@ -35,6 +37,8 @@
 /** @typedef {import("./index.js").wire.ProclaimRequest} ProclaimRequest */
 /** @typedef {import("./index.js").wire.EnterRequest} EnterRequest */
 /** @typedef {import("./index.js").wire.LeaveRequest} LeaveRequest */
+/** @typedef {import("./index.js").wire.JoinRequest} JoinRequest */
+/** @typedef {import("./index.js").wire.GroupLeaveRequest} GroupLeaveRequest */
 /** @typedef {{status: number, headers: Headers, body: Uint8Array, sent: number}} Reply  sent: performance.now() when its request was sent */
 
 export const VERSION = "0.1.0";
@@ -45,7 +49,7 @@ const maxRetryAfter = 5000;
 /** @type {readonly Kind[]} */
 /** The most locks one set (Lease.lockAll) may name. */
 export const MAX_LOCK_SET = 32;
-export const KINDS = Object.freeze(["locks", "semaphores", "elections", "barriers", "double-barriers", "queues"]);
+export const KINDS = Object.freeze(["locks", "semaphores", "elections", "barriers", "double-barriers", "queues", "groups"]);
 
 // TypeScript's `await using` looks for Symbol.asyncDispose, or this stand-in on runtimes without it.
 const asyncDispose = /** @type {typeof Symbol.asyncDispose} */ (Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDispose"));
@@ -1484,6 +1488,39 @@ export class Lease {
   }
 
   /**
+   * Joins the group as `member` (default: the lease id), with `value` as its
+   * data, until it leaves or the lease ends; joining again with the same
+   * member and value finds the same member.
+   * @param {string} name
+   * @param {CallOptions & {member?: string, value?: string}} [options]
+   * @returns {Promise<GroupMembership>}
+   */
+  async join(name, options = {}) {
+    /** @type {JoinRequest} */
+    const req = { lease: this.id, value: options.value ?? "" };
+    if (options.member !== undefined) req.member = pathName(options.member);
+    const r = await this.gateway._call("POST", `/v1/groups/${pathName(name)}/join`, {
+      json: req, safe: true, lease: this, grant: true, signal: options.signal,
+    });
+    const info = /** @type {GroupInfo} */ (json(r));
+    return new GroupMembership(this, name, info.member, info);
+  }
+
+  /**
+   * Leaves the group (`member` defaults to the lease id); a repeat that finds
+   * the member gone is the success it repeats.
+   * @param {string} name
+   * @param {CallOptions & {member?: string}} [options]
+   */
+  async leaveGroup(name, options = {}) {
+    /** @type {GroupLeaveRequest} */
+    const req = { lease: this.id, member: pathName(options.member ?? this.id) };
+    await this.gateway._call("POST", `/v1/groups/${pathName(name)}/leave`, {
+      json: req, safe: true, lease: this, doneOnRetry: [NotHeld], signal: options.signal,
+    });
+  }
+
+  /**
    * Claims the next item (at least once), or null if there is none after `wait`.
    * @param {string} queue
    * @param {WaitOptions} [options]
@@ -1667,6 +1704,36 @@ export class Campaign {
 
   [asyncDispose]() {
     return this.resign();
+  }
+}
+
+/** A member of a group; `await using` (or leave()) leaves. */
+export class GroupMembership {
+  /**
+   * @param {Lease} lease
+   * @param {string} name
+   * @param {string} member
+   * @param {GroupInfo} info
+   */
+  constructor(lease, name, member, info) {
+    this.lease = lease;
+    this.name = name;
+    this.member = member;
+    this.info = info;
+    /** @type {GroupMember[]} */
+    this.members = info.members;
+    this.left = false;
+  }
+
+  /** Leaves the group (once). @param {CallOptions} [options] */
+  async leave(options = {}) {
+    if (this.left) return;
+    this.left = true;
+    await this.lease.leaveGroup(this.name, { member: this.member, signal: options.signal });
+  }
+
+  [asyncDispose]() {
+    return this.leave();
   }
 }
 

@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Consumers, "consumers", 6, "queue consumers (claim and ack)")
 	fs.IntVar(&cfg.Vanishers, "vanishers", 3, "clients hanging up mid-wait")
 	fs.IntVar(&cfg.WallClockWorkers, "wallclock-workers", 4, "holders without fencing, stopped by their lease's deadline, on each of a lock, a read/write lock, a semaphore and an election")
+	fs.IntVar(&cfg.GroupMembers, "group-members", 4, "clients joining a group and leaving it, or going silent with their lease")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 2*time.Second, "the gateways' ZooKeeper session timeout")
 	fs.DurationVar(&cfg.GatewayDrain, "drain-timeout", 2*time.Second, "the gateways' --drain-timeout (a drained gateway's holders have that long)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 2*time.Second, "the clients' lease TTL")

@@ -109,7 +109,9 @@ func newRootCommand(a *app) *cobra.Command {
 		root.AddCommand(c)
 	}
 	for _, c := range []*cobra.Command{newLockCommand(a), newElectCommand(a), newStatusCommand(a),
-		newQueueCommand(a), newBarrierCommand(a), newLeaseCommand(a)} {
+		newQueueCommand(a), newBarrierCommand(a), newLeaseCommand(a),
+		newGroupsCommand(a),
+	} {
 		c.GroupID = clientGroup
 		root.AddCommand(c)
 	}

@@ -31,6 +31,7 @@ type status struct {
 	Barriers       []client.BarrierState       `json:"barriers"`
 	DoubleBarriers []client.DoubleBarrierState `json:"double_barriers"`
 	Queues         []client.QueueState         `json:"queues"`
+	Groups         []client.GroupState         `json:"groups"`
 	Leases         []client.LeaseInfo          `json:"leases"`
 
 	// more names the kinds that have more than the table shows.
@@ -133,6 +134,10 @@ func readStatus(ctx context.Context, c *client.Client, limit int) (*status, erro
 		return nil, fmt.Errorf("queues: %w", err)
 	}
 	st.Queues = st.Queues[:cut("queues", len(st.Queues))]
+	if st.Groups, err = c.Groups(ctx, opt); err != nil {
+		return nil, fmt.Errorf("groups: %w", err)
+	}
+	st.Groups = st.Groups[:cut("groups", len(st.Groups))]
 	return st, nil
 }
 
@@ -293,6 +298,15 @@ func (t *statusTable) gatherings(st *status) {
 		}
 		for _, m := range d.Members {
 			t.row("double-barrier", d.Name, role, m.Member+" ("+m.Holder+")", m.Lease, 0, m.Since)
+		}
+	}
+	for _, g := range st.Groups {
+		for _, m := range g.Members {
+			who := m.Member
+			if m.Holder != "" {
+				who += " (" + m.Holder + ")"
+			}
+			t.row("group", g.Name, "member", who, m.Lease, 0, m.Since)
 		}
 	}
 	for _, q := range st.Queues {

@@ -14,7 +14,7 @@ const tokenNewLong = `Adds a client token to the tokens file (made if missing, m
 prints its secret, alone, on standard output; the file keeps only its hash.
 A PERMISSION is KIND:PREFIX:LEVEL:
 
-    KIND    locks, semaphores, elections, barriers, double-barriers, queues, leases, or *
+    KIND    locks, semaphores, elections, barriers, double-barriers, queues, groups, leases, or *
     PREFIX  the start of the names it covers (billing-), or * for every name
     LEVEL   read (GETs, blocking reads, the dashboard), write (acquire, release,
             campaign, produce, take, claim...; leases: make them), or admin

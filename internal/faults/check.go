@@ -224,6 +224,7 @@ func Check(h *History) ([]Violation, map[string]int) {
 		}
 	}
 	checkQueue(h, add)
+	checkGroups(h, add)
 	for _, u := range h.Unexpected {
 		add(VUnexpected, "%s", u)
 	}

@@ -38,6 +38,9 @@ type Config struct {
 	// an election), stopping by their lease's deadline (default 4 each).
 	WallClockWorkers int
 	Gateways         int // gateway processes (default 3)
+	// GroupMembers is how many clients join a group and leave it, or go
+	// silent with their lease (chance DeathChance), in turn (default 4).
+	GroupMembers int
 
 	// ZombieChance is the chance that a lock holder stops its keepalives
 	// mid-hold, and DeathChance that a consumer's lease dies (revoked or
@@ -88,6 +91,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Vanishers, 3)
 	def(&c.WallClockWorkers, 4)
 	def(&c.Gateways, 3)
+	def(&c.GroupMembers, 4)
 	if c.ZombieChance == 0 {
 		c.ZombieChance = 0.05
 	}
@@ -121,7 +125,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("faults: max duration %s must be from the duration (%s) to 24h", c.MaxDuration, c.Duration)
 	case c.MaxRequests < 1:
 		return fmt.Errorf("faults: max requests %d must be positive", c.MaxRequests)
-	case c.LockClients < 0 || c.Producers < 0 || c.Consumers < 0 || c.Vanishers < 0 || c.WallClockWorkers < 0:
+	case c.LockClients < 0 || c.Producers < 0 || c.Consumers < 0 || c.Vanishers < 0 || c.WallClockWorkers < 0 || c.GroupMembers < 0:
 		return errors.New("faults: client counts may not be negative")
 	case c.LockClients+c.Consumers+c.Vanishers+c.WallClockWorkers == 0:
 		return errors.New("faults: no clients")

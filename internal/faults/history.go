@@ -49,6 +49,9 @@ type History struct {
 	Acks     []Ack
 	Drained  bool // the queue was seen empty with no claims at the end
 
+	// Members are the group memberships (see groups.go).
+	Members []*GroupMember
+
 	Answers    map[string]int // "acquire 409 timeout" -> count
 	Unexpected []string       // answers outside what the endpoint may give
 	Deadlocks  []string       // waits ended 409 deadlock

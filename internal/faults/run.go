@@ -75,17 +75,29 @@ type Report struct {
 	GoneTTLRunOut    int           `json:"gone_unjudged_ttl_run_out"`
 	ObserverOut      time.Duration `json:"observer_out_ns"`
 	// WallWorst is the hold that ended latest past its deadline.
-	WallWorst   *WallHold      `json:"wallclock_latest_past_deadline,omitempty"`
-	Produced    int            `json:"items_produced"`
-	Unconfirmed int            `json:"items_produce_unanswered"`
-	Claims      int            `json:"claims"`
-	Acks        int            `json:"acks"`
-	Redelivered int            `json:"items_served_again"`
-	Faults      map[string]int `json:"faults"`
-	Answers     []AnswerCount  `json:"answers"`
-	Violations  int            `json:"violations"`
-	ByKind      map[string]int `json:"violations_by_kind"`
-	Details     []Violation    `json:"violation_details"`
+	WallWorst   *WallHold `json:"wallclock_latest_past_deadline,omitempty"`
+	Produced    int       `json:"items_produced"`
+	Unconfirmed int       `json:"items_produce_unanswered"`
+	Claims      int       `json:"claims"`
+	Acks        int       `json:"acks"`
+	Redelivered int       `json:"items_served_again"`
+	// Members counts the group memberships, MembersSilent those whose
+	// client went silent, and MembersJudged those whose node and lease
+	// record the observer saw go; MemberLag is the longest such a node
+	// outlived its record (0: none did).
+	Members       int           `json:"group_members"`
+	MembersSilent int           `json:"group_members_silent"`
+	MembersJudged int           `json:"group_members_judged"`
+	MemberLag     time.Duration `json:"group_member_longest_lag_ns"`
+	// SilentJudged counts the silent members judged against their lease's
+	// TTL, and SilentLag is the longest from its end to the node's.
+	SilentJudged int            `json:"group_members_silent_judged"`
+	SilentLag    time.Duration  `json:"group_member_silent_longest_lag_ns"`
+	Faults       map[string]int `json:"faults"`
+	Answers      []AnswerCount  `json:"answers"`
+	Violations   int            `json:"violations"`
+	ByKind       map[string]int `json:"violations_by_kind"`
+	Details      []Violation    `json:"violation_details"`
 	// ZooKeeperTrouble are the lines in which a ZooKeeper member reported
 	// its replica diverged (see zooKeeperTrouble): a violation after them
 	// may be ZooKeeper's.
@@ -302,6 +314,9 @@ func (r *runner) work(ctx context.Context) error {
 			clients.Go(func() { r.wallWorker(wctx, kind, k, i) })
 		}
 	}
+	for i := 0; i < r.cfg.GroupMembers; i++ {
+		clients.Go(func() { r.groupMember(wctx, i) })
+	}
 	<-wctx.Done()
 	r.worked = time.Since(r.start)
 	r.logf("time is up (%d requests): healing every fault, clients finishing", r.requests.Load())
@@ -365,7 +380,8 @@ func (r *runner) report() *Report {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rep := &Report{Seed: r.cfg.Seed, Duration: r.cfg.Duration.String(), Worked: r.worked.Round(time.Millisecond).String(), Ensemble: len(r.cl.ens.Servers),
-		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers + len(wallKinds)*r.cfg.WallClockWorkers,
+		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers + len(wallKinds)*r.cfg.WallClockWorkers +
+			r.cfg.GroupMembers,
 		Requests: r.requests.Load(), Leases: len(h.Leases), Grants: len(h.Grants), Faults: map[string]int{},
 		Answers: sortedAnswers(h.Answers), ByKind: byKind, Details: violations}
 	for _, v := range byKind {
@@ -388,6 +404,7 @@ func (r *runner) report() *Report {
 	rep.countGone(h)
 	rep.countWrites(h)
 	rep.countQueue(h)
+	rep.countGroups(h)
 	r.mu.Lock()
 	for k, v := range r.faults {
 		rep.Faults[k] = v
@@ -533,6 +550,8 @@ func (rep *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "queue: %d items produced (%d unanswered), %d claims, %d acks, %d items served more than once\n",
 		rep.Produced, rep.Unconfirmed, rep.Claims, rep.Acks, rep.Redelivered)
+	fmt.Fprintf(w, "groups: %d members, %d went silent; %d judged against their lease's record, the longest a node outlived it %s; %d silent ones against their TTL, the longest a node outlived it %s\n",
+		rep.Members, rep.MembersSilent, rep.MembersJudged, rep.MemberLag.Round(time.Millisecond), rep.SilentJudged, rep.SilentLag.Round(time.Millisecond))
 	fmt.Fprintf(w, "faults:")
 	for _, k := range slices.Sorted(maps.Keys(rep.Faults)) {
 		fmt.Fprintf(w, " %s %d,", k, rep.Faults[k])

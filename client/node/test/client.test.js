@@ -630,6 +630,35 @@ describe("semaphores, elections, barriers", () => {
   });
 });
 
+describe("groups", () => {
+  test("join, list, a blocking read, leave", async () => {
+    const name = unique("workers");
+    assert.deepEqual((await gate.state("groups", name)).state.members, []);
+    const a = await gate.lease({ holder: "a" });
+    const b = await gate.lease({ holder: "b" });
+    try {
+      const m = await a.join(name, { member: "w1", value: "10.0.0.1:80" });
+      assert.equal(m.member, "w1");
+      assert.equal(m.members.length, 1);
+      await a.join(name, { member: "w1", value: "10.0.0.1:80" }); // again: the same member
+      await assert.rejects(b.join(name, { member: "w1" }), zk.InvalidRequest);
+      const other = await b.join(name);
+      assert.equal(other.member, b.id);
+      const { state, index } = await gate.state("groups", name);
+      assert.deepEqual(state.members.map((x) => x.member).sort(), ["w1", b.id].sort());
+      assert.ok((await gate.list("groups")).some((g) => g.name === name));
+      await other.leave();
+      const after = await gate.state("groups", name, { index, wait: "20s" });
+      assert.deepEqual(after.state.members.map((x) => x.value), ["10.0.0.1:80"]);
+      await m[Symbol.asyncDispose]();
+      await assert.rejects(a.leaveGroup(name, { member: "w1" }), zk.NotHeld);
+    } finally {
+      await a.revoke();
+      await b.revoke();
+    }
+  });
+});
+
 describe("queues", () => {
   test("consume acks after the body and nacks on a throw", async () => {
     const q = unique("emails");

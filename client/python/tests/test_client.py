@@ -627,6 +627,31 @@ class BarrierTest(ClientTest):
                 lease.enter(name, count=3)
 
 
+class GroupTest(ClientTest):
+    def test_group(self) -> None:
+        name = unique("workers")
+        self.assertEqual(self.gate.state("groups", name)[0]["members"], [])
+        with self.gate.lease(holder="a") as a, self.gate.lease(holder="b") as b:
+            with a.join(name, member="w1", value="10.0.0.1:80") as m:
+                self.assertEqual(m.member, "w1")
+                self.assertEqual(len(m.members), 1)
+                a.join(name, member="w1", value="10.0.0.1:80")  # again: the same member
+                with self.assertRaises(zkgate.InvalidRequest):
+                    b.join(name, member="w1")
+                other = b.join(name)
+                self.assertEqual(other.member, b.id)
+                state, index = self.gate.state("groups", name)
+                self.assertEqual(sorted(x["member"] for x in state["members"]), sorted(["w1", b.id]))
+                self.assertEqual([x["value"] for x in state["members"] if x["member"] == "w1"], ["10.0.0.1:80"])
+                self.assertIn(name, [g["name"] for g in self.gate.list("groups")])
+                other.leave()
+                state, _ = self.gate.state("groups", name, index=index, wait="20s")
+                self.assertEqual([x["member"] for x in state["members"]], ["w1"])
+            with self.assertRaises(zkgate.NotHeld):
+                a.leave_group(name, "w1")
+        self.assertEqual(self.gate.state("groups", name)[0]["members"], [])
+
+
 class QueueTest(ClientTest):
     def test_consume_acks_after_the_body_and_nacks_on_an_exception(self) -> None:
         q = unique("emails")

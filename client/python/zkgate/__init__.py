@@ -23,6 +23,7 @@ from ._client import (
     Duration,
     Gateway,
     Grant,
+    GroupMembership,
     Item,
     Lease,
     LockSet,
@@ -64,8 +65,8 @@ from ._errors import (
 )
 
 __all__ = [
-    "DEFAULT_CONNECT_RETRIES", "DEFAULT_URL", "KINDS", "MAX_LOCK_SET", "Campaign", "Claim", "Duration", "Gateway", "Grant", "Item",
-    "Lease", "LockSet",
+    "DEFAULT_CONNECT_RETRIES", "DEFAULT_URL", "KINDS", "MAX_LOCK_SET", "Campaign", "Claim", "Duration", "Gateway", "Grant",
+    "GroupMembership", "Item", "Lease", "LockSet",
     "Membership", "Stop", "__version__", "format_duration", "parse_duration",
     "AlreadyHeld", "CountMismatch", "Deadlock", "Forbidden", "InternalError", "InvalidRequest", "LeaseExpired", "LeaseLost",
     "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",

@@ -46,7 +46,7 @@ _MIN_KEEPALIVE = 0.1  # the shortest time between keepalives, however near the d
 # (a gateway's own address, behind a load balancer), where a connection
 # attempt can go unanswered for minutes; the call goes to the URL instead.
 _MOVED_CONNECT_TIMEOUT = 2.0
-KINDS = ("locks", "semaphores", "elections", "barriers", "double-barriers", "queues")
+KINDS = ("locks", "semaphores", "elections", "barriers", "double-barriers", "queues", "groups")
 
 # How many items a list asks for a page: the most a gateway gives.
 _PAGE = 1000
@@ -512,7 +512,8 @@ class Gateway:
         (``GET /v1/{kind}``), read a page at a time, every page or the first
         ``limit`` items. ``kind`` is one of ``locks`` (whose names may be
         narrowed to those starting with ``prefix``), ``semaphores``,
-        ``elections``, ``barriers``, ``double-barriers``, ``queues``."""
+        ``elections``, ``barriers``, ``double-barriers``, ``queues``,
+        ``groups``."""
         if kind not in KINDS:
             raise InvalidRequest(f"bad kind {kind!r}: one of {', '.join(KINDS)}")
         query: Dict[str, str] = {}
@@ -549,7 +550,7 @@ class Gateway:
     def state(self, kind: str, name: str, *, index: int = 0, wait: Duration = "0s") -> Tuple[Dict[str, Any], int]:
         """The state of a primitive and its ``X-Zkgate-Index``. ``kind`` is one
         of ``locks``, ``semaphores``, ``elections``, ``barriers``,
-        ``double-barriers``, ``queues``. With ``index`` and ``wait`` this is a
+        ``double-barriers``, ``queues``, ``groups``. With ``index`` and ``wait`` this is a
         blocking read: it answers once the index is past ``index``, or when
         the wait ends (with the unchanged state)."""
         return self._state(kind, name, index, wait, None)
@@ -1216,6 +1217,25 @@ class Lease(_Scoped):
         return self.gateway._call("POST", f"/v1/double-barriers/{_name(name)}/leave", wait=wait, safe=True,
                                   lease=self, body={"lease": self.id, "member": member}).json()
 
+    # -- groups --------------------------------------------------------------
+
+    def join(self, name: str, member: Optional[str] = None, value: str = "") -> "GroupMembership":
+        """Joins the group as ``member`` (default: the lease id), with ``value``
+        as its data, until it leaves or the lease ends; joining again with the
+        same member and value finds the same member. ``with`` leaves at the end."""
+        body: Dict[str, Any] = {"lease": self.id, "value": value}
+        if member is not None:
+            body["member"] = _name(member)
+        doc = self.gateway._call("POST", f"/v1/groups/{_name(name)}/join", safe=True, lease=self, grant=True,
+                                 body=body).json()
+        return GroupMembership(self, name, doc["member"], doc)
+
+    def leave_group(self, name: str, member: Optional[str] = None) -> None:
+        """Leaves the group (``member`` defaults to the lease id); a repeat
+        that finds the member gone is the success it repeats."""
+        self.gateway._call("POST", f"/v1/groups/{_name(name)}/leave", safe=True, lease=self,
+                           done_on_retry=(NotHeld,), body={"lease": self.id, "member": _name(member or self.id)})
+
     # -- queues --------------------------------------------------------------
 
     def claim(self, queue: str, wait: Duration = "0s") -> Optional["Claim"]:
@@ -1412,6 +1432,29 @@ class Membership(_Scoped):
             return
         self.left = True
         self.lease.leave(self.name, self.member, self.wait if wait is None else wait)
+
+
+class GroupMembership(_Scoped):
+    """A member of a group: ``member``, and the group's ``members`` as the
+    join answered them. ``with`` leaves at the end."""
+
+    def __init__(self, lease: Lease, name: str, member: str, doc: Dict[str, Any]) -> None:
+        self.lease = lease
+        self.name = name
+        self.member = member
+        self.doc = doc
+        self.members: List[Dict[str, Any]] = doc.get("members", [])
+        self.left = False
+
+    def _end(self) -> None:
+        self.leave()
+
+    def leave(self) -> None:
+        """Leaves the group (once)."""
+        if self.left:
+            return
+        self.left = True
+        self.lease.leave_group(self.name, self.member)
 
 
 class Item:

@@ -26,6 +26,13 @@
 //   status <id>                  STATUS <id> waiting|acquired|released|unknown
 //   exit                         BYE, then the session is closed
 //
+// Groups: <id> names one GroupMember(client, path, memberId, payload).
+//
+//   member <id> <path> <memberId> <payload>   start(): JOINED <id>
+//   members <id>                 MEMBERS <id> <memberId>,... sorted
+//                                (getCurrentMembers(), from its cache)
+//   mleave <id>                  close(): MLEFT <id>
+//
 // Nothing compiled from this file is committed: the Go test compiles it.
 
 import java.io.BufferedReader;
@@ -41,6 +48,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.nodes.GroupMember;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
@@ -78,6 +86,7 @@ public class CuratorPeer {
 
     static final Map<String, Handle> handles = new ConcurrentHashMap<>();
     static final Map<String, LeaderLatch> latches = new ConcurrentHashMap<>();
+    static final Map<String, GroupMember> members = new ConcurrentHashMap<>();
 
     interface Holding {
         /** Blocks until held; returns the node name. */
@@ -282,6 +291,22 @@ public class CuratorPeer {
                         }
                         break;
                     }
+                    case "member": {
+                        GroupMember m = new GroupMember(client, f[2], f[3], f[4].getBytes(StandardCharsets.UTF_8));
+                        m.start();
+                        members.put(f[1], m);
+                        say("JOINED " + f[1]);
+                        break;
+                    }
+                    case "members": {
+                        java.util.TreeSet<String> ids = new java.util.TreeSet<>(members.get(f[1]).getCurrentMembers().keySet());
+                        say("MEMBERS " + f[1] + " " + String.join(",", ids));
+                        break;
+                    }
+                    case "mleave":
+                        members.remove(f[1]).close();
+                        say("MLEFT " + f[1]);
+                        break;
                     case "status": {
                         Handle h = handles.get(f[1]);
                         say("STATUS " + f[1] + " " + (h == null ? "unknown" : h.state));

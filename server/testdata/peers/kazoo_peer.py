@@ -37,9 +37,19 @@ value), so that any bytes go through byte-exact.
   holds <qid>                         HOLDS <qid> True|False
   len <qid>                           LEN <qid> <n>
   on failure:                         ERROR <qid> <message>
+
+Groups: <pid> names one member, a Party(client, path, identifier) or a
+ShallowParty; identifiers are single words.
+
+  party <pid> <path> <identifier>     JOINED <pid>       (Party.join)
+  shallow <pid> <path> <identifier>   JOINED <pid>       (ShallowParty.join)
+  pleave <pid>                        PLEFT <pid>        (leave)
+  party-members <path>                PARTY <json list>  (list(Party(client, path)): the data of
+                                                          every child whose name holds __party__)
 """
 
 import binascii
+import json
 import logging
 import queue
 import sys
@@ -47,6 +57,7 @@ import threading
 
 from kazoo.client import KazooClient
 from kazoo.recipe.lock import Lock
+from kazoo.recipe.party import Party, ShallowParty
 from kazoo.recipe.queue import LockingQueue
 
 _out = threading.Lock()
@@ -147,6 +158,7 @@ def main():
 
     handles = {}
     queues = {}
+    parties = {}
     while True:
         line = sys.stdin.readline()
         if not line:
@@ -180,6 +192,17 @@ def main():
                     say("ERROR %s no queue" % f[1])
                 else:
                     qh.cmds.put(f)
+            elif cmd in ("party", "shallow"):
+                kind = Party if cmd == "party" else ShallowParty
+                p = kind(client, f[2], f[3])
+                p.join()
+                parties[f[1]] = p
+                say("JOINED %s" % f[1])
+            elif cmd == "pleave":
+                parties.pop(f[1]).leave()
+                say("PLEFT %s" % f[1])
+            elif cmd == "party-members":
+                say("PARTY %s" % json.dumps(sorted(Party(client, f[1]))))
             elif cmd == "release":
                 h = handles.get(f[1])
                 if h is None or h.state != "acquired":
