@@ -52,6 +52,7 @@ type API struct {
 	Barriers       BarrierService
 	DoubleBarriers DoubleBarrierService
 	Queues         QueueService
+	Counters       CounterService
 	Limits         Limits
 	// Audit receives the records of admin actions on other tokens' leases.
 	Audit *slog.Logger

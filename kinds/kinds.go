@@ -36,10 +36,15 @@ var (
 	Queues         = Kind{Name: "queues", Named: true}
 )
 
+// Counters are shared integers, one znode each (recipes/counters.go).
+var Counters = Kind{Name: "counters", Named: true}
+
 // All are the kinds, in the order lists of them are written in (the
 // directories made under --root, the permission kinds an error names).
 func All() []Kind {
-	return []Kind{Locks, Semaphores, Elections, Barriers, DoubleBarriers, Queues}
+	return []Kind{Locks, Semaphores, Elections, Barriers, DoubleBarriers, Queues,
+		Counters,
+	}
 }
 
 // Names are the names of All, in its order.

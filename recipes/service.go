@@ -109,6 +109,7 @@ type Service struct {
 	Barriers       *Barriers
 	DoubleBarriers *DoubleBarriers
 	Queues         *Queues
+	Counters       *Counters
 }
 
 // New makes the recipes of a session.
@@ -132,6 +133,7 @@ func New(sess *Session, cfg Config) *Service {
 	s.Barriers = &Barriers{svc: s}
 	s.DoubleBarriers = &DoubleBarriers{svc: s}
 	s.Queues = &Queues{svc: s, ledger: newQueueLedger(cfg.Queues)}
+	s.Counters = &Counters{svc: s}
 	sweep, stop := context.WithCancel(context.Background())
 	s.stopSweep = stop
 	go s.sweepDelays(sweep)

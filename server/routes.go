@@ -60,6 +60,7 @@ func routeTable(d Deps) []route {
 		lockRoutes(d.API),
 		barrierRoutes(d.API),
 		queueRoutes(d.API, d.MaxItemBytes),
+		counterRoutes(d.API),
 		peerRoutes(d.API),
 	)
 }
@@ -203,6 +204,19 @@ func queueRoutes(api *handlers.API, maxItemBytes int64) []route {
 		{method: post, pattern: queues.Prefix() + "/{name}/take", handler: api.Take(), body: jsonBodyLimit, drain: drainStarts,
 			access: waiter(write(queues))},
 		lineRoute(queues, "claim", api.Claim()),
+	}
+}
+
+// counterRoutes are the counters: a plain read, or a blocking one, and
+// writes that wait for nothing (no lease, no line).
+func counterRoutes(api *handlers.API) []route {
+	counters := kinds.Counters
+	return []route{
+		listRoute(counters, api.ListCounters()),
+		stateRoute(counters, api.CounterState()),
+		nameRoute(put, counters, "", api.SetCounter(), write),
+		nameRoute(del, counters, "", api.DeleteCounter(), write),
+		nameRoute(post, counters, "/add", api.AddCounter(), write),
 	}
 }
 
