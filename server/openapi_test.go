@@ -607,6 +607,7 @@ func TestOpenAPIScenario(t *testing.T) {
 	s.barriers(t, conn, g.Root)
 	s.doubleBarriers(t)
 	s.queues(t)
+	s.counters(t, conn, g.Root)
 	s.outsideRoutes(t)
 
 	// Clean up and check that nothing is left in ZooKeeper.
