@@ -146,6 +146,7 @@ func New(cfg Config) *Dashboard {
 var pageTitles = map[string]string{
 	"overview": "Overview", kindLocks: "Locks", kindSems: "Semaphores", "leases": "Leases", pageContention: "Contention",
 	kindElections: "Elections", kindBarriers: "Barriers", kindQueues: "Queues", "znodes": "Znodes",
+	kindCounters: "Counters",
 }
 
 // Overview serves GET /, the overview page.
@@ -243,6 +244,9 @@ func pageComponent(p views.Page, m *dashModel, v dashView) templ.Component {
 	case kindQueues:
 		qs, lp := m.queuesPage(v)
 		return views.QueuesPage(p, qs, lp)
+	case kindCounters:
+		cs, lp := m.countersPage(v)
+		return views.CountersPage(p, cs, lp)
 	}
 	return nil
 }

@@ -14,7 +14,9 @@ import (
 // The live pages, each a topic of the hub; every page also has the header.
 const topicHeader = "header"
 
-var livePages = []string{"overview", kindLocks, kindSems, "leases", pageContention, kindElections, kindBarriers, kindQueues}
+var livePages = []string{"overview", kindLocks, kindSems, "leases", pageContention, kindElections, kindBarriers, kindQueues,
+	kindCounters,
+}
 
 // A topic renders to single fragments (replaced whole) and lists of items
 // (each item upserted or removed by id, the list replaced whole in a
@@ -193,6 +195,12 @@ func renderTopic(ctx context.Context, v dashView, m *dashModel, cache *renderCac
 		return r.listPage(views.IDQueuesSummary, views.QueuesSummary(counts), lp, listOf(r, views.IDQueuesList, qs, views.QueuesList,
 			func(x recipes.QueueState) itemOf {
 				return itemOf{views.QueueID(x.Name), x.Name, fmt.Sprint(x.Index), views.QueueItem(x)}
+			}))
+	case kindCounters:
+		cs, lp := m.countersPage(v)
+		return r.listPage(views.IDCountersSummary, views.CountersSummary(counts), lp, listOf(r, views.IDCountersList, cs, views.CountersList,
+			func(x views.Counter) itemOf {
+				return itemOf{views.CounterID(x.Name), x.Name, fmt.Sprint(x.Index), views.CounterItem(x)}
 			}))
 	}
 	return topicView{}

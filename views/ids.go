@@ -26,6 +26,9 @@ const (
 	IDDBarriersList    = "dbarriers-list"
 	IDQueuesSummary    = "queues-summary"
 	IDQueuesList       = "queues-list"
+
+	IDCountersSummary = "counters-summary"
+	IDCountersList    = "counters-list"
 )
 
 // The ids of the counter of a page in the navigation, and of the items of
@@ -38,10 +41,13 @@ func ElectionID(name string) string      { return "election-" + name }
 func BarrierID(name string) string       { return "barrier-" + name }
 func DoubleBarrierID(name string) string { return "dbarrier-" + name }
 func QueueID(name string) string         { return "queue-" + name }
+func CounterID(name string) string       { return "counter-" + name }
 
 // LiveIDs are every fixed id above, for the check of the script.
 func LiveIDs() []string {
 	return []string{IDLive, IDZKState, IDOverview, IDContention, IDPager, IDActions,
 		IDLocksSummary, IDLocksList, IDSemsSummary, IDSemsList, IDLeasesSummary, IDLeasesList,
-		IDElectionsSummary, IDElectionsList, IDBarriersSummary, IDBarriersList, IDDBarriersList, IDQueuesSummary, IDQueuesList}
+		IDElectionsSummary, IDElectionsList, IDBarriersSummary, IDBarriersList, IDDBarriersList, IDQueuesSummary, IDQueuesList,
+		IDCountersSummary, IDCountersList,
+	}
 }

@@ -55,6 +55,7 @@ type Counts struct {
 	Elections, Leaderless              int
 	Barriers, DoubleBarriers           int
 	Queues, QueueItems, QueueClaimed   int
+	Counters                           int
 	Gateways                           int
 	WatchedPaths                       int64
 	DashboardClients                   int
@@ -185,4 +186,15 @@ type ChosenName struct {
 	recipes.NameStats
 	Holds []recipes.HoldRecord
 	Waits []recipes.WaitRecord
+}
+
+// Counter is a counter as the dashboard shows it: its value in each
+// format its bytes fit (it knows no format: a client names it), and its
+// version.
+type Counter struct {
+	Name    string
+	Version int32
+	Values  map[recipes.CounterFormat]int64
+	Bytes   int
+	Index   int64
 }
