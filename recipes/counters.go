@@ -26,7 +26,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"path"
 	"strconv"
 	"time"
 
@@ -163,23 +162,25 @@ func (c *Counters) State(ctx context.Context, name string, f CounterFormat, inde
 	if err != nil {
 		return CounterState{}, c.svc.readErr(err)
 	}
-	data, stat, err := c.get(ctx, name)
-	if err != nil {
-		return CounterState{}, err
+	for {
+		data, stat, err := c.get(ctx, name)
+		if err != nil {
+			return CounterState{}, err
+		}
+		if stat != nil {
+			return counterStateOf(name, f, true, data, *stat, max(stat.Pzxid, stat.Mzxid))
+		}
+		// An absent counter's index is its directory's pzxid, as the watch
+		// cache gives it; a counter made between the two reads moved it to
+		// its own index, which a blocking read at it would wait past.
+		_, pstat, err := c.svc.sess.Conn().Exists(kinds.Counters.Dir(c.svc.sess.Root()))
+		if err != nil {
+			return CounterState{}, c.svc.readErr(err)
+		}
+		if ok, _, err := c.svc.sess.Conn().Exists(c.path(name)); err != nil || !ok {
+			return counterStateOf(name, f, false, nil, zk.Stat{}, pstat.Pzxid)
+		}
 	}
-	return counterStateOf(name, f, stat != nil, data, statOr(stat), indexOf(stat, c.parentIndex(stat)))
-}
-
-// parentIndex is the index of an absent counter: its directory's pzxid,
-// as the watch cache gives it (stat nil: absent).
-func (c *Counters) parentIndex(stat *zk.Stat) int64 {
-	if stat != nil {
-		return 0
-	}
-	if _, pstat, err := c.svc.sess.Conn().Exists(path.Dir(c.path("x"))); err == nil && pstat != nil {
-		return pstat.Pzxid
-	}
-	return 0
 }
 
 func statOr(s *zk.Stat) zk.Stat {
@@ -187,13 +188,6 @@ func statOr(s *zk.Stat) zk.Stat {
 		return zk.Stat{}
 	}
 	return *s
-}
-
-func indexOf(s *zk.Stat, absent int64) int64 {
-	if s == nil {
-		return absent
-	}
-	return max(s.Pzxid, s.Mzxid)
 }
 
 // get reads the counter's node: stat nil when it does not exist.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -227,5 +228,45 @@ func TestCounterConcurrentAddsLoseNone(t *testing.T) {
 	st, err := first.Counters.State(context.Background(), "hits", FormatInt64, 0, 0)
 	if err != nil || st.Value != adders*each+each {
 		t.Fatalf("after %d adds: %+v, %v", adders*each+each, st, err)
+	}
+}
+
+// TestCounterBlockingReadRacingItsCreation: a blocking read of an absent
+// counter made while an add creates it answers the counter, never an
+// absent state at the index of its creation (at which a next blocking read
+// would wait past it). Before the watch cache re-checked an absent node
+// after reading its parent's pzxid, this failed in most rounds.
+func TestCounterBlockingReadRacingItsCreation(t *testing.T) {
+	t.Parallel()
+	s := newService(t, serviceOptions{})
+	ctx := context.Background()
+	for i := range 20 {
+		name := "race-" + strconv.Itoa(i)
+		before, err := s.Counters.State(ctx, name, FormatDecimal, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := make(chan CounterState, 1)
+		go func() {
+			st, err := s.Counters.State(ctx, name, FormatDecimal, before.Index, time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			read <- st
+		}()
+		added, err := s.Counters.Add(ctx, name, FormatDecimal, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := <-read
+		if st.Version == -1 && st.Index >= added.Index {
+			t.Fatalf("round %d: the blocking read answered absent at index %d, the add's is %d", i, st.Index, added.Index)
+		}
+		if st.Version == -1 {
+			// Answered before the add: the next read at its index sees it.
+			if st, err = s.Counters.State(ctx, name, FormatDecimal, st.Index, time.Minute); err != nil || st.Value != 1 {
+				t.Fatalf("round %d: the next blocking read: %+v, %v", i, st, err)
+			}
+		}
 	}
 }
