@@ -26,6 +26,7 @@ func TestFragmentsAreElementsOfThePage(t *testing.T) {
 	st.dbarriers["phase"] = recipes.DoubleBarrierState{Name: "phase", Count: 2}
 	st.queues["jobs"] = dashQueue{QueueState: recipes.QueueState{Name: "jobs", Length: 1}}
 	st.barriers = []recipes.BarrierState{{Name: "deploy", Raised: true, Since: &since}}
+	st.counters["hits"] = views.Counter{Name: "hits", Values: map[recipes.CounterFormat]int64{recipes.FormatDecimal: 42}, Bytes: 2}
 	st.leases = []recipes.LeaseInfo{{LeaseTerms: recipes.LeaseTerms{ID: "l1", Holder: "worker", TTL: recipes.Duration(time.Minute), CreatedAt: since}, Gateway: "gw"}}
 	for _, kind := range allKinds {
 		st.whole[kind] = true
