@@ -14,6 +14,7 @@ Standard library only; Python 3.9 and later.
 """
 
 from ._client import (
+    COUNTER_FORMATS,
     DEFAULT_CONNECT_RETRIES,
     DEFAULT_URL,
     KINDS,
@@ -60,6 +61,7 @@ from ._errors import (
     WouldDeadlock,
     ZkgateError,
 )
+from ._errors import FormatMismatch, OutOfRange, VersionMismatch
 
 __all__ = [
     "DEFAULT_CONNECT_RETRIES", "DEFAULT_URL", "KINDS", "Campaign", "Claim", "Duration", "Gateway", "Grant", "Item", "Lease",
@@ -68,4 +70,5 @@ __all__ = [
     "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",
     "NotHeld", "NotLeader", "QueueFull", "StaleToken", "Timeout", "TooLarge", "TooMany", "TransportError",
     "Unauthenticated", "Unavailable", "Unreachable", "UnsupportedMediaType", "WouldDeadlock", "ZkgateError",
+    "COUNTER_FORMATS", "FormatMismatch", "OutOfRange", "VersionMismatch",
 ]
