@@ -49,6 +49,10 @@ type History struct {
 	Acks     []Ack
 	Drained  bool // the queue was seen empty with no claims at the end
 
+	Adds         []CounterAdd
+	CounterFinal int64 // the counter read once everything had healed
+	CounterRead  bool
+
 	Answers    map[string]int // "acquire 409 timeout" -> count
 	Unexpected []string       // answers outside what the endpoint may give
 	Deadlocks  []string       // waits ended 409 deadlock

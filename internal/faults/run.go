@@ -81,6 +81,11 @@ type Report struct {
 	Claims      int            `json:"claims"`
 	Acks        int            `json:"acks"`
 	Redelivered int            `json:"items_served_again"`
+	// AddsAcked and AddsUnanswered count the counter's adds answered 200
+	// and those whose answer was lost; CounterFinal is its value at the end.
+	AddsAcked      int   `json:"counter_adds_acked"`
+	AddsUnanswered int   `json:"counter_adds_unanswered"`
+	CounterFinal   int64 `json:"counter_final"`
 	Faults      map[string]int `json:"faults"`
 	Answers     []AnswerCount  `json:"answers"`
 	Violations  int            `json:"violations"`
@@ -178,6 +183,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	if err := r.drain(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.readCounter(ctx); err != nil {
 		return nil, err
 	}
 	r.obs.close() // the records still there are seen until now
@@ -297,6 +305,9 @@ func (r *runner) work(ctx context.Context) error {
 	for i := 0; i < r.cfg.Consumers; i++ {
 		clients.Go(func() { r.consumer(wctx, i) })
 	}
+	for i := 0; i < r.cfg.Adders; i++ {
+		clients.Go(func() { r.adder(wctx, i) })
+	}
 	for k, kind := range wallKinds {
 		for i := 0; i < r.cfg.WallClockWorkers; i++ {
 			clients.Go(func() { r.wallWorker(wctx, kind, k, i) })
@@ -365,7 +376,8 @@ func (r *runner) report() *Report {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rep := &Report{Seed: r.cfg.Seed, Duration: r.cfg.Duration.String(), Worked: r.worked.Round(time.Millisecond).String(), Ensemble: len(r.cl.ens.Servers),
-		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers + len(wallKinds)*r.cfg.WallClockWorkers,
+		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers + len(wallKinds)*r.cfg.WallClockWorkers +
+			r.cfg.Adders,
 		Requests: r.requests.Load(), Leases: len(h.Leases), Grants: len(h.Grants), Faults: map[string]int{},
 		Answers: sortedAnswers(h.Answers), ByKind: byKind, Details: violations}
 	for _, v := range byKind {
@@ -388,6 +400,14 @@ func (r *runner) report() *Report {
 	rep.countGone(h)
 	rep.countWrites(h)
 	rep.countQueue(h)
+	for _, a := range h.Adds {
+		if a.Acked {
+			rep.AddsAcked++
+		} else {
+			rep.AddsUnanswered++
+		}
+	}
+	rep.CounterFinal = h.CounterFinal
 	r.mu.Lock()
 	for k, v := range r.faults {
 		rep.Faults[k] = v
@@ -533,6 +553,7 @@ func (rep *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "queue: %d items produced (%d unanswered), %d claims, %d acks, %d items served more than once\n",
 		rep.Produced, rep.Unconfirmed, rep.Claims, rep.Acks, rep.Redelivered)
+	fmt.Fprintf(w, "counter: %d adds acknowledged, %d unanswered, %d at the end\n", rep.AddsAcked, rep.AddsUnanswered, rep.CounterFinal)
 	fmt.Fprintf(w, "faults:")
 	for _, k := range slices.Sorted(maps.Keys(rep.Faults)) {
 		fmt.Fprintf(w, " %s %d,", k, rep.Faults[k])
