@@ -81,11 +81,6 @@ type Report struct {
 	Claims      int            `json:"claims"`
 	Acks        int            `json:"acks"`
 	Redelivered int            `json:"items_served_again"`
-	// AddsAcked and AddsUnanswered count the counter's adds answered 200
-	// and those whose answer was lost; CounterFinal is its value at the end.
-	AddsAcked      int   `json:"counter_adds_acked"`
-	AddsUnanswered int   `json:"counter_adds_unanswered"`
-	CounterFinal   int64 `json:"counter_final"`
 	Faults      map[string]int `json:"faults"`
 	Answers     []AnswerCount  `json:"answers"`
 	Violations  int            `json:"violations"`
@@ -96,6 +91,12 @@ type Report struct {
 	// may be ZooKeeper's.
 	ZooKeeperTrouble []string `json:"zookeeper_trouble,omitempty"`
 	WorkDir          string   `json:"work_dir,omitempty"` // kept for its logs
+
+	// AddsAcked and AddsUnanswered count the counter's adds answered 200
+	// and those whose answer was lost; CounterFinal is its value at the end.
+	AddsAcked      int   `json:"counter_adds_acked"`
+	AddsUnanswered int   `json:"counter_adds_unanswered"`
+	CounterFinal   int64 `json:"counter_final"`
 }
 
 // runner is one run under way.
