@@ -1,6 +1,6 @@
 // Package client is the Go client of the zkgate HTTP API: ZooKeeper's
 // coordination recipes (locks, read/write locks, semaphores, leader
-// election, barriers, double barriers, groups, queues) behind plain HTTP.
+// election, barriers, double barriers, groups, queues, counters) behind plain HTTP.
 //
 // It does the hard parts that every client of the API needs:
 //

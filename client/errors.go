@@ -98,6 +98,11 @@ var (
 	ErrQueueFull            = newSentinel("queue_full", "queue full")
 	ErrUnavailable          = newSentinel("unavailable", "gateway unavailable")
 	ErrInternal             = newSentinel("internal", "internal error")
+
+	// The counters' (see SetCounter, AddCounter).
+	ErrVersionMismatch = newSentinel("version_mismatch", "counter version mismatch")
+	ErrFormatMismatch  = newSentinel("format_mismatch", "counter format mismatch")
+	ErrOutOfRange      = newSentinel("out_of_range", "counter out of range")
 )
 
 // Errors of the client itself, with no problem document behind them.

@@ -165,7 +165,8 @@ func New(cfg Config) *Dashboard {
 var pageTitles = map[string]string{
 	"overview": "Overview", kindLocks: "Locks", kindSems: "Semaphores", "leases": "Leases", pageContention: "Contention",
 	kindElections: "Elections", kindBarriers: "Barriers", kindQueues: "Queues", "znodes": "Znodes",
-	kindGroups: "Groups",
+	kindGroups:   "Groups",
+	kindCounters: "Counters",
 }
 
 // Overview serves GET /, the overview page.
@@ -266,6 +267,9 @@ func pageComponent(p views.Page, m *dashModel, v dashView) templ.Component {
 	case kindGroups:
 		gs, lp := m.groupsPage(v)
 		return views.GroupsPage(p, gs, lp)
+	case kindCounters:
+		cs, lp := m.countersPage(v)
+		return views.CountersPage(p, cs, lp)
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ func TestDashboardPagesRenderEscaped(t *testing.T) {
 	gwtest.MustStatus(t, gwtest.Acquire(t, g.URL, "pages-lock", lease, "0s"), 200, "acquire")
 	gwtest.MustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/semaphores/pages-sem/acquire", map[string]any{"lease": lease, "limit": 2}), 200, "semaphore")
 
-	for _, page := range []string{"/", "/ui/locks", "/ui/semaphores", "/ui/leases", "/ui/elections", "/ui/barriers", "/ui/queues", "/ui/groups", "/ui/znodes"} {
+	for _, page := range []string{"/", "/ui/locks", "/ui/semaphores", "/ui/leases", "/ui/elections", "/ui/barriers", "/ui/queues", "/ui/groups", "/ui/counters", "/ui/znodes"} {
 		status, h, body := gwtest.GetPage(t, g.URL+page)
 		if status != http.StatusOK {
 			t.Fatalf("GET %s: %d\n%s", page, status, body)

@@ -27,6 +27,7 @@ func TestFragmentsAreElementsOfThePage(t *testing.T) {
 	st.queues["jobs"] = dashQueue{QueueState: recipes.QueueState{Name: "jobs", Length: 1}}
 	st.groups["web"] = recipes.GroupState{Name: "web", Members: []recipes.GroupMember{{Member: "w1", Node: "w1__party__", Lease: "l1", Holder: "worker", Since: since}}}
 	st.barriers = []recipes.BarrierState{{Name: "deploy", Raised: true, Since: &since}}
+	st.counters["hits"] = views.Counter{Name: "hits", Values: map[recipes.CounterFormat]int64{recipes.FormatDecimal: 42}, Bytes: 2}
 	st.leases = []recipes.LeaseInfo{{LeaseTerms: recipes.LeaseTerms{ID: "l1", Holder: "worker", TTL: recipes.Duration(time.Minute), CreatedAt: since}, Gateway: "gw"}}
 	for _, kind := range allKinds {
 		st.whole[kind] = true

@@ -70,6 +70,7 @@ var (
 	kindDBarriers = kinds.DoubleBarriers.Name
 	kindQueues    = kinds.Queues.Name
 	kindGroups    = kinds.Groups.Name
+	kindCounters  = kinds.Counters.Name
 	kindLeases    = "leases"
 	kindGateways  = "gateways"
 )
@@ -197,6 +198,21 @@ var dashKinds = map[string]dashKind{
 		items: func(st *dashState) itemStore { return st.groups },
 		merge: func(st, other *dashState) { st.groups = other.groups },
 	},
+	kindCounters: {
+		// A counter is its node's data: the dashboard reads it from the
+		// watch cache, in every format it fits (it knows none).
+		paths: func(base string) []string { return []string{base} },
+		load: func(ctx context.Context, s *dashSource, name string) (any, bool) {
+			snap, err := s.dash.Read(ctx, kinds.Counters.Path(s.dash.Root(), name))
+			if err != nil || !snap.Exists {
+				return nil, false
+			}
+			return views.Counter{Name: name, Version: snap.Stat.Version, Values: recipes.CounterReadings(snap.Data),
+				Bytes: len(snap.Data), Index: snap.Index}, true
+		},
+		items: func(st *dashState) itemStore { return st.counters },
+		merge: func(st, other *dashState) { st.counters = other.counters },
+	},
 	kindLeases: {
 		whole: func(_ *dashSource, st *dashState, snap *recipes.Snapshot) { st.leases = recipes.LeaseRecords(snap) },
 		merge: func(st, other *dashState) { st.leases = other.leases },
@@ -240,6 +256,7 @@ type dashState struct {
 	dbarriers named[recipes.DoubleBarrierState]
 	queues    named[dashQueue] // with their claims
 	groups    named[recipes.GroupState]
+	counters  named[views.Counter]
 	barriers  []recipes.BarrierState
 	leases    []recipes.LeaseInfo // the records: terms and gateway
 	gateways  []recipes.GatewayInfo
@@ -249,7 +266,9 @@ func newDashState() *dashState {
 	return &dashState{names: map[string][]string{}, whole: map[string]bool{}, locks: named[recipes.LockState]{},
 		sems: named[recipes.SemaphoreState]{}, elections: named[recipes.ElectionState]{},
 		dbarriers: named[recipes.DoubleBarrierState]{}, queues: named[dashQueue]{},
-		groups: named[recipes.GroupState]{}}
+		groups:   named[recipes.GroupState]{},
+		counters: named[views.Counter]{},
+	}
 }
 
 // watcher keeps paths watched for the hub; nil for a one-off page load.
@@ -425,6 +444,7 @@ type dashModel struct {
 	dbarriers []recipes.DoubleBarrierState
 	queues    []recipes.QueueState
 	groups    []recipes.GroupState
+	counters  []views.Counter
 	leases    []views.Lease
 	gateways  []views.Gateway
 	// contention is what a view of the contention page showed last
@@ -454,6 +474,9 @@ func buildModel(st *dashState, in modelInputs) *dashModel {
 	m.addMembers(st, holds)
 	m.addGroups(st, holds)
 	m.addLeases(st, local, holds, in.self)
+	for _, name := range sortedKeys(st.counters) {
+		m.counters = append(m.counters, st.counters[name])
+	}
 	for _, g := range st.gateways {
 		m.gateways = append(m.gateways, views.Gateway{GatewayInfo: g, Self: g.ID == in.self})
 	}
@@ -615,6 +638,7 @@ func (m *dashModel) count(st *dashState, localLeases int, in modelInputs) {
 	c.Barriers, c.DoubleBarriers, c.Queues = len(m.barriers), count(kindDBarriers, len(m.dbarriers)), count(kindQueues, len(m.queues))
 	c.Groups = count(kindGroups, len(m.groups))
 	c.Leases, c.LocalLeases, c.Gateways = len(m.leases), localLeases, len(m.gateways)
+	c.Counters = count(kindCounters, len(m.counters))
 	c.WatchedPaths, c.DashboardClients = in.watched, in.clients
 	m.header.ZK = in.zk
 }

@@ -185,6 +185,10 @@ func (m *dashModel) groupsPage(v dashView) ([]recipes.GroupState, views.ListPage
 	return kindPage(m, kindGroups, m.groups, func(g recipes.GroupState) string { return g.Name }, v)
 }
 
+func (m *dashModel) countersPage(v dashView) ([]views.Counter, views.ListPage) {
+	return kindPage(m, kindCounters, m.counters, func(c views.Counter) string { return c.Name }, v)
+}
+
 // barriersPage pages the barriers and the double barriers together: each
 // list shows its first page after v.after, and the next page starts after
 // the earlier of their ends, so that no item is skipped (some may show

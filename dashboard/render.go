@@ -16,6 +16,7 @@ const topicHeader = "header"
 
 var livePages = []string{"overview", kindLocks, kindSems, "leases", pageContention, kindElections, kindBarriers, kindQueues,
 	kindGroups,
+	kindCounters,
 }
 
 // A topic renders to single fragments (replaced whole) and lists of items
@@ -201,6 +202,12 @@ func renderTopic(ctx context.Context, v dashView, m *dashModel, cache *renderCac
 		return r.listPage(views.IDGroupsSummary, views.GroupsSummary(counts), lp, listOf(r, views.IDGroupsList, gs, views.GroupsList,
 			func(x recipes.GroupState) itemOf {
 				return itemOf{views.GroupID(x.Name), x.Name, fmt.Sprint(x.Index), views.GroupItem(x)}
+			}))
+	case kindCounters:
+		cs, lp := m.countersPage(v)
+		return r.listPage(views.IDCountersSummary, views.CountersSummary(counts), lp, listOf(r, views.IDCountersList, cs, views.CountersList,
+			func(x views.Counter) itemOf {
+				return itemOf{views.CounterID(x.Name), x.Name, fmt.Sprint(x.Index), views.CounterItem(x)}
 			}))
 	}
 	return topicView{}

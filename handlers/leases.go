@@ -53,6 +53,7 @@ type API struct {
 	DoubleBarriers DoubleBarrierService
 	Queues         QueueService
 	Groups         GroupService
+	Counters       CounterService
 	Limits         Limits
 	// Audit receives the records of admin actions on other tokens' leases.
 	Audit *slog.Logger

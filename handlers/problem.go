@@ -47,6 +47,10 @@ var statusOf = map[recipes.Code]int{
 	CodeForbidden:             http.StatusForbidden,
 	CodeTooMany:               http.StatusTooManyRequests,
 	codeMisdirected:           http.StatusMisdirectedRequest,
+
+	recipes.CodeVersionMismatch: http.StatusConflict,
+	recipes.CodeFormatMismatch:  http.StatusConflict,
+	recipes.CodeOutOfRange:      http.StatusConflict,
 }
 
 const (
@@ -82,6 +86,10 @@ var titles = map[recipes.Code]string{
 	CodeForbidden:             "Forbidden",
 	CodeTooMany:               "Too many",
 	codeMisdirected:           "Misdirected",
+
+	recipes.CodeVersionMismatch: "Version mismatch",
+	recipes.CodeFormatMismatch:  "Format mismatch",
+	recipes.CodeOutOfRange:      "Out of range",
 }
 
 // WriteError writes err as application/problem+json. Internal errors are

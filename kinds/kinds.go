@@ -1,6 +1,6 @@
 // Package kinds is the one registry of the kinds of primitive the gateway
 // serves: locks (read/write locks are locks with a mode), semaphores,
-// elections, barriers, double barriers, queues and groups. Each kind is one
+// elections, barriers, double barriers, queues, groups and counters. Each kind is one
 // descriptor here, and every list of kinds is read from All: the token
 // permissions (auth), the directories under --root (recipes), the route
 // table (server), the dashboard's table of how it reads and draws each
@@ -40,11 +40,15 @@ var (
 // directory per group, one member node per member.
 var Groups = Kind{Name: "groups", Named: true}
 
+// Counters are shared integers, one znode each (recipes/counters.go).
+var Counters = Kind{Name: "counters", Named: true}
+
 // All are the kinds, in the order lists of them are written in (the
 // directories made under --root, the permission kinds an error names).
 func All() []Kind {
 	return []Kind{Locks, Semaphores, Elections, Barriers, DoubleBarriers, Queues,
 		Groups,
+		Counters,
 	}
 }
 

@@ -364,7 +364,11 @@ func (c *watchCache) publishLocked(e *cacheEntry, snap *Snapshot, err error, off
 		return nil
 	}
 	e.offered = offered
-	same := err == nil && e.snap != nil && e.err == nil && e.snap.Index == snap.Index && len(e.snap.Children) == len(snap.Children) ||
+	// An absent node's index is its parent's pzxid, which its creation
+	// moves to the new node's own index: equal indexes do not make an
+	// absent snapshot and a present one the same.
+	same := err == nil && e.snap != nil && e.err == nil && e.snap.Index == snap.Index && e.snap.Exists == snap.Exists &&
+		len(e.snap.Children) == len(snap.Children) ||
 		err != nil && e.err != nil && err.Error() == e.err.Error()
 	if err == nil && e.snap != nil && snap.Index < e.snap.Index {
 		snap.Index = e.snap.Index // never let the index go back
@@ -529,6 +533,11 @@ func (c *watchCache) loadAbsent(p string, opts entryOpts, prev *Snapshot, w *wat
 	if _, pstat, err := conn.Exists(path.Dir(p)); err == nil && pstat != nil {
 		snap.Index = pstat.Pzxid
 	}
+	// Made since ExistsW, its creation moved that pzxid to its own index:
+	// an absent snapshot at it would hide the node from readers at it.
+	if ok, _, err := conn.Exists(p); err == nil && ok {
+		return c.load(p, opts, prev, w)
+	}
 	return snap, nil
 }
 
@@ -637,6 +646,11 @@ func (c *watchCache) direct(ctx context.Context, p string, opts entryOpts) (*Sna
 		snap := &Snapshot{Path: p}
 		if _, pstat, err := conn.Exists(path.Dir(p)); err == nil && pstat != nil {
 			snap.Index = pstat.Pzxid
+		}
+		// Made in between, it moved that pzxid to its own index (see
+		// loadAbsent): read it.
+		if ok, _, err := conn.Exists(p); err == nil && ok {
+			return c.direct(ctx, p, opts)
 		}
 		return snap, nil
 	}

@@ -29,6 +29,11 @@ const (
 	CodeNotEmpty      Code = "not_empty"
 	CodeQueueFull     Code = "queue_full"
 	CodeInternal      Code = "internal"
+
+	// The counters' own (recipes/counters.go).
+	CodeVersionMismatch Code = "version_mismatch"
+	CodeFormatMismatch  Code = "format_mismatch"
+	CodeOutOfRange      Code = "out_of_range"
 )
 
 // Error is the one error type of the recipes. Extra carries state that helps

@@ -110,6 +110,7 @@ type Service struct {
 	DoubleBarriers *DoubleBarriers
 	Queues         *Queues
 	Groups         *Groups
+	Counters       *Counters
 }
 
 // New makes the recipes of a session.
@@ -136,6 +137,7 @@ func New(sess *Session, cfg Config) *Service {
 	s.Queues.mover = newDelayMover(s.Queues)
 	s.Queues.mover.begin()
 	s.Groups = &Groups{svc: s}
+	s.Counters = &Counters{svc: s}
 	sweep, stop := context.WithCancel(context.Background())
 	s.stopSweep = stop
 	go s.sweepDelays(sweep)

@@ -280,6 +280,13 @@ var accessCases = map[string]accessCase{
 	"POST /v1/queues/{name}/items/{id}/nack": {path: fixed("/v1/queues/q1/items/entry-100-0000000000/nack"), body: withLease(nil), usesLease: true},
 	"POST /v1/queues/{name}/take":            {path: fixed("/v1/queues/q1/take")},
 	"POST /v1/queues/{name}/claim":           {path: fixed("/v1/queues/q1/claim"), body: withLease(nil), usesLease: true},
+
+	// Counters.
+	"GET /v1/counters":             {path: fixed("/v1/counters")},
+	"GET /v1/counters/{name}":      {path: fixed("/v1/counters/c1")},
+	"PUT /v1/counters/{name}":      {path: fixed("/v1/counters/c1"), body: func(string) any { return map[string]any{"value": 1} }},
+	"DELETE /v1/counters/{name}":   {path: fixed("/v1/counters/c9")},
+	"POST /v1/counters/{name}/add": {path: fixed("/v1/counters/c1/add"), body: func(string) any { return map[string]any{"delta": 1} }},
 }
 
 // TestAccessEveryRoute sends every route of the router, on a real zkgate

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -386,6 +387,7 @@ func TestOpenAPIProblemProse(t *testing.T) {
 			return r
 		},
 	}
+	maps.Copy(cases, counterProseCases(t, s, name))
 
 	var uncovered []string
 	for _, p := range proses {

@@ -611,6 +611,7 @@ func TestOpenAPIScenario(t *testing.T) {
 	s.doubleBarriers(t)
 	s.queues(t)
 	s.groups(t)
+	s.counters(t, conn, g.Root)
 	s.outsideRoutes(t)
 
 	// Clean up and check that nothing is left in ZooKeeper.

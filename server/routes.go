@@ -61,6 +61,7 @@ func routeTable(d Deps) []route {
 		barrierRoutes(d.API),
 		queueRoutes(d.API, d.MaxItemBytes),
 		groupRoutes(d.API),
+		counterRoutes(d.API),
 		peerRoutes(d.API),
 	)
 }
@@ -224,6 +225,19 @@ func groupRoutes(api *handlers.API) []route {
 		{method: post, pattern: groups.Prefix() + "/{name}/join", handler: api.JoinGroup(), body: jsonBodyLimit,
 			access: makingLeases(write(groups))},
 		nameRoute(post, groups, "/leave", api.LeaveGroup(), write),
+	}
+}
+
+// counterRoutes are the counters: a plain read, or a blocking one, and
+// writes that wait for nothing (no lease, no line).
+func counterRoutes(api *handlers.API) []route {
+	counters := kinds.Counters
+	return []route{
+		listRoute(counters, api.ListCounters()),
+		stateRoute(counters, api.CounterState()),
+		nameRoute(put, counters, "", api.SetCounter(), write),
+		nameRoute(del, counters, "", api.DeleteCounter(), write),
+		nameRoute(post, counters, "/add", api.AddCounter(), write),
 	}
 }
 

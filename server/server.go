@@ -281,8 +281,9 @@ func listen(ctx context.Context, cfg Config, svc *recipes.Service, log *slog.Log
 func newAPI(cfg Config, svc *recipes.Service, lim *limits, gatewayID string, log *slog.Logger, stderr io.Writer) *handlers.API {
 	api := &handlers.API{Leases: limitedLeases{Leases: svc.Leases, lim: lim}, Gateways: svc, Locks: svc.Locks, Semaphores: svc.Semaphores,
 		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
-		Groups: svc.Groups,
-		Limits: handlers.Limits{MaxWait: cfg.MaxWait}, ContentionFigures: svc.Contention(), Holds: svc,
+		Groups:   svc.Groups,
+		Counters: svc.Counters,
+		Limits:   handlers.Limits{MaxWait: cfg.MaxWait}, ContentionFigures: svc.Contention(), Holds: svc,
 		// The audit trail is written whatever --log-level says.
 		Audit: NewLogger(stderr, cfg.LogFormat, "info").With("component", "audit")}
 	var peerTLS *handlers.PeerTLS

@@ -70,6 +70,11 @@ export type Answers = [
   Fits<Answer<"/v1/double-barriers/{name}", "get", 200>, zk.StateOf["double-barriers"]>,
   Fits<Answer<"/v1/queues/{name}", "get", 200>, zk.StateOf["queues"]>,
   Fits<Schemas["Problem"], zk.Problem>,
+  // Counters.
+  Fits<Answer<"/v1/counters", "get", 200>, { counters: zk.ListOf["counters"][]; next?: string }>,
+  Fits<Answer<"/v1/counters/{name}", "get", 200>, zk.StateOf["counters"]>,
+  Fits<Answer<"/v1/counters/{name}", "put", 200>, zk.CounterState>,
+  Fits<Answer<"/v1/counters/{name}/add", "post", 200>, zk.CounterState>,
   Fits<Answer<"/v1/locks/{name}/acquire", "post", 200>["token"], zk.Grant["token"]>,
 ];
 
@@ -95,6 +100,8 @@ export type KnownFields = [
   Yes<Known<zk.GroupMember, Schemas["GroupMember"]>>,
   Yes<Known<zk.GroupState, Schemas["GroupState"]>>,
   Yes<Known<zk.GroupInfo, Schemas["GroupJoined"]>>,
+  Yes<Known<zk.CounterState, Schemas["Counter"]>>,
+  Yes<Known<zk.CounterSummary, Schemas["CounterSummary"]>>,
 ];
 
 // What the client sends is what the contract takes (the contract refuses unknown fields).
@@ -116,6 +123,8 @@ export type Requests = [
   Sends<zk.wire.LeaseOnlyRequest, Request<"/v1/queues/{name}/items/{id}/nack", "post">>,
   Sends<zk.wire.JoinRequest, Request<"/v1/groups/{name}/join", "post">>,
   Sends<zk.wire.GroupLeaveRequest, Request<"/v1/groups/{name}/leave", "post">>,
+  Sends<zk.wire.CounterSetRequest, Request<"/v1/counters/{name}", "put">>,
+  Sends<zk.wire.CounterAddRequest, Request<"/v1/counters/{name}/add", "post">>,
 ];
 
 // The query parameters the client sends, and the routes it calls without a body.
@@ -150,6 +159,11 @@ export type Queries = [
   Op<"/v1/barriers/{name}", "delete">,
   Op<"/v1/queues/{name}", "delete">,
   Op<"/v1/queues/{name}/items/{id}", "get">,
+  Takes<"/v1/counters/{name}", "get", "format" | "index" | "wait">,
+  Takes<"/v1/counters/{name}", "put", "format">,
+  Takes<"/v1/counters/{name}/add", "post", "format">,
+  Takes<"/v1/counters", "get", "limit" | "after">,
+  Op<"/v1/counters/{name}", "delete">,
 ];
 
 // The patterns the README shows compile as written.

@@ -28,6 +28,9 @@ const (
 	IDQueuesList       = "queues-list"
 	IDGroupsSummary    = "groups-summary"
 	IDGroupsList       = "groups-list"
+
+	IDCountersSummary = "counters-summary"
+	IDCountersList    = "counters-list"
 )
 
 // The ids of the counter of a page in the navigation, and of the items of
@@ -41,11 +44,14 @@ func BarrierID(name string) string       { return "barrier-" + name }
 func DoubleBarrierID(name string) string { return "dbarrier-" + name }
 func QueueID(name string) string         { return "queue-" + name }
 func GroupID(name string) string         { return "group-" + name }
+func CounterID(name string) string       { return "counter-" + name }
 
 // LiveIDs are every fixed id above, for the check of the script.
 func LiveIDs() []string {
 	return []string{IDLive, IDZKState, IDOverview, IDContention, IDPager, IDActions,
 		IDLocksSummary, IDLocksList, IDSemsSummary, IDSemsList, IDLeasesSummary, IDLeasesList,
 		IDElectionsSummary, IDElectionsList, IDBarriersSummary, IDBarriersList, IDDBarriersList, IDQueuesSummary, IDQueuesList,
-		IDGroupsSummary, IDGroupsList}
+		IDGroupsSummary, IDGroupsList,
+		IDCountersSummary, IDCountersList,
+	}
 }

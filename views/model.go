@@ -56,6 +56,7 @@ type Counts struct {
 	Barriers, DoubleBarriers           int
 	Queues, QueueItems, QueueClaimed   int
 	Groups, GroupMembers               int
+	Counters                           int
 	Gateways                           int
 	WatchedPaths                       int64
 	DashboardClients                   int
@@ -186,4 +187,15 @@ type ChosenName struct {
 	recipes.NameStats
 	Holds []recipes.HoldRecord
 	Waits []recipes.WaitRecord
+}
+
+// Counter is a counter as the dashboard shows it: its value in each
+// format its bytes fit (it knows no format: a client names it), and its
+// version.
+type Counter struct {
+	Name    string
+	Version int32
+	Values  map[recipes.CounterFormat]int64
+	Bytes   int
+	Index   int64
 }

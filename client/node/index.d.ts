@@ -5,7 +5,11 @@
 
 /** A Go duration string ("500ms", "15s", "2m") or a number of milliseconds. */
 export type Duration = string | number;
-export type Kind = "locks" | "semaphores" | "elections" | "barriers" | "double-barriers" | "queues" | "groups";
+export type Kind = "locks" | "semaphores" | "elections" | "barriers" | "double-barriers" | "queues" | "groups"
+  | "counters";
+/** How a counter's znode holds its value. */
+export type CounterFormat = "decimal" | "int32" | "int64";
+export declare const COUNTER_FORMATS: readonly CounterFormat[];
 export type LockMode = "exclusive" | "read" | "write";
 
 export declare const VERSION: string;
@@ -182,6 +186,21 @@ export interface BarrierState {
   since?: string;
 }
 
+export interface CounterState {
+  name: string;
+  value: number;
+  /** The node's data version; -1 while the counter does not exist. */
+  version: number;
+  format: CounterFormat;
+}
+
+/** One line of GET /v1/counters: the value in every format the bytes fit. */
+export interface CounterSummary {
+  name: string;
+  version: number;
+  values: { decimal?: number; int32?: number; int64?: number };
+}
+
 export interface QueueState {
   name: string;
   length: number;
@@ -223,6 +242,7 @@ export interface ListOf {
   "double-barriers": DoubleBarrierState;
   queues: QueueState;
   groups: GroupState;
+  counters: CounterSummary;
 }
 
 export interface StateOf {
@@ -233,6 +253,7 @@ export interface StateOf {
   "double-barriers": DoubleBarrierState;
   queues: QueueState;
   groups: GroupState;
+  counters: CounterState;
 }
 
 /** An RFC 9457 problem document, with the extra state some problems carry. */
@@ -255,6 +276,14 @@ export interface Problem {
   lease?: string;
   /** deadlock only: the cycle of waits, the one ended first. */
   cycle?: CycleStep[];
+  /** version_mismatch, out_of_range: the counter's value now. */
+  value?: number;
+  /** version_mismatch, out_of_range, format_mismatch: the counter's version now. */
+  version?: number;
+  format?: CounterFormat;
+  /** format_mismatch only: the length of the node's data, and the formats it fits. */
+  bytes?: number;
+  fits?: CounterFormat[];
 }
 
 /** One party of a deadlock and what it waits for, which the next step's party holds. */
@@ -305,6 +334,13 @@ export namespace wire {
   interface SemaphoreAcquireRequest {
     lease: string;
     limit: number;
+  }
+  interface CounterSetRequest {
+    value: number;
+    version?: number;
+  }
+  interface CounterAddRequest {
+    delta: number;
   }
   interface LeaseOnlyRequest {
     lease: string;
@@ -419,6 +455,12 @@ export declare class QueueFull extends ZkgateError {}
 export declare class Unavailable extends ZkgateError {}
 /** 500 internal. */
 export declare class InternalError extends ZkgateError {}
+/** 409 version_mismatch: a counter's compare-and-set found another version (`problem.value`, `problem.version`). */
+export declare class VersionMismatch extends ZkgateError {}
+/** 409 format_mismatch: the counter's bytes are not of the format asked for (`problem.fits`). */
+export declare class FormatMismatch extends ZkgateError {}
+/** 409 out_of_range: an add would overflow the counter's format. */
+export declare class OutOfRange extends ZkgateError {}
 
 export declare function errorFrom(status: number, contentType: string, body: Uint8Array, retryAfter: string | null): ZkgateError;
 /** Milliseconds of a duration. */
@@ -518,6 +560,13 @@ export declare class Gateway {
   lowerBarrier(name: string, options?: CallOptions): Promise<void>;
   /** Resolves once the barrier is down; Timeout if it is still up after `wait`. */
   waitBarrier(name: string, options?: WaitOptions): Promise<void>;
+  /** A counter and its X-Zkgate-Index; with `index` and `wait`, a blocking read. */
+  counter(name: string, options?: WaitOptions & { format?: CounterFormat; index?: number }): Promise<{ state: CounterState; index: number }>;
+  /** Sets the counter; with `version`, a compare-and-set (VersionMismatch otherwise). */
+  setCounter(name: string, value: number, options?: CallOptions & { version?: number; format?: CounterFormat }): Promise<CounterState>;
+  /** Adds `delta` atomically; not retried (a lost answer leaves it unknown whether it was applied). */
+  addCounter(name: string, delta: number, options?: CallOptions & { format?: CounterFormat }): Promise<CounterState>;
+  deleteCounter(name: string, options?: CallOptions): Promise<void>;
   /** Adds an item; not retried (a lost answer leaves it unknown whether it was added). */
   produce(queue: string, data: string | Uint8Array, options?: CallOptions & { priority?: number; delay?: Duration; notBefore?: Date | string }): Promise<ItemInfo>;
   /** Removes and returns the next item (at most once), or null. */

@@ -7,6 +7,8 @@
 
 /** @typedef {import("./index.js").Duration} Duration */
 /** @typedef {import("./index.js").Kind} Kind */
+/** @typedef {import("./index.js").CounterFormat} CounterFormat */
+/** @typedef {import("./index.js").CounterState} CounterState */
 /** @typedef {import("./index.js").ListOf} ListOf */
 /** @typedef {import("./index.js").LockMode} LockMode */
 /** @typedef {import("./index.js").LeaseInfo} LeaseInfo */
@@ -49,7 +51,10 @@ const maxRetryAfter = 5000;
 /** @type {readonly Kind[]} */
 /** The most locks one set (Lease.lockAll) may name. */
 export const MAX_LOCK_SET = 32;
-export const KINDS = Object.freeze(["locks", "semaphores", "elections", "barriers", "double-barriers", "queues", "groups"]);
+export const KINDS = Object.freeze(["locks", "semaphores", "elections", "barriers", "double-barriers", "queues", "groups",
+  "counters"]);
+/** How a counter's znode holds its value (see Gateway.counter). */
+export const COUNTER_FORMATS = Object.freeze(["decimal", "int32", "int64"]);
 
 // TypeScript's `await using` looks for Symbol.asyncDispose, or this stand-in on runtimes without it.
 const asyncDispose = /** @type {typeof Symbol.asyncDispose} */ (Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDispose"));
@@ -182,12 +187,17 @@ export class TooMany extends ZkgateError { static code = "too_many"; }
 export class QueueFull extends ZkgateError { static code = "queue_full"; }
 export class Unavailable extends ZkgateError { static code = "unavailable"; }
 export class InternalError extends ZkgateError { static code = "internal"; }
+// The counters'.
+export class VersionMismatch extends ZkgateError { static code = "version_mismatch"; }
+export class FormatMismatch extends ZkgateError { static code = "format_mismatch"; }
+export class OutOfRange extends ZkgateError { static code = "out_of_range"; }
 
 /** @type {Map<string, typeof ZkgateError>} */
 const byCode = new Map(
   [InvalidRequest, LeaseExpired, LeaseNotFound, NotFound, Timeout, NotHeld, NotLeader, NotClaimed, LimitMismatch,
     CountMismatch, StaleToken, WouldDeadlock, Deadlock, NotEmpty, Unauthenticated, Forbidden, MethodNotAllowed, TooLarge,
-    UnsupportedMediaType, TooMany, QueueFull, Unavailable, InternalError].map((c) => [/** @type {string} */ (c.code), c]),
+    UnsupportedMediaType, TooMany, QueueFull, Unavailable, InternalError,
+    VersionMismatch, FormatMismatch, OutOfRange].map((c) => [/** @type {string} */ (c.code), c]),
 );
 // Answers that are not problem documents (a proxy's, say) are classed by status.
 /** @type {Record<number, typeof ZkgateError>} */
@@ -272,6 +282,19 @@ export function formatDuration(ms) {
 function wireDuration(d) {
   const ms = parseDuration(d);
   return [typeof d === "string" ? d.trim() : formatDuration(ms), ms];
+}
+
+/**
+ * ?format= of a counter's call ({} for the gateway's default, decimal).
+ * @param {string | undefined} format
+ * @returns {Record<string, string>}
+ */
+function formatQuery(format) {
+  if (format === undefined) return {};
+  if (!COUNTER_FORMATS.includes(format)) {
+    throw new InvalidRequest(`bad counter format ${JSON.stringify(format)}: one of ${COUNTER_FORMATS.join(", ")}`);
+  }
+  return { format };
 }
 
 /**
@@ -788,6 +811,66 @@ export class Gateway {
   /** Resolves once the barrier is down; Timeout if it is still up after `wait`. @param {string} name @param {WaitOptions} [options] */
   async waitBarrier(name, options = {}) {
     await this._call("POST", `/v1/barriers/${pathName(name)}/wait`, { wait: options.wait ?? "0s", safe: true, signal: options.signal });
+  }
+
+  /**
+   * A counter (`value`, `version`: -1 while it does not exist, `format`) and
+   * its X-Zkgate-Index; with `index` and `wait`, a blocking read. `format` is
+   * how its znode holds the value: "decimal" (the default; kazoo's Counter),
+   * "int32" (Curator's SharedCount) or "int64" (Curator's
+   * DistributedAtomicLong); bytes of another format are FormatMismatch, never
+   * a wrong number. Values are JavaScript numbers: exact to 2^53.
+   * @param {string} name
+   * @param {{format?: CounterFormat, index?: number, wait?: Duration, signal?: AbortSignal}} [options]
+   * @returns {Promise<{state: CounterState, index: number}>}
+   */
+  async counter(name, options = {}) {
+    /** @type {Record<string, string>} */
+    const query = formatQuery(options.format);
+    if (options.index) query.index = String(options.index);
+    const r = await this._call("GET", `/v1/counters/${pathName(name)}`, {
+      query, wait: options.wait ?? "0s", safe: true, signal: options.signal,
+    });
+    const index = Number(r.headers.get("X-Zkgate-Index") ?? "0");
+    return { state: json(r), index: Number.isFinite(index) ? index : 0 };
+  }
+
+  /**
+   * Sets the counter to `value`; with `version`, only if it is at that version
+   * (-1: only if it does not exist), else VersionMismatch, whose `problem` has
+   * the `value` and `version` it is at.
+   * @param {string} name
+   * @param {number} value
+   * @param {{version?: number, format?: CounterFormat, signal?: AbortSignal}} [options]
+   * @returns {Promise<CounterState>}
+   */
+  async setCounter(name, value, options = {}) {
+    /** @type {{value: number, version?: number}} */
+    const body = { value };
+    if (options.version !== undefined) body.version = options.version;
+    return json(await this._call("PUT", `/v1/counters/${pathName(name)}`, {
+      query: formatQuery(options.format), json: body, safe: true, signal: options.signal,
+    }));
+  }
+
+  /**
+   * Adds `delta` (negative: subtracts), atomically, and returns the counter
+   * with the value it made; OutOfRange past the format's range. Not retried
+   * once sent: an add whose answer was lost may or may not have been applied.
+   * @param {string} name
+   * @param {number} delta
+   * @param {{format?: CounterFormat, signal?: AbortSignal}} [options]
+   * @returns {Promise<CounterState>}
+   */
+  async addCounter(name, delta, options = {}) {
+    return json(await this._call("POST", `/v1/counters/${pathName(name)}/add`, {
+      query: formatQuery(options.format), json: { delta }, signal: options.signal,
+    }));
+  }
+
+  /** Deletes the counter (one that does not exist is no error). @param {string} name @param {CallOptions} [options] */
+  async deleteCounter(name, options = {}) {
+    await this._call("DELETE", `/v1/counters/${pathName(name)}`, { safe: true, signal: options.signal });
   }
 
   /**

@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Locks, "locks", 4, "lock names they share")
 	fs.IntVar(&cfg.Producers, "producers", 3, "queue producers")
 	fs.IntVar(&cfg.Consumers, "consumers", 6, "queue consumers (claim and ack)")
+	fs.IntVar(&cfg.Adders, "adders", 4, "clients adding to one counter")
 	fs.IntVar(&cfg.Vanishers, "vanishers", 3, "clients hanging up mid-wait")
 	fs.IntVar(&cfg.WallClockWorkers, "wallclock-workers", 4, "holders without fencing, stopped by their lease's deadline, on each of a lock, a read/write lock, a semaphore and an election")
 	fs.IntVar(&cfg.GroupMembers, "group-members", 4, "clients joining a group and leaving it, or going silent with their lease")

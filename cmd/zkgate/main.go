@@ -7,6 +7,7 @@
 //	zkgate status [--limit 50] [--json]
 //	zkgate queue put|take|claim|ack|nack NAME ...
 //	zkgate barrier raise|lower|wait NAME
+//	zkgate counter get|set|add|delete NAME ...
 //	zkgate lease grant|keepalive|revoke ...
 //	zkgate token new ...
 //	zkgate peer-secret new
@@ -111,6 +112,7 @@ func newRootCommand(a *app) *cobra.Command {
 	for _, c := range []*cobra.Command{newLockCommand(a), newElectCommand(a), newStatusCommand(a),
 		newQueueCommand(a), newBarrierCommand(a), newLeaseCommand(a),
 		newGroupsCommand(a),
+		newCounterCommand(a),
 	} {
 		c.GroupID = clientGroup
 		root.AddCommand(c)

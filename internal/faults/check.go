@@ -70,6 +70,14 @@ const (
 	// A wait ended with 409 deadlock, though no client of the suite waits
 	// while it holds (each takes one lock at a time): it was in no cycle.
 	VFalseDeadlock = "deadlock_outside_a_cycle"
+
+	// The counter (see checkCounter): below the sum of its acknowledged
+	// adds, above that sum and every unanswered add, two acknowledged adds
+	// answering the same value, or not readable at the end.
+	VCounterLostAdd   = "counter_lost_add"
+	VCounterDoubleAdd = "counter_add_applied_twice"
+	VCounterSameValue = "counter_same_value_twice"
+	VCounterUnread    = "counter_unread"
 )
 
 // maxPerKind bounds the details kept of one kind of violation.
@@ -225,6 +233,7 @@ func Check(h *History) ([]Violation, map[string]int) {
 	}
 	checkQueue(h, add)
 	checkGroups(h, add)
+	checkCounter(h, add)
 	for _, u := range h.Unexpected {
 		add(VUnexpected, "%s", u)
 	}

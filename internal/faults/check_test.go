@@ -53,6 +53,13 @@ func cleanHistory() *History {
 	}
 	h.Acks = []Ack{{BodyID: "p0-0", ItemID: "entry-100-0000000000", Lease: "b", Status: 204, Sent: at(25), Recv: at(26)}}
 	h.Drained = true
+	// Adds to the counter: two acknowledged, one unanswered that applied.
+	h.Adds = []CounterAdd{
+		{Delta: 2, Acked: true, Value: 2, Sent: at(0), Recv: at(3)},
+		{Delta: 5, Sent: at(4), Recv: at(10)},
+		{Delta: 1, Acked: true, Value: 8, Sent: at(11), Recv: at(12)},
+	}
+	h.CounterFinal, h.CounterRead = 8, true
 	// Wall-clock holds: a lock handed on by a release and by a lost hold;
 	// readers together, then a writer; two semaphore slots at once; two
 	// leaders in turn.
@@ -202,7 +209,7 @@ func queueSpoils() []spoiled {
 }
 
 func TestCheckFindsEachViolation(t *testing.T) {
-	cases := slices.Concat(tokenAndLeaseSpoils(), goneSpoils(), wallClockSpoils(), queueSpoils())
+	cases := slices.Concat(tokenAndLeaseSpoils(), goneSpoils(), wallClockSpoils(), queueSpoils(), counterSpoils())
 	for _, c := range cases {
 		h := cleanHistory()
 		c.spoil(h)
@@ -374,5 +381,26 @@ func TestCheckReportsADeadlockAnswer(t *testing.T) {
 	_, counts := Check(r.hist)
 	if counts[VFalseDeadlock] != 1 || counts[VUnexpected] != 0 {
 		t.Fatalf("a 409 deadlock counted as %v, want one %s", counts, VFalseDeadlock)
+	}
+}
+
+// counterSpoils break the counter of cleanHistory: an acknowledged add
+// lost, one applied twice, two answering one value, and no final read.
+func counterSpoils() []spoiled {
+	return []spoiled{
+		{VCounterLostAdd, func(h *History) { h.CounterFinal = 2 }},
+		{VCounterDoubleAdd, func(h *History) { h.CounterFinal = 9 }},
+		{VCounterSameValue, func(h *History) { h.Adds[2].Value = 2 }},
+		{VCounterUnread, func(h *History) { h.CounterRead = false }},
+	}
+}
+
+// Only the acknowledged adds must be in the counter: one unanswered that
+// did not apply is no violation either.
+func TestCheckCounterTolerates(t *testing.T) {
+	h := cleanHistory()
+	h.CounterFinal = 3
+	if v, _ := Check(h); len(v) != 0 {
+		t.Fatalf("violations: %v", v)
 	}
 }

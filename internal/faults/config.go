@@ -33,6 +33,7 @@ type Config struct {
 	Producers   int // queue producers (default 3)
 	Consumers   int // queue consumers claiming and acking (default 6)
 	Vanishers   int // clients that hang up mid-wait (default 3)
+	Adders      int // clients adding to one counter (default 4)
 	// WallClockWorkers is how many holders without fencing work on each
 	// kind of primitive (an exclusive lock, a read/write lock, a semaphore,
 	// an election), stopping by their lease's deadline (default 4 each).
@@ -89,6 +90,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Producers, 3)
 	def(&c.Consumers, 6)
 	def(&c.Vanishers, 3)
+	def(&c.Adders, 4)
 	def(&c.WallClockWorkers, 4)
 	def(&c.Gateways, 3)
 	def(&c.GroupMembers, 4)
@@ -125,7 +127,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("faults: max duration %s must be from the duration (%s) to 24h", c.MaxDuration, c.Duration)
 	case c.MaxRequests < 1:
 		return fmt.Errorf("faults: max requests %d must be positive", c.MaxRequests)
-	case c.LockClients < 0 || c.Producers < 0 || c.Consumers < 0 || c.Vanishers < 0 || c.WallClockWorkers < 0 || c.GroupMembers < 0:
+	case c.LockClients < 0 || c.Producers < 0 || c.Consumers < 0 || c.Vanishers < 0 || c.WallClockWorkers < 0 || c.GroupMembers < 0 || c.Adders < 0:
 		return errors.New("faults: client counts may not be negative")
 	case c.LockClients+c.Consumers+c.Vanishers+c.WallClockWorkers == 0:
 		return errors.New("faults: no clients")

@@ -51,6 +51,10 @@ type History struct {
 
 	// Members are the group memberships (see groups.go).
 	Members []*GroupMember
+	// Adds are the counter's adds (see counter.go).
+	Adds         []CounterAdd
+	CounterFinal int64 // the counter read once everything had healed
+	CounterRead  bool
 
 	Answers    map[string]int // "acquire 409 timeout" -> count
 	Unexpected []string       // answers outside what the endpoint may give

@@ -103,6 +103,12 @@ type Report struct {
 	// may be ZooKeeper's.
 	ZooKeeperTrouble []string `json:"zookeeper_trouble,omitempty"`
 	WorkDir          string   `json:"work_dir,omitempty"` // kept for its logs
+
+	// AddsAcked and AddsUnanswered count the counter's adds answered 200
+	// and those whose answer was lost; CounterFinal is its value at the end.
+	AddsAcked      int   `json:"counter_adds_acked"`
+	AddsUnanswered int   `json:"counter_adds_unanswered"`
+	CounterFinal   int64 `json:"counter_final"`
 }
 
 // runner is one run under way.
@@ -190,6 +196,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	if err := r.drain(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.readCounter(ctx); err != nil {
 		return nil, err
 	}
 	r.obs.close() // the records still there are seen until now
@@ -309,6 +318,9 @@ func (r *runner) work(ctx context.Context) error {
 	for i := 0; i < r.cfg.Consumers; i++ {
 		clients.Go(func() { r.consumer(wctx, i) })
 	}
+	for i := 0; i < r.cfg.Adders; i++ {
+		clients.Go(func() { r.adder(wctx, i) })
+	}
 	for k, kind := range wallKinds {
 		for i := 0; i < r.cfg.WallClockWorkers; i++ {
 			clients.Go(func() { r.wallWorker(wctx, kind, k, i) })
@@ -381,7 +393,7 @@ func (r *runner) report() *Report {
 	defer h.mu.Unlock()
 	rep := &Report{Seed: r.cfg.Seed, Duration: r.cfg.Duration.String(), Worked: r.worked.Round(time.Millisecond).String(), Ensemble: len(r.cl.ens.Servers),
 		Gateways: len(r.cl.gateways), Clients: r.cfg.LockClients + r.cfg.Vanishers + r.cfg.Producers + r.cfg.Consumers + len(wallKinds)*r.cfg.WallClockWorkers +
-			r.cfg.GroupMembers,
+			r.cfg.GroupMembers + r.cfg.Adders,
 		Requests: r.requests.Load(), Leases: len(h.Leases), Grants: len(h.Grants), Faults: map[string]int{},
 		Answers: sortedAnswers(h.Answers), ByKind: byKind, Details: violations}
 	for _, v := range byKind {
@@ -405,6 +417,14 @@ func (r *runner) report() *Report {
 	rep.countWrites(h)
 	rep.countQueue(h)
 	rep.countGroups(h)
+	for _, a := range h.Adds {
+		if a.Acked {
+			rep.AddsAcked++
+		} else {
+			rep.AddsUnanswered++
+		}
+	}
+	rep.CounterFinal = h.CounterFinal
 	r.mu.Lock()
 	for k, v := range r.faults {
 		rep.Faults[k] = v
@@ -552,6 +572,7 @@ func (rep *Report) Print(w io.Writer) {
 		rep.Produced, rep.Unconfirmed, rep.Claims, rep.Acks, rep.Redelivered)
 	fmt.Fprintf(w, "groups: %d members, %d went silent; %d judged against their lease's record, the longest a node outlived it %s; %d silent ones against their TTL, the longest a node outlived it %s\n",
 		rep.Members, rep.MembersSilent, rep.MembersJudged, rep.MemberLag.Round(time.Millisecond), rep.SilentJudged, rep.SilentLag.Round(time.Millisecond))
+	fmt.Fprintf(w, "counter: %d adds acknowledged, %d unanswered, %d at the end\n", rep.AddsAcked, rep.AddsUnanswered, rep.CounterFinal)
 	fmt.Fprintf(w, "faults:")
 	for _, k := range slices.Sorted(maps.Keys(rep.Faults)) {
 		fmt.Fprintf(w, " %s %d,", k, rep.Faults[k])

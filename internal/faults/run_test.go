@@ -59,8 +59,8 @@ func TestShortFaultRun(t *testing.T) {
 		t.Fatalf("%d violations (logs in %s)", rep.Violations, rep.WorkDir)
 	}
 	// A run that did nothing would check nothing.
-	if rep.Grants == 0 || rep.Writes == 0 || rep.Acks == 0 {
-		t.Fatalf("too little happened: %d grants, %d writes, %d acks", rep.Grants, rep.Writes, rep.Acks)
+	if rep.Grants == 0 || rep.Writes == 0 || rep.Acks == 0 || rep.AddsAcked == 0 {
+		t.Fatalf("too little happened: %d grants, %d writes, %d acks, %d adds", rep.Grants, rep.Writes, rep.Acks, rep.AddsAcked)
 	}
 	gaps := 0
 	for _, kind := range wallKinds {

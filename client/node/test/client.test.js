@@ -659,6 +659,33 @@ describe("groups", () => {
   });
 });
 
+describe("counters", () => {
+  test("read, add, set, compare-and-set, formats", async () => {
+    const name = unique("hits");
+    let { state, index } = await gate.counter(name);
+    assert.deepEqual([state.value, state.version], [0, -1]);
+    assert.equal((await gate.addCounter(name, 5)).value, 5);
+    assert.equal((await gate.addCounter(name, -2)).value, 3);
+    ({ index } = await gate.counter(name));
+    const changed = pause(200).then(() => gate.addCounter(name, 1));
+    ({ state } = await gate.counter(name, { index, wait: "20s" }));
+    await changed;
+    assert.equal(state.value, 4);
+    await assert.rejects(gate.setCounter(name, 10, { version: 0 }), (e) =>
+      e instanceof zk.VersionMismatch && e.problem.value === 4 && e.problem.version === 2);
+    assert.equal((await gate.setCounter(name, 10, { version: 2 })).version, 3);
+    const shared = unique("shared");
+    assert.equal((await gate.setCounter(shared, 2 ** 31 - 1, { format: "int32" })).format, "int32");
+    await assert.rejects(gate.counter(shared), zk.FormatMismatch);
+    await assert.rejects(gate.addCounter(shared, 1, { format: "int32" }), zk.OutOfRange);
+    await assert.rejects(gate.counter(shared, { format: /** @type {any} */ ("hex") }), zk.InvalidRequest);
+    assert.ok((await gate.list("counters")).some((c) => c.name === name && c.values.decimal === 10));
+    await gate.deleteCounter(name);
+    await gate.deleteCounter(shared);
+    assert.equal((await gate.counter(name)).state.version, -1);
+  });
+});
+
 describe("queues", () => {
   test("consume acks after the body and nacks on a throw", async () => {
     const q = unique("emails");

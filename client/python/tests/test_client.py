@@ -889,6 +889,39 @@ class FakeKeeper(LoopbackServer):
         self.serve(Handler)
 
 
+class CounterTest(ClientTest):
+    def test_counter(self) -> None:
+        name = unique("hits")
+        state, index = self.gate.counter(name)
+        self.assertEqual((state["value"], state["version"]), (0, -1))
+        self.assertEqual(self.gate.add_counter(name, 5)["value"], 5)
+        self.assertEqual(self.gate.add_counter(name, -2)["value"], 3)
+        changed = threading.Timer(0.2, self.gate.add_counter, args=(name, 1))
+        changed.start()
+        state, index = self.gate.counter(name)
+        state, _ = self.gate.counter(name, index=index, wait="20s")
+        changed.join()
+        self.assertEqual(state["value"], 4)
+        with self.assertRaises(zkgate.VersionMismatch) as cm:
+            self.gate.set_counter(name, 10, version=0)
+        self.assertEqual((cm.exception.problem["value"], cm.exception.problem["version"]), (4, 2))
+        self.assertEqual(self.gate.set_counter(name, 10, version=2)["version"], 3)
+        shared = unique("shared")
+        self.assertEqual(self.gate.set_counter(shared, 2**31 - 1, format="int32")["format"], "int32")
+        with self.assertRaises(zkgate.FormatMismatch):
+            self.gate.counter(shared)
+        with self.assertRaises(zkgate.FormatMismatch):
+            self.gate.set_counter(shared, 1)  # never over bytes of another format
+        with self.assertRaises(zkgate.OutOfRange):
+            self.gate.add_counter(shared, 1, format="int32")
+        self.gate.delete_counter(shared)
+        with self.assertRaises(zkgate.InvalidRequest):
+            self.gate.counter(name, format="hex")
+        self.assertIn(name, [c["name"] for c in self.gate.list("counters")])
+        self.gate.delete_counter(name)
+        self.assertEqual(self.gate.counter(name)[0]["version"], -1)
+
+
 class HandoverTest(unittest.TestCase):
     """A lease's calls follow X-Zkgate-Lease-Moved-To, and come back to the
     gateway's URL when the gateway it names refuses the connection."""

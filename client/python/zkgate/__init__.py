@@ -14,6 +14,7 @@ Standard library only; Python 3.9 and later.
 """
 
 from ._client import (
+    COUNTER_FORMATS,
     DEFAULT_CONNECT_RETRIES,
     DEFAULT_URL,
     KINDS,
@@ -63,6 +64,7 @@ from ._errors import (
     WouldDeadlock,
     ZkgateError,
 )
+from ._errors import FormatMismatch, OutOfRange, VersionMismatch
 
 __all__ = [
     "DEFAULT_CONNECT_RETRIES", "DEFAULT_URL", "KINDS", "MAX_LOCK_SET", "Campaign", "Claim", "Duration", "Gateway", "Grant",
@@ -72,4 +74,5 @@ __all__ = [
     "LeaseNotFound", "LimitMismatch", "MethodNotAllowed", "NotClaimed", "NotEmpty", "NotFound",
     "NotHeld", "NotLeader", "QueueFull", "StaleToken", "Timeout", "TooLarge", "TooMany", "TransportError",
     "Unauthenticated", "Unavailable", "Unreachable", "UnsupportedMediaType", "WouldDeadlock", "ZkgateError",
+    "COUNTER_FORMATS", "FormatMismatch", "OutOfRange", "VersionMismatch",
 ]

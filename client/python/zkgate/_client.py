@@ -46,7 +46,11 @@ _MIN_KEEPALIVE = 0.1  # the shortest time between keepalives, however near the d
 # (a gateway's own address, behind a load balancer), where a connection
 # attempt can go unanswered for minutes; the call goes to the URL instead.
 _MOVED_CONNECT_TIMEOUT = 2.0
-KINDS = ("locks", "semaphores", "elections", "barriers", "double-barriers", "queues", "groups")
+KINDS = ("locks", "semaphores", "elections", "barriers", "double-barriers", "queues", "groups",
+         "counters")
+
+# How a counter's znode holds its value (see Gateway.counter).
+COUNTER_FORMATS = ("decimal", "int32", "int64")
 
 # How many items a list asks for a page: the most a gateway gives.
 _PAGE = 1000
@@ -125,6 +129,15 @@ def gateway_url(url: Optional[str] = None) -> str:
     ``http://host:port``. The Go and Node clients read it the same way."""
     u = (url or "").strip() or os.environ.get("ZKGATE_URL", "").strip() or DEFAULT_URL
     return u if "://" in u else "http://" + u
+
+
+def _format_query(fmt: Optional[str]) -> Dict[str, str]:
+    """?format= of a counter's call ({} for the gateway's default, decimal)."""
+    if fmt is None:
+        return {}
+    if fmt not in COUNTER_FORMATS:
+        raise InvalidRequest(f"bad counter format {fmt!r}: one of {', '.join(COUNTER_FORMATS)}")
+    return {"format": fmt}
 
 
 def _name(name: str) -> str:
@@ -513,7 +526,7 @@ class Gateway:
         ``limit`` items. ``kind`` is one of ``locks`` (whose names may be
         narrowed to those starting with ``prefix``), ``semaphores``,
         ``elections``, ``barriers``, ``double-barriers``, ``queues``,
-        ``groups``."""
+        ``groups``, ``counters``."""
         if kind not in KINDS:
             raise InvalidRequest(f"bad kind {kind!r}: one of {', '.join(KINDS)}")
         query: Dict[str, str] = {}
@@ -550,7 +563,7 @@ class Gateway:
     def state(self, kind: str, name: str, *, index: int = 0, wait: Duration = "0s") -> Tuple[Dict[str, Any], int]:
         """The state of a primitive and its ``X-Zkgate-Index``. ``kind`` is one
         of ``locks``, ``semaphores``, ``elections``, ``barriers``,
-        ``double-barriers``, ``queues``, ``groups``. With ``index`` and ``wait`` this is a
+        ``double-barriers``, ``queues``, ``groups``, ``counters``. With ``index`` and ``wait`` this is a
         blocking read: it answers once the index is past ``index``, or when
         the wait ends (with the unchanged state)."""
         return self._state(kind, name, index, wait, None)
@@ -637,6 +650,52 @@ class Gateway:
     def wait_barrier(self, name: str, wait: Duration = "0s") -> None:
         """Returns once the barrier is down; raises Timeout if it is still up after ``wait``."""
         self._call("POST", f"/v1/barriers/{_name(name)}/wait", wait=wait, safe=True)
+
+    # -- counters ------------------------------------------------------------
+
+    def counter(
+        self, name: str, *, format: Optional[str] = None, index: int = 0, wait: Duration = "0s"
+    ) -> Tuple[Dict[str, Any], int]:
+        """The counter (``name``, ``value``, ``version``: -1 while it does not
+        exist, ``format``) and its ``X-Zkgate-Index``; with ``index`` and
+        ``wait``, a blocking read. ``format`` is how its znode holds the value:
+        ``decimal`` (the default; kazoo's Counter), ``int32`` (Curator's
+        SharedCount) or ``int64`` (Curator's DistributedAtomicLong); bytes of
+        another format raise FormatMismatch, never give a wrong number."""
+        query = _format_query(format)
+        if index:
+            query["index"] = str(int(index))
+        reply = self._call("GET", f"/v1/counters/{_name(name)}", query=query, wait=wait, safe=True)
+        try:
+            idx = int(reply.headers.get("X-Zkgate-Index", "0"))
+        except ValueError:
+            idx = 0
+        return reply.json(), idx
+
+    def set_counter(
+        self, name: str, value: int, *, version: Optional[int] = None, format: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """Sets the counter to ``value``; with ``version``, only if it is at that
+        version (-1: only if it does not exist), else VersionMismatch, whose
+        ``problem`` has the ``value`` and ``version`` it is at. A set retried
+        after a lost answer that had applied fails that way with its own value."""
+        body: Dict[str, Any] = {"value": int(value)}
+        if version is not None:
+            body["version"] = int(version)
+        return self._call("PUT", f"/v1/counters/{_name(name)}", query=_format_query(format), body=body,
+                          safe=True).json()
+
+    def add_counter(self, name: str, delta: int, *, format: Optional[str] = None) -> Dict[str, Any]:
+        """Adds ``delta`` (negative: subtracts), atomically, and returns the
+        counter with the value it made; OutOfRange past the format's range.
+        Not retried once sent: an add that raised Unavailable or a
+        TransportError may or may not have been applied."""
+        return self._call("POST", f"/v1/counters/{_name(name)}/add", query=_format_query(format),
+                          body={"delta": int(delta)}).json()
+
+    def delete_counter(self, name: str) -> None:
+        """Deletes the counter (deleting one that does not exist is no error)."""
+        self._call("DELETE", f"/v1/counters/{_name(name)}", safe=True)
 
     # -- queues --------------------------------------------------------------
 

@@ -209,6 +209,26 @@ class QueueFull(ZkgateError):
     code = "queue_full"
 
 
+class VersionMismatch(ZkgateError):
+    """409 ``version_mismatch``: a compare-and-set of a counter found it at
+    another version; ``problem`` has its ``value`` and ``version``."""
+
+    code = "version_mismatch"
+
+
+class FormatMismatch(ZkgateError):
+    """409 ``format_mismatch``: the counter's bytes are not of the format asked
+    for; ``problem["fits"]`` names the formats they fit."""
+
+    code = "format_mismatch"
+
+
+class OutOfRange(ZkgateError):
+    """409 ``out_of_range``: an add would overflow the counter's format."""
+
+    code = "out_of_range"
+
+
 class Unavailable(ZkgateError):
     """503 ``unavailable``: the gateway's ZooKeeper session is suspended or
     being re-established; see ``retry_after``."""
@@ -229,6 +249,7 @@ _BY_CODE: Dict[str, Type[ZkgateError]] = {
         NotClaimed, LimitMismatch, CountMismatch, StaleToken, WouldDeadlock, Deadlock, NotEmpty,
         Unauthenticated, Forbidden, MethodNotAllowed, TooLarge, UnsupportedMediaType, TooMany,
         QueueFull, Unavailable, InternalError,
+        VersionMismatch, FormatMismatch, OutOfRange,
     )
 }
 

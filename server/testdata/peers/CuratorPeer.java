@@ -32,6 +32,19 @@
 //   members <id>                 MEMBERS <id> <memberId>,... sorted
 //                                (getCurrentMembers(), from its cache)
 //   mleave <id>                  close(): MLEFT <id>
+// Counters, each command on a thread of its own, so that the test can add
+// through zkgate meanwhile (<id> names the command in its answer):
+//
+//   shared-add <id> <path> <delta> <times>
+//                                SharedCount(client, path, 0): trySetCount of
+//                                the value read plus delta, again until it
+//                                applies, times over: SHARED <id> <count>
+//   shared-get <id> <path>       SHARED <id> <count>
+//   long-add <id> <path> <delta> <times> <lock path|->
+//                                DistributedAtomicLong (promoted to a lock at
+//                                lock path unless -): add(delta), again until
+//                                it succeeds, times over: LONG <id> <postValue>
+//   long-get <id> <path>         LONG <id> <value>
 //
 // Nothing compiled from this file is committed: the Go test compiles it.
 
@@ -47,12 +60,17 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.atomic.AtomicValue;
+import org.apache.curator.framework.recipes.atomic.DistributedAtomicLong;
+import org.apache.curator.framework.recipes.atomic.PromotedToLock;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.nodes.GroupMember;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.shared.SharedCount;
+import org.apache.curator.framework.recipes.shared.VersionedValue;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.curator.utils.ZKPaths;
 
@@ -227,6 +245,54 @@ public class CuratorPeer {
         }, "latch-close-" + id);
     }
 
+    /** Runs a counter's command on a thread of its own; a failure is ERROR id. */
+    static void counter(String id, String what, Callable body) {
+        daemon(() -> {
+            try {
+                say(body.call());
+            } catch (Exception e) {
+                say("ERROR " + id + " " + what + ": " + e);
+            }
+        }, what + "-" + id);
+    }
+
+    interface Callable {
+        String call() throws Exception;
+    }
+
+    static String sharedAdd(CuratorFramework client, String id, String path, int delta, int times) throws Exception {
+        try (SharedCount sc = new SharedCount(client, path, 0)) {
+            sc.start();
+            for (int i = 0; i < times; i++) {
+                while (true) {
+                    VersionedValue<Integer> v = sc.getVersionedValue();
+                    if (sc.trySetCount(v, v.getValue() + delta)) {
+                        break;
+                    }
+                }
+            }
+            return "SHARED " + id + " " + sc.getCount();
+        }
+    }
+
+    static String longAdd(CuratorFramework client, String id, String path, long delta, int times, String lock) throws Exception {
+        DistributedAtomicLong l = lock.equals("-")
+                ? new DistributedAtomicLong(client, path, new RetryNTimes(1000, 1))
+                : new DistributedAtomicLong(client, path, new RetryNTimes(3, 1),
+                        PromotedToLock.builder().lockPath(lock).retryPolicy(new RetryNTimes(1000, 1)).build());
+        long post = 0;
+        for (int i = 0; i < times; i++) {
+            while (true) {
+                AtomicValue<Long> v = l.add(delta);
+                if (v.succeeded()) {
+                    post = v.postValue();
+                    break;
+                }
+            }
+        }
+        return "LONG " + id + " " + post;
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length != 1) {
             System.err.println("usage: CuratorPeer <connect-string>");
@@ -310,6 +376,35 @@ public class CuratorPeer {
                     case "status": {
                         Handle h = handles.get(f[1]);
                         say("STATUS " + f[1] + " " + (h == null ? "unknown" : h.state));
+                        break;
+                    }
+                    case "shared-add": {
+                        String id = f[1], path = f[2];
+                        int delta = Integer.parseInt(f[3]), times = Integer.parseInt(f[4]);
+                        counter(id, f[0], () -> sharedAdd(client, id, path, delta, times));
+                        break;
+                    }
+                    case "shared-get": {
+                        String id = f[1], path = f[2];
+                        counter(id, f[0], () -> {
+                            try (SharedCount sc = new SharedCount(client, path, 0)) {
+                                sc.start();
+                                return "SHARED " + id + " " + sc.getCount();
+                            }
+                        });
+                        break;
+                    }
+                    case "long-add": {
+                        String id = f[1], path = f[2], lock = f[5];
+                        long delta = Long.parseLong(f[3]);
+                        int times = Integer.parseInt(f[4]);
+                        counter(id, f[0], () -> longAdd(client, id, path, delta, times, lock));
+                        break;
+                    }
+                    case "long-get": {
+                        String id = f[1], path = f[2];
+                        counter(id, f[0], () -> "LONG " + id + " "
+                                + new DistributedAtomicLong(client, path, new RetryNTimes(3, 1)).get().postValue());
                         break;
                     }
                     case "exit":

@@ -46,6 +46,16 @@ ShallowParty; identifiers are single words.
   pleave <pid>                        PLEFT <pid>        (leave)
   party-members <path>                PARTY <json list>  (list(Party(client, path)): the data of
                                                           every child whose name holds __party__)
+Counters: <cid> names one Counter(client, path, support_curator=...)
+(curator 1: the 4-byte big-endian int of Curator's SharedCount; 0: the
+ASCII repr). Each counter runs its commands in order on a thread of its
+own, so that the test can add through zkgate meanwhile.
+
+  counter <cid> <path> <curator 0|1>  COUNTER <cid>
+  cadd <cid> <delta> <times>          CADDED <cid> <post_value>  (counter += delta,
+                                      times over; kazoo retries on BadVersion)
+  cget <cid>                          CVALUE <cid> <value>
+  on failure:                         ERROR <cid> <message>
 """
 
 import binascii
@@ -56,6 +66,7 @@ import sys
 import threading
 
 from kazoo.client import KazooClient
+from kazoo.recipe.counter import Counter
 from kazoo.recipe.lock import Lock
 from kazoo.recipe.party import Party, ShallowParty
 from kazoo.recipe.queue import LockingQueue
@@ -147,6 +158,28 @@ class QueueHandle:
 QUEUE_COMMANDS = ("put", "put-all", "get", "consume", "qrelease", "holds", "len")
 
 
+class CounterHandle(QueueHandle):
+    """A kazoo Counter whose commands run in order on a thread of its own."""
+
+    def __init__(self, cid, client, path, curator):
+        self.id = cid
+        self.c = Counter(client, path, support_curator=curator)
+        self.cmds = queue.Queue()
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def do(self, f):
+        cmd, c = f[0], self.c
+        if cmd == "cadd":
+            for _ in range(int(f[3])):
+                c += int(f[2])
+            say("CADDED %s %s" % (self.id, c.post_value))
+        elif cmd == "cget":
+            say("CVALUE %s %s" % (self.id, c.value))
+
+
+COUNTER_COMMANDS = ("cadd", "cget")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.stderr.write("usage: kazoo_peer.py <connect-string>\n")
@@ -159,6 +192,7 @@ def main():
     handles = {}
     queues = {}
     parties = {}
+    counters = {}
     while True:
         line = sys.stdin.readline()
         if not line:
@@ -203,6 +237,15 @@ def main():
                 say("PLEFT %s" % f[1])
             elif cmd == "party-members":
                 say("PARTY %s" % json.dumps(sorted(Party(client, f[1]))))
+            elif cmd == "counter":
+                counters[f[1]] = CounterHandle(f[1], client, f[2], f[3] == "1")
+                say("COUNTER %s" % f[1])
+            elif cmd in COUNTER_COMMANDS:
+                ch = counters.get(f[1])
+                if ch is None:
+                    say("ERROR %s no counter" % f[1])
+                else:
+                    ch.cmds.put(f)
             elif cmd == "release":
                 h = handles.get(f[1])
                 if h is None or h.state != "acquired":
