@@ -90,7 +90,7 @@ func newQueuePutCommand(a *app) *cobra.Command {
 	}
 	gw.register(cmd, a)
 	cmd.Flags().IntVar(&priority, "priority", client.DefaultPriority, "0 to 999, lower is served first")
-	cmd.Flags().DurationVar(&delay, "delay", 0, "serve the item only after this long (at most 720h); its id is then a due-… id until it is due")
+	cmd.Flags().DurationVar(&delay, "delay", 0, "serve the item only after this long (at most 720h); its id is then a due-... id until it is due")
 	return cmd
 }
 
