@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 	"github.com/zkgate/zkgate/internal/proc"
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // The doc tests: every code block of README.md and docs/*.md is fenced

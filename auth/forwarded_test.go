@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/zkgate/zkgate/auth"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestForwardedCallerIsTheTokenOfItsName: the lease's gateway acts for the

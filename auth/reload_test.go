@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/auth"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestTokensReloadOnHangup: SIGHUP loads a changed tokens file without

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestHTTPS: with --tls-cert and --tls-key the gateway serves HTTPS with

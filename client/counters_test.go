@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/client"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestCounters: read, add, set and compare-and-set a counter, its typed

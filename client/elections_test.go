@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/client"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // readPast waits until a client reading through p has asked for a state

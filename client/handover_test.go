@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/client"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // freeAddr is a loopback address nothing listens on, for a gateway that is

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/client"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 func TestMain(m *testing.M) { gwtest.Main(m) }

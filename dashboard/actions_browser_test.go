@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/zkgate/zkgate/internal/dashtest"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/dashtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // browserSignIn signs a browser in with token's secret, to the leases page.

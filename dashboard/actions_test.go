@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/auth"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // dashUser is a browser signed in to the dashboard, as far as the gateway

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/dashtest"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/dashtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestCountersPageShowsLiveValues: the counters' page shows each counter

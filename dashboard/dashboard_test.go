@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 	"github.com/zkgate/zkgate/internal/zk"
 )
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/dashtest"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/dashtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // The groups page shows each group's members live: a member that joins is

@@ -3,7 +3,7 @@ package dashboard_test
 import (
 	"testing"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 func TestMain(m *testing.M) { gwtest.Main(m) }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/dashtest"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/dashtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // A dashboard of many locks shows them a page at a time, filtered by the

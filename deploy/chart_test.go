@@ -23,8 +23,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/zkgate/zkgate/client"
-	"github.com/zkgate/zkgate/internal/gwtest"
-	"github.com/zkgate/zkgate/internal/restartload"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/restartload"
 )
 
 // The chart's pods run as Kubernetes would run them, on loopback: helm

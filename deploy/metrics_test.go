@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 func TestMain(m *testing.M) { gwtest.Main(m) }

@@ -4,7 +4,7 @@
 // descriptor here, and every list of kinds is read from All: the token
 // permissions (auth), the directories under --root (recipes), the route
 // table (server), the dashboard's table of how it reads and draws each
-// kind (dashboard) and the test skeleton (internal/gwtest). Tests check
+// kind (dashboard) and the test skeleton (internal/harness/gwtest). Tests check
 // that each of those, and openapi.yaml, has every kind of All.
 //
 // The package imports nothing of zkgate, so that every package can read it.

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/zkproxy"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zkproxy"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // Calls whose ZooKeeper connection stalls, is lost or lost with its
-// session (each a case the fault-injection suite, internal/faults, met),
+// session (each a case the fault-injection suite, internal/harness/faults, met),
 // on real ZooKeeper behind a proxy.
 
 // stallProxy is a proxy in front of ZooKeeper that, once armed, stalls

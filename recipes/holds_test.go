@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zkproxy"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zkproxy"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // The hold lifecycle's guarantees where a hold meets a failure, each on real

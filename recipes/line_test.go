@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // The line of sequential nodes: waits that end while arming a watch or

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 func delayed(d time.Duration) *time.Duration { return &d }

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // The tests of this package run against real ZooKeeper servers (see
-// internal/zktest): one standalone server shared by the package, each test
+// internal/harness/zktest): one standalone server shared by the package, each test
 // under a root of its own, and servers of their own for the tests that
 // stop them.
 func TestMain(m *testing.M) { os.Exit(zktest.Run(m)) }

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/zkgate/zkgate/internal/zkproxy"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zkproxy"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // wantQueueFull checks that err refuses a produce at the cap limit of max,

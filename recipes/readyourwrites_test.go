@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 	"github.com/zkgate/zkgate/zkserver"
 )
 

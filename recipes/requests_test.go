@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zkproxy"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zkproxy"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // proxiedService is a service whose connection to the shared ZooKeeper

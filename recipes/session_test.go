@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zkproxy"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zkproxy"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // The session: redials, reconnects and the epoch its nodes belong to, on

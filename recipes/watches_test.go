@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zkproxy"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zkproxy"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // clientWatches counts the watch channels go-zookeeper keeps, of every

@@ -32,11 +32,11 @@ groups=(
   "client ./client lease_test.go deadline_test.go consume_test.go"
   "cli ./cmd/zkgate supervise_test.go deadline_test.go follow_test.go"
   "zkserver ./zkserver zkserver_test.go"
-  "harness ./internal/gwtest pause_test.go"
+  "harness ./internal/harness/gwtest pause_test.go"
   "proc ./internal/proc stopped_test.go"
-  "zkproxy ./internal/zkproxy zkproxy_test.go"
+  "zkproxy ./internal/harness/zkproxy zkproxy_test.go"
   "zkpatch ./internal/zkpatch zkpatch_test.go cost_test.go"
-  "faults ./internal/faults"
+  "faults ./internal/harness/faults"
 )
 
 want=("$@")

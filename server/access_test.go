@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/zkgate/zkgate"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/server"
 )

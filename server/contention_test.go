@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // twoGateways starts two gateways on one root, with the default

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 func campaign(t testing.TB, url, name, lease, value, wait string) gwtest.Response {

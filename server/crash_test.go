@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
-	"github.com/zkgate/zkgate/internal/restartload"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/restartload"
 )
 
 // A gateway killed with SIGKILL (as the OOM killer does) and started again

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // BenchmarkLockCycle is one acquire and one release of a lock of its own

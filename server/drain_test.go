@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestDrainedRestart: on SIGTERM a gateway drains. /readyz answers 503, new

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestOneTruthAboutEveryLease: a lease that ended on its own gateway, for

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/auth"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // peerRequests is how many requests gateway g answered on route, by its

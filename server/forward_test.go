@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestLeaseOnAnotherGateway: behind a load balancer a client's requests

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // junkWord is n random letters: a valid HTTP method, or a path segment.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 var handoverLeases = flag.Int("handover-leases", 10000, "BenchmarkHandoverOfManyLeases: leases, each holding a lock (a tenth as many more wait in line)")

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // handoverPair starts two zkgate processes under one root that hand their

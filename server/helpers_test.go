@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"github.com/zkgate/zkgate/internal/dashtest"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/dashtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // The helpers of the dashboard's tests, shared with the server's: the

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/kinds"
 )

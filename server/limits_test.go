@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // wantTooMany checks a 429: Retry-After, and a problem naming the limit.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // listPages walks every page of the list at path (a URL with its query, if

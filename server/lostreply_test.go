@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
-	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/zkproxy"
 )
 
 // replyDropper is a proxy in front of ZooKeeper that, once armed, lets

@@ -21,7 +21,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // problemProse is what openapi.yaml's prose says of one problem code at one

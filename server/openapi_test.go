@@ -26,7 +26,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/zkgate/zkgate"
 	"github.com/zkgate/zkgate/handlers"
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/recipes"
 )

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/server"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestTrustedProxiesGiveTheClientAddress: behind a proxy every client has

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
-	"github.com/zkgate/zkgate/internal/restartload"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/restartload"
 )
 
 var rollingRounds = flag.Int("rolling-rounds", 10, "BenchmarkRollingRestartOnAnEnsemble: times each gateway is restarted")

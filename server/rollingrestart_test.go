@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
-	"github.com/zkgate/zkgate/internal/restartload"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/restartload"
 )
 
 // restartable starts n gateways of one root, each on an address of its

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestEmbeddedZooKeeperSupervised: the embedded ZooKeeper is the gateway's

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/harness/zkproxy"
 )
 
 // requireZooKeeper fails (never skips) the test when ZooKeeper or Java is

@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/benchfloor"
+	"github.com/zkgate/zkgate/internal/harness/benchfloor"
 )
 
 // cpuUsePhase is section 10: the gateway's CPU per operation.
@@ -30,7 +30,7 @@ var cpuUsePhase = phase{
 		fs.IntVar(&c.cpuRounds, "cpu-rounds", 2, "CPU test: ABBA rounds of each workload with -baseline-bin, -cpu-duration split among them (more rounds: less drift from other load on the machine)")
 		fs.StringVar(&c.cpuLoadList, "cpu-workloads", strings.Join(cpuWorkloads, ","), "CPU test: workloads to run, of "+strings.Join(cpuWorkloads, ","))
 		fs.StringVar(&c.baselineBin, "baseline-bin", "", "CPU test: a zkgate binary to compare this build with (for instance one built from main), on a gateway process of its own")
-		fs.StringVar(&c.cpuFloorList, "cpu-floors", "", "CPU test: floor servers (internal/benchfloor: the least a gateway can do for the lock workload) to run the lock workload on too, each a process of its own in the same ABBA rounds, of "+strings.Join(benchfloor.Kinds, ","))
+		fs.StringVar(&c.cpuFloorList, "cpu-floors", "", "CPU test: floor servers (internal/harness/benchfloor: the least a gateway can do for the lock workload) to run the lock workload on too, each a process of its own in the same ABBA rounds, of "+strings.Join(benchfloor.Kinds, ","))
 		fs.StringVar(&c.cpuProfile, "cpu-profile", "", "CPU test: write a CPU profile of each gateway and floor server under the lock workload into this directory (they then serve --debug-listen)")
 		fs.BoolVar(&c.cpuEmbedded, "cpu-embedded", false, "CPU test: run each binary's gateway on its own embedded ZooKeeper (no --zk; zkgate serve's default), whose CPU is read instead of the bench's ZooKeeper's, without a packet count (its port answers only the gateway)")
 	},
@@ -534,7 +534,7 @@ func (r *report) printCPU(rw *reportWriter) {
 	p("%d workers, each with its own lease, on keep-alive connections: %s. CPU is each process's utime+stime from /proc/<pid>/stat, read around every half, divided by the operations answered in it; ZooKeeper's packets are mntr's zk_packets_received over the same halves (every session's pings included).", k.workers, against)
 	if len(k.floors) > 0 {
 		p("")
-		p("The lock workload ran on floor servers too (-cpu-floors, internal/benchfloor), each a process of its own in the same rounds: the least a gateway can do for it. Their CPU is in the gateway's column.")
+		p("The lock workload ran on floor servers too (-cpu-floors, internal/harness/benchfloor), each a process of its own in the same rounds: the least a gateway can do for it. Their CPU is in the gateway's column.")
 	}
 	p("")
 	p("| operation | binary | ops | ops/s | gateway CPU per op | ZooKeeper CPU per op | ZooKeeper packets per op |")

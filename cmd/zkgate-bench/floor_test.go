@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/benchfloor"
+	"github.com/zkgate/zkgate/internal/harness/benchfloor"
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 	"github.com/zkgate/zkgate/zkserver"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/peer"
-	"github.com/zkgate/zkgate/internal/restartload"
+	"github.com/zkgate/zkgate/internal/harness/restartload"
 )
 
 // restartsPhase is section 8: rolling restarts under held locks and jobs.
@@ -167,7 +167,7 @@ func (r *report) printRestart(rw *reportWriter) {
 	}
 	c := r.cfg
 	rw.section("## 8. Restarts cost nothing: a rolling restart under load",
-		"%d gateways on one root (`zkgate %s`, on addresses of their own), each restarted in turn (SIGTERM: it hands its sessions to a peer, drains for %s, exits; then started again on the same address), %d times, %s apart. Meanwhile %d `zkgate lock` jobs (%s each, over %d locks, so some wait for another job's whole run) and %d Go clients of each kind (locks, slots of a semaphore of 2, leaders of an election, consumers of a queue fed as they go), each on its own lease, each holding %s at a time, all spread over the gateways (internal/restartload). After each restart every hold's token is asked of the gateways.",
+		"%d gateways on one root (`zkgate %s`, on addresses of their own), each restarted in turn (SIGTERM: it hands its sessions to a peer, drains for %s, exits; then started again on the same address), %d times, %s apart. Meanwhile %d `zkgate lock` jobs (%s each, over %d locks, so some wait for another job's whole run) and %d Go clients of each kind (locks, slots of a semaphore of 2, leaders of an election, consumers of a queue fed as they go), each on its own lease, each holding %s at a time, all spread over the gateways (internal/harness/restartload). After each restart every hold's token is asked of the gateways.",
 		r.restart.gateways, r.restart.args, c.restartDrain, c.restartRounds, c.restartGap, c.restartJobs, c.restartJobHold,
 		max(c.restartJobs*4/5, 1), c.restartHolders, "500ms")
 	p("| restarts | jobs exited 0 | leases ended | overlaps | tokens changed | holds granted | items | requests that waited on a handover | wait p50 | p99 | max |")

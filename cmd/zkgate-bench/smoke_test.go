@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/benchfloor"
+	"github.com/zkgate/zkgate/internal/harness/benchfloor"
 	"github.com/zkgate/zkgate/zkserver"
 )
 

@@ -1,7 +1,7 @@
 //go:build linux
 
 // Command zkgate-faults runs zkgate's fault-injection suite (package
-// internal/faults): a 3-node ZooKeeper ensemble and three gateway processes
+// internal/harness/faults): a 3-node ZooKeeper ensemble and three gateway processes
 // on loopback, dozens of HTTP clients sending each request to a random
 // gateway, and faults injected at random for -duration (seeded by -seed):
 // ZooKeeper leader and followers killed and restarted, a follower paused
@@ -39,7 +39,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/faults"
+	"github.com/zkgate/zkgate/internal/harness/faults"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // lastBeat reads the newest heartbeat (nanoseconds of the wall clock) that

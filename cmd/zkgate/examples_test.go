@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestExampleLockScript runs examples/lock.sh, as its header says, against

@@ -16,7 +16,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // The scripts below start a grandchild of zkgate with its output on

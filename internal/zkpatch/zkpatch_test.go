@@ -19,11 +19,11 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 	"github.com/zkgate/zkgate/zkserver"
 )
 
-// The tests run against the real standalone ZooKeeper of internal/zktest,
+// The tests run against the real standalone ZooKeeper of internal/harness/zktest,
 // started on first use and stopped by TestMain.
 func TestMain(m *testing.M) { os.Exit(zktest.Run(m)) }
 

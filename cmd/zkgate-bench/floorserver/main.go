@@ -1,4 +1,4 @@
-// Command floorserver runs one floor server of internal/benchfloor as a
+// Command floorserver runs one floor server of internal/harness/benchfloor as a
 // process of its own, so that zkgate-bench's cpu phase (-cpu-floors) reads
 // its CPU from /proc as it reads the gateway's:
 //
@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/benchfloor"
+	"github.com/zkgate/zkgate/internal/harness/benchfloor"
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/zkdial"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // oneGateway is a runner whose clients reach one in-process gateway (on the

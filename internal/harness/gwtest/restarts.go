@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/restartload"
+	"github.com/zkgate/zkgate/internal/harness/restartload"
 )
 
 // CheckRestarts runs the load of restartload (cfg's Register, Binary, Dir

@@ -2,7 +2,7 @@
 // standalone ZooKeeper shared by the tests of a test binary (each test
 // under a root of its own), servers of a test's own for tests that stop
 // them, connections, znode listings, waits with a deadline and a goroutine
-// leak check. It knows nothing of the gateway (see internal/gwtest) and
+// leak check. It knows nothing of the gateway (see internal/harness/gwtest) and
 // never skips a test: a missing ZooKeeper fails it loudly.
 package zktest
 

@@ -1,5 +1,5 @@
 // Package gwtest is the gateway side of zkgate's test harness, built on
-// internal/zktest (the shared ZooKeeper, roots, waits, leak checks):
+// internal/harness/zktest (the shared ZooKeeper, roots, waits, leak checks):
 // gateways started the way production starts them (server.Run in-process,
 // or the zkgate binary as a child process), HTTP helpers, and the znodes a
 // gateway leaves behind.
@@ -32,7 +32,7 @@ import (
 	"github.com/zkgate/zkgate/internal/proc"
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/zkdial"
-	"github.com/zkgate/zkgate/internal/zktest"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/server"
 	"github.com/zkgate/zkgate/zkserver"

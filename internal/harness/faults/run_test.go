@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 func TestMain(m *testing.M) { gwtest.Main(m) }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/gwtest"
 )
 
 // TestPauseSilencesAtOnce: once Pause returns, the gateway answers

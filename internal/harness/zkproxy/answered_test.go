@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/zkproxy"
+	"github.com/zkgate/zkgate/internal/harness/zkproxy"
 )
 
 // packet frames a getData-shaped request: xid, opcode, path, watch.
