@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/harness/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 	"github.com/zkgate/zkgate/internal/proc"
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // The doc tests: every code block of README.md and docs/*.md is fenced

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/harness/zktest"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // The watch cache: entries shared, let go, loaded again after an error or a

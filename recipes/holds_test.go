@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/harness/zkproxy"
 	"github.com/zkgate/zkgate/internal/harness/zktest"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // The hold lifecycle's guarantees where a hold meets a failure, each on real

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/harness/zkproxy"
 	"github.com/zkgate/zkgate/internal/harness/zktest"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // proxiedService is a service whose connection to the shared ZooKeeper

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/harness/gwtest"
+	"github.com/zkgate/zkgate/internal/harness/zkproxy"
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/zk"
-	"github.com/zkgate/zkgate/internal/harness/zkproxy"
 	"github.com/zkgate/zkgate/server"
 )
 

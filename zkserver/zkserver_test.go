@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/harness/zkproxy"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // requireZooKeeper fails (never skips) the test when ZooKeeper or Java is

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/zkgate/zkgate/internal/harness/benchfloor"
-	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/harness/zktest"
+	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/zkserver"
 )
 

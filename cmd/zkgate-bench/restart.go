@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/harness/restartload"
+	"github.com/zkgate/zkgate/internal/peer"
 )
 
 // restartsPhase is section 8: rolling restarts under held locks and jobs.

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/zkdial"
-	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // Dial returns a connection only once it has a session, and gives up,

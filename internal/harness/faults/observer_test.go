@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/harness/zktest"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 // A lease record made anew in one transaction (delete and create, as the

@@ -28,11 +28,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/proc"
 	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/zkdial"
-	"github.com/zkgate/zkgate/internal/harness/zktest"
 	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/server"
 	"github.com/zkgate/zkgate/zkserver"

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkgate/zkgate/internal/zk"
 	"github.com/zkgate/zkgate/internal/harness/zkproxy"
 	"github.com/zkgate/zkgate/internal/harness/zktest"
+	"github.com/zkgate/zkgate/internal/zk"
 )
 
 func TestMain(m *testing.M) { os.Exit(zktest.Run(m)) }
