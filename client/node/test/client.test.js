@@ -399,7 +399,7 @@ describe("locks", () => {
       // b's set, crossing a's, times out on a lock a holds, holding none of its own.
       await assert.rejects(b.lockAll([y, w, x], { wait: "300ms" }), (/** @type {any} */ e) => {
         assert.ok(e instanceof zk.Timeout);
-        assert.ok([x, y].includes(e.problem.lock));
+        assert.ok([x, y].includes(String(e.problem.lock)));
         return true;
       });
       const { state: st } = await gate.state("locks", w);
