@@ -110,6 +110,10 @@ func permit(w http.ResponseWriter, tok *Token, need Need) (*Caller, error) {
 	if need.Body {
 		granted = tok.PermitsSome(need.Kind, need.Level)
 	}
+	if !granted && need.Body {
+		return nil, Forbidden("token %q holds no permission %s:PREFIX:%s, which %s needs on each name it is given", tok.Name, need.Kind,
+			need.Level, need.Route)
+	}
 	if !granted && !need.Lease && !need.Filtered {
 		want := Permission{Kind: need.Kind, Prefix: need.Target, Level: need.Level}
 		if need.Target == "*" {

@@ -175,7 +175,11 @@ func TestALockSetNeedsEachLocksPermission(t *testing.T) {
 	if strings.Count(string(r.Body), `"lease":"`+lease+`"`) != 1 {
 		t.Errorf("billing-a is not held by the set's lease alone: %s", r.Body)
 	}
-	mustStatus(t, g.as(t, "reader", "POST", "/v1/locks/acquire", set("billing-a")), 403, "a set asked for by a reader")
+	r = g.as(t, "reader", "POST", "/v1/locks/acquire", set("billing-a"))
+	wantProblem(t, r, 403, "forbidden", "a set asked for by a reader")
+	if !strings.Contains(string(r.Body), "holds no permission locks:PREFIX:write") {
+		t.Errorf("the refusal of a reader's set does not say what it lacks: %s", r.Body)
+	}
 	mustStatus(t, g.as(t, "billing", "POST", "/v1/locks/release", set("billing-a", "billing-b")), 204, "its own set released")
 }
 
