@@ -383,15 +383,24 @@ func (d *DoubleBarriers) deleteOwn(ctx context.Context, m *membership) error {
 func (d *DoubleBarriers) State(ctx context.Context, name string, index int64, wait time.Duration) (DoubleBarrierState, error) {
 	st, err := readState(ctx, d.svc, name, d.path(name), entryOpts{}, index, wait, doubleBarrierStateOf)
 	if err == nil {
-		refs := make([]keptRef, 0, len(st.Members))
-		for i := range st.Members {
-			if m := &st.Members[i]; !m.Foreign {
-				refs = append(refs, keptRef{session: m.session, lease: m.Lease, gateway: &m.Gateway})
-			}
-		}
-		d.svc.keep(refs)
+		keepMembers(d.svc, st.Members, func(m *Member) (keptRef, bool) {
+			return keptRef{session: m.session, lease: m.Lease, gateway: &m.Gateway}, !m.Foreign
+		})
 	}
 	return st, err
+}
+
+// keepMembers sets, as keep does, the gateway of each of a state's members
+// that is zkgate's (ref's ok) to the keeper of its lease; ref makes each
+// one's keptRef.
+func keepMembers[M any](s *Service, members []M, ref func(m *M) (keptRef, bool)) {
+	refs := make([]keptRef, 0, len(members))
+	for i := range members {
+		if r, ok := ref(&members[i]); ok {
+			refs = append(refs, r)
+		}
+	}
+	s.keep(refs)
 }
 
 func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {

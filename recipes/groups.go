@@ -183,13 +183,9 @@ func validGroupMember(name, member string) error {
 func (g *Groups) State(ctx context.Context, name string, index int64, wait time.Duration) (GroupState, error) {
 	st, err := readState(ctx, g.svc, name, g.path(name), entryOpts{}, index, wait, groupStateOf)
 	if err == nil {
-		refs := make([]keptRef, 0, len(st.Members))
-		for i := range st.Members {
-			if m := &st.Members[i]; !m.Foreign {
-				refs = append(refs, keptRef{session: m.session, lease: m.Lease, gateway: &m.Gateway})
-			}
-		}
-		g.svc.keep(refs)
+		keepMembers(g.svc, st.Members, func(m *GroupMember) (keptRef, bool) {
+			return keptRef{session: m.session, lease: m.Lease, gateway: &m.Gateway}, !m.Foreign
+		})
 	}
 	return st, err
 }
