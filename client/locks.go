@@ -24,12 +24,9 @@ import (
 // mode, another Lock of it through the lease fails with ErrAlreadyHeld
 // (until Release or Unlock, or the end of the failed acquire).
 func (l *Lease) Lock(ctx context.Context, name string, mode LockMode, wait time.Duration) (*LockGrant, error) {
-	switch mode {
-	case "":
-		mode = Exclusive
-	case Exclusive, Read, Write:
-	default:
-		return nil, fmt.Errorf("%w: lock mode %q is not exclusive, read or write", ErrInvalid, mode)
+	mode, err := checkMode(mode)
+	if err != nil {
+		return nil, err
 	}
 	path, err := namePath("locks", name, "acquire")
 	if err != nil {
@@ -117,6 +114,18 @@ func (l *Lease) UnlockAll(ctx context.Context, set []LockRequest) error {
 	return err
 }
 
+// checkMode is mode made explicit ("" is Exclusive), or ErrInvalid for
+// a mode the locks do not have.
+func checkMode(mode LockMode) (LockMode, error) {
+	switch mode {
+	case "":
+		return Exclusive, nil
+	case Exclusive, Read, Write:
+		return mode, nil
+	}
+	return "", fmt.Errorf("%w: lock mode %q is not exclusive, read or write", ErrInvalid, mode)
+}
+
 // lockSetBody is the body of a set's request, with the holds it takes;
 // each mode is made explicit.
 func lockSetBody(lease string, set []LockRequest) (map[string]any, []holdKey, error) {
@@ -130,13 +139,11 @@ func lockSetBody(lease string, set []LockRequest) (map[string]any, []holdKey, er
 		if err := ValidName(r.Name); err != nil {
 			return nil, nil, err
 		}
-		switch r.Mode {
-		case "":
-			r.Mode = Exclusive
-		case Exclusive, Read, Write:
-		default:
-			return nil, nil, fmt.Errorf("%w: lock mode %q is not exclusive, read or write", ErrInvalid, r.Mode)
+		mode, err := checkMode(r.Mode)
+		if err != nil {
+			return nil, nil, err
 		}
+		r.Mode = mode
 		if seen[r.Name] {
 			return nil, nil, fmt.Errorf("%w: lock %q is named twice in the set", ErrInvalid, r.Name)
 		}
