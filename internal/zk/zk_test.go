@@ -385,12 +385,24 @@ func TestIntegration_IncrementalReconfig(t *testing.T) {
 	// of the first NEWLEADER message, used as the inital version
 	// reflect.DeepEqual(bytes.Split(data, []byte("\n")), []byte("version=100000000"))
 
-	// remove node 3.
-	_, err = zk.IncrementalReconfig(nil, []string{"3"}, -1)
+	// Remove the leader: the cluster elects another, and every server
+	// turns clients away meanwhile. (Removing server 3 did the same one
+	// run in three, when 3 led, and the next request then failed.)
+	leader := clusterLeader(t, ts)
+	_, err = zk.IncrementalReconfig(nil, []string{strconv.Itoa(leader)}, -1)
 	if err != nil && err == ErrConnectionClosed {
 		t.Log("conneciton closed is fine since the cluster re-elects and we dont reconnect")
 	} else {
 		requireNoErrorf(t, err, "failed to remove node from cluster")
+	}
+
+	// A request made while the client reconnects fails when every server
+	// turns it away (ErrNoServer), as they do until they have a leader
+	// again: wait for the session before the next reconfig.
+	for deadline := time.Now().Add(30 * time.Second); zk.State() != StateHasSession; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no session again within 30s of the leader's removal: %v", zk.State())
+		}
 	}
 
 	// add node a new 4th node
@@ -401,6 +413,19 @@ func TestIntegration_IncrementalReconfig(t *testing.T) {
 	} else {
 		requireNoErrorf(t, err, "failed to add new server to cluster")
 	}
+}
+
+// clusterLeader is the id of the server of ts that leads, by its srvr.
+func clusterLeader(t *testing.T, ts *TestCluster) int {
+	t.Helper()
+	for _, srv := range ts.Servers {
+		stats, _ := FLWSrvr([]string{fmt.Sprintf("127.0.0.1:%d", srv.Port)}, 5*time.Second)
+		if len(stats) == 1 && stats[0].Error == nil && stats[0].Mode == ModeLeader {
+			return srv.Config.ID
+		}
+	}
+	t.Fatal("no server of the cluster says it leads")
+	return 0
 }
 
 func TestIntegration_Reconfig(t *testing.T) {
