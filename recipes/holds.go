@@ -39,7 +39,8 @@ type hold struct {
 	token     int64
 	told      bool // a client was answered about it: it stays until released
 	gone      bool
-	goneC     chan struct{} // closed once gone (see whileHeld)
+	// onGone ends the calls waiting on h (see whileHeld) when it goes.
+	onGone map[*context.CancelCauseFunc]error
 	// dropUntold makes a grant that no client was told of go when its last
 	// waiter leaves (a claim: the item is served again at once).
 	dropUntold bool
@@ -67,22 +68,33 @@ type holding interface {
 func (h *hold) core() *hold { return h }
 
 func newHold(svc *Service, lease *Lease, kind, key, name string) hold {
-	return hold{svc: svc, lease: lease, kind: kind, key: key, name: name, since: time.Now().UTC(), goneC: make(chan struct{})}
+	return hold{svc: svc, lease: lease, kind: kind, key: key, name: name, since: time.Now().UTC()}
 }
 
 // whileHeld is ctx, ended with cause once h goes (a release or resign
 // while the call waits). Nothing else wakes such a wait: a waiter watches
 // the node before its own, not its own, whose deletion is the release.
+// The hold ends the context itself when it goes (markGoneLocked), so a
+// waiting call costs no goroutine of its own.
 func (h *hold) whileHeld(ctx context.Context, cause error) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	go func() {
-		select {
-		case <-h.goneC:
-			cancel(cause)
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { cancel(nil) }
+	h.mu.Lock()
+	if h.gone {
+		h.mu.Unlock()
+		cancel(cause)
+		return ctx, func() {}
+	}
+	if h.onGone == nil {
+		h.onGone = make(map[*context.CancelCauseFunc]error)
+	}
+	h.onGone[&cancel] = cause
+	h.mu.Unlock()
+	return ctx, func() {
+		h.mu.Lock()
+		delete(h.onGone, &cancel)
+		h.mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // errHoldGone says that a hold went while a call was using it.
@@ -160,7 +172,10 @@ func (h *hold) leave(told bool) {
 func (h *hold) markGoneLocked() []heldNode {
 	h.gone = true
 	h.lease.table.journal.dropped(h.lease.epoch, h.lease.ID, h.key)
-	close(h.goneC)
+	for cancel, cause := range h.onGone {
+		(*cancel)(cause) // cancelling runs no code of the waiter's here
+	}
+	h.onGone = nil
 	nodes := h.nodes
 	h.nodes = nil
 	if h.granted {

@@ -227,3 +227,57 @@ func TestConcurrentCallsOfOneLeaseInEveryPrimitive(t *testing.T) {
 		t.Fatalf("the ended lease left %v", eph)
 	}
 }
+
+// A release or a resign by another call of the lease ends a call of that
+// lease waiting on the same hold, with not_held, at once: the hold ends its
+// waiters' contexts itself as it goes (no goroutine per wait watches it).
+func TestAWaitEndsWhenItsHoldIsReleased(t *testing.T) {
+	t.Parallel()
+	svc := newService(t, serviceOptions{})
+	ctx := context.Background()
+	holder, waiter := newLease(t, svc, "holder"), newLease(t, svc, "waiter")
+	if _, err := svc.Locks.Acquire(ctx, holder, "db", ModeExclusive, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Elections.Campaign(ctx, holder, "leader", "h", 0); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		what string
+		err  error
+	}
+	done := make(chan result, 2)
+	go func() {
+		_, err := svc.Locks.Acquire(ctx, waiter, "db", ModeExclusive, time.Minute)
+		done <- result{"acquire", err}
+	}()
+	go func() {
+		_, err := svc.Elections.Campaign(ctx, waiter, "leader", "w", time.Minute)
+		done <- result{"campaign", err}
+	}()
+	zktest.Eventually(t, 10*time.Second, func() error {
+		if n := len(waiter.Info().Holds); n != 2 {
+			return fmt.Errorf("the waiter's lease has %d holds, want the lock's and the candidacy's", n)
+		}
+		return nil
+	})
+	if err := svc.Locks.Release(ctx, waiter, "db", ModeExclusive); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Elections.Resign(ctx, waiter, "leader"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case r := <-done:
+			if ErrorCode(r.err) != CodeNotHeld {
+				t.Fatalf("the %s whose hold was let go answered %v, want not_held", r.what, r.err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a wait went on for 30 s after its hold was let go")
+		}
+	}
+	if n := len(waiter.Info().Holds); n != 0 {
+		t.Fatalf("the waiter's lease keeps %d holds", n)
+	}
+}
