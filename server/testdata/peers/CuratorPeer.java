@@ -46,6 +46,17 @@
 //                                it succeeds, times over: LONG <id> <postValue>
 //   long-get <id> <path>         LONG <id> <value>
 //
+// Barriers, each command on a thread of its own too:
+//
+//   barrier-set <id> <path>      DistributedBarrier.setBarrier(): BARRIER <id> set
+//   barrier-remove <id> <path>   removeBarrier(): BARRIER <id> removed
+//   barrier-wait <id> <path> <seconds>
+//                                waitOnBarrier(seconds): BWAITED <id> true|false
+//                                (true: the barrier was down, or came down)
+//   dbarrier <id> <path> <count> DistributedDoubleBarrier(client, path, count): DBARRIER <id>
+//   denter <id> <seconds>        enter(seconds): DENTERED <id> true|false
+//   dleave <id> <seconds>        leave(seconds): DLEFT <id> true|false
+//
 // Nothing compiled from this file is committed: the Go test compiles it.
 
 import java.io.BufferedReader;
@@ -63,6 +74,8 @@ import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.atomic.AtomicValue;
 import org.apache.curator.framework.recipes.atomic.DistributedAtomicLong;
 import org.apache.curator.framework.recipes.atomic.PromotedToLock;
+import org.apache.curator.framework.recipes.barriers.DistributedBarrier;
+import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.nodes.GroupMember;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
@@ -105,6 +118,7 @@ public class CuratorPeer {
     static final Map<String, Handle> handles = new ConcurrentHashMap<>();
     static final Map<String, LeaderLatch> latches = new ConcurrentHashMap<>();
     static final Map<String, GroupMember> members = new ConcurrentHashMap<>();
+    static final Map<String, DistributedDoubleBarrier> doubleBarriers = new ConcurrentHashMap<>();
 
     interface Holding {
         /** Blocks until held; returns the node name. */
@@ -405,6 +419,47 @@ public class CuratorPeer {
                         String id = f[1], path = f[2];
                         counter(id, f[0], () -> "LONG " + id + " "
                                 + new DistributedAtomicLong(client, path, new RetryNTimes(3, 1)).get().postValue());
+                        break;
+                    }
+                    case "barrier-set": {
+                        String id = f[1], path = f[2];
+                        counter(id, f[0], () -> {
+                            new DistributedBarrier(client, path).setBarrier();
+                            return "BARRIER " + id + " set";
+                        });
+                        break;
+                    }
+                    case "barrier-remove": {
+                        String id = f[1], path = f[2];
+                        counter(id, f[0], () -> {
+                            new DistributedBarrier(client, path).removeBarrier();
+                            return "BARRIER " + id + " removed";
+                        });
+                        break;
+                    }
+                    case "barrier-wait": {
+                        String id = f[1], path = f[2];
+                        long seconds = Long.parseLong(f[3]);
+                        counter(id, f[0], () -> "BWAITED " + id + " "
+                                + new DistributedBarrier(client, path).waitOnBarrier(seconds, TimeUnit.SECONDS));
+                        break;
+                    }
+                    case "dbarrier":
+                        doubleBarriers.put(f[1], new DistributedDoubleBarrier(client, f[2], Integer.parseInt(f[3])));
+                        say("DBARRIER " + f[1]);
+                        break;
+                    case "denter": {
+                        String id = f[1];
+                        long seconds = Long.parseLong(f[2]);
+                        DistributedDoubleBarrier b = doubleBarriers.get(id);
+                        counter(id, f[0], () -> "DENTERED " + id + " " + b.enter(seconds, TimeUnit.SECONDS));
+                        break;
+                    }
+                    case "dleave": {
+                        String id = f[1];
+                        long seconds = Long.parseLong(f[2]);
+                        DistributedDoubleBarrier b = doubleBarriers.get(id);
+                        counter(id, f[0], () -> "DLEFT " + id + " " + b.leave(seconds, TimeUnit.SECONDS));
                         break;
                     }
                     case "exit":

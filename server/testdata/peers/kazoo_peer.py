@@ -56,6 +56,16 @@ own, so that the test can add through zkgate meanwhile.
                                       times over; kazoo retries on BadVersion)
   cget <cid>                          CVALUE <cid> <value>
   on failure:                         ERROR <cid> <message>
+
+Barriers: <bid> names one Barrier(client, path). Its wait runs on a thread
+of its own.
+
+  barrier <bid> <path>                BARRIER <bid>
+  bset <bid>                          BSET <bid>             (Barrier.create)
+  bremove <bid>                       BREMOVED <bid> True|False  (Barrier.remove:
+                                                             whether it was up)
+  bwait <bid> <timeout-seconds>       BWAITED <bid> True|False   (Barrier.wait: True once
+                                                             it is down, False on timeout)
 """
 
 import binascii
@@ -66,6 +76,7 @@ import sys
 import threading
 
 from kazoo.client import KazooClient
+from kazoo.recipe.barrier import Barrier
 from kazoo.recipe.counter import Counter
 from kazoo.recipe.lock import Lock
 from kazoo.recipe.party import Party, ShallowParty
@@ -193,6 +204,7 @@ def main():
     queues = {}
     parties = {}
     counters = {}
+    barriers = {}
     while True:
         line = sys.stdin.readline()
         if not line:
@@ -246,6 +258,18 @@ def main():
                     say("ERROR %s no counter" % f[1])
                 else:
                     ch.cmds.put(f)
+            elif cmd == "barrier":
+                barriers[f[1]] = Barrier(client, f[2])
+                say("BARRIER %s" % f[1])
+            elif cmd == "bset":
+                barriers[f[1]].create()
+                say("BSET %s" % f[1])
+            elif cmd == "bremove":
+                say("BREMOVED %s %s" % (f[1], barriers[f[1]].remove()))
+            elif cmd == "bwait":
+                b, bid, timeout = barriers[f[1]], f[1], float(f[2])
+                threading.Thread(target=lambda: say("BWAITED %s %s" % (bid, b.wait(timeout))),
+                                 daemon=True).start()
             elif cmd == "release":
                 h = handles.get(f[1])
                 if h is None or h.state != "acquired":
