@@ -49,12 +49,42 @@ type lockSetGrant struct {
 	Locks []recipes.LockGrant `json:"locks"`
 }
 
+// NameWaits counts a waiting request against the per-name waiter cap
+// (--max-waiters-per-name) of each of names, which its body gave: the front
+// door, which counted it before the body was read, could not. done gives
+// them back; an error is the cap's refusal.
+type NameWaits func(names []string) (done func(), err error)
+
+type nameWaitsKey struct{}
+
+// WithNameWaits returns ctx carrying f, for the handler to call.
+func WithNameWaits(ctx context.Context, f NameWaits) context.Context {
+	return context.WithValue(ctx, nameWaitsKey{}, f)
+}
+
+// waitOnNames counts the request of ctx as waiting on names (see
+// NameWaits); nothing when no cap was given.
+func waitOnNames(ctx context.Context, names []string) (done func(), err error) {
+	if f, _ := ctx.Value(nameWaitsKey{}).(NameWaits); f != nil {
+		return f(names)
+	}
+	return func() {}, nil
+}
+
 // AcquireLocks is POST /v1/locks/acquire?wait=: a set of locks, all or
-// nothing (see recipes.Locks.AcquireAll).
+// nothing (see recipes.Locks.AcquireAll). A set that waits counts against
+// each of its locks' waiter caps, as a single acquire does against its own.
 func (a *API) AcquireLocks() http.Handler {
 	return leaseCallOf[acquireSetBody](a, noName, func(ctx context.Context, lease *recipes.Lease, _ string, b *acquireSetBody, wait time.Duration) (lockSetGrant, error) {
 		if err := b.mayWrite(ctx); err != nil {
 			return lockSetGrant{}, err
+		}
+		if wait > 0 {
+			done, err := waitOnNames(ctx, b.names())
+			if err != nil {
+				return lockSetGrant{}, err
+			}
+			defer done()
 		}
 		grants, err := a.Locks.AcquireAll(ctx, lease, b.Locks, wait)
 		return lockSetGrant{Lease: lease.ID, Locks: grants}, err

@@ -191,6 +191,14 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_
 		handlers.WriteError(w, r, err)
 		return r, slot{}, false
 	}
+	if s.waiting != "" && target == "*" && ru.body {
+		// A wait whose names are in its body (a set of locks) counts
+		// against each name's cap once its handler has read them.
+		kind := ru.kind
+		r = r.WithContext(handlers.WithNameWaits(r.Context(), func(names []string) (func(), error) {
+			return fd.limits.admitNames(kind, names)
+		}))
+	}
 	return r, s, true
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -193,6 +194,40 @@ func (l *limits) admitWaiter(c client, kind, name string) (slot, error) {
 	l.perName[key]++
 	l.perClient[c]++
 	return slot{held: true, client: c, waiting: key}, nil
+}
+
+// admitNames counts a waiting request, admitted already (its slot counts
+// it against the other caps), against the per-name cap of each of names of
+// kind: all of them, or none when one is full. done gives them back.
+func (l *limits) admitNames(kind string, names []string) (done func(), err error) {
+	keys := make([]string, 0, len(names))
+	seen := map[string]bool{}
+	for _, name := range names {
+		if key := kind + "/" + name; !seen[key] {
+			seen[key] = true
+			keys = append(keys, key)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, key := range keys {
+		if n := l.perName[key]; n >= l.cfg.MaxWaitersPerName {
+			return nil, l.refuse(&handlers.LimitError{Limit: "max-waiters-per-name", Max: float64(l.cfg.MaxWaitersPerName), RetryAfter: retryCount,
+				Detail: fmt.Sprintf("%d requests are waiting on %s %q already, the most this gateway lets wait on one (--max-waiters-per-name)", n, kind, strings.TrimPrefix(key, kind+"/"))})
+		}
+	}
+	for _, key := range keys {
+		l.perName[key]++
+	}
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, key := range keys {
+			if l.perName[key]--; l.perName[key] <= 0 {
+				delete(l.perName, key)
+			}
+		}
+	}, nil
 }
 
 // release gives s back.

@@ -87,3 +87,50 @@ func TestInteropCuratorMutexBesideALockSet(t *testing.T) {
 	ioRevoke(t, g, a)
 	gwtest.NoZnodesLeft(t, conn, g.Root)
 }
+
+// A set that waits counts against the per-name waiter cap of each of its
+// locks, as a single acquire does against its own: with
+// --max-waiters-per-name 1, a set naming a lock that has its waiter already
+// is refused 429, and a set let in to wait keeps single waits off each of
+// its locks. Before, the front door counted a set once, under no name, and
+// any number of sets waited on one lock.
+func TestALockSetCountsAgainstEachLocksWaiterCap(t *testing.T) {
+	t.Parallel()
+	g := gwtest.StartGateway(t, gwtest.GatewayOptions{Extra: []string{"--max-waiters-per-name", "1"}})
+	holder := ioLease(t, g, "1m", "holder")
+	for _, name := range []string{"a", "b"} {
+		mustStatus(t, gwtest.Do(t, "POST", g.URL+"/v1/locks/"+name+"/acquire", map[string]any{"lease": holder}), 200, "hold "+name)
+	}
+	single := ioAcquireLockAsync(g, "a", ioLease(t, g, "1m", "single"), "")
+	waitersOn := func(name string, n int) {
+		t.Helper()
+		ioWaitState(t, g.URL+"/v1/locks/"+name, func(st ioState) error {
+			if len(st.Waiters) != n {
+				return fmt.Errorf("%d waiters on %s, want %d", len(st.Waiters), name, n)
+			}
+			return nil
+		})
+	}
+	waitersOn("a", 1)
+	setLease := ioLease(t, g, "1m", "set")
+	r := gwtest.Do(t, "POST", g.URL+"/v1/locks/acquire?wait=20s", map[string]any{"lease": setLease,
+		"locks": []map[string]string{{"name": "c"}, {"name": "a"}}})
+	wantTooMany(t, r, "max-waiters-per-name", "a set naming a lock with its waiter already")
+	set := ioAcquireSetAsync(g, setLease, "c", "b")
+	waitersOn("b", 1)
+	other := ioLease(t, g, "1m", "other")
+	for _, name := range []string{"b", "c"} {
+		r := gwtest.Do(t, "POST", g.URL+"/v1/locks/"+name+"/acquire?wait=20s", map[string]any{"lease": other})
+		wantTooMany(t, r, "max-waiters-per-name", "a wait on "+name+", which a waiting set names")
+	}
+	mustStatus(t, gwtest.Do(t, "DELETE", g.URL+"/v1/leases/"+holder, nil), 204, "revoke the holder")
+	if res := <-single; res.err != nil || res.r.Status != http.StatusOK {
+		t.Fatalf("the single waiter: %v %d %s", res.err, res.r.Status, res.r.Body)
+	}
+	if res := <-set; res.err != nil || res.r.Status != http.StatusOK {
+		t.Fatalf("the set: %v %d %s", res.err, res.r.Status, res.r.Body)
+	}
+	// Their slots are back: a wait on c is let in (and times out at once).
+	r = gwtest.Do(t, "POST", g.URL+"/v1/locks/c/acquire?wait=10ms", map[string]any{"lease": other})
+	mustStatus(t, r, http.StatusConflict, "a short wait on c, held by the set")
+}
