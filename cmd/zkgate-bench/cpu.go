@@ -267,26 +267,32 @@ func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
 // a floor: base, this, floor, floor, this, base), -cpu-duration split
 // among them; into holds each one's sums.
 func cpuWorkload(ctx context.Context, cfg config, w string, gws []*cpuGateway, into map[*cpuGateway]*cpuSide) error {
-	half := cfg.cpuDur / 2
-	order := gws
-	if len(gws) > 1 {
-		half /= time.Duration(cfg.cpuRounds)
-		order = abbaOrder(cfg.cpuRounds, gws...)
-	}
-	warm := min(time.Second, half/2)
-	for _, g := range gws {
-		if _, err := g.half(ctx, w, warm); err != nil {
-			return fmt.Errorf("%s: %w", g.tag, err)
-		}
-	}
-	for _, g := range order {
-		s, err := g.half(ctx, w, half)
+	r := ab[time.Duration]{run: func(s abRun[time.Duration]) error {
+		g := gws[s.side]
+		got, err := g.half(ctx, w, s.n)
 		if err != nil {
 			return fmt.Errorf("%s: %w", g.tag, err)
 		}
-		_ = addRun(into[g], s, nil)
+		if !s.warm {
+			_ = addRun(into[g], got, nil)
+		}
+		return nil
+	}}
+	for _, g := range gws {
+		r.sides = append(r.sides, g.tag)
 	}
-	return nil
+	half := cfg.cpuDur / 2
+	if len(gws) > 1 {
+		half /= time.Duration(cfg.cpuRounds)
+	}
+	if err := r.warm(min(time.Second, half/2)); err != nil {
+		return err
+	}
+	if len(gws) == 1 {
+		_, err := r.passes(half)
+		return err
+	}
+	return r.rounds(cfg.cpuRounds, half)
 }
 
 // startCPUGateway starts a gateway of bin on a root of its own (tag: this

@@ -76,10 +76,23 @@ func (e *env) distinct(ctx context.Context) (distinctResult, error) {
 	}
 	lastTok := make([]int64, n) // per worker (per lock): tokens must grow
 
-	err = inHalves(e.cfg.distinctDur,
-		func(d time.Duration, s *distinctSide) error { return gatewayDistinct(ctx, c, leases, lastTok, d, s) },
-		func(d time.Duration, s *distinctSide) error { return directDistinct(ctx, locks, d, s) },
-		&distinctSide{}, &distinctSide{}, &res.gw, &res.direct)
+	sums, warm := [2]*distinctSide{&res.gw, &res.direct}, [2]*distinctSide{{}, {}}
+	err = ab[time.Duration]{sides: []string{"gateway", "direct"}, run: func(s abRun[time.Duration]) error {
+		into := sums[s.side]
+		if s.warm {
+			into = warm[s.side]
+		}
+		var err error
+		if s.gateway() {
+			err = gatewayDistinct(ctx, c, leases, lastTok, s.n, into)
+		} else {
+			err = directDistinct(ctx, locks, s.n, into)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		return nil
+	}}.warmHalves(warmUp(e.cfg.distinctDur), e.cfg.distinctDur)
 	return res, err
 }
 

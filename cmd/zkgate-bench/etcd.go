@@ -183,9 +183,11 @@ func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
 	}
 	defer done()
 	var gw, et cycleTimes
-	res.blocks, err = abbaCycles(ctx, min(e.cfg.warmup, e.cfg.etcdIterations), e.cfg.etcdIterations, e.cfg.block,
-		lockCycle(ctx, c, "bench-e", leaseBody(gl)), etcdOnce, &gw, &et, nil, nil)
-	if err != nil {
+	r := cycleRunner(ctx, []string{"gateway", "etcd"}, [2]cycle{lockCycle(ctx, c, "bench-e", leaseBody(gl)), etcdOnce}, [2]*cycleTimes{&gw, &et})
+	if err := r.warm(min(e.cfg.warmup, e.cfg.etcdIterations)); err != nil {
+		return res, err
+	}
+	if res.blocks, err = r.blocks(e.cfg.etcdIterations, e.cfg.block); err != nil {
 		return res, err
 	}
 	res.gw, res.etcd, res.etcdLock, res.etcdUnlock = summarize(gw.both), summarize(et.both), summarize(et.acq), summarize(et.rel)
@@ -258,16 +260,20 @@ func (e *env) etcdDistinct(ctx context.Context, es *etcdServer, res *etcdResult)
 	for i, id := range leases {
 		gops[i] = lockOp(c, fmt.Sprintf("bench-ed-%d", i), leaseBody(id))
 	}
-	return inHalves(e.cfg.distinctDur,
-		func(d time.Duration, s *cpuSide) error {
-			r, err := runOps(ctx, gops, d, e.gw.pid(), e.zkPID)
-			return addRun(s, r, err)
-		},
-		func(d time.Duration, s *cpuSide) error {
-			r, err := runOps(ctx, eops, d, es.cmd.Process.Pid, e.zkPID)
-			return addRun(s, r, err)
-		},
-		&cpuSide{}, &cpuSide{}, &res.distinctGW, &res.distinctEtcd)
+	// The gateway's or etcd's CPU, and ZooKeeper's, around each run.
+	sums, warm := [2]*cpuSide{&res.distinctGW, &res.distinctEtcd}, [2]*cpuSide{{}, {}}
+	ops, pids := [2][]func(context.Context) error{gops, eops}, [2]int{e.gw.pid(), es.cmd.Process.Pid}
+	return ab[time.Duration]{sides: []string{"gateway", "etcd"}, run: func(s abRun[time.Duration]) error {
+		into := sums[s.side]
+		if s.warm {
+			into = warm[s.side]
+		}
+		r, err := runOps(ctx, ops[s.side], s.n, pids[s.side], e.zkPID)
+		if err := addRun(into, r, err); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		return nil
+	}}.warmHalves(warmUp(e.cfg.distinctDur), e.cfg.distinctDur)
 }
 
 // printEtcd writes section 1b and adds its summary rows.

@@ -181,15 +181,15 @@ func (q *queueBench) sequential(ctx context.Context) error {
 	gwLed, dLed := newLedger(), newLedger()
 	var before map[string]float64
 	scraped := false
-	err := abbaHalves(min(100, max(1, e.cfg.qItems/10)), e.cfg.qItems, func(s abbaStep[int]) (err error) {
+	err := ab[int]{sides: []string{"gateway", "direct"}, run: func(s abRun[int]) (err error) {
 		qc, side, led, next, tag, client := queueClient(q.dSeq), &res.direct, dLed, &q.dNext, "ds", "direct"
-		if s.gateway {
+		if s.gateway() {
 			qc, side, led, next, tag, client = q.gwSeq, &res.gw, gwLed, &q.gwNext, "gs", "gateway"
 		}
 		if s.n == 0 {
 			return nil
 		}
-		if s.measure && !scraped {
+		if !s.warm && !scraped {
 			if before, err = e.gw.scrape(ctx); err != nil {
 				return err
 			}
@@ -200,13 +200,13 @@ func (q *queueBench) sequential(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("sequential %s: %w", tag, err)
 		}
-		if s.measure {
+		if !s.warm {
 			run.client = client
 			res.runs = append(res.runs, run)
 			side.addSequential(run)
 		}
 		return nil
-	})
+	}}.warmHalves(min(100, max(1, e.cfg.qItems/10)), e.cfg.qItems)
 	if err != nil {
 		return err
 	}
@@ -234,16 +234,16 @@ func (q *queueBench) concurrent(ctx context.Context) error {
 	e, res := q.e, q.res
 	gwLed, dLed := newLedger(), newLedger()
 	gwPaths := [2]string{gatewayRoot + "/queues/" + queueConc + "/entries", gatewayRoot + "/queues/" + queueConc + "/taken"}
-	err := abbaHalves(min(time.Second, e.cfg.qDur/2/4), e.cfg.qDur, func(st abbaStep[time.Duration]) error {
+	err := ab[time.Duration]{sides: []string{"gateway", "direct"}, run: func(st abRun[time.Duration]) error {
 		qc, paths, s, led, next, tag := queueClient(q.dConc), [2]string{q.dConc.entries(), q.dConc.taken()}, &res.direct, dLed, &q.dNext, "dc"
-		if st.gateway {
+		if st.gateway() {
 			qc, paths, s, led, next, tag = q.gwConc, gwPaths, &res.gw, gwLed, &q.gwNext, "gc"
 		}
 		seg, err := q.concurrentSegment(ctx, qc, paths, tag, next, led, st.n)
 		if err != nil {
 			return fmt.Errorf("concurrent %s: %w", tag, err)
 		}
-		if st.measure {
+		if !st.warm {
 			s.produced += seg.producedIn
 			s.taken += seg.takenIn
 			s.segItems += seg.taken
@@ -253,7 +253,7 @@ func (q *queueBench) concurrent(ctx context.Context) error {
 			s.maxDrain = max(s.maxDrain, seg.drain)
 		}
 		return nil
-	})
+	}}.warmHalves(min(time.Second, e.cfg.qDur/2/4), e.cfg.qDur)
 	if err != nil {
 		return err
 	}
