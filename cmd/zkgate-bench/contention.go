@@ -29,7 +29,7 @@ var contentionPhase = phase{
 		return fmt.Sprintf("2. %d contenders, %s each for gateway and direct", c.contenders, c.contentionDur)
 	},
 	what: "contention",
-	run:  storeIn(func(r *report) *contentionResult { return &r.contention }, (*env).contention),
+	run:  storeIn(func(r *report) *contentionResult { return &r.contention }, contention),
 }
 
 // exclusion checks mutual exclusion from the clients' side: a counter of
@@ -89,7 +89,7 @@ func (r contentionResult) ratio() float64 { return r.gw.rate() / r.direct.rate()
 // contention runs cfg.contenders clients in a loop of acquire + release on
 // one lock, through the gateway (each its own lease; acquire?wait=) and with
 // zk.Lock (each its own connection), in ABBA halves.
-func (e *env) contention(ctx context.Context) (contentionResult, error) {
+func contention(ctx context.Context, e *env) (contentionResult, error) {
 	n := e.cfg.contenders
 	res := contentionResult{contenders: n,
 		gw: side{excl: &exclusion{}}, direct: side{excl: &exclusion{}}}

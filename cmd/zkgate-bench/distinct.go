@@ -28,7 +28,7 @@ var distinctPhase = phase{
 		return fmt.Sprintf("2b. %d workers on distinct locks, %s each for gateway and direct", c.distinctWorkers, c.distinctDur)
 	},
 	what: "distinct locks",
-	run:  storeIn(func(r *report) *distinctResult { return &r.distinct }, (*env).distinct),
+	run:  storeIn(func(r *report) *distinctResult { return &r.distinct }, distinct),
 }
 
 // distinctSide is one client's run on distinct locks.
@@ -55,7 +55,7 @@ func (r distinctResult) ratio() float64 { return r.gw.rate() / r.direct.rate() }
 // name on keep-alive connections; directly, each its own zk.NewLock on its
 // own path, all sharing ONE zk.Conn (what one process would do). ABBA
 // halves after a warm-up each.
-func (e *env) distinct(ctx context.Context) (distinctResult, error) {
+func distinct(ctx context.Context, e *env) (distinctResult, error) {
 	n := e.cfg.distinctWorkers
 	res := distinctResult{workers: n}
 	c := newClient(e.gw.url, 2*n, time.Minute)

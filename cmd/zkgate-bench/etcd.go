@@ -32,7 +32,7 @@ var etcdComparePhase = phase{
 	check:    func(c *config) error { return positive(c.etcdIterations) },
 	announce: func(c config) string { return fmt.Sprintf("1b. etcd comparison: %d iterations each", c.etcdIterations) },
 	what:     "etcd comparison",
-	run:      storeIn(func(r *report) *etcdResult { return &r.etcd }, (*env).etcdPhase),
+	run:      storeIn(func(r *report) *etcdResult { return &r.etcd }, etcdCompare),
 }
 
 // etcdResult is the uncontended comparison with etcd's lock API.
@@ -149,9 +149,9 @@ func (s *etcdServer) stop() {
 	os.RemoveAll(s.dir)
 }
 
-// etcdPhase times uncontended lock+unlock through etcd's HTTP JSON gateway
+// etcdCompare times uncontended lock+unlock through etcd's HTTP JSON gateway
 // against the gateway's acquire+release, in ABBA blocks.
-func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
+func etcdCompare(ctx context.Context, e *env) (res etcdResult, err error) {
 	bin, lerr := exec.LookPath(e.cfg.etcdBin)
 	if lerr != nil {
 		res.skipped = "etcd not installed (Debian: apt-get install etcd-server)"
@@ -192,7 +192,7 @@ func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
 	}
 	res.gw, res.etcd, res.etcdLock, res.etcdUnlock = summarize(gw.both), summarize(et.both), summarize(et.acq), summarize(et.rel)
 	res.workers = e.cfg.distinctWorkers
-	err = e.etcdDistinct(ctx, es, &res)
+	err = etcdDistinct(ctx, e, es, &res)
 	return res, err
 }
 
@@ -236,7 +236,7 @@ func etcdLockCycle(ctx context.Context, ec *client, name, lease string) cycle {
 // through etcd's lock API, in ABBA halves of cfg.distinctDur after a
 // warm-up each; it reads the CPU time of the gateway (or etcd) and of
 // ZooKeeper around each half.
-func (e *env) etcdDistinct(ctx context.Context, es *etcdServer, res *etcdResult) error {
+func etcdDistinct(ctx context.Context, e *env, es *etcdServer, res *etcdResult) error {
 	n := e.cfg.distinctWorkers
 	ec := newClient(es.url, 2*n, time.Minute)
 	defer ec.close()

@@ -34,7 +34,7 @@ var latencyPhase = phase{
 		return fmt.Sprintf("1. uncontended latency: %d warm-up + %d iterations each", c.warmup, c.iterations)
 	},
 	what: "uncontended latency",
-	run:  storeIn(func(r *report) *latencyResult { return &r.latency }, (*env).latency),
+	run:  storeIn(func(r *report) *latencyResult { return &r.latency }, latency),
 }
 
 // dist is a sample of durations.
@@ -184,7 +184,7 @@ func zkLockCycle(lock *zk.Lock) cycle {
 // the gateway (one lease, one keep-alive connection) and with go-zookeeper's
 // zk.Lock on a direct connection, in alternating blocks (ABBA) so that drift
 // of the machine hits both alike.
-func (e *env) latency(ctx context.Context) (latencyResult, error) {
+func latency(ctx context.Context, e *env) (latencyResult, error) {
 	var res latencyResult
 	c, lease, done, err := e.leasedClient(ctx, "bench-uncontended")
 	if err != nil {

@@ -45,7 +45,7 @@ var queueThroughputPhase = phase{
 			c.qItems, c.qProducers, c.qConsumers, c.qDur)
 	},
 	what: "queue throughput",
-	run:  storeIn(func(r *report) *queueResult { return &r.queue }, (*env).queueThroughput),
+	run:  storeIn(func(r *report) *queueResult { return &r.queue }, queueThroughput),
 }
 
 // queueRun is one sequential run: n items produced by one producer, then
@@ -133,7 +133,7 @@ type queueBench struct {
 // queue, then one consumer empties it) and concurrently (producers and
 // consumers at once), in ABBA order, checking that every item is taken
 // exactly once.
-func (e *env) queueThroughput(ctx context.Context) (res queueResult, err error) {
+func queueThroughput(ctx context.Context, e *env) (res queueResult, err error) {
 	cfg := e.cfg
 	np, nc := cfg.qProducers, cfg.qConsumers
 	res = queueResult{items: cfg.qItems, producers: np, consumers: nc, size: cfg.qBytes, backlog: cfg.qBacklog}
@@ -156,7 +156,7 @@ func (e *env) queueThroughput(ctx context.Context) (res queueResult, err error) 
 		dSeq:  directQueue{base: directRoot + "/queues/" + queueSeq, producers: prods, consumers: cons},
 		dConc: directQueue{base: directRoot + "/queues/" + queueConc, producers: prods, consumers: cons}}
 	defer func() { // runs before res.took is set
-		res.cleanup, res.left = e.removeQueues(ctx, []gwQueue{q.gwSeq, q.gwConc}, []directQueue{q.dSeq, q.dConc})
+		res.cleanup, res.left = removeQueues(ctx, e.conn, []gwQueue{q.gwSeq, q.gwConc}, []directQueue{q.dSeq, q.dConc})
 	}()
 	for _, dq := range []directQueue{q.dSeq, q.dConc} {
 		if err := dq.ensure(e.conn); err != nil {
@@ -513,36 +513,4 @@ func (s *segment) empty(paths [2]string) (bool, error) {
 		empty = empty && len(kids) == 0
 	}
 	return empty, nil
-}
-
-// removeQueues deletes the gateway's queues with DELETE /v1/queues/{name}
-// and the direct client's recursively, and lists what is left.
-func (e *env) removeQueues(ctx context.Context, gws []gwQueue, ds []directQueue) (problems, left []string) {
-	if ctx.Err() != nil {
-		ctx = context.Background() // interrupted: still clean up
-	}
-	var paths []string
-	for _, q := range gws {
-		if err := q.remove(ctx, e.conn); err != nil {
-			problems = append(problems, err.Error())
-		}
-		paths = append(paths, gatewayRoot+"/queues/"+q.name)
-	}
-	for _, q := range ds {
-		if err := q.remove(e.conn); err != nil {
-			problems = append(problems, fmt.Sprintf("delete %s: %v", q.base, err))
-		}
-		paths = append(paths, q.base)
-	}
-	left, err := leftovers(e.conn, paths...)
-	if err != nil {
-		problems = append(problems, err.Error())
-	}
-	for _, p := range left {
-		problems = append(problems, fmt.Sprintf("%s was still in ZooKeeper after its DELETE: removed recursively", p))
-		if err := deleteTree(e.conn, p); err != nil {
-			problems = append(problems, err.Error())
-		}
-	}
-	return problems, left
 }

@@ -27,7 +27,7 @@ var queueWakeupPhase = phase{
 		return fmt.Sprintf("6. queue take wake-up: %d each for gateway and direct", c.qWakeups)
 	},
 	what: "queue wake-up",
-	run:  storeIn(func(r *report) *wakeResult { return &r.wake }, (*env).queueWakeup),
+	run:  storeIn(func(r *report) *wakeResult { return &r.wake }, queueWakeup),
 }
 
 type wakeResult struct {
@@ -78,7 +78,7 @@ type wakeRun struct {
 // consumer blocked on a children watch of the entries; each time from just
 // before the produce is sent to the item taken (so the produce is
 // included), in alternating blocks (ABBA).
-func (e *env) queueWakeup(ctx context.Context) (res wakeResult, err error) {
+func queueWakeup(ctx context.Context, e *env) (res wakeResult, err error) {
 	res.n = e.cfg.qWakeups
 	start := time.Now()
 	defer func() { res.took = time.Since(start) }()
@@ -93,7 +93,7 @@ func (e *env) queueWakeup(ctx context.Context) (res wakeResult, err error) {
 	w := &wakeRun{ctx: ctx, c: c, gq: gwQueue{c, queueWake}, cons: cons, size: e.cfg.qBytes, packetsNow: e.packets,
 		dq: directQueue{base: directRoot + "/queues/" + queueWake, producers: []*zk.Conn{prod}, consumers: []*zk.Conn{cons}}}
 	defer func() { // runs before res.took is set
-		res.cleanup, res.left = e.removeQueues(ctx, []gwQueue{w.gq}, []directQueue{w.dq})
+		res.cleanup, res.left = removeQueues(ctx, e.conn, []gwQueue{w.gq}, []directQueue{w.dq})
 	}()
 	if err := w.dq.ensure(e.conn); err != nil {
 		return res, err
