@@ -4,102 +4,112 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// The A/B runner: every comparison of the gateway (A) with another client
-// (B) alternates them in ABBA order, so that drift of the shared machine
-// hits both alike.
-
-// abbaBlocks runs total iterations of each side in blocks of at most block:
-// gateway then other, other then gateway, and so on; between runs after
-// each pair of blocks (nil: nothing). It returns the pairs of blocks run.
-func abbaBlocks(total, block int, side func(n int, gateway bool) error, between func(n int) error) (int, error) {
-	blocks := 0
-	for done := 0; done < total; blocks++ {
-		n := min(block, total-done)
-		first := blocks%2 == 0 // ABBA: G D, D G, G D, ...
-		if err := side(n, first); err != nil {
-			return blocks, err
-		}
-		if err := side(n, !first); err != nil {
-			return blocks, err
-		}
-		if between != nil {
-			if err := between(n); err != nil {
-				return blocks, err
-			}
-		}
-		done += n
-	}
-	return blocks, nil
-}
-
-// abbaOrder is rounds of ts then ts reversed: a, b, b, a for two.
-func abbaOrder[T any](rounds int, ts ...T) []T {
-	var order []T
-	for range rounds {
-		order = append(order, ts...)
-		for i := len(ts) - 1; i >= 0; i-- {
-			order = append(order, ts[i])
-		}
-	}
-	return order
-}
-
 // amount is what a side runs for: iterations or a duration.
 type amount interface{ ~int | ~int64 }
 
-// abbaStep is one run of abbaHalves.
-type abbaStep[T amount] struct {
-	gateway bool
-	n       T
-	measure bool // false: a warm-up, checked but not counted
-	name    string
+// ab is the A/B runner. Every comparison of the gateway with another client
+// (or with other binaries) runs its sides in passes, each pass every side
+// once for the same amount, every other pass in reverse order: gateway
+// other, other gateway, gateway other, ... (ABBA) for two sides; base this
+// floor, floor this base for three. So drift of the shared machine hits
+// every side alike. A warm-up runs every side once in order before, checked
+// but not counted.
+type ab[T amount] struct {
+	// sides are the sides' names, the gateway's first: "gateway", "direct".
+	sides []string
+	// run runs one side for s.n.
+	run func(s abRun[T]) error
+	// between runs after each measured pass (nil: nothing).
+	between func(n T) error
 }
 
-// abbaHalves runs a warm-up of each side, then total of each in two halves:
-// gateway, other, other, gateway.
-func abbaHalves[T amount](warm, total T, run func(s abbaStep[T]) error) error {
-	half := total / 2
-	for _, s := range []abbaStep[T]{
-		{true, warm, false, "gateway warm-up"},
-		{false, warm, false, "direct warm-up"},
-		{true, half, true, "gateway"},
-		{false, half, true, "direct"},
-		{false, total - half, true, "direct"},
-		{true, total - half, true, "gateway"},
-	} {
-		if err := run(s); err != nil {
+// abRun is one run of one side.
+type abRun[T amount] struct {
+	side int // its index in sides; 0: the gateway
+	n    T
+	warm bool   // a warm-up: checked, not counted
+	name string // its side's name, "gateway warm-up" for a warm-up
+}
+
+// gateway says whether the run is the gateway's (side 0).
+func (s abRun[T]) gateway() bool { return s.side == 0 }
+
+// warm runs a warm-up of n of each side, in order.
+func (r ab[T]) warm(n T) error {
+	for i, name := range r.sides {
+		if err := r.run(abRun[T]{i, n, true, name + " warm-up"}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// inHalves runs a phase of dur on each side in ABBA halves, each side after
-// a warm-up of a second (or half of dur if shorter) into warmGW and
-// warmDirect, which are not counted.
-func inHalves[S any](dur time.Duration, gwRun, directRun func(time.Duration, *S) error, warmGW, warmDirect, gw, direct *S) error {
-	return abbaHalves(min(time.Second, dur/2), dur, func(s abbaStep[time.Duration]) error {
-		run, into := directRun, direct
-		switch {
-		case s.gateway && s.measure:
-			run, into = gwRun, gw
-		case s.gateway:
-			run, into = gwRun, warmGW
-		case !s.measure:
-			into = warmDirect
+// passes runs a measured pass of each of ns, every other one in reverse
+// order, and returns the passes run.
+func (r ab[T]) passes(ns ...T) (int, error) {
+	for p, n := range ns {
+		for k := range r.sides {
+			i := k
+			if p%2 == 1 {
+				i = len(r.sides) - 1 - k
+			}
+			if err := r.run(abRun[T]{i, n, false, r.sides[i]}); err != nil {
+				return p, err
+			}
 		}
-		if err := run(s.n, into); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+		if r.between != nil {
+			if err := r.between(n); err != nil {
+				return p, err
+			}
 		}
-		return nil
-	})
+	}
+	return len(ns), nil
 }
+
+// blocks runs total of each side in passes of block, the last one short:
+// G D, D G, G D, ...; it returns the passes (pairs of blocks) run.
+func (r ab[T]) blocks(total, block T) (int, error) {
+	var ns []T
+	for done := T(0); done < total; done += min(block, total-done) {
+		ns = append(ns, min(block, total-done))
+	}
+	return r.passes(ns...)
+}
+
+// halves runs total of each side in two passes, halves: G D D G.
+func (r ab[T]) halves(total T) error {
+	_, err := r.passes(total/2, total-total/2)
+	return err
+}
+
+// warmHalves is a warm-up of warm, then halves of total: G D (warm-ups),
+// G D D G.
+func (r ab[T]) warmHalves(warm, total T) error {
+	if err := r.warm(warm); err != nil {
+		return err
+	}
+	return r.halves(total)
+}
+
+// rounds runs rounds pairs of passes of each of each side: B T T B,
+// rounds times, for two sides.
+func (r ab[T]) rounds(rounds int, each T) error {
+	ns := make([]T, 2*rounds)
+	for i := range ns {
+		ns[i] = each
+	}
+	_, err := r.passes(ns...)
+	return err
+}
+
+// warmUp is the warm-up of each side of a timed comparison of d: a second,
+// or half of d if shorter.
+func warmUp(d time.Duration) time.Duration { return min(time.Second, d/2) }
 
 // window counts the cycles of one measured window: all of them, and those
 // whose grant came before its deadline, with their times when kept.

@@ -163,29 +163,35 @@ func TestStatCPU(t *testing.T) {
 
 // TestABBA pins the order of the A/B runner: blocks alternate gateway-first
 // and other-first, the last one short; halves are G D D G after a warm-up
-// of each; rounds are B T T B.
+// of each; rounds are B T T B, and B T F F T B for three sides.
 func TestABBA(t *testing.T) {
 	var got []string
-	pairs, err := abbaBlocks(5, 2, func(n int, gateway bool) error {
-		got = append(got, fmt.Sprintf("%v%d", map[bool]string{true: "G", false: "D"}[gateway], n))
+	record := func(s abRun[int]) error {
+		w := ""
+		if s.warm {
+			w = "w"
+		}
+		got = append(got, fmt.Sprintf("%s%d%s", s.name[:1], s.n, w))
 		return nil
-	}, func(n int) error { got = append(got, fmt.Sprintf("|%d", n)); return nil })
+	}
+	r := ab[int]{sides: []string{"G", "D"}, run: record, between: func(n int) error { got = append(got, fmt.Sprintf("|%d", n)); return nil }}
+	pairs, err := r.blocks(5, 2)
 	if want := "G2 D2 |2 D2 G2 |2 G1 D1 |1"; err != nil || pairs != 3 || strings.Join(got, " ") != want {
-		t.Fatalf("abbaBlocks: %d pairs, %v, %q; want 3 pairs, %q", pairs, err, strings.Join(got, " "), want)
+		t.Fatalf("blocks: %d pairs, %v, %q; want 3 pairs, %q", pairs, err, strings.Join(got, " "), want)
 	}
-	got = nil
-	err = abbaHalves(1, 5, func(s abbaStep[int]) error {
-		got = append(got, fmt.Sprintf("%v%d%v", map[bool]string{true: "G", false: "D"}[s.gateway], s.n, map[bool]string{true: "", false: "w"}[s.measure]))
-		return nil
-	})
-	if want := "G1w D1w G2 D2 D3 G3"; err != nil || strings.Join(got, " ") != want {
-		t.Fatalf("abbaHalves: %v, %q; want %q", err, strings.Join(got, " "), want)
+	got, r.between = nil, nil
+	if err, want := r.warmHalves(1, 5), "G1w D1w G2 D2 D3 G3"; err != nil || strings.Join(got, " ") != want {
+		t.Fatalf("warmHalves: %v, %q; want %q", err, strings.Join(got, " "), want)
 	}
-	if got, want := strings.Join(abbaOrder(2, "B", "T"), " "), "B T T B B T T B"; got != want {
-		t.Fatalf("abbaOrder: %q, want %q", got, want)
-	}
-	if got, want := strings.Join(abbaOrder(1, "B", "T", "F"), " "), "B T F F T B"; got != want {
-		t.Fatalf("abbaOrder of three: %q, want %q", got, want)
+	for _, c := range []struct {
+		sides      []string
+		rounds     int
+		want, what string
+	}{{[]string{"B", "T"}, 2, "B1 T1 T1 B1 B1 T1 T1 B1", "rounds"}, {[]string{"B", "T", "F"}, 1, "B1 T1 F1 F1 T1 B1", "rounds of three"}} {
+		got, r.sides = nil, c.sides
+		if err := r.rounds(c.rounds, 1); err != nil || strings.Join(got, " ") != c.want {
+			t.Fatalf("%s: %v, %q; want %q", c.what, err, strings.Join(got, " "), c.want)
+		}
 	}
 }
 

@@ -38,7 +38,7 @@ var churnPhase = phase{
 		return fmt.Sprintf("9. churn: %d workers on fresh names for %s, then %d locks held", c.churnWorkers, c.churnDur, c.heldLocks)
 	},
 	what: "churn",
-	run:  storeIn(func(r *report) *churnResult { return &r.churn }, (*env).churn),
+	run:  storeIn(func(r *report) *churnResult { return &r.churn }, churn),
 }
 
 // The targets of the churn phase: what names used once leave behind, and
@@ -128,10 +128,11 @@ func (r churnResult) flat(s churnSample) (counts, rss bool) {
 // freed memory back to the system after its next collection, within two
 // minutes of an idle gateway). Then it holds cfg.heldLocks locks and times
 // the lists and the dashboard (see held).
-func (e *env) churn(ctx context.Context) (res churnResult, err error) {
+func churn(ctx context.Context, e *env) (res churnResult, err error) {
 	n := e.cfg.churnWorkers
 	res.workers, res.cycles = n, map[string]int64{}
-	res.base, err = e.churnSample(ctx, 0)
+	k := &churnRun{e: e, res: &res}
+	res.base, err = k.sample(ctx, 0)
 	if err != nil {
 		return res, err
 	}
@@ -141,10 +142,9 @@ func (e *env) churn(ctx context.Context) (res churnResult, err error) {
 		c.close()
 		return res, err
 	}
-	start := time.Now()
+	k.start = time.Now()
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
-	k := &churnRun{e: e, res: &res, start: start}
 	go func() {
 		defer close(sampled)
 		k.sampleUntil(ctx, stop)
@@ -165,7 +165,7 @@ func (e *env) churn(ctx context.Context) (res churnResult, err error) {
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	res.held, err = e.held(ctx)
+	res.held, err = held(ctx, e)
 	return res, err
 }
 
@@ -188,7 +188,7 @@ func (k *churnRun) sampleUntil(ctx context.Context, stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if s, err := k.e.churnSample(ctx, time.Since(k.start)); err == nil {
+		if s, err := k.sample(ctx, time.Since(k.start)); err == nil {
 			k.res.samples = append(k.res.samples, s)
 		}
 	}
@@ -243,7 +243,7 @@ func (k *churnRun) settle(ctx context.Context) {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
 		}
-		s, err := e.churnSample(ctx, time.Since(start))
+		s, err := k.sample(ctx, time.Since(start))
 		if err != nil {
 			continue
 		}
@@ -261,8 +261,9 @@ func (k *churnRun) settle(ctx context.Context) {
 	}
 }
 
-// churnSample reads the gateway's state.
-func (e *env) churnSample(ctx context.Context, at time.Duration) (churnSample, error) {
+// sample reads the gateway's state.
+func (k *churnRun) sample(ctx context.Context, at time.Duration) (churnSample, error) {
+	e := k.e
 	s := churnSample{at: at, gwWatches: -1}
 	mt, err := mntr(ctx, e.zkAddr)
 	if err != nil {
@@ -372,7 +373,7 @@ const heldSamples = 30
 // held holds cfg.heldLocks locks (cfg.heldLocks/100 leases, each holding
 // 100), then times GET /v1/locks?limit=100, walks every page of it, and
 // times the dashboard's overview and locks page; then it lets them go.
-func (e *env) held(ctx context.Context) (res heldResult, err error) {
+func held(ctx context.Context, e *env) (res heldResult, err error) {
 	n := e.cfg.heldLocks
 	res.locks, res.leases = n, max(n/100, 1)
 	c := newClient(e.gw.url, 32, time.Minute)

@@ -29,7 +29,7 @@ var contentionPhase = phase{
 		return fmt.Sprintf("2. %d contenders, %s each for gateway and direct", c.contenders, c.contentionDur)
 	},
 	what: "contention",
-	run:  storeIn(func(r *report) *contentionResult { return &r.contention }, (*env).contention),
+	run:  storeIn(func(r *report) *contentionResult { return &r.contention }, contention),
 }
 
 // exclusion checks mutual exclusion from the clients' side: a counter of
@@ -89,7 +89,7 @@ func (r contentionResult) ratio() float64 { return r.gw.rate() / r.direct.rate()
 // contention runs cfg.contenders clients in a loop of acquire + release on
 // one lock, through the gateway (each its own lease; acquire?wait=) and with
 // zk.Lock (each its own connection), in ABBA halves.
-func (e *env) contention(ctx context.Context) (contentionResult, error) {
+func contention(ctx context.Context, e *env) (contentionResult, error) {
 	n := e.cfg.contenders
 	res := contentionResult{contenders: n,
 		gw: side{excl: &exclusion{}}, direct: side{excl: &exclusion{}}}
@@ -111,12 +111,24 @@ func (e *env) contention(ctx context.Context) (contentionResult, error) {
 	}
 
 	// Warm-up runs are checked for exclusion but not counted.
-	err = inHalves(e.cfg.contentionDur,
-		func(d time.Duration, s *side) error {
-			return gatewayContention(ctx, c, leases, e.cfg.contentionWait, d, s)
-		},
-		func(d time.Duration, s *side) error { return directContention(ctx, locks, d, s) },
-		&side{excl: res.gw.excl}, &side{excl: res.direct.excl}, &res.gw, &res.direct)
+	sums := [2]*side{&res.gw, &res.direct}
+	warm := [2]*side{{excl: res.gw.excl}, {excl: res.direct.excl}}
+	err = ab[time.Duration]{sides: []string{"gateway", "direct"}, run: func(s abRun[time.Duration]) error {
+		into := sums[s.side]
+		if s.warm {
+			into = warm[s.side]
+		}
+		var err error
+		if s.gateway() {
+			err = gatewayContention(ctx, c, leases, e.cfg.contentionWait, s.n, into)
+		} else {
+			err = directContention(ctx, locks, s.n, into)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		return nil
+	}}.warmHalves(warmUp(e.cfg.contentionDur), e.cfg.contentionDur)
 	return res, err
 }
 

@@ -51,7 +51,7 @@ var cpuUsePhase = phase{
 		return fmt.Sprintf("10. CPU per operation: %d workers, %s of each workload for each binary", c.cpuWorkers, c.cpuDur)
 	},
 	what: "CPU per operation",
-	run:  storeIn(func(r *report) *cpuResult { return &r.cpu }, (*env).cpuPhase),
+	run:  storeIn(func(r *report) *cpuResult { return &r.cpu }, cpuUse),
 }
 
 // The gateway's CPU per acquire+release cycle, at most this many times its
@@ -191,22 +191,22 @@ type cpuGateway struct {
 	debug     string // its --debug-listen address ("" without -cpu-profile)
 }
 
-// cpuPhase runs each workload on this build and on -baseline-bin (when
+// cpuUse runs each workload on this build and on -baseline-bin (when
 // given), each a gateway process of its own on the bench's ZooKeeper (on a
 // root of its own), and the lock workload on each of -cpu-floors too, in
 // ABBA halves after a warm-up each, and reads each server's and
 // ZooKeeper's CPU time from /proc around every half.
-func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
+func cpuUse(ctx context.Context, e *env) (res cpuResult, err error) {
 	res = cpuResult{workers: e.cfg.cpuWorkers, baseline: e.cfg.baselineBin, base: map[string]*cpuSide{}, this: map[string]*cpuSide{}, floors: map[string]*cpuSide{},
 		embedded: e.cfg.cpuEmbedded}
-	this, err := e.startCPUGateway(ctx, e.bin, "this")
+	this, err := startCPUGateway(ctx, e, e.bin, "this")
 	defer this.stop()
 	if err != nil {
 		return res, err
 	}
 	var base *cpuGateway
 	if e.cfg.baselineBin != "" {
-		base, err = e.startCPUGateway(ctx, e.cfg.baselineBin, "base")
+		base, err = startCPUGateway(ctx, e, e.cfg.baselineBin, "base")
 		defer base.stop()
 		if err != nil {
 			return res, err
@@ -219,7 +219,7 @@ func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
 			return res, err
 		}
 		for _, kind := range e.cfg.cpuFloors {
-			f, err := e.startCPUFloor(ctx, bin, kind)
+			f, err := startCPUFloor(ctx, e, bin, kind)
 			defer f.stop()
 			if err != nil {
 				return res, err
@@ -267,32 +267,38 @@ func (e *env) cpuPhase(ctx context.Context) (res cpuResult, err error) {
 // a floor: base, this, floor, floor, this, base), -cpu-duration split
 // among them; into holds each one's sums.
 func cpuWorkload(ctx context.Context, cfg config, w string, gws []*cpuGateway, into map[*cpuGateway]*cpuSide) error {
-	half := cfg.cpuDur / 2
-	order := gws
-	if len(gws) > 1 {
-		half /= time.Duration(cfg.cpuRounds)
-		order = abbaOrder(cfg.cpuRounds, gws...)
-	}
-	warm := min(time.Second, half/2)
-	for _, g := range gws {
-		if _, err := g.half(ctx, w, warm); err != nil {
-			return fmt.Errorf("%s: %w", g.tag, err)
-		}
-	}
-	for _, g := range order {
-		s, err := g.half(ctx, w, half)
+	r := ab[time.Duration]{run: func(s abRun[time.Duration]) error {
+		g := gws[s.side]
+		got, err := g.half(ctx, w, s.n)
 		if err != nil {
 			return fmt.Errorf("%s: %w", g.tag, err)
 		}
-		_ = addRun(into[g], s, nil)
+		if !s.warm {
+			_ = addRun(into[g], got, nil)
+		}
+		return nil
+	}}
+	for _, g := range gws {
+		r.sides = append(r.sides, g.tag)
 	}
-	return nil
+	half := cfg.cpuDur / 2
+	if len(gws) > 1 {
+		half /= time.Duration(cfg.cpuRounds)
+	}
+	if err := r.warm(min(time.Second, half/2)); err != nil {
+		return err
+	}
+	if len(gws) == 1 {
+		_, err := r.passes(half)
+		return err
+	}
+	return r.rounds(cfg.cpuRounds, half)
 }
 
 // startCPUGateway starts a gateway of bin on a root of its own (tag: this
 // or base), with a lease per worker, each holding its bench-r-N lock for
 // the reads.
-func (e *env) startCPUGateway(ctx context.Context, bin, tag string) (*cpuGateway, error) {
+func startCPUGateway(ctx context.Context, e *env, bin, tag string) (*cpuGateway, error) {
 	n := e.cfg.cpuWorkers
 	extra := []string{"--root", gatewayRoot + "-cpu-" + tag}
 	g := &cpuGateway{tag: tag, zkPID: e.zkPID, zkAddr: e.zkAddr, itemBytes: e.cfg.qBytes}
@@ -332,7 +338,7 @@ func (e *env) startCPUGateway(ctx context.Context, bin, tag string) (*cpuGateway
 // startCPUFloor starts the floor server kind of bin (cmd/zkgate-bench/floorserver)
 // on a root of its own, with a lease per worker: it answers the lock
 // workload only.
-func (e *env) startCPUFloor(ctx context.Context, bin, kind string) (*cpuGateway, error) {
+func startCPUFloor(ctx context.Context, e *env, bin, kind string) (*cpuGateway, error) {
 	n := e.cfg.cpuWorkers
 	g := &cpuGateway{tag: kind, zkPID: e.zkPID, zkAddr: e.zkAddr}
 	args := []string{"-kind", kind, "-zk", e.zkAddr, "-root", gatewayRoot + "-floor-" + kind}

@@ -34,7 +34,7 @@ var dashboardFanoutPhase = phase{
 		return fmt.Sprintf("7. dashboard fan-out: %d WebSocket clients, %d changes", c.dashClients, c.dashChanges)
 	},
 	what: "dashboard fan-out",
-	run:  storeIn(func(r *report) *dashResult { return &r.dash }, (*env).dashboardPhase),
+	run:  storeIn(func(r *report) *dashResult { return &r.dash }, dashboardFanout),
 }
 
 // dashPage is the dashboard page the clients watch: the locks'.
@@ -100,11 +100,11 @@ type fanout struct {
 	dialErr   chan error
 }
 
-// dashboardPhase connects cfg.dashClients WebSocket clients to the
+// dashboardFanout connects cfg.dashClients WebSocket clients to the
 // dashboard's locks page, waits for every snapshot, then times how long one
 // change (a lock acquired, then released, through the gateway) takes to
 // reach every client.
-func (e *env) dashboardPhase(ctx context.Context) (res dashResult, err error) {
+func dashboardFanout(ctx context.Context, e *env) (res dashResult, err error) {
 	n := e.cfg.dashClients
 	res.clients = n
 	if m, merr := e.gw.memory(ctx); merr == nil {

@@ -28,7 +28,7 @@ var distinctPhase = phase{
 		return fmt.Sprintf("2b. %d workers on distinct locks, %s each for gateway and direct", c.distinctWorkers, c.distinctDur)
 	},
 	what: "distinct locks",
-	run:  storeIn(func(r *report) *distinctResult { return &r.distinct }, (*env).distinct),
+	run:  storeIn(func(r *report) *distinctResult { return &r.distinct }, distinct),
 }
 
 // distinctSide is one client's run on distinct locks.
@@ -55,7 +55,7 @@ func (r distinctResult) ratio() float64 { return r.gw.rate() / r.direct.rate() }
 // name on keep-alive connections; directly, each its own zk.NewLock on its
 // own path, all sharing ONE zk.Conn (what one process would do). ABBA
 // halves after a warm-up each.
-func (e *env) distinct(ctx context.Context) (distinctResult, error) {
+func distinct(ctx context.Context, e *env) (distinctResult, error) {
 	n := e.cfg.distinctWorkers
 	res := distinctResult{workers: n}
 	c := newClient(e.gw.url, 2*n, time.Minute)
@@ -76,10 +76,23 @@ func (e *env) distinct(ctx context.Context) (distinctResult, error) {
 	}
 	lastTok := make([]int64, n) // per worker (per lock): tokens must grow
 
-	err = inHalves(e.cfg.distinctDur,
-		func(d time.Duration, s *distinctSide) error { return gatewayDistinct(ctx, c, leases, lastTok, d, s) },
-		func(d time.Duration, s *distinctSide) error { return directDistinct(ctx, locks, d, s) },
-		&distinctSide{}, &distinctSide{}, &res.gw, &res.direct)
+	sums, warm := [2]*distinctSide{&res.gw, &res.direct}, [2]*distinctSide{{}, {}}
+	err = ab[time.Duration]{sides: []string{"gateway", "direct"}, run: func(s abRun[time.Duration]) error {
+		into := sums[s.side]
+		if s.warm {
+			into = warm[s.side]
+		}
+		var err error
+		if s.gateway() {
+			err = gatewayDistinct(ctx, c, leases, lastTok, s.n, into)
+		} else {
+			err = directDistinct(ctx, locks, s.n, into)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		return nil
+	}}.warmHalves(warmUp(e.cfg.distinctDur), e.cfg.distinctDur)
 	return res, err
 }
 

@@ -32,7 +32,7 @@ var etcdComparePhase = phase{
 	check:    func(c *config) error { return positive(c.etcdIterations) },
 	announce: func(c config) string { return fmt.Sprintf("1b. etcd comparison: %d iterations each", c.etcdIterations) },
 	what:     "etcd comparison",
-	run:      storeIn(func(r *report) *etcdResult { return &r.etcd }, (*env).etcdPhase),
+	run:      storeIn(func(r *report) *etcdResult { return &r.etcd }, etcdCompare),
 }
 
 // etcdResult is the uncontended comparison with etcd's lock API.
@@ -149,9 +149,9 @@ func (s *etcdServer) stop() {
 	os.RemoveAll(s.dir)
 }
 
-// etcdPhase times uncontended lock+unlock through etcd's HTTP JSON gateway
+// etcdCompare times uncontended lock+unlock through etcd's HTTP JSON gateway
 // against the gateway's acquire+release, in ABBA blocks.
-func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
+func etcdCompare(ctx context.Context, e *env) (res etcdResult, err error) {
 	bin, lerr := exec.LookPath(e.cfg.etcdBin)
 	if lerr != nil {
 		res.skipped = "etcd not installed (Debian: apt-get install etcd-server)"
@@ -183,14 +183,16 @@ func (e *env) etcdPhase(ctx context.Context) (res etcdResult, err error) {
 	}
 	defer done()
 	var gw, et cycleTimes
-	res.blocks, err = abbaCycles(ctx, min(e.cfg.warmup, e.cfg.etcdIterations), e.cfg.etcdIterations, e.cfg.block,
-		lockCycle(ctx, c, "bench-e", leaseBody(gl)), etcdOnce, &gw, &et, nil, nil)
-	if err != nil {
+	r := cycleRunner(ctx, []string{"gateway", "etcd"}, [2]cycle{lockCycle(ctx, c, "bench-e", leaseBody(gl)), etcdOnce}, [2]*cycleTimes{&gw, &et})
+	if err := r.warm(min(e.cfg.warmup, e.cfg.etcdIterations)); err != nil {
+		return res, err
+	}
+	if res.blocks, err = r.blocks(e.cfg.etcdIterations, e.cfg.block); err != nil {
 		return res, err
 	}
 	res.gw, res.etcd, res.etcdLock, res.etcdUnlock = summarize(gw.both), summarize(et.both), summarize(et.acq), summarize(et.rel)
 	res.workers = e.cfg.distinctWorkers
-	err = e.etcdDistinct(ctx, es, &res)
+	err = etcdDistinct(ctx, e, es, &res)
 	return res, err
 }
 
@@ -234,7 +236,7 @@ func etcdLockCycle(ctx context.Context, ec *client, name, lease string) cycle {
 // through etcd's lock API, in ABBA halves of cfg.distinctDur after a
 // warm-up each; it reads the CPU time of the gateway (or etcd) and of
 // ZooKeeper around each half.
-func (e *env) etcdDistinct(ctx context.Context, es *etcdServer, res *etcdResult) error {
+func etcdDistinct(ctx context.Context, e *env, es *etcdServer, res *etcdResult) error {
 	n := e.cfg.distinctWorkers
 	ec := newClient(es.url, 2*n, time.Minute)
 	defer ec.close()
@@ -258,16 +260,20 @@ func (e *env) etcdDistinct(ctx context.Context, es *etcdServer, res *etcdResult)
 	for i, id := range leases {
 		gops[i] = lockOp(c, fmt.Sprintf("bench-ed-%d", i), leaseBody(id))
 	}
-	return inHalves(e.cfg.distinctDur,
-		func(d time.Duration, s *cpuSide) error {
-			r, err := runOps(ctx, gops, d, e.gw.pid(), e.zkPID)
-			return addRun(s, r, err)
-		},
-		func(d time.Duration, s *cpuSide) error {
-			r, err := runOps(ctx, eops, d, es.cmd.Process.Pid, e.zkPID)
-			return addRun(s, r, err)
-		},
-		&cpuSide{}, &cpuSide{}, &res.distinctGW, &res.distinctEtcd)
+	// The gateway's or etcd's CPU, and ZooKeeper's, around each run.
+	sums, warm := [2]*cpuSide{&res.distinctGW, &res.distinctEtcd}, [2]*cpuSide{{}, {}}
+	ops, pids := [2][]func(context.Context) error{gops, eops}, [2]int{e.gw.pid(), es.cmd.Process.Pid}
+	return ab[time.Duration]{sides: []string{"gateway", "etcd"}, run: func(s abRun[time.Duration]) error {
+		into := sums[s.side]
+		if s.warm {
+			into = warm[s.side]
+		}
+		r, err := runOps(ctx, ops[s.side], s.n, pids[s.side], e.zkPID)
+		if err := addRun(into, r, err); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		return nil
+	}}.warmHalves(warmUp(e.cfg.distinctDur), e.cfg.distinctDur)
 }
 
 // printEtcd writes section 1b and adds its summary rows.

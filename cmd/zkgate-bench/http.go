@@ -89,20 +89,6 @@ func truncate(b []byte, n int) string {
 	return string(b)
 }
 
-// leasedClient is a client of the gateway with a lease of 10 minutes for
-// holder; done revokes the lease and closes the client.
-func (e *env) leasedClient(ctx context.Context, holder string) (c *client, lease string, done func(), err error) {
-	c = newClient(e.gw.url, 2, time.Minute)
-	if lease, err = c.createLease(ctx, 10*time.Minute, holder); err != nil {
-		c.close()
-		return nil, "", nil, err
-	}
-	return c, lease, func() {
-		_ = c.revokeLease(context.Background(), lease)
-		c.close()
-	}, nil
-}
-
 // createLease makes a lease and returns its id.
 func (c *client) createLease(ctx context.Context, ttl time.Duration, holder string) (string, error) {
 	body, _ := json.Marshal(map[string]string{"ttl": ttl.String(), "holder": holder})

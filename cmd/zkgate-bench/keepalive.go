@@ -24,7 +24,7 @@ var keepalivePhase = phase{
 	},
 	announce: func(c config) string { return fmt.Sprintf("4. keepalives: %d workers, %s", c.kaWorkers, c.kaDur) },
 	what:     "keepalives",
-	run:      storeIn(func(r *report) *keepaliveResult { return &r.keepalive }, (*env).keepalives),
+	run:      storeIn(func(r *report) *keepaliveResult { return &r.keepalive }, keepalives),
 }
 
 type keepaliveResult struct {
@@ -52,7 +52,7 @@ func (r keepaliveResult) keepalivesFree() bool {
 // keepalives has cfg.kaWorkers goroutines each keep one lease alive in a
 // loop, after an idle window of the same length, comparing ZooKeeper's
 // packet count (mntr zk_packets_received) over both windows.
-func (e *env) keepalives(ctx context.Context) (keepaliveResult, error) {
+func keepalives(ctx context.Context, e *env) (keepaliveResult, error) {
 	res := keepaliveResult{workers: e.cfg.kaWorkers}
 	c := newClient(e.gw.url, 2*e.cfg.kaWorkers, time.Minute)
 	defer c.close()

@@ -34,7 +34,7 @@ var latencyPhase = phase{
 		return fmt.Sprintf("1. uncontended latency: %d warm-up + %d iterations each", c.warmup, c.iterations)
 	},
 	what: "uncontended latency",
-	run:  storeIn(func(r *report) *latencyResult { return &r.latency }, (*env).latency),
+	run:  storeIn(func(r *report) *latencyResult { return &r.latency }, latency),
 }
 
 // dist is a sample of durations.
@@ -133,27 +133,17 @@ func runCycles(ctx context.Context, n int, once cycle, times *cycleTimes) error 
 	return nil
 }
 
-// abbaCycles warms both sides up with warm cycles each, then (after
-// measuring, nil: nothing) runs iterations of each in ABBA blocks of block,
-// with between after each pair of blocks; it returns the pairs run.
-func abbaCycles(ctx context.Context, warm, iterations, block int, gwOnce, otherOnce cycle, gw, other *cycleTimes, measuring func() error, between func(n int) error) (int, error) {
-	if err := runCycles(ctx, warm, gwOnce, nil); err != nil {
-		return 0, err
-	}
-	if err := runCycles(ctx, warm, otherOnce, nil); err != nil {
-		return 0, err
-	}
-	if measuring != nil {
-		if err := measuring(); err != nil {
-			return 0, err
+// cycleRunner is the A/B runner of the gateway's cycles (once[0], recorded
+// into times[0]) against another client's (once[1], into times[1]); sides
+// names them. Warm-ups are not recorded.
+func cycleRunner(ctx context.Context, sides []string, once [2]cycle, times [2]*cycleTimes) ab[int] {
+	return ab[int]{sides: sides, run: func(s abRun[int]) error {
+		into := times[s.side]
+		if s.warm {
+			into = nil
 		}
-	}
-	return abbaBlocks(iterations, block, func(n int, gateway bool) error {
-		if gateway {
-			return runCycles(ctx, n, gwOnce, gw)
-		}
-		return runCycles(ctx, n, otherOnce, other)
-	}, between)
+		return runCycles(ctx, s.n, once[s.side], into)
+	}}
 }
 
 // lockCycle acquires and releases lock name through the gateway with the
@@ -194,7 +184,7 @@ func zkLockCycle(lock *zk.Lock) cycle {
 // the gateway (one lease, one keep-alive connection) and with go-zookeeper's
 // zk.Lock on a direct connection, in alternating blocks (ABBA) so that drift
 // of the machine hits both alike.
-func (e *env) latency(ctx context.Context) (latencyResult, error) {
+func latency(ctx context.Context, e *env) (latencyResult, error) {
 	var res latencyResult
 	c, lease, done, err := e.leasedClient(ctx, "bench-uncontended")
 	if err != nil {
@@ -209,14 +199,19 @@ func (e *env) latency(ctx context.Context) (latencyResult, error) {
 	}
 	// Both are warmed up (connections, JIT of the JVM, lock parents) before
 	// the gateway's own figures are read.
-	var before map[string]float64
 	var gw, d cycleTimes
 	lock := zk.NewLock(e.conn, directRoot+"/bench-u", zk.WorldACL(zk.PermAll))
-	res.blocks, err = abbaCycles(ctx, e.cfg.warmup, e.cfg.iterations, e.cfg.block,
-		lockCycle(ctx, c, "bench-u", leaseBody(lease)), zkLockCycle(lock), &gw, &d,
-		func() (err error) { before, err = e.gw.scrape(ctx); return err },
-		func(n int) error { return fl.block(max(1, n/4)) })
+	r := cycleRunner(ctx, []string{"gateway", "direct"}, [2]cycle{lockCycle(ctx, c, "bench-u", leaseBody(lease)), zkLockCycle(lock)},
+		[2]*cycleTimes{&gw, &d})
+	r.between = func(n int) error { return fl.block(max(1, n/4)) }
+	if err := r.warm(e.cfg.warmup); err != nil {
+		return res, err
+	}
+	before, err := e.gw.scrape(ctx)
 	if err != nil {
+		return res, err
+	}
+	if res.blocks, err = r.blocks(e.cfg.iterations, e.cfg.block); err != nil {
 		return res, err
 	}
 	res.gw, res.gwAcq, res.gwRel = summarize(gw.both), summarize(gw.acq), summarize(gw.rel)

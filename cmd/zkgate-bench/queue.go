@@ -365,20 +365,6 @@ func (l *ledger) check() delivery {
 	return d
 }
 
-// packets is ZooKeeper's count of packets received (client requests and
-// pings), from mntr.
-func (e *env) packets(ctx context.Context) (float64, error) {
-	m, err := mntr(ctx, e.zkAddr)
-	if err != nil {
-		return 0, err
-	}
-	v, ok := m["zk_packets_received"]
-	if !ok {
-		return 0, errors.New("mntr has no zk_packets_received")
-	}
-	return v, nil
-}
-
 // dialConns opens n direct connections; close closes them all.
 func dialConns(ctx context.Context, addr string, n int) (conns []*zk.Conn, closeAll func(), err error) {
 	closeAll = func() {
@@ -395,4 +381,36 @@ func dialConns(ctx context.Context, addr string, n int) (conns []*zk.Conn, close
 		conns = append(conns, c)
 	}
 	return conns, closeAll, nil
+}
+
+// removeQueues deletes the gateway's queues (conn: a direct connection) with DELETE /v1/queues/{name}
+// and the direct client's recursively, and lists what is left.
+func removeQueues(ctx context.Context, conn *zk.Conn, gws []gwQueue, ds []directQueue) (problems, left []string) {
+	if ctx.Err() != nil {
+		ctx = context.Background() // interrupted: still clean up
+	}
+	var paths []string
+	for _, q := range gws {
+		if err := q.remove(ctx, conn); err != nil {
+			problems = append(problems, err.Error())
+		}
+		paths = append(paths, gatewayRoot+"/queues/"+q.name)
+	}
+	for _, q := range ds {
+		if err := q.remove(conn); err != nil {
+			problems = append(problems, fmt.Sprintf("delete %s: %v", q.base, err))
+		}
+		paths = append(paths, q.base)
+	}
+	left, err := leftovers(conn, paths...)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	for _, p := range left {
+		problems = append(problems, fmt.Sprintf("%s was still in ZooKeeper after its DELETE: removed recursively", p))
+		if err := deleteTree(conn, p); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return problems, left
 }

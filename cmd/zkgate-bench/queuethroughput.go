@@ -45,7 +45,7 @@ var queueThroughputPhase = phase{
 			c.qItems, c.qProducers, c.qConsumers, c.qDur)
 	},
 	what: "queue throughput",
-	run:  storeIn(func(r *report) *queueResult { return &r.queue }, (*env).queueThroughput),
+	run:  storeIn(func(r *report) *queueResult { return &r.queue }, queueThroughput),
 }
 
 // queueRun is one sequential run: n items produced by one producer, then
@@ -133,7 +133,7 @@ type queueBench struct {
 // queue, then one consumer empties it) and concurrently (producers and
 // consumers at once), in ABBA order, checking that every item is taken
 // exactly once.
-func (e *env) queueThroughput(ctx context.Context) (res queueResult, err error) {
+func queueThroughput(ctx context.Context, e *env) (res queueResult, err error) {
 	cfg := e.cfg
 	np, nc := cfg.qProducers, cfg.qConsumers
 	res = queueResult{items: cfg.qItems, producers: np, consumers: nc, size: cfg.qBytes, backlog: cfg.qBacklog}
@@ -156,7 +156,7 @@ func (e *env) queueThroughput(ctx context.Context) (res queueResult, err error) 
 		dSeq:  directQueue{base: directRoot + "/queues/" + queueSeq, producers: prods, consumers: cons},
 		dConc: directQueue{base: directRoot + "/queues/" + queueConc, producers: prods, consumers: cons}}
 	defer func() { // runs before res.took is set
-		res.cleanup, res.left = e.removeQueues(ctx, []gwQueue{q.gwSeq, q.gwConc}, []directQueue{q.dSeq, q.dConc})
+		res.cleanup, res.left = removeQueues(ctx, e.conn, []gwQueue{q.gwSeq, q.gwConc}, []directQueue{q.dSeq, q.dConc})
 	}()
 	for _, dq := range []directQueue{q.dSeq, q.dConc} {
 		if err := dq.ensure(e.conn); err != nil {
@@ -181,15 +181,15 @@ func (q *queueBench) sequential(ctx context.Context) error {
 	gwLed, dLed := newLedger(), newLedger()
 	var before map[string]float64
 	scraped := false
-	err := abbaHalves(min(100, max(1, e.cfg.qItems/10)), e.cfg.qItems, func(s abbaStep[int]) (err error) {
+	err := ab[int]{sides: []string{"gateway", "direct"}, run: func(s abRun[int]) (err error) {
 		qc, side, led, next, tag, client := queueClient(q.dSeq), &res.direct, dLed, &q.dNext, "ds", "direct"
-		if s.gateway {
+		if s.gateway() {
 			qc, side, led, next, tag, client = q.gwSeq, &res.gw, gwLed, &q.gwNext, "gs", "gateway"
 		}
 		if s.n == 0 {
 			return nil
 		}
-		if s.measure && !scraped {
+		if !s.warm && !scraped {
 			if before, err = e.gw.scrape(ctx); err != nil {
 				return err
 			}
@@ -200,13 +200,13 @@ func (q *queueBench) sequential(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("sequential %s: %w", tag, err)
 		}
-		if s.measure {
+		if !s.warm {
 			run.client = client
 			res.runs = append(res.runs, run)
 			side.addSequential(run)
 		}
 		return nil
-	})
+	}}.warmHalves(min(100, max(1, e.cfg.qItems/10)), e.cfg.qItems)
 	if err != nil {
 		return err
 	}
@@ -234,16 +234,16 @@ func (q *queueBench) concurrent(ctx context.Context) error {
 	e, res := q.e, q.res
 	gwLed, dLed := newLedger(), newLedger()
 	gwPaths := [2]string{gatewayRoot + "/queues/" + queueConc + "/entries", gatewayRoot + "/queues/" + queueConc + "/taken"}
-	err := abbaHalves(min(time.Second, e.cfg.qDur/2/4), e.cfg.qDur, func(st abbaStep[time.Duration]) error {
+	err := ab[time.Duration]{sides: []string{"gateway", "direct"}, run: func(st abRun[time.Duration]) error {
 		qc, paths, s, led, next, tag := queueClient(q.dConc), [2]string{q.dConc.entries(), q.dConc.taken()}, &res.direct, dLed, &q.dNext, "dc"
-		if st.gateway {
+		if st.gateway() {
 			qc, paths, s, led, next, tag = q.gwConc, gwPaths, &res.gw, gwLed, &q.gwNext, "gc"
 		}
 		seg, err := q.concurrentSegment(ctx, qc, paths, tag, next, led, st.n)
 		if err != nil {
 			return fmt.Errorf("concurrent %s: %w", tag, err)
 		}
-		if st.measure {
+		if !st.warm {
 			s.produced += seg.producedIn
 			s.taken += seg.takenIn
 			s.segItems += seg.taken
@@ -253,7 +253,7 @@ func (q *queueBench) concurrent(ctx context.Context) error {
 			s.maxDrain = max(s.maxDrain, seg.drain)
 		}
 		return nil
-	})
+	}}.warmHalves(min(time.Second, e.cfg.qDur/2/4), e.cfg.qDur)
 	if err != nil {
 		return err
 	}
@@ -513,36 +513,4 @@ func (s *segment) empty(paths [2]string) (bool, error) {
 		empty = empty && len(kids) == 0
 	}
 	return empty, nil
-}
-
-// removeQueues deletes the gateway's queues with DELETE /v1/queues/{name}
-// and the direct client's recursively, and lists what is left.
-func (e *env) removeQueues(ctx context.Context, gws []gwQueue, ds []directQueue) (problems, left []string) {
-	if ctx.Err() != nil {
-		ctx = context.Background() // interrupted: still clean up
-	}
-	var paths []string
-	for _, q := range gws {
-		if err := q.remove(ctx, e.conn); err != nil {
-			problems = append(problems, err.Error())
-		}
-		paths = append(paths, gatewayRoot+"/queues/"+q.name)
-	}
-	for _, q := range ds {
-		if err := q.remove(e.conn); err != nil {
-			problems = append(problems, fmt.Sprintf("delete %s: %v", q.base, err))
-		}
-		paths = append(paths, q.base)
-	}
-	left, err := leftovers(e.conn, paths...)
-	if err != nil {
-		problems = append(problems, err.Error())
-	}
-	for _, p := range left {
-		problems = append(problems, fmt.Sprintf("%s was still in ZooKeeper after its DELETE: removed recursively", p))
-		if err := deleteTree(e.conn, p); err != nil {
-			problems = append(problems, err.Error())
-		}
-	}
-	return problems, left
 }

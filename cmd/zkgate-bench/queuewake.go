@@ -27,7 +27,7 @@ var queueWakeupPhase = phase{
 		return fmt.Sprintf("6. queue take wake-up: %d each for gateway and direct", c.qWakeups)
 	},
 	what: "queue wake-up",
-	run:  storeIn(func(r *report) *wakeResult { return &r.wake }, (*env).queueWakeup),
+	run:  storeIn(func(r *report) *wakeResult { return &r.wake }, queueWakeup),
 }
 
 type wakeResult struct {
@@ -78,7 +78,7 @@ type wakeRun struct {
 // consumer blocked on a children watch of the entries; each time from just
 // before the produce is sent to the item taken (so the produce is
 // included), in alternating blocks (ABBA).
-func (e *env) queueWakeup(ctx context.Context) (res wakeResult, err error) {
+func queueWakeup(ctx context.Context, e *env) (res wakeResult, err error) {
 	res.n = e.cfg.qWakeups
 	start := time.Now()
 	defer func() { res.took = time.Since(start) }()
@@ -93,7 +93,7 @@ func (e *env) queueWakeup(ctx context.Context) (res wakeResult, err error) {
 	w := &wakeRun{ctx: ctx, c: c, gq: gwQueue{c, queueWake}, cons: cons, size: e.cfg.qBytes, packetsNow: e.packets,
 		dq: directQueue{base: directRoot + "/queues/" + queueWake, producers: []*zk.Conn{prod}, consumers: []*zk.Conn{cons}}}
 	defer func() { // runs before res.took is set
-		res.cleanup, res.left = e.removeQueues(ctx, []gwQueue{w.gq}, []directQueue{w.dq})
+		res.cleanup, res.left = removeQueues(ctx, e.conn, []gwQueue{w.gq}, []directQueue{w.dq})
 	}()
 	if err := w.dq.ensure(e.conn); err != nil {
 		return res, err
@@ -103,11 +103,14 @@ func (e *env) queueWakeup(ctx context.Context) (res wakeResult, err error) {
 	}
 	res.settle = min(max(settleFloor, settleFactor*res.emptyTake.p90), settleCap)
 	w.settle = res.settle
-	if err := w.warm(min(10, max(2, res.n/10))); err != nil {
-		return res, err
+	// The warm-ups alternate one wake-up of each side.
+	r := ab[int]{sides: []string{"gateway", "direct"}, run: w.run}
+	for range min(10, max(2, res.n/10)) {
+		if err := r.warm(1); err != nil {
+			return res, err
+		}
 	}
-	res.blocks, err = abbaBlocks(res.n, min(wakeBlock, max(1, res.n/4)), w.block, nil)
-	if err != nil {
+	if res.blocks, err = r.blocks(res.n, min(wakeBlock, max(1, res.n/4))); err != nil {
 		return res, err
 	}
 	res.gw, res.gwProduce = summarize(w.gw), summarize(w.gwP)
@@ -136,33 +139,29 @@ func (w *wakeRun) calibrate() (summary, error) {
 	return summarize(empty), nil
 }
 
-// warm wakes each side up n times, not counted.
-func (w *wakeRun) warm(n int) error {
-	for i := 0; i < n; i++ {
-		if _, _, err := w.gwOnce(); err != nil {
-			return fmt.Errorf("gateway warm-up: %w", err)
-		}
-		if _, _, err := w.directOnce(); err != nil {
-			return fmt.Errorf("direct warm-up: %w", err)
-		}
+// run runs s.n wake-ups of one side: a warm-up, not counted, or a block,
+// with ZooKeeper's packets around it.
+func (w *wakeRun) run(s abRun[int]) error {
+	once, lats, produces, packets := w.directOnce, &w.d, &w.dP, &w.dPackets
+	if s.gateway() {
+		once, lats, produces, packets = w.gwOnce, &w.gw, &w.gwP, &w.gwPackets
 	}
-	return nil
-}
-
-// block runs n wake-ups of one side, with ZooKeeper's packets around them.
-func (w *wakeRun) block(n int, gateway bool) error {
+	if s.warm {
+		for range s.n {
+			if _, _, err := once(); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+		return nil
+	}
 	p0, err := w.packetsNow(w.ctx)
 	if err != nil {
 		return err
 	}
-	once, name, lats, produces, packets := w.directOnce, "direct", &w.d, &w.dP, &w.dPackets
-	if gateway {
-		once, name, lats, produces, packets = w.gwOnce, "gateway", &w.gw, &w.gwP, &w.gwPackets
-	}
-	for i := 0; i < n; i++ {
+	for range s.n {
 		lat, p, err := once()
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		*lats, *produces = append(*lats, lat), append(*produces, p)
 	}

@@ -45,7 +45,7 @@ var restartsPhase = phase{
 			c.restartGateways, c.restartRounds, c.restartJobs, c.restartJobHold, c.restartHolders)
 	},
 	what: "restarts",
-	run:  storeIn(func(r *report) *restartResult { return &r.restart }, (*env).restartPhase),
+	run:  storeIn(func(r *report) *restartResult { return &r.restart }, restarts),
 }
 
 // restartRoot is the root of the restart phase's gateways: theirs alone.
@@ -94,11 +94,11 @@ func (g *restartGateways) stop() error {
 	return errors.Join(errs...)
 }
 
-// restartPhase runs restartload's rolling restart on gateways of their own
+// restarts runs restartload's rolling restart on gateways of their own
 // root (a peer secret in common, --handover on as by default): `zkgate
 // lock` jobs and Go clients holding locks, slots, leaderships and claims
 // through all of them while each is restarted in turn.
-func (e *env) restartPhase(ctx context.Context) (res restartResult, err error) {
+func restarts(ctx context.Context, e *env) (res restartResult, err error) {
 	c := e.cfg
 	res.gateways = c.restartGateways
 	secret, err := peer.NewSecret()

@@ -24,7 +24,9 @@ const (
 	zkTimeout   = 10 * time.Second // session timeout of the direct clients
 )
 
-// env is what every phase works with.
+// env is the run's shared context, what every phase works with: each
+// phase is a function of it (see phase.run), with its helpers and types in
+// its own file.
 type env struct {
 	cfg    config
 	zkAddr string
@@ -33,6 +35,34 @@ type env struct {
 	conn   *zk.Conn // a direct client for checks and the uncontended test
 	bin    string   // the zkgate binary
 	tmp    string   // the run's temp dir
+}
+
+// leasedClient is a client of the gateway with a lease of 10 minutes for
+// holder; done revokes the lease and closes the client.
+func (e *env) leasedClient(ctx context.Context, holder string) (c *client, lease string, done func(), err error) {
+	c = newClient(e.gw.url, 2, time.Minute)
+	if lease, err = c.createLease(ctx, 10*time.Minute, holder); err != nil {
+		c.close()
+		return nil, "", nil, err
+	}
+	return c, lease, func() {
+		_ = c.revokeLease(context.Background(), lease)
+		c.close()
+	}, nil
+}
+
+// packets is ZooKeeper's count of packets received (client requests and
+// pings), from mntr.
+func (e *env) packets(ctx context.Context) (float64, error) {
+	m, err := mntr(ctx, e.zkAddr)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := m["zk_packets_received"]
+	if !ok {
+		return 0, errors.New("mntr has no zk_packets_received")
+	}
+	return v, nil
 }
 
 // phase is one part of the bench: the name -phases knows it by, the flags
@@ -57,9 +87,9 @@ type phase struct {
 
 // storeIn is a phase's run: measure, its result kept in the report's field
 // at, also when it fails (the report shows what was measured).
-func storeIn[R any](at func(*report) *R, measure func(*env, context.Context) (R, error)) func(context.Context, *env, *report) error {
+func storeIn[R any](at func(*report) *R, measure func(context.Context, *env) (R, error)) func(context.Context, *env, *report) error {
 	return func(ctx context.Context, e *env, rep *report) error {
-		r, err := measure(e, ctx)
+		r, err := measure(ctx, e)
 		*at(rep) = r
 		return err
 	}

@@ -46,7 +46,7 @@ var waitersMemoryPhase = phase{
 	run: func(ctx context.Context, e *env, rep *report) error {
 		for _, proto := range e.cfg.waiterProtocols {
 			progress("3. %d waiting acquires over %s, on a fresh gateway", e.cfg.waiters, protoName(proto))
-			wr, err := e.waitersOn(ctx, proto)
+			wr, err := waitersOn(ctx, e, proto)
 			rep.waiters = append(rep.waiters, wr)
 			if err != nil {
 				return fmt.Errorf("waiters over %s: %w", protoName(proto), err)
@@ -151,7 +151,7 @@ func waiterTransport(proto string, conns int, certs *tlsFiles, dials *atomic.Int
 
 // waitersOn runs the memory test over proto on a fresh gateway process,
 // stopped at the end.
-func (e *env) waitersOn(ctx context.Context, proto string) (res waitersResult, err error) {
+func waitersOn(ctx context.Context, e *env, proto string) (res waitersResult, err error) {
 	res.proto = proto
 	res.letter = string(rune('a' + slices.Index(waiterProtos, proto)))
 	var certs *tlsFiles
@@ -187,7 +187,7 @@ func (e *env) waitersOn(ctx context.Context, proto string) (res waitersResult, e
 	}
 	var dials atomic.Int64
 	tr := waiterTransport(proto, e.cfg.waiters+64, certs, &dials)
-	err = e.waitersPhase(ctx, g, tr, &res)
+	err = measureWaiters(ctx, e, g, tr, &res)
 	res.dials = dials.Load()
 	endGuard()
 	if killed != "" {
@@ -198,9 +198,9 @@ func (e *env) waitersOn(ctx context.Context, proto string) (res waitersResult, e
 
 // settle scales the pauses of the memory measurement: 1 in a real run; the
 // smoke test shortens them (its figures mean nothing anyway).
-func (e *env) settle(d time.Duration) time.Duration {
-	if e.cfg.settleScale > 0 {
-		return time.Duration(float64(d) * e.cfg.settleScale)
+func (w *waiterRun) settle(d time.Duration) time.Duration {
+	if w.e.cfg.settleScale > 0 {
+		return time.Duration(float64(d) * w.e.cfg.settleScale)
 	}
 	return d
 }
@@ -244,10 +244,10 @@ type waiterRun struct {
 	start            time.Time // the first waiter sent
 }
 
-// waitersPhase parks cfg.waiters acquires on one held lock, measures the
+// measureWaiters parks cfg.waiters acquires on one held lock, measures the
 // gateway's memory before and with them, then releases the holder and lets
 // every waiter be granted and release in turn.
-func (e *env) waitersPhase(ctx context.Context, g *gateway, tr *http.Transport, res *waitersResult) (err error) {
+func measureWaiters(ctx context.Context, e *env, g *gateway, tr *http.Transport, res *waitersResult) (err error) {
 	n := e.cfg.waiters
 	res.n, res.acquire, res.release, res.excl = n, map[string]int{}, map[string]int{}, &exclusion{}
 	setupTr := g.metrics.Transport.(*http.Transport).Clone()
@@ -256,7 +256,7 @@ func (e *env) waitersPhase(ctx context.Context, g *gateway, tr *http.Transport, 
 		acquire: fmt.Sprintf("/v1/locks/%s/acquire", memLock), release: fmt.Sprintf("/v1/locks/%s/release", memLock),
 		parent: gatewayRoot + "/locks/" + memLock, outs: make([]outcome, n)}
 	defer w.setup.close()
-	if res.idle, err = g.settledMemory(ctx, 3, e.settle(300*time.Millisecond)); err != nil {
+	if res.idle, err = g.settledMemory(ctx, 3, w.settle(300*time.Millisecond)); err != nil {
 		return err
 	}
 	revoked := false
@@ -268,7 +268,7 @@ func (e *env) waitersPhase(ctx context.Context, g *gateway, tr *http.Transport, 
 	if err := w.hold(ctx); err != nil {
 		return err
 	}
-	if res.leased, err = g.settledMemory(ctx, 5, e.settle(400*time.Millisecond)); err != nil {
+	if res.leased, err = g.settledMemory(ctx, 5, w.settle(400*time.Millisecond)); err != nil {
 		return err
 	}
 	// The waiters: each its own connection (HTTP/1.1) or stream.
@@ -299,7 +299,7 @@ func (e *env) waitersPhase(ctx context.Context, g *gateway, tr *http.Transport, 
 		return err
 	}
 	res.revokeTook = time.Since(t0)
-	if res.after, err = g.settledMemory(ctx, 3, e.settle(300*time.Millisecond)); err != nil {
+	if res.after, err = g.settledMemory(ctx, 3, w.settle(300*time.Millisecond)); err != nil {
 		return err
 	}
 	if res.unanswered > 0 {
@@ -467,9 +467,9 @@ func (w *waiterRun) measureWith(ctx context.Context) (err error) {
 	select { // let the last arrivals finish their bookkeeping
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(w.e.settle(2 * time.Second)):
+	case <-time.After(w.settle(2 * time.Second)):
 	}
-	if w.res.with, err = w.g.settledMemory(ctx, 5, w.e.settle(400*time.Millisecond)); err != nil {
+	if w.res.with, err = w.g.settledMemory(ctx, 5, w.settle(400*time.Millisecond)); err != nil {
 		return err
 	}
 	if m, err := w.g.memory(ctx); err == nil && int(m.waiters) < w.res.reached {
