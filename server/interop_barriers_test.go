@@ -114,6 +114,20 @@ func TestInteropBarriers(t *testing.T) {
 	cur.exit()
 }
 
+// allThrough checks that both Curator members (c1, c2) said what "true"
+// (their enter or leave went through), and that zkgate's call answered 200.
+func allThrough(t *testing.T, cur *interopPeer, what string, zkgate <-chan gwtest.Response) {
+	t.Helper()
+	for _, id := range []string{"c1", "c2"} {
+		if l := cur.expect(what+" "+id, interopWait); l != what+" "+id+" true" {
+			t.Fatalf("Curator member %s: %q, want true", id, l)
+		}
+	}
+	if r := <-zkgate; r.Status != http.StatusOK {
+		t.Fatalf("zkgate's member after %s: %d %s, want 200", what, r.Status, r.Body)
+	}
+}
+
 // TestInteropCuratorDoubleBarrier: Curator's DistributedDoubleBarrier and
 // zkgate share a double barrier (one ephemeral child a member, and `ready`):
 // two Curator members and one of zkgate enter together once all three are
@@ -153,14 +167,7 @@ func TestInteropCuratorDoubleBarrier(t *testing.T) {
 		t.Fatalf("Curator entered before the third member: %q", cur.seen)
 	}
 	cur.send("denter c2 30")
-	for _, id := range []string{"c1", "c2"} {
-		if l := cur.expect("DENTERED "+id, interopWait); l != "DENTERED "+id+" true" {
-			t.Fatalf("Curator's enter: %q, want true", l)
-		}
-	}
-	if r := <-entered; r.Status != http.StatusOK {
-		t.Fatalf("zkgate's enter: %d %s, want 200", r.Status, r.Body)
-	}
+	allThrough(t, cur, "DENTERED", entered)
 
 	left := call("leave", map[string]any{"lease": lease, "member": "m1"})
 	cur.send("dleave c1 30")
@@ -175,14 +182,7 @@ func TestInteropCuratorDoubleBarrier(t *testing.T) {
 		t.Fatalf("Curator left while another member was in: %q", cur.seen)
 	}
 	cur.send("dleave c2 30")
-	for _, id := range []string{"c1", "c2"} {
-		if l := cur.expect("DLEFT "+id, interopWait); l != "DLEFT "+id+" true" {
-			t.Fatalf("Curator's leave: %q, want true", l)
-		}
-	}
-	if r := <-left; r.Status != http.StatusOK {
-		t.Fatalf("zkgate's leave: %d %s, want 200", r.Status, r.Body)
-	}
+	allThrough(t, cur, "DLEFT", left)
 	gwtest.Eventually(t, interopWait, func() error {
 		kids, _, err := conn.Children(path)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) || len(kids) != 0 {
