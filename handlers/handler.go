@@ -3,6 +3,8 @@ package handlers
 import (
 	"errors"
 	"net/http"
+
+	"github.com/zkgate/zkgate/auth/peers"
 )
 
 // handler is a route that returns its error rather than writing it; its
@@ -16,7 +18,7 @@ type handler func(w http.ResponseWriter, r *http.Request) error
 // and one the forwarding gives, is a problem document (WriteError).
 func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	err := h(w, r)
-	if e, ok := keeperElsewhere(err); ok && PeerOf(r.Context()) == nil {
+	if e, ok := keeperElsewhere(err); ok && peers.CallOf(r.Context()) == nil {
 		err = e.forward(w, r)
 	}
 	if err != nil {

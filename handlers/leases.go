@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -59,7 +60,7 @@ type API struct {
 	Audit *slog.Logger
 	// Peers is how requests for leases of other gateways, and the list of
 	// every gateway's leases, reach them (nil: they do not).
-	Peers *Peers
+	Peers *peers.Credential
 	// Draining says that the gateway is on its way out (nil: never): nothing
 	// new starts here, neither a lease nor a hold of one of its leases,
 	// while a hold of another gateway's lease is passed on to it.
@@ -276,7 +277,7 @@ func (a *API) ListLeases() http.Handler {
 			}
 		}
 		stampTime(w.Header())
-		if scope == "gateway" || PeerOf(r.Context()) != nil || a.Gateways == nil {
+		if scope == "gateway" || peers.CallOf(r.Context()) != nil || a.Gateways == nil {
 			page, next := leasePage(out, p, false)
 			writeJSON(w, http.StatusOK, pageDoc("leases", page, next))
 			return nil
@@ -312,7 +313,7 @@ func leasePage(leases []leaseDoc, p recipes.Page, more bool) ([]leaseDoc, string
 }
 
 // peerLeases asks every other registered gateway for the page of its own
-// leases that r asks for, as the caller (see Peers); more says that one of
+// leases that r asks for, as the caller (see peers.Credential); more says that one of
 // them has more after that page.
 func (a *API) peerLeases(r *http.Request, requestID string) ([]leaseDoc, bool, []recipes.UnreachableGateway) {
 	caller := ""
