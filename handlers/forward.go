@@ -24,13 +24,14 @@ const TimeHeader = "X-Zkgate-Time"
 // stampTime sets TimeHeader to now.
 func stampTime(h http.Header) { h.Set(TimeHeader, time.Now().UTC().Format(time.RFC3339Nano)) }
 
-// elsewhere says that a lease lives on another gateway. Behind a load
-// balancer, a client's requests reach any gateway; the one that keeps the
-// lease (its ZooKeeper session holds the lease's nodes) must serve them.
+// elsewhere is a lease that lives on another gateway, as lookup finds it.
+// Behind a load balancer, a client's requests reach any gateway; the one
+// that keeps the lease (its ZooKeeper session holds the lease's nodes) must
+// serve them, so the route's handler forwards the request there (see
+// API.forward) rather than serve it.
 type elsewhere struct {
 	lease  string
 	keeper recipes.Keeper
-	err    error // lease_not_found, answered when forwarding is not possible
 	via    *peers.Credential
 	// moved: this gateway drains, so the client should send the lease's
 	// requests to its keeper (MovedToHeader) rather than here.
@@ -44,8 +45,16 @@ type elsewhere struct {
 // the draining gateway is going away. The lease itself goes on.
 const MovedToHeader = "X-Zkgate-Lease-Moved-To"
 
-func (e *elsewhere) Error() string { return "lease kept by the gateway at " + e.keeper.Advertise }
-func (e *elsewhere) Unwrap() error { return e.err }
+// forward is a route's step for a lease that another gateway keeps (away):
+// the request is passed on to that gateway, and its answer relayed. A
+// request is passed on once: one that another gateway forwarded here
+// already is answered with a problem instead (see elsewhere.problem).
+func (a *API) forward(w http.ResponseWriter, r *http.Request, away *elsewhere) error {
+	if peers.CallOf(r.Context()) != nil {
+		return away.problem(w.Header())
+	}
+	return away.forward(w, r)
+}
 
 // forward passes r, whose JSON body decodeJSON kept, to the gateway that
 // keeps the lease, with this gateway's proof and the caller's name (never

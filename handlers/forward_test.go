@@ -27,8 +27,12 @@ func TestAForwardedRequestForALeaseKeptElsewhereIsNot404(t *testing.T) {
 		r := forwardedHere(t, "POST", "/v1/locks/x/release")
 		w := httptest.NewRecorder()
 		id := "0b5c6f7e-1a2b-4c3d-8e9f-001122334455"
-		WriteError(w, r, &elsewhere{lease: id, keeper: recipes.Keeper{Gateway: "gw-c", Advertise: "127.0.0.1:7001"},
-			err: &recipes.Error{Code: recipes.CodeLeaseNotFound, Detail: "no lease"}, via: &peers.Credential{}, moved: moved})
+		away := &elsewhere{lease: id, keeper: recipes.Keeper{Gateway: "gw-c", Advertise: "127.0.0.1:7001"}, via: &peers.Credential{}, moved: moved}
+		if err := (&API{}).forward(w, r, away); err != nil {
+			WriteError(w, r, err)
+		} else {
+			t.Fatalf("moved %v: a forwarded request was passed on again", moved)
+		}
 		var doc map[string]any
 		_ = json.Unmarshal(w.Body.Bytes(), &doc)
 		if w.Code != http.StatusServiceUnavailable || doc["code"] != "unavailable" || w.Header().Get("Retry-After") == "" {

@@ -1,9 +1,10 @@
 // Package handlers turns HTTP requests into calls of the recipes and their
 // results into JSON or RFC 9457 problem documents. It never touches
 // ZooKeeper itself. Each route is a handler that returns its error
-// (handler.go): a request for a lease another gateway keeps is passed on
-// to that gateway (forward.go), and any other error is written by
-// WriteError, whose statusOf is the one map of error codes to statuses.
+// (handler.go), written by WriteError, whose statusOf is the one map of
+// error codes to statuses. A route whose lease another gateway keeps learns
+// so when it looks the lease up (lookup), and passes the request on to that
+// gateway as a step of its own (forward.go).
 // A request reaches the other gateways only with this gateway's proof
 // (auth/peers).
 package handlers
@@ -95,13 +96,7 @@ var titles = map[recipes.Code]string{
 
 // WriteError writes err as application/problem+json. Internal errors are
 // logged with the request id, and the client sees only "internal error".
-// It only writes: a request about a lease another gateway keeps is passed
-// on by the route's handler (see handler.ServeHTTP) before any error is
-// written, so such an error here is one not passed on.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	if ew, ok := keeperElsewhere(err); ok {
-		err = ew.problem(w.Header())
-	}
 	var limit *LimitError
 	if errors.As(err, &limit) {
 		w.Header().Set("Retry-After", retryAfterSeconds(limit.RetryAfter))
