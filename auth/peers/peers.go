@@ -42,12 +42,12 @@ import (
 //     carries ForwardedHeader: "v1 from=ID to=ID t=UNIX n=NONCE caller=NAME
 //     mac=MAC", the MAC an HMAC-SHA256 over those fields, the method, the
 //     path and query, and the SHA-256 of the body. The receiver takes it
-//     once (the nonce), within ClockSkew of its own clock, and serves
-//     it only when it is the gateway named by to (another, at the address
-//     of one gone, answers 421: see forward). Its answer carries answerHeader,
-//     an HMAC over the request's nonce, the status, the headers relayed to
-//     the client and the SHA-256 of the body, which the sender checks
-//     before relaying anything.
+//     once (the nonce), within ClockSkew of its own clock, and serves it
+//     only when it is the gateway named by to (another, at the address of
+//     one gone, answers 421: see handlers.API.forward). Its answer carries
+//     answerHeader, an HMAC over the request's nonce, the status, the
+//     headers relayed to the client and the SHA-256 of the body, which the
+//     sender checks before relaying anything.
 //   - Under TLS with --tls-peer-ca, the gateways' certificates are the
 //     proof: the sender trusts only that CA for the receiver's, and the
 //     receiver takes the request only over a connection whose client
@@ -335,7 +335,7 @@ func (p *Credential) AdmitUpTo(r *http.Request, limit int64) (*http.Request, err
 	r = r.WithContext(context.WithValue(r.Context(), callKey{}, pc))
 	if f.to != p.self {
 		// Meant for a gateway that was at this address: it is gone, and
-		// this one says so, with its proof (see forward).
+		// this one says so, with its proof (see handlers.API.forward).
 		return r, &recipes.Error{Code: CodeMisdirected, Detail: "gateway " + strconv.Quote(f.to) + " is not here: this is gateway " +
 			strconv.Quote(p.self)}
 	}
