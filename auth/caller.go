@@ -97,6 +97,16 @@ const (
 	CodeForbidden       recipes.Code = "forbidden"
 )
 
+// Clip bounds what a log line or a problem carries of client input (a
+// method, a path): at most n bytes of s, then how long s was. Log
+// handlers escape control characters; Clip bounds the size.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
 // Forbidden is the error of a token that may not do what it asked.
 func Forbidden(format string, args ...any) error {
 	return &recipes.Error{Code: CodeForbidden, Detail: fmt.Sprintf(format, args...)}

@@ -3,10 +3,12 @@ package handlers
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/zkgate/zkgate/auth"
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -30,13 +32,22 @@ func ownerOf(ctx context.Context) string {
 
 // Problem codes of authentication, authorization and limits.
 const (
-	CodeUnauthenticated              = auth.CodeUnauthenticated
-	CodeForbidden                    = auth.CodeForbidden
-	CodeTooMany         recipes.Code = "too_many"
+	CodeUnauthenticated = auth.CodeUnauthenticated
+	CodeForbidden       = auth.CodeForbidden
+	CodeTooMany         = peers.CodeTooMany
 )
 
 // Forbidden is the error of a token that may not do what it asked.
 func Forbidden(format string, args ...any) error { return auth.Forbidden(format, args...) }
+
+// peersOnly refuses a request that is not a proven call of another
+// gateway, on a route of the gateways alone: only one may do what.
+func peersOnly(r *http.Request, what string) error {
+	if peers.CallOf(r.Context()) == nil {
+		return Forbidden("only another gateway of this root may %s", what)
+	}
+	return nil
+}
 
 // mayUse says whether the request's caller may act with lease l (see
 // auth.UseOfLease).

@@ -124,9 +124,12 @@ func (a *API) LeaveDoubleBarrier() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var wait time.Duration
 		var body leaveBody
-		name, lease, err := a.parseHeld(r, &wait, &body)
+		name, lease, away, err := a.parseHeld(r, &wait, &body)
 		if err != nil {
 			return err
+		}
+		if away != nil {
+			return a.forward(w, r, away)
 		}
 		st, err := a.DoubleBarriers.Leave(r.Context(), lease, name, body.Member, wait)
 		return writeOK(w, st, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -129,7 +130,7 @@ func TestDecodeBodyAllocations(t *testing.T) {
 // handover's session is an object of its own.
 func TestDecodeBodyNestedUnknownField(t *testing.T) {
 	t.Parallel()
-	var wire handoverWire
+	var wire peers.HandoverWire
 	err := decodeBody([]byte(`{"session":{"id":7,"color":"red"},"from":"gw-1","leases":[]}`), &wire)
 	wantCode(t, err, recipes.CodeInvalid)
 	if !strings.Contains(err.Error(), `unknown field "color"`) {
@@ -143,7 +144,7 @@ func TestDecodeBodyNestedUnknownField(t *testing.T) {
 	for _, c := range []struct {
 		v    any
 		flat bool
-	}{{&acquireBody{}, true}, {&releaseBody{}, true}, {&semAcquireBody{}, true}, {&leaseBody{}, true}, {&handoverWire{}, false}, {&map[string]any{}, false}} {
+	}{{&acquireBody{}, true}, {&releaseBody{}, true}, {&semAcquireBody{}, true}, {&leaseBody{}, true}, {&peers.HandoverWire{}, false}, {&map[string]any{}, false}} {
 		if got := flatBody(c.v); got != c.flat {
 			t.Errorf("flatBody(%T) = %v, want %v", c.v, got, c.flat)
 		}

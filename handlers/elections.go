@@ -63,9 +63,12 @@ func (b *proclaimBody) check() error {
 func (a *API) Proclaim() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var body proclaimBody
-		name, lease, err := a.parseHeld(r, nil, &body)
+		name, lease, away, err := a.parseHeld(r, nil, &body)
 		if err != nil {
 			return err
+		}
+		if away != nil {
+			return a.forward(w, r, away)
 		}
 		c, err := a.Elections.Proclaim(r.Context(), lease, name, *body.Value)
 		return writeOK(w, c, err)

@@ -123,17 +123,17 @@ func (a *API) askPeer(ctx context.Context, k recipes.Keeper, q peerQuery, take f
 	if q.body != nil {
 		contentType = "application/json"
 	}
-	answer, err := a.Peers.ask(ctx, k, q.method, q.uri, contentType, q.requestID, q.caller, q.body)
+	answer, err := a.Peers.Ask(ctx, k, q.method, q.uri, contentType, q.requestID, q.caller, q.body)
 	var e *recipes.Error
 	switch {
 	case errors.As(err, &e) && e.Err != nil:
 		return fmt.Errorf("%s: %w", e.Detail, e.Err)
 	case err != nil:
 		return err
-	case answer.status == http.StatusMisdirectedRequest:
+	case answer.Status == http.StatusMisdirectedRequest:
 		return nil
-	case answer.status != http.StatusOK:
-		return fmt.Errorf("answered %d %s", answer.status, http.StatusText(answer.status))
+	case answer.Status != http.StatusOK:
+		return fmt.Errorf("answered %d %s", answer.Status, http.StatusText(answer.Status))
 	}
-	return take(answer.body)
+	return take(answer.Body)
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -23,14 +24,15 @@ const TimeHeader = "X-Zkgate-Time"
 // stampTime sets TimeHeader to now.
 func stampTime(h http.Header) { h.Set(TimeHeader, time.Now().UTC().Format(time.RFC3339Nano)) }
 
-// elsewhere says that a lease lives on another gateway. Behind a load
-// balancer, a client's requests reach any gateway; the one that keeps the
-// lease (its ZooKeeper session holds the lease's nodes) must serve them.
+// elsewhere is a lease that lives on another gateway, as lookup finds it.
+// Behind a load balancer, a client's requests reach any gateway; the one
+// that keeps the lease (its ZooKeeper session holds the lease's nodes) must
+// serve them, so the route's handler forwards the request there (see
+// API.forward) rather than serve it.
 type elsewhere struct {
 	lease  string
 	keeper recipes.Keeper
-	err    error // lease_not_found, answered when forwarding is not possible
-	via    *Peers
+	via    *peers.Credential
 	// moved: this gateway drains, so the client should send the lease's
 	// requests to its keeper (MovedToHeader) rather than here.
 	moved bool
@@ -43,8 +45,16 @@ type elsewhere struct {
 // the draining gateway is going away. The lease itself goes on.
 const MovedToHeader = "X-Zkgate-Lease-Moved-To"
 
-func (e *elsewhere) Error() string { return "lease kept by the gateway at " + e.keeper.Advertise }
-func (e *elsewhere) Unwrap() error { return e.err }
+// forward is a route's step for a lease that another gateway keeps (away):
+// the request is passed on to that gateway, and its answer relayed. A
+// request is passed on once: one that another gateway forwarded here
+// already is answered with a problem instead (see elsewhere.problem).
+func (a *API) forward(w http.ResponseWriter, r *http.Request, away *elsewhere) error {
+	if peers.CallOf(r.Context()) != nil {
+		return away.problem(w.Header())
+	}
+	return away.forward(w, r)
+}
 
 // forward passes r, whose JSON body decodeJSON kept, to the gateway that
 // keeps the lease, with this gateway's proof and the caller's name (never
@@ -52,26 +62,26 @@ func (e *elsewhere) Unwrap() error { return e.err }
 // problem to answer instead when the request cannot be passed on, or the
 // keeper is gone.
 func (e *elsewhere) forward(w http.ResponseWriter, r *http.Request) error {
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxPeerBody+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, peers.MaxBody+1))
 	switch {
 	case err != nil:
 		return invalid("could not read the body: %v", err)
-	case len(body) > MaxPeerBody:
-		return recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", MaxPeerBody)
+	case len(body) > peers.MaxBody:
+		return recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", peers.MaxBody)
 	}
 	caller := ""
 	if c := CallerOf(r.Context()); c != nil {
 		caller = c.Name
 	}
-	answer, err := e.via.ask(r.Context(), e.keeper, r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"),
+	answer, err := e.via.Ask(r.Context(), e.keeper, r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"),
 		w.Header().Get("X-Request-Id"), caller, body)
 	if err != nil {
 		return err
 	}
-	if answer.status == http.StatusMisdirectedRequest {
+	if answer.Status == http.StatusMisdirectedRequest {
 		// Another gateway serves the keeper's address now: the keeper is
 		// gone, and its leases with it (an address names one gateway).
-		w.Header().Set(servedByHeader, e.keeper.Advertise)
+		w.Header().Set(peers.ServedByHeader, e.keeper.Advertise)
 		return &recipes.Error{Code: recipes.CodeLeaseExpired, Extra: map[string]any{"reason": recipes.EndSessionLost},
 			Detail: fmt.Sprintf("lease %q has ended: %s (its gateway %s at %s is gone; another gateway serves that address now)",
 				e.lease, recipes.EndSessionLost, e.keeper.Gateway, e.keeper.Advertise)}
@@ -82,18 +92,18 @@ func (e *elsewhere) forward(w http.ResponseWriter, r *http.Request) error {
 	// this one.
 	h.Del(LeaseEndsHeader)
 	h.Del(TimeHeader)
-	for k, v := range answer.header {
-		if relayed(k) {
+	for k, v := range answer.Header {
+		if peers.Relayed(k) {
 			h[k] = v
 		}
 	}
-	h.Set(servedByHeader, e.keeper.Advertise)
+	h.Set(peers.ServedByHeader, e.keeper.Advertise)
 	if e.moved {
-		h.Set(MovedToHeader, e.via.baseURL(e.keeper.Advertise))
-		e.via.noteMoved()
+		h.Set(MovedToHeader, e.via.BaseURL(e.keeper.Advertise))
+		e.via.NoteMoved()
 	}
-	w.WriteHeader(answer.status)
-	_, _ = w.Write(answer.body)
+	w.WriteHeader(answer.Status)
+	_, _ = w.Write(answer.Body)
 	return nil
 }
 
@@ -105,8 +115,8 @@ func (e *elsewhere) forward(w http.ResponseWriter, r *http.Request) error {
 // gateway drains.
 func (e *elsewhere) problem(h http.Header) *recipes.Error {
 	if e.moved {
-		h.Set(MovedToHeader, e.via.baseURL(e.keeper.Advertise))
-		e.via.noteMoved()
+		h.Set(MovedToHeader, e.via.BaseURL(e.keeper.Advertise))
+		e.via.NoteMoved()
 	}
 	return &recipes.Error{Code: recipes.CodeUnavailable, Detail: fmt.Sprintf(
 		"lease %q is kept by gateway %s now, which the forwarding gateway had not seen yet; retry", e.lease, e.keeper.Gateway)}

@@ -61,9 +61,12 @@ type groupLeaveBody struct {
 func (a *API) LeaveGroup() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var body groupLeaveBody
-		name, lease, err := a.parseHeld(r, nil, &body)
+		name, lease, away, err := a.parseHeld(r, nil, &body)
 		if err != nil {
 			return err
+		}
+		if away != nil {
+			return a.forward(w, r, away)
 		}
 		if err := a.Groups.Leave(r.Context(), lease, name, body.Member); err != nil {
 			return err

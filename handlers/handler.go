@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"errors"
 	"net/http"
 )
 
@@ -9,26 +8,13 @@ import (
 // ServeHTTP is the one place that turns a route's error into its answer.
 type handler func(w http.ResponseWriter, r *http.Request) error
 
-// ServeHTTP runs h and answers its error in one of two ways. An error
-// about a lease that another gateway keeps is the request's to pass on:
-// forwarded to the keeper, whose answer is relayed (unless another gateway
-// forwarded it here already: a request is passed on once). Any other error,
-// and one the forwarding gives, is a problem document (WriteError).
+// ServeHTTP runs h and answers its error, if any, with a problem document
+// (WriteError). A route whose lease another gateway keeps has answered
+// already, with that gateway's answer (see API.forward).
 func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	err := h(w, r)
-	if e, ok := keeperElsewhere(err); ok && PeerOf(r.Context()) == nil {
-		err = e.forward(w, r)
-	}
-	if err != nil {
+	if err := h(w, r); err != nil {
 		WriteError(w, r, err)
 	}
-}
-
-// keeperElsewhere says whether err is about a lease that another gateway
-// keeps, and which.
-func keeperElsewhere(err error) (*elsewhere, bool) {
-	var e *elsewhere
-	return e, errors.As(err, &e)
 }
 
 // writeOK answers 200 with v, or returns err (for handler to answer) when

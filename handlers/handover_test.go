@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/recipes"
 )
@@ -19,21 +20,21 @@ import (
 func takingGateway(t *testing.T, id string, secret *peer.Secret) (*httptest.Server, *[]*recipes.Handover) {
 	t.Helper()
 	var adopted []*recipes.Handover
-	peers := NewPeers(id, secret, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	api := &API{Peers: peers, Adopt: func(_ context.Context, h *recipes.Handover) error {
+	cred := peers.New(id, secret, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	api := &API{Peers: cred, Adopt: func(_ context.Context, h *recipes.Handover) error {
 		adopted = append(adopted, h)
 		return nil
 	}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, forwarded := r.Header[ForwardedHeader]; forwarded {
-			pr, err := peers.Admit(r)
+		if _, forwarded := r.Header[peers.ForwardedHeader]; forwarded {
+			pr, err := cred.Admit(r)
 			if err != nil {
 				WriteError(w, r, err)
 				return
 			}
-			held := Hold(w)
+			held := peers.Hold(w)
 			api.TakeHandover().ServeHTTP(held, pr)
-			peers.Release(held, pr)
+			cred.Release(held, pr)
 			return
 		}
 		api.TakeHandover().ServeHTTP(w, r)
@@ -57,7 +58,7 @@ func TestHandoverIsTakenFromProvenPeersOnly(t *testing.T) {
 		Leases: []recipes.LeaseState{{LeaseTerms: recipes.LeaseTerms{ID: "0b5c6f7e-1a2b-4c3d-8e9f-001122334455"}}}}
 	ctx := context.Background()
 
-	if err := NewPeers("gw-a", secret, nil, quiet).SendHandover(ctx, keeper, h); err != nil {
+	if err := peers.New("gw-a", secret, nil, quiet).SendHandover(ctx, keeper, h); err != nil {
 		t.Fatalf("a handover from a proven peer: %v", err)
 	}
 	if len(*adopted) != 1 || !bytes.Equal((*adopted)[0].Session.Password, h.Session.Password) || (*adopted)[0].Session.ID != 0x1234 {
@@ -65,15 +66,15 @@ func TestHandoverIsTakenFromProvenPeersOnly(t *testing.T) {
 	}
 
 	// Refused: each adopts nothing.
-	if err := NewPeers("gw-a", wrong, nil, quiet).SendHandover(ctx, keeper, h); err == nil {
+	if err := peers.New("gw-a", wrong, nil, quiet).SendHandover(ctx, keeper, h); err == nil {
 		t.Error("a handover from a gateway with another secret was taken")
 	}
 	other := *h
 	other.From = "gw-c"
-	if err := NewPeers("gw-a", secret, nil, quiet).SendHandover(ctx, keeper, &other); err == nil {
+	if err := peers.New("gw-a", secret, nil, quiet).SendHandover(ctx, keeper, &other); err == nil {
 		t.Error("a handover of another gateway's session was taken")
 	}
-	resp, err := http.Post(srv.URL+HandoverPath, "application/json", strings.NewReader(`{"session":{"id":4660,"password":"dGhlIHNlc3Npb24ncyBwYXNzd29yZA"},"from":"gw-a","leases":[]}`))
+	resp, err := http.Post(srv.URL+peers.HandoverPath, "application/json", strings.NewReader(`{"session":{"id":4660,"password":"dGhlIHNlc3Npb24ncyBwYXNzd29yZA"},"from":"gw-a","leases":[]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,15 +82,36 @@ func TestHandoverIsTakenFromProvenPeersOnly(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a handover without a gateway's proof: %d, want 403", resp.StatusCode)
 	}
-	// A password sealed for gateway gw-c, replayed to gw-b.
-	sealed, _ := secret.Seal(h.Session.Password, sealContext(h.Session.ID, "gw-a", "gw-c"))
-	body := `{"session":{"id":4660,"sealed":"` + sealed + `"},"from":"gw-a","leases":[]}`
-	sender := NewPeers("gw-a", secret, nil, quiet)
-	answer, err := sender.ask(ctx, keeper, http.MethodPost, HandoverPath, "application/json", "", "", []byte(body))
-	if err != nil || answer.status != http.StatusForbidden {
+	// A password sealed for gateway gw-c (as gw-a sends it there), replayed
+	// to gw-b.
+	body := sentTo(t, "gw-c", func(k recipes.Keeper) { _ = peers.New("gw-a", secret, nil, quiet).SendHandover(ctx, k, h) })
+	sender := peers.New("gw-a", secret, nil, quiet)
+	answer, err := sender.Ask(ctx, keeper, http.MethodPost, peers.HandoverPath, "application/json", "", "", body)
+	if err != nil || answer.Status != http.StatusForbidden {
 		t.Errorf("a password sealed for another gateway: %v %+v, want 403", err, answer)
 	}
 	if len(*adopted) != 1 {
 		t.Fatalf("a refused handover was adopted: %d adopted", len(*adopted))
+	}
+}
+
+// sentTo is the body of the request that send sends to gateway id (k),
+// which does not answer it.
+func sentTo(t *testing.T, id string, send func(k recipes.Keeper)) []byte {
+	t.Helper()
+	bodies := make(chan []byte, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- b
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer srv.Close()
+	send(recipes.Keeper{Gateway: id, Advertise: strings.TrimPrefix(srv.URL, "http://")})
+	select {
+	case b := <-bodies:
+		return b
+	default:
+		t.Fatal("nothing was sent")
+		return nil
 	}
 }

@@ -82,9 +82,12 @@ func waitCall[T any](a *API, call func(ctx context.Context, name string, wait ti
 func (a *API) leaseAction(act func(ctx context.Context, lease *recipes.Lease, name string) error) http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var body heldRef
-		name, lease, err := a.parseHeld(r, nil, &body)
+		name, lease, away, err := a.parseHeld(r, nil, &body)
 		if err != nil {
 			return err
+		}
+		if away != nil {
+			return a.forward(w, r, away)
 		}
 		if err := act(r.Context(), lease, name); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -59,7 +60,7 @@ type API struct {
 	Audit *slog.Logger
 	// Peers is how requests for leases of other gateways, and the list of
 	// every gateway's leases, reach them (nil: they do not).
-	Peers *Peers
+	Peers *peers.Credential
 	// Draining says that the gateway is on its way out (nil: never): nothing
 	// new starts here, neither a lease nor a hold of one of its leases,
 	// while a hold of another gateway's lease is passed on to it.
@@ -124,29 +125,31 @@ func validLeaseID(id string) error {
 	return nil
 }
 
-func (a *API) leaseParam(r *http.Request) (*recipes.Lease, error) {
+// leaseParam is the lease of the route's {id}, or the gateway that keeps it
+// (see lookup).
+func (a *API) leaseParam(r *http.Request) (*recipes.Lease, *elsewhere, error) {
 	id := chi.URLParam(r, "id")
 	if err := validLeaseID(id); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return a.lookup(id)
 }
 
-// lookup finds a lease; one kept by another gateway is an elsewhere error,
-// which the route's handler answers by forwarding the request to that
-// gateway (see handler.ServeHTTP).
-func (a *API) lookup(id string) (*recipes.Lease, error) {
-	l, err := a.Leases.Get(id)
+// lookup finds a lease, or, when another gateway keeps it, that gateway
+// (away, with a nil error): the route's handler then passes the request on
+// to it (see forward) rather than serve it here.
+func (a *API) lookup(id string) (l *recipes.Lease, away *elsewhere, err error) {
+	l, err = a.Leases.Get(id)
 	if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
 		keeper, ended := a.Leases.Locate(id)
 		switch {
 		case ended != nil:
-			return nil, ended
+			return nil, nil, ended
 		case keeper.Advertise != "":
-			return nil, &elsewhere{lease: id, keeper: keeper, err: err, via: a.Peers, moved: a.draining()}
+			return nil, &elsewhere{lease: id, keeper: keeper, via: a.Peers, moved: a.draining()}, nil
 		}
 	}
-	return l, err
+	return l, nil, err
 }
 
 // leaseByID reads the {id} of a route that acts on a lease by its id (a
@@ -165,13 +168,14 @@ func (a *API) leaseByID(r *http.Request) (string, *recipes.Lease, error) {
 }
 
 // keptElsewhere is err, an action's on lease id, or when this gateway
-// does not know the lease, what the other gateways know of it (see
-// lookup).
-func (a *API) keptElsewhere(id string, err error) error {
+// does not know the lease, what the other gateways know of it: the
+// gateway that keeps it, or why it is gone (see lookup).
+func (a *API) keptElsewhere(id string, err error) (*elsewhere, error) {
 	if recipes.ErrorCode(err) == recipes.CodeLeaseNotFound {
-		_, err = a.lookup(id)
+		_, away, err := a.lookup(id)
+		return away, err
 	}
-	return err
+	return nil, err
 }
 
 // CreateLease is POST /v1/leases.
@@ -229,8 +233,12 @@ func (a *API) KeepAlive() http.Handler {
 			return err
 		}
 		l, err := a.Leases.KeepAlive(id)
-		if err = a.keptElsewhere(id, err); err != nil {
+		away, err := a.keptElsewhere(id, err)
+		if err != nil {
 			return err
+		}
+		if away != nil {
+			return a.forward(w, r, away)
 		}
 		writeLease(w, http.StatusOK, l)
 		return nil
@@ -240,11 +248,14 @@ func (a *API) KeepAlive() http.Handler {
 // GetLease is GET /v1/leases/{id}: the lease and what it holds.
 func (a *API) GetLease() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
-		l, err := a.leaseParam(r)
-		if err == nil {
-			err = a.mayRead(r.Context(), l)
-		}
+		l, away, err := a.leaseParam(r)
 		if err != nil {
+			return err
+		}
+		if away != nil {
+			return a.forward(w, r, away)
+		}
+		if err := a.mayRead(r.Context(), l); err != nil {
 			return err
 		}
 		writeLease(w, http.StatusOK, l)
@@ -276,7 +287,7 @@ func (a *API) ListLeases() http.Handler {
 			}
 		}
 		stampTime(w.Header())
-		if scope == "gateway" || PeerOf(r.Context()) != nil || a.Gateways == nil {
+		if scope == "gateway" || peers.CallOf(r.Context()) != nil || a.Gateways == nil {
 			page, next := leasePage(out, p, false)
 			writeJSON(w, http.StatusOK, pageDoc("leases", page, next))
 			return nil
@@ -312,7 +323,7 @@ func leasePage(leases []leaseDoc, p recipes.Page, more bool) ([]leaseDoc, string
 }
 
 // peerLeases asks every other registered gateway for the page of its own
-// leases that r asks for, as the caller (see Peers); more says that one of
+// leases that r asks for, as the caller (see peers.Credential); more says that one of
 // them has more after that page.
 func (a *API) peerLeases(r *http.Request, requestID string) ([]leaseDoc, bool, []recipes.UnreachableGateway) {
 	caller := ""
@@ -359,8 +370,12 @@ func (a *API) RevokeLease() http.Handler {
 		if c := CallerOf(r.Context()); l != nil && c != nil && l.Owner != c.Name {
 			revoke = a.Leases.Terminate // an admin's: not a release by its client
 		}
-		if err := a.keptElsewhere(id, revoke(id)); err != nil {
+		away, err := a.keptElsewhere(id, revoke(id))
+		if err != nil {
 			return err
+		}
+		if away != nil {
+			return a.forward(w, r, away)
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil
@@ -377,34 +392,38 @@ type leaseRef struct {
 	LockDelay *recipes.Duration `json:"lock_delay"`
 }
 
-// resolve returns the lease a request acts for. implicit is true when it was
-// created for this request, in which case the caller revokes it if the
-// request fails.
-func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *recipes.Lease, implicit bool, err error) {
+// resolve returns the lease a request acts for, or the gateway that keeps
+// the lease it names (away: see lookup). implicit is true when the lease
+// was created for this request, in which case the caller revokes it if
+// the request fails.
+func (a *API) resolve(ctx context.Context, ref leaseRef, mayCreate bool) (l *recipes.Lease, away *elsewhere, implicit bool, err error) {
 	if ref.Lease != "" {
 		if ref.TTL != nil || ref.Holder != "" || ref.LockDelay != nil {
-			return nil, false, invalid("give either lease, or ttl, holder and lock_delay for a new lease, not both")
+			return nil, nil, false, invalid("give either lease, or ttl, holder and lock_delay for a new lease, not both")
 		}
 		if err := validLeaseID(ref.Lease); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
-		l, err := a.lookup(ref.Lease)
-		if err == nil {
-			err = a.mayUse(ctx, l)
+		l, away, err := a.lookup(ref.Lease)
+		if err != nil || away != nil {
+			return nil, away, false, err
 		}
-		if err == nil && mayCreate && a.draining() {
-			err = ErrDraining // a new hold of a lease of this gateway
+		if err := a.mayUse(ctx, l); err != nil {
+			return l, nil, false, err
 		}
-		return l, false, err
+		if mayCreate && a.draining() {
+			return l, nil, false, ErrDraining // a new hold of a lease of this gateway
+		}
+		return l, nil, false, nil
 	}
 	if !mayCreate {
-		return nil, false, invalid("lease is required")
+		return nil, nil, false, invalid("lease is required")
 	}
 	if a.draining() {
-		return nil, false, ErrDraining
+		return nil, nil, false, ErrDraining
 	}
 	l, err = a.Leases.Grant(ctx, leaseBody{TTL: ref.TTL, Holder: ref.Holder, LockDelay: ref.LockDelay}.spec(ownerOf(ctx)))
-	return l, err == nil, err
+	return l, nil, err == nil, err
 }
 
 // heldRef is the lease part of a body that acts for what a lease holds
@@ -427,29 +446,32 @@ type heldBody interface {
 }
 
 // parseHeld parses a request that acts for what a lease holds already (see
-// parse), checks its body and finds the lease the body names.
-func (a *API) parseHeld(r *http.Request, wait *time.Duration, body heldBody) (string, *recipes.Lease, error) {
+// parse), checks its body and finds the lease the body names, or the
+// gateway that keeps it (away: see lookup).
+func (a *API) parseHeld(r *http.Request, wait *time.Duration, body heldBody) (string, *recipes.Lease, *elsewhere, error) {
 	return a.parseHeldOf(r, nameParam, wait, body)
 }
 
 // parseHeldOf is parseHeld with the name read by nameOf.
-func (a *API) parseHeldOf(r *http.Request, nameOf func(*http.Request) (string, error), wait *time.Duration, body heldBody) (string, *recipes.Lease, error) {
+func (a *API) parseHeldOf(r *http.Request, nameOf func(*http.Request) (string, error), wait *time.Duration,
+	body heldBody) (string, *recipes.Lease, *elsewhere, error) {
 	name, err := a.parseOf(r, nameOf, wait, body)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if err := body.check(); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	lease, err := a.existingLease(r.Context(), body.leaseID())
-	return name, lease, err
+	lease, away, err := a.existingLease(r.Context(), body.leaseID())
+	return name, lease, away, err
 }
 
 // existingLease is the lease of id that a request acts for (a release, a
-// leave, an ack): never one made for it.
-func (a *API) existingLease(ctx context.Context, id string) (*recipes.Lease, error) {
-	l, _, err := a.resolve(ctx, leaseRef{Lease: id}, false)
-	return l, err
+// leave, an ack), or the gateway that keeps it (away): never one made for
+// it.
+func (a *API) existingLease(ctx context.Context, id string) (*recipes.Lease, *elsewhere, error) {
+	l, away, _, err := a.resolve(ctx, leaseRef{Lease: id}, false)
+	return l, away, err
 }
 
 // actsForLease is the body of a request that acts for a lease, with its
@@ -469,7 +491,8 @@ func (leaseRef) check() error { return nil }
 
 // leaseCall serves POST .../{name}/verb?wait= with a body B that acts for
 // a lease: the lease it names, or one made for the request when it names
-// none (and gives ttl and holder instead). act does the verb and reply
+// none (and gives ttl and holder instead). A lease that another gateway
+// keeps is that gateway's to serve: the request is forwarded to it. act does the verb and reply
 // answers with what it gave, the lease and act's error. A lease made for
 // this request is revoked again when act fails, unless keep says the
 // failure leaves it holding something the client will come back for; then
@@ -496,9 +519,12 @@ func leaseCallOf[B any, P actsForLease[B], T any](a *API, nameOf func(*http.Requ
 			return err
 		}
 		ctx := r.Context()
-		lease, implicit, err := a.resolve(ctx, P(&body).ref(), true)
+		lease, away, implicit, err := a.resolve(ctx, P(&body).ref(), true)
 		if err != nil {
 			return err
+		}
+		if away != nil {
+			return a.forward(w, r, away)
 		}
 		got, err := act(ctx, lease, name, &body, wait)
 		err = sessionsOutOf(ctx, name, err)

@@ -49,9 +49,12 @@ type releaseBody struct {
 func (a *API) ReleaseLock() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var body releaseBody
-		name, lease, err := a.parseHeld(r, nil, &body)
+		name, lease, away, err := a.parseHeld(r, nil, &body)
 		if err != nil {
 			return err
+		}
+		if away != nil {
+			return a.forward(w, r, away)
 		}
 		if err := a.Locks.Release(r.Context(), lease, name, body.Mode); err != nil {
 			return err

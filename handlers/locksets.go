@@ -102,9 +102,12 @@ func (b *releaseSetBody) check() error { return b.lockSet.check() }
 func (a *API) ReleaseLocks() http.Handler {
 	return handler(func(w http.ResponseWriter, r *http.Request) error {
 		var body releaseSetBody
-		_, lease, err := a.parseHeldOf(r, noName, nil, &body)
+		_, lease, away, err := a.parseHeldOf(r, noName, nil, &body)
 		if err != nil {
 			return err
+		}
+		if away != nil {
+			return a.forward(w, r, away)
 		}
 		if err := body.mayWrite(r.Context()); err != nil {
 			return err

@@ -1,11 +1,12 @@
 // Package handlers turns HTTP requests into calls of the recipes and their
 // results into JSON or RFC 9457 problem documents. It never touches
 // ZooKeeper itself. Each route is a handler that returns its error
-// (handler.go): a request for a lease another gateway keeps is passed on
-// to that gateway (forward.go), and any other error is written by
-// WriteError, whose statusOf is the one map of error codes to statuses.
+// (handler.go), written by WriteError, whose statusOf is the one map of
+// error codes to statuses. A route whose lease another gateway keeps learns
+// so when it looks the lease up (lookup), and passes the request on to that
+// gateway as a step of its own (forward.go).
 // A request reaches the other gateways only with this gateway's proof
-// (peer.go).
+// (auth/peers).
 package handlers
 
 import (
@@ -17,6 +18,7 @@ import (
 	"strconv"
 
 	"github.com/zkgate/zkgate/auth"
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -46,7 +48,7 @@ var statusOf = map[recipes.Code]int{
 	CodeUnauthenticated:       http.StatusUnauthorized,
 	CodeForbidden:             http.StatusForbidden,
 	CodeTooMany:               http.StatusTooManyRequests,
-	codeMisdirected:           http.StatusMisdirectedRequest,
+	peers.CodeMisdirected:     http.StatusMisdirectedRequest,
 
 	recipes.CodeVersionMismatch: http.StatusConflict,
 	recipes.CodeFormatMismatch:  http.StatusConflict,
@@ -57,7 +59,7 @@ const (
 	codeMethod recipes.Code = "method_not_allowed"
 	// CodeMediaType is a body of a type the route does not read.
 	CodeMediaType   recipes.Code = "unsupported_media_type"
-	codeBodyTimeout recipes.Code = "body_timeout"
+	codeBodyTimeout              = peers.CodeBodyTimeout
 )
 
 var titles = map[recipes.Code]string{
@@ -85,7 +87,7 @@ var titles = map[recipes.Code]string{
 	CodeUnauthenticated:       "Unauthenticated",
 	CodeForbidden:             "Forbidden",
 	CodeTooMany:               "Too many",
-	codeMisdirected:           "Misdirected",
+	peers.CodeMisdirected:     "Misdirected",
 
 	recipes.CodeVersionMismatch: "Version mismatch",
 	recipes.CodeFormatMismatch:  "Format mismatch",
@@ -94,13 +96,7 @@ var titles = map[recipes.Code]string{
 
 // WriteError writes err as application/problem+json. Internal errors are
 // logged with the request id, and the client sees only "internal error".
-// It only writes: a request about a lease another gateway keeps is passed
-// on by the route's handler (see handler.ServeHTTP) before any error is
-// written, so such an error here is one not passed on.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	if ew, ok := keeperElsewhere(err); ok {
-		err = ew.problem(w.Header())
-	}
 	var limit *LimitError
 	if errors.As(err, &limit) {
 		w.Header().Set("Retry-After", retryAfterSeconds(limit.RetryAfter))
@@ -160,15 +156,9 @@ func writeIndexed(w http.ResponseWriter, index int64, v any) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// Clip bounds what a log line or a problem carries of client input (a
-// method, a path): at most n bytes of s, then how long s was. Log
-// handlers escape control characters; Clip bounds the size.
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…(" + strconv.Itoa(len(s)) + " bytes)"
-}
+// Clip bounds what a log line or a problem carries of client input (see
+// auth.Clip).
+func Clip(s string, n int) string { return auth.Clip(s, n) }
 
 // StatusOf is the HTTP status a problem of code is answered with (500 for a
 // code the table does not know).

@@ -165,9 +165,12 @@ func (a *API) itemAction(act func(ctx context.Context, lease *recipes.Lease, nam
 		if err := decodeJSON(r, &body); err != nil {
 			return err
 		}
-		lease, err := a.existingLease(r.Context(), body.Lease)
+		lease, away, err := a.existingLease(r.Context(), body.Lease)
 		if err != nil {
 			return err
+		}
+		if away != nil {
+			return a.forward(w, r, away)
 		}
 		if err := act(r.Context(), lease, name, id); err != nil {
 			return err

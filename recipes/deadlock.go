@@ -33,7 +33,7 @@ import (
 // Who knows what. A lease's gateway knows its holds and which node each
 // waits with or holds; the lines themselves are read from ZooKeeper by
 // whoever checks. So a gateway checking its waits asks every other gateway
-// (POST /peer/v1/waits, through handlers.Peers) for the holds of the leases
+// (POST /peer/v1/waits, through peers.Credential) for the holds of the leases
 // it meets, reads the lines of their waits (and who owns each node that
 // blocks them: a zkgate node's data names its lease, another client's
 // stat its session), and so follows the edges out of its waits. A foreign

@@ -15,7 +15,7 @@ import (
 
 // Deadlock checks on real ZooKeeper, with gateways played by services of
 // their own sessions on one root, each asking the others for their leases'
-// holds as handlers.Peers does over HTTP.
+// holds as peers.Credential does over HTTP.
 
 // checkEvery is the check interval of these tests.
 const checkEvery = 300 * time.Millisecond

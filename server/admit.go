@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/zkgate/zkgate/auth"
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/kinds"
 	"github.com/zkgate/zkgate/recipes"
@@ -125,7 +126,7 @@ func (ru rule) need(route, target string) auth.Need {
 // when the request ends. rt is nil for a request no route serves, which
 // the router answers 404 or 405. When ok is false, admit has answered.
 func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_ *http.Request, _ slot, ok bool) {
-	_, forwarded := r.Header[handlers.ForwardedHeader]
+	_, forwarded := r.Header[peers.ForwardedHeader]
 	// A request another gateway forwarded names it by its --advertise
 	// address, and is proven below.
 	if !forwarded && !fd.auth.Enabled() && !fd.hosts.allows(r.Host) {
@@ -204,7 +205,7 @@ func (fd *frontDoor) admit(w http.ResponseWriter, r *http.Request, rt *route) (_
 
 // forwarder is the gateway that forwarded r, proven (nil: none).
 func forwarder(r *http.Request) *auth.Forwarder {
-	if pc := handlers.PeerOf(r.Context()); pc != nil {
+	if pc := peers.CallOf(r.Context()); pc != nil {
 		return &auth.Forwarder{Gateway: pc.Gateway, Caller: pc.Caller}
 	}
 	return nil

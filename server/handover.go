@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zkgate/zkgate/handlers"
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/recipes"
 )
 
@@ -39,11 +39,11 @@ const handoverTimeout = 20 * time.Second
 // handed over (its ZooKeeper connection was down the whole drain) keeps its
 // leases here, and they end as in a drain without handover: no earlier
 // than the latest expires_at they were given.
-func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers.Peers, savedTo string, drainTimeout time.Duration) {
+func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, cred *peers.Credential, savedTo string, drainTimeout time.Duration) {
 	ends := time.Now().Add(drainTimeout)
 	dr.start(ends, false)
 	svc.MarkDraining(ends, true)
-	targets := handoverTargets(svc, peers, log)
+	targets := handoverTargets(svc, cred, log)
 	toPeers, kept := 0, false
 	for _, s := range svc.Services() {
 		h, err := handOverSession(s, ends)
@@ -55,7 +55,7 @@ func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers
 		if len(h.Leases) == 0 {
 			continue // nothing to keep: the session goes with its timeout
 		}
-		if k, ok := sendHandover(log, peers, targets, h); ok {
+		if k, ok := sendHandover(log, cred, targets, h); ok {
 			if k.Gateway != "" {
 				svc.Moved(h, k)
 				toPeers++
@@ -76,7 +76,7 @@ func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers
 		drainLeases(log, dr, svc, time.Until(ends))
 	case toPeers > 0:
 		log.Info("draining: requests for the leases handed over are passed on", "until", ends.UTC(), "or quiet for", movedQuiet)
-		lingerForMoves(peers, ends)
+		lingerForMoves(cred, ends)
 	}
 }
 
@@ -88,11 +88,11 @@ func handOver(log *slog.Logger, dr *drain, svc *recipes.Service, peers *handlers
 const movedQuiet = time.Second
 
 // lingerForMoves returns once no client was told where a lease went (see
-// handlers.Peers.LastMoved) for movedQuiet, from now on, or at ends.
-func lingerForMoves(peers *handlers.Peers, ends time.Time) {
+// peers.Credential.LastMoved) for movedQuiet, from now on, or at ends.
+func lingerForMoves(cred *peers.Credential, ends time.Time) {
 	since := time.Now()
 	for {
-		last := peers.LastMoved()
+		last := cred.LastMoved()
 		if last.Before(since) {
 			last = since
 		}
@@ -130,11 +130,11 @@ func handOverSession(s *recipes.Service, ends time.Time) (*recipes.Handover, err
 // sendHandover hands h to one of targets, in random order; ok with the
 // peer that took it (or with none when the session had expired already:
 // nothing left to keep).
-func sendHandover(log *slog.Logger, peers *handlers.Peers, targets []recipes.Keeper, h *recipes.Handover) (recipes.Keeper, bool) {
+func sendHandover(log *slog.Logger, cred *peers.Credential, targets []recipes.Keeper, h *recipes.Handover) (recipes.Keeper, bool) {
 	for _, i := range rand.Perm(len(targets)) {
 		k := targets[i]
 		ctx, cancel := context.WithTimeout(context.Background(), handoverTimeout)
-		err := peers.SendHandover(ctx, k, h)
+		err := cred.SendHandover(ctx, k, h)
 		cancel()
 		switch {
 		case err == nil:
@@ -150,8 +150,8 @@ func sendHandover(log *slog.Logger, peers *handlers.Peers, targets []recipes.Kee
 
 // handoverTargets are the live gateways of the root that proved
 // themselves and do not drain.
-func handoverTargets(svc *recipes.Service, peers *handlers.Peers, log *slog.Logger) []recipes.Keeper {
-	if !peers.Proven() {
+func handoverTargets(svc *recipes.Service, cred *peers.Credential, log *slog.Logger) []recipes.Keeper {
+	if !cred.Proven() {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/zkgate/zkgate/auth"
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 	"go.opentelemetry.io/otel/trace"
@@ -37,7 +38,7 @@ type frontDoor struct {
 	drain  *drain
 	auth   *auth.Store
 	limits *limits
-	peers  *handlers.Peers // checks forwarded requests and signs their answers (nil: none taken)
+	peers  *peers.Credential // checks forwarded requests and signs their answers (nil: none taken)
 	// bodyTimeout bounds the reading of a request's body (0: no bound).
 	bodyTimeout time.Duration
 	// hosts says which Host headers a gateway without tokens answers.
@@ -82,7 +83,7 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = fd.startSpan(r, d.rt)
 	}
 	defer fd.done(ww, r, start)
-	if _, forwarded := r.Header[handlers.ForwardedHeader]; forwarded {
+	if _, forwarded := r.Header[peers.ForwardedHeader]; forwarded {
 		fd.servePeer(ww, r, d.rt, d.next)
 		return
 	}
@@ -103,7 +104,7 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 //
 //go:noinline
 func (fd *frontDoor) servePeer(w http.ResponseWriter, r *http.Request, rt *route, next http.Handler) {
-	answer := handlers.Hold(w)
+	answer := peers.Hold(w)
 	r, held, ok := fd.enter(answer, r, rt)
 	if ok {
 		func() {
@@ -314,7 +315,7 @@ func (c *refusedLog) flush(second int64) int {
 	return int(c.pending.Swap(0))
 }
 
-func saneID(id string) bool { return handlers.PlainName(id, 64) }
+func saneID(id string) bool { return peers.PlainName(id, 64) }
 
 // limitBody caps request bodies at n bytes.
 func limitBody(n int64) func(http.Handler) http.Handler {

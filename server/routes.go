@@ -7,6 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/zkgate/zkgate/auth"
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/dashboard"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/kinds"
@@ -248,7 +249,7 @@ func peerRoutes(api *handlers.API) []route {
 		// A draining gateway hands its sessions to another: proven peers
 		// only (see handlers.TakeHandover); a handover of many leases is
 		// large.
-		{method: post, pattern: handlers.HandoverPath, handler: api.TakeHandover(), body: maxHandoverBody, access: peer},
+		{method: post, pattern: peers.HandoverPath, handler: api.TakeHandover(), body: maxHandoverBody, access: peer},
 		// The gateways' own figures, and what their leases wait for
 		// (deadlock checks): proven peers only too.
 		{method: get, pattern: handlers.PeerContentionPath, handler: api.PeerContention(), body: noBodyCap, access: peer},

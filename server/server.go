@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/zkgate/zkgate"
 	"github.com/zkgate/zkgate/auth"
+	"github.com/zkgate/zkgate/auth/peers"
 	"github.com/zkgate/zkgate/handlers"
 	"github.com/zkgate/zkgate/recipes"
 	"github.com/zkgate/zkgate/zkserver"
@@ -286,12 +287,12 @@ func newAPI(cfg Config, svc *recipes.Service, lim *limits, gatewayID string, log
 		Limits:   handlers.Limits{MaxWait: cfg.MaxWait}, ContentionFigures: svc.Contention(), Holds: svc,
 		// The audit trail is written whatever --log-level says.
 		Audit: NewLogger(stderr, cfg.LogFormat, "info").With("component", "audit")}
-	var peerTLS *handlers.PeerTLS
+	var peerTLS *peers.TLS
 	if cfg.gatewayTLS != nil {
 		cfg.gatewayTLS.SetLog(log)
-		peerTLS = &handlers.PeerTLS{Transport: cfg.gatewayTLS.ForwardTransport(), VerifyClient: cfg.gatewayTLS.VerifyPeer()}
+		peerTLS = &peers.TLS{Transport: cfg.gatewayTLS.ForwardTransport(), VerifyClient: cfg.gatewayTLS.VerifyPeer()}
 	}
-	api.Peers = handlers.NewPeers(gatewayID, cfg.peerSecret, peerTLS, log.With("component", "peers"))
+	api.Peers = peers.New(gatewayID, cfg.peerSecret, peerTLS, log.With("component", "peers"))
 	return api
 }
 

@@ -1,4 +1,11 @@
-package handlers
+// Package peers is the proof between the gateways of one root: a request
+// one gateway passes to another (forwarding, the fan-outs of the lists, a
+// handover) carries this gateway's proof, and an answer is relayed only
+// once it proves it comes from the gateway asked. The secret and its MACs
+// are internal/peer's; this package is what they are put to over HTTP.
+// The proofs of the nodes the gateways write in ZooKeeper (registrations,
+// lease records) are the lease table's (recipes/peerproof.go).
+package peers
 
 import (
 	"bytes"
@@ -20,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/recipes"
 	"go.opentelemetry.io/otel/propagation"
@@ -34,12 +42,12 @@ import (
 //     carries ForwardedHeader: "v1 from=ID to=ID t=UNIX n=NONCE caller=NAME
 //     mac=MAC", the MAC an HMAC-SHA256 over those fields, the method, the
 //     path and query, and the SHA-256 of the body. The receiver takes it
-//     once (the nonce), within PeerClockSkew of its own clock, and serves
-//     it only when it is the gateway named by to (another, at the address
-//     of one gone, answers 421: see forward). Its answer carries answerHeader,
-//     an HMAC over the request's nonce, the status, the headers relayed to
-//     the client and the SHA-256 of the body, which the sender checks
-//     before relaying anything.
+//     once (the nonce), within ClockSkew of its own clock, and serves it
+//     only when it is the gateway named by to (another, at the address of
+//     one gone, answers 421: see handlers.API.forward). Its answer carries
+//     answerHeader, an HMAC over the request's nonce, the status, the
+//     headers relayed to the client and the SHA-256 of the body, which the
+//     sender checks before relaying anything.
 //   - Under TLS with --tls-peer-ca, the gateways' certificates are the
 //     proof: the sender trusts only that CA for the receiver's, and the
 //     receiver takes the request only over a connection whose client
@@ -57,32 +65,32 @@ const ForwardedHeader = "X-Zkgate-Forwarded"
 // answerHeader carries the proof of the answer to a forwarded request.
 const answerHeader = "X-Zkgate-Answer-Proof"
 
-// PeerClockSkew is how far apart the clocks of two gateways may be: a
+// ClockSkew is how far apart the clocks of two gateways may be: a
 // proof is taken within that much of its time.
-const PeerClockSkew = 5 * time.Minute
+const ClockSkew = 5 * time.Minute
 
 // Bounds of what passes between gateways: a forwarded request's body (a
 // JSON body is at most 64 KiB), and an answer (a lease list may be long).
 const (
-	MaxPeerBody   = 1 << 20
-	maxPeerAnswer = 64 << 20
+	MaxBody   = 1 << 20
+	maxAnswer = 64 << 20
 	// maxNonces bounds the proofs of one sender remembered against replays:
-	// over two windows of 2*PeerClockSkew, a thousand forwarded requests a
+	// over two windows of 2*ClockSkew, a thousand forwarded requests a
 	// second.
 	maxNonces = 1 << 20
 )
 
-// Peers is how this gateway proves itself to the other gateways of its root
-// and checks their proofs. A nil *Peers has no credential: it forwards
+// Credential is how this gateway proves itself to the other gateways of
+// its root and checks their proofs. A nil *Credential has none: it forwards
 // nothing and takes no forwarded request.
-type Peers struct {
+type Credential struct {
 	self   string       // this gateway's id
 	secret *peer.Secret // nil: none
-	tls    *PeerTLS     // nil: plain HTTP
+	tls    *TLS         // nil: plain HTTP
 	nonces peer.Nonces
 	log    *slog.Logger
 	logged atomic.Int64 // when a refusal was last logged (unix nanoseconds)
-	// large is held while a body longer than MaxPeerBody is read before
+	// large is held while a body longer than MaxBody is read before
 	// its proof is checked (a handover's): one at a time, so that requests
 	// that only claim to be a gateway's hold at most one such body; the
 	// next waits for it up to largeWait.
@@ -92,12 +100,12 @@ type Peers struct {
 	movedTold atomic.Int64
 }
 
-// noteMoved records that a client was told where a lease went.
-func (p *Peers) noteMoved() { p.movedTold.Store(time.Now().UnixNano()) }
+// NoteMoved records that a client was told where a lease went.
+func (p *Credential) NoteMoved() { p.movedTold.Store(time.Now().UnixNano()) }
 
 // LastMoved is when a client was last told where a lease of this
 // draining gateway went (X-Zkgate-Lease-Moved-To); zero before any.
-func (p *Peers) LastMoved() time.Time {
+func (p *Credential) LastMoved() time.Time {
 	if n := p.movedTold.Load(); n != 0 {
 		return time.Unix(0, n)
 	}
@@ -107,8 +115,8 @@ func (p *Peers) LastMoved() time.Time {
 // largeWait bounds the wait of a long body for the one before it.
 const largeWait = 30 * time.Second
 
-// PeerTLS is how the gateways reach each other under TLS.
-type PeerTLS struct {
+// TLS is how the gateways reach each other under TLS.
+type TLS struct {
 	// Transport reaches the other gateways over HTTPS, showing this
 	// gateway's certificate; with --tls-peer-ca it trusts that CA alone.
 	Transport http.RoundTripper
@@ -117,24 +125,24 @@ type PeerTLS struct {
 	VerifyClient func(*tls.ConnectionState) bool
 }
 
-// NewPeers returns the peer credential of gateway self: the shared secret
+// New returns the peer credential of gateway self: the shared secret
 // (nil: none) and, under TLS, the gateways' certificates (nil: plain HTTP).
-func NewPeers(self string, secret *peer.Secret, tlsPeers *PeerTLS, log *slog.Logger) *Peers {
+func New(self string, secret *peer.Secret, tlsPeers *TLS, log *slog.Logger) *Credential {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Peers{self: self, secret: secret, tls: tlsPeers, log: log,
-		nonces: peer.Nonces{Window: PeerClockSkew, Max: maxNonces}, large: make(chan struct{}, 1)}
+	return &Credential{self: self, secret: secret, tls: tlsPeers, log: log,
+		nonces: peer.Nonces{Window: ClockSkew, Max: maxNonces}, large: make(chan struct{}, 1)}
 }
 
 // Proven says whether this gateway can prove itself to the others, and
 // check their proofs: whether it may pass requests, and hand its leases
 // over, to them.
-func (p *Peers) Proven() bool { return p.proven() }
+func (p *Credential) Proven() bool { return p.proven() }
 
 // proven says whether this gateway can prove itself to the others, and
 // check their proofs.
-func (p *Peers) proven() bool {
+func (p *Credential) proven() bool {
 	return p != nil && (p.secret != nil || p.tls != nil && p.tls.VerifyClient != nil)
 }
 
@@ -143,8 +151,8 @@ func (p *Peers) proven() bool {
 const noCredential = "this gateway has no peer credential: give every gateway the same --peer-secret-file " +
 	"(zkgate peer-secret new), or under TLS --tls-peer-ca"
 
-// PeerCall is a request another gateway forwarded, once proven.
-type PeerCall struct {
+// Call is a request another gateway forwarded, once proven.
+type Call struct {
 	// Gateway is the id of the gateway that forwarded it.
 	Gateway string
 	// Caller is the name of the token the request was made with on that
@@ -154,21 +162,12 @@ type PeerCall struct {
 	signed bool // proven with the secret: the answer is signed too
 }
 
-type peerKey struct{}
+type callKey struct{}
 
-// PeerOf returns the proven peer call of a request, or nil for a client's.
-func PeerOf(ctx context.Context) *PeerCall {
-	pc, _ := ctx.Value(peerKey{}).(*PeerCall)
+// CallOf returns the proven peer call of a request, or nil for a client's.
+func CallOf(ctx context.Context) *Call {
+	pc, _ := ctx.Value(callKey{}).(*Call)
 	return pc
-}
-
-// peersOnly refuses a request that is not a proven call of another
-// gateway, on a route of the gateways alone: only one may do what.
-func peersOnly(r *http.Request, what string) error {
-	if PeerOf(r.Context()) == nil {
-		return Forbidden("only another gateway of this root may %s", what)
-	}
-	return nil
 }
 
 // proof is the content of ForwardedHeader.
@@ -266,40 +265,40 @@ func (f proof) requestFields(method, uri string, body []byte) []string {
 }
 
 // refuse is the problem of a forwarded request that does not prove itself.
-func (p *Peers) refuse(r *http.Request, why string) error {
+func (p *Credential) refuse(r *http.Request, why string) error {
 	now := time.Now().UnixNano()
 	// One line a second at most: anyone may send such requests.
 	if last := p.logged.Load(); now-last >= int64(time.Second) && p.logged.CompareAndSwap(last, now) {
 		p.log.Warn("refused a request that claims to be forwarded by a gateway", "why", why,
 			"remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
 	}
-	return &recipes.Error{Code: CodeForbidden, Detail: "the " + ForwardedHeader + " header is for gateways: " + why}
+	return &recipes.Error{Code: auth.CodeForbidden, Detail: "the " + ForwardedHeader + " header is for gateways: " + why}
 }
 
 // Admit checks the proof of a request that carries ForwardedHeader: it
 // returns the request with the proven call in its context, or the problem
 // to answer (403 for a proof that does not check out). The body, which the
-// proof covers, is read up to MaxPeerBody.
-func (p *Peers) Admit(r *http.Request) (*http.Request, error) { return p.AdmitUpTo(r, MaxPeerBody) }
+// proof covers, is read up to MaxBody.
+func (p *Credential) Admit(r *http.Request) (*http.Request, error) { return p.AdmitUpTo(r, MaxBody) }
 
 // AdmitUpTo is Admit of a route whose body may be as long as limit (at
-// least MaxPeerBody is read): a handover's may be hundreds of megabytes.
-func (p *Peers) AdmitUpTo(r *http.Request, limit int64) (*http.Request, error) {
-	limit = max(limit, MaxPeerBody)
+// least MaxBody is read): a handover's may be hundreds of megabytes.
+func (p *Credential) AdmitUpTo(r *http.Request, limit int64) (*http.Request, error) {
+	limit = max(limit, MaxBody)
 	if !p.proven() {
-		return r, &recipes.Error{Code: CodeForbidden, Detail: "the " + ForwardedHeader + " header is for gateways, and " + noCredential}
+		return r, &recipes.Error{Code: auth.CodeForbidden, Detail: "the " + ForwardedHeader + " header is for gateways, and " + noCredential}
 	}
 	f, err := parseProof(r.Header.Get(ForwardedHeader))
 	if err != nil {
 		return r, p.refuse(r, "malformed: "+err.Error())
 	}
 	now := time.Now()
-	if d := now.Sub(time.Unix(f.at, 0)); d > PeerClockSkew || d < -PeerClockSkew {
-		return r, p.refuse(r, fmt.Sprintf("the proof's time is %s off this gateway's clock (at most %s)", d.Round(time.Second), PeerClockSkew))
+	if d := now.Sub(time.Unix(f.at, 0)); d > ClockSkew || d < -ClockSkew {
+		return r, p.refuse(r, fmt.Sprintf("the proof's time is %s off this gateway's clock (at most %s)", d.Round(time.Second), ClockSkew))
 	}
 	signed := p.secret != nil
 	if signed {
-		if limit > MaxPeerBody && p.large != nil {
+		if limit > MaxBody && p.large != nil {
 			t := time.NewTimer(largeWait)
 			select {
 			case p.large <- struct{}{}:
@@ -314,7 +313,7 @@ func (p *Peers) AdmitUpTo(r *http.Request, limit int64) (*http.Request, error) {
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 		if err != nil {
-			return r, invalid("could not read the body: %v", err)
+			return r, recipes.Errorf(recipes.CodeInvalid, "could not read the body: %v", err)
 		}
 		if int64(len(body)) > limit {
 			return r, recipes.Errorf(recipes.CodeTooLarge, "the body is larger than %d bytes", limit)
@@ -332,42 +331,49 @@ func (p *Peers) AdmitUpTo(r *http.Request, limit int64) (*http.Request, error) {
 	case err != nil:
 		return r, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "too many requests from gateway " + strconv.Quote(f.from) + " in the last minutes; retry shortly"}
 	}
-	pc := &PeerCall{Gateway: f.from, Caller: f.caller, nonce: f.nonce, signed: signed}
-	r = r.WithContext(context.WithValue(r.Context(), peerKey{}, pc))
+	pc := &Call{Gateway: f.from, Caller: f.caller, nonce: f.nonce, signed: signed}
+	r = r.WithContext(context.WithValue(r.Context(), callKey{}, pc))
 	if f.to != p.self {
 		// Meant for a gateway that was at this address: it is gone, and
-		// this one says so, with its proof (see forward).
-		return r, &recipes.Error{Code: codeMisdirected, Detail: "gateway " + strconv.Quote(f.to) + " is not here: this is gateway " +
+		// this one says so, with its proof (see handlers.API.forward).
+		return r, &recipes.Error{Code: CodeMisdirected, Detail: "gateway " + strconv.Quote(f.to) + " is not here: this is gateway " +
 			strconv.Quote(p.self)}
 	}
 	return r, nil
 }
 
-// codeMisdirected answers a proven request meant for another gateway: 421.
-const codeMisdirected recipes.Code = "misdirected"
+// Problem codes of the proof between gateways: CodeMisdirected answers a
+// proven request meant for another gateway (421); CodeBodyTimeout (408) and
+// CodeTooMany (429) are refusals of the front door that may come before a
+// forwarded request's proof is checked (see earlyRefusals).
+const (
+	CodeMisdirected recipes.Code = "misdirected"
+	CodeBodyTimeout recipes.Code = "body_timeout"
+	CodeTooMany     recipes.Code = "too_many"
+)
 
-// relayed says whether an answer's header is relayed from the gateway that
+// Relayed says whether an answer's header is relayed from the gateway that
 // answered a forwarded request to the client (and covered by the proof of
 // the answer): those the handlers set, and none about the connection.
-func relayed(name string) bool {
+func Relayed(name string) bool {
 	switch name {
 	case "Content-Type", "Cache-Control", "Location", "Retry-After", "Www-Authenticate":
 		return true
-	case ForwardedHeader, answerHeader, servedByHeader:
+	case ForwardedHeader, answerHeader, ServedByHeader:
 		return false
 	}
 	return strings.HasPrefix(name, "X-Zkgate-")
 }
 
-// servedByHeader names the gateway that answered a forwarded request.
-const servedByHeader = "X-Zkgate-Served-By"
+// ServedByHeader names the gateway that answered a forwarded request.
+const ServedByHeader = "X-Zkgate-Served-By"
 
 // answerFields are what the MAC of an answer covers: the request's nonce,
 // the status, each relayed header and the body's SHA-256.
 func answerFields(nonce string, status int, h http.Header, body []byte) []string {
 	names := make([]string, 0, 8)
 	for k := range h {
-		if relayed(k) {
+		if Relayed(k) {
 			names = append(names, k)
 		}
 	}
@@ -381,7 +387,7 @@ func answerFields(nonce string, status int, h http.Header, body []byte) []string
 }
 
 // HeldAnswer holds the answer to a request that claims to be forwarded
-// until it is whole, to be signed (see Peers.Release).
+// until it is whole, to be signed (see Credential.Release).
 type HeldAnswer struct {
 	w      http.ResponseWriter
 	status int
@@ -410,12 +416,12 @@ func (a *HeldAnswer) Write(b []byte) (int, error) {
 // Release writes the held answer to r, with its proof when r is a call of
 // another gateway proven with the secret (whatever answered it: the route,
 // or a refusal of the front door).
-func (p *Peers) Release(a *HeldAnswer, r *http.Request) {
+func (p *Credential) Release(a *HeldAnswer, r *http.Request) {
 	if a.status == 0 {
 		a.status = http.StatusOK
 	}
 	h := a.w.Header()
-	if pc := PeerOf(r.Context()); pc != nil && pc.signed {
+	if pc := CallOf(r.Context()); pc != nil && pc.signed {
 		if a.body.Len() > 0 && h.Get("Content-Type") == "" {
 			// What net/http would add after the proof is made.
 			h.Set("Content-Type", http.DetectContentType(a.body.Bytes()))
@@ -426,27 +432,27 @@ func (p *Peers) Release(a *HeldAnswer, r *http.Request) {
 	_, _ = a.w.Write(a.body.Bytes())
 }
 
-// peerAnswer is the proven answer of another gateway.
-type peerAnswer struct {
-	status int
-	header http.Header
-	body   []byte
+// Answer is the proven answer of another gateway.
+type Answer struct {
+	Status int
+	Header http.Header
+	Body   []byte
 }
 
-// baseURL is the URL of the gateway at advertise, as this one reaches it.
-func (p *Peers) baseURL(advertise string) string {
+// BaseURL is the URL of the gateway at advertise, as this one reaches it.
+func (p *Credential) BaseURL(advertise string) string {
 	if p != nil && p.tls != nil {
 		return "https://" + advertise
 	}
 	return "http://" + advertise
 }
 
-// ask sends a request to the gateway k: its method, path and query (uri),
+// Ask sends a request to the gateway k: its method, path and query (uri),
 // Content-Type and body, with this gateway's proof for caller and no
 // client secret. It returns the answer once proven, or an unavailable
 // problem: without a peer credential, when k does not answer, or when its
 // answer does not prove itself (logged).
-func (p *Peers) ask(ctx context.Context, k recipes.Keeper, method, uri, contentType, requestID, caller string, body []byte) (*peerAnswer, error) {
+func (p *Credential) Ask(ctx context.Context, k recipes.Keeper, method, uri, contentType, requestID, caller string, body []byte) (*Answer, error) {
 	if !p.proven() {
 		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "not passed to the gateway at " + k.Advertise + ": " + noCredential}
 	}
@@ -454,7 +460,7 @@ func (p *Peers) ask(ctx context.Context, k recipes.Keeper, method, uri, contentT
 	if p.tls != nil {
 		transport = p.tls.Transport
 	}
-	req, err := http.NewRequestWithContext(ctx, method, p.baseURL(k.Advertise)+uri, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, p.BaseURL(k.Advertise)+uri, bytes.NewReader(body))
 	if err != nil {
 		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the gateway at " + k.Advertise + " cannot be reached: " + err.Error()}
 	}
@@ -480,9 +486,9 @@ func (p *Peers) ask(ctx context.Context, k recipes.Keeper, method, uri, contentT
 		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the gateway at " + k.Advertise + " does not answer", Err: err}
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerAnswer+1))
-	if err == nil && len(data) > maxPeerAnswer {
-		err = fmt.Errorf("an answer longer than %d bytes", maxPeerAnswer)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	if err == nil && len(data) > maxAnswer {
+		err = fmt.Errorf("an answer longer than %d bytes", maxAnswer)
 	}
 	if err != nil {
 		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the gateway at " + k.Advertise + " did not answer whole", Err: err}
@@ -490,17 +496,17 @@ func (p *Peers) ask(ctx context.Context, k recipes.Keeper, method, uri, contentT
 	if p.secret != nil && !p.secret.Check(resp.Header.Get(answerHeader), "answer", answerFields(f.nonce, resp.StatusCode, resp.Header, data)...) {
 		if code, detail, ok := earlyRefusal(resp, data); ok {
 			p.log.Warn("the gateway refused the request before checking its proof (so its answer carries none): not relayed",
-				"gateway", k.Gateway, "advertise", k.Advertise, "status", resp.StatusCode, "code", code, "detail", Clip(detail, 200),
+				"gateway", k.Gateway, "advertise", k.Advertise, "status", resp.StatusCode, "code", code, "detail", auth.Clip(detail, 200),
 				"request_id", requestID)
 			return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: fmt.Sprintf("the gateway at %s refused the request: %d %s (%s)",
-				k.Advertise, resp.StatusCode, code, Clip(detail, 200))}
+				k.Advertise, resp.StatusCode, code, auth.Clip(detail, 200))}
 		}
 		p.log.Warn("refused an answer that does not prove itself: not relayed", "gateway", k.Gateway, "advertise", k.Advertise,
 			"status", resp.StatusCode, "request_id", requestID)
 		return nil, &recipes.Error{Code: recipes.CodeUnavailable, Detail: "the answer from " + k.Advertise +
 			" does not check out with --peer-secret-file: it is not gateway " + strconv.Quote(k.Gateway) + "'s, and is not relayed"}
 	}
-	return &peerAnswer{status: resp.StatusCode, header: resp.Header, body: data}, nil
+	return &Answer{Status: resp.StatusCode, Header: resp.Header, Body: data}, nil
 }
 
 // earlyRefusals are the problems a gateway may answer a forwarded request
@@ -508,7 +514,7 @@ func (p *Peers) ask(ctx context.Context, k recipes.Keeper, method, uri, contentT
 // too slow, the gateway at a cap or unavailable): such an answer cannot
 // carry a proof of its own, since the request did not prove itself.
 var earlyRefusals = map[int]recipes.Code{
-	http.StatusRequestTimeout:        codeBodyTimeout,
+	http.StatusRequestTimeout:        CodeBodyTimeout,
 	http.StatusRequestEntityTooLarge: recipes.CodeTooLarge,
 	http.StatusTooManyRequests:       CodeTooMany,
 	http.StatusServiceUnavailable:    recipes.CodeUnavailable,

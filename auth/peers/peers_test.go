@@ -1,4 +1,4 @@
-package handlers
+package peers
 
 import (
 	"crypto/rand"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkgate/zkgate/auth"
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/recipes"
 )
@@ -72,7 +73,7 @@ func TestAnswerFieldsCoverWhatIsRelayed(t *testing.T) {
 	}
 	c := h.Clone()
 	c.Set("X-Request-Id", "r2")
-	c.Set(servedByHeader, "elsewhere")
+	c.Set(ServedByHeader, "elsewhere")
 	if strings.Join(answerFields("n", 200, c, []byte("{}")), "|") != base {
 		t.Error("a header that is not relayed changed what the proof covers")
 	}
@@ -101,7 +102,7 @@ func signedRequest(t *testing.T, secret *peer.Secret, method, uri, body string, 
 }
 
 // TestAdmit: a forwarded request is taken once, only with a proof of the
-// shared secret over what it asks, within PeerClockSkew of the receiver's
+// shared secret over what it asks, within ClockSkew of the receiver's
 // clock; a proven request meant for another gateway is answered 421.
 func TestAdmit(t *testing.T) {
 	secret, err := peer.ParseSecret("f", []byte(strings.Repeat("s", 32)))
@@ -109,7 +110,7 @@ func TestAdmit(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, _ := peer.ParseSecret("f", []byte(strings.Repeat("o", 32)))
-	b := NewPeers("gw-b", secret, nil, slog.New(slog.DiscardHandler))
+	b := New("gw-b", secret, nil, slog.New(slog.DiscardHandler))
 	now := time.Now()
 
 	r := signedRequest(t, secret, "POST", "/v1/locks/x/acquire?wait=1s", `{"lease":"l"}`, now, "billing")
@@ -117,7 +118,7 @@ func TestAdmit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a proven request: %v", err)
 	}
-	if pc := PeerOf(got.Context()); pc == nil || pc.Gateway != "gw-a" || pc.Caller != "billing" || !pc.signed {
+	if pc := CallOf(got.Context()); pc == nil || pc.Gateway != "gw-a" || pc.Caller != "billing" || !pc.signed {
 		t.Fatalf("the proven call: %+v", pc)
 	}
 	if body, _ := io.ReadAll(got.Body); string(body) != `{"lease":"l"}` {
@@ -125,7 +126,7 @@ func TestAdmit(t *testing.T) {
 	}
 	replay := httptest.NewRequest("POST", "/v1/locks/x/acquire?wait=1s", strings.NewReader(`{"lease":"l"}`))
 	replay.Header = r.Header.Clone()
-	if _, err := b.Admit(replay); recipes.ErrorCode(err) != CodeForbidden || !strings.Contains(err.Error(), "replay") {
+	if _, err := b.Admit(replay); recipes.ErrorCode(err) != auth.CodeForbidden || !strings.Contains(err.Error(), "replay") {
 		t.Errorf("a replay: %v", err)
 	}
 
@@ -134,15 +135,15 @@ func TestAdmit(t *testing.T) {
 		want string
 	}{
 		"another secret's": {signedRequest(t, other, "GET", "/v1/leases", "", now, ""), "does not check out"},
-		"old":              {signedRequest(t, secret, "GET", "/v1/leases", "", now.Add(-PeerClockSkew-time.Minute), ""), "off this gateway's clock"},
-		"from the future":  {signedRequest(t, secret, "GET", "/v1/leases", "", now.Add(PeerClockSkew+time.Minute), ""), "off this gateway's clock"},
+		"old":              {signedRequest(t, secret, "GET", "/v1/leases", "", now.Add(-ClockSkew-time.Minute), ""), "off this gateway's clock"},
+		"from the future":  {signedRequest(t, secret, "GET", "/v1/leases", "", now.Add(ClockSkew+time.Minute), ""), "off this gateway's clock"},
 		"malformed": {func() *http.Request {
 			r := httptest.NewRequest("GET", "/v1/leases", nil)
 			r.Header.Set(ForwardedHeader, "1")
 			return r
 		}(), "malformed"},
 	} {
-		if _, err := b.Admit(c.r); recipes.ErrorCode(err) != CodeForbidden || !strings.Contains(err.Error(), c.want) {
+		if _, err := b.Admit(c.r); recipes.ErrorCode(err) != auth.CodeForbidden || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want forbidden, %q", name, err, c.want)
 		}
 	}
@@ -156,17 +157,17 @@ func TestAdmit(t *testing.T) {
 	} {
 		r := signedRequest(t, secret, "POST", "/v1/locks/x/acquire?wait=1s", `{"lease":"l"}`, now, "billing")
 		change(r)
-		if _, err := b.Admit(r); recipes.ErrorCode(err) != CodeForbidden || !strings.Contains(err.Error(), "does not check out") {
+		if _, err := b.Admit(r); recipes.ErrorCode(err) != auth.CodeForbidden || !strings.Contains(err.Error(), "does not check out") {
 			t.Errorf("%s: %v, want forbidden", name, err)
 		}
 	}
 
-	c := NewPeers("gw-c", secret, nil, slog.New(slog.DiscardHandler))
-	if got, err := c.Admit(signedRequest(t, secret, "GET", "/v1/leases", "", now, "")); recipes.ErrorCode(err) != codeMisdirected || PeerOf(got.Context()) == nil {
+	c := New("gw-c", secret, nil, slog.New(slog.DiscardHandler))
+	if got, err := c.Admit(signedRequest(t, secret, "GET", "/v1/leases", "", now, "")); recipes.ErrorCode(err) != CodeMisdirected || CallOf(got.Context()) == nil {
 		t.Errorf("a proven request meant for another gateway: %v, want misdirected with the call proven", err)
 	}
-	var none *Peers
-	if _, err := none.Admit(signedRequest(t, secret, "GET", "/v1/leases", "", now, "")); recipes.ErrorCode(err) != CodeForbidden ||
+	var none *Credential
+	if _, err := none.Admit(signedRequest(t, secret, "GET", "/v1/leases", "", now, "")); recipes.ErrorCode(err) != auth.CodeForbidden ||
 		!strings.Contains(err.Error(), "--peer-secret-file") {
 		t.Errorf("a gateway without a credential: %v", err)
 	}
@@ -228,8 +229,8 @@ func TestEarlyRefusalIsLoggedAsWhatItIs(t *testing.T) {
 			_, _ = io.WriteString(w, c.body)
 		}))
 		var logs strings.Builder
-		a := NewPeers("gw-a", secret, nil, slog.New(slog.NewTextHandler(&logs, nil)))
-		_, err := a.ask(t.Context(), recipes.Keeper{Gateway: "gw-b", Advertise: strings.TrimPrefix(srv.URL, "http://")},
+		a := New("gw-a", secret, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+		_, err := a.Ask(t.Context(), recipes.Keeper{Gateway: "gw-b", Advertise: strings.TrimPrefix(srv.URL, "http://")},
 			"POST", "/v1/locks/x/acquire", "application/json", "req-1", "", []byte(`{}`))
 		srv.Close()
 		if recipes.ErrorCode(err) != recipes.CodeUnavailable || !strings.Contains(err.Error(), c.detail) {
@@ -239,4 +240,23 @@ func TestEarlyRefusalIsLoggedAsWhatItIs(t *testing.T) {
 			t.Errorf("%s: the log does not say %q:\n%s", c.name, c.log, logs.String())
 		}
 	}
+}
+
+// FuzzParseProof: the forwarding header, which anyone may send, never
+// panics the parser, and what it takes writes back to a header that reads
+// the same.
+func FuzzParseProof(f *testing.F) {
+	f.Add("v1 from=gw-a to=gw-b t=1700000000 n=AAAAAAAAAAAAAAAAAAAAAA caller=billing mac=bWFj")
+	f.Add("v1 from=a to=b t=-1 n=AAAAAAAAAAAAAAAAAAAAAA caller=")
+	f.Add("v1 caller==x from=a")
+	f.Fuzz(func(t *testing.T, h string) {
+		p, err := parseProof(h)
+		if err != nil {
+			return
+		}
+		again, err := parseProof(p.String())
+		if err != nil || again != p {
+			t.Fatalf("%q read as %+v, written as %q, read back as %+v, %v", h, p, p.String(), again, err)
+		}
+	})
 }
