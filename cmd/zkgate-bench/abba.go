@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,22 @@ type abRun[T amount] struct {
 
 // gateway says whether the run is the gateway's (side 0).
 func (s abRun[T]) gateway() bool { return s.side == 0 }
+
+// intoSides is a runner's run for two sides whose runs add into figures of
+// their own: sums[side] for a measured run, warm[side] for a warm-up (checked,
+// not counted). A run's error is named by its side.
+func intoSides[S any](sums, warm [2]*S, run func(s abRun[time.Duration], into *S) error) func(abRun[time.Duration]) error {
+	return func(s abRun[time.Duration]) error {
+		into := sums[s.side]
+		if s.warm {
+			into = warm[s.side]
+		}
+		if err := run(s, into); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		return nil
+	}
+}
 
 // warm runs a warm-up of n of each side, in order.
 func (r ab[T]) warm(n T) error {

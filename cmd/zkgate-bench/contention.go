@@ -113,22 +113,12 @@ func contention(ctx context.Context, e *env) (contentionResult, error) {
 	// Warm-up runs are checked for exclusion but not counted.
 	sums := [2]*side{&res.gw, &res.direct}
 	warm := [2]*side{{excl: res.gw.excl}, {excl: res.direct.excl}}
-	err = ab[time.Duration]{sides: []string{"gateway", "direct"}, run: func(s abRun[time.Duration]) error {
-		into := sums[s.side]
-		if s.warm {
-			into = warm[s.side]
-		}
-		var err error
+	err = ab[time.Duration]{sides: []string{"gateway", "direct"}, run: intoSides(sums, warm, func(s abRun[time.Duration], into *side) error {
 		if s.gateway() {
-			err = gatewayContention(ctx, c, leases, e.cfg.contentionWait, s.n, into)
-		} else {
-			err = directContention(ctx, locks, s.n, into)
+			return gatewayContention(ctx, c, leases, e.cfg.contentionWait, s.n, into)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
-		return nil
-	}}.warmHalves(warmUp(e.cfg.contentionDur), e.cfg.contentionDur)
+		return directContention(ctx, locks, s.n, into)
+	})}.warmHalves(warmUp(e.cfg.contentionDur), e.cfg.contentionDur)
 	return res, err
 }
 

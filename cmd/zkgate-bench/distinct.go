@@ -77,22 +77,12 @@ func distinct(ctx context.Context, e *env) (distinctResult, error) {
 	lastTok := make([]int64, n) // per worker (per lock): tokens must grow
 
 	sums, warm := [2]*distinctSide{&res.gw, &res.direct}, [2]*distinctSide{{}, {}}
-	err = ab[time.Duration]{sides: []string{"gateway", "direct"}, run: func(s abRun[time.Duration]) error {
-		into := sums[s.side]
-		if s.warm {
-			into = warm[s.side]
-		}
-		var err error
+	err = ab[time.Duration]{sides: []string{"gateway", "direct"}, run: intoSides(sums, warm, func(s abRun[time.Duration], into *distinctSide) error {
 		if s.gateway() {
-			err = gatewayDistinct(ctx, c, leases, lastTok, s.n, into)
-		} else {
-			err = directDistinct(ctx, locks, s.n, into)
+			return gatewayDistinct(ctx, c, leases, lastTok, s.n, into)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
-		return nil
-	}}.warmHalves(warmUp(e.cfg.distinctDur), e.cfg.distinctDur)
+		return directDistinct(ctx, locks, s.n, into)
+	})}.warmHalves(warmUp(e.cfg.distinctDur), e.cfg.distinctDur)
 	return res, err
 }
 

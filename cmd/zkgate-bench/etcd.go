@@ -263,17 +263,10 @@ func etcdDistinct(ctx context.Context, e *env, es *etcdServer, res *etcdResult) 
 	// The gateway's or etcd's CPU, and ZooKeeper's, around each run.
 	sums, warm := [2]*cpuSide{&res.distinctGW, &res.distinctEtcd}, [2]*cpuSide{{}, {}}
 	ops, pids := [2][]func(context.Context) error{gops, eops}, [2]int{e.gw.pid(), es.cmd.Process.Pid}
-	return ab[time.Duration]{sides: []string{"gateway", "etcd"}, run: func(s abRun[time.Duration]) error {
-		into := sums[s.side]
-		if s.warm {
-			into = warm[s.side]
-		}
+	return ab[time.Duration]{sides: []string{"gateway", "etcd"}, run: intoSides(sums, warm, func(s abRun[time.Duration], into *cpuSide) error {
 		r, err := runOps(ctx, ops[s.side], s.n, pids[s.side], e.zkPID)
-		if err := addRun(into, r, err); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
-		return nil
-	}}.warmHalves(warmUp(e.cfg.distinctDur), e.cfg.distinctDur)
+		return addRun(into, r, err)
+	})}.warmHalves(warmUp(e.cfg.distinctDur), e.cfg.distinctDur)
 }
 
 // printEtcd writes section 1b and adds its summary rows.
