@@ -112,7 +112,7 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 
 	svc.metrics.Waiting("election", 1)
 	start := time.Now()
-	t, err := svc.waitTurn(ctx, lease, e.parent(name), node, after, latchMarkers, anyBlocks, wait <= 0)
+	t, err := svc.waitTurn(ctx, lease, e.parent(name), node, after, latchMarkers, anyBlocks, wait <= 0, c.recordNode)
 	done()
 	svc.metrics.Waiting("election", -1)
 	switch {

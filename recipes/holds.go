@@ -39,6 +39,9 @@ type hold struct {
 	token     int64
 	told      bool // a client was answered about it: it stays until released
 	gone      bool
+	// unrecorded: a node of h in a line is not in the journal yet (see
+	// ensureInLine); its grant, or its wait, records it.
+	unrecorded bool
 	// onGone ends the calls waiting on h (see whileHeld) when it goes.
 	onGone map[*context.CancelCauseFunc]error
 	// dropUntold makes a grant that no client was told of go when its last
@@ -247,7 +250,7 @@ func (h *hold) markGone() ([]heldNode, bool) {
 // forgotten, and again says that the caller should make a new one.
 func (h *hold) waitInLine(ctx context.Context, role, parent, node string, after *listing, markers []marker,
 	blocks func(c, self seqNode) bool, tryOnce bool) (t turn, again bool, err error) {
-	t, err = h.svc.waitTurn(ctx, h.lease, parent, node, after, markers, blocks, tryOnce)
+	t, err = h.svc.waitTurn(ctx, h.lease, parent, node, after, markers, blocks, tryOnce, h.recordNode)
 	if errors.Is(err, errNodeGone) {
 		h.forgetNode(role, node)
 		if err := h.lease.alive(); err != nil {
@@ -340,6 +343,13 @@ func (h *hold) forgetNode(role, path string) {
 // node's czxid when known (see heldNode). create returns the stat that came
 // with the create, or nil. A gone hold answers errHoldGone.
 func (h *hold) ensureNode(role string, create func() (string, *zk.Stat, error)) (p string, czxid int64, err error) {
+	return h.makeNode(role, create, false)
+}
+
+// makeNode is ensureNode; with later, a node it makes is recorded in the
+// journal by the next line of h (a grant), or by recordNode before its wait,
+// instead of a line of its own.
+func (h *hold) makeNode(role string, create func() (string, *zk.Stat, error), later bool) (p string, czxid int64, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.gone {
@@ -361,8 +371,23 @@ func (h *hold) ensureNode(role string, create func() (string, *zk.Stat, error)) 
 		f(p)
 	}
 	h.nodes = append(h.nodes, heldNode{role: role, path: p, czxid: czxid})
-	h.journalLocked() // before it is waited on, or granted
+	if later {
+		h.unrecorded = true
+	} else {
+		h.journalLocked() // before it is waited on, or granted
+	}
 	return p, czxid, nil
+}
+
+// recordNode records h in the journal if a node of it is not yet (see
+// makeNode): before a wait in line, so that a start after a kill resumes the
+// waiter in its place.
+func (h *hold) recordNode() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.unrecorded {
+		h.journalLocked()
+	}
 }
 
 // ensureInLine is ensureNode for h's node in role in the line under parent.
@@ -371,14 +396,19 @@ func (h *hold) ensureNode(role string, create func() (string, *zk.Stat, error)) 
 // made while the call is alone in the line comes with a listing of the line
 // made behind its create (create is called with list true then), to be the
 // first listing of the wait (see waitTurn); after is nil otherwise.
+//
+// The node goes into the journal with the grant that follows when the line
+// is free (one write for both), or before the wait when it is not (the
+// wait's beforeWait, h.recordNode): until then no client was told of it,
+// and a start after a kill sweeps it as a node nothing recorded.
 func (h *hold) ensureInLine(role, parent string, create func(list bool) (string, *zk.Stat, *listing, error)) (node string, czxid int64, after *listing, done func(), err error) {
 	lines := h.svc.lister
 	alone := lines.join(parent)
-	node, czxid, err = h.ensureNode(role, func() (string, *zk.Stat, error) {
+	node, czxid, err = h.makeNode(role, func() (string, *zk.Stat, error) {
 		p, st, l, err := create(alone)
 		after = l
 		return p, st, err
-	})
+	}, true)
 	if err != nil {
 		lines.leave(parent)
 		return "", 0, nil, nil, err
@@ -409,6 +439,7 @@ func (h *hold) markGrantedLocked(token int64) {
 // journalLocked records h as it is now in its lease's journal (see
 // journal.go); h.mu is held.
 func (h *hold) journalLocked() {
+	h.unrecorded = false
 	if j := h.lease.table.journal; j != nil && !h.gone {
 		j.held(h.lease.epoch, h.lease.ID, stateLocked(h.self))
 	}

@@ -2,12 +2,15 @@ package recipes
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zkgate/zkgate/internal/harness/zktest"
 )
 
 // kill stops s as a SIGKILL would: its journal records nothing more (its
@@ -378,5 +381,75 @@ func TestAJournalFromBeforeARebootIsNotResumed(t *testing.T) {
 	}
 	if _, err := ReadJournal(j.path); !errors.Is(err, ErrJournalRebooted) {
 		t.Fatalf("a journal of an earlier boot: %v, want ErrJournalRebooted", err)
+	}
+}
+
+// journalLines reads the lines of the journal of s's session.
+func journalLines(t *testing.T, s *testService) []journalRecord {
+	t.Helper()
+	j := s.Leases.journal
+	j.mu.Lock()
+	path := j.path
+	j.mu.Unlock()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []journalRecord
+	for _, line := range strings.Split(strings.TrimRight(string(raw), "\n"), "\n") {
+		var rec journalRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a journal line: %v: %s", err, line)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// An uncontended acquire writes one journal line, its grant with its node
+// (before, the node had a line of its own: three write(2) a lock cycle, two
+// now), and a waiter's node is recorded before it waits, so that a start
+// after a kill resumes it in its place (TestAKilledGatewayIsResumedFromItsJournal).
+func TestALockCycleWritesALineForTheGrantAndOneForTheRelease(t *testing.T) {
+	t.Parallel()
+	svc := newService(t, serviceOptions{timeout: 5 * time.Second, journal: t.TempDir()})
+	ctx := context.Background()
+	holder, waiter := newLease(t, svc, "holder"), newLease(t, svc, "waiter")
+	before := len(journalLines(t, svc))
+	g, err := svc.Locks.Acquire(ctx, holder, "x", ModeExclusive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := journalLines(t, svc)
+	if len(lines) != before+1 {
+		t.Fatalf("an uncontended acquire wrote %d journal lines, want 1: %+v", len(lines)-before, lines[before:])
+	}
+	if h := lines[len(lines)-1].Hold; h == nil || !h.Granted || h.Token != g.Token || len(h.Nodes) != 1 || h.Nodes[0].Path != g.Node {
+		t.Fatalf("the acquire's line: %+v, want its grant with its node %s", lines[len(lines)-1], g.Node)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.Locks.Acquire(ctx, waiter, "x", ModeExclusive, time.Minute)
+		done <- err
+	}()
+	zktest.Eventually(t, 10*time.Second, func() error {
+		for _, rec := range journalLines(t, svc) {
+			if rec.Of == waiter.ID && rec.Hold != nil && !rec.Hold.Granted && len(rec.Hold.Nodes) == 1 {
+				return nil
+			}
+		}
+		return errors.New("the waiter's node is not in the journal")
+	})
+	n := len(journalLines(t, svc))
+	if err := svc.Locks.Release(ctx, holder, "x", ModeExclusive); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the waiter after the release: %v", err)
+	}
+	// The release's line, then the waiter's grant.
+	if lines := journalLines(t, svc); len(lines) != n+2 || lines[n].Dropped == "" || lines[n+1].Hold == nil || !lines[n+1].Hold.Granted {
+		t.Fatalf("after the release: %+v, want the release and the waiter's grant", lines[n:])
 	}
 }

@@ -65,9 +65,10 @@ func (t turn) marked(name string) bool {
 // still exists is for the caller to check.
 //
 // after, when not nil, is a listing of parent made after node was: the
-// first one, instead of a listing of its own.
+// first one, instead of a listing of its own. beforeWait, when not nil, is
+// called before each wait (behind a node, or for a lock-delay).
 func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node string, after *listing, markers []marker,
-	blocks func(c, self seqNode) bool, tryOnce bool) (turn, error) {
+	blocks func(c, self seqNode) bool, tryOnce bool, beforeWait func()) (turn, error) {
 	var last turn
 	listed := false
 	floor := -1      // contenders at or below this index are known to be gone
@@ -86,6 +87,9 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 		if b == "" && len(last.marks) > 0 {
 			// Nothing before the caller is left, but the lock-delay of one
 			// that ended without releasing may still hold it back.
+			if beforeWait != nil {
+				beforeWait()
+			}
 			held, err := s.waitDelay(ctx, lease, parent, last, blocks, tryOnce)
 			if err != nil {
 				return last, err
@@ -104,6 +108,9 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 		}
 		if tryOnce {
 			return last, &Error{Code: CodeTimeout, Detail: "not first in line"}
+		}
+		if beforeWait != nil {
+			beforeWait()
 		}
 		s.noteBehind(ctx, parent, last.contenders[bi])
 		// Registered before the watch is armed: a delete of b through this

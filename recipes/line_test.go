@@ -29,7 +29,7 @@ func TestAWaitCancelledWhileArmingItsWatchIsNoInternalError(t *testing.T) {
 	for round := range 40 {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		_, err := svc.waitTurn(cctx, waiter, parent, node, nil, lockMarkers, lockBlocks, false)
+		_, err := svc.waitTurn(cctx, waiter, parent, node, nil, lockMarkers, lockBlocks, false, nil)
 		if code := ErrorCode(err); code == CodeInternal {
 			t.Fatalf("round %d: a cancelled wait answered %v", round, err)
 		}
