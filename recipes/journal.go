@@ -26,7 +26,9 @@ import (
 // in it. Then one line per change, appended as it is made and before the
 // client is told of it: a lease granted (its LeaseState), renewed (the end
 // of its TTL), or ended; a hold as it is now (its HoldState: a node made,
-// a grant, a client told) or gone. A line is one write(2), with no fsync:
+// a grant, a client told) or gone. A node made in a line that is free goes
+// in with its grant, one line for both; one that waits is recorded before
+// its wait (see hold.ensureInLine). A line is one write(2), with no fsync:
 // the page cache outlives the process, so a kill loses nothing written, but
 // a crash of the machine may lose the latest lines (and the session's
 // leases then end with their TTLs, as before).
