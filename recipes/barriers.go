@@ -11,7 +11,10 @@ import (
 
 // Barriers follow Curator's DistributedBarrier (and kazoo's Barrier): the
 // barrier is up while the node {root}/barriers/{name} exists.
-type Barriers struct{ svc *Service }
+type Barriers struct {
+	sess  *Session
+	cache *watchCache
+}
 
 // BarrierState says whether a barrier is up.
 type BarrierState struct {
@@ -21,14 +24,14 @@ type BarrierState struct {
 	Index  int64      `json:"-"`
 }
 
-func (b *Barriers) path(name string) string { return kinds.Barriers.Path(b.svc.sess.Root(), name) }
+func (b *Barriers) path(name string) string { return kinds.Barriers.Path(b.sess.Root(), name) }
 
 // Raise puts the barrier up; created is false if it was up already.
 func (b *Barriers) Raise(ctx context.Context, name string) (created bool, err error) {
 	if err := ValidName(name); err != nil {
 		return false, err
 	}
-	sess := b.svc.sess
+	sess := b.sess
 	for {
 		if st, _, _ := sess.Status(); st != StateLive {
 			return false, unavailable()
@@ -57,7 +60,7 @@ func (b *Barriers) Lower(ctx context.Context, name string) error {
 	if err := ValidName(name); err != nil {
 		return err
 	}
-	sess := b.svc.sess
+	sess := b.sess
 	for {
 		if st, _, _ := sess.Status(); st != StateLive {
 			return unavailable()
@@ -105,7 +108,7 @@ func (b *Barriers) Wait(ctx context.Context, name string, wait time.Duration) (B
 
 // State says whether the barrier is up; with index > 0 it is a blocking read.
 func (b *Barriers) State(ctx context.Context, name string, index int64, wait time.Duration) (BarrierState, error) {
-	return readState(ctx, b.svc, name, b.path(name), entryOpts{}, index, wait, barrierStateOf)
+	return readState(ctx, b.cache, name, b.path(name), entryOpts{}, index, wait, barrierStateOf)
 }
 
 func barrierStateOf(name string, snap *Snapshot) BarrierState {
@@ -121,7 +124,7 @@ func barrierStateOf(name string, snap *Snapshot) BarrierState {
 // next page starts after ("" for the last page).
 func (b *Barriers) List(ctx context.Context, p Page) ([]BarrierState, string, error) {
 	// A barrier is up while its node exists: the name says it all.
-	return listPage(ctx, b.svc, kinds.Barriers.Dir(b.svc.sess.Root()), p, nil, func(_ context.Context, name string) (BarrierState, bool, error) {
+	return listPage(ctx, b.sess, kinds.Barriers.Dir(b.sess.Root()), p, nil, func(_ context.Context, name string) (BarrierState, bool, error) {
 		return BarrierState{Name: name, Raised: true}, true, nil
 	})
 }

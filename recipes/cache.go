@@ -90,16 +90,16 @@ var seqOpts = entryOpts{sequential: true}
 // readState is a recipe's State: once name checks out, the snapshot of p
 // from the watch cache (with index > 0, a blocking read), made into T by
 // of.
-func readState[T any](ctx context.Context, s *Service, name, p string, opts entryOpts, index int64, wait time.Duration,
+func readState[T any](ctx context.Context, c *watchCache, name, p string, opts entryOpts, index int64, wait time.Duration,
 	of func(name string, snap *Snapshot) T) (T, error) {
 	if err := ValidName(name); err != nil {
 		var zero T
 		return zero, err
 	}
-	snap, err := s.cache.Read(ctx, p, opts, index, wait)
+	snap, err := c.Read(ctx, p, opts, index, wait)
 	if err != nil {
 		var zero T
-		return zero, s.readErr(err)
+		return zero, readErr(err)
 	}
 	return of(name, snap), nil
 }

@@ -262,7 +262,7 @@ func printable(b []byte) string {
 // session among them that is not this gateway's (its own, and those it
 // adopted, need none). A record that cannot be read or proven leaves the
 // node's word.
-func (s *Service) keptBy(lists ...[]Contender) {
+func (k *keepers) keptBy(lists ...[]Contender) {
 	var refs []keptRef
 	for _, list := range lists {
 		for i := range list {
@@ -271,7 +271,7 @@ func (s *Service) keptBy(lists ...[]Contender) {
 			}
 		}
 	}
-	s.keep(refs)
+	k.set(refs)
 }
 
 // keptRef is a node's session and lease, and the gateway to set to the
@@ -281,17 +281,22 @@ type keptRef struct {
 	gateway        *string
 }
 
-// keep sets the gateway of each of refs to the keeper of its lease (see
+// keepers tells who keeps a lease now (see keptBy): gatewayID keeps the
+// sessions of sessions (this gateway's own and those it adopted), and
+// recorded reads the keeper in a lease's record.
+type keepers struct {
+	gatewayID string
+	sessions  func() []int64
+	recorded  func(lease string) string
+}
+
+// set sets the gateway of each of refs to the keeper of its lease (see
 // keptBy).
-func (s *Service) keep(refs []keptRef) {
-	own := s
-	if s.parent != nil {
-		own = s.parent
-	}
+func (k *keepers) set(refs []keptRef) {
 	keeper := map[string]string{}
-	for _, svc := range own.Services() {
-		if _, _, id := svc.sess.Status(); id != 0 {
-			keeper[sessionHex(id)] = own.gatewayID
+	for _, id := range k.sessions() {
+		if id != 0 {
+			keeper[sessionHex(id)] = k.gatewayID
 		}
 	}
 	for _, r := range refs {
@@ -300,7 +305,7 @@ func (s *Service) keep(refs []keptRef) {
 		}
 		gw, ok := keeper[r.session]
 		if !ok {
-			gw = own.Leases.recordedKeeper(r.lease)
+			gw = k.recorded(r.lease)
 			keeper[r.session] = gw
 		}
 		if gw != "" {

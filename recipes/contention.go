@@ -10,6 +10,26 @@ import (
 	"time"
 )
 
+// Metrics receives what the recipes do; the server implements it with
+// Prometheus. Calls must not block.
+type Metrics interface {
+	Granted(kind string, waited time.Duration)
+	Released(kind string, held time.Duration)
+	Waiting(kind string, delta int)
+	// Waited is the end of one wait for the lock or semaphore name,
+	// whatever its outcome, and Held the end of one hold of it.
+	Waited(kind, name string, d time.Duration)
+	Held(kind, name string, d time.Duration)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) Granted(string, time.Duration)        {}
+func (nopMetrics) Released(string, time.Duration)       {}
+func (nopMetrics) Waiting(string, int)                  {}
+func (nopMetrics) Waited(string, string, time.Duration) {}
+func (nopMetrics) Held(string, string, time.Duration)   {}
+
 // Contention is what this gateway saw of the waits and holds of its leases
 // on each lock (exclusive or read/write) and semaphore: per name, a minute
 // at a time for the last hour, the grants, timeouts and deadlocks, a
@@ -214,7 +234,7 @@ func (c *Contention) endWait(e *waitEntry, err error) {
 		m.deadlocks++
 	}
 	until := now.UTC()
-	l.waits = appendRecent(l.waits, WaitRecord{Lease: e.h.lease.ID, Holder: e.h.lease.Holder, Gateway: e.h.svc.gatewayID, Mode: e.mode,
+	l.waits = appendRecent(l.waits, WaitRecord{Lease: e.h.lease.ID, Holder: e.h.lease.Holder, Gateway: e.h.lines.gatewayID, Mode: e.mode,
 		From: e.start.UTC(), Until: &until, Outcome: outcome})
 }
 
@@ -243,7 +263,7 @@ func (c *Contention) granted(h *hold) {
 	if kind == "" {
 		return
 	}
-	rec := HoldRecord{Lease: h.lease.ID, Holder: h.lease.Holder, Gateway: h.svc.gatewayID, Token: h.token, From: h.grantedAt.UTC()}
+	rec := HoldRecord{Lease: h.lease.ID, Holder: h.lease.Holder, Gateway: h.lines.gatewayID, Token: h.token, From: h.grantedAt.UTC()}
 	if lh, ok := h.self.(*lockHold); ok {
 		rec.Mode = lh.mode
 	}
@@ -449,7 +469,7 @@ func (c *Contention) Name(kind, name string, window time.Duration) NameLog {
 		if e.kind == kind && e.h.name == name {
 			out.Figures.Waiting++
 			out.Figures.Waited.Add(now.Sub(e.start))
-			out.Waits = append(out.Waits, WaitRecord{Lease: e.h.lease.ID, Holder: e.h.lease.Holder, Gateway: e.h.svc.gatewayID,
+			out.Waits = append(out.Waits, WaitRecord{Lease: e.h.lease.ID, Holder: e.h.lease.Holder, Gateway: e.h.lines.gatewayID,
 				Mode: e.mode, From: e.start.UTC(), Outcome: WaitWaiting})
 		}
 	}

@@ -69,7 +69,7 @@ func TestHistogramPercentilesAndMerge(t *testing.T) {
 // fakeHold is a hold of a lease of gateway gw, for the record's own tests.
 func fakeHold(kind, name, lease string) *hold {
 	lh := &lockHold{mode: ModeExclusive}
-	lh.hold = hold{svc: &Service{gatewayID: "gw"}, lease: &Lease{LeaseTerms: LeaseTerms{ID: lease, Holder: "holder-" + lease}}, kind: kind, name: name}
+	lh.hold = hold{lines: &lines{gatewayID: "gw"}, lease: &Lease{LeaseTerms: LeaseTerms{ID: lease, Holder: "holder-" + lease}}, kind: kind, name: name}
 	lh.self = lh
 	return &lh.hold
 }

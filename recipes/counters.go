@@ -122,7 +122,10 @@ func CounterReadings(data []byte) map[CounterFormat]int64 {
 }
 
 // Counters serve the counters; see the layout above.
-type Counters struct{ svc *Service }
+type Counters struct {
+	sess  *Session
+	cache *watchCache
+}
 
 // CounterState is a counter's value as read in Format. Version is its
 // node's data version, -1 while the node does not exist (value 0).
@@ -142,7 +145,7 @@ type CounterSummary struct {
 	Values  map[CounterFormat]int64 `json:"values"`
 }
 
-func (c *Counters) path(name string) string { return kinds.Counters.Path(c.svc.sess.Root(), name) }
+func (c *Counters) path(name string) string { return kinds.Counters.Path(c.sess.Root(), name) }
 
 // State reads the counter; with index > 0 it is a blocking read, answered
 // once the counter's index has moved past index or wait is over.
@@ -150,7 +153,7 @@ func (c *Counters) State(ctx context.Context, name string, f CounterFormat, inde
 	if index > 0 {
 		var snap *Snapshot
 		keep := func(_ string, s *Snapshot) bool { snap = s; return true }
-		if _, err := readState(ctx, c.svc, name, c.path(name), entryOpts{}, index, wait, keep); err != nil {
+		if _, err := readState(ctx, c.cache, name, c.path(name), entryOpts{}, index, wait, keep); err != nil {
 			return CounterState{}, err
 		}
 		return counterStateOf(name, f, snap.Exists, snap.Data, snap.Stat, snap.Index)
@@ -158,9 +161,9 @@ func (c *Counters) State(ctx context.Context, name string, f CounterFormat, inde
 	if err := ValidName(name); err != nil {
 		return CounterState{}, err
 	}
-	ctx, err := c.svc.sess.fresh(ctx)
+	ctx, err := c.sess.fresh(ctx)
 	if err != nil {
-		return CounterState{}, c.svc.readErr(err)
+		return CounterState{}, readErr(err)
 	}
 	for {
 		data, stat, err := c.get(ctx, name)
@@ -173,11 +176,11 @@ func (c *Counters) State(ctx context.Context, name string, f CounterFormat, inde
 		// An absent counter's index is its directory's pzxid, as the watch
 		// cache gives it; a counter made between the two reads moved it to
 		// its own index, which a blocking read at it would wait past.
-		_, pstat, err := c.svc.sess.Conn().Exists(kinds.Counters.Dir(c.svc.sess.Root()))
+		_, pstat, err := c.sess.Conn().Exists(kinds.Counters.Dir(c.sess.Root()))
 		if err != nil {
-			return CounterState{}, c.svc.readErr(err)
+			return CounterState{}, readErr(err)
 		}
-		if ok, _, err := c.svc.sess.Conn().Exists(c.path(name)); err != nil || !ok {
+		if ok, _, err := c.sess.Conn().Exists(c.path(name)); err != nil || !ok {
 			return counterStateOf(name, f, false, nil, zk.Stat{}, pstat.Pzxid)
 		}
 	}
@@ -192,12 +195,12 @@ func statOr(s *zk.Stat) zk.Stat {
 
 // get reads the counter's node: stat nil when it does not exist.
 func (c *Counters) get(_ context.Context, name string) ([]byte, *zk.Stat, error) {
-	data, stat, err := c.svc.sess.Conn().Get(c.path(name))
+	data, stat, err := c.sess.Conn().Get(c.path(name))
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return nil, nil, nil
 	case err != nil:
-		return nil, nil, c.svc.readErr(err)
+		return nil, nil, readErr(err)
 	}
 	return data, stat, nil
 }
@@ -292,14 +295,14 @@ func (c *Counters) Add(ctx context.Context, name string, f CounterFormat, delta 
 // same value twice is the value once) or must answer maybeApplied.
 func (c *Counters) update(ctx context.Context, name string, f CounterFormat, what string,
 	next func(CounterState) (int64, error), retry bool) (CounterState, error) {
-	sess := c.svc.sess
+	sess := c.sess
 	p := c.path(name)
 	for {
 		if st, _, _ := sess.Status(); st != StateLive {
 			return CounterState{}, unavailable()
 		}
 		if err := ctx.Err(); err != nil {
-			return CounterState{}, c.svc.readErr(err)
+			return CounterState{}, readErr(err)
 		}
 		data, stat, err := c.get(ctx, name)
 		if err != nil {
@@ -341,7 +344,7 @@ func (c *Counters) Delete(ctx context.Context, name string) error {
 	if err := ValidName(name); err != nil {
 		return err
 	}
-	sess := c.svc.sess
+	sess := c.sess
 	for {
 		if st, _, _ := sess.Status(); st != StateLive {
 			return unavailable()
@@ -365,7 +368,7 @@ func (c *Counters) Delete(ctx context.Context, name string) error {
 // List returns one page of the counters, each with its readings, and the
 // name the next page starts after ("" for the last page).
 func (c *Counters) List(ctx context.Context, p Page) ([]CounterSummary, string, error) {
-	return listPage(ctx, c.svc, kinds.Counters.Dir(c.svc.sess.Root()), p, nil, func(ctx context.Context, name string) (CounterSummary, bool, error) {
+	return listPage(ctx, c.sess, kinds.Counters.Dir(c.sess.Root()), p, nil, func(ctx context.Context, name string) (CounterSummary, bool, error) {
 		data, stat, err := c.get(ctx, name)
 		if err != nil || stat == nil {
 			return CounterSummary{}, false, err

@@ -62,7 +62,7 @@ func (d Dashboard) Hold(p string) (release func(), err error) {
 func (d Dashboard) Read(ctx context.Context, p string) (*Snapshot, error) {
 	snap, _, release, err := d.svc.cache.view(ctx, p, d.optsFor(p))
 	if err != nil {
-		return nil, d.svc.readErr(err)
+		return nil, readErr(err)
 	}
 	release()
 	return snap, nil
@@ -156,7 +156,7 @@ func (d Dashboard) Znode(ctx context.Context, p string) (DashboardZnode, error) 
 				return DashboardZnode{}, unavailable()
 			}
 		default:
-			return DashboardZnode{}, d.svc.readErr(err)
+			return DashboardZnode{}, readErr(err)
 		}
 	}
 }

@@ -16,7 +16,12 @@ import (
 // the count creates the PERSISTENT `ready` child, which lets everyone in.
 // Leaving, the lowest member waits for the highest to go, the others delete
 // their node and wait for the lowest; the last one out removes `ready`.
-type DoubleBarriers struct{ svc *Service }
+type DoubleBarriers struct {
+	*lines
+	cache *watchCache
+	keep  *keepers
+	of    func(*Lease) *DoubleBarriers // the double barriers of the lease's session
+}
 
 const readyNode = "ready"
 
@@ -45,7 +50,7 @@ type DoubleBarrierState struct {
 }
 
 func (d *DoubleBarriers) path(name string) string {
-	return kinds.DoubleBarriers.Path(d.svc.sess.Root(), name)
+	return kinds.DoubleBarriers.Path(d.sess.Root(), name)
 }
 
 // membership is a lease's member node in one double barrier.
@@ -73,8 +78,8 @@ func memberKey(name, member string) string { return "double-barrier\x00" + name 
 // entering again resumes the wait; if every call waiting on a membership no
 // client was told of goes away instead (the client hung up), it is removed.
 func (d *DoubleBarriers) Enter(ctx context.Context, lease *Lease, name, member string, count int, wait time.Duration) (DoubleBarrierState, error) {
-	if s := lease.service(); s != d.svc {
-		return s.DoubleBarriers.Enter(ctx, lease, name, member, count, wait)
+	if o := d.of(lease); o != d {
+		return o.Enter(ctx, lease, name, member, count, wait)
 	}
 	if err := d.validate(name, member); err != nil {
 		return DoubleBarrierState{}, err
@@ -87,7 +92,7 @@ func (d *DoubleBarriers) Enter(ctx context.Context, lease *Lease, name, member s
 	}
 	key := memberKey(name, member)
 	m, err := joinHold(lease, key, func() *membership {
-		return &membership{hold: newHold(d.svc, lease, "double-barrier", key, name), member: member, count: count,
+		return &membership{hold: newHold(d.lines, lease, "double-barrier", key, name), member: member, count: count,
 			path: d.path(name) + "/" + member}
 	}, func(m *membership) error {
 		switch {
@@ -110,7 +115,7 @@ func (d *DoubleBarriers) Enter(ctx context.Context, lease *Lease, name, member s
 // enter is Enter's wait; told says that the answer tells the client of a
 // membership that stays.
 func (d *DoubleBarriers) enter(rctx context.Context, m *membership, wait time.Duration) (DoubleBarrierState, bool, error) {
-	svc, lease, name, count := d.svc, m.lease, m.name, m.count
+	ln, lease, name, count := d.lines, m.lease, m.name, m.count
 	ctx, cancel := waitContext(rctx, lease, wait)
 	defer cancel()
 
@@ -124,8 +129,8 @@ func (d *DoubleBarriers) enter(rctx context.Context, m *membership, wait time.Du
 		return DoubleBarrierState{}, false, err
 	}
 	_, _, err = m.ensureNode(memberRole, func() (string, *zk.Stat, error) {
-		data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: svc.gatewayID, Member: m.member, Count: count}.bytes()
-		p, err := svc.sess.createOwned(ctx, m.path, lease.epoch, ownedNode{data: data, flags: zk.FlagEphemeral, lease: lease.ID, containers: true})
+		data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: ln.gatewayID, Member: m.member, Count: count}.bytes()
+		p, err := ln.sess.createOwned(ctx, m.path, lease.epoch, ownedNode{data: data, flags: zk.FlagEphemeral, lease: lease.ID, containers: true})
 		if errors.Is(err, zk.ErrNodeExists) {
 			return "", nil, &Error{Code: CodeInvalid, Detail: fmt.Sprintf("member %q of barrier %q belongs to another lease", m.member, name)}
 		}
@@ -137,9 +142,9 @@ func (d *DoubleBarriers) enter(rctx context.Context, m *membership, wait time.Du
 	if err != nil {
 		return DoubleBarrierState{}, false, waitErr(ctx, lease, err)
 	}
-	svc.metrics.Waiting("double-barrier", 1)
+	ln.metrics.Waiting("double-barrier", 1)
 	err = d.waitReady(ctx, lease, name, count, readyPath, wasReady, wait <= 0)
-	svc.metrics.Waiting("double-barrier", -1)
+	ln.metrics.Waiting("double-barrier", -1)
 	if err != nil {
 		elapsed := ErrorCode(err) == CodeTimeout && (ctx.Err() == nil || errors.Is(context.Cause(ctx), errWaitElapsed))
 		if e, ok := err.(*Error); ok && elapsed {
@@ -189,11 +194,11 @@ func (d *DoubleBarriers) checkCount(ctx context.Context, name, member string, co
 
 func (d *DoubleBarriers) exists(ctx context.Context, lease *Lease, p string) (bool, error) {
 	for {
-		ok, _, err := d.svc.sess.Conn().Exists(p)
+		ok, _, err := d.sess.Conn().Exists(p)
 		if err == nil {
 			return ok, nil
 		}
-		if err := d.svc.retryable(ctx, lease, err); err != nil {
+		if err := d.retryable(ctx, lease, err); err != nil {
 			return false, err
 		}
 	}
@@ -206,9 +211,9 @@ func (d *DoubleBarriers) waitReady(ctx context.Context, lease *Lease, name strin
 		return nil
 	}
 	for {
-		ok, nw, err := d.svc.watches.appears(ctx, readyPath)
+		ok, nw, err := d.watches.appears(ctx, readyPath)
 		if err != nil {
-			if err := d.svc.retryable(ctx, lease, err); err != nil {
+			if err := d.retryable(ctx, lease, err); err != nil {
 				return err
 			}
 			continue
@@ -220,13 +225,13 @@ func (d *DoubleBarriers) waitReady(ctx context.Context, lease *Lease, name strin
 		// ready node made in between is not missed.
 		wait, err := d.countOrReady(ctx, lease, name, count, readyPath, tryOnce)
 		if !wait {
-			d.svc.watches.release(nw)
+			d.watches.release(nw)
 			if err == errAgain {
 				continue
 			}
 			return err
 		}
-		if _, err := d.svc.watches.wait(ctx, nw); err != nil {
+		if _, err := d.watches.wait(ctx, nw); err != nil {
 			return waitErr(ctx, lease, context.Cause(ctx))
 		}
 	}
@@ -239,7 +244,7 @@ var errAgain = errors.New("again")
 // node (and answers nil), with fewer it says to wait (or, trying once,
 // answers a timeout).
 func (d *DoubleBarriers) countOrReady(ctx context.Context, lease *Lease, name string, count int, readyPath string, tryOnce bool) (wait bool, err error) {
-	kids, err := d.svc.children(ctx, d.path(name))
+	kids, err := d.sess.children(ctx, d.path(name))
 	if err != nil {
 		return false, err
 	}
@@ -250,11 +255,11 @@ func (d *DoubleBarriers) countOrReady(ctx context.Context, lease *Lease, name st
 		}
 	}
 	if members >= count {
-		_, err := d.svc.sess.Conn().Create(readyPath, nil, zk.FlagPersistent, d.svc.sess.acl())
+		_, err := d.sess.Conn().Create(readyPath, nil, zk.FlagPersistent, d.sess.acl())
 		if err == nil || errors.Is(err, zk.ErrNodeExists) {
 			return false, nil
 		}
-		if err := d.svc.retryable(ctx, lease, err); err != nil {
+		if err := d.retryable(ctx, lease, err); err != nil {
 			return false, err
 		}
 		return false, errAgain
@@ -267,8 +272,8 @@ func (d *DoubleBarriers) countOrReady(ctx context.Context, lease *Lease, name st
 
 // Leave takes member out and waits up to wait until every member has left.
 func (d *DoubleBarriers) Leave(ctx context.Context, lease *Lease, name, member string, wait time.Duration) (DoubleBarrierState, error) {
-	if s := lease.service(); s != d.svc {
-		return s.DoubleBarriers.Leave(ctx, lease, name, member, wait)
+	if o := d.of(lease); o != d {
+		return o.Leave(ctx, lease, name, member, wait)
 	}
 	if err := d.validate(name, member); err != nil {
 		return DoubleBarrierState{}, err
@@ -282,9 +287,9 @@ func (d *DoubleBarriers) Leave(ctx context.Context, lease *Lease, name, member s
 	}
 	wctx, cancel := waitContext(ctx, lease, wait)
 	defer cancel()
-	d.svc.metrics.Waiting("double-barrier", 1)
+	d.metrics.Waiting("double-barrier", 1)
 	err := d.leave(wctx, m, wait <= 0)
-	d.svc.metrics.Waiting("double-barrier", -1)
+	d.metrics.Waiting("double-barrier", -1)
 	if err != nil {
 		if e, ok := err.(*Error); ok && e.Code == CodeTimeout {
 			if st, serr := d.State(context.Background(), name, 0, 0); serr == nil {
@@ -301,10 +306,10 @@ func (d *DoubleBarriers) Leave(ctx context.Context, lease *Lease, name, member s
 
 // leave is Curator's internalLeave.
 func (d *DoubleBarriers) leave(ctx context.Context, m *membership, tryOnce bool) error {
-	svc, lease := d.svc, m.lease
+	ln, lease := d.lines, m.lease
 	dir := d.path(m.name)
 	for {
-		kids, err := svc.children(ctx, dir)
+		kids, err := ln.sess.children(ctx, dir)
 		if err != nil {
 			return err
 		}
@@ -346,9 +351,9 @@ func (d *DoubleBarriers) leave(ctx context.Context, m *membership, tryOnce bool)
 		if tryOnce {
 			return &Error{Code: CodeTimeout, Detail: fmt.Sprintf("%d members have not left", len(members))}
 		}
-		ok, nw, err := svc.watches.changed(ctx, dir+"/"+watch)
+		ok, nw, err := ln.watches.changed(ctx, dir+"/"+watch)
 		if err != nil {
-			if err := svc.retryable(ctx, lease, err); err != nil {
+			if err := ln.retryable(ctx, lease, err); err != nil {
 				return err
 			}
 			continue
@@ -356,13 +361,13 @@ func (d *DoubleBarriers) leave(ctx context.Context, m *membership, tryOnce bool)
 		if !ok {
 			continue
 		}
-		if _, err := svc.watches.wait(ctx, nw); err != nil {
+		if _, err := ln.watches.wait(ctx, nw); err != nil {
 			return waitErr(ctx, lease, context.Cause(ctx))
 		}
 	}
-	err := svc.sess.Conn().Delete(dir+"/"+readyNode, -1)
+	err := ln.sess.Conn().Delete(dir+"/"+readyNode, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
-		svc.log.Warn("remove ready node", "barrier", m.name, "err", err)
+		ln.log.Warn("remove ready node", "barrier", m.name, "err", err)
 	}
 	return nil
 }
@@ -376,31 +381,31 @@ func (d *DoubleBarriers) deleteOwn(ctx context.Context, m *membership) error {
 	if node == "" {
 		return nil
 	}
-	return d.svc.sess.deleteNode(ctx, node, m.lease.epoch)
+	return d.sess.deleteNode(ctx, node, m.lease.epoch)
 }
 
 // State lists the members and readiness; with index > 0 a blocking read.
 func (d *DoubleBarriers) State(ctx context.Context, name string, index int64, wait time.Duration) (DoubleBarrierState, error) {
-	st, err := readState(ctx, d.svc, name, d.path(name), entryOpts{}, index, wait, doubleBarrierStateOf)
+	st, err := readState(ctx, d.cache, name, d.path(name), entryOpts{}, index, wait, doubleBarrierStateOf)
 	if err == nil {
-		keepMembers(d.svc, st.Members, func(m *Member) (keptRef, bool) {
+		keepMembers(d.keep, st.Members, func(m *Member) (keptRef, bool) {
 			return keptRef{session: m.session, lease: m.Lease, gateway: &m.Gateway}, !m.Foreign
 		})
 	}
 	return st, err
 }
 
-// keepMembers sets, as keep does, the gateway of each of a state's members
+// keepMembers sets, as keepers.set does, the gateway of each of a state's members
 // that is zkgate's (ref's ok) to the keeper of its lease; ref makes each
 // one's keptRef.
-func keepMembers[M any](s *Service, members []M, ref func(m *M) (keptRef, bool)) {
+func keepMembers[M any](k *keepers, members []M, ref func(m *M) (keptRef, bool)) {
 	refs := make([]keptRef, 0, len(members))
 	for i := range members {
 		if r, ok := ref(&members[i]); ok {
 			refs = append(refs, r)
 		}
 	}
-	s.keep(refs)
+	k.set(refs)
 }
 
 func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
@@ -427,7 +432,7 @@ func doubleBarrierStateOf(name string, snap *Snapshot) DoubleBarrierState {
 // List returns one page of the double barriers, and the name the next
 // page starts after ("" for the last page).
 func (d *DoubleBarriers) List(ctx context.Context, p Page) ([]DoubleBarrierState, string, error) {
-	return listPage(ctx, d.svc, kinds.DoubleBarriers.Dir(d.svc.sess.Root()), p, nil, func(ctx context.Context, name string) (DoubleBarrierState, bool, error) {
+	return listPage(ctx, d.sess, kinds.DoubleBarriers.Dir(d.sess.Root()), p, nil, func(ctx context.Context, name string) (DoubleBarrierState, bool, error) {
 		st, err := d.State(ctx, name, 0, 0)
 		return st, err == nil, err
 	})

@@ -14,7 +14,12 @@ import (
 // Elections follow Curator's LeaderLatch: every candidate is an
 // EPHEMERAL_SEQUENTIAL `latch-` node under {root}/elections/{name}, and the
 // lowest sequence leads. A candidate waits only for its predecessor.
-type Elections struct{ svc *Service }
+type Elections struct {
+	*lines
+	cache *watchCache
+	keep  *keepers
+	of    func(*Lease) *Elections // the elections of the lease's session
+}
 
 // MaxValueBytes bounds a candidate's value.
 const MaxValueBytes = 64 << 10
@@ -47,7 +52,7 @@ type ElectionSummary struct {
 	Candidates int        `json:"candidates"`
 }
 
-func (e *Elections) parent(name string) string { return kinds.Elections.Path(e.svc.sess.Root(), name) }
+func (e *Elections) parent(name string) string { return kinds.Elections.Path(e.sess.Root(), name) }
 
 // candidacy is a lease's latch node in one election.
 type candidacy struct {
@@ -64,7 +69,7 @@ func (c *candidacy) info() HoldInfo {
 }
 
 func (c *candidacy) dataLocked() []byte {
-	return nodeData{Lease: c.lease.ID, Holder: c.lease.Holder, Gateway: c.svc.gatewayID, Value: c.value}.bytes()
+	return nodeData{Lease: c.lease.ID, Holder: c.lease.Holder, Gateway: c.lines.gatewayID, Value: c.value}.bytes()
 }
 
 // Campaign makes lease a candidate of election name (or finds its existing
@@ -73,15 +78,15 @@ func (c *candidacy) dataLocked() []byte {
 // client was ever told of is withdrawn if every call waiting on it goes
 // away (the client hung up).
 func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value string, wait time.Duration) (Campaign, error) {
-	if s := lease.service(); s != e.svc {
-		return s.Elections.Campaign(ctx, lease, name, value, wait)
+	if o := e.of(lease); o != e {
+		return o.Campaign(ctx, lease, name, value, wait)
 	}
 	if err := checkCandidate(lease, name, value); err != nil {
 		return Campaign{}, err
 	}
 	key := electionKey(name)
 	c, err := joinHold(lease, key, func() *candidacy {
-		return &candidacy{hold: newHold(e.svc, lease, "election", key, name), value: value}
+		return &candidacy{hold: newHold(e.lines, lease, "election", key, name), value: value}
 	}, nil)
 	if err != nil {
 		return Campaign{}, err
@@ -96,12 +101,12 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, value stri
 // campaign is Campaign's wait; told says that the answer tells the client of
 // a candidacy that stays.
 func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Duration) (Campaign, bool, error) {
-	svc, lease, name := e.svc, c.lease, c.name
+	ln, lease, name := e.lines, c.lease, c.name
 	ctx, cancel := waitContext(ctx, lease, wait)
 	defer cancel()
 
 	node, czxid, after, done, err := c.ensureInLine(latchRole, e.parent(name), func(list bool) (string, *zk.Stat, *listing, error) {
-		return svc.sess.createProtected(ctx, e.parent(name), lease.ID, "latch-", c.dataLocked(), lease.epoch, list)
+		return ln.sess.createProtected(ctx, e.parent(name), lease.ID, "latch-", c.dataLocked(), lease.epoch, list)
 	})
 	if errors.Is(err, errHoldGone) {
 		return Campaign{}, false, c.goneErr("the candidacy in election")
@@ -110,16 +115,16 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 		return Campaign{}, false, waitErr(ctx, lease, err)
 	}
 
-	svc.metrics.Waiting("election", 1)
+	ln.metrics.Waiting("election", 1)
 	start := time.Now()
-	t, err := svc.waitTurn(ctx, lease, e.parent(name), node, after, latchMarkers, anyBlocks, wait <= 0, c.recordNode)
+	t, err := ln.waitTurn(ctx, lease, e.parent(name), node, after, latchMarkers, anyBlocks, wait <= 0, c.recordNode)
 	done()
-	svc.metrics.Waiting("election", -1)
+	ln.metrics.Waiting("election", -1)
 	switch {
 	case err == nil:
-		token, serr := svc.tokenOf(ctx, lease, &c.hold, node, czxid, t)
+		token, serr := ln.tokenOf(ctx, lease, &c.hold, node, czxid, t)
 		if serr == nil {
-			serr = svc.markDelay(ctx, &c.hold, e.parent(name), node)
+			serr = ln.markDelay(ctx, &c.hold, e.parent(name), node)
 		}
 		if errors.Is(serr, errHoldGone) {
 			return Campaign{}, false, c.goneErr("the candidacy in election")
@@ -129,7 +134,7 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 		}
 		c.mu.Lock()
 		if !c.granted {
-			svc.metrics.Granted("election", time.Since(start))
+			ln.metrics.Granted("election", time.Since(start))
 		}
 		c.markGrantedLocked(token)
 		out := Campaign{Name: name, Elected: true, Lease: lease.ID, Node: node, Token: c.token, Value: c.value, Since: c.grantedAt}
@@ -154,9 +159,9 @@ func (e *Elections) campaign(ctx context.Context, c *candidacy, wait time.Durati
 	// The leader as the wait last saw it; read alone, not the whole line.
 	if len(t.contenders) > 0 && t.index > 0 {
 		lead := t.contenders[0]
-		if data, stat, err := svc.sess.Conn().Get(e.parent(name) + "/" + lead.Name); err == nil {
+		if data, stat, err := ln.sess.Conn().Get(e.parent(name) + "/" + lead.Name); err == nil {
 			h := []Contender{holderOf(lead, Node{Name: lead.Name, Data: data, Stat: *stat})}
-			svc.keptBy(h)
+			e.keep.keptBy(h)
 			h[0].Mode = ""
 			out.Leader = &h[0]
 		}
@@ -177,16 +182,16 @@ func checkCandidate(lease *Lease, name, value string) error {
 
 // Resign withdraws lease's candidacy (and leadership).
 func (e *Elections) Resign(ctx context.Context, lease *Lease, name string) error {
-	if s := lease.service(); s != e.svc {
-		return s.Elections.Resign(ctx, lease, name)
+	if o := e.of(lease); o != e {
+		return o.Resign(ctx, lease, name)
 	}
 	return dropHeld[*candidacy](lease, name, electionKey, "resign", "lease %s is no candidate in election %q")
 }
 
 // Proclaim sets the leader's value. Only the current leader may.
 func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value string) (Campaign, error) {
-	if s := lease.service(); s != e.svc {
-		return s.Elections.Proclaim(ctx, lease, name, value)
+	if o := e.of(lease); o != e {
+		return o.Proclaim(ctx, lease, name, value)
 	}
 	if err := checkCandidate(lease, name, value); err != nil {
 		return Campaign{}, err
@@ -201,7 +206,7 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 		return Campaign{}, notLeader
 	}
 	// Leadership is a fact of ZooKeeper, not of memory: check it now.
-	kids, err := e.svc.children(ctx, e.parent(name))
+	kids, err := e.sess.children(ctx, e.parent(name))
 	if err != nil {
 		return Campaign{}, err
 	}
@@ -209,7 +214,7 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 	if len(cs) == 0 || cs[0].Name != path.Base(node) {
 		return Campaign{}, notLeader
 	}
-	if err := e.svc.sess.check(lease.epoch); err != nil {
+	if err := e.sess.check(lease.epoch); err != nil {
 		return Campaign{}, err
 	}
 	c.mu.Lock()
@@ -218,7 +223,7 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 	c.mu.Unlock()
 	// Touching the parent too tells every watch cache (which watches the
 	// parent, not each candidate) that a candidate's data changed.
-	_, err = e.svc.sess.Conn().Multi(
+	_, err = e.sess.Conn().Multi(
 		&zk.SetDataRequest{Path: node, Data: data, Version: -1},
 		&zk.SetDataRequest{Path: e.parent(name), Data: nil, Version: -1},
 	)
@@ -226,9 +231,9 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 		if errors.Is(err, zk.ErrNoNode) {
 			return Campaign{}, notLeader
 		}
-		return Campaign{}, e.svc.readErr(err)
+		return Campaign{}, readErr(err)
 	}
-	stat, err := e.svc.ownNode(ctx, lease, node)
+	stat, err := e.ownNode(ctx, lease, node)
 	if err != nil {
 		return Campaign{}, err
 	}
@@ -242,9 +247,9 @@ func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, value stri
 // State returns the leader and the candidates; with index > 0 it is a
 // blocking read, which also reports "no leader".
 func (e *Elections) State(ctx context.Context, name string, index int64, wait time.Duration) (ElectionState, error) {
-	st, err := readState(ctx, e.svc, name, e.parent(name), seqOpts, index, wait, electionStateOf)
+	st, err := readState(ctx, e.cache, name, e.parent(name), seqOpts, index, wait, electionStateOf)
 	if err == nil {
-		e.svc.keptBy(st.Candidates)
+		e.keep.keptBy(st.Candidates)
 		if st.Leader != nil {
 			leader := st.Candidates[0]
 			st.Leader = &leader
@@ -270,7 +275,7 @@ func electionStateOf(name string, snap *Snapshot) ElectionState {
 // List returns one page of the elections with candidates, with their
 // leaders, and the name the next page starts after ("" for the last page).
 func (e *Elections) List(ctx context.Context, p Page) ([]ElectionSummary, string, error) {
-	return listPage(ctx, e.svc, kinds.Elections.Dir(e.svc.sess.Root()), p, nil, func(ctx context.Context, name string) (ElectionSummary, bool, error) {
+	return listPage(ctx, e.sess, kinds.Elections.Dir(e.sess.Root()), p, nil, func(ctx context.Context, name string) (ElectionSummary, bool, error) {
 		st, err := e.State(ctx, name, 0, 0)
 		if err != nil {
 			return ElectionSummary{}, false, err

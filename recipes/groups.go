@@ -30,7 +30,12 @@ import (
 // Every child counts as a member when listed: kazoo's Party ones by their
 // uuid, ShallowParty's ({uuid4hex}-{identifier}, no data) and Curator's by
 // their node's name, each with what its client wrote as the value.
-type Groups struct{ svc *Service }
+type Groups struct {
+	*lines
+	cache *watchCache
+	keep  *keepers
+	of    func(*Lease) *Groups // the groups of the lease's session
+}
 
 // partySuffix ends the name of every member node zkgate makes, and kazoo's
 // Party's: kazoo lists the children whose name holds it.
@@ -74,7 +79,7 @@ func (m *groupMembership) info() HoldInfo {
 
 func groupKey(name, member string) string { return "group\x00" + name + "\x00" + member }
 
-func (g *Groups) path(name string) string { return kinds.Groups.Path(g.svc.sess.Root(), name) }
+func (g *Groups) path(name string) string { return kinds.Groups.Path(g.sess.Root(), name) }
 
 // memberPath is the node of member in the group called name.
 func (g *Groups) memberPath(name, member string) string {
@@ -86,8 +91,8 @@ func (g *Groups) memberPath(name, member string) string {
 // same lease and member finds the same node (and must give the same value).
 // It answers the group's membership, the new member in it.
 func (g *Groups) Join(ctx context.Context, lease *Lease, name, member, value string) (GroupState, string, error) {
-	if s := lease.service(); s != g.svc {
-		return s.Groups.Join(ctx, lease, name, member, value)
+	if o := g.of(lease); o != g {
+		return o.Join(ctx, lease, name, member, value)
 	}
 	if member == "" {
 		member = lease.ID
@@ -103,7 +108,7 @@ func (g *Groups) Join(ctx context.Context, lease *Lease, name, member, value str
 	}
 	key := groupKey(name, member)
 	m, err := joinHold(lease, key, func() *groupMembership {
-		return &groupMembership{hold: newHold(g.svc, lease, "group", key, name), member: member, value: value}
+		return &groupMembership{hold: newHold(g.lines, lease, "group", key, name), member: member, value: value}
 	}, func(m *groupMembership) error {
 		if m.value != value {
 			return Errorf(CodeInvalid, "member %q joined group %q with another value: leave first", member, name)
@@ -127,13 +132,13 @@ func (g *Groups) Join(ctx context.Context, lease *Lease, name, member, value str
 // lease's epoch) rather than a wait of its own: a join does not wait for
 // others.
 func (g *Groups) ensureMember(ctx context.Context, m *groupMembership) error {
-	svc, lease := g.svc, m.lease
+	ln, lease := g.lines, m.lease
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(lease.ctx, func() { cancel(context.Cause(lease.ctx)) })()
 	_, _, err := m.ensureNode(groupRole, func() (string, *zk.Stat, error) {
-		data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: svc.gatewayID, Member: m.member, Value: m.value}.bytes()
-		p, err := svc.sess.createOwned(ctx, g.memberPath(m.name, m.member), lease.epoch,
+		data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: ln.gatewayID, Member: m.member, Value: m.value}.bytes()
+		p, err := ln.sess.createOwned(ctx, g.memberPath(m.name, m.member), lease.epoch,
 			ownedNode{data: data, flags: zk.FlagEphemeral, lease: lease.ID, containers: true})
 		if errors.Is(err, zk.ErrNodeExists) {
 			return "", nil, Errorf(CodeInvalid, "member %q of group %q belongs to another lease", m.member, m.name)
@@ -155,8 +160,8 @@ func (g *Groups) ensureMember(ctx context.Context, m *groupMembership) error {
 // Leave takes member (lease's id for "") of lease out of the group: its
 // node is deleted before Leave returns.
 func (g *Groups) Leave(ctx context.Context, lease *Lease, name, member string) error {
-	if s := lease.service(); s != g.svc {
-		return s.Groups.Leave(ctx, lease, name, member)
+	if o := g.of(lease); o != g {
+		return o.Leave(ctx, lease, name, member)
 	}
 	if member == "" {
 		member = lease.ID
@@ -181,9 +186,9 @@ func validGroupMember(name, member string) error {
 // State lists the group's members in the order of their ids; with index > 0
 // a blocking read, which wakes on a member's join or leave.
 func (g *Groups) State(ctx context.Context, name string, index int64, wait time.Duration) (GroupState, error) {
-	st, err := readState(ctx, g.svc, name, g.path(name), entryOpts{}, index, wait, groupStateOf)
+	st, err := readState(ctx, g.cache, name, g.path(name), entryOpts{}, index, wait, groupStateOf)
 	if err == nil {
-		keepMembers(g.svc, st.Members, func(m *GroupMember) (keptRef, bool) {
+		keepMembers(g.keep, st.Members, func(m *GroupMember) (keptRef, bool) {
 			return keptRef{session: m.session, lease: m.Lease, gateway: &m.Gateway}, !m.Foreign
 		})
 	}
@@ -235,7 +240,7 @@ func isHex32(s string) bool {
 // List returns one page of the groups, and the name the next page starts
 // after ("" for the last page).
 func (g *Groups) List(ctx context.Context, p Page) ([]GroupState, string, error) {
-	return listPage(ctx, g.svc, kinds.Groups.Dir(g.svc.sess.Root()), p, nil, func(ctx context.Context, name string) (GroupState, bool, error) {
+	return listPage(ctx, g.sess, kinds.Groups.Dir(g.sess.Root()), p, nil, func(ctx context.Context, name string) (GroupState, bool, error) {
 		st, err := g.State(ctx, name, 0, 0)
 		return st, err == nil, err
 	})

@@ -99,7 +99,7 @@ func (hs *handoffs) vouched(ctx context.Context, h *handoff) bool {
 // deleteVouching deletes p, a node made for a lease of epoch, as
 // Session.deleteNode does; the waiters of this gateway watching p are told
 // whether their nodes existed when p went (see handoffs).
-func (s *Service) deleteVouching(ctx context.Context, p string, epoch uint64) error {
+func (s *lines) deleteVouching(ctx context.Context, p string, epoch uint64) error {
 	waiters := s.handoffs.begin(p)
 	if len(waiters) == 0 {
 		return s.sess.deleteNode(ctx, p, epoch)

@@ -174,21 +174,21 @@ func (s *Service) restore(lease *Lease, st HoldState) (holding, error) {
 		if _, err := ValidMode(st.Mode); err != nil {
 			return nil, err
 		}
-		hs = &lockHold{hold: newHold(s, lease, st.Kind, st.Key, st.Name), mode: st.Mode, parent: s.Locks.parent(st.Name)}
+		hs = &lockHold{hold: newHold(s.lines, lease, st.Kind, st.Key, st.Name), mode: st.Mode, parent: s.Locks.parent(st.Name)}
 	case "semaphore":
-		hs = &semHold{hold: newHold(s, lease, st.Kind, st.Key, st.Name), limit: st.Limit}
+		hs = &semHold{hold: newHold(s.lines, lease, st.Kind, st.Key, st.Name), limit: st.Limit}
 	case "election":
-		hs = &candidacy{hold: newHold(s, lease, st.Kind, st.Key, st.Name), value: st.Value}
+		hs = &candidacy{hold: newHold(s.lines, lease, st.Kind, st.Key, st.Name), value: st.Value}
 	case "double-barrier":
-		hs = &membership{hold: newHold(s, lease, st.Kind, st.Key, st.Name), member: st.Member, count: st.Count,
+		hs = &membership{hold: newHold(s.lines, lease, st.Kind, st.Key, st.Name), member: st.Member, count: st.Count,
 			path: s.DoubleBarriers.path(st.Name) + "/" + st.Member}
 	case "group":
 		if err := ValidName(st.Member); err != nil {
 			return nil, err
 		}
-		hs = &groupMembership{hold: newHold(s, lease, st.Kind, st.Key, st.Name), member: st.Member, value: st.Value}
+		hs = &groupMembership{hold: newHold(s.lines, lease, st.Kind, st.Key, st.Name), member: st.Member, value: st.Value}
 	case "claim":
-		c := &claimHold{hold: newHold(s, lease, st.Kind, st.Key, st.Name), q: s.Queues}
+		c := &claimHold{hold: newHold(s.lines, lease, st.Kind, st.Key, st.Name), q: s.Queues}
 		c.dropUntold = true
 		if st.Item != nil {
 			c.item = *st.Item
@@ -494,7 +494,7 @@ func (s *Service) sweepOrphans(ctx context.Context, live map[string]bool, listed
 // have in its own session, and then goes.
 func (s *Service) endRegistrations(ctx context.Context) {
 	dir := s.sess.Root() + "/gateways"
-	names, err := s.children(ctx, dir)
+	names, err := s.sess.children(ctx, dir)
 	if err != nil {
 		return
 	}

@@ -23,7 +23,7 @@ import (
 // lease and its nodes are deleted whatever the caller does next: a node that
 // no lease tracks would stay until the gateway's session ends.
 type hold struct {
-	svc   *Service
+	lines *lines // of the lease's session
 	lease *Lease
 	self  holding // the recipe's hold embedding this one, as attached
 	kind  string  // lock, semaphore, election, double-barrier, claim
@@ -70,8 +70,8 @@ type holding interface {
 
 func (h *hold) core() *hold { return h }
 
-func newHold(svc *Service, lease *Lease, kind, key, name string) hold {
-	return hold{svc: svc, lease: lease, kind: kind, key: key, name: name, since: time.Now().UTC()}
+func newHold(ln *lines, lease *Lease, kind, key, name string) hold {
+	return hold{lines: ln, lease: lease, kind: kind, key: key, name: name, since: time.Now().UTC()}
 }
 
 // whileHeld is ctx, ended with cause once h goes (a release or resign
@@ -182,8 +182,8 @@ func (h *hold) markGoneLocked() []heldNode {
 	nodes := h.nodes
 	h.nodes = nil
 	if h.granted {
-		h.svc.metrics.Released(h.kind, time.Since(h.grantedAt))
-		h.svc.contention.released(h)
+		h.lines.metrics.Released(h.kind, time.Since(h.grantedAt))
+		h.lines.contention.released(h)
 	}
 	return nodes
 }
@@ -217,7 +217,7 @@ func (h *hold) dropFor(ctx context.Context) error {
 		return nil
 	}
 	h.lease.detach(h.key, h.self)
-	if h.svc.sess.cfg.Tracer == nil {
+	if h.lines.sess.cfg.Tracer == nil {
 		ctx = context.Background() // nothing to trace: spare the copy
 	} else {
 		ctx = context.WithoutCancel(ctx)
@@ -250,7 +250,7 @@ func (h *hold) markGone() ([]heldNode, bool) {
 // forgotten, and again says that the caller should make a new one.
 func (h *hold) waitInLine(ctx context.Context, role, parent, node string, after *listing, markers []marker,
 	blocks func(c, self seqNode) bool, tryOnce bool) (t turn, again bool, err error) {
-	t, err = h.svc.waitTurn(ctx, h.lease, parent, node, after, markers, blocks, tryOnce, h.recordNode)
+	t, err = h.lines.waitTurn(ctx, h.lease, parent, node, after, markers, blocks, tryOnce, h.recordNode)
 	if errors.Is(err, errNodeGone) {
 		h.forgetNode(role, node)
 		if err := h.lease.alive(); err != nil {
@@ -274,14 +274,14 @@ func (h *hold) removeNodesFor(ctx context.Context, nodes []heldNode, how ending)
 	for i := len(nodes) - 1; i >= 0; i-- {
 		if nodes[i].role == delayRole {
 			if how == released {
-				if err := h.svc.deleteMark(nodes[i].path); err != nil {
-					h.svc.log.Warn("delete the lock-delay marker of a released hold (it delays the next grant)", "marker", nodes[i].path, "err", err)
+				if err := h.lines.deleteMark(nodes[i].path); err != nil {
+					h.lines.log.Warn("delete the lock-delay marker of a released hold (it delays the next grant)", "marker", nodes[i].path, "err", err)
 				}
 			}
 			continue
 		}
-		if err := h.svc.deleteVouching(ctx, nodes[i].path, h.lease.epoch); err != nil {
-			h.svc.log.Error("delete node of a released hold", "kind", h.kind, "node", nodes[i].path, "err", err)
+		if err := h.lines.deleteVouching(ctx, nodes[i].path, h.lease.epoch); err != nil {
+			h.lines.log.Error("delete node of a released hold", "kind", h.kind, "node", nodes[i].path, "err", err)
 			if first == nil {
 				first = err
 			}
@@ -402,7 +402,7 @@ func (h *hold) recordNode() {
 // wait's beforeWait, h.recordNode): until then no client was told of it,
 // and a start after a kill sweeps it as a node nothing recorded.
 func (h *hold) ensureInLine(role, parent string, create func(list bool) (string, *zk.Stat, *listing, error)) (node string, czxid int64, after *listing, done func(), err error) {
-	lines := h.svc.lister
+	lines := h.lines.lister
 	alone := lines.join(parent)
 	node, czxid, err = h.makeNode(role, func() (string, *zk.Stat, error) {
 		p, st, l, err := create(alone)
@@ -431,7 +431,7 @@ func (h *hold) noteCzxidLocked(path string, czxid int64) {
 func (h *hold) markGrantedLocked(token int64) {
 	if !h.granted {
 		h.granted, h.token, h.grantedAt = true, token, time.Now().UTC()
-		h.svc.contention.granted(h)
+		h.lines.contention.granted(h)
 		h.journalLocked() // before the client is told
 	}
 }

@@ -123,7 +123,7 @@ func TestAHoldStaysAttachedWhileACallerUsesIt(t *testing.T) {
 	lease := newLease(t, svc, "candidate")
 	key := electionKey("e")
 	fresh := func() *candidacy {
-		return &candidacy{hold: newHold(svc.Service, lease, "election", key, "e")}
+		return &candidacy{hold: newHold(svc.lines, lease, "election", key, "e")}
 	}
 	first, err := joinHold(lease, key, fresh, nil)
 	if err != nil {

@@ -150,9 +150,12 @@ type HoldInfo struct {
 // memory; ZooKeeper only learns of a lease's birth and death.
 type Leases struct {
 	sess *Session
-	svc  *Service // the service the table belongs to
-	cfg  LeaseConfig
-	log  *slog.Logger
+	svc  *Service // the service whose session keeps the table's leases (see Lease.service)
+	// adopted, when set, is the tables of the sessions the gateway adopted
+	// (see handover.go): a lease of this gateway is in one of them.
+	adopted func() []*Leases
+	cfg     LeaseConfig
+	log     *slog.Logger
 
 	mu    sync.Mutex
 	live  map[string]*Lease
@@ -443,18 +446,10 @@ func (ls *Leases) find(id string) (*Lease, bool) {
 // tables is this table, first, and, for the gateway's own service, those
 // of the sessions it adopted.
 func (ls *Leases) tables() []*Leases {
-	s := ls.svc
-	if s == nil || s.parent != nil {
+	if ls.adopted == nil {
 		return []*Leases{ls}
 	}
-	s.adoptMu.Lock()
-	defer s.adoptMu.Unlock()
-	out := make([]*Leases, 0, 1+len(s.adopted))
-	out = append(out, ls)
-	for _, a := range s.adopted {
-		out = append(out, a.Leases)
-	}
-	return out
+	return append([]*Leases{ls}, ls.adopted()...)
 }
 
 // KeepAlive extends the lease by its TTL, in memory only. While the session
@@ -655,10 +650,6 @@ func earliest(a, b time.Time) time.Time {
 	}
 	return a
 }
-
-// service is the service whose session keeps the lease: the gateway's own,
-// or that of a session it adopted (see handover.go). Its recipes act for it.
-func (l *Lease) service() *Service { return l.table.svc }
 
 // Done is closed when the lease has ended and released all it held.
 func (l *Lease) Done() <-chan struct{} { return l.done }

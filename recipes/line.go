@@ -3,8 +3,10 @@ package recipes
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path"
 	"sync"
+	"time"
 
 	"github.com/zkgate/zkgate/internal/zk"
 )
@@ -17,6 +19,33 @@ import (
 // ownNode check that the node that got its turn is still the session's own;
 // waitErr and retryable turn the end of a wait into the client's error.
 // Locks and semaphores wait here through hold.waitInLine, elections directly.
+
+// lines is what the waits and holds of one session share, and all that a
+// recipe that waits in a line gets of the session (rather than the Service
+// that bundles the recipes): the session, the armed watches and the
+// coalesced listings of its lines, the hand-overs between its waiters,
+// lock-delay's orphaned markers (lockdelay.go), its spans (tracing.go),
+// and where grants, waits and holds are counted.
+type lines struct {
+	sess       *Session
+	gatewayID  string
+	log        *slog.Logger
+	metrics    Metrics
+	contention *Contention // shared with the sessions the gateway adopted
+	watches    *nodeWatches
+	lister     *lister
+	passed     passedWriters
+	handoffs   handoffs
+	orphans    orphans // lock-delay markers found orphaned, and since when
+	// leases is the session's table: a wait's span names the holder of a
+	// lease of this gateway it waits behind (noteBehind).
+	leases *Leases
+}
+
+func newLines(sess *Session, gatewayID string, log *slog.Logger, metrics Metrics, contention *Contention) *lines {
+	return &lines{sess: sess, gatewayID: gatewayID, log: log, metrics: metrics, contention: contention,
+		watches: newNodeWatches(sess), lister: newLister()}
+}
 
 // errNodeGone says the caller's node is not in its line any more.
 var errNodeGone = errors.New("node gone")
@@ -67,7 +96,7 @@ func (t turn) marked(name string) bool {
 // after, when not nil, is a listing of parent made after node was: the
 // first one, instead of a listing of its own. beforeWait, when not nil, is
 // called before each wait (behind a node, or for a lock-delay).
-func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node string, after *listing, markers []marker,
+func (s *lines) waitTurn(ctx context.Context, lease *Lease, parent, node string, after *listing, markers []marker,
 	blocks func(c, self seqNode) bool, tryOnce bool, beforeWait func()) (turn, error) {
 	var last turn
 	listed := false
@@ -156,7 +185,7 @@ func (s *Service) waitTurn(ctx context.Context, lease *Lease, parent, node strin
 
 // lineAfter finds node in after, a listing of parent made after node was,
 // or lists parent itself when after is nil.
-func (s *Service) lineAfter(ctx context.Context, lease *Lease, parent, node string, after *listing, markers []marker) (turn, error) {
+func (s *lines) lineAfter(ctx context.Context, lease *Lease, parent, node string, after *listing, markers []marker) (turn, error) {
 	if after != nil {
 		return after.find(node, markers)
 	}
@@ -166,7 +195,7 @@ func (s *Service) lineAfter(ctx context.Context, lease *Lease, parent, node stri
 // waitDelay waits out the lock-delay that holds back the caller's node in
 // t, nothing before it being left; held says there was one to wait for
 // (the line is then to be listed again).
-func (s *Service) waitDelay(ctx context.Context, lease *Lease, parent string, t turn,
+func (s *lines) waitDelay(ctx context.Context, lease *Lease, parent string, t turn,
 	blocks func(c, self seqNode) bool, tryOnce bool) (held bool, err error) {
 	until, _, _, expired := s.heldBack(parent, t.marks, t.contenders[t.index], t.present, blocks)
 	s.dropMarks(expired)
@@ -178,7 +207,7 @@ func (s *Service) waitDelay(ctx context.Context, lease *Lease, parent string, t 
 
 // listLine lists parent (coalesced with the other waiters of this gateway)
 // and finds node in it; errNodeGone when it is not there.
-func (s *Service) listLine(ctx context.Context, lease *Lease, parent, node string, markers []marker) (turn, error) {
+func (s *lines) listLine(ctx context.Context, lease *Lease, parent, node string, markers []marker) (turn, error) {
 	for {
 		// Shared with the other waiters of this gateway that list it now.
 		span := s.zkSpan(ctx, "children", parent)
@@ -242,7 +271,7 @@ func (p *passedWriters) was(parent, name string, parentID int64) bool {
 // create, needs no read: it is known to be still there, and its create's
 // stat showed it the session's own. Any other is read (see ownNode), and
 // its czxid noted.
-func (s *Service) tokenOf(ctx context.Context, lease *Lease, h *hold, node string, czxid int64, t turn) (int64, error) {
+func (s *lines) tokenOf(ctx context.Context, lease *Lease, h *hold, node string, czxid int64, t turn) (int64, error) {
 	if czxid != 0 && t.seen {
 		if err := s.sess.check(lease.epoch); err != nil {
 			return 0, err
@@ -261,7 +290,7 @@ func (s *Service) tokenOf(ctx context.Context, lease *Lease, h *hold, node strin
 
 // ownNode returns the stat of node once the session is live and the node is
 // the current session's own.
-func (s *Service) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Stat, error) {
+func (s *lines) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Stat, error) {
 	for {
 		span := s.zkSpan(ctx, "exists", path.Dir(node))
 		ok, stat, err := s.sess.Conn().Exists(node)
@@ -290,6 +319,27 @@ func (s *Service) ownNode(ctx context.Context, lease *Lease, node string) (*zk.S
 
 var errWaitElapsed = errors.New("wait elapsed")
 
+// tryOnceBound bounds the ZooKeeper work of a request that asked not to wait.
+const tryOnceBound = 5 * time.Second
+
+// waitBound is how long a request may take: its wait, or for a try-once
+// (wait 0) a few seconds to ride out a reconnect.
+func waitBound(wait time.Duration) time.Duration {
+	if wait > 0 {
+		return wait
+	}
+	return tryOnceBound
+}
+
+// waitContext is ctx for a wait on lease: it ends when the wait elapses
+// (waitBound, cause errWaitElapsed) or the lease does, whichever is first.
+// Its cancel also unhooks it from the lease.
+func waitContext(ctx context.Context, lease *Lease, wait time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
+	stop := context.AfterFunc(lease.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 // waitErr turns the end of a wait into the error the client should see.
 func waitErr(ctx context.Context, lease *Lease, err error) error {
 	if lease != nil && lease.ctx.Err() != nil {
@@ -315,7 +365,7 @@ func waitErr(ctx context.Context, lease *Lease, err error) error {
 // retryable waits out a connection problem; any other error ends the wait.
 // A request cut short by the end of the wait (it elapsed, the client hung
 // up) is that end, not an internal error.
-func (s *Service) retryable(ctx context.Context, lease *Lease, err error) error {
+func (s *lines) retryable(ctx context.Context, lease *Lease, err error) error {
 	if ctx.Err() != nil {
 		return waitErr(ctx, lease, context.Cause(ctx))
 	}

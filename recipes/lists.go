@@ -26,7 +26,7 @@ const pageChunks = 4
 // holds p.Limit items. read answers ok false to leave a name out (nobody
 // is in it any more). next is the name the page ends on when names follow
 // it, "" otherwise.
-func listPage[T any](ctx context.Context, s *Service, dir string, p Page, keep func(string) bool,
+func listPage[T any](ctx context.Context, s *Session, dir string, p Page, keep func(string) bool,
 	read func(ctx context.Context, name string) (T, bool, error)) (items []T, next string, err error) {
 	ctx, names, err := s.listNames(ctx, dir)
 	if err != nil {
@@ -51,7 +51,7 @@ func listPage[T any](ctx context.Context, s *Service, dir string, p Page, keep f
 		batch := cands[done:min(done+chunk, len(cands))]
 		got := make([]T, len(batch))
 		ok := make([]bool, len(batch))
-		err := s.forEach(ctx, len(batch), func(i int) error {
+		err := readEach(ctx, len(batch), func(i int) error {
 			var err error
 			got[i], ok[i], err = read(ctx, batch[i])
 			return err

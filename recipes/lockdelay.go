@@ -139,7 +139,7 @@ func (m delayMark) asContender() seqNode {
 }
 
 // delayIndexPath is the index entry of the marker at p.
-func (s *Service) delayIndexPath(p string) string {
+func (s *lines) delayIndexPath(p string) string {
 	sum := sha256.Sum256([]byte(p))
 	return s.sess.Root() + "/delays/" + hex.EncodeToString(sum[:12])
 }
@@ -196,7 +196,7 @@ func (o *orphans) forget(p string) {
 // whether a node of the line's holders exists. With blocks, only a marker
 // of a node before self that blocks it counts (a line); without, every
 // marker of another lease does (a semaphore's slots).
-func (s *Service) heldBack(line string, marks []delayMark, self seqNode, present func(string) bool,
+func (s *lines) heldBack(line string, marks []delayMark, self seqNode, present func(string) bool,
 	blocks func(c, self seqNode) bool) (latest, earliest time.Time, active int, expired []string) {
 	now := time.Now()
 	for _, m := range marks {
@@ -227,7 +227,7 @@ func (s *Service) heldBack(line string, marks []delayMark, self seqNode, present
 
 // dropMarks deletes orphaned markers whose delay ran out, with their index
 // entries, in the background: any gateway may, and a grant need not wait.
-func (s *Service) dropMarks(paths []string) {
+func (s *lines) dropMarks(paths []string) {
 	for _, p := range paths {
 		go func() {
 			if err := s.deleteMark(p); err != nil {
@@ -239,7 +239,7 @@ func (s *Service) dropMarks(paths []string) {
 
 // deleteMark deletes the marker at p and its index entry, retrying across
 // reconnects while the session lives (a marker left behind only delays).
-func (s *Service) deleteMark(p string) error {
+func (s *lines) deleteMark(p string) error {
 	idx := s.delayIndexPath(p)
 	for attempt := 0; ; attempt++ {
 		conn := s.sess.Conn()
@@ -273,7 +273,7 @@ func (s *Service) deleteMark(p string) error {
 // its grant is answered: a lease without a lock-delay leaves none. The
 // marker becomes one of h's nodes (deleted first when it goes; see
 // hold.removeNodes).
-func (s *Service) markDelay(ctx context.Context, h *hold, line, node string) error {
+func (s *lines) markDelay(ctx context.Context, h *hold, line, node string) error {
 	lease := h.lease
 	if lease.LockDelay <= 0 {
 		return nil
@@ -347,7 +347,7 @@ const heldBackKey = "lock_delay_until"
 
 // waitHeldBack waits until until (from heldBack), or answers the end of
 // the wait; tryOnce answers a timeout at once.
-func (s *Service) waitHeldBack(ctx context.Context, lease *Lease, until time.Time, tryOnce bool) error {
+func (s *lines) waitHeldBack(ctx context.Context, lease *Lease, until time.Time, tryOnce bool) error {
 	if tryOnce {
 		return &Error{Code: CodeTimeout, Detail: "held back until " + until.UTC().Format(time.RFC3339Nano) +
 			" by the lock-delay of a holder that ended without releasing",
@@ -389,7 +389,7 @@ func withExtra(e *Error, more map[string]any) map[string]any {
 // random so that gateways spread out) it looks at every lock-delay marker
 // and deletes those orphaned longer than their delay, so that a marker of a
 // line nobody waits on does not stay.
-func (s *Service) sweepDelays(ctx context.Context) {
+func (s *lines) sweepDelays(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -405,7 +405,7 @@ func (s *Service) sweepDelays(ctx context.Context) {
 }
 
 // SweepDelays is one sweep of the lock-delay markers (see sweepDelays).
-func (s *Service) SweepDelays(ctx context.Context) error {
+func (s *lines) SweepDelays(ctx context.Context) error {
 	conn := s.sess.Conn()
 	dir := s.sess.Root() + "/delays"
 	entries, _, err := conn.Children(dir)

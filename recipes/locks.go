@@ -22,7 +22,12 @@ const (
 var nodeMarker = map[string]string{ModeExclusive: "lock-", ModeRead: "__READ__", ModeWrite: "__WRIT__"}
 
 // Locks are exclusive and read/write locks under {root}/locks/{name}.
-type Locks struct{ svc *Service }
+type Locks struct {
+	*lines
+	cache *watchCache
+	keep  *keepers
+	of    func(*Lease) *Locks // the locks of the lease's session
+}
 
 // LockGrant is a held lock.
 type LockGrant struct {
@@ -49,7 +54,7 @@ type LockSummary struct {
 	Waiters int    `json:"waiters"`
 }
 
-func (k *Locks) parent(name string) string { return kinds.Locks.Path(k.svc.sess.Root(), name) }
+func (k *Locks) parent(name string) string { return kinds.Locks.Path(k.sess.Root(), name) }
 
 // lockHold is a lease's node in one lock, held or waited for. Retries of the
 // same acquire by the same lease share it: one node, one grant.
@@ -91,8 +96,8 @@ func ValidMode(mode string) (string, error) {
 // wait ends first, or ctx is cancelled, the waiter node is deleted before
 // Acquire returns, and the error is a timeout carrying the lock's state.
 func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wait time.Duration) (LockGrant, error) {
-	if s := lease.service(); s != k.svc {
-		return s.Locks.Acquire(ctx, lease, name, mode, wait)
+	if o := k.of(lease); o != k {
+		return o.Acquire(ctx, lease, name, mode, wait)
 	}
 	if err := ValidName(name); err != nil {
 		return LockGrant{}, err
@@ -115,42 +120,42 @@ func (k *Locks) Acquire(ctx context.Context, lease *Lease, name, mode string, wa
 	}
 	key := lockKey(name, mode)
 	h, err := joinHold(lease, key, func() *lockHold {
-		return &lockHold{hold: newHold(k.svc, lease, "lock", key, name), mode: mode, parent: k.parent(name)}
+		return &lockHold{hold: newHold(k.lines, lease, "lock", key, name), mode: mode, parent: k.parent(name)}
 	}, nil)
 	if err != nil {
 		return LockGrant{}, err
 	}
-	k.svc.metrics.Waiting("lock", 1)
+	k.metrics.Waiting("lock", 1)
 	start := time.Now()
-	sctx, span := k.svc.startWait(ctx, KindLock, name, mode, lease)
+	sctx, span := k.startWait(ctx, KindLock, name, mode, lease)
 	// The deadlock detector ends the wait with its cause (see deadlock.go).
 	wctx, abort := context.WithCancelCause(sctx)
-	entry := k.svc.contention.startWait(&h.hold, KindLock, mode, abort)
+	entry := k.contention.startWait(&h.hold, KindLock, mode, abort)
 	hctx, stop := h.whileHeld(wctx, Errorf(CodeNotHeld, "lock %q was released while this call waited", name))
-	g, err := k.wait(withLineNotes(hctx, k.svc.contention, KindLock, name), h, wait)
+	g, err := k.wait(withLineNotes(hctx, k.contention, KindLock, name), h, wait)
 	stop()
 	abort(nil)
 	endWait(span, err, g.Token)
-	k.svc.contention.endWait(entry, err)
-	k.svc.metrics.Waiting("lock", -1)
+	k.contention.endWait(entry, err)
+	k.metrics.Waiting("lock", -1)
 	h.mu.Lock()
 	last := h.last
 	h.mu.Unlock()
 	h.leave(false) // an acquire that failed, and was the last to wait, deletes its node
 	if err == nil {
-		k.svc.metrics.Granted("lock", time.Since(start))
+		k.metrics.Granted("lock", time.Since(start))
 		return g, nil
 	}
 	if e, ok := err.(*Error); ok && e.Code == CodeTimeout && ctx.Err() == nil {
 		// Tell the caller where it stood, from the line its wait last saw.
-		e.Extra = withExtra(e, k.svc.lineState(ctx, h.parent, last))
+		e.Extra = withExtra(e, k.lineState(ctx, h.parent, last))
 	}
 	return LockGrant{}, err
 }
 
 // wait makes h's node if it has none and waits until it holds the lock.
 func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (LockGrant, error) {
-	sess, lease := k.svc.sess, h.lease
+	sess, lease := k.sess, h.lease
 	// A try-once (wait 0) still gets a few seconds to ride out a reconnect.
 	ctx, cancel := waitContext(ctx, lease, wait)
 	defer cancel()
@@ -163,7 +168,7 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 		}
 		h.mu.Unlock()
 		node, czxid, after, done, err := h.ensureInLine(lockRole, h.parent, func(list bool) (string, *zk.Stat, *listing, error) {
-			data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: k.svc.gatewayID}.bytes()
+			data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: k.gatewayID}.bytes()
 			return sess.createProtected(ctx, h.parent, lease.ID, nodeMarker[h.mode], data, lease.epoch, list)
 		})
 		if errors.Is(err, errHoldGone) {
@@ -186,9 +191,9 @@ func (k *Locks) wait(ctx context.Context, h *lockHold, wait time.Duration) (Lock
 			}
 			return LockGrant{}, err
 		}
-		token, err := k.svc.tokenOf(ctx, lease, &h.hold, node, czxid, t)
+		token, err := k.tokenOf(ctx, lease, &h.hold, node, czxid, t)
 		if err == nil {
-			err = k.svc.markDelay(ctx, &h.hold, h.parent, node)
+			err = k.markDelay(ctx, &h.hold, h.parent, node)
 		}
 		if errors.Is(err, errNodeGone) {
 			continue // the next turn finds out why
@@ -218,10 +223,10 @@ const maxListedHolders = 100
 // by one: they are few), how many wait, and the caller's former position
 // (1: next in line). It never lists the whole line again: with thousands of
 // waiters timing out, that would be thousands of reads each.
-func (s *Service) lineState(ctx context.Context, parent string, t turn) map[string]any {
+func (k *Locks) lineState(ctx context.Context, parent string, t turn) map[string]any {
 	holders := []Contender{}
 	waiters, position := 0, 0
-	conn := s.sess.Conn()
+	conn := k.sess.Conn()
 	for i, c := range t.contenders {
 		if lockBlocker(t.contenders, i) != "" {
 			waiters++
@@ -233,7 +238,7 @@ func (s *Service) lineState(ctx context.Context, parent string, t turn) map[stri
 		if len(holders) == maxListedHolders {
 			continue
 		}
-		span := s.zkSpan(ctx, "get", parent)
+		span := k.zkSpan(ctx, "get", parent)
 		data, stat, err := conn.Get(parent + "/" + c.Name)
 		endZK(span, err)
 		if err != nil {
@@ -241,7 +246,7 @@ func (s *Service) lineState(ctx context.Context, parent string, t turn) map[stri
 		}
 		holders = append(holders, holderOf(c, Node{Name: c.Name, Data: data, Stat: *stat}))
 	}
-	s.keptBy(holders)
+	k.keep.keptBy(holders)
 	extra := map[string]any{"holders": holders, "waiters": waiters}
 	if position > 0 {
 		extra["position"] = position
@@ -252,8 +257,8 @@ func (s *Service) lineState(ctx context.Context, parent string, t turn) map[stri
 // Release gives up what lease holds (or waits for) of lock name: every mode,
 // or only mode when it is not "".
 func (k *Locks) Release(ctx context.Context, lease *Lease, name, mode string) error {
-	if s := lease.service(); s != k.svc {
-		return s.Locks.Release(ctx, lease, name, mode)
+	if o := k.of(lease); o != k {
+		return o.Release(ctx, lease, name, mode)
 	}
 	if err := ValidName(name); err != nil {
 		return err
@@ -285,9 +290,9 @@ func (k *Locks) Release(ctx context.Context, lease *Lease, name, mode string) er
 // State returns the holders and waiters of a lock from the watch cache. With
 // index > 0 it is a blocking read (see watchCache.Read).
 func (k *Locks) State(ctx context.Context, name string, index int64, wait time.Duration) (LockState, error) {
-	st, err := readState(ctx, k.svc, name, k.parent(name), seqOpts, index, wait, lockStateOf)
+	st, err := readState(ctx, k.cache, name, k.parent(name), seqOpts, index, wait, lockStateOf)
 	if err == nil {
-		k.svc.keptBy(st.Holders, st.Waiters)
+		k.keep.keptBy(st.Holders, st.Waiters)
 	}
 	return st, err
 }
@@ -313,10 +318,10 @@ func lockStateOf(name string, snap *Snapshot) LockState {
 // List returns one page of the locks whose name starts with prefix, with
 // counts, and the name the next page starts after ("" for the last page).
 func (k *Locks) List(ctx context.Context, prefix string, p Page) ([]LockSummary, string, error) {
-	base := kinds.Locks.Dir(k.svc.sess.Root())
+	base := kinds.Locks.Dir(k.sess.Root())
 	// Locks whose parent vanished in between have no holders: left out.
-	return listPage(ctx, k.svc, base, p, hasPrefix(prefix), func(ctx context.Context, name string) (LockSummary, bool, error) {
-		kids, err := k.svc.children(ctx, base+"/"+name)
+	return listPage(ctx, k.sess, base, p, hasPrefix(prefix), func(ctx context.Context, name string) (LockSummary, bool, error) {
+		kids, err := k.sess.children(ctx, base+"/"+name)
 		if err != nil {
 			return LockSummary{}, false, err
 		}
@@ -332,16 +337,16 @@ func (k *Locks) Fence(ctx context.Context, name string, token int64) (bool, erro
 	if err := ValidName(name); err != nil {
 		return false, err
 	}
-	sess := k.svc.sess
+	sess := k.sess
 	if st, _, _ := sess.Status(); st != StateLive {
 		return false, unavailable()
 	}
 	parent := k.parent(name)
 	if _, err := sess.fresh(ctx); err != nil {
-		return false, k.svc.readErr(err)
+		return false, readErr(err)
 	}
 	conn := sess.Conn()
-	kids, err := k.svc.children(ctx, parent)
+	kids, err := k.sess.children(ctx, parent)
 	if err != nil {
 		return false, err
 	}
@@ -349,7 +354,7 @@ func (k *Locks) Fence(ctx context.Context, name string, token int64) (bool, erro
 	for _, c := range holders {
 		ok, stat, err := conn.Exists(parent + "/" + c.Name)
 		if err != nil {
-			return false, k.svc.readErr(err)
+			return false, readErr(err)
 		}
 		if ok && stat.Czxid == token {
 			return true, nil

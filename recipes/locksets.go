@@ -92,11 +92,11 @@ func (k *Locks) AcquireAll(ctx context.Context, lease *Lease, set []LockRequest,
 // not outlive its call). A release that fails leaves the lock to its
 // lease, which ends it in any case when it ends.
 func (k *Locks) releaseTaken(ctx context.Context, lease *Lease, took []LockRequest) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.svc.sess.timeout())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.sess.timeout())
 	defer cancel()
 	for i := len(took) - 1; i >= 0; i-- {
 		if err := k.Release(ctx, lease, took[i].Name, took[i].Mode); err != nil {
-			k.svc.log.Warn("a lock of a set that failed stays with its lease", "lease", lease.ID, "lock", took[i].Name, "err", err)
+			k.log.Warn("a lock of a set that failed stays with its lease", "lease", lease.ID, "lock", took[i].Name, "err", err)
 		}
 	}
 }

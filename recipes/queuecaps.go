@@ -334,7 +334,7 @@ func (q *Queues) reserve(ctx context.Context, name string, size int) (*reservati
 			if err := l.producing.Acquire(ctx, r.weight); err != nil {
 				r.weight = 0
 				r.cancel()
-				return nil, q.svc.readErr(context.Cause(ctx))
+				return nil, readErr(context.Cause(ctx))
 			}
 			return r, nil
 		}
@@ -455,7 +455,7 @@ func (l *queueLedger) unlockCounting() { <-l.counting }
 func (q *Queues) countQueue(ctx context.Context, name string, gen int, ifChanged bool) error {
 	l := q.ledger
 	if err := l.lockCounting(ctx); err != nil {
-		return q.svc.readErr(err)
+		return readErr(err)
 	}
 	defer l.unlockCounting()
 	l.mu.Lock()
@@ -465,7 +465,7 @@ func (q *Queues) countQueue(ctx context.Context, name string, gen int, ifChanged
 		return nil
 	}
 	if err := q.countLocked(ctx, name, ifChanged); err != nil {
-		return q.svc.readErr(err)
+		return readErr(err)
 	}
 	return nil
 }
@@ -473,7 +473,7 @@ func (q *Queues) countQueue(ctx context.Context, name string, gen int, ifChanged
 // countLocked is countQueue, under the counting lock.
 func (q *Queues) countLocked(ctx context.Context, name string, ifChanged bool) error {
 	l := q.ledger
-	conn := q.svc.sess.Conn()
+	conn := q.sess.Conn()
 	l.mu.Lock()
 	t := l.tallyLocked(name)
 	pending := t.pending
@@ -589,7 +589,7 @@ func (q *Queues) count(ctx context.Context, conn *zk.Conn, name string, t *queue
 func (q *Queues) census(ctx context.Context, keep string, censuses int) error {
 	l := q.ledger
 	if err := l.lockCounting(ctx); err != nil {
-		return q.svc.readErr(err)
+		return readErr(err)
 	}
 	defer l.unlockCounting()
 	l.mu.Lock()
@@ -598,7 +598,7 @@ func (q *Queues) census(ctx context.Context, keep string, censuses int) error {
 	if !again {
 		return nil
 	}
-	names, err := q.svc.children(ctx, kinds.Queues.Dir(q.svc.sess.Root()))
+	names, err := q.sess.children(ctx, kinds.Queues.Dir(q.sess.Root()))
 	if err != nil {
 		return err
 	}
@@ -626,7 +626,7 @@ func (q *Queues) census(ctx context.Context, keep string, censuses int) error {
 	defer l.mu.Unlock()
 	l.censusing = false
 	if err != nil {
-		return q.svc.readErr(err)
+		return readErr(err)
 	}
 	l.blind = pending
 	l.blind.add(l.reservedInCensus)

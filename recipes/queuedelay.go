@@ -122,7 +122,7 @@ func dueAt(notBefore time.Time) (time.Time, error) {
 // produceDelayed makes the delayed node of Produce, and the entries' data
 // version step that tells readers to look for it (see the top of the file).
 func (q *Queues) produceDelayed(ctx context.Context, name string, data []byte, priority int, due time.Time) (Item, error) {
-	sess := q.svc.sess
+	sess := q.sess
 	prefix := q.delayed(name) + "/" + delayedPrefix(due, priority)
 	for {
 		st, epoch, _ := sess.Status()
@@ -161,7 +161,7 @@ func (q *Queues) listDelayed(name string, entriesVersion int32) ([]delayedItem, 
 	if !q.mover.mayHave(name, entriesVersion) {
 		return nil, nil
 	}
-	names, _, err := q.svc.sess.Conn().Children(q.delayed(name))
+	names, _, err := q.sess.Conn().Children(q.delayed(name))
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func (q *Queues) listDelayed(name string, entriesVersion int32) ([]delayedItem, 
 // after the mover's addsOf said adds. due is how many of ds were due and
 // are in the entries now (moved by this call or by another client).
 func (q *Queues) moveDue(ctx context.Context, name string, ds []delayedItem, adds uint64) (due int, err error) {
-	sess := q.svc.sess
+	sess := q.sess
 	now := time.Now()
 	for i, d := range ds {
 		if d.due.After(now) {
@@ -206,7 +206,7 @@ func (q *Queues) moveDue(ctx context.Context, name string, ds []delayedItem, add
 // moveOne moves the due item d into the entries, in one multi; ok is false
 // when another client moved (or removed) it first.
 func (q *Queues) moveOne(ctx context.Context, name string, d delayedItem) (ok bool, err error) {
-	sess := q.svc.sess
+	sess := q.sess
 	conn := sess.Conn()
 	node := q.delayed(name) + "/" + d.node
 	data, stat, err := conn.Get(node)
@@ -381,9 +381,9 @@ func (m *delayMover) earliest() time.Time {
 // timer, until close.
 func (m *delayMover) run() {
 	defer close(m.done)
-	if m.q.svc.sess.WaitLive(m.ctx) == nil {
+	if m.q.sess.WaitLive(m.ctx) == nil {
 		if err := m.scan(); err != nil && m.ctx.Err() == nil {
-			m.q.svc.log.Debug("scan the queues for delayed items", "err", err)
+			m.q.log.Debug("scan the queues for delayed items", "err", err)
 		}
 	}
 	timer := time.NewTimer(time.Hour)
@@ -423,7 +423,7 @@ func (m *delayMover) moveAll() {
 		if err := m.moveQueue(n); err != nil {
 			m.retry(n)
 			if m.ctx.Err() == nil {
-				m.q.svc.log.Debug("move delayed items", "queue", n, "err", err)
+				m.q.log.Debug("move delayed items", "queue", n, "err", err)
 			}
 		}
 	}
@@ -431,11 +431,11 @@ func (m *delayMover) moveAll() {
 
 // moveQueue lists queue name's delayed items and moves the due ones.
 func (m *delayMover) moveQueue(name string) error {
-	if st, _, _ := m.q.svc.sess.Status(); st != StateLive {
+	if st, _, _ := m.q.sess.Status(); st != StateLive {
 		return unavailable()
 	}
 	adds := m.addsOf(name)
-	names, _, err := m.q.svc.sess.Conn().Children(m.q.delayed(name))
+	names, _, err := m.q.sess.Conn().Children(m.q.delayed(name))
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return err
 	}
@@ -449,7 +449,7 @@ func (m *delayMover) moveQueue(name string) error {
 // some.
 func (m *delayMover) scan() error {
 	q := m.q
-	names, err := q.svc.children(m.ctx, kinds.Queues.Dir(q.svc.sess.Root()))
+	names, err := q.sess.children(m.ctx, kinds.Queues.Dir(q.sess.Root()))
 	if err != nil {
 		return err
 	}
@@ -458,7 +458,7 @@ func (m *delayMover) scan() error {
 		if ValidName(name) != nil {
 			return nil
 		}
-		ok, st, err := q.svc.sess.Conn().Exists(q.entries(name))
+		ok, st, err := q.sess.Conn().Exists(q.entries(name))
 		if err != nil || !ok {
 			return nil // gone, or out of reach: a consumer or the next start finds it
 		}

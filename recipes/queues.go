@@ -20,9 +20,12 @@ import (
 // consumes it by deleting both in one transaction. An item produced with a
 // due time waits in .../delayed until then (queuedelay.go).
 type Queues struct {
-	svc    *Service
-	ledger *queueLedger // what the queues hold, against their caps (queuecaps.go)
-	mover  *delayMover  // moves delayed items when due (queuedelay.go)
+	*lines
+	cache  *watchCache
+	keep   *keepers
+	of     func(*Lease) *Queues // the queues of the lease's session
+	ledger *queueLedger         // what the queues hold, against their caps (queuecaps.go)
+	mover  *delayMover          // moves delayed items when due (queuedelay.go)
 }
 
 // Priorities: lower is served first.
@@ -65,7 +68,7 @@ type Taken struct {
 	Data []byte
 }
 
-func (q *Queues) base(name string) string    { return kinds.Queues.Path(q.svc.sess.Root(), name) }
+func (q *Queues) base(name string) string    { return kinds.Queues.Path(q.sess.Root(), name) }
 func (q *Queues) entries(name string) string { return q.base(name) + "/entries" }
 func (q *Queues) taken(name string) string   { return q.base(name) + "/taken" }
 
@@ -113,7 +116,7 @@ func (q *Queues) ProduceWith(ctx context.Context, name string, data []byte, o Pr
 	if err != nil {
 		return Item{}, err
 	}
-	sess := q.svc.sess
+	sess := q.sess
 	if st, _, _ := sess.Status(); st != StateLive {
 		return Item{}, unavailable()
 	}
@@ -137,7 +140,7 @@ func (q *Queues) ProduceWith(ctx context.Context, name string, data []byte, o Pr
 
 // produce makes the item of Produce.
 func (q *Queues) produce(ctx context.Context, name string, data []byte, priority int) (Item, error) {
-	sess := q.svc.sess
+	sess := q.sess
 	entries := q.entries(name)
 	prefix := entries + fmt.Sprintf("/entry-%03d-", priority)
 	for {
@@ -173,13 +176,13 @@ func (q *Queues) produce(ctx context.Context, name string, data []byte, priority
 // to the cache: the waiters get the item without waiting for the watch to
 // fire and the cache to list the entries again.
 func (q *Queues) create(entries, prefix string, data []byte) (string, error) {
-	sess := q.svc.sess
-	if !q.svc.cache.waited(entries) {
+	sess := q.sess
+	if !q.cache.waited(entries) {
 		return sess.Conn().Create(prefix, data, zk.FlagSequence, sess.acl())
 	}
 	p, _, list, err := sess.Conn().CreateWithStatThenChildren(prefix, data, zk.FlagSequence, sess.acl(), entries)
 	if err == nil && list.Err == nil {
-		q.svc.cache.offer(entries, list.Children, list.Stat)
+		q.cache.offer(entries, list.Children, list.Stat)
 	}
 	return p, err
 }
@@ -190,11 +193,11 @@ func (q *Queues) create(entries, prefix string, data []byte) (string, error) {
 // break kazoo consumers, which make the paths once and never look again.
 // An empty queue is removed with Delete.
 func (q *Queues) ensure(ctx context.Context, name string, epoch uint64) error {
-	if err := q.svc.sess.check(epoch); err != nil {
+	if err := q.sess.check(epoch); err != nil {
 		return err
 	}
 	for _, p := range []string{q.entries(name), q.taken(name)} {
-		if err := q.svc.sess.createPersistent(ctx, p); err != nil {
+		if err := q.sess.createPersistent(ctx, p); err != nil {
 			if ambiguous(err) {
 				return unavailable()
 			}
@@ -210,7 +213,7 @@ func (q *Queues) Delete(ctx context.Context, name string) error {
 	if err := ValidName(name); err != nil {
 		return err
 	}
-	if st, _, _ := q.svc.sess.Status(); st != StateLive {
+	if st, _, _ := q.sess.Status(); st != StateLive {
 		return unavailable()
 	}
 	// A NoNode is a directory gone between the stat and the transaction:
@@ -221,7 +224,7 @@ func (q *Queues) Delete(ctx context.Context, name string) error {
 		if err != nil || len(ops) == 0 {
 			return err
 		}
-		_, err = q.svc.sess.Conn().Multi(ops...)
+		_, err = q.sess.Conn().Multi(ops...)
 		switch {
 		case err == nil:
 			q.ledger.forget(name)
@@ -245,12 +248,12 @@ func (q *Queues) Delete(ctx context.Context, name string) error {
 // deleteOps are the deletes of the queue's directories that exist, at the
 // versions read.
 func (q *Queues) deleteOps(name string) ([]any, error) {
-	conn := q.svc.sess.Conn()
+	conn := q.sess.Conn()
 	ops := []any{}
 	for _, p := range []string{q.delayed(name), q.taken(name), q.entries(name), q.base(name)} {
 		ok, stat, err := conn.Exists(p)
 		if err != nil {
-			return nil, q.svc.readErr(err)
+			return nil, readErr(err)
 		}
 		if ok {
 			// ZooKeeper refuses to delete a directory with children, so an
@@ -309,16 +312,16 @@ func (q *Queues) listView(ctx context.Context, name string) (*queueView, error) 
 	adds := q.mover.addsOf(name)
 	items, _, version, err := q.list(name, false)
 	if err != nil {
-		return nil, q.svc.readErr(err)
+		return nil, readErr(err)
 	}
 	ds, err := q.listDelayed(name, version)
 	if err != nil {
-		return nil, q.svc.readErr(err)
+		return nil, readErr(err)
 	}
 	// A move that fails is the mover's to retry: the items listed stand.
 	if due, _ := q.moveDue(ctx, name, ds, adds); due > 0 {
 		if items, _, _, err = q.list(name, false); err != nil {
-			return nil, q.svc.readErr(err)
+			return nil, readErr(err)
 		}
 	}
 	return &queueView{items: items, release: func() {}}, nil
@@ -344,10 +347,10 @@ func (q *Queues) subscribe(ctx context.Context, name string) (entries, taken, de
 	}
 	var snaps [3]*Snapshot
 	for i, p := range []string{q.entries(name), q.taken(name), q.delayed(name)} {
-		snap, ch, rel, err := q.svc.cache.view(ctx, p, entryOpts{namesOnly: true})
+		snap, ch, rel, err := q.cache.view(ctx, p, entryOpts{namesOnly: true})
 		if err != nil {
 			release()
-			return nil, nil, nil, changed, nil, q.svc.readErr(err)
+			return nil, nil, nil, changed, nil, readErr(err)
 		}
 		snaps[i], changed[i] = snap, ch
 		rels = append(rels, rel)
@@ -361,7 +364,7 @@ func (q *Queues) subscribe(ctx context.Context, name string) (entries, taken, de
 // the taken directory is not read (a take or claim finds out from its
 // create; see claimFirst) and the index is that of the entries.
 func (q *Queues) list(name string, claims bool) ([]Item, int64, int32, error) {
-	conn := q.svc.sess.Conn()
+	conn := q.sess.Conn()
 	var index int64
 	var version int32
 	names, es, err := conn.Children(q.entries(name))
@@ -385,7 +388,7 @@ func (q *Queues) list(name string, claims bool) ([]Item, int64, int32, error) {
 	}
 	if index == 0 {
 		// An absent queue takes its index from the queues' parent.
-		if _, ps, err := conn.Exists(kinds.Queues.Dir(q.svc.sess.Root())); err == nil && ps != nil {
+		if _, ps, err := conn.Exists(kinds.Queues.Dir(q.sess.Root())); err == nil && ps != nil {
 			index = ps.Pzxid
 		}
 	}
@@ -436,7 +439,7 @@ func itemsOf(names []string, isClaimed map[string]bool) []Item {
 // must stay. It is nil for a take, whose claimant is new at every call: a
 // claim node that is there already is someone else's, known without a read.
 func (q *Queues) claimFirst(ctx context.Context, name string, v *queueView, claimData []byte, epoch uint64, claimant string, keep func(node string) bool) (t Taken, found bool, err error) {
-	sess := q.svc.sess
+	sess := q.sess
 	var claimed map[string]bool // listed at the first claim found taken
 	listClaims := !v.cached
 	for _, it := range v.items {
@@ -474,7 +477,7 @@ func (q *Queues) claimFirst(ctx context.Context, name string, v *queueView, clai
 			if errors.Is(err, zk.ErrNoNode) {
 				continue
 			}
-			return Taken{}, false, q.svc.readErr(err)
+			return Taken{}, false, readErr(err)
 		}
 		it.Size = len(data)
 		return Taken{Item: it, Data: data}, true, nil
@@ -486,13 +489,13 @@ func (q *Queues) claimFirst(ctx context.Context, name string, v *queueView, clai
 // made after all (by the session of epoch, for claimant) and nobody kept it,
 // once the session is live again; a lost session took it already.
 func (q *Queues) dropLostClaim(claimNode string, epoch uint64, claimant string, keep func(node string) bool) {
-	if q.svc.sess.waitEpoch(context.Background(), epoch) != nil {
+	if q.sess.waitEpoch(context.Background(), epoch) != nil {
 		return
 	}
 	if keep != nil && keep(claimNode) {
 		return
 	}
-	q.svc.sess.dropStray(claimNode, claimant)
+	q.sess.dropStray(claimNode, claimant)
 }
 
 // next waits up to the ctx deadline for an item that is not claimed, and
@@ -513,8 +516,8 @@ func (q *Queues) next(ctx context.Context, lease *Lease, name string, tryOnce bo
 			// or the queue was just deleted. Make it only while the queue is
 			// there: a deleted queue must stay deleted.
 			v.release()
-			if ok, _, _ := q.svc.sess.Conn().Exists(q.entries(name)); ok {
-				if err := q.svc.sess.createPersistent(ctx, q.taken(name)); err == nil {
+			if ok, _, _ := q.sess.Conn().Exists(q.entries(name)); ok {
+				if err := q.sess.createPersistent(ctx, q.taken(name)); err == nil {
 					continue
 				}
 			}
@@ -561,7 +564,7 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 	if err := ValidName(name); err != nil {
 		return Taken{}, err
 	}
-	st, epoch, _ := q.svc.sess.Status()
+	st, epoch, _ := q.sess.Status()
 	if st != StateLive {
 		return Taken{}, unavailable()
 	}
@@ -570,7 +573,7 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 	// A take claims the item as a claim does, with a claimant of its own,
 	// then removes item and claim in one transaction.
 	taker := "take:" + newLeaseID()
-	data := nodeData{Holder: "take", Gateway: q.svc.gatewayID, Lease: taker}.bytes()
+	data := nodeData{Holder: "take", Gateway: q.gatewayID, Lease: taker}.bytes()
 	for {
 		t, err := q.next(ctx, nil, name, wait <= 0, func(v *queueView) (Taken, bool, error) {
 			return q.claimFirst(ctx, name, v, data, epoch, taker, nil)
@@ -581,10 +584,10 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 		claimNode := q.taken(name) + "/" + t.ID
 		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errWaitElapsed) {
 			// The client is gone: removing the item now would lose it.
-			_ = q.svc.sess.deleteNode(context.Background(), claimNode, epoch)
+			_ = q.sess.deleteNode(context.Background(), claimNode, epoch)
 			return Taken{}, waitErr(ctx, nil, context.Cause(ctx))
 		}
-		_, err = q.svc.sess.Conn().Multi(
+		_, err = q.sess.Conn().Multi(
 			&zk.DeleteRequest{Path: q.entries(name) + "/" + t.ID, Version: -1},
 			&zk.DeleteRequest{Path: claimNode, Version: -1},
 		)
@@ -592,7 +595,7 @@ func (q *Queues) Take(ctx context.Context, name string, wait time.Duration) (Tak
 			q.ledger.removed(name, t.ID)
 			return t, nil
 		}
-		_ = q.svc.sess.deleteNode(context.Background(), claimNode, epoch)
+		_ = q.sess.deleteNode(context.Background(), claimNode, epoch)
 		if errors.Is(err, zk.ErrNoNode) {
 			q.ledger.removed(name, t.ID)
 			continue // consumed by someone else meanwhile
@@ -627,8 +630,8 @@ func (c *claimHold) info() HoldInfo {
 // A claim that no caller could be told of (every client hung up) is put
 // back at once.
 func (q *Queues) Claim(ctx context.Context, lease *Lease, name string, wait time.Duration) (Taken, error) {
-	if s := lease.service(); s != q.svc {
-		return s.Queues.Claim(ctx, lease, name, wait)
+	if o := q.of(lease); o != q {
+		return o.Claim(ctx, lease, name, wait)
 	}
 	if err := ValidName(name); err != nil {
 		return Taken{}, err
@@ -639,7 +642,7 @@ func (q *Queues) Claim(ctx context.Context, lease *Lease, name string, wait time
 	key := claimKey(name)
 	for {
 		c, err := joinHold(lease, key, func() *claimHold {
-			h := &claimHold{hold: newHold(q.svc, lease, "claim", key, name), q: q}
+			h := &claimHold{hold: newHold(q.lines, lease, "claim", key, name), q: q}
 			h.dropUntold = true
 			return h
 		}, nil)
@@ -665,12 +668,12 @@ func (q *Queues) claim(ctx context.Context, c *claimHold, wait time.Duration) (T
 	granted, item := c.granted, c.item
 	c.mu.Unlock()
 	if granted {
-		data, _, err := q.svc.sess.Conn().Get(q.entries(name) + "/" + item.ID)
+		data, _, err := q.sess.Conn().Get(q.entries(name) + "/" + item.ID)
 		if err == nil {
 			return Taken{Item: item, Data: data}, nil
 		}
 		if !errors.Is(err, zk.ErrNoNode) {
-			return Taken{}, q.svc.readErr(err)
+			return Taken{}, readErr(err)
 		}
 		_ = c.drop() // consumed by a client that ignores claims
 		return Taken{}, errHoldGone
@@ -681,9 +684,9 @@ func (q *Queues) claim(ctx context.Context, c *claimHold, wait time.Duration) (T
 	if holder == "" {
 		holder = lease.ID
 	}
-	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: q.svc.gatewayID}.bytes()
-	q.svc.metrics.Waiting("claim", 1)
-	defer q.svc.metrics.Waiting("claim", -1)
+	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: q.gatewayID}.bytes()
+	q.metrics.Waiting("claim", 1)
+	defer q.metrics.Waiting("claim", -1)
 	return q.next(ctx, lease, name, wait <= 0, func(v *queueView) (Taken, bool, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -694,9 +697,9 @@ func (q *Queues) claim(ctx context.Context, c *claimHold, wait time.Duration) (T
 			return Taken{}, false, errHoldGone
 		case c.granted:
 			// Claimed by a concurrent call of the lease: the same item.
-			data, _, err := q.svc.sess.Conn().Get(q.entries(name) + "/" + c.item.ID)
+			data, _, err := q.sess.Conn().Get(q.entries(name) + "/" + c.item.ID)
 			if err != nil {
-				return Taken{}, false, q.svc.readErr(err)
+				return Taken{}, false, readErr(err)
 			}
 			return Taken{Item: c.item, Data: data}, true, nil
 		}
@@ -740,18 +743,18 @@ func (q *Queues) claimOf(lease *Lease, name, id string) (*claimHold, error) {
 
 // Ack consumes a claimed item: the item and the claim go in one transaction.
 func (q *Queues) Ack(ctx context.Context, lease *Lease, name, id string) error {
-	if s := lease.service(); s != q.svc {
-		return s.Queues.Ack(ctx, lease, name, id)
+	if o := q.of(lease); o != q {
+		return o.Ack(ctx, lease, name, id)
 	}
 	c, err := q.claimOf(lease, name, id)
 	if err != nil {
 		return err
 	}
-	if err := q.svc.sess.check(lease.epoch); err != nil {
+	if err := q.sess.check(lease.epoch); err != nil {
 		return err
 	}
 	claimNode := q.taken(name) + "/" + id
-	_, err = q.svc.sess.Conn().Multi(
+	_, err = q.sess.Conn().Multi(
 		&zk.DeleteRequest{Path: q.entries(name) + "/" + id, Version: -1},
 		&zk.DeleteRequest{Path: claimNode, Version: -1},
 	)
@@ -776,8 +779,8 @@ func (q *Queues) Ack(ctx context.Context, lease *Lease, name, id string) error {
 
 // Nack drops the claim: the item is served again.
 func (q *Queues) Nack(ctx context.Context, lease *Lease, name, id string) error {
-	if s := lease.service(); s != q.svc {
-		return s.Queues.Nack(ctx, lease, name, id)
+	if o := q.of(lease); o != q {
+		return o.Nack(ctx, lease, name, id)
 	}
 	c, err := q.claimOf(lease, name, id)
 	if err != nil {
@@ -806,14 +809,14 @@ func (q *Queues) Claims(ctx context.Context, name string) ([]ClaimInfo, error) {
 		return nil, err
 	}
 	dir := q.taken(name)
-	ids, err := q.svc.children(ctx, dir)
+	ids, err := q.sess.children(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]ClaimInfo, len(ids))
-	err = q.svc.forEach(ctx, len(ids), func(i int) error {
+	err = readEach(ctx, len(ids), func(i int) error {
 		out[i].Item = ids[i]
-		data, stat, err := q.svc.sess.Conn().Get(dir + "/" + ids[i])
+		data, stat, err := q.sess.Conn().Get(dir + "/" + ids[i])
 		if err != nil {
 			return nil // acked meanwhile
 		}
@@ -830,7 +833,7 @@ func (q *Queues) Claims(ctx context.Context, name string) ([]ClaimInfo, error) {
 	for i := range out {
 		refs = append(refs, keptRef{session: out[i].session, lease: out[i].Lease, gateway: &out[i].Gateway})
 	}
-	q.svc.keep(refs)
+	q.keep.set(refs)
 	return out, err
 }
 
@@ -843,15 +846,15 @@ func (q *Queues) Peek(ctx context.Context, name, id string) (Taken, error) {
 	if err != nil {
 		return Taken{}, err
 	}
-	if _, err := q.svc.sess.fresh(ctx); err != nil {
-		return Taken{}, q.svc.readErr(err)
+	if _, err := q.sess.fresh(ctx); err != nil {
+		return Taken{}, readErr(err)
 	}
-	data, stat, err := q.svc.sess.Conn().Get(q.entries(name) + "/" + id)
+	data, stat, err := q.sess.Conn().Get(q.entries(name) + "/" + id)
 	if errors.Is(err, zk.ErrNoNode) {
 		return Taken{}, &Error{Code: CodeNotFound, Detail: fmt.Sprintf("queue %q has no item %s", name, id)}
 	}
 	if err != nil {
-		return Taken{}, q.svc.readErr(err)
+		return Taken{}, readErr(err)
 	}
 	return Taken{Item: Item{ID: id, Priority: p, Size: len(data), CreatedAt: time.UnixMilli(stat.Ctime).UTC(), seq: seq}, Data: data}, nil
 }
@@ -871,20 +874,20 @@ func (q *Queues) State(ctx context.Context, name string, head int, index int64, 
 	}
 	if index > 0 {
 		if err := q.waitChange(ctx, name, index, wait); err != nil {
-			return QueueState{}, q.svc.readErr(err)
+			return QueueState{}, readErr(err)
 		}
 	}
-	ctx, err := q.svc.sess.fresh(ctx)
+	ctx, err := q.sess.fresh(ctx)
 	if err != nil {
-		return QueueState{}, q.svc.readErr(err)
+		return QueueState{}, readErr(err)
 	}
 	items, idx, version, err := q.list(name, true)
 	if err != nil {
-		return QueueState{}, q.svc.readErr(err)
+		return QueueState{}, readErr(err)
 	}
 	ds, err := q.listDelayed(name, version)
 	if err != nil {
-		return QueueState{}, q.svc.readErr(err)
+		return QueueState{}, readErr(err)
 	}
 	if len(ds) > 0 {
 		q.mover.add(name, ds[0].due) // so that this gateway moves them, whoever produced them
@@ -898,8 +901,8 @@ func (q *Queues) State(ctx context.Context, name string, head int, index int64, 
 	}
 	head = min(head, MaxQueueHead, len(items))
 	st.Head = append(st.Head, items[:head]...)
-	conn := q.svc.sess.Conn()
-	err = q.svc.forEach(ctx, head, func(i int) error {
+	conn := q.sess.Conn()
+	err = readEach(ctx, head, func(i int) error {
 		it := &st.Head[i]
 		if ok, stat, err := conn.Exists(q.entries(name) + "/" + it.ID); err == nil && ok {
 			it.Size, it.CreatedAt = int(stat.DataLength), time.UnixMilli(stat.Ctime).UTC()
@@ -928,13 +931,13 @@ func (q *Queues) State(ctx context.Context, name string, head int, index int64, 
 // than index.
 func (q *Queues) waitChange(ctx context.Context, name string, index int64, wait time.Duration) error {
 	names := entryOpts{namesOnly: true}
-	return q.svc.cache.waitNewer(ctx, [2]string{q.entries(name), q.taken(name)}, [2]entryOpts{names, names}, index, wait)
+	return q.cache.waitNewer(ctx, [2]string{q.entries(name), q.taken(name)}, [2]entryOpts{names, names}, index, wait)
 }
 
 // List returns one page of the queues with their lengths, and the name the
 // next page starts after ("" for the last page).
 func (q *Queues) List(ctx context.Context, p Page) ([]QueueState, string, error) {
-	return listPage(ctx, q.svc, kinds.Queues.Dir(q.svc.sess.Root()), p, nil, func(ctx context.Context, name string) (QueueState, bool, error) {
+	return listPage(ctx, q.sess, kinds.Queues.Dir(q.sess.Root()), p, nil, func(ctx context.Context, name string) (QueueState, bool, error) {
 		st, err := q.State(ctx, name, 0, 0, 0)
 		return st, err == nil, err
 	})

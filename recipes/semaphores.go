@@ -14,7 +14,12 @@ import (
 // {root}/semaphores/{name}/locks admits one seqNode at a time to
 // .../leases, where it creates a `lease-` node and waits until at most
 // limit such nodes exist. Its lease node is its slot.
-type Semaphores struct{ svc *Service }
+type Semaphores struct {
+	*lines
+	cache *watchCache
+	keep  *keepers
+	of    func(*Lease) *Semaphores // the semaphores of the lease's session
+}
 
 // MaxSemaphoreLimit bounds a semaphore's limit.
 const MaxSemaphoreLimit = 100_000
@@ -38,7 +43,7 @@ type SemaphoreState struct {
 	Index   int64       `json:"-"`
 }
 
-func (m *Semaphores) base(name string) string { return kinds.Semaphores.Path(m.svc.sess.Root(), name) }
+func (m *Semaphores) base(name string) string { return kinds.Semaphores.Path(m.sess.Root(), name) }
 
 // The two lines of a semaphore, children of its node: the admission queue
 // (locks) and the slots (leases).
@@ -76,8 +81,8 @@ func semaphoreKey(name string) string { return "semaphore\x00" + name }
 // A limit different from the one its current zkgate holders use is
 // limit_mismatch.
 func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, limit int, wait time.Duration) (SemaphoreGrant, error) {
-	if s := lease.service(); s != m.svc {
-		return s.Semaphores.Acquire(ctx, lease, name, limit, wait)
+	if o := m.of(lease); o != m {
+		return o.Acquire(ctx, lease, name, limit, wait)
 	}
 	if err := ValidName(name); err != nil {
 		return SemaphoreGrant{}, err
@@ -90,7 +95,7 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 	}
 	key := semaphoreKey(name)
 	h, err := joinHold(lease, key, func() *semHold {
-		return &semHold{hold: newHold(m.svc, lease, "semaphore", key, name), limit: limit}
+		return &semHold{hold: newHold(m.lines, lease, "semaphore", key, name), limit: limit}
 	}, func(h *semHold) error {
 		if h.limit != limit {
 			return &Error{Code: CodeLimitMismatch,
@@ -102,17 +107,17 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 	if err != nil {
 		return SemaphoreGrant{}, err
 	}
-	m.svc.metrics.Waiting("semaphore", 1)
+	m.metrics.Waiting("semaphore", 1)
 	start := time.Now()
-	sctx, span := m.svc.startWait(ctx, KindSemaphore, name, "", lease)
+	sctx, span := m.startWait(ctx, KindSemaphore, name, "", lease)
 	// The deadlock detector ends the wait with its cause (see deadlock.go).
 	wctx, abort := context.WithCancelCause(sctx)
-	entry := m.svc.contention.startWait(&h.hold, KindSemaphore, "", abort)
-	g, err := m.wait(withLineNotes(wctx, m.svc.contention, KindSemaphore, name), h, wait)
+	entry := m.contention.startWait(&h.hold, KindSemaphore, "", abort)
+	g, err := m.wait(withLineNotes(wctx, m.contention, KindSemaphore, name), h, wait)
 	abort(nil)
 	endWait(span, err, g.Token)
-	m.svc.contention.endWait(entry, err)
-	m.svc.metrics.Waiting("semaphore", -1)
+	m.contention.endWait(entry, err)
+	m.metrics.Waiting("semaphore", -1)
 	h.leave(false)
 	if err != nil {
 		if e, ok := err.(*Error); ok && e.Code == CodeTimeout {
@@ -123,19 +128,19 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *Lease, name string, lim
 		}
 		return SemaphoreGrant{}, err
 	}
-	m.svc.metrics.Granted("semaphore", time.Since(start))
+	m.metrics.Granted("semaphore", time.Since(start))
 	return g, nil
 }
 
 func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (SemaphoreGrant, error) {
-	svc, lease := m.svc, h.lease
+	ln, lease := m.lines, h.lease
 	ctx, cancel := waitContext(ctx, lease, wait)
 	defer cancel()
 	base := m.base(h.name)
-	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: svc.gatewayID, Limit: h.limit}.bytes()
+	data := nodeData{Lease: lease.ID, Holder: lease.Holder, Gateway: ln.gatewayID, Limit: h.limit}.bytes()
 	create := func(dir, marker string) func(list bool) (string, *zk.Stat, *listing, error) {
 		return func(list bool) (string, *zk.Stat, *listing, error) {
-			return svc.sess.createProtected(ctx, dir, lease.ID, marker, data, lease.epoch, list)
+			return ln.sess.createProtected(ctx, dir, lease.ID, marker, data, lease.epoch, list)
 		}
 	}
 	var marks []delayMark // the lock-delay markers the admission line showed
@@ -172,7 +177,7 @@ func (m *Semaphores) wait(ctx context.Context, h *semHold, wait time.Duration) (
 		}
 		stat, err := m.waitSlot(ctx, lease, base, slot, h.limit, wait <= 0, marks)
 		if err == nil {
-			err = svc.markDelay(ctx, &h.hold, base+"/locks", slot)
+			err = ln.markDelay(ctx, &h.hold, base+"/locks", slot)
 		}
 		if errors.Is(err, errNodeGone) {
 			h.forgetNode(slotRole, slot)
@@ -222,8 +227,8 @@ func (m *Semaphores) takeSlot(h *semHold, slot string, czxid int64) (SemaphoreGr
 	h.forgetNodeLocked(admissionRole, queued)
 	h.mu.Unlock()
 	if queued != "" {
-		if err := m.svc.sess.deleteNode(context.Background(), queued, h.lease.epoch); err != nil {
-			m.svc.log.Error("leave semaphore admission queue", "node", queued, "err", err)
+		if err := m.sess.deleteNode(context.Background(), queued, h.lease.epoch); err != nil {
+			m.log.Error("leave semaphore admission queue", "node", queued, "err", err)
 		}
 	}
 	return g, true
@@ -237,7 +242,7 @@ func (m *Semaphores) takeSlot(h *semHold, slot string, czxid int64) (SemaphoreGr
 // the directory through the shared watch cache: one watch, however many
 // tries.
 func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, base, slot string, limit int, tryOnce bool, marks []delayMark) (*zk.Stat, error) {
-	svc := m.svc
+	ln := m.lines
 	dir := base + "/leases"
 	var slotMarks []delayMark
 	for _, mk := range marks {
@@ -246,9 +251,9 @@ func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, base, slot stri
 		}
 	}
 	for {
-		snap, changed, release, err := svc.cache.view(ctx, dir, seqOpts)
+		snap, changed, release, err := m.cache.view(ctx, dir, seqOpts)
 		if err != nil {
-			if err := svc.retryable(ctx, lease, err); err != nil {
+			if err := ln.retryable(ctx, lease, err); err != nil {
 				return nil, err
 			}
 			continue
@@ -266,13 +271,13 @@ func (m *Semaphores) waitSlot(ctx context.Context, lease *Lease, base, slot stri
 		switch {
 		case mine && len(snap.Children)+held <= limit:
 			release()
-			return svc.ownNode(ctx, lease, slot)
+			return ln.ownNode(ctx, lease, slot)
 		case mine && len(snap.Children) <= limit && tryOnce:
 			release()
-			return nil, svc.waitHeldBack(ctx, lease, heldUntil, true)
+			return nil, ln.waitHeldBack(ctx, lease, heldUntil, true)
 		case !mine:
 			// Not in the cache yet (made after its last load), or gone.
-			ok, _, err := svc.sess.Conn().Exists(slot)
+			ok, _, err := ln.sess.Conn().Exists(slot)
 			if err == nil && !ok {
 				release()
 				return nil, errNodeGone
@@ -331,8 +336,8 @@ func (m *Semaphores) slotsHeldBack(base string, marks []delayMark, lease *Lease,
 		}
 		return false
 	}
-	_, until, held, expired := m.svc.heldBack(base+"/locks", marks, seqNode{Lease: lease.ID}, present, nil)
-	m.svc.dropMarks(expired)
+	_, until, held, expired := m.heldBack(base+"/locks", marks, seqNode{Lease: lease.ID}, present, nil)
+	m.dropMarks(expired)
 	return until, held
 }
 
@@ -340,7 +345,7 @@ func (m *Semaphores) slotsHeldBack(base string, marks []delayMark, lease *Lease,
 // one) and counts the queue, without reading every waiter.
 func (m *Semaphores) timeoutState(name string) map[string]any {
 	base := m.base(name)
-	conn := m.svc.sess.Conn()
+	conn := m.sess.Conn()
 	holders := []Contender{}
 	slots, _, err := conn.Children(base + "/leases")
 	if err != nil {
@@ -359,14 +364,14 @@ func (m *Semaphores) timeoutState(name string) map[string]any {
 		holders = append(holders, h)
 	}
 	queued, _, _ := conn.Children(base + "/locks")
-	m.svc.keptBy(holders)
+	m.keep.keptBy(holders)
 	return map[string]any{"holders": holders, "waiters": len(queued)}
 }
 
 // Release gives up lease's slot (or its place in the queue).
 func (m *Semaphores) Release(ctx context.Context, lease *Lease, name string) error {
-	if s := lease.service(); s != m.svc {
-		return s.Semaphores.Release(ctx, lease, name)
+	if o := m.of(lease); o != m {
+		return o.Release(ctx, lease, name)
 	}
 	return dropHeld[*semHold](lease, name, semaphoreKey, "release semaphore", "lease %s holds no slot of semaphore %q")
 }
@@ -382,22 +387,22 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 	if index > 0 {
 		// Holders come from the slots, waiters also from the admission
 		// queue: a change of either is a change of the state.
-		err := m.svc.cache.waitNewer(ctx, [2]string{base + "/leases", base + "/locks"}, [2]entryOpts{seqOpts, seqOpts}, index, wait)
+		err := m.cache.waitNewer(ctx, [2]string{base + "/leases", base + "/locks"}, [2]entryOpts{seqOpts, seqOpts}, index, wait)
 		if err != nil {
-			return SemaphoreState{}, m.svc.readErr(err)
+			return SemaphoreState{}, readErr(err)
 		}
 	}
-	ctx, err := m.svc.sess.fresh(ctx) // once for both directories
+	ctx, err := m.sess.fresh(ctx) // once for both directories
 	if err != nil {
-		return SemaphoreState{}, m.svc.readErr(err)
+		return SemaphoreState{}, readErr(err)
 	}
-	slots, err := m.svc.cache.direct(ctx, base+"/leases", seqOpts)
+	slots, err := m.cache.direct(ctx, base+"/leases", seqOpts)
 	if err != nil {
-		return SemaphoreState{}, m.svc.readErr(err)
+		return SemaphoreState{}, readErr(err)
 	}
-	queue, err := m.svc.cache.direct(ctx, base+"/locks", seqOpts)
+	queue, err := m.cache.direct(ctx, base+"/locks", seqOpts)
 	if err != nil {
-		return SemaphoreState{}, m.svc.readErr(err)
+		return SemaphoreState{}, readErr(err)
 	}
 	st := SemaphoreState{Name: name, Holders: []Contender{}, Waiters: []Contender{}, Index: max(slots.Index, queue.Index)}
 	for _, n := range slots.Children {
@@ -437,7 +442,7 @@ func (m *Semaphores) State(ctx context.Context, name string, index int64, wait t
 		h.Mode = ""
 		st.Waiters = append(st.Waiters, h)
 	}
-	m.svc.keptBy(st.Holders, st.Waiters)
+	m.keep.keptBy(st.Holders, st.Waiters)
 	return st, nil
 }
 
@@ -452,7 +457,7 @@ type SemaphoreSummary struct {
 // List returns one page of the semaphores with holders or waiters, sorted
 // by name, and the name the next page starts after ("" for the last page).
 func (m *Semaphores) List(ctx context.Context, p Page) ([]SemaphoreSummary, string, error) {
-	return listPage(ctx, m.svc, kinds.Semaphores.Dir(m.svc.sess.Root()), p, nil, func(ctx context.Context, name string) (SemaphoreSummary, bool, error) {
+	return listPage(ctx, m.sess, kinds.Semaphores.Dir(m.sess.Root()), p, nil, func(ctx context.Context, name string) (SemaphoreSummary, bool, error) {
 		st, err := m.State(ctx, name, 0, 0)
 		if err != nil {
 			return SemaphoreSummary{}, false, err

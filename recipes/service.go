@@ -13,49 +13,7 @@ import (
 
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/zk"
-	"golang.org/x/sync/errgroup"
 )
-
-// tryOnceBound bounds the ZooKeeper work of a request that asked not to wait.
-const tryOnceBound = 5 * time.Second
-
-// waitBound is how long a request may take: its wait, or for a try-once
-// (wait 0) a few seconds to ride out a reconnect.
-func waitBound(wait time.Duration) time.Duration {
-	if wait > 0 {
-		return wait
-	}
-	return tryOnceBound
-}
-
-// waitContext is ctx for a wait on lease: it ends when the wait elapses
-// (waitBound, cause errWaitElapsed) or the lease does, whichever is first.
-// Its cancel also unhooks it from the lease.
-func waitContext(ctx context.Context, lease *Lease, wait time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeoutCause(ctx, waitBound(wait), errWaitElapsed)
-	stop := context.AfterFunc(lease.ctx, cancel)
-	return ctx, func() { stop(); cancel() }
-}
-
-// Metrics receives what the recipes do; the server implements it with
-// Prometheus. Calls must not block.
-type Metrics interface {
-	Granted(kind string, waited time.Duration)
-	Released(kind string, held time.Duration)
-	Waiting(kind string, delta int)
-	// Waited is the end of one wait for the lock or semaphore name,
-	// whatever its outcome, and Held the end of one hold of it.
-	Waited(kind, name string, d time.Duration)
-	Held(kind, name string, d time.Duration)
-}
-
-type nopMetrics struct{}
-
-func (nopMetrics) Granted(string, time.Duration)        {}
-func (nopMetrics) Released(string, time.Duration)       {}
-func (nopMetrics) Waiting(string, int)                  {}
-func (nopMetrics) Waited(string, string, time.Duration) {}
-func (nopMetrics) Held(string, string, time.Duration)   {}
 
 // Config configures the recipes.
 type Config struct {
@@ -76,21 +34,10 @@ type Config struct {
 
 // Service bundles the recipes on one session.
 type Service struct {
-	cfg       Config // as made: a session adopted later gets the same (see Adopt)
-	sess      *Session
-	gatewayID string
-	metrics   Metrics
-	log       *slog.Logger
-	cache     *watchCache
-	watches   *nodeWatches
-	lister    *lister
-	passed    passedWriters
-	handoffs  handoffs
-	orphans   orphans // lock-delay markers found orphaned, and since when
-	// contention is what the gateway's leases waited for and held, shared
-	// with the services of the sessions it adopted.
-	contention *Contention
-	owners     nodeOwners // who owns the nodes deadlock checks met
+	*lines        // the session and what its recipes' waits share
+	cfg    Config // as made: a session adopted later gets the same (see Adopt)
+	cache  *watchCache
+	owners nodeOwners // who owns the nodes deadlock checks met
 
 	stopSweep context.CancelFunc
 
@@ -123,25 +70,75 @@ func New(sess *Session, cfg Config) *Service {
 	}
 	cfg.Leases.GatewayID = cfg.GatewayID
 	cfg.Leases.PeerSecret = cfg.PeerSecret
-	s := &Service{cfg: cfg, sess: sess, gatewayID: cfg.GatewayID, metrics: cfg.Metrics, log: cfg.Logger,
-		cache: newWatchCache(sess, cfg.Logger), watches: newNodeWatches(sess), lister: newLister(), contention: NewContention(cfg.Metrics)}
+	s := &Service{lines: newLines(sess, cfg.GatewayID, cfg.Logger, cfg.Metrics, NewContention(cfg.Metrics)), cfg: cfg,
+		cache: newWatchCache(sess, cfg.Logger)}
 	s.Leases = NewLeases(sess, cfg.Leases, cfg.Logger)
+	s.lines.leases = s.Leases
 	s.Leases.svc = s
+	s.Leases.adopted = s.adoptedTables
 	s.Leases.journal = newJournal(cfg.JournalDir, cfg.Logger)
-	s.Locks = &Locks{svc: s}
-	s.Semaphores = &Semaphores{svc: s}
-	s.Elections = &Elections{svc: s}
-	s.Barriers = &Barriers{svc: s}
-	s.DoubleBarriers = &DoubleBarriers{svc: s}
-	s.Queues = &Queues{svc: s, ledger: newQueueLedger(cfg.Queues)}
+	// Each recipe gets what it uses of the session, and finds the recipe of
+	// a lease of another session (one the gateway adopted) through of.
+	ln, cache, keep := s.lines, s.cache, s.keepers()
+	s.Locks = &Locks{lines: ln, cache: cache, keep: keep, of: func(l *Lease) *Locks { return l.service().Locks }}
+	s.Semaphores = &Semaphores{lines: ln, cache: cache, keep: keep, of: func(l *Lease) *Semaphores { return l.service().Semaphores }}
+	s.Elections = &Elections{lines: ln, cache: cache, keep: keep, of: func(l *Lease) *Elections { return l.service().Elections }}
+	s.Barriers = &Barriers{sess: sess, cache: cache}
+	s.DoubleBarriers = &DoubleBarriers{lines: ln, cache: cache, keep: keep,
+		of: func(l *Lease) *DoubleBarriers { return l.service().DoubleBarriers }}
+	s.Queues = &Queues{lines: ln, cache: cache, keep: keep, of: func(l *Lease) *Queues { return l.service().Queues },
+		ledger: newQueueLedger(cfg.Queues)}
 	s.Queues.mover = newDelayMover(s.Queues)
 	s.Queues.mover.begin()
-	s.Groups = &Groups{svc: s}
-	s.Counters = &Counters{svc: s}
+	s.Groups = &Groups{lines: ln, cache: cache, keep: keep, of: func(l *Lease) *Groups { return l.service().Groups }}
+	s.Counters = &Counters{sess: sess, cache: cache}
 	sweep, stop := context.WithCancel(context.Background())
 	s.stopSweep = stop
 	go s.sweepDelays(sweep)
 	return s
+}
+
+// service is the service whose session keeps the lease: the gateway's own,
+// or that of a session it adopted (see handover.go). Its recipes act for it.
+func (l *Lease) service() *Service { return l.table.svc }
+
+// keepers tells the recipes who keeps a lease: this gateway for the
+// sessions of its own service and of those it adopted, else the lease's
+// record (see keepers.set).
+func (s *Service) keepers() *keepers {
+	return &keepers{gatewayID: s.gatewayID,
+		sessions: func() []int64 {
+			var ids []int64
+			for _, svc := range s.top().Services() {
+				_, _, id := svc.sess.Status()
+				ids = append(ids, id)
+			}
+			return ids
+		},
+		recorded: func(lease string) string { return s.top().Leases.recordedKeeper(lease) }}
+}
+
+// top is the gateway's own service: s, or the one that adopted s's session.
+func (s *Service) top() *Service {
+	if s.parent != nil {
+		return s.parent
+	}
+	return s
+}
+
+// adoptedTables is, for the gateway's own service, the lease tables of the
+// sessions it adopted (see Leases.tables).
+func (s *Service) adoptedTables() []*Leases {
+	if s.parent != nil {
+		return nil
+	}
+	s.adoptMu.Lock()
+	defer s.adoptMu.Unlock()
+	out := make([]*Leases, 0, len(s.adopted))
+	for _, a := range s.adopted {
+		out = append(out, a.Leases)
+	}
+	return out
 }
 
 // Session is the service's ZooKeeper session.
@@ -165,79 +162,6 @@ func (s *Service) Close() {
 	s.Leases.Close()
 	s.cache.Close()
 	s.watches.close()
-}
-
-// readErr maps an error of a read to what a client should see.
-func (s *Service) readErr(err error) error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	if ambiguous(err) {
-		return unavailable()
-	}
-	if errors.Is(err, errWaitElapsed) {
-		return &Error{Code: CodeTimeout, Detail: "the wait elapsed first"}
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return &Error{Code: CodeTimeout, Detail: "the request was cancelled", Err: err}
-	}
-	return internal(err, "ZooKeeper read")
-}
-
-// children lists p, an absent p being empty.
-func (s *Service) children(ctx context.Context, p string) ([]string, error) {
-	for {
-		kids, _, err := s.sess.Conn().Children(p)
-		switch {
-		case err == nil:
-			return kids, nil
-		case errors.Is(err, zk.ErrNoNode):
-			return nil, nil
-		case ambiguous(err):
-			if werr := s.sess.WaitLive(ctx); werr != nil {
-				return nil, unavailable()
-			}
-		default:
-			return nil, s.readErr(err)
-		}
-	}
-}
-
-// listNames is the first step of a list endpoint: after a sync (see fresh),
-// the names under dir, and the context its further reads go on with.
-func (s *Service) listNames(ctx context.Context, dir string) (context.Context, []string, error) {
-	ctx, err := s.sess.fresh(ctx)
-	if err != nil {
-		return ctx, nil, s.readErr(err)
-	}
-	names, err := s.children(ctx, dir)
-	return ctx, names, err
-}
-
-// forEach runs fn(0..n-1), 32 at a time (go-zookeeper pipelines the
-// requests on its one connection), and returns the first error, or ctx's
-// once it ends. Every fn runs to its end: none is cancelled by another's
-// error, and none starts once ctx has ended.
-func forEach(ctx context.Context, n int, fn func(i int) error) error {
-	var g errgroup.Group
-	g.SetLimit(32)
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		g.Go(func() error { return fn(i) })
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	return ctx.Err()
-}
-
-// forEach is the package's forEach, with the error a client should see.
-func (s *Service) forEach(ctx context.Context, n int, fn func(i int) error) error {
-	err := forEach(ctx, n, fn)
-	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return s.readErr(err)
-	}
-	return err
 }
 
 // GatewayInfo is what a gateway publishes of itself under {root}/gateways.
@@ -293,13 +217,13 @@ func (s *Service) readRegistration(path, id string, stat *zk.Stat, data []byte) 
 // out (and logged): no gateway made it.
 func (s *Service) Gateways(ctx context.Context) ([]GatewayInfo, error) {
 	dir := s.sess.Root() + "/gateways"
-	names, err := s.children(ctx, dir)
+	names, err := s.sess.children(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]GatewayInfo, len(names))
 	gone := make([]bool, len(names))
-	err = s.forEach(ctx, len(names), func(i int) error {
+	err = readEach(ctx, len(names), func(i int) error {
 		p := dir + "/" + names[i]
 		raw, stat, err := s.sess.Conn().Get(p)
 		switch {

@@ -40,13 +40,13 @@ func noSpan() trace.Span { return trace.SpanFromContext(context.Background()) }
 
 // traced says whether ctx is a request that s traces: a tracer is set and
 // the request's span records.
-func (s *Service) traced(ctx context.Context) bool {
+func (s *lines) traced(ctx context.Context) bool {
 	return s.sess.cfg.Tracer != nil && trace.SpanFromContext(ctx).IsRecording()
 }
 
 // startWait starts the span of a wait of lease for kind's name (mode: a
 // lock's), a child of ctx's span; endWait ends it with the wait's outcome.
-func (s *Service) startWait(ctx context.Context, kind, name, mode string, lease *Lease) (context.Context, trace.Span) {
+func (s *lines) startWait(ctx context.Context, kind, name, mode string, lease *Lease) (context.Context, trace.Span) {
 	if !s.traced(ctx) {
 		return ctx, noSpan()
 	}
@@ -89,11 +89,11 @@ func outcome(err error) string {
 
 // zkSpan starts the span of a ZooKeeper round trip, op on p, made for the
 // request of ctx; end it with endZK.
-func (s *Service) zkSpan(ctx context.Context, op, p string) trace.Span {
+func (s *lines) zkSpan(ctx context.Context, op, p string) trace.Span {
 	return startZK(s.sess.cfg.Tracer, ctx, op, p)
 }
 
-// zkSpan is Service.zkSpan, for the session's own round trips.
+// zkSpan is lines.zkSpan, for the session's own round trips.
 func (s *Session) zkSpan(ctx context.Context, op, p string) trace.Span {
 	return startZK(s.cfg.Tracer, ctx, op, p)
 }
@@ -148,7 +148,7 @@ func WithLeaseReader(ctx context.Context, mayRead func(leaseID, owner string) bo
 
 // noteBehind adds to ctx's wait span the node c of parent it now waits
 // behind: its lease id and holder label, where the reader may see them.
-func (s *Service) noteBehind(ctx context.Context, parent string, c seqNode) {
+func (s *lines) noteBehind(ctx context.Context, parent string, c seqNode) {
 	if s.sess.cfg.Tracer == nil {
 		return
 	}
@@ -156,7 +156,7 @@ func (s *Service) noteBehind(ctx context.Context, parent string, c seqNode) {
 	if !sp.IsRecording() {
 		return
 	}
-	local, isLocal := s.Leases.find(c.Lease)
+	local, isLocal := s.leases.find(c.Lease)
 	owner := ""
 	if isLocal {
 		owner = local.Owner
@@ -180,7 +180,7 @@ func (s *Service) noteBehind(ctx context.Context, parent string, c seqNode) {
 }
 
 // nodeHolder is the holder label in c's node (a traced round trip).
-func (s *Service) nodeHolder(ctx context.Context, parent string, c seqNode) string {
+func (s *lines) nodeHolder(ctx context.Context, parent string, c seqNode) string {
 	sp := s.zkSpan(ctx, "get", parent)
 	data, _, err := s.sess.Conn().Get(parent + "/" + c.Name)
 	endZK(sp, err)
