@@ -162,30 +162,6 @@ func withoutSessions(cs []Contender) []Contender {
 	return out
 }
 
-// WithoutSessions leaves out the holders' and waiters' session ids.
-func (s *LockState) WithoutSessions() {
-	s.Holders, s.Waiters = withoutSessions(s.Holders), withoutSessions(s.Waiters)
-}
-
-// WithoutSessions leaves out the holders' and waiters' session ids.
-func (s *SemaphoreState) WithoutSessions() {
-	s.Holders, s.Waiters = withoutSessions(s.Holders), withoutSessions(s.Waiters)
-}
-
-// WithoutSessions leaves out the leader's and the candidates' session ids.
-func (s *ElectionState) WithoutSessions() {
-	s.Leader, s.Candidates = withoutSession(s.Leader), withoutSessions(s.Candidates)
-}
-
-// WithoutSessions leaves out the leader's session id.
-func (s *ElectionSummary) WithoutSessions() { s.Leader = withoutSession(s.Leader) }
-
-// ItemName is the election's name, in a list.
-func (s ElectionSummary) ItemName() string { return s.Name }
-
-// WithoutSessions leaves out the leader's session id.
-func (c *Campaign) WithoutSessions() { c.Leader = withoutSession(c.Leader) }
-
 // WithoutSessions is err with no ZooKeeper session ids in the holders,
 // waiters, candidates or leader its extra fields name (a wait that ended
 // names who it waited behind); err itself where it names none.

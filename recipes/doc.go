@@ -6,15 +6,28 @@
 //
 // # The recipes
 //
-// A Service bundles them on one Session (service.go, session.go). Each file
-// opens with its znode layout and the Curator or kazoo recipe it follows:
+// A Service bundles them on one Session (service.go, session.go), and each
+// recipe gets from it, in New, only what it uses of that session: the
+// session's lines (line.go: the session, its armed watches and coalesced
+// listings, the hand-overs between its waiters, lock-delay's markers, its
+// spans and counts), the watch cache (cache.go), who keeps a lease
+// (keepers, contenders.go), and, through of, the same recipe of the
+// session of a lease the gateway adopted. Barriers and counters hold no
+// lease and get the session and the cache alone. Only the files that make,
+// hand over or span the whole bundle (service.go, handover.go, deadlock.go,
+// dashboard.go, contentionreport.go) use the Service (layout_test.go).
+//
+// Each file opens with its znode layout and the Curator or kazoo recipe it
+// follows:
 //
 //   - Leases (leases.go): a lease is what a client holds things with. What
 //     it is (LeaseTerms) is one struct, carried whole by Lease, LeaseInfo
-//     and the handover's and journal's LeaseState; its record is an
-//     EPHEMERAL node of the gateway's session, a typed leaseRecord with one
-//     encoder and one decoder (leaserecord.go), and history.go keeps the
-//     trace that tells "you lost it" from "you never had it".
+//     and the handover's and journal's LeaseState (savedstate.go); its
+//     record is an EPHEMERAL node of the gateway's session, a typed
+//     leaseRecord with one encoder and one decoder (leaserecord.go),
+//     history.go keeps the trace that tells "you lost it" from "you never
+//     had it", and locate.go finds the gateway that keeps a lease this one
+//     does not.
 //   - Locks (locks.go): exclusive and read/write, Curator's
 //     InterProcessMutex and InterProcessReadWriteLock.
 //   - Semaphores (semaphores.go): Curator's InterProcessSemaphoreV2.

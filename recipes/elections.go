@@ -283,3 +283,17 @@ func (e *Elections) List(ctx context.Context, p Page) ([]ElectionSummary, string
 		return ElectionSummary{Name: name, Leader: st.Leader, Candidates: len(st.Candidates)}, len(st.Candidates) > 0, nil
 	})
 }
+
+// WithoutSessions leaves out the leader's and the candidates' session ids.
+func (s *ElectionState) WithoutSessions() {
+	s.Leader, s.Candidates = withoutSession(s.Leader), withoutSessions(s.Candidates)
+}
+
+// WithoutSessions leaves out the leader's session id.
+func (s *ElectionSummary) WithoutSessions() { s.Leader = withoutSession(s.Leader) }
+
+// ItemName is the election's name, in a list.
+func (s ElectionSummary) ItemName() string { return s.Name }
+
+// WithoutSessions leaves out the leader's session id.
+func (c *Campaign) WithoutSessions() { c.Leader = withoutSession(c.Leader) }

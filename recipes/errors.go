@@ -79,3 +79,9 @@ func ErrorCode(err error) Code {
 func internal(err error, what string) *Error {
 	return &Error{Code: CodeInternal, Detail: what, Err: err}
 }
+
+// ErrMoving answers a request for a lease that is being handed over to
+// another gateway: retry, shortly, through any gateway.
+var ErrMoving = &Error{Code: CodeUnavailable, Detail: "the lease is moving to another gateway; retry"}
+
+var errWaitElapsed = errors.New("wait elapsed")

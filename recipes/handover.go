@@ -33,138 +33,9 @@ import (
 // client's retry, which joins it: for HandoverGrace, after which it is
 // abandoned as any hold whose caller went away.
 
-// ErrMoving answers a request for a lease that is being handed over to
-// another gateway: retry, shortly, through any gateway.
-var ErrMoving = &Error{Code: CodeUnavailable, Detail: "the lease is moving to another gateway; retry"}
-
 // HandoverGrace is how long a handed-over waiting hold that no client was
 // told of waits for its client's retry.
 const HandoverGrace = 10 * time.Second
-
-// Handover is one session handed over: what resumes it, and its leases.
-// Session.Password is secret: a Handover is never logged or shown.
-type Handover struct {
-	Session SavedSession `json:"session"`
-	From    string       `json:"from"` // the id of the gateway that gave it
-	Leases  []LeaseState `json:"leases"`
-
-	// Received is when the taker received it: the TTL left of each lease
-	// is counted from then (the time until its adoption is taken off).
-	// SameClock says that it comes from this machine (this gateway's
-	// previous run): the leases' ExpiresAt is then on this clock.
-	Received  time.Time `json:"-"`
-	SameClock bool      `json:"-"`
-	taken     time.Time // when HandOver froze the leases
-	// ended are the reasons of the leases that a journal recorded as
-	// ended (see ReadJournal): their nodes still there are swept with
-	// them as reason.
-	ended map[string]string
-}
-
-// Aged is h with the TTL left of each lease as it is now: less the time
-// since the leases froze (see Received for the taker's side).
-func (h *Handover) Aged() *Handover {
-	out := *h
-	out.Leases = append([]LeaseState(nil), h.Leases...)
-	if h.taken.IsZero() {
-		return &out
-	}
-	gone := time.Since(h.taken)
-	for i := range out.Leases {
-		out.Leases[i].Left = Duration(max(time.Duration(out.Leases[i].Left)-gone, 0))
-	}
-	return &out
-}
-
-// String keeps the session's password out of any log.
-func (h *Handover) String() string {
-	return fmt.Sprintf("handover of %v from %s (%d leases)", h.Session, h.From, len(h.Leases))
-}
-
-// LeaseState is a lease as it is handed over.
-type LeaseState struct {
-	LeaseTerms
-	Left      Duration    `json:"left"`       // of its TTL when it was handed over (see Handover.Aged)
-	ExpiresAt time.Time   `json:"expires_at"` // the end of its TTL, on the giver's clock (see Handover.SameClock)
-	Holds     []HoldState `json:"holds"`
-}
-
-// HoldState is one hold as it is handed over: the common part, and what
-// its recipe keeps.
-type HoldState struct {
-	Kind      string      `json:"kind"`
-	Key       string      `json:"key"`
-	Name      string      `json:"name"`
-	Since     time.Time   `json:"since"`
-	Nodes     []NodeState `json:"nodes"`
-	Granted   bool        `json:"granted"`
-	Token     int64       `json:"token,omitempty"`
-	GrantedAt time.Time   `json:"granted_at"`
-	Told      bool        `json:"told"`
-
-	Mode   string `json:"mode,omitempty"`   // lock
-	Limit  int    `json:"limit,omitempty"`  // semaphore
-	Value  string `json:"value,omitempty"`  // election
-	Member string `json:"member,omitempty"` // double barrier
-	Count  int    `json:"count,omitempty"`  // double barrier
-	Item   *Item  `json:"item,omitempty"`   // claim
-}
-
-// NodeState is one node of a hold.
-type NodeState struct {
-	Role  string `json:"role"`
-	Path  string `json:"path"`
-	Czxid int64  `json:"czxid,omitempty"`
-}
-
-// stateLocked is h's common part; h.mu is held.
-func (h *hold) stateLocked() HoldState {
-	st := HoldState{Kind: h.kind, Key: h.key, Name: h.name, Since: h.since, Granted: h.granted, Token: h.token,
-		GrantedAt: h.grantedAt, Told: h.told}
-	for _, n := range h.nodes {
-		st.Nodes = append(st.Nodes, NodeState{Role: n.role, Path: n.path, Czxid: n.czxid})
-	}
-	return st
-}
-
-// restoreLocked sets h's common part from st.
-func (h *hold) restoreLocked(st HoldState) {
-	h.since, h.granted, h.token, h.grantedAt, h.told = st.Since, st.Granted, st.Token, st.GrantedAt, st.Told
-	for _, n := range st.Nodes {
-		h.nodes = append(h.nodes, heldNode{role: n.Role, path: n.Path, czxid: n.Czxid})
-	}
-}
-
-// state is what hs holds, for a handover: the common part and its recipe's.
-func state(hs holding) HoldState {
-	c := hs.core()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return stateLocked(hs)
-}
-
-// stateLocked is state with the hold's lock held.
-func stateLocked(hs holding) HoldState {
-	st := hs.core().stateLocked()
-	switch h := hs.(type) {
-	case *lockHold:
-		st.Mode = h.mode
-	case *semHold:
-		st.Limit = h.limit
-	case *candidacy:
-		st.Value = h.value
-	case *membership:
-		st.Member, st.Count = h.member, h.count
-	case *groupMembership:
-		st.Member, st.Value = h.member, h.value
-	case *claimHold:
-		if h.granted {
-			item := h.item
-			st.Item = &item
-		}
-	}
-	return st
-}
 
 // restore makes the hold st describes, for lease, in svc.
 func (s *Service) restore(lease *Lease, st HoldState) (holding, error) {
@@ -558,14 +429,6 @@ func (s *Service) Moved(h *Handover, k Keeper) {
 	}
 }
 
-// movedTo is where the lease id was handed over to from here, if it was.
-func (ls *Leases) movedTo(id string) (Keeper, bool) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	k, ok := ls.moved[id]
-	return k, ok
-}
-
 // Services is this service and those it adopted: every session whose
 // leases this gateway keeps.
 func (s *Service) Services() []*Service {
@@ -649,4 +512,35 @@ func (ls *Leases) rewriteRecords(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+// state is what hs holds, for a handover: the common part and its recipe's.
+func state(hs holding) HoldState {
+	c := hs.core()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return stateLocked(hs)
+}
+
+// stateLocked is state with the hold's lock held.
+func stateLocked(hs holding) HoldState {
+	st := hs.core().stateLocked()
+	switch h := hs.(type) {
+	case *lockHold:
+		st.Mode = h.mode
+	case *semHold:
+		st.Limit = h.limit
+	case *candidacy:
+		st.Value = h.value
+	case *membership:
+		st.Member, st.Count = h.member, h.count
+	case *groupMembership:
+		st.Member, st.Value = h.member, h.value
+	case *claimHold:
+		if h.granted {
+			item := h.item
+			st.Item = &item
+		}
+	}
+	return st
 }

@@ -503,3 +503,21 @@ func heldBy[H holding](lease *Lease, key string) (H, bool) {
 	h, ok := got.(H)
 	return h, ok
 }
+
+// stateLocked is h's common part; h.mu is held.
+func (h *hold) stateLocked() HoldState {
+	st := HoldState{Kind: h.kind, Key: h.key, Name: h.name, Since: h.since, Granted: h.granted, Token: h.token,
+		GrantedAt: h.grantedAt, Told: h.told}
+	for _, n := range h.nodes {
+		st.Nodes = append(st.Nodes, NodeState{Role: n.role, Path: n.path, Czxid: n.czxid})
+	}
+	return st
+}
+
+// restoreLocked sets h's common part from st.
+func (h *hold) restoreLocked(st HoldState) {
+	h.since, h.granted, h.token, h.grantedAt, h.told = st.Since, st.Granted, st.Token, st.GrantedAt, st.Told
+	for _, n := range st.Nodes {
+		h.nodes = append(h.nodes, heldNode{role: n.Role, path: n.Path, czxid: n.Czxid})
+	}
+}

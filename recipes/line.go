@@ -317,8 +317,6 @@ func (s *lines) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Sta
 	}
 }
 
-var errWaitElapsed = errors.New("wait elapsed")
-
 // tryOnceBound bounds the ZooKeeper work of a request that asked not to wait.
 const tryOnceBound = 5 * time.Second
 

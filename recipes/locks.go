@@ -362,3 +362,8 @@ func (k *Locks) Fence(ctx context.Context, name string, token int64) (bool, erro
 	}
 	return false, nil
 }
+
+// WithoutSessions leaves out the holders' and waiters' session ids.
+func (s *LockState) WithoutSessions() {
+	s.Holders, s.Waiters = withoutSessions(s.Holders), withoutSessions(s.Waiters)
+}

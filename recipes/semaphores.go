@@ -483,3 +483,8 @@ func nodeNamed(s *Snapshot, name string) Node {
 	}
 	return Node{Name: name}
 }
+
+// WithoutSessions leaves out the holders' and waiters' session ids.
+func (s *SemaphoreState) WithoutSessions() {
+	s.Holders, s.Waiters = withoutSessions(s.Holders), withoutSessions(s.Waiters)
+}
