@@ -78,6 +78,15 @@ type API struct {
 	fanouts fanouts
 }
 
+// New is the API of the recipes of svc: each kind's field is its recipe.
+// The caller sets the rest (limits, the audit trail, the peers), and may
+// wrap what it wants to meter (as the server does the lease store).
+func New(svc *recipes.Service) *API {
+	return &API{Leases: svc.Leases, Gateways: svc, Locks: svc.Locks, Semaphores: svc.Semaphores, Elections: svc.Elections,
+		Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues, Groups: svc.Groups,
+		Counters: svc.Counters, ContentionFigures: svc.Contention(), Holds: svc}
+}
+
 // ErrDraining answers whatever would start something new on a draining
 // gateway: 503, with Retry-After.
 var ErrDraining = &recipes.Error{Code: recipes.CodeUnavailable,

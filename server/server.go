@@ -280,13 +280,11 @@ func listen(ctx context.Context, cfg Config, svc *recipes.Service, log *slog.Log
 // newAPI is the handlers' view of the service, its leases counted by lim,
 // with the way to the other gateways.
 func newAPI(cfg Config, svc *recipes.Service, lim *limits, gatewayID string, log *slog.Logger, stderr io.Writer) *handlers.API {
-	api := &handlers.API{Leases: limitedLeases{Leases: svc.Leases, lim: lim}, Gateways: svc, Locks: svc.Locks, Semaphores: svc.Semaphores,
-		Elections: svc.Elections, Barriers: svc.Barriers, DoubleBarriers: svc.DoubleBarriers, Queues: svc.Queues,
-		Groups:   svc.Groups,
-		Counters: svc.Counters,
-		Limits:   handlers.Limits{MaxWait: cfg.MaxWait}, ContentionFigures: svc.Contention(), Holds: svc,
-		// The audit trail is written whatever --log-level says.
-		Audit: NewLogger(stderr, cfg.LogFormat, "info").With("component", "audit")}
+	api := handlers.New(svc)
+	api.Leases = limitedLeases{Leases: svc.Leases, lim: lim}
+	api.Limits = handlers.Limits{MaxWait: cfg.MaxWait}
+	// The audit trail is written whatever --log-level says.
+	api.Audit = NewLogger(stderr, cfg.LogFormat, "info").With("component", "audit")
 	var peerTLS *peers.TLS
 	if cfg.gatewayTLS != nil {
 		cfg.gatewayTLS.SetLog(log)
