@@ -42,8 +42,8 @@
 // gateways (deadlock.go), what waits and holds cost (contention.go), the
 // handover of a session to another gateway (handover.go), the write-ahead
 // record of a session's leases that resumes them after a kill (journal.go),
-// signed gateway
-// records (peerproof.go), the dashboard's view (dashboard.go).
+// the dashboard's view (dashboard.go). Registrations and lease records are
+// signed and checked by auth/nodeproof.
 //
 // # The hold lifecycle
 //

@@ -3,12 +3,14 @@ package recipes
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/zkgate/zkgate/auth/nodeproof"
 )
 
 // A lease's record, {root}/leases/{id}, is what every gateway reads of a
 // lease it does not keep: which gateway keeps it (where its requests are
 // forwarded, see Locate), its terms for the dashboards, and the proofs
-// that a gateway wrote it (see peerproof.go). It is written and read by
+// that a gateway wrote it (see auth/nodeproof). It is written and read by
 // encodeLeaseRecord and decodeLeaseRecord alone.
 //
 // Its fields are in the order of their names, as json.Marshal wrote the
@@ -26,7 +28,7 @@ type leaseRecord struct {
 	Holder    string    `json:"holder"`
 	LockDelay Duration  `json:"lock_delay,omitempty"`
 	Owner     string    `json:"owner,omitempty"`
-	Proof     string    `json:"proof,omitempty"` // the earlier proof, of the lease and its gateway (see proofs.lease)
+	Proof     string    `json:"proof,omitempty"` // the earlier proof, of the lease and its gateway (see nodeproof.Proofs.Lease)
 	TTL       Duration  `json:"ttl"`
 }
 
@@ -34,8 +36,8 @@ type leaseRecord struct {
 // this gateway as its keeper (signed, with the gateways' secret, for the
 // node that session owner makes).
 func (ls *Leases) recordOf(l *Lease, owner int64) []byte {
-	rec := recordOfTerms(l.LeaseTerms, ls.cfg.GatewayID, ls.proofs.lease(l.ID, ls.cfg.GatewayID))
-	return ls.proofs.node(leaseProof, l.ID, owner, encodeLeaseRecord(rec))
+	rec := recordOfTerms(l.LeaseTerms, ls.cfg.GatewayID, ls.proofs.Lease(l.ID, ls.cfg.GatewayID))
+	return ls.proofs.Node(nodeproof.LeaseProof, l.ID, owner, encodeLeaseRecord(rec))
 }
 
 // recordOfTerms is the record of a lease of terms t kept by gateway, with
@@ -58,7 +60,7 @@ func encodeLeaseRecord(r leaseRecord) []byte {
 }
 
 // decodeLeaseRecord reads the data of a lease's record (its node proof
-// aside: see proofs.leaseOK for that). A field it cannot read is an error,
+// aside: see nodeproof.Proofs.LeaseOK for that). A field it cannot read is an error,
 // and leaves the fields read before it as they were read (encoding/json):
 // the gateway and the proofs come before the TTL, so that a record with a
 // TTL not read here still names its gateway, as it did when readers read

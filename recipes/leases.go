@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zkgate/zkgate/auth/nodeproof"
 	"github.com/zkgate/zkgate/internal/peer"
 )
 
@@ -40,7 +41,7 @@ type LeaseConfig struct {
 	// --max-lock-delay 1m).
 	LockDelay, MaxLockDelay time.Duration
 	// PeerSecret, the gateways' shared secret (nil: none), signs every
-	// lease record and checks the others' (see peerproof.go).
+	// lease record and checks the others' (see auth/nodeproof).
 	PeerSecret *peer.Secret
 	// OlderPeerProofs (--peer-proofs compat) takes the records and
 	// registrations that carry only the proof of earlier versions.
@@ -173,7 +174,7 @@ type Leases struct {
 	creating    sync.WaitGroup            // creates under way, added to under mu while not handingOver
 	moved       map[string]Keeper         // guarded by mu: leases handed over from here, and to whom
 	advertise   atomic.Pointer[string]    // the address this gateway serves (see Locate)
-	proofs      *proofs                   // of the records and registrations
+	proofs      *nodeproof.Proofs         // of the records and registrations
 	journal     *journal                  // the write-ahead record of the leases (nil: none)
 	// afterRecord, when set (by tests), runs once a lease's record is made
 	// and before the lease is live; afterCreate once a hold's node is made
@@ -234,7 +235,7 @@ func NewLeases(sess *Session, cfg LeaseConfig, log *slog.Logger) *Leases {
 	}
 	ls := &Leases{sess: sess, cfg: cfg, log: log.With("component", "leases"),
 		live: map[string]*Lease{}, ended: map[string]endedLease{},
-		proofs: &proofs{secret: cfg.PeerSecret, olderOK: cfg.OlderPeerProofs, root: sess.Root(), log: log.With("component", "peers")}}
+		proofs: nodeproof.New(cfg.PeerSecret, sess.Root(), cfg.OlderPeerProofs, log.With("component", "peers"))}
 	// A lost session takes every lease of its epoch with it. The listener must
 	// not block: the ending runs on its own goroutine, and every lookup checks
 	// the epoch anyway, so no reply can claim a lost lease in between.

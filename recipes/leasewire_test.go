@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkgate/zkgate/auth/nodeproof"
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/zk"
 )
@@ -124,7 +125,7 @@ func TestLeaseRecordOfEarlierVersionsReads(t *testing.T) {
 		t.Run(tt.golden, func(t *testing.T) {
 			raw := readGolden(t, tt.golden)
 			ls := &Leases{sess: &Session{cfg: SessionConfig{Root: "/zkgate"}}, cfg: LeaseConfig{GatewayID: "gw-a"},
-				proofs: &proofs{secret: tt.secret, root: "/zkgate", log: slog.New(slog.DiscardHandler)}}
+				proofs: nodeproof.New(tt.secret, "/zkgate", false, slog.New(slog.DiscardHandler))}
 
 			written := ls.recordOf(&Lease{LeaseTerms: tt.terms}, session)
 			if !bytes.Equal(written, raw) {
@@ -139,8 +140,8 @@ func TestLeaseRecordOfEarlierVersionsReads(t *testing.T) {
 			if got := rec.info(goldenLease); !reflect.DeepEqual(got, want) {
 				t.Errorf("the record read as\n%+v\nwant\n%+v", got, want)
 			}
-			if rec.Proof != ls.proofs.lease(goldenLease, "gw-a") {
-				t.Errorf("the earlier proof read as %q, want %q", rec.Proof, ls.proofs.lease(goldenLease, "gw-a"))
+			if rec.Proof != ls.proofs.Lease(goldenLease, "gw-a") {
+				t.Errorf("the earlier proof read as %q, want %q", rec.Proof, ls.proofs.Lease(goldenLease, "gw-a"))
 			}
 			stat := &zk.Stat{EphemeralOwner: session}
 			if gw, proven := ls.recordGateway(goldenLease, stat, raw); gw != "gw-a" || !proven {

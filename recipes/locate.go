@@ -27,7 +27,7 @@ import (
 // tells (none: its gateway's session went).
 //
 // With the gateways' shared secret, the record and the registration of its
-// gateway must check out (see proofs): one that does not is not a gateway's
+// gateway must check out (see auth/nodeproof): one that does not is not a gateway's
 // word, and the lease is not located through it (unavailable, logged).
 func (ls *Leases) Locate(id string) (Keeper, error) {
 	if len(id) < 2 {
@@ -91,7 +91,7 @@ func (ls *Leases) Locate(id string) (Keeper, error) {
 	if json.Unmarshal(raw, &gw) != nil {
 		return Keeper{}, nil
 	}
-	if !ls.proofs.registrationOK(regPath, gateway, regStat, raw, gw.Advertise, gw.Proof) {
+	if !ls.proofs.RegistrationOK(regPath, gateway, regStat, raw, gw.Advertise, gw.Proof) {
 		return Keeper{}, notProven(id, "the registration of its gateway "+quote(gateway))
 	}
 	if self := ls.advertise.Load(); self != nil && gw.Advertise == *self {
@@ -148,13 +148,13 @@ func (ls *Leases) recordedKeeper(id string) string {
 
 // recordGateway is the gateway that the record of lease id (its node's stat
 // and data) names, "" when it names none; proven says that the record checks
-// out with the gateways' secret (see proofs; logged when it does not).
+// out with the gateways' secret (see auth/nodeproof; logged when it does not).
 func (ls *Leases) recordGateway(id string, stat *zk.Stat, raw []byte) (gateway string, proven bool) {
 	rec, _ := decodeLeaseRecord(raw) // what is not read of it is not the gateway's (see decodeLeaseRecord)
 	if rec.Gateway == "" || ValidName(rec.Gateway) != nil {
 		return "", false
 	}
-	return rec.Gateway, ls.proofs.leaseOK(ls.recordPath(id), id, stat, raw, rec.Gateway, rec.Proof)
+	return rec.Gateway, ls.proofs.LeaseOK(ls.recordPath(id), id, stat, raw, rec.Gateway, rec.Proof)
 }
 
 // movedTo is where the lease id was handed over to from here, if it was.

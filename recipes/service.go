@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zkgate/zkgate/auth/nodeproof"
 	"github.com/zkgate/zkgate/internal/peer"
 	"github.com/zkgate/zkgate/internal/zk"
 )
@@ -193,22 +194,22 @@ type registration struct {
 }
 
 // registration is what this gateway writes of g under {root}/gateways,
-// as a node of session owner (signed for that node, see proofs).
+// as a node of session owner (signed for that node, see auth/nodeproof).
 func (s *Service) registration(g GatewayInfo, owner int64) []byte {
 	b, _ := json.Marshal(registration{Advertise: g.Advertise, Version: g.Version, StartedAt: g.StartedAt,
-		DrainingUntil: g.DrainingUntil, Handover: g.Handover, Proof: s.Leases.proofs.registration(g.ID, g.Advertise)})
-	return s.Leases.proofs.node(registrationProof, g.ID, owner, b)
+		DrainingUntil: g.DrainingUntil, Handover: g.Handover, Proof: s.Leases.proofs.Registration(g.ID, g.Advertise)})
+	return s.Leases.proofs.Node(nodeproof.RegistrationProof, g.ID, owner, b)
 }
 
 // readRegistration reads the registration of gateway id from its node
 // (stat and data), marked Unverified when it does not check out (and
-// logged, see proofs).
+// logged, see auth/nodeproof).
 func (s *Service) readRegistration(path, id string, stat *zk.Stat, data []byte) GatewayInfo {
 	var r registration
 	_ = json.Unmarshal(data, &r) // a registration that is not JSON is an id alone, and does not check out
 	g := GatewayInfo{ID: id, Advertise: r.Advertise, Version: r.Version, StartedAt: r.StartedAt, DrainingUntil: r.DrainingUntil,
 		Handover: r.Handover}
-	g.Unverified = !s.Leases.proofs.registrationOK(path, id, stat, data, r.Advertise, r.Proof)
+	g.Unverified = !s.Leases.proofs.RegistrationOK(path, id, stat, data, r.Advertise, r.Proof)
 	return g
 }
 

@@ -83,7 +83,7 @@ type Config struct {
 	PeerSecretFile string
 	// PeerProofs is --peer-proofs: strict, or compat, which also takes the
 	// registrations and lease records of gateways of versions before the
-	// node proofs (see recipes/peerproof.go), for a rolling upgrade.
+	// node proofs (see auth/nodeproof), for a rolling upgrade.
 	PeerProofs string
 
 	// What the security flags load, checked at start so that a bad file is

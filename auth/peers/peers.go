@@ -4,7 +4,8 @@
 // once it proves it comes from the gateway asked. The secret and its MACs
 // are internal/peer's; this package is what they are put to over HTTP.
 // The proofs of the nodes the gateways write in ZooKeeper (registrations,
-// lease records) are the lease table's (recipes/peerproof.go).
+// lease records) are auth/nodeproof's, which the recipes call as they write
+// and read those nodes.
 package peers
 
 import (

@@ -1,4 +1,8 @@
-package recipes
+// Package nodeproof signs the nodes a gateway writes in ZooKeeper for the
+// other gateways of its root to believe (its registration, its lease
+// records), and checks theirs: the part of the trust between gateways
+// (auth/peers) that lives in ZooKeeper rather than on the wire.
+package nodeproof
 
 import (
 	"context"
@@ -31,9 +35,9 @@ import (
 // version, or a replay of such a node: it is taken only with --peer-proofs
 // compat (olderOK), for the time of a rolling upgrade from those versions.
 
-// proofs signs this gateway's registration and lease records and checks
+// Proofs signs this gateway's registration and lease records and checks
 // the others'.
-type proofs struct {
+type Proofs struct {
 	secret  *peer.Secret // nil: no shared secret
 	root    string
 	olderOK bool // --peer-proofs compat: a node with the earlier proof alone is taken
@@ -41,6 +45,12 @@ type proofs struct {
 
 	mu     sync.Mutex
 	logged map[string]time.Time // path -> when it was last logged
+}
+
+// New signs and checks with secret (nil: nothing is signed, everything
+// passes) under root; olderOK is --peer-proofs compat.
+func New(secret *peer.Secret, root string, olderOK bool, log *slog.Logger) *Proofs {
+	return &Proofs{secret: secret, root: root, olderOK: olderOK, log: log}
 }
 
 // rejectLogEvery bounds the log lines about one path that does not check
@@ -52,59 +62,59 @@ const (
 
 // The purposes of the proofs.
 const (
-	registrationProof = "registration"
-	leaseProof        = "lease"
+	RegistrationProof = "registration"
+	LeaseProof        = "lease"
 )
 
-// registration is the earlier proof of a gateway's registration: its id and
+// Registration is the earlier proof of a gateway's registration: its id and
 // the address it is reached at, under this root.
-func (p *proofs) registration(id, advertise string) string {
+func (p *Proofs) Registration(id, advertise string) string {
 	if p.secret == nil {
 		return ""
 	}
-	return p.secret.Sign(registrationProof, p.root, id, advertise)
+	return p.secret.Sign(RegistrationProof, p.root, id, advertise)
 }
 
-// lease is the earlier proof of a lease record: the lease and its gateway.
-func (p *proofs) lease(id, gateway string) string {
+// Lease is the earlier proof of a lease record: the lease and its gateway.
+func (p *Proofs) Lease(id, gateway string) string {
 	if p.secret == nil {
 		return ""
 	}
-	return p.secret.Sign(leaseProof, p.root, id, gateway)
+	return p.secret.Sign(LeaseProof, p.root, id, gateway)
 }
 
-// node is data (a JSON object) with the node proof of the node name, for
+// Node is data (a JSON object) with the node proof of the node name, for
 // purpose, that session owner makes now; data itself without a secret.
-func (p *proofs) node(purpose, name string, owner int64, data []byte) []byte {
+func (p *Proofs) Node(purpose, name string, owner int64, data []byte) []byte {
 	if p.secret == nil {
 		return data
 	}
 	return p.secret.SignNode(purpose, p.root, name, owner, data)
 }
 
-// registrationOK checks the registration of gateway id at path, whose
+// RegistrationOK checks the registration of gateway id at path, whose
 // node is stat and data (logged when it does not check out); advertise
 // and proof are what data says, for the earlier proof. Without a secret
 // every registration passes.
-func (p *proofs) registrationOK(path, id string, stat *zk.Stat, data []byte, advertise, proof string) bool {
-	return p.nodeOK(path, registrationProof, id, stat, data, func() bool {
-		return p.secret.Check(proof, registrationProof, p.root, id, advertise)
+func (p *Proofs) RegistrationOK(path, id string, stat *zk.Stat, data []byte, advertise, proof string) bool {
+	return p.nodeOK(path, RegistrationProof, id, stat, data, func() bool {
+		return p.secret.Check(proof, RegistrationProof, p.root, id, advertise)
 	}, "registration", slog.String("gateway", id), slog.String("advertise", advertise))
 }
 
-// leaseOK checks the record of lease id at path, whose node is stat and
+// LeaseOK checks the record of lease id at path, whose node is stat and
 // data (logged when it does not check out); gateway and proof are what data
 // says, for the earlier proof. Without a secret every record passes.
-func (p *proofs) leaseOK(path, id string, stat *zk.Stat, data []byte, gateway, proof string) bool {
-	return p.nodeOK(path, leaseProof, id, stat, data, func() bool {
-		return p.secret.Check(proof, leaseProof, p.root, id, gateway)
+func (p *Proofs) LeaseOK(path, id string, stat *zk.Stat, data []byte, gateway, proof string) bool {
+	return p.nodeOK(path, LeaseProof, id, stat, data, func() bool {
+		return p.secret.Check(proof, LeaseProof, p.root, id, gateway)
 	}, "lease record", slog.String("lease", id), slog.String("gateway", gateway))
 }
 
 // nodeOK checks the node proof of the node name at path, or, for a node
 // with the earlier proof alone, that proof (older) with --peer-proofs
 // compat; what and attrs say what the node is in the log.
-func (p *proofs) nodeOK(path, purpose, name string, stat *zk.Stat, data []byte, older func() bool, what string, attrs ...slog.Attr) bool {
+func (p *Proofs) nodeOK(path, purpose, name string, stat *zk.Stat, data []byte, older func() bool, what string, attrs ...slog.Attr) bool {
 	if p.secret == nil {
 		return true
 	}
@@ -135,7 +145,7 @@ func (p *proofs) nodeOK(path, purpose, name string, stat *zk.Stat, data []byte, 
 
 // reject logs a node that does not check out, at most once a minute for
 // each path: anyone may write such nodes, as many as they like.
-func (p *proofs) reject(path, what, why string, attrs ...slog.Attr) {
+func (p *Proofs) reject(path, what, why string, attrs ...slog.Attr) {
 	now := time.Now()
 	p.mu.Lock()
 	if p.logged == nil {
