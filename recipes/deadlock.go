@@ -119,10 +119,7 @@ func (s *Service) PartyHolds(leases []string) []PartyHolds {
 func (l *Lease) partyHolds() PartyHolds {
 	ph := PartyHolds{Lease: l.ID, Holder: l.Holder, Gateway: l.table.cfg.GatewayID, Complete: !l.moving.Load(), Holds: []PartyHold{}}
 	l.mu.Lock()
-	holds := make([]holding, 0, len(l.holds))
-	for _, h := range l.holds {
-		holds = append(holds, h)
-	}
+	holds := l.holdingsLocked()
 	l.mu.Unlock()
 	for _, hs := range holds {
 		c := hs.core()

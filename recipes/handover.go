@@ -123,10 +123,7 @@ func (s *Service) HandOver(ctx context.Context) (*Handover, error) {
 			l.timer.Stop()
 		}
 		left := l.expiresAt.Sub(h.taken) // all counted from one instant, as Aged takes them
-		holds := make([]holding, 0, len(l.holds))
-		for _, hs := range l.holds {
-			holds = append(holds, hs)
-		}
+		holds := l.holdingsLocked()
 		l.mu.Unlock()
 		if ending {
 			<-l.done // it ended before it froze: not handed over
@@ -220,10 +217,7 @@ func (ls *Leases) states() []LeaseState {
 	for _, l := range ls.List() {
 		l.mu.Lock()
 		st := LeaseState{LeaseTerms: l.LeaseTerms, ExpiresAt: l.expiresAt.UTC().Round(0)}
-		holds := make([]holding, 0, len(l.holds))
-		for _, hs := range l.holds {
-			holds = append(holds, hs)
-		}
+		holds := l.holdingsLocked()
 		l.mu.Unlock()
 		for _, hs := range holds {
 			st.Holds = append(st.Holds, state(hs))
@@ -318,10 +312,7 @@ func (s *Service) sweepOrphans(ctx context.Context, live map[string]bool, listed
 	for _, l := range s.Leases.List() {
 		owned[s.Leases.recordPath(l.ID)] = true
 		l.mu.Lock()
-		holds := make([]holding, 0, len(l.holds))
-		for _, hs := range l.holds {
-			holds = append(holds, hs)
-		}
+		holds := l.holdingsLocked()
 		l.mu.Unlock()
 		for _, hs := range holds {
 			c := hs.core()

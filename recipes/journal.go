@@ -179,40 +179,49 @@ func (j *journal) granted(epoch uint64, st LeaseState) {
 
 // renewed records that the TTL of lease id (of epoch) now ends at until.
 func (j *journal) renewed(epoch uint64, id string, until time.Time) {
-	if j == nil {
-		return
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	l := j.leaseLocked(epoch, id)
-	if l == nil {
-		return
-	}
-	until = until.UTC().Round(0)
-	if until.After(l.ExpiresAt) {
-		l.ExpiresAt = until
-	}
-	j.appendLocked(journalRecord{Renewed: id, Until: &until})
+	j.change(epoch, id, func(l *LeaseState) (journalRecord, bool) {
+		until = until.UTC().Round(0)
+		if until.After(l.ExpiresAt) {
+			l.ExpiresAt = until
+		}
+		return journalRecord{Renewed: id, Until: &until}, true
+	})
 }
 
 // ended records the end of lease id (of epoch).
 func (j *journal) ended(epoch uint64, id, reason string) {
-	if j == nil {
-		return
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	l := j.leaseLocked(epoch, id)
-	if l == nil {
-		return
-	}
-	j.holds -= len(l.Holds)
-	delete(j.leases, id)
-	j.appendLocked(journalRecord{Ended: id, Reason: reason})
+	j.change(epoch, id, func(l *LeaseState) (journalRecord, bool) {
+		j.holds -= len(l.Holds)
+		delete(j.leases, id)
+		return journalRecord{Ended: id, Reason: reason}, true
+	})
 }
 
 // held records the hold st of lease id (of epoch) as it is now.
 func (j *journal) held(epoch uint64, id string, st HoldState) {
+	j.change(epoch, id, func(l *LeaseState) (journalRecord, bool) {
+		if !setHold(l, st) {
+			j.holds++
+		}
+		return journalRecord{Of: id, Hold: &st}, true
+	})
+}
+
+// dropped records that the hold key of lease id (of epoch) went.
+func (j *journal) dropped(epoch uint64, id, key string) {
+	j.change(epoch, id, func(l *LeaseState) (journalRecord, bool) {
+		if !dropHold(l, key) {
+			return journalRecord{}, false
+		}
+		j.holds--
+		return journalRecord{Of: id, Dropped: key}, true
+	})
+}
+
+// change applies to lease id (of epoch), while the journal records it, the
+// change that apply makes of its state (under j.mu), and appends the line
+// that records it (none when apply says there is none).
+func (j *journal) change(epoch uint64, id string, apply func(l *LeaseState) (journalRecord, bool)) {
 	if j == nil {
 		return
 	}
@@ -222,25 +231,9 @@ func (j *journal) held(epoch uint64, id string, st HoldState) {
 	if l == nil {
 		return
 	}
-	if !setHold(l, st) {
-		j.holds++
+	if rec, ok := apply(l); ok {
+		j.appendLocked(rec)
 	}
-	j.appendLocked(journalRecord{Of: id, Hold: &st})
-}
-
-// dropped records that the hold key of lease id (of epoch) went.
-func (j *journal) dropped(epoch uint64, id, key string) {
-	if j == nil {
-		return
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	l := j.leaseLocked(epoch, id)
-	if l == nil || !dropHold(l, key) {
-		return
-	}
-	j.holds--
-	j.appendLocked(journalRecord{Of: id, Dropped: key})
 }
 
 // leaseLocked is the recorded lease id of epoch, or nil.

@@ -684,10 +684,7 @@ func (l *Lease) end(reason string) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	holds := make([]holding, 0, len(l.holds))
-	for _, h := range l.holds {
-		holds = append(holds, h)
-	}
+	holds := l.holdingsLocked()
 	byAdmin := l.byAdmin
 	l.mu.Unlock()
 
@@ -792,6 +789,16 @@ func (ls *Leases) Close() {
 	defer cancel()
 	ls.endRecords(ctx, leases, EndShutdown)
 	ls.journal.remove() // the session is closed next: nothing to resume
+}
+
+// holdingsLocked is a copy of what l holds, to go through without l.mu;
+// l.mu is held.
+func (l *Lease) holdingsLocked() []holding {
+	holds := make([]holding, 0, len(l.holds))
+	for _, h := range l.holds {
+		holds = append(holds, h)
+	}
+	return holds
 }
 
 // attach records a hold under key, unless one is there already: then that
