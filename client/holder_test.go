@@ -58,9 +58,7 @@ func oneHolder(t *testing.T, what string, errs []error) {
 // the lease again.
 func TestOneLeaseOneHolder(t *testing.T) {
 	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
-	_, c := gateway(t)
-	ctx := ctxFor(t, time.Minute)
-	a, b := grant(t, c, "a"), grant(t, c, "b")
+	c, ctx, a, b := twoHolders(t)
 	checkOneLockHolder(t, ctx, c, a, b)
 	checkOneSemaphoreHolder(t, ctx, a)
 	checkOneCandidate(t, ctx, a, b)

@@ -32,6 +32,16 @@ func grant(t *testing.T, c *client.Client, holder string) *client.Lease {
 	return l
 }
 
+// twoHolders starts a gateway (see gateway) and returns a client of it, a
+// context of a minute and two leases of that client, held by "a" and "b":
+// what a test of two contenders starts from.
+func twoHolders(t *testing.T) (*client.Client, context.Context, *client.Lease, *client.Lease) {
+	t.Helper()
+	_, c := gateway(t)
+	ctx := ctxFor(t, time.Minute)
+	return c, ctx, grant(t, c, "a"), grant(t, c, "b")
+}
+
 func wantCode(t *testing.T, err error, sentinel error, status int) *client.Error {
 	t.Helper()
 	var e *client.Error
@@ -43,9 +53,7 @@ func wantCode(t *testing.T, err error, sentinel error, status int) *client.Error
 
 func TestLocks(t *testing.T) {
 	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
-	_, c := gateway(t)
-	ctx := ctxFor(t, time.Minute)
-	a, b := grant(t, c, "a"), grant(t, c, "b")
+	c, ctx, a, b := twoHolders(t)
 	checkExclusiveLock(t, ctx, c, a, b)
 	checkReadWriteLock(t, ctx, c, a, b)
 	checkBadLockInput(t, ctx, a)
@@ -157,9 +165,7 @@ func errOf[T any](_ T, err error) error { return err }
 // the cycle to read; the lease keeps what it holds.
 func TestDeadlock(t *testing.T) {
 	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
-	_, c := gateway(t)
-	ctx := ctxFor(t, time.Minute)
-	a, b := grant(t, c, "a"), grant(t, c, "b")
+	c, ctx, a, b := twoHolders(t)
 	if _, err := a.Lock(ctx, "x", client.Exclusive, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -267,9 +273,7 @@ func TestSemaphores(t *testing.T) {
 
 func TestElections(t *testing.T) {
 	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
-	_, c := gateway(t)
-	ctx := ctxFor(t, time.Minute)
-	a, b := grant(t, c, "a"), grant(t, c, "b")
+	c, ctx, a, b := twoHolders(t)
 	w, err := c.WatchElection(ctx, "scheduler")
 	if err != nil {
 		t.Fatal(err)
@@ -328,9 +332,7 @@ func TestElections(t *testing.T) {
 // context ends before the lease is elected.
 func TestLeadGivesUpWithItsContext(t *testing.T) {
 	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
-	_, c := gateway(t)
-	ctx := ctxFor(t, time.Minute)
-	a, b := grant(t, c, "a"), grant(t, c, "b")
+	c, ctx, a, b := twoHolders(t)
 	if _, err := a.Campaign(ctx, "e", "", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -384,9 +386,7 @@ func TestBarriers(t *testing.T) {
 
 func TestDoubleBarrier(t *testing.T) {
 	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
-	_, c := gateway(t)
-	ctx := ctxFor(t, time.Minute)
-	a, b := grant(t, c, "a"), grant(t, c, "b")
+	c, ctx, a, b := twoHolders(t)
 	wantCode(t, errOf(a.Enter(ctx, "batch", "host-a", 2, 100*time.Millisecond)), client.ErrTimeout, 409)
 	wantCode(t, errOf(b.Enter(ctx, "batch", "host-b", 3, 0)), client.ErrCountMismatch, 409)
 	var wg, entered sync.WaitGroup
@@ -671,9 +671,7 @@ func TestGatewayErrors(t *testing.T) {
 // grants releases; sets that are not are refused before any request.
 func TestLockSets(t *testing.T) {
 	// Serial: counts the binary's goroutines (gateway checks NoGoroutinesLeft).
-	_, c := gateway(t)
-	ctx := ctxFor(t, time.Minute)
-	a, b := grant(t, c, "a"), grant(t, c, "b")
+	c, ctx, a, b := twoHolders(t)
 	grants, err := a.LockAll(ctx, []client.LockRequest{{Name: "y", Mode: client.Write}, {Name: "x"}}, time.Second)
 	if err != nil {
 		t.Fatal(err)

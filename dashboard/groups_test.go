@@ -30,12 +30,7 @@ func TestWSGroupsShowMembersLive(t *testing.T) {
 	f := view.WaitFrag(t, ctx, c, "the group to appear", func(f dashtest.Frag) bool {
 		return f.ID == "group-ws-group" && strings.Contains(f.HTML, "w1") && strings.Contains(f.HTML, "10.0.0.1:80")
 	})
-	if f.Op != "upsert" || f.Parent != "groups-list" || f.Key != "ws-group" {
-		t.Errorf("the group should be upserted into groups-list by name: %+v", f)
-	}
-	if strings.Contains(f.HTML, "<img") || !strings.Contains(f.HTML, "&lt;img src=x onerror=alert(1)&gt;") {
-		t.Errorf("the holder label must be escaped:\n%s", f.HTML)
-	}
+	checkUpsertedEscaped(t, f, "group", "groups-list", "ws-group")
 	view.Until(t, ctx, c, "the group count", func(v *dashtest.View) bool {
 		return strings.Contains(v.HTML["count-groups"], ">1<") && strings.Contains(v.HTML["groups-summary"], "1 member")
 	})

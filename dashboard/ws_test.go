@@ -29,6 +29,19 @@ func startWS(t *testing.T, d time.Duration) (*gwtest.Gateway, context.Context) {
 	return g, ctx
 }
 
+// checkUpsertedEscaped: f, the fragment that showed a thing (what) taken by
+// a lease labelled markupLabel, upserts it into the list by its key, with
+// the label escaped.
+func checkUpsertedEscaped(t *testing.T, f dashtest.Frag, what, list, key string) {
+	t.Helper()
+	if f.Op != "upsert" || f.Parent != list || f.Key != key {
+		t.Errorf("the %s should be upserted into %s by name: %+v", what, list, f)
+	}
+	if strings.Contains(f.HTML, "<img") || !strings.Contains(f.HTML, "&lt;img src=x onerror=alert(1)&gt;") {
+		t.Errorf("the holder label must be escaped:\n%s", f.HTML)
+	}
+}
+
 // TestWSSnapshotThenUpdates checks the protocol of /ws: a snapshot of the
 // page on connect, then the fragments of a lock taken and released through
 // the HTTP API, pushed without asking, with the holder's label escaped.
@@ -64,12 +77,7 @@ func TestWSSnapshotThenUpdates(t *testing.T) {
 	f := view.WaitFrag(t, ctx, c, "the lock to appear", func(f dashtest.Frag) bool {
 		return f.ID == "lock-ws-lock" && strings.Contains(f.HTML, `data-lease="`+lease+`"`)
 	})
-	if f.Op != "upsert" || f.Parent != "locks-list" || f.Key != "ws-lock" {
-		t.Errorf("the lock should be upserted into locks-list by name: %+v", f)
-	}
-	if strings.Contains(f.HTML, "<img") || !strings.Contains(f.HTML, "&lt;img src=x onerror=alert(1)&gt;") {
-		t.Errorf("the holder label must be escaped:\n%s", f.HTML)
-	}
+	checkUpsertedEscaped(t, f, "lock", "locks-list", "ws-lock")
 	view.Until(t, ctx, c, "the lock count", func(v *dashtest.View) bool {
 		return strings.Contains(v.HTML["count-locks"], ">1<") && strings.Contains(v.HTML["locks-summary"], "1 lock ")
 	})

@@ -96,16 +96,26 @@ func TestAKilledGatewayResumesItsLeases(t *testing.T) {
 	}
 }
 
+// startHoldingALock starts a gateway process with handover, of the session
+// timeout given, on a data dir of its own, and a lease ("holder") that holds
+// the lock name on it. The options it returns, with the process's root,
+// start another gateway on the same root and data dir.
+func startHoldingALock(t *testing.T, timeout time.Duration, name string) (gwtest.GatewayOptions, *gwtest.Proc, string) {
+	t.Helper()
+	opts := gwtest.GatewayOptions{SessionTimeout: timeout, Handover: true, DataDir: t.TempDir()}
+	p := gwtest.StartProcess(t, opts)
+	opts.Root = p.Root
+	lease := newLease(t, p.URL, "1m", "holder")
+	mustStatus(t, acquire(t, p.URL, name, lease, "0s"), http.StatusOK, "acquire")
+	return opts, p, lease
+}
+
 // A gateway killed and started again only after its session expired finds
 // its leases gone: 410 session_lost, as before. A start on another root,
 // sharing the data dir, resumes nothing of it.
 func TestAKilledGatewaysLeasesEndWithItsSession(t *testing.T) {
 	t.Parallel()
-	opts := gwtest.GatewayOptions{SessionTimeout: 2 * time.Second, Handover: true, DataDir: t.TempDir()}
-	p := gwtest.StartProcess(t, opts)
-	opts.Root = p.Root
-	lease := newLease(t, p.URL, "1m", "holder")
-	mustStatus(t, acquire(t, p.URL, "gone", lease, "0s"), http.StatusOK, "acquire")
+	opts, p, lease := startHoldingALock(t, 2*time.Second, "gone")
 	p.Kill()
 	files, _ := filepath.Glob(filepath.Join(opts.DataDir, "handover", "*", "*.wal"))
 	if len(files) != 1 {
@@ -186,11 +196,7 @@ func TestAKillCostsNothing(t *testing.T) {
 // session alone, though its record is there; the first keeps its leases.
 func TestAGatewayLeavesALiveNeighboursSessionAlone(t *testing.T) {
 	t.Parallel()
-	opts := gwtest.GatewayOptions{SessionTimeout: 10 * time.Second, Handover: true, DataDir: t.TempDir()}
-	a := gwtest.StartProcess(t, opts)
-	opts.Root = a.Root
-	lease := newLease(t, a.URL, "1m", "holder")
-	mustStatus(t, acquire(t, a.URL, "shared-dir", lease, "0s"), http.StatusOK, "acquire")
+	opts, a, lease := startHoldingALock(t, 10*time.Second, "shared-dir")
 	keeper := gwtest.Do(t, "GET", a.URL+"/v1/leases/"+lease, nil).JSON(t)["gateway"]
 
 	b := gwtest.StartProcess(t, opts)

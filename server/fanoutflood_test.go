@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,15 +55,9 @@ func TestFanOutsCannotStarveThePeers(t *testing.T) {
 	b := startSecured(t, gwtest.GatewayOptions{Root: root, Extra: []string{"--fan-out-rate", "0.1"}}, file, secrets)
 	flood := func(token string, n int, path func(i int) string) time.Duration {
 		start := time.Now()
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Go(func() {
-				for i := w; i < n; i += 4 {
-					mustStatus(t, a.as(t, token, "GET", path(i), nil), 200, token+" GET "+path(i))
-				}
-			})
-		}
-		wg.Wait()
+		inParallel(n, 4, func(i int) {
+			mustStatus(t, a.as(t, token, "GET", path(i), nil), 200, token+" GET "+path(i))
+		})
 		return time.Since(start)
 	}
 

@@ -33,31 +33,9 @@ func BenchmarkHandoverOfManyLeases(b *testing.B) {
 	giver := gwtest.StartProcess(b, opts)
 	opts.Root = giver.Root
 	taker := gwtest.StartProcess(b, opts)
-	leases, tokens := make([]string, n), make([]float64, n)
-	forEach := func(n int, fn func(i int)) {
-		var wg sync.WaitGroup
-		for w := range 16 {
-			wg.Go(func() {
-				for i := w; i < n; i += 16 {
-					fn(i)
-				}
-			})
-		}
-		wg.Wait()
-	}
+	forEach := func(n int, fn func(i int)) { inParallel(n, 16, fn) }
 	made := time.Now()
-	forEach(n, func(i int) {
-		r := gwtest.Do(b, "POST", giver.URL+fmt.Sprintf("/v1/locks/many-%05d/acquire", i), map[string]any{"ttl": "10m"})
-		if r.Status != http.StatusOK {
-			b.Errorf("acquire %d: %d %s", i, r.Status, r.Body)
-			return
-		}
-		g := r.JSON(b)
-		leases[i], tokens[i] = g["lease"].(string), g["token"].(float64)
-	})
-	if b.Failed() {
-		b.FailNow()
-	}
+	leases, tokens := holdLocks(b, giver.URL, n, 16, "10m", "many-%05d")
 	waiters := make([]string, n/10)
 	forEach(len(waiters), func(i int) { waiters[i] = gwtest.NewLease(b, giver.URL, "10m", "waiter") })
 	// Each waiter's acquire waits in line until the handover cuts it (503);

@@ -478,25 +478,7 @@ func TestHandoverLongerThanAMegabyte(t *testing.T) {
 	a := gwtest.StartProcess(t, opts)
 	opts.Root = a.Root
 	b := gwtest.StartProcess(t, opts)
-	leases, tokens := make([]string, n), make([]float64, n)
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Go(func() {
-			for i := w; i < n; i += 8 {
-				r := gwtest.Do(t, "POST", a.URL+fmt.Sprintf("/v1/locks/big-%04d/acquire", i), map[string]any{"ttl": "2m"})
-				if r.Status != http.StatusOK {
-					t.Errorf("acquire %d: %d %s", i, r.Status, r.Body)
-					return
-				}
-				g := r.JSON(t)
-				leases[i], tokens[i] = g["lease"].(string), g["token"].(float64)
-			}
-		})
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+	leases, tokens := holdLocks(t, a.URL, n, 8, "2m", "big-%04d")
 	a.Terminate()
 	gwtest.Receive(t, a.Done(), 60*time.Second, "the exit of the gateway that handed its leases over")
 	if !strings.Contains(a.Logs(), "handed a session over") || strings.Contains(a.Logs(), "saved a session for the next start") {
@@ -508,4 +490,39 @@ func TestHandoverLongerThanAMegabyte(t *testing.T) {
 			t.Fatalf("lease %d on the peer: %v, want its lock held with token %v", i, h, tokens[i])
 		}
 	}
+}
+
+// holdLocks makes n leases of ttl on the gateway at url, lease i holding
+// the lock fmt.Sprintf(nameFormat, i), on workers goroutines: their ids and
+// tokens, by i. It stops tb if any lock is not granted.
+func holdLocks(tb testing.TB, url string, n, workers int, ttl, nameFormat string) ([]string, []float64) {
+	tb.Helper()
+	leases, tokens := make([]string, n), make([]float64, n)
+	inParallel(n, workers, func(i int) {
+		r := gwtest.Do(tb, "POST", url+"/v1/locks/"+fmt.Sprintf(nameFormat, i)+"/acquire", map[string]any{"ttl": ttl})
+		if r.Status != http.StatusOK {
+			tb.Errorf("acquire %d: %d %s", i, r.Status, r.Body)
+			return
+		}
+		g := r.JSON(tb)
+		leases[i], tokens[i] = g["lease"].(string), g["token"].(float64)
+	})
+	if tb.Failed() {
+		tb.FailNow()
+	}
+	return leases, tokens
+}
+
+// inParallel calls fn(i) for each i below n, on workers goroutines, and
+// returns once every call has.
+func inParallel(n, workers int, fn func(i int)) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -167,6 +167,13 @@ func icProduceMixed(t *testing.T, g *gwtest.Gateway, name string) ([]string, map
 	return order, dataOf
 }
 
+// queue makes the kazoo peer's queue handle id, on the queue at path.
+func (p *interopPeer) queue(id, path string) {
+	p.t.Helper()
+	p.send("queue %s %s", id, path)
+	p.expect("QUEUE "+id, interopWait)
+}
+
 // TestInteropKazooConsumesZkgateQueue: items produced through zkgate, with
 // mixed priorities and arbitrary bytes, are consumed by a kazoo
 // LockingQueue in kazoo's own order (priority, then sequence), byte-exact.
@@ -181,8 +188,7 @@ func TestInteropKazooConsumesZkgateQueue(t *testing.T) {
 	// ensure_path) and caches that they exist. (Had zkgate made them, they
 	// would be CONTAINER nodes, which ZooKeeper removes whenever the queue
 	// drains; kazoo, trusting its cache, then fails or misses items.)
-	p.send("queue q %s", queuePath)
-	p.expect("QUEUE q", interopWait)
+	p.queue("q", queuePath)
 	p.send("len q")
 	if l := p.expect("LEN q ", interopWait); l != "LEN q 0" {
 		t.Fatalf("kazoo sees %q in a new queue", l)
@@ -236,8 +242,7 @@ func TestInteropZkgateConsumesKazooQueue(t *testing.T) {
 	queuePath := g.Root + "/queues/" + name
 	lease := ioLease(t, g, "30s", "zkgate-consumer")
 
-	p.send("queue prod %s", queuePath)
-	p.expect("QUEUE prod", interopWait)
+	p.queue("prod", queuePath)
 	put := func(prio int, vals ...[]byte) {
 		t.Helper()
 		icPut(t, p, "prod", prio, vals...)
@@ -261,8 +266,7 @@ func TestInteropZkgateConsumesKazooQueue(t *testing.T) {
 
 	// A kazoo consumer locks the only item: zkgate cannot claim it.
 	put(100, []byte("contended"))
-	p.send("queue cons %s", queuePath)
-	p.expect("QUEUE cons", interopWait)
+	p.queue("cons", queuePath)
 	p.send("get cons 5")
 	entry, value := icGot(t, p, "cons")
 	if string(value) != "contended" {
@@ -553,8 +557,7 @@ func TestInteropKazooGetsADelayedItemWhenDue(t *testing.T) {
 	g, conn, p := interopStart(t, startKazooPeer)
 	const name = "reminders"
 	queuePath := g.Root + "/queues/" + name
-	p.send("queue q %s", queuePath)
-	p.expect("QUEUE q", interopWait)
+	p.queue("q", queuePath)
 
 	data := []byte{'d', 'u', 'e', 0x00, 0xff}
 	r := gwtest.Do(t, "POST", g.URL+"/v1/queues/"+name+"/items?delay=2s&priority=7", data)

@@ -218,30 +218,20 @@ const (
 // methodLabel is the method label of the request metrics: one of the
 // methods of RFC 9110 (and PATCH), or "other", so that made-up methods,
 // which any caller may send before any token is checked, cannot grow the
-// label set.
+// label set. The label is the constant, not m, so that what the metrics
+// keep is never a piece of a request.
 func methodLabel(m string) string {
-	switch m {
-	case http.MethodGet:
-		return http.MethodGet
-	case http.MethodHead:
-		return http.MethodHead
-	case http.MethodPost:
-		return http.MethodPost
-	case http.MethodPut:
-		return http.MethodPut
-	case http.MethodDelete:
-		return http.MethodDelete
-	case http.MethodPatch:
-		return http.MethodPatch
-	case http.MethodOptions:
-		return http.MethodOptions
-	case http.MethodConnect:
-		return http.MethodConnect
-	case http.MethodTrace:
-		return http.MethodTrace
+	for _, known := range labelledMethods {
+		if m == known {
+			return known
+		}
 	}
 	return "other"
 }
+
+// labelledMethods are the methods methodLabel names.
+var labelledMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete,
+	http.MethodPatch, http.MethodOptions, http.MethodConnect, http.MethodTrace}
 
 // statusLabel is the code label: the common ones without an allocation.
 func statusLabel(status int) string {

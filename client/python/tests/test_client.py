@@ -45,6 +45,24 @@ def eventually(what: str, cond, within: float = PATIENCE) -> None:
         time.sleep(0.02)
 
 
+def pipe(src: socket.socket, dst: socket.socket) -> None:
+    """Copies what src sends to dst until src ends (or fails), then ends
+    what dst is sent, as a proxy passes one direction of a connection on."""
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
 class Proxy:
     """A TCP proxy to the gateway that can refuse connections or drop one reply,
     to test exactly the failures those cause."""
@@ -88,21 +106,7 @@ class Proxy:
         if drop:
             self.drop_next_reply.clear()
 
-        def up() -> None:
-            try:
-                while True:
-                    data = client.recv(65536)
-                    if not data:
-                        break
-                    upstream.sendall(data)
-            except OSError:
-                pass
-            try:
-                upstream.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-
-        t = threading.Thread(target=up, daemon=True)
+        t = threading.Thread(target=pipe, args=(client, upstream), daemon=True)
         t.start()
         try:
             while True:

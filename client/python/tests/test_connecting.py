@@ -17,7 +17,7 @@ from unittest import mock
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import zkgate  # noqa: E402
-from test_client import PATIENCE, URL, LoopbackServer  # noqa: E402
+from test_client import PATIENCE, URL, LoopbackServer, pipe  # noqa: E402
 
 
 class RecordingProxy(LoopbackServer):
@@ -230,23 +230,7 @@ class Front:
             with self.mu:
                 self.conns += [inbound, outbound]
             for a, b in ((inbound, outbound), (outbound, inbound)):
-                threading.Thread(target=self.pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            try:
-                dst.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
+                threading.Thread(target=pipe, args=(a, b), daemon=True).start()
 
     def stop(self) -> None:
         with self.mu:

@@ -91,6 +91,16 @@ def say(line):
         sys.stdout.flush()
 
 
+def hand_on(handles, what, f):
+    """Hands the command f to the thread of the handle it names (f[1]) among
+    handles, the peer's handles of a kind (what), or says there is none."""
+    h = handles.get(f[1])
+    if h is None:
+        say("ERROR %s no %s" % (f[1], what))
+    else:
+        h.cmds.put(f)
+
+
 class Handle:
     def __init__(self, hid, lock):
         self.id = hid
@@ -233,11 +243,7 @@ def main():
                 queues[qid] = QueueHandle(qid, client, path)
                 say("QUEUE %s" % qid)
             elif cmd in QUEUE_COMMANDS:
-                qh = queues.get(f[1])
-                if qh is None:
-                    say("ERROR %s no queue" % f[1])
-                else:
-                    qh.cmds.put(f)
+                hand_on(queues, "queue", f)
             elif cmd in ("party", "shallow"):
                 kind = Party if cmd == "party" else ShallowParty
                 p = kind(client, f[2], f[3])
@@ -253,11 +259,7 @@ def main():
                 counters[f[1]] = CounterHandle(f[1], client, f[2], f[3] == "1")
                 say("COUNTER %s" % f[1])
             elif cmd in COUNTER_COMMANDS:
-                ch = counters.get(f[1])
-                if ch is None:
-                    say("ERROR %s no counter" % f[1])
-                else:
-                    ch.cmds.put(f)
+                hand_on(counters, "counter", f)
             elif cmd == "barrier":
                 barriers[f[1]] = Barrier(client, f[2])
                 say("BARRIER %s" % f[1])
