@@ -99,18 +99,18 @@ func (hs *handoffs) vouched(ctx context.Context, h *handoff) bool {
 // deleteVouching deletes p, a node made for a lease of epoch, as
 // Session.deleteNode does; the waiters of this gateway watching p are told
 // whether their nodes existed when p went (see handoffs).
-func (s *lines) deleteVouching(ctx context.Context, p string, epoch uint64) error {
-	waiters := s.handoffs.begin(p)
+func (ln *lines) deleteVouching(ctx context.Context, p string, epoch uint64) error {
+	waiters := ln.handoffs.begin(p)
 	if len(waiters) == 0 {
-		return s.sess.deleteNode(ctx, p, epoch)
+		return ln.sess.deleteNode(ctx, p, epoch)
 	}
-	if s.sess.check(epoch) == nil {
+	if ln.sess.check(epoch) == nil {
 		ops := []any{&zk.DeleteRequest{Path: p, Version: -1}}
 		for _, w := range waiters {
 			ops = append(ops, &zk.CheckVersionRequest{Path: w.node, Version: -1})
 		}
-		span := s.zkSpan(ctx, "multi", path.Dir(p))
-		_, err := s.sess.Conn().Multi(ops...)
+		span := ln.zkSpan(ctx, "multi", path.Dir(p))
+		_, err := ln.sess.Conn().Multi(ops...)
 		endZK(span, err)
 		if err == nil {
 			finishHandoffs(waiters, true)
@@ -120,5 +120,5 @@ func (s *lines) deleteVouching(ctx context.Context, p string, epoch uint64) erro
 	// p or a waiter's node is gone, or the reply was lost: the waiters read
 	// their own nodes, and p is deleted as any other.
 	finishHandoffs(waiters, false)
-	return s.sess.deleteNode(ctx, p, epoch)
+	return ln.sess.deleteNode(ctx, p, epoch)
 }

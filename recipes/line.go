@@ -96,7 +96,7 @@ func (t turn) marked(name string) bool {
 // after, when not nil, is a listing of parent made after node was: the
 // first one, instead of a listing of its own. beforeWait, when not nil, is
 // called before each wait (behind a node, or for a lock-delay).
-func (s *lines) waitTurn(ctx context.Context, lease *Lease, parent, node string, after *listing, markers []marker,
+func (ln *lines) waitTurn(ctx context.Context, lease *Lease, parent, node string, after *listing, markers []marker,
 	blocks func(c, self seqNode) bool, tryOnce bool, beforeWait func()) (turn, error) {
 	var last turn
 	listed := false
@@ -104,7 +104,7 @@ func (s *lines) waitTurn(ctx context.Context, lease *Lease, parent, node string,
 	vouched := false // the delete of the last node waited for checked ours (see handoffs)
 	for {
 		if !listed {
-			t, err := s.lineAfter(ctx, lease, parent, node, after, markers)
+			t, err := ln.lineAfter(ctx, lease, parent, node, after, markers)
 			after = nil
 			if err != nil {
 				return last, err
@@ -119,7 +119,7 @@ func (s *lines) waitTurn(ctx context.Context, lease *Lease, parent, node string,
 			if beforeWait != nil {
 				beforeWait()
 			}
-			held, err := s.waitDelay(ctx, lease, parent, last, blocks, tryOnce)
+			held, err := ln.waitDelay(ctx, lease, parent, last, blocks, tryOnce)
 			if err != nil {
 				return last, err
 			}
@@ -131,7 +131,7 @@ func (s *lines) waitTurn(ctx context.Context, lease *Lease, parent, node string,
 		if b == "" {
 			last.seen = floor < 0 || vouched
 			if !last.contenders[last.index].Reader {
-				s.passed.note(parent, last.contenders[last.index].Name, last.parentID)
+				ln.passed.note(parent, last.contenders[last.index].Name, last.parentID)
 			}
 			return last, nil
 		}
@@ -141,36 +141,36 @@ func (s *lines) waitTurn(ctx context.Context, lease *Lease, parent, node string,
 		if beforeWait != nil {
 			beforeWait()
 		}
-		s.noteBehind(ctx, parent, last.contenders[bi])
+		ln.noteBehind(ctx, parent, last.contenders[bi])
 		// Registered before the watch is armed: a delete of b through this
 		// gateway from now on vouches for node.
-		ho := s.handoffs.add(parent+"/"+b, node)
-		present, nw, err := s.watches.changed(ctx, parent+"/"+b)
+		ho := ln.handoffs.add(parent+"/"+b, node)
+		present, nw, err := ln.watches.changed(ctx, parent+"/"+b)
 		if err != nil {
-			s.handoffs.remove(ho)
-			if err := s.retryable(ctx, lease, err); err != nil {
+			ln.handoffs.remove(ho)
+			if err := ln.retryable(ctx, lease, err); err != nil {
 				return last, err
 			}
 			continue
 		}
 		if !present {
-			s.handoffs.remove(ho)
+			ln.handoffs.remove(ho)
 			listed = false
 			continue
 		}
 		last.waited = true
-		ev, err := s.watches.wait(ctx, nw)
-		s.handoffs.remove(ho)
+		ev, err := ln.watches.wait(ctx, nw)
+		ln.handoffs.remove(ho)
 		if err != nil {
 			return last, waitErr(ctx, lease, context.Cause(ctx))
 		}
 		vouched = false
 		switch {
-		case ev.Type == zk.EventNodeDeleted && s.passed.was(parent, b, last.parentID) && !last.marked(b):
+		case ev.Type == zk.EventNodeDeleted && ln.passed.was(parent, b, last.parentID) && !last.marked(b):
 			// (A node with a lock-delay marker may have gone without a
 			// release: its marker then stands in its place; listed again.)
 			floor = bi // a hand-over: nothing before us is left up to b
-			vouched = s.handoffs.vouched(ctx, ho)
+			vouched = ln.handoffs.vouched(ctx, ho)
 		case ev.Type == zk.EventNotWatching:
 			// The session ended or the connection was replaced.
 			if err := lease.alive(); err != nil {
@@ -185,36 +185,36 @@ func (s *lines) waitTurn(ctx context.Context, lease *Lease, parent, node string,
 
 // lineAfter finds node in after, a listing of parent made after node was,
 // or lists parent itself when after is nil.
-func (s *lines) lineAfter(ctx context.Context, lease *Lease, parent, node string, after *listing, markers []marker) (turn, error) {
+func (ln *lines) lineAfter(ctx context.Context, lease *Lease, parent, node string, after *listing, markers []marker) (turn, error) {
 	if after != nil {
 		return after.find(node, markers)
 	}
-	return s.listLine(ctx, lease, parent, node, markers)
+	return ln.listLine(ctx, lease, parent, node, markers)
 }
 
 // waitDelay waits out the lock-delay that holds back the caller's node in
 // t, nothing before it being left; held says there was one to wait for
 // (the line is then to be listed again).
-func (s *lines) waitDelay(ctx context.Context, lease *Lease, parent string, t turn,
+func (ln *lines) waitDelay(ctx context.Context, lease *Lease, parent string, t turn,
 	blocks func(c, self seqNode) bool, tryOnce bool) (held bool, err error) {
-	until, _, _, expired := s.heldBack(parent, t.marks, t.contenders[t.index], t.present, blocks)
-	s.dropMarks(expired)
+	until, _, _, expired := ln.heldBack(parent, t.marks, t.contenders[t.index], t.present, blocks)
+	ln.dropMarks(expired)
 	if until.IsZero() {
 		return false, nil
 	}
-	return true, s.waitHeldBack(ctx, lease, until, tryOnce)
+	return true, ln.waitHeldBack(ctx, lease, until, tryOnce)
 }
 
 // listLine lists parent (coalesced with the other waiters of this gateway)
 // and finds node in it; errNodeGone when it is not there.
-func (s *lines) listLine(ctx context.Context, lease *Lease, parent, node string, markers []marker) (turn, error) {
+func (ln *lines) listLine(ctx context.Context, lease *Lease, parent, node string, markers []marker) (turn, error) {
 	for {
 		// Shared with the other waiters of this gateway that list it now.
-		span := s.zkSpan(ctx, "children", parent)
-		f := s.lister.list(s.sess.Conn(), parent)
+		span := ln.zkSpan(ctx, "children", parent)
+		f := ln.lister.list(ln.sess.Conn(), parent)
 		endZK(span, f.err)
 		if f.err != nil && !errors.Is(f.err, zk.ErrNoNode) {
-			if err := s.retryable(ctx, lease, f.err); err != nil {
+			if err := ln.retryable(ctx, lease, f.err); err != nil {
 				return turn{}, err
 			}
 			continue
@@ -271,14 +271,14 @@ func (p *passedWriters) was(parent, name string, parentID int64) bool {
 // create, needs no read: it is known to be still there, and its create's
 // stat showed it the session's own. Any other is read (see ownNode), and
 // its czxid noted.
-func (s *lines) tokenOf(ctx context.Context, lease *Lease, h *hold, node string, czxid int64, t turn) (int64, error) {
+func (ln *lines) tokenOf(ctx context.Context, lease *Lease, h *hold, node string, czxid int64, t turn) (int64, error) {
 	if czxid != 0 && t.seen {
-		if err := s.sess.check(lease.epoch); err != nil {
+		if err := ln.sess.check(lease.epoch); err != nil {
 			return 0, err
 		}
 		return czxid, nil
 	}
-	st, err := s.ownNode(ctx, lease, node)
+	st, err := ln.ownNode(ctx, lease, node)
 	if err != nil {
 		return 0, err
 	}
@@ -290,13 +290,13 @@ func (s *lines) tokenOf(ctx context.Context, lease *Lease, h *hold, node string,
 
 // ownNode returns the stat of node once the session is live and the node is
 // the current session's own.
-func (s *lines) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Stat, error) {
+func (ln *lines) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Stat, error) {
 	for {
-		span := s.zkSpan(ctx, "exists", path.Dir(node))
-		ok, stat, err := s.sess.Conn().Exists(node)
+		span := ln.zkSpan(ctx, "exists", path.Dir(node))
+		ok, stat, err := ln.sess.Conn().Exists(node)
 		endZK(span, err)
 		if err != nil {
-			if err := s.retryable(ctx, lease, err); err != nil {
+			if err := ln.retryable(ctx, lease, err); err != nil {
 				return nil, err
 			}
 			continue
@@ -304,10 +304,10 @@ func (s *lines) ownNode(ctx context.Context, lease *Lease, node string) (*zk.Sta
 		if !ok {
 			return nil, errNodeGone
 		}
-		if err := s.sess.check(lease.epoch); err != nil {
+		if err := ln.sess.check(lease.epoch); err != nil {
 			return nil, err
 		}
-		if _, _, sid := s.sess.Status(); stat.EphemeralOwner != sid {
+		if _, _, sid := ln.sess.Status(); stat.EphemeralOwner != sid {
 			// A node of an older session is not ours: that session, and
 			// with it the lease, is gone.
 			lease.end(EndSessionLost)
@@ -363,14 +363,14 @@ func waitErr(ctx context.Context, lease *Lease, err error) error {
 // retryable waits out a connection problem; any other error ends the wait.
 // A request cut short by the end of the wait (it elapsed, the client hung
 // up) is that end, not an internal error.
-func (s *lines) retryable(ctx context.Context, lease *Lease, err error) error {
+func (ln *lines) retryable(ctx context.Context, lease *Lease, err error) error {
 	if ctx.Err() != nil {
 		return waitErr(ctx, lease, context.Cause(ctx))
 	}
 	if !ambiguous(err) {
 		return internal(err, "ZooKeeper request")
 	}
-	if werr := s.sess.WaitLive(ctx); werr != nil {
+	if werr := ln.sess.WaitLive(ctx); werr != nil {
 		return waitErr(ctx, lease, werr)
 	}
 	return lease.alive()

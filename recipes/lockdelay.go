@@ -139,9 +139,9 @@ func (m delayMark) asContender() seqNode {
 }
 
 // delayIndexPath is the index entry of the marker at p.
-func (s *lines) delayIndexPath(p string) string {
+func (ln *lines) delayIndexPath(p string) string {
 	sum := sha256.Sum256([]byte(p))
-	return s.sess.Root() + "/delays/" + hex.EncodeToString(sum[:12])
+	return ln.sess.Root() + "/delays/" + hex.EncodeToString(sum[:12])
 }
 
 // orphans remembers when this gateway first found each orphaned marker, by
@@ -196,7 +196,7 @@ func (o *orphans) forget(p string) {
 // whether a node of the line's holders exists. With blocks, only a marker
 // of a node before self that blocks it counts (a line); without, every
 // marker of another lease does (a semaphore's slots).
-func (s *lines) heldBack(line string, marks []delayMark, self seqNode, present func(string) bool,
+func (ln *lines) heldBack(line string, marks []delayMark, self seqNode, present func(string) bool,
 	blocks func(c, self seqNode) bool) (latest, earliest time.Time, active int, expired []string) {
 	now := time.Now()
 	for _, m := range marks {
@@ -209,7 +209,7 @@ func (s *lines) heldBack(line string, marks []delayMark, self seqNode, present f
 		if blocks != nil && (m.seq >= self.Seq || !blocks(m.asContender(), self)) {
 			continue
 		}
-		u := s.orphans.until(line+"/"+m.name, min(m.delay, maxDelayKept))
+		u := ln.orphans.until(line+"/"+m.name, min(m.delay, maxDelayKept))
 		if !u.After(now) {
 			expired = append(expired, line+"/"+m.name)
 			continue
@@ -227,11 +227,11 @@ func (s *lines) heldBack(line string, marks []delayMark, self seqNode, present f
 
 // dropMarks deletes orphaned markers whose delay ran out, with their index
 // entries, in the background: any gateway may, and a grant need not wait.
-func (s *lines) dropMarks(paths []string) {
+func (ln *lines) dropMarks(paths []string) {
 	for _, p := range paths {
 		go func() {
-			if err := s.deleteMark(p); err != nil {
-				s.log.Debug("delete an expired lock-delay marker", "marker", p, "err", err)
+			if err := ln.deleteMark(p); err != nil {
+				ln.log.Debug("delete an expired lock-delay marker", "marker", p, "err", err)
 			}
 		}()
 	}
@@ -239,10 +239,10 @@ func (s *lines) dropMarks(paths []string) {
 
 // deleteMark deletes the marker at p and its index entry, retrying across
 // reconnects while the session lives (a marker left behind only delays).
-func (s *lines) deleteMark(p string) error {
-	idx := s.delayIndexPath(p)
+func (ln *lines) deleteMark(p string) error {
+	idx := ln.delayIndexPath(p)
 	for attempt := 0; ; attempt++ {
-		conn := s.sess.Conn()
+		conn := ln.sess.Conn()
 		_, err := conn.Multi(&zk.DeleteRequest{Path: p, Version: -1}, &zk.DeleteRequest{Path: idx, Version: -1})
 		if errors.Is(err, zk.ErrNoNode) {
 			// One of the two went already: delete what is left, one by one.
@@ -254,14 +254,14 @@ func (s *lines) deleteMark(p string) error {
 			}
 		}
 		if err == nil {
-			s.orphans.forget(p)
+			ln.orphans.forget(p)
 			return nil
 		}
 		if !ambiguous(err) || attempt == 10 {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.sess.timeout())
-		werr := s.sess.WaitLive(ctx)
+		ctx, cancel := context.WithTimeout(context.Background(), ln.sess.timeout())
+		werr := ln.sess.WaitLive(ctx)
 		cancel()
 		if werr != nil {
 			return err
@@ -273,7 +273,7 @@ func (s *lines) deleteMark(p string) error {
 // its grant is answered: a lease without a lock-delay leaves none. The
 // marker becomes one of h's nodes (deleted first when it goes; see
 // hold.removeNodes).
-func (s *lines) markDelay(ctx context.Context, h *hold, line, node string) error {
+func (ln *lines) markDelay(ctx context.Context, h *hold, line, node string) error {
 	lease := h.lease
 	if lease.LockDelay <= 0 {
 		return nil
@@ -291,16 +291,16 @@ func (s *lines) markDelay(ctx context.Context, h *hold, line, node string) error
 		}
 	}
 	h.mu.Unlock()
-	idx := s.delayIndexPath(p)
+	idx := ln.delayIndexPath(p)
 	for {
-		if err := s.sess.check(lease.epoch); err != nil {
+		if err := ln.sess.check(lease.epoch); err != nil {
 			return err
 		}
-		conn := s.sess.Conn()
-		span := s.zkSpan(ctx, "multi", line)
+		conn := ln.sess.Conn()
+		span := ln.zkSpan(ctx, "multi", line)
 		_, err := conn.Multi(
-			&zk.CreateRequest{Path: p, Acl: s.sess.acl()},
-			&zk.CreateRequest{Path: idx, Data: []byte(p), Acl: s.sess.acl()})
+			&zk.CreateRequest{Path: p, Acl: ln.sess.acl()},
+			&zk.CreateRequest{Path: idx, Data: []byte(p), Acl: ln.sess.acl()})
 		endZK(span, err)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
@@ -309,7 +309,7 @@ func (s *lines) markDelay(ctx context.Context, h *hold, line, node string) error
 		case errors.Is(err, zk.ErrNoNode):
 			// {root}/delays of a root made before lock-delays, or the line's
 			// parent gone (the node with it: the next turn finds out).
-			if err := s.sess.createPersistent(ctx, path.Dir(idx)); err != nil {
+			if err := ln.sess.createPersistent(ctx, path.Dir(idx)); err != nil {
 				return waitErr(ctx, lease, err)
 			}
 			if ok, _, _ := conn.Exists(line); !ok {
@@ -317,7 +317,7 @@ func (s *lines) markDelay(ctx context.Context, h *hold, line, node string) error
 			}
 			continue
 		case ambiguous(err):
-			if werr := s.sess.waitEpoch(ctx, lease.epoch); werr != nil {
+			if werr := ln.sess.waitEpoch(ctx, lease.epoch); werr != nil {
 				return werr
 			}
 			continue
@@ -334,7 +334,7 @@ func (s *lines) markDelay(ctx context.Context, h *hold, line, node string) error
 		if gone {
 			// Released (or ended) while its grant was being made: no client
 			// was told of the grant, so nothing needs the marker.
-			_ = s.deleteMark(p)
+			_ = ln.deleteMark(p)
 			return errHoldGone
 		}
 		return nil
@@ -347,7 +347,7 @@ const heldBackKey = "lock_delay_until"
 
 // waitHeldBack waits until until (from heldBack), or answers the end of
 // the wait; tryOnce answers a timeout at once.
-func (s *lines) waitHeldBack(ctx context.Context, lease *Lease, until time.Time, tryOnce bool) error {
+func (ln *lines) waitHeldBack(ctx context.Context, lease *Lease, until time.Time, tryOnce bool) error {
 	if tryOnce {
 		return &Error{Code: CodeTimeout, Detail: "held back until " + until.UTC().Format(time.RFC3339Nano) +
 			" by the lock-delay of a holder that ended without releasing",
@@ -389,25 +389,25 @@ func withExtra(e *Error, more map[string]any) map[string]any {
 // random so that gateways spread out) it looks at every lock-delay marker
 // and deletes those orphaned longer than their delay, so that a marker of a
 // line nobody waits on does not stay.
-func (s *lines) sweepDelays(ctx context.Context) {
+func (ln *lines) sweepDelays(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(2*time.Second + time.Duration(rand.Int64N(int64(4*time.Second)))):
 		}
-		if st, _, _ := s.sess.Status(); st == StateLive {
-			if err := s.SweepDelays(ctx); err != nil && ctx.Err() == nil {
-				s.log.Debug("sweep lock-delay markers", "err", err)
+		if st, _, _ := ln.sess.Status(); st == StateLive {
+			if err := ln.SweepDelays(ctx); err != nil && ctx.Err() == nil {
+				ln.log.Debug("sweep lock-delay markers", "err", err)
 			}
 		}
 	}
 }
 
 // SweepDelays is one sweep of the lock-delay markers (see sweepDelays).
-func (s *lines) SweepDelays(ctx context.Context) error {
-	conn := s.sess.Conn()
-	dir := s.sess.Root() + "/delays"
+func (ln *lines) SweepDelays(ctx context.Context) error {
+	conn := ln.sess.Conn()
+	dir := ln.sess.Root() + "/delays"
 	entries, _, err := conn.Children(dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
@@ -423,7 +423,7 @@ func (s *lines) SweepDelays(ctx context.Context) error {
 		}
 		p := string(raw)
 		m, ok := parseMark(path.Base(p))
-		if !ok || s.delayIndexPath(p) != idx {
+		if !ok || ln.delayIndexPath(p) != idx {
 			return nil // not ours to judge
 		}
 		holder := path.Dir(p) + "/" + m.holder
@@ -442,8 +442,8 @@ func (s *lines) SweepDelays(ctx context.Context) error {
 		if err != nil || alive {
 			return nil
 		}
-		if !s.orphans.until(p, min(m.delay, maxDelayKept)).After(time.Now()) {
-			return s.deleteMark(p)
+		if !ln.orphans.until(p, min(m.delay, maxDelayKept)).After(time.Now()) {
+			return ln.deleteMark(p)
 		}
 		return nil
 	})

@@ -40,14 +40,14 @@ func noSpan() trace.Span { return trace.SpanFromContext(context.Background()) }
 
 // traced says whether ctx is a request that s traces: a tracer is set and
 // the request's span records.
-func (s *lines) traced(ctx context.Context) bool {
-	return s.sess.cfg.Tracer != nil && trace.SpanFromContext(ctx).IsRecording()
+func (ln *lines) traced(ctx context.Context) bool {
+	return ln.sess.cfg.Tracer != nil && trace.SpanFromContext(ctx).IsRecording()
 }
 
 // startWait starts the span of a wait of lease for kind's name (mode: a
 // lock's), a child of ctx's span; endWait ends it with the wait's outcome.
-func (s *lines) startWait(ctx context.Context, kind, name, mode string, lease *Lease) (context.Context, trace.Span) {
-	if !s.traced(ctx) {
+func (ln *lines) startWait(ctx context.Context, kind, name, mode string, lease *Lease) (context.Context, trace.Span) {
+	if !ln.traced(ctx) {
 		return ctx, noSpan()
 	}
 	attrs := []attribute.KeyValue{attrKind.String(kind), attrName.String(name), attrLease.String(lease.ID)}
@@ -56,7 +56,7 @@ func (s *lines) startWait(ctx context.Context, kind, name, mode string, lease *L
 	}
 	// The request's span says what it acts on too.
 	trace.SpanFromContext(ctx).SetAttributes(attrs...)
-	return s.sess.cfg.Tracer.Start(ctx, kind+" wait", trace.WithAttributes(attrs...))
+	return ln.sess.cfg.Tracer.Start(ctx, kind+" wait", trace.WithAttributes(attrs...))
 }
 
 // endWait ends sp, a wait's span, with err's outcome (nil: granted) and
@@ -89,8 +89,8 @@ func outcome(err error) string {
 
 // zkSpan starts the span of a ZooKeeper round trip, op on p, made for the
 // request of ctx; end it with endZK.
-func (s *lines) zkSpan(ctx context.Context, op, p string) trace.Span {
-	return startZK(s.sess.cfg.Tracer, ctx, op, p)
+func (ln *lines) zkSpan(ctx context.Context, op, p string) trace.Span {
+	return startZK(ln.sess.cfg.Tracer, ctx, op, p)
 }
 
 // zkSpan is lines.zkSpan, for the session's own round trips.
@@ -148,15 +148,15 @@ func WithLeaseReader(ctx context.Context, mayRead func(leaseID, owner string) bo
 
 // noteBehind adds to ctx's wait span the node c of parent it now waits
 // behind: its lease id and holder label, where the reader may see them.
-func (s *lines) noteBehind(ctx context.Context, parent string, c seqNode) {
-	if s.sess.cfg.Tracer == nil {
+func (ln *lines) noteBehind(ctx context.Context, parent string, c seqNode) {
+	if ln.sess.cfg.Tracer == nil {
 		return
 	}
 	sp := trace.SpanFromContext(ctx)
 	if !sp.IsRecording() {
 		return
 	}
-	local, isLocal := s.leases.find(c.Lease)
+	local, isLocal := ln.leases.find(c.Lease)
 	owner := ""
 	if isLocal {
 		owner = local.Owner
@@ -171,7 +171,7 @@ func (s *lines) noteBehind(ctx context.Context, parent string, c seqNode) {
 	if isLocal {
 		holder = local.Holder
 	} else {
-		holder = s.nodeHolder(ctx, parent, c)
+		holder = ln.nodeHolder(ctx, parent, c)
 	}
 	if holder != "" {
 		attrs = append(attrs, attrHolder.String(holder))
@@ -180,9 +180,9 @@ func (s *lines) noteBehind(ctx context.Context, parent string, c seqNode) {
 }
 
 // nodeHolder is the holder label in c's node (a traced round trip).
-func (s *lines) nodeHolder(ctx context.Context, parent string, c seqNode) string {
-	sp := s.zkSpan(ctx, "get", parent)
-	data, _, err := s.sess.Conn().Get(parent + "/" + c.Name)
+func (ln *lines) nodeHolder(ctx context.Context, parent string, c seqNode) string {
+	sp := ln.zkSpan(ctx, "get", parent)
+	data, _, err := ln.sess.Conn().Get(parent + "/" + c.Name)
 	endZK(sp, err)
 	d, ok := parseNodeData(data)
 	if err != nil || !ok {
