@@ -47,11 +47,15 @@ func TestFloorServers(t *testing.T) {
 			}
 			body, other := leaseBody(leases[0]), leaseBody(leases[1])
 
-			// The first cycle makes the lock's znode and its parents; a
-			// persistent child sorted after every lock node keeps ZooKeeper
-			// from removing the znode between cycles (which costs a remake).
-			op := lockOp(c, "bench-c-0", body)
-			if err := op(ctx); err != nil {
+			// The first acquire makes the lock's znode and its parents. While
+			// it holds the lock, a persistent child sorted after every lock
+			// node is made, which keeps ZooKeeper from removing the znode
+			// between cycles (which costs a remake). Made after the release,
+			// it would race ZooKeeper's container reaper (every 100ms here),
+			// which may remove the empty znode first.
+			const first = "/v1/locks/bench-c-0/"
+			st, b, err := c.do(ctx, http.MethodPost, first+"acquire", body)
+			if err := expect("acquire", st, b, err, http.StatusOK); err != nil {
 				t.Fatal(err)
 			}
 			if conn != nil {
@@ -59,6 +63,11 @@ func TestFloorServers(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			st, b, err = c.do(ctx, http.MethodPost, first+"release", body)
+			if err := expect("release", st, b, err, http.StatusNoContent); err != nil {
+				t.Fatal(err)
+			}
+			op := lockOp(c, "bench-c-0", body)
 			const cycles = 20
 			before := packetsOrZero(t, ctx, srv.Addr(), conn)
 			for range cycles {
@@ -120,7 +129,7 @@ func TestFloorServers(t *testing.T) {
 			if err := c.revokeLeases(ctx, leases, 2); err != nil {
 				t.Fatal(err)
 			}
-			st, b, err := c.do(ctx, http.MethodPost, lock+"acquire", body)
+			st, b, err = c.do(ctx, http.MethodPost, lock+"acquire", body)
 			if err := expect("acquire with a revoked lease", st, b, err, http.StatusNotFound); err != nil {
 				t.Error(err)
 			}
