@@ -398,10 +398,17 @@ func TestIntegration_IncrementalReconfig(t *testing.T) {
 
 	// A request made while the client reconnects fails when every server
 	// turns it away (ErrNoServer), as they do until they have a leader
-	// again: wait for the session before the next reconfig.
-	for deadline := time.Now().Add(30 * time.Second); zk.State() != StateHasSession; time.Sleep(10 * time.Millisecond) {
+	// again. The client's session alone does not say that they do: it
+	// stays on the removed leader, which serves on as a follower of the
+	// new one, while the others elect (their srvr says they do not serve,
+	// its srvr that it still leads). So wait until the others have a
+	// leader, and the client its session.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no session again within 30s of the leader's removal: %v", zk.State())
+			t.Fatalf("the ensemble without server %d did not serve the client within 30s: %v on %s", leader, zk.State(), zk.Server())
+		}
+		if _, ok := leaderOf(ts, leader); ok && zk.State() == StateHasSession {
+			break
 		}
 	}
 
@@ -418,14 +425,26 @@ func TestIntegration_IncrementalReconfig(t *testing.T) {
 // clusterLeader is the id of the server of ts that leads, by its srvr.
 func clusterLeader(t *testing.T, ts *TestCluster) int {
 	t.Helper()
+	id, ok := leaderOf(ts, 0)
+	if !ok {
+		t.Fatal("no server of the cluster says it leads")
+	}
+	return id
+}
+
+// leaderOf is the id of the server of ts, other than server except, that
+// says it leads (srvr).
+func leaderOf(ts *TestCluster, except int) (int, bool) {
 	for _, srv := range ts.Servers {
+		if srv.Config.ID == except {
+			continue
+		}
 		stats, _ := FLWSrvr([]string{fmt.Sprintf("127.0.0.1:%d", srv.Port)}, 5*time.Second)
 		if len(stats) == 1 && stats[0].Error == nil && stats[0].Mode == ModeLeader {
-			return srv.Config.ID
+			return srv.Config.ID, true
 		}
 	}
-	t.Fatal("no server of the cluster says it leads")
-	return 0
+	return 0, false
 }
 
 func TestIntegration_Reconfig(t *testing.T) {
