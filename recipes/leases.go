@@ -152,11 +152,12 @@ type HoldInfo struct {
 type Leases struct {
 	sess *Session
 	svc  *Service // the service whose session keeps the table's leases (see Lease.service)
-	// adopted, when set, is the tables of the sessions the gateway adopted
-	// (see handover.go): a lease of this gateway is in one of them.
-	adopted func() []*Leases
-	cfg     LeaseConfig
-	log     *slog.Logger
+	// all, when set, is this table, first, and those of the sessions the
+	// gateway adopted (see handover.go): a lease of this gateway is in one
+	// of them.
+	all func() []*Leases
+	cfg LeaseConfig
+	log *slog.Logger
 
 	mu    sync.Mutex
 	live  map[string]*Lease
@@ -447,10 +448,10 @@ func (ls *Leases) find(id string) (*Lease, bool) {
 // tables is this table, first, and, for the gateway's own service, those
 // of the sessions it adopted.
 func (ls *Leases) tables() []*Leases {
-	if ls.adopted == nil {
+	if ls.all == nil {
 		return []*Leases{ls}
 	}
-	return append([]*Leases{ls}, ls.adopted()...)
+	return ls.all()
 }
 
 // KeepAlive extends the lease by its TTL, in memory only. While the session

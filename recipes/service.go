@@ -76,7 +76,7 @@ func New(sess *Session, cfg Config) *Service {
 	s.Leases = NewLeases(sess, cfg.Leases, cfg.Logger)
 	s.lines.leases = s.Leases
 	s.Leases.svc = s
-	s.Leases.adopted = s.adoptedTables
+	s.Leases.all = s.leaseTables
 	s.Leases.journal = newJournal(cfg.JournalDir, cfg.Logger)
 	// Each recipe gets what it uses of the session, and finds the recipe of
 	// a lease of another session (one the gateway adopted) through of.
@@ -127,15 +127,16 @@ func (s *Service) top() *Service {
 	return s
 }
 
-// adoptedTables is, for the gateway's own service, the lease tables of the
-// sessions it adopted (see Leases.tables).
-func (s *Service) adoptedTables() []*Leases {
+// leaseTables is s's lease table, first, and, for the gateway's own
+// service, those of the sessions it adopted (see Leases.tables).
+func (s *Service) leaseTables() []*Leases {
 	if s.parent != nil {
-		return nil
+		return []*Leases{s.Leases}
 	}
 	s.adoptMu.Lock()
 	defer s.adoptMu.Unlock()
-	out := make([]*Leases, 0, len(s.adopted))
+	out := make([]*Leases, 0, 1+len(s.adopted))
+	out = append(out, s.Leases)
 	for _, a := range s.adopted {
 		out = append(out, a.Leases)
 	}
